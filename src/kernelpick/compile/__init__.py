@@ -1,0 +1,1 @@
+"""Compilation of Triton kernels: explicit targets, parallel precompilation, and launching."""

@@ -1,0 +1,27 @@
+"""The exceptions kernelpick raises; every one derives from `KernelpickError`."""
+
+from __future__ import annotations
+
+
+class KernelpickError(Exception):
+    """Base class of every error kernelpick raises on purpose."""
+
+
+class SettingsError(KernelpickError, ValueError):
+    """A `KERNELPICK_*` variable or a settings override has a value of the wrong kind."""
+
+
+class ConfigError(KernelpickError, ValueError):
+    """A tuning decorator or config was given arguments that cannot work (found at decoration time)."""
+
+
+class NoValidConfigs(KernelpickError, RuntimeError):
+    """Every config of a tuning space failed; the message lists each config and why."""
+
+
+class AnalysisError(KernelpickError, ValueError):
+    """A kernel could not be analyzed with the arguments given (missing or malformed arguments)."""
+
+
+class StoreError(KernelpickError, RuntimeError):
+    """The result store could not be opened, read or written."""

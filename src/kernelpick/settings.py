@@ -1,0 +1,176 @@
+"""Every `KERNELPICK_*` environment variable: its type, default and meaning, declared once.
+
+Read them with `kernelpick.settings.current()`; scope changes with `kernelpick.settings.override(...)`.
+Nothing else in kernelpick reads the environment.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import os
+import typing
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any, Literal
+
+from kernelpick.errors import SettingsError
+
+CompileMode = Literal["thread", "process"]
+Toggle = Literal["auto", "on", "off"]
+
+
+def _setting(env: str, default: Any, doc: str) -> Any:
+    return field(default=default, metadata={"env": env, "doc": doc})
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """The effective settings; each field is read from the environment variable named in its metadata."""
+
+    cache_dir: Path | None = _setting(
+        "KERNELPICK_CACHE_DIR", None, "Folder of the result store and rendered templates (default: the user cache dir)."
+    )
+    cache: bool = _setting("KERNELPICK_CACHE", True, "Remember tuning results across processes in the store.")
+    print_tables: bool = _setting("KERNELPICK_PRINT", False, "Print an AUTOTUNE table to stderr after each tuning.")
+    progress: Toggle = _setting(
+        "KERNELPICK_PROGRESS", "auto", "Progress bar for tuning over ~1 s: auto (on a terminal), on or off."
+    )
+    compile_workers: int = _setting(
+        "KERNELPICK_COMPILE_WORKERS", 0, "Configs compiled at once; 0 means one per CPU core."
+    )
+    compile_mode: CompileMode = _setting(
+        "KERNELPICK_COMPILE_MODE", "thread", "Parallel compilation in threads (Triton's async mode) or processes."
+    )
+    warmup_ms: float = _setting("KERNELPICK_WARMUP_MS", 2.0, "Warm-up time per config before it is timed.")
+    rep_ms: float = _setting("KERNELPICK_REP_MS", 10.0, "Timed runs per config in the first round, in milliseconds.")
+    confirm_top: int = _setting(
+        "KERNELPICK_CONFIRM_TOP", 4, "Fastest configs re-timed together (interleaved) in a second round; 0: none."
+    )
+    confirm_rep_ms: float = _setting(
+        "KERNELPICK_CONFIRM_REP_MS", 40.0, "Timed runs per config in the second round, in milliseconds."
+    )
+    min_reps: int = _setting("KERNELPICK_MIN_REPS", 5, "Fewest timed runs of a config, however slow it is.")
+    max_reps: int = _setting("KERNELPICK_MAX_REPS", 1000, "Most timed runs of a config in one round.")
+
+
+_ENV_NAMES = {f.name: f.metadata["env"] for f in fields(Settings)}
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+def _parse(name: str, annotation: Any, raw: object) -> Any:
+    """Convert `raw` (a string from the environment, or a Python value) to the field's type."""
+    env = _ENV_NAMES[name]
+    origin = typing.get_origin(annotation)
+    if origin is typing.Union or str(origin) == "<class 'types.UnionType'>":
+        inner = [a for a in typing.get_args(annotation) if a is not type(None)]
+        if raw is None or raw == "":
+            return None
+        return _parse(name, inner[0], raw)
+    if origin is Literal:
+        choices = typing.get_args(annotation)
+        if raw not in choices:
+            raise SettingsError(f"{env}={raw!r} is not one of {', '.join(map(repr, choices))}")
+        return raw
+    if annotation is bool:
+        if isinstance(raw, bool):
+            return raw
+        text = str(raw).strip().lower()
+        if text in _TRUE:
+            return True
+        if text in _FALSE:
+            return False
+        raise SettingsError(f"{env}={raw!r} is not a boolean: use 1/0, true/false, yes/no or on/off")
+    if annotation is int or annotation is float:
+        try:
+            value = annotation(raw)
+        except (TypeError, ValueError):
+            kind = "an integer" if annotation is int else "a number"
+            raise SettingsError(f"{env}={raw!r} is not {kind}") from None
+        if value < 0:
+            raise SettingsError(f"{env}={raw!r} must not be negative")
+        return value
+    if annotation is Path:
+        return Path(str(raw)).expanduser()
+    return raw
+
+
+_HINTS = typing.get_type_hints(Settings)
+
+
+def from_environ(environ: Mapping[str, str] | None = None) -> Settings:
+    """Build settings from `environ` (default: the process environment).
+
+    Raises:
+        SettingsError: a variable has a value of the wrong kind; the message names it.
+    """
+    environ = os.environ if environ is None else environ
+    values = {
+        f.name: _parse(f.name, _HINTS[f.name], environ[f.metadata["env"]])
+        for f in fields(Settings)
+        if f.metadata["env"] in environ
+    }
+    return Settings(**values)
+
+
+_from_env: Settings | None = None
+_override: contextvars.ContextVar[Settings | None] = contextvars.ContextVar("kernelpick_settings", default=None)
+
+
+def current() -> Settings:
+    """The settings in effect here: the innermost `override`, else the environment (read once)."""
+    scoped = _override.get()
+    if scoped is not None:
+        return scoped
+    global _from_env
+    if _from_env is None:
+        _from_env = from_environ()
+    return _from_env
+
+
+def reload() -> Settings:
+    """Read the environment again (after it changed) and return the new settings."""
+    global _from_env
+    _from_env = None
+    return current()
+
+
+@contextlib.contextmanager
+def override(**changes: Any) -> Iterator[Settings]:
+    """Scope changed settings to a `with` block, in this thread or asyncio task.
+
+    Values are given by field name (`override(cache_dir=tmp, print_tables=True)`) and are checked
+    and converted like environment values.
+    """
+    unknown = set(changes) - set(_ENV_NAMES)
+    if unknown:
+        raise SettingsError(f"unknown settings {sorted(unknown)}; known: {sorted(_ENV_NAMES)}")
+    parsed = {name: _parse(name, _HINTS[name], value) for name, value in changes.items()}
+    token = _override.set(replace(current(), **parsed))
+    try:
+        yield _override.get()  # type: ignore[misc]
+    finally:
+        _override.reset(token)
+
+
+def describe() -> list[tuple[str, str, str]]:
+    """(variable, default, meaning) for every setting, in declaration order."""
+    return [(f.metadata["env"], repr(f.default), f.metadata["doc"]) for f in fields(Settings)]
+
+
+def cache_dir() -> Path:
+    """The folder of kernelpick's persistent data, created if missing."""
+    path = current().cache_dir
+    if path is None:
+        import platformdirs
+
+        path = Path(platformdirs.user_cache_dir("kernelpick", appauthor=False))
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def compile_workers() -> int:
+    """How many configs to compile at once."""
+    return current().compile_workers or os.cpu_count() or 1
