@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from kernelpick import settings
+from kernelpick.bench import BenchmarkResult, TimingSummary
 from kernelpick.errors import (
     AnalysisError,
     ConfigError,
@@ -11,16 +12,23 @@ from kernelpick.errors import (
     SettingsError,
     StoreError,
 )
+from kernelpick.tune import Autotuner, Config, TuningRecord, autotune
 
 __version__ = "0.1.0"
 
 __all__ = [
     "AnalysisError",
+    "Autotuner",
+    "BenchmarkResult",
+    "Config",
     "ConfigError",
     "KernelpickError",
     "NoValidConfigs",
     "SettingsError",
     "StoreError",
+    "TimingSummary",
+    "TuningRecord",
     "__version__",
+    "autotune",
     "settings",
 ]

@@ -30,10 +30,14 @@ class Settings:
     """The effective settings; each field is read from the environment variable named in its metadata."""
 
     cache_dir: Path | None = _setting(
-        "KERNELPICK_CACHE_DIR", None, "Folder of the result store and rendered templates (default: the user cache dir)."
+        "KERNELPICK_CACHE_DIR",
+        None,
+        "Folder of the result store and rendered templates (default: the user cache dir).",
     )
     cache: bool = _setting("KERNELPICK_CACHE", True, "Remember tuning results across processes in the store.")
-    print_tables: bool = _setting("KERNELPICK_PRINT", False, "Print an AUTOTUNE table to stderr after each tuning.")
+    print_tables: bool = _setting(
+        "KERNELPICK_PRINT", False, "Print an AUTOTUNE table to stderr after each tuning."
+    )
     progress: Toggle = _setting(
         "KERNELPICK_PROGRESS", "auto", "Progress bar for tuning over ~1 s: auto (on a terminal), on or off."
     )
@@ -41,12 +45,18 @@ class Settings:
         "KERNELPICK_COMPILE_WORKERS", 0, "Configs compiled at once; 0 means one per CPU core."
     )
     compile_mode: CompileMode = _setting(
-        "KERNELPICK_COMPILE_MODE", "thread", "Parallel compilation in threads (Triton's async mode) or processes."
+        "KERNELPICK_COMPILE_MODE",
+        "thread",
+        "Parallel compilation in threads (Triton's async mode) or processes.",
     )
     warmup_ms: float = _setting("KERNELPICK_WARMUP_MS", 2.0, "Warm-up time per config before it is timed.")
-    rep_ms: float = _setting("KERNELPICK_REP_MS", 10.0, "Timed runs per config in the first round, in milliseconds.")
+    rep_ms: float = _setting(
+        "KERNELPICK_REP_MS", 10.0, "Timed runs per config in the first round, in milliseconds."
+    )
     confirm_top: int = _setting(
-        "KERNELPICK_CONFIRM_TOP", 4, "Fastest configs re-timed together (interleaved) in a second round; 0: none."
+        "KERNELPICK_CONFIRM_TOP",
+        4,
+        "Fastest configs re-timed together (interleaved) in a second round; 0: none.",
     )
     confirm_rep_ms: float = _setting(
         "KERNELPICK_CONFIRM_REP_MS", 40.0, "Timed runs per config in the second round, in milliseconds."
@@ -116,7 +126,9 @@ def from_environ(environ: Mapping[str, str] | None = None) -> Settings:
 
 
 _from_env: Settings | None = None
-_override: contextvars.ContextVar[Settings | None] = contextvars.ContextVar("kernelpick_settings", default=None)
+_override: contextvars.ContextVar[Settings | None] = contextvars.ContextVar(
+    "kernelpick_settings", default=None
+)
 
 
 def current() -> Settings:

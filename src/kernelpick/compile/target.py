@@ -83,7 +83,9 @@ def as_jit_function(kernel: Any) -> JITFunction[Any]:
     raise AnalysisError(f"expected a @triton.jit function, got {type(kernel).__name__}: {kernel!r}")
 
 
-def bind_arguments(kernel: JITFunction[Any], args: Sequence[Any], kwargs: Mapping[str, Any]) -> dict[str, Any]:
+def bind_arguments(
+    kernel: JITFunction[Any], args: Sequence[Any], kwargs: Mapping[str, Any]
+) -> dict[str, Any]:
     """Map launch arguments to the kernel's parameter names, with a clear error for missing or extra ones."""
     names = kernel.arg_names
     options = {k: v for k, v in kwargs.items() if k not in names}
@@ -95,10 +97,14 @@ def bind_arguments(kernel: JITFunction[Any], args: Sequence[Any], kwargs: Mappin
     bound = dict(zip(names, args))
     twice = sorted(set(bound) & set(given))
     if twice:
-        raise AnalysisError(f"kernel `{kernel.__name__}`: argument(s) {twice} given both by position and by name")
+        raise AnalysisError(
+            f"kernel `{kernel.__name__}`: argument(s) {twice} given both by position and by name"
+        )
     bound.update(given)
     defaults = {
-        p.name: p.default for p in kernel.signature.parameters.values() if p.default is not inspect.Parameter.empty
+        p.name: p.default
+        for p in kernel.signature.parameters.values()
+        if p.default is not inspect.Parameter.empty
     }
     missing = [n for n in names if n not in bound and n not in defaults]
     if missing:

@@ -1,0 +1,69 @@
+"""Benchmark candidates in two rounds: all of them briefly, then the fastest few again, interleaved."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+
+from kernelpick.bench.result import BenchmarkResult, Status
+from kernelpick.bench.stats import TimingSummary
+from kernelpick.bench.timers import Benchmarkable, Timer, TimingBudget
+
+log = logging.getLogger("kernelpick.bench")
+
+
+def classify_run_error(error: BaseException) -> tuple[Status, str]:
+    """Map an exception raised while running a candidate to a status and message."""
+    name = type(error).__name__
+    status: Status = "out_of_resources" if name == "OutOfResources" else "runtime_error"
+    text = str(error).strip()
+    if len(text) > 2000:
+        text = text[:1000] + "\n...\n" + text[-1000:]
+    return status, f"{name}: {text}" if text else name
+
+
+def benchmark(
+    candidates: Sequence[Benchmarkable],
+    timer: Timer,
+    *,
+    screening: TimingBudget,
+    confirming: TimingBudget | None = None,
+    confirm_top: int = 0,
+    on_done: Callable[[], object] | None = None,
+) -> list[BenchmarkResult]:
+    """Time every candidate; a candidate that raises is recorded with its reason, never chosen.
+
+    Args:
+        candidates: what to time; each is set up and torn down around every run, outside the timing.
+        timer: how to time.
+        screening: the budget of the first round, for every candidate.
+        confirming: the budget of the second round, for the `confirm_top` fastest (None: no second round).
+        confirm_top: how many of the fastest to time again, interleaved and longer, so that the pick
+            between near-equal candidates rests on more than a brief first look (0 or 1: no second round).
+        on_done: called after each candidate of the first round (for progress bars).
+
+    Returns:
+        One result per candidate, in order.
+    """
+    results: list[BenchmarkResult] = []
+    for candidate in candidates:
+        try:
+            results.append(BenchmarkResult("ok", TimingSummary.of(timer.measure(candidate, screening))))
+        except Exception as error:  # failures are data
+            status, message = classify_run_error(error)
+            log.debug("candidate %s failed: %s", candidate.name, message)
+            results.append(BenchmarkResult.failed(status, message))
+        if on_done is not None:
+            on_done()
+    fastest = sorted((i for i, r in enumerate(results) if r.ok), key=lambda i: results[i].median_ms)[
+        :confirm_top
+    ]
+    if confirming is not None and len(fastest) >= 2:
+        try:
+            samples = timer.measure_interleaved([candidates[i] for i in fastest], confirming)
+        except Exception as error:  # keep the first round's figures
+            log.warning("second benchmark round failed, keeping the first round's timings: %s", error)
+        else:
+            for index, runs in zip(fastest, samples):
+                results[index] = BenchmarkResult("ok", TimingSummary.of(runs))
+    return results

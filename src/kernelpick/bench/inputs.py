@@ -1,0 +1,66 @@
+"""Benchmark inputs: private copies of every argument a kernel may write, restored before each run.
+
+The user's tensors are never written while tuning. Copies are made per storage, so arguments that
+alias each other (two views of one buffer) alias each other in the copies too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from typing import Any
+
+import torch
+
+
+def _flat_bytes(tensor: torch.Tensor) -> torch.Tensor:
+    """The whole storage behind `tensor`, as a 1-D uint8 tensor."""
+    return torch.empty(0, dtype=torch.uint8, device=tensor.device).set_(tensor.untyped_storage())
+
+
+def _view_into(storage_bytes: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """A tensor over `storage_bytes` with `like`'s dtype, size, strides and offset."""
+    return torch.empty(0, dtype=like.dtype, device=like.device).set_(
+        storage_bytes.untyped_storage(), like.storage_offset(), like.size(), like.stride()
+    )
+
+
+class ScratchArguments:
+    """Launch arguments in which the tensors a kernel may write are replaced by scratch copies.
+
+    Args:
+        arguments: the launch's arguments by name.
+        written: names of arguments the kernel may write (all tensors, when unsure).
+        zeroed: names of arguments to zero before each run instead of restoring (`reset_to_zero`).
+    """
+
+    def __init__(
+        self, arguments: Mapping[str, Any], written: Collection[str], zeroed: Collection[str] = ()
+    ) -> None:
+        self._pairs: dict[tuple[int, torch.device], tuple[torch.Tensor, torch.Tensor]] = {}
+        for name in (*written, *zeroed):
+            value = arguments.get(name)
+            if isinstance(value, torch.Tensor) and value.untyped_storage().nbytes() > 0:
+                key = (value.untyped_storage().data_ptr(), value.device)
+                if key not in self._pairs:
+                    original = _flat_bytes(value)
+                    self._pairs[key] = (original, original.clone())
+        # Every tensor over a copied storage, read-only ones included, now points at the copy.
+        self.arguments: dict[str, Any] = {}
+        for name, value in arguments.items():
+            if isinstance(value, torch.Tensor):
+                pair = self._pairs.get((value.untyped_storage().data_ptr(), value.device))
+                if pair is not None:
+                    value = _view_into(pair[1], value)
+            self.arguments[name] = value
+        self._zeroed = [self.arguments[n] for n in zeroed if isinstance(self.arguments.get(n), torch.Tensor)]
+
+    @property
+    def copied_bytes(self) -> int:
+        return sum(scratch.numel() for _, scratch in self._pairs.values())
+
+    def restore(self) -> None:
+        """Give every copy the user's values again (and zero the `zeroed` ones)."""
+        for original, scratch in self._pairs.values():
+            scratch.copy_(original)
+        for tensor in self._zeroed:
+            tensor.zero_()

@@ -1,0 +1,70 @@
+"""`BenchmarkResult`: what benchmarking one candidate gave, failures included, as plain data."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, get_args
+
+from kernelpick.bench.stats import TimingSummary
+
+Status = Literal[
+    "ok",  # timed; `timing` holds the figures
+    "compile_error",  # the compiler rejected it
+    "out_of_resources",  # needs more shared memory, registers or threads than the device has
+    "runtime_error",  # it raised when launched
+    "wrong_result",  # it ran but its output differs from the reference
+    "timeout",  # it did not finish in time
+    "crashed",  # it killed the process running it
+]
+STATUSES: tuple[str, ...] = get_args(Status)
+
+
+@dataclass(frozen=True, slots=True)
+class BenchmarkResult:
+    """The outcome of benchmarking one config or choice.
+
+    `status` is "ok" exactly when `timing` is set; otherwise `message` says what went wrong.
+    `from_store` is True when the result was read from the result store instead of measured now.
+    """
+
+    status: Status
+    timing: TimingSummary | None = None
+    message: str = ""
+    from_store: bool = False
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise ValueError(f"unknown status {self.status!r}; expected one of {STATUSES}")
+        if (self.status == "ok") != (self.timing is not None):
+            raise ValueError("a result has timings exactly when its status is 'ok'")
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    @property
+    def median_ms(self) -> float:
+        """The median time, or infinity for a failed candidate (for sorting only: check `ok`)."""
+        return self.timing.median_ms if self.timing is not None else float("inf")
+
+    @classmethod
+    def failed(cls, status: Status, message: str) -> BenchmarkResult:
+        return cls(status=status, message=message)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "timing": None if self.timing is None else self.timing.to_dict(),
+            "message": self.message,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, from_store: bool = False) -> BenchmarkResult:
+        timing = data.get("timing")
+        return cls(
+            status=data["status"],
+            timing=None if timing is None else TimingSummary.from_dict(timing),
+            message=data.get("message", ""),
+            from_store=from_store,
+        )

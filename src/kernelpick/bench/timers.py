@@ -1,0 +1,189 @@
+"""Timers: CUDA events with the L2 cache flushed before each run, and a wall clock for CPU devices.
+
+Every timer calls a candidate's `setup` before and `teardown` after each run, outside the timed
+region, warms up, then times each run on its own so that outliers can be dropped afterwards.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import torch
+
+from kernelpick import settings
+from kernelpick.bench.device import DeviceInfo
+
+
+class Benchmarkable(Protocol):
+    """Anything that can be benchmarked: a timed `run` between untimed `setup` and `teardown`."""
+
+    name: str
+
+    def setup(self) -> object: ...
+
+    def run(self) -> object: ...
+
+    def teardown(self) -> object: ...
+
+
+@dataclass(frozen=True, slots=True)
+class TimingBudget:
+    """How long to warm up and how many runs to time, in milliseconds of kernel time."""
+
+    warmup_ms: float
+    rep_ms: float
+    min_reps: int
+    max_reps: int
+
+    @classmethod
+    def screening(cls) -> TimingBudget:
+        """The first round: every candidate, briefly."""
+        s = settings.current()
+        return cls(s.warmup_ms, s.rep_ms, s.min_reps, s.max_reps)
+
+    @classmethod
+    def confirming(cls) -> TimingBudget:
+        """The second round: the fastest few, interleaved, longer."""
+        s = settings.current()
+        return cls(0.0, s.confirm_rep_ms, max(s.min_reps, 10), s.max_reps)
+
+    @classmethod
+    def interpreted(cls) -> TimingBudget:
+        """Kernels in Triton's interpreter: a few runs, since their timings only rank, never predict."""
+        return cls(0.0, 0.0, 2, 2)
+
+    def reps_for(self, estimate_ms: float) -> int:
+        return int(min(self.max_reps, max(self.min_reps, math.ceil(self.rep_ms / max(estimate_ms, 1e-6)))))
+
+    def warmups_for(self, estimate_ms: float) -> int:
+        return int(min(self.max_reps, math.ceil(self.warmup_ms / max(estimate_ms, 1e-6))))
+
+
+class Timer(Protocol):
+    """Anything that times candidates; returns milliseconds per timed run."""
+
+    def measure(self, candidate: Benchmarkable, budget: TimingBudget) -> list[float]: ...
+
+    def measure_interleaved(
+        self, candidates: Sequence[Benchmarkable], budget: TimingBudget
+    ) -> list[list[float]]:
+        """Time several candidates taking turns, so that drift (clocks, heat) hits them all alike."""
+        ...
+
+
+class CudaEventTimer:
+    """CUDA events around each run; the L2 cache is flushed before each run by writing an L2-sized buffer."""
+
+    def __init__(self, device: DeviceInfo) -> None:
+        self.device = torch.device("cuda", device.index)
+        # Writing as many bytes as the L2 holds evicts what the previous run left there.
+        self._flush_buffer = torch.empty(max(device.l2_bytes, 1 << 20), dtype=torch.int8, device=self.device)
+
+    def _events(self, count: int) -> list[tuple[Any, Any]]:
+        return [
+            (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(count)
+        ]
+
+    def _timed(self, candidate: Benchmarkable, events: tuple[Any, Any]) -> None:
+        candidate.setup()
+        self._flush_buffer.zero_()
+        events[0].record()
+        candidate.run()
+        events[1].record()
+        candidate.teardown()
+
+    def _estimate(self, candidate: Benchmarkable) -> float:
+        candidate.setup()
+        candidate.run()  # the first run loads the kernel and surfaces launch errors
+        candidate.teardown()
+        torch.cuda.synchronize(self.device)
+        events = self._events(3)
+        for pair in events:
+            self._timed(candidate, pair)
+        torch.cuda.synchronize(self.device)
+        return sorted(float(s.elapsed_time(e)) for s, e in events)[1]
+
+    def measure(self, candidate: Benchmarkable, budget: TimingBudget) -> list[float]:
+        estimate = self._estimate(candidate)
+        for _ in range(budget.warmups_for(estimate)):
+            candidate.setup()
+            candidate.run()
+            candidate.teardown()
+        events = self._events(budget.reps_for(estimate))
+        for pair in events:
+            self._timed(candidate, pair)
+        torch.cuda.synchronize(self.device)
+        return [float(s.elapsed_time(e)) for s, e in events]
+
+    def measure_interleaved(
+        self, candidates: Sequence[Benchmarkable], budget: TimingBudget
+    ) -> list[list[float]]:
+        estimate = max(self._estimate(c) for c in candidates)
+        reps = budget.reps_for(estimate)
+        events = [self._events(reps) for _ in candidates]
+        for rep in range(reps):
+            for candidate, pairs in zip(candidates, events):
+                self._timed(candidate, pairs[rep])
+        torch.cuda.synchronize(self.device)
+        return [[float(s.elapsed_time(e)) for s, e in pairs] for pairs in events]
+
+
+class WallClockTimer:
+    """`time.perf_counter` around each run, for CPU devices (Triton's interpreter, CPU library kernels)."""
+
+    @staticmethod
+    def _timed(candidate: Benchmarkable) -> float:
+        candidate.setup()
+        start = time.perf_counter()
+        candidate.run()
+        elapsed = (time.perf_counter() - start) * 1e3
+        candidate.teardown()
+        return elapsed
+
+    def measure(self, candidate: Benchmarkable, budget: TimingBudget) -> list[float]:
+        estimate = self._timed(candidate)
+        for _ in range(budget.warmups_for(estimate) - 1):
+            self._timed(candidate)
+        return [self._timed(candidate) for _ in range(budget.reps_for(estimate))]
+
+    def measure_interleaved(
+        self, candidates: Sequence[Benchmarkable], budget: TimingBudget
+    ) -> list[list[float]]:
+        estimate = max(self._timed(c) for c in candidates)
+        samples: list[list[float]] = [[] for _ in candidates]
+        for _ in range(budget.reps_for(estimate)):
+            for candidate, out in zip(candidates, samples):
+                out.append(self._timed(candidate))
+        return samples
+
+
+class UserBenchTimer:
+    """Adapts a Triton-style `do_bench(kernel_call, quantiles)` function; it times setup and teardown too."""
+
+    def __init__(self, do_bench: Callable[..., Any]) -> None:
+        self.do_bench = do_bench
+
+    def measure(self, candidate: Benchmarkable, budget: TimingBudget) -> list[float]:
+        def kernel_call() -> None:
+            candidate.setup()
+            candidate.run()
+            candidate.teardown()
+
+        result = self.do_bench(kernel_call, quantiles=(0.5, 0.2, 0.8))
+        return [float(result[0] if isinstance(result, (list, tuple)) else result)]
+
+    def measure_interleaved(
+        self, candidates: Sequence[Benchmarkable], budget: TimingBudget
+    ) -> list[list[float]]:
+        return [self.measure(c, budget) for c in candidates]
+
+
+@functools.cache
+def timer_for(device: DeviceInfo) -> Timer:
+    """The default timer for a device: CUDA events on GPUs, the wall clock elsewhere (one per device)."""
+    return WallClockTimer() if device.interpreter else CudaEventTimer(device)

@@ -1,0 +1,76 @@
+"""Launching Triton kernels where they can run: compiled on GPUs, in Triton's interpreter on CPUs.
+
+kernelpick never needs `TRITON_INTERPRET=1`: a plain `@triton.jit` kernel is run in the interpreter
+when its tensors are on the CPU. Helpers it calls (`@triton.jit` device functions, `tl.sum`, ...)
+are interpreted too, through a scoped patch of `JITFunction.__call__` held for the launch only.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from triton.runtime.interpreter import InterpretedFunction
+from triton.runtime.jit import JITFunction
+
+_keep_alive: dict[int, tuple[JITFunction[Any], InterpretedFunction[Any]]] = {}
+_lock = threading.RLock()
+
+
+def _interpreted_function(kernel: JITFunction[Any]) -> InterpretedFunction[Any]:
+    # Keyed by id: hashing a JITFunction computes its source hash, which is slow.
+    entry = _keep_alive.get(id(kernel))
+    if entry is None or entry[0] is not kernel:
+        entry = (kernel, InterpretedFunction(kernel.fn))
+        _keep_alive[id(kernel)] = entry
+    return entry[1]
+
+
+def _device_call(self: JITFunction[Any], *args: Any, **kwargs: Any) -> Any:
+    # Like InterpretedFunction.__call__, but undoing its patches of `triton.language` afterwards:
+    # left in place, they would break every later compilation in this process.
+    from triton.runtime.interpreter import _patch_lang
+
+    scope = _patch_lang(self.fn)
+    try:
+        return _interpreted_function(self).rewrite()(*args, **kwargs)
+    finally:
+        scope.restore()
+
+
+@contextmanager
+def interpreting() -> Iterator[None]:
+    """Let `@triton.jit` helpers be called from interpreted kernels, for the duration of the block."""
+    with _lock:
+        original = JITFunction.__call__
+        JITFunction.__call__ = _device_call  # type: ignore[method-assign,assignment]
+        try:
+            yield
+        finally:
+            JITFunction.__call__ = original  # type: ignore[method-assign]
+
+
+def interpret(kernel: Any, *args: Any, grid: Any, **kwargs: Any) -> Any:
+    """Launch `kernel` (a `triton.jit` function, possibly under `triton.heuristics`) in the interpreter."""
+    while not isinstance(kernel, (JITFunction, InterpretedFunction)):
+        values = getattr(kernel, "values", None)  # triton.heuristics
+        if values is None or not hasattr(kernel, "fn"):
+            raise TypeError(f"cannot run {type(kernel).__name__} in Triton's interpreter")
+        named = {**dict(zip(kernel.arg_names, args)), **kwargs}
+        for name, heuristic in values.items():
+            kwargs[name] = heuristic(named)
+            named[name] = kwargs[name]
+        kernel = kernel.fn
+    function = kernel if isinstance(kernel, InterpretedFunction) else _interpreted_function(kernel)
+    with interpreting():
+        return function.run(*args, grid=grid, warmup=False, **kwargs)
+
+
+def launcher(kernel: Any, interpreter: bool) -> Callable[..., Any]:
+    """A function launching `kernel` as `launch(*args, grid=grid, **kwargs)` on a GPU or in the interpreter."""
+    if interpreter:
+        return lambda *args, grid, **kwargs: interpret(kernel, *args, grid=grid, **kwargs)
+    run = kernel.run
+    return lambda *args, grid, **kwargs: run(*args, grid=grid, warmup=False, **kwargs)

@@ -1,0 +1,237 @@
+"""Compile every config of a kernel at once, before any is benchmarked, and say which ones failed.
+
+Two parallel modes, chosen by `KERNELPICK_COMPILE_MODE`:
+
+- `thread`: Triton's own async compile mode (`triton.runtime._async_compile.AsyncCompileMode`) over a
+  thread pool. Triton's code generation holds the GIL; its MLIR/LLVM passes and ptxas do not.
+- `process`: the same compile calls, run in forked children that fill Triton's on-disk cache; the
+  parent then loads each kernel from that cache. Children never touch CUDA.
+
+On CPU devices nothing is compiled for real: each config is lowered to TTIR for an explicit GPU
+target, which catches what the compiler would reject (bad block shapes, static asserts, ...).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+import traceback
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from kernelpick.compile.target import FALLBACK_TARGET, as_jit_function, specialize
+from kernelpick.tune.config import Config
+
+log = logging.getLogger("kernelpick.compile")
+
+CompileStatus = Literal["ok", "compile_error", "out_of_resources", "crashed"]
+
+
+@dataclass(frozen=True, slots=True)
+class CompileOutcome:
+    """Whether one config compiled, and if not, why."""
+
+    status: CompileStatus
+    message: str = ""
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+def classify(error: BaseException) -> tuple[CompileStatus, str]:
+    """Map a compile-time exception to a status and a one-paragraph message."""
+    name = type(error).__name__
+    text = str(error).strip() or name
+    status: CompileStatus = "out_of_resources" if name == "OutOfResources" else "compile_error"
+    if len(text) > 2000:
+        text = text[:1000] + "\n...\n" + text[-1000:]
+    return status, f"{name}: {text}" if not text.startswith(name) else text
+
+
+def precompile(
+    kernel: Any,
+    args: Sequence[Any],
+    kwargs: Mapping[str, Any],
+    configs: Sequence[Config],
+    *,
+    grid: Any,
+    interpreter: bool,
+    workers: int,
+    mode: str = "thread",
+) -> list[CompileOutcome]:
+    """Compile `kernel` for `args` under every config, in parallel.
+
+    Args:
+        kernel: a `triton.jit` function, possibly wrapped by `triton.heuristics`.
+        args: the launch's positional arguments (tensors on the device to compile for).
+        kwargs: the launch's keyword arguments, without the configs' meta-parameters.
+        configs: the configs to compile.
+        grid: the launch grid (unused by compilation, required by Triton's warm-up call).
+        interpreter: True on CPU devices: lower to TTIR only.
+        workers: configs compiled at once.
+        mode: "thread" or "process" (see the module docstring).
+
+    Returns:
+        One outcome per config, in order. Successfully compiled kernels are in Triton's caches, so
+        the first launch of each config does not compile again.
+    """
+    if not configs:
+        return []
+    if interpreter:
+        return _lower_all(kernel, args, kwargs, configs, workers)
+    if mode == "process" and workers > 1 and hasattr(os, "fork"):
+        return _compile_all(kernel, args, kwargs, configs, grid, _ForkedExecutor(workers))
+    with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="kernelpick-compile") as pool:
+        return _compile_all(kernel, args, kwargs, configs, grid, pool)
+
+
+def _lower_all(
+    kernel: Any, args: Sequence[Any], kwargs: Mapping[str, Any], configs: Sequence[Config], workers: int
+) -> list[CompileOutcome]:
+    def lower(config: Config) -> CompileOutcome:
+        start = time.perf_counter()
+        try:
+            jit, merged = _resolve(kernel, args, {**kwargs, **config.all_kwargs()})
+            specialize(jit, args, merged, target=FALLBACK_TARGET).lower("ttir")
+        except Exception as error:  # every compiler failure becomes data
+            status, message = classify(error)
+            return CompileOutcome(status, message, time.perf_counter() - start)
+        return CompileOutcome("ok", "", time.perf_counter() - start)
+
+    with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="kernelpick-lower") as pool:
+        return list(pool.map(lower, configs))
+
+
+def _resolve(kernel: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """Unwrap `triton.heuristics` layers, adding the values they compute to `kwargs`."""
+    while hasattr(kernel, "values") and hasattr(kernel, "fn"):
+        named = {**dict(zip(kernel.arg_names, args)), **kwargs}
+        for name, heuristic in kernel.values.items():
+            kwargs[name] = named[name] = heuristic(named)
+        kernel = kernel.fn
+    return as_jit_function(kernel), kwargs
+
+
+def _compile_all(
+    kernel: Any,
+    args: Sequence[Any],
+    kwargs: Mapping[str, Any],
+    configs: Sequence[Config],
+    grid: Any,
+    executor: Executor,
+) -> list[CompileOutcome]:
+    from triton.runtime._async_compile import AsyncCompileMode
+
+    start = time.perf_counter()
+    pending: list[Any] = []
+    outcomes: list[CompileOutcome | None] = []
+    with AsyncCompileMode(executor):
+        for config in configs:
+            try:
+                pending.append(kernel.warmup(*args, grid=grid, **kwargs, **config.all_kwargs()))
+                outcomes.append(None)
+            except Exception as error:  # code generation can fail before anything is submitted
+                status, message = classify(error)
+                pending.append(None)
+                outcomes.append(CompileOutcome(status, message, time.perf_counter() - start))
+        if isinstance(executor, _ForkedExecutor):
+            executor.run()
+        for index, future_kernel in enumerate(pending):
+            if future_kernel is None:
+                continue
+            try:
+                future_kernel.result()
+            except Exception as error:
+                status, message = classify(error)
+                outcomes[index] = CompileOutcome(status, message, time.perf_counter() - start)
+                continue
+            outcomes[index] = CompileOutcome("ok", "", time.perf_counter() - start)
+    return [o if o is not None else CompileOutcome("compile_error", "not compiled") for o in outcomes]
+
+
+class ChildCompileError(Exception):
+    """A compile that failed in a forked child; the message carries the child's exception."""
+
+
+class OutOfResources(ChildCompileError):
+    """Named like Triton's error so that `classify` maps it the same way."""
+
+
+class _ForkedExecutor(Executor):
+    """Collects Triton's compile calls, runs them in forked children, then loads the results.
+
+    A child that dies (a crash inside LLVM or ptxas) takes only its own configs down: they are
+    reported as crashed, and the parent never runs them.
+    """
+
+    def __init__(self, workers: int) -> None:
+        self.workers = workers
+        self.jobs: list[tuple[Callable[[], Any], Future[Any]]] = []
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        future: Future[Any] = Future()
+        self.jobs.append((lambda: fn(*args, **kwargs), future))
+        return future
+
+    def run(self) -> None:
+        reports = self._run_children()
+        for index, (job, future) in enumerate(self.jobs):
+            report = reports.get(index)
+            if report is None:
+                future.set_exception(
+                    ChildCompileError("the compiler process crashed while compiling this config")
+                )
+            elif report["error"] is not None:
+                kind = OutOfResources if report["type"] == "OutOfResources" else ChildCompileError
+                future.set_exception(kind(f"{report['type']}: {report['error']}"))
+            else:
+                try:
+                    future.set_result(job())  # a hit in Triton's cache, filled by the child
+                except Exception as error:
+                    future.set_exception(error)
+
+    def _run_children(self) -> dict[int, dict[str, Any]]:
+        count = min(self.workers, len(self.jobs))
+        children = []
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # fork() with threads: children run no CUDA
+            for worker in range(count):
+                read_end, write_end = os.pipe()
+                pid = os.fork()
+                if pid == 0:  # pragma: no cover - runs in the child
+                    os.close(read_end)
+                    self._child(worker, count, write_end)
+                os.close(write_end)
+                children.append((pid, read_end))
+        reports: dict[int, dict[str, Any]] = {}
+        for pid, read_end in children:
+            with os.fdopen(read_end, "r") as stream:
+                for line in stream:
+                    report = json.loads(line)
+                    reports[report["index"]] = report
+            os.waitpid(pid, 0)
+        return reports
+
+    def _child(self, worker: int, count: int, write_end: int) -> None:  # pragma: no cover - child only
+        code = 0
+        try:
+            with os.fdopen(write_end, "w") as stream:
+                for index in range(worker, len(self.jobs), count):
+                    try:
+                        self.jobs[index][0]()
+                        report = {"index": index, "error": None, "type": None}
+                    except Exception as error:
+                        report = {"index": index, "error": str(error)[:4000], "type": type(error).__name__}
+                    stream.write(json.dumps(report) + "\n")
+                    stream.flush()
+        except BaseException:
+            traceback.print_exc()
+            code = 1
+        os._exit(code)

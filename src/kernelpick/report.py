@@ -1,0 +1,126 @@
+"""What people see: AUTOTUNE tables, progress bars for long tuning, and plain-data reports."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from types import TracebackType
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from kernelpick import settings
+from kernelpick.bench.device import DeviceInfo
+from kernelpick.bench.result import BenchmarkResult
+from kernelpick.tune.record import TuningRecord
+
+
+def console(stderr: bool = False) -> Console:
+    """A console that keeps table rows on one line when writing to a file or a pipe."""
+    made = Console(stderr=stderr, highlight=False)
+    if not made.is_terminal:
+        made.width = 200
+    return made
+
+
+_stderr = console(stderr=True)
+
+#: Progress bars appear only once tuning has taken this long.
+PROGRESS_AFTER_SECONDS = 1.0
+
+
+def autotune_table(
+    title: str, rows: Sequence[tuple[str, BenchmarkResult]], device: DeviceInfo, seconds: float | None = None
+) -> Table:
+    """A table of candidates, fastest first: median, % of best (best = 100%), status and reason."""
+    ok = [r.median_ms for _, r in rows if r.ok]
+    best = min(ok) if ok else None
+    timing = "" if seconds is None else f" in {seconds:.2f} s"
+    table = Table(
+        title=f"AUTOTUNE {title} on {device.label}: {len(rows)} candidates{timing}",
+        title_justify="left",
+        box=None,
+        pad_edge=False,
+    )
+    table.add_column("candidate")
+    table.add_column("median ms", justify="right")
+    table.add_column("% of best", justify="right")
+    table.add_column("status")
+    for name, result in sorted(rows, key=lambda row: row[1].median_ms):
+        if result.ok and best is not None:
+            median = f"{result.median_ms:.4f}"
+            share = f"{100 * best / result.median_ms:.1f}%"
+        else:
+            median = share = "-"
+        status = result.status + (" (stored)" if result.from_store else "")
+        if result.message:
+            status += f": {headline(result.message)}"
+        table.add_row(name, median, share, status)
+    return table
+
+
+def record_table(title: str, record: TuningRecord) -> Table:
+    """The AUTOTUNE table of one tuning record."""
+    rows = [(str(config), result) for config, result in record.results.items()]
+    return autotune_table(title, rows, record.device, record.seconds)
+
+
+def headline(message: str, limit: int = 100) -> str:
+    """The line of an error message that says what went wrong (compiler errors put it last)."""
+    lines = [line.strip() for line in message.strip().splitlines() if line.strip() and line.strip() != "^"]
+    if not lines:
+        return ""
+    kind = lines[0].split(":", 1)[0]
+    text = lines[-1] if len(lines) > 1 else lines[0]
+    if len(lines) > 1 and not text.startswith(kind):
+        text = f"{kind}: {text}"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def print_table(table: Table) -> None:
+    """Print to stderr (never stdout: it may carry the program's own output)."""
+    _stderr.print(table)
+
+
+class TuningProgress:
+    """A progress bar that shows itself only when the work takes over `PROGRESS_AFTER_SECONDS`."""
+
+    def __init__(self, description: str, total: int) -> None:
+        self.description = description
+        self.total = total
+        self.done = 0
+        self._started = time.perf_counter()
+        self._bar: Progress | None = None
+        self._task = None
+        mode = settings.current().progress
+        self._enabled = mode == "on" or (mode == "auto" and _stderr.is_terminal)
+
+    def __enter__(self) -> TuningProgress:
+        return self
+
+    def advance(self, steps: int = 1, description: str | None = None) -> None:
+        self.done += steps
+        if description is not None:
+            self.description = description
+        if self._bar is None:
+            if not self._enabled or time.perf_counter() - self._started < PROGRESS_AFTER_SECONDS:
+                return
+            self._bar = Progress(
+                TextColumn("[bold]kernelpick[/] {task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                console=_stderr,
+                transient=True,
+            )
+            self._bar.start()
+            self._task = self._bar.add_task(self.description, total=self.total)
+        assert self._task is not None
+        self._bar.update(self._task, completed=self.done, description=self.description)
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        if self._bar is not None:
+            self._bar.stop()

@@ -1,0 +1,46 @@
+"""The `ResultStore` interface: remembers one benchmark result per (tuning key, candidate)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from kernelpick.bench.result import BenchmarkResult
+from kernelpick.store.keys import TuningKey
+
+
+@dataclass(frozen=True, slots=True)
+class StoredResult:
+    """One remembered result: which candidate (as plain data) and how it did."""
+
+    candidate: str  # the candidate's digest
+    description: Mapping[
+        str, Any
+    ]  # plain data describing it (a config's kwargs and options, a choice's name)
+    result: BenchmarkResult
+
+
+class ResultStore(Protocol):
+    """Anything that remembers results. Stored data is plain data; nothing read back is executed."""
+
+    def load(self, key: TuningKey) -> dict[str, StoredResult]:
+        """Every result stored under `key`, by candidate digest."""
+        ...
+
+    def save(self, key: TuningKey, results: Iterable[StoredResult]) -> None:
+        """Remember `results` under `key`, replacing earlier results of the same candidates."""
+        ...
+
+
+class MemoryStore:
+    """A store that forgets when the process ends (used when the persistent store is off)."""
+
+    def __init__(self) -> None:
+        self._rows: dict[str, dict[str, StoredResult]] = {}
+
+    def load(self, key: TuningKey) -> dict[str, StoredResult]:
+        return dict(self._rows.get(key.digest, {}))
+
+    def save(self, key: TuningKey, results: Iterable[StoredResult]) -> None:
+        self._rows.setdefault(key.digest, {}).update({r.candidate: r for r in results})

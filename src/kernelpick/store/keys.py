@@ -1,0 +1,87 @@
+"""Store keys: every fact that invalidates a tuning result, hashed with sha256 of a canonical form."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import torch
+
+from kernelpick.bench.device import DeviceInfo
+
+
+@dataclass(frozen=True, slots=True)
+class Toolchain:
+    """Versions of what compiles and runs kernels; a result measured under others is not reused."""
+
+    triton: str
+    torch: str
+    cuda: str | None
+
+    @staticmethod
+    @functools.cache
+    def current() -> Toolchain:
+        import triton
+
+        return Toolchain(triton=triton.__version__, torch=torch.__version__, cuda=torch.version.cuda)
+
+
+@dataclass(frozen=True)
+class TuningKey:
+    """Identifies one tuning problem: which kernel, on which device and toolchain, for which inputs.
+
+    Results are stored per (key, candidate); a result is reused only under an equal key.
+    """
+
+    kernel: str  # the kernel's qualified name, for people reading the store
+    source: str  # hash of the kernel's source and of the `@triton.jit` helpers it calls
+    device: str  # the device model, e.g. "NVIDIA H100 80GB HBM3" or "cpu"
+    capability: str  # e.g. "9.0"; "" on CPUs
+    toolchain: Toolchain
+    inputs: tuple[Any, ...]  # canonical tuning-key values, dtypes, and whatever else the caller adds
+
+    @classmethod
+    def make(cls, kernel: str, source: str, device: DeviceInfo, inputs: Sequence[Any]) -> TuningKey:
+        capability = "" if device.capability is None else "{}.{}".format(*device.capability)
+        inputs = tuple(canonical_value(v) for v in inputs)
+        return cls(kernel, source, device.name, capability, Toolchain.current(), inputs)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["inputs"] = list(self.inputs)
+        return data
+
+    @functools.cached_property
+    def canonical(self) -> str:
+        return canonical_json(self.to_dict())
+
+    @property
+    def digest(self) -> str:
+        return hashlib.sha256(self.canonical.encode()).hexdigest()
+
+    def __hash__(self) -> int:
+        return hash(self.canonical)
+
+
+def canonical_json(data: Any) -> str:
+    """JSON with sorted keys and no spaces: equal data, equal text."""
+    return json.dumps(data, sort_keys=True, separators=(",", ":"))
+
+
+def canonical_value(value: Any) -> Any:
+    """A JSON-able stand-in for a key value: numbers and strings as they are, dtypes by name."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (torch.dtype, torch.device)):
+        return str(value)
+    if isinstance(value, (tuple, list)):
+        return [canonical_value(v) for v in value]
+    if isinstance(value, Mapping):
+        return {str(k): canonical_value(v) for k, v in value.items()}
+    if isinstance(value, torch.Tensor):
+        return {"dtype": str(value.dtype), "shape": list(value.shape), "stride": list(value.stride())}
+    return f"{type(value).__qualname__}:{value!r}"

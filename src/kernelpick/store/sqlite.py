@@ -1,0 +1,125 @@
+"""The default result store: one SQLite file, safe to share between processes on one machine."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from kernelpick.bench.result import BenchmarkResult
+from kernelpick.errors import StoreError
+from kernelpick.store.base import StoredResult
+from kernelpick.store.keys import TuningKey, canonical_json
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS results (
+    key         TEXT NOT NULL,  -- sha256 of the tuning key's canonical JSON
+    candidate   TEXT NOT NULL,  -- digest of the config or choice
+    kernel      TEXT NOT NULL,  -- for people: the kernel or operation name
+    key_data    TEXT NOT NULL,  -- the tuning key as canonical JSON
+    description TEXT NOT NULL,  -- the candidate as JSON
+    status      TEXT NOT NULL,
+    median_ms   REAL,
+    result      TEXT NOT NULL,  -- the whole BenchmarkResult as JSON
+    created     REAL NOT NULL,  -- unix time
+    PRIMARY KEY (key, candidate)
+);
+CREATE INDEX IF NOT EXISTS results_by_kernel ON results (kernel);
+"""
+
+
+class SQLiteStore:
+    """Results in a SQLite database (WAL mode: concurrent readers, one writer at a time, across processes)."""
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = Path(path)
+        self._lock = threading.Lock()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(self.path, timeout=30.0, check_same_thread=False, isolation_level=None)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            version = self._db.execute("PRAGMA user_version").fetchone()[0]
+            if version not in (0, SCHEMA_VERSION):
+                raise StoreError(
+                    f"result store {self.path} has schema version {version}, this kernelpick reads "
+                    f"version {SCHEMA_VERSION}: delete the file or point KERNELPICK_CACHE_DIR elsewhere"
+                )
+            self._db.executescript(_SCHEMA)
+            self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        except sqlite3.Error as error:
+            raise StoreError(f"cannot open the result store {self.path}: {error}") from error
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+                yield self._db
+                self._db.execute("COMMIT")
+            except BaseException:
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                raise
+
+    def load(self, key: TuningKey) -> dict[str, StoredResult]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT candidate, description, result FROM results WHERE key = ?", (key.digest,)
+            ).fetchall()
+        return {
+            candidate: StoredResult(
+                candidate,
+                json.loads(description),
+                BenchmarkResult.from_dict(json.loads(result), from_store=True),
+            )
+            for candidate, description, result in rows
+        }
+
+    def save(self, key: TuningKey, results: Iterable[StoredResult]) -> None:
+        now = time.time()
+        rows = [
+            (
+                key.digest,
+                r.candidate,
+                key.kernel,
+                key.canonical,
+                canonical_json(dict(r.description)),
+                r.result.status,
+                r.result.timing.median_ms if r.result.timing else None,
+                canonical_json(r.result.to_dict()),
+                now,
+            )
+            for r in results
+        ]
+        try:
+            with self._transaction() as db:
+                db.executemany("INSERT OR REPLACE INTO results VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+        except sqlite3.Error as error:
+            raise StoreError(f"cannot write to the result store {self.path}: {error}") from error
+
+    def summary(self) -> list[dict[str, Any]]:
+        """Per kernel: how many keys and results are stored, and how many results failed."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT kernel, COUNT(DISTINCT key), COUNT(*), SUM(status != 'ok') FROM results GROUP BY kernel"
+            ).fetchall()
+        return [{"kernel": k, "keys": n, "results": r, "failed": f} for k, n, r, f in rows]
+
+    def clear(self, kernel: str | None = None) -> int:
+        """Forget every result (or those of one kernel); returns how many rows went."""
+        with self._transaction() as db:
+            if kernel is None:
+                return db.execute("DELETE FROM results").rowcount
+            return db.execute("DELETE FROM results WHERE kernel = ?", (kernel,)).rowcount
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()

@@ -1,0 +1,9 @@
+"""Autotuning Triton kernels: the drop-in `autotune` decorator, configs and tuning records."""
+
+from __future__ import annotations
+
+from kernelpick.tune.autotuner import Autotuner, autotune
+from kernelpick.tune.config import Config
+from kernelpick.tune.record import TuningRecord
+
+__all__ = ["Autotuner", "Config", "TuningRecord", "autotune"]

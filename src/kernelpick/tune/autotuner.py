@@ -1,0 +1,435 @@
+"""`kernelpick.autotune`: a drop-in for `triton.autotune` that compiles in parallel and remembers.
+
+A call computes its tuning key, looks it up in a dictionary and launches: that is the whole hot
+path. On a miss, the configs missing from the result store are compiled in parallel, benchmarked on
+private copies of the arguments the kernel may write, stored, and the best one is launched on the
+real arguments.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+import torch
+from triton.runtime.jit import JITFunction, KernelInterface
+
+from kernelpick import settings
+from kernelpick.bench.benchmarker import benchmark
+from kernelpick.bench.device import DeviceInfo, describe, device_of
+from kernelpick.bench.inputs import ScratchArguments
+from kernelpick.bench.result import BenchmarkResult
+from kernelpick.bench.timers import Timer, TimingBudget, UserBenchTimer, timer_for
+from kernelpick.compile.launch import launcher
+from kernelpick.compile.precompile import precompile
+from kernelpick.errors import ConfigError, NoValidConfigs
+from kernelpick.report import TuningProgress, autotune_table, headline, print_table
+from kernelpick.store import ResultStore, StoredResult, TuningKey, default_store
+from kernelpick.tune.config import Config
+from kernelpick.tune.prune import Pruner
+from kernelpick.tune.record import TuningRecord
+
+log = logging.getLogger("kernelpick.tune")
+_warned_interpreter = False
+
+
+def autotune(
+    configs: Sequence[Any],
+    key: Sequence[str],
+    *,
+    prune_configs_by: Mapping[str, Any] | None = None,
+    reset_to_zero: Sequence[str] | None = None,
+    restore_value: Sequence[str] | None = None,
+    pre_hook: Callable[..., object] | None = None,
+    post_hook: Callable[..., object] | None = None,
+    do_bench: Callable[..., Any] | None = None,
+    cache: bool = True,
+    workers: int | None = None,
+    store: ResultStore | None = None,
+    warmup: float | None = None,
+    rep: float | None = None,
+    use_cuda_graph: bool = False,
+    cache_results: bool = False,
+) -> Callable[[Any], Autotuner]:
+    """Tune a Triton kernel over `configs`, once per distinct value of `key`; a drop-in for `triton.autotune`.
+
+    Args:
+        configs: `triton.Config` or `kernelpick.Config` objects.
+        key: names of arguments whose values select a tuning (argument dtypes are always part of it).
+        prune_configs_by: as in Triton: `early_config_prune(configs, named_args, **kwargs)`,
+            `perf_model(**named_args, **kwargs, **config)` and `top_k`.
+        reset_to_zero: arguments zeroed before each benchmark run (honoured, no longer needed for
+            correctness: benchmarks run on copies of what the kernel may write).
+        restore_value: arguments restored before each benchmark run (likewise).
+        pre_hook: called with the named arguments before each benchmark run, outside the timing.
+        post_hook: called with the named arguments and `exception=None` after each benchmark run.
+        do_bench: a Triton-style `do_bench(kernel_call, quantiles)` to time with instead of kernelpick's timer.
+        cache: remember results in the result store across processes (also `KERNELPICK_CACHE`).
+        workers: configs compiled at once (default: `KERNELPICK_COMPILE_WORKERS`, else one per CPU core).
+        store: where to remember results (default: the SQLite store under `KERNELPICK_CACHE_DIR`).
+        warmup: warm-up milliseconds per config (Triton's deprecated argument; default from settings).
+        rep: timed milliseconds per config (likewise).
+        use_cuda_graph: time with `triton.testing.do_bench_cudagraph`.
+        cache_results: accepted for compatibility; kernelpick always caches when `cache` is True.
+
+    Raises:
+        ConfigError: at decoration, for names in `key`, `reset_to_zero` or `restore_value` that are
+            not arguments of the kernel, or for objects in `configs` that are not configs.
+    """
+    del cache_results
+
+    def decorator(fn: Any) -> Autotuner:
+        timer: Timer | None = None
+        if do_bench is not None:
+            timer = UserBenchTimer(do_bench)
+        elif use_cuda_graph:
+            import triton.testing
+
+            timer = UserBenchTimer(
+                functools.partial(triton.testing.do_bench_cudagraph, rep=rep if rep is not None else 100)
+            )
+        return Autotuner(
+            fn,
+            configs,
+            key,
+            prune=Pruner.of(prune_configs_by),
+            reset_to_zero=reset_to_zero or (),
+            restore_value=restore_value or (),
+            pre_hook=pre_hook,
+            post_hook=post_hook,
+            timer=timer,
+            cache=cache,
+            workers=workers,
+            store=store,
+            warmup_ms=warmup,
+            rep_ms=rep,
+        )
+
+    return decorator
+
+
+def _innermost(fn: Any) -> Any:
+    while not isinstance(fn, JITFunction) and hasattr(fn, "fn"):
+        fn = fn.fn
+    return fn
+
+
+class Autotuner(KernelInterface[Any]):
+    """A tuned kernel: launch it as `kernel[grid](*args, **kwargs)`, like the kernel it wraps.
+
+    After a call, `best_config` is the config it ran with, `configs_timings` the median milliseconds of
+    each config for that call's key, and `last_tuning` the full `TuningRecord`.
+    """
+
+    def __init__(
+        self,
+        fn: Any,
+        configs: Sequence[Any],
+        key: Sequence[str],
+        *,
+        prune: Pruner,
+        reset_to_zero: Sequence[str] = (),
+        restore_value: Sequence[str] = (),
+        pre_hook: Callable[..., object] | None = None,
+        post_hook: Callable[..., object] | None = None,
+        timer: Timer | None = None,
+        cache: bool = True,
+        workers: int | None = None,
+        store: ResultStore | None = None,
+        warmup_ms: float | None = None,
+        rep_ms: float | None = None,
+    ) -> None:
+        self.fn = fn
+        self.base_fn = _innermost(fn)
+        if not hasattr(self.base_fn, "arg_names"):
+            raise ConfigError(f"kernelpick.autotune expects a @triton.jit function, got {type(fn).__name__}")
+        self.arg_names: list[str] = list(self.base_fn.arg_names)
+        self.name: str = getattr(self.base_fn, "__name__", repr(self.base_fn))
+        for what, names in (("key", key), ("reset_to_zero", reset_to_zero), ("restore_value", restore_value)):
+            if isinstance(names, str):
+                raise ConfigError(f"{what} must be a list of argument names, got the string {names!r}")
+            unknown = [n for n in names if n not in self.arg_names]
+            if unknown:
+                raise ConfigError(
+                    f"{what} of kernel `{self.name}` names {', '.join(map(repr, unknown))}, which "
+                    f"{'is not an argument' if len(unknown) == 1 else 'are not arguments'}; "
+                    f"its arguments are {', '.join(self.arg_names)}"
+                )
+        self.configs: list[Config] = [Config.of(c) for c in configs] or [Config({})]
+        self.keys = list(key)
+        self.reset_to_zero = list(reset_to_zero)
+        self.restore_value = list(restore_value)
+        self.prune = prune
+        self.pre_hook = pre_hook
+        self.post_hook = post_hook
+        self.timer = timer
+        self.use_store = cache
+        self.workers = workers
+        self.store = store
+        self.warmup_ms, self.rep_ms = warmup_ms, rep_ms
+        constexprs = {p.name for p in self.base_fn.params if p.is_constexpr}
+        # Key values and user-given constexprs both select a tuning: a config tuned for one
+        # constexpr value is not assumed best for another.
+        self._key_positions = [
+            (i, name) for i, name in enumerate(self.arg_names) if name in self.keys or name in constexprs
+        ]
+        self._launches: dict[tuple[Any, ...], tuple[Config, Callable[..., Any]]] = {}
+        self._lock = threading.Lock()
+        self.cache: dict[tuple[Any, ...], Config] = {}
+        self.tunings: dict[tuple[Any, ...], TuningRecord] = {}
+        self.last_tuning: TuningRecord | None = None
+        self.best_config: Config | None = None
+        self.configs_timings: dict[Config, float] = {}
+        functools.update_wrapper(self, self.base_fn.fn)  # type: ignore[arg-type]
+
+    # -- the hot path -------------------------------------------------------------------------
+    def _key(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+        count = len(args)
+        key = [args[i] if i < count else kwargs.get(name) for i, name in self._key_positions]
+        device = None
+        for value in args:
+            if isinstance(value, torch.Tensor):
+                key.append(value.dtype)
+                if device is None:
+                    device = value.device
+        if kwargs:
+            for value in kwargs.values():
+                if isinstance(value, torch.Tensor):
+                    key.append(value.dtype)
+                    if device is None:
+                        device = value.device
+        key.append(device)
+        return tuple(key)
+
+    def run(self, *args: Any, grid: Any, warmup: bool = False, **kwargs: Any) -> Any:
+        key = self._key(args, kwargs)
+        entry = self._launches.get(key)
+        if entry is None:
+            entry = self._tune(key, args, kwargs, grid)
+        config, launch = entry
+        self.best_config = config
+        if config.pre_hook is not None:
+            config.pre_hook({**dict(zip(self.arg_names, args)), **kwargs, **config.all_kwargs()})
+        if warmup:
+            return None
+        return launch(*args, grid=grid, **kwargs, **config.all_kwargs())
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError(f"launch a tuned kernel with a grid: {self.name}[grid](...)")
+
+    # -- tuning -------------------------------------------------------------------------------
+    def warmup(self, *args: Any, grid: Any, **kwargs: Any) -> list[Any]:
+        """Compile every config for these arguments, in parallel, without running any."""
+        named = self._named(args, kwargs)
+        device = describe(device_of(named.values()))
+        configs = self.prune(self.configs, named, kwargs)
+        return list(self._compile(configs, args, kwargs, grid, device))
+
+    def _named(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> dict[str, Any]:
+        if len(args) > len(self.arg_names):
+            raise TypeError(f"kernel `{self.name}` takes {len(self.arg_names)} arguments, got {len(args)}")
+        named = dict(zip(self.arg_names, args))
+        named.update({k: v for k, v in kwargs.items() if k in self.arg_names})
+        return named
+
+    def _compile(
+        self,
+        configs: Sequence[Config],
+        args: Sequence[Any],
+        kwargs: Mapping[str, Any],
+        grid: Any,
+        device: DeviceInfo,
+    ) -> Iterable[Any]:
+        return precompile(
+            self.fn,
+            args,
+            kwargs,
+            configs,
+            grid=grid,
+            interpreter=device.interpreter,
+            workers=self.workers or settings.compile_workers(),
+            mode=settings.current().compile_mode,
+        )
+
+    def _tune(
+        self, key: tuple[Any, ...], args: tuple[Any, ...], kwargs: dict[str, Any], grid: Any
+    ) -> tuple[Config, Callable[..., Any]]:
+        with self._lock:
+            entry = self._launches.get(key)
+            if entry is not None:  # another thread tuned it meanwhile
+                return entry
+            start = time.perf_counter()
+            named = self._named(args, kwargs)
+            device = describe(device_of(named.values()))
+            _warn_interpreter(device, self.name)
+            for config in self.configs:
+                conflicts = sorted(set(kwargs) & set(config.kwargs))
+                if conflicts:
+                    raise ConfigError(
+                        f"kernel `{self.name}` was given {', '.join(conflicts)} both by the call and by the "
+                        f"config {config}; leave tuned meta-parameters out of the call"
+                    )
+            configs = self.prune(self.configs, named, kwargs)
+            results, from_store = self._results(key, configs, args, kwargs, named, grid, device)
+            working = [c for c in configs if c not in results or results[c].ok]
+            if not working:
+                raise NoValidConfigs(self._failure_report(key, results))
+            best = min(working, key=lambda c: results[c].median_ms if c in results else 0.0)
+            record = TuningRecord(
+                self.name, key, device, results, best, time.perf_counter() - start, from_store
+            )
+            self._finish(key, record)
+            entry = self._launches[key] = (best, launcher(self.fn, device.interpreter))
+            return entry
+
+    def _results(
+        self,
+        key: tuple[Any, ...],
+        configs: list[Config],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        named: dict[str, Any],
+        grid: Any,
+        device: DeviceInfo,
+    ) -> tuple[dict[Config, BenchmarkResult], bool]:
+        if len(configs) == 1:  # like Triton: nothing to choose between, nothing to measure
+            return {}, False
+        store = self._store()
+        tuning_key = TuningKey.make(self.name, self.base_fn.cache_key, device, key[:-1])
+        stored = store.load(tuning_key) if store is not None else {}
+        results = {c: stored[c.digest].result for c in configs if c.digest in stored}
+        todo = [c for c in configs if c not in results]
+        if todo:
+            measured = self._benchmark(todo, args, kwargs, named, grid, device)
+            results.update(measured)
+            if store is not None:
+                store.save(tuning_key, [StoredResult(c.digest, c.to_dict(), r) for c, r in measured.items()])
+        return {c: results[c] for c in configs}, not todo
+
+    def _store(self) -> ResultStore | None:
+        if not (self.use_store and settings.current().cache):
+            return None
+        return self.store if self.store is not None else default_store()
+
+    def may_write(self, named: Mapping[str, Any]) -> list[str]:
+        """Names of the arguments the kernel may write: every tensor, plus the ones the user listed."""
+        tensors = [n for n, v in named.items() if isinstance(v, torch.Tensor)]
+        return sorted({*tensors, *self.restore_value}, key=self.arg_names.index)
+
+    def _benchmark(
+        self,
+        configs: list[Config],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        named: dict[str, Any],
+        grid: Any,
+        device: DeviceInfo,
+    ) -> dict[Config, BenchmarkResult]:
+        scratch = ScratchArguments(named, self.may_write(named), zeroed=self.reset_to_zero)
+        bench_args = tuple(scratch.arguments[n] for n in self.arg_names[: len(args)])
+        bench_kwargs = {k: scratch.arguments.get(k, v) for k, v in kwargs.items()}
+        launch = launcher(self.fn, device.interpreter)
+        results: dict[Config, BenchmarkResult] = {}
+        with TuningProgress(f"compiling {self.name}", total=2 * len(configs)) as progress:
+            outcomes = self._compile(configs, bench_args, bench_kwargs, grid, device)
+            progress.advance(len(configs), f"benchmarking {self.name}")
+            runs = []
+            for config, outcome in zip(configs, outcomes):
+                if outcome.ok:
+                    runs.append(_ConfigRun(self, config, launch, bench_args, bench_kwargs, grid, scratch))
+                else:
+                    results[config] = BenchmarkResult.failed(outcome.status, outcome.message)
+            with settings.override(**self._budget_overrides()):
+                if device.interpreter:
+                    budgets: dict[str, Any] = {"screening": TimingBudget.interpreted()}
+                else:
+                    budgets = {
+                        "screening": TimingBudget.screening(),
+                        "confirming": TimingBudget.confirming(),
+                        "confirm_top": settings.current().confirm_top,
+                    }
+                measured = benchmark(
+                    runs, self.timer or timer_for(device), on_done=progress.advance, **budgets
+                )
+            results.update({run.config: result for run, result in zip(runs, measured)})
+        return {c: results[c] for c in configs}
+
+    def _budget_overrides(self) -> dict[str, Any]:
+        overrides: dict[str, Any] = {}
+        if self.warmup_ms is not None:
+            overrides["warmup_ms"] = self.warmup_ms
+        if self.rep_ms is not None:
+            overrides["rep_ms"] = self.rep_ms
+        return overrides
+
+    def _finish(self, key: tuple[Any, ...], record: TuningRecord) -> None:
+        self.cache[key] = record.best
+        self.tunings[key] = record
+        self.last_tuning = record
+        self.configs_timings = {c: r.median_ms for c, r in record.results.items()}
+        if settings.current().print_tables and len(record.results) > 1:
+            rows = [(str(c), r) for c, r in record.results.items()]
+            title = f"{self.name}{_describe_key([name for _, name in self._key_positions], key)}"
+            print_table(autotune_table(title, rows, record.device, record.seconds))
+        log.info("tuned %s for %s in %.2f s: %s", self.name, key, record.seconds, record.best)
+
+    def _failure_report(self, key: tuple[Any, ...], results: Mapping[Config, BenchmarkResult]) -> str:
+        lines = [f"all {len(results)} configs of kernel `{self.name}` failed for key {key[:-1]}:"]
+        lines += [f"  {config}: {r.status}: {headline(r.message, 300)}" for config, r in results.items()]
+        lines.append(
+            "fix the configs or the kernel; each reason above is what the compiler or the launch said"
+        )
+        return "\n".join(lines)
+
+
+class _ConfigRun:
+    """One config of one kernel, as a `Benchmarkable`: restore copies, call hooks, launch."""
+
+    def __init__(
+        self,
+        tuner: Autotuner,
+        config: Config,
+        launch: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        grid: Any,
+        scratch: ScratchArguments,
+    ) -> None:
+        self.name = str(config)
+        self.config = config
+        self._launch = functools.partial(launch, *args, grid=grid, **kwargs, **config.all_kwargs())
+        self._scratch = scratch
+        self._hooks = [h for h in (config.pre_hook, tuner.pre_hook) if h is not None]
+        self._post_hook = tuner.post_hook
+        self._named = {**scratch.arguments, **config.all_kwargs()}
+
+    def setup(self) -> None:
+        self._scratch.restore()
+        for hook in self._hooks:
+            hook(self._named)
+
+    def run(self) -> None:
+        self._launch()
+
+    def teardown(self) -> None:
+        if self._post_hook is not None:
+            self._post_hook(self._named, exception=None)
+
+
+def _describe_key(names: Sequence[str], key: tuple[Any, ...]) -> str:
+    return "(" + ", ".join(f"{n}={v}" for n, v in zip(names, key)) + ")"
+
+
+def _warn_interpreter(device: DeviceInfo, name: str) -> None:
+    global _warned_interpreter
+    if device.interpreter and not _warned_interpreter:
+        _warned_interpreter = True
+        log.warning(
+            "no GPU for kernel `%s`: kernelpick runs Triton kernels in Triton's interpreter on the CPU; "
+            "timings are not representative of a GPU",
+            name,
+        )

@@ -1,0 +1,54 @@
+"""Pruning a config space before benchmarking, with Triton's `prune_configs_by` semantics."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kernelpick.errors import ConfigError, NoValidConfigs
+from kernelpick.tune.config import Config
+
+
+@dataclass(frozen=True, slots=True)
+class Pruner:
+    """`early_config_prune` drops configs by rule; `perf_model` ranks the rest and keeps `top_k`."""
+
+    early_config_prune: Callable[..., Sequence[Any]] | None = None
+    perf_model: Callable[..., float] | None = None
+    top_k: int | float = 1.0
+
+    @classmethod
+    def of(cls, prune_configs_by: Mapping[str, Any] | None) -> Pruner:
+        if not prune_configs_by:
+            return cls()
+        unknown = set(prune_configs_by) - {"early_config_prune", "perf_model", "top_k"}
+        if unknown:
+            raise ConfigError(
+                f"prune_configs_by has unknown entries {sorted(unknown)}; "
+                "expected early_config_prune, perf_model and top_k"
+            )
+        top_k = prune_configs_by.get("top_k", 1.0)
+        if isinstance(top_k, bool) or not isinstance(top_k, (int, float)) or top_k <= 0:
+            raise ConfigError(
+                f"prune_configs_by top_k must be a positive int or a fraction <= 1.0, got {top_k!r}"
+            )
+        return cls(prune_configs_by.get("early_config_prune"), prune_configs_by.get("perf_model"), top_k)
+
+    def __call__(
+        self, configs: Sequence[Config], named: Mapping[str, Any], kwargs: Mapping[str, Any]
+    ) -> list[Config]:
+        pruned = list(configs)
+        if self.early_config_prune is not None:
+            pruned = [Config.of(c) for c in self.early_config_prune(pruned, dict(named), **kwargs)]
+            if not pruned:
+                raise NoValidConfigs("early_config_prune returned no configs; it must keep at least one")
+        if self.perf_model is not None:
+            top_k = self.top_k
+            if isinstance(top_k, float) and top_k <= 1.0:
+                top_k = max(1, int(len(pruned) * top_k))
+            top_k = int(top_k)
+            if len(pruned) > top_k:
+                estimates = {c: self.perf_model(**named, **kwargs, **c.all_kwargs()) for c in pruned}
+                pruned = sorted(pruned, key=estimates.__getitem__)[:top_k]
+        return pruned

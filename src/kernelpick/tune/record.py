@@ -1,0 +1,47 @@
+"""`TuningRecord`: what one tuning found, for people and programs (`kernel.last_tuning`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kernelpick.bench.device import DeviceInfo
+from kernelpick.bench.result import BenchmarkResult
+from kernelpick.tune.config import Config
+
+
+@dataclass(frozen=True, slots=True)
+class TuningRecord:
+    """The outcome of tuning one kernel for one key.
+
+    `results` holds every config considered, measured now or read from the store (empty when pruning
+    left a single config: there was nothing to choose between); `from_store` is True when nothing had
+    to be measured.
+    """
+
+    kernel: str
+    key: tuple[Any, ...]
+    device: DeviceInfo
+    results: Mapping[Config, BenchmarkResult]
+    best: Config
+    seconds: float
+    from_store: bool
+
+    @property
+    def failed(self) -> dict[Config, BenchmarkResult]:
+        return {c: r for c, r in self.results.items() if not r.ok}
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data, e.g. for `--json` output."""
+        return {
+            "kernel": self.kernel,
+            "device": self.device.name,
+            "interpreter": self.device.interpreter,
+            "best_config": self.best.to_dict(),
+            "tuning_seconds": self.seconds,
+            "cache_hit": self.from_store,
+            "n_configs": max(1, len(self.results)),
+            "n_failed": len(self.failed),
+            "results": [{"config": c.to_dict(), **r.to_dict()} for c, r in self.results.items()],
+        }
