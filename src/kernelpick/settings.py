@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import math
 import os
 import typing
 from collections.abc import Iterator, Mapping
@@ -99,6 +100,8 @@ def _parse(name: str, annotation: Any, raw: object) -> Any:
         except (TypeError, ValueError):
             kind = "an integer" if annotation is int else "a number"
             raise SettingsError(f"{env}={raw!r} is not {kind}") from None
+        if not math.isfinite(value):
+            raise SettingsError(f"{env}={raw!r} is not a finite number")
         if value < 0:
             raise SettingsError(f"{env}={raw!r} must not be negative")
         return value
