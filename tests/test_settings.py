@@ -1,0 +1,176 @@
+"""settings.py: every KERNELPICK_* variable parsed, checked and scoped as documented."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+
+from kernelpick import settings
+from kernelpick.errors import KernelpickError, SettingsError
+from kernelpick.settings import Settings, from_environ
+
+
+def test_empty_environment_gives_the_declared_defaults() -> None:
+    assert from_environ({}) == Settings()
+    assert Settings().cache is True
+    assert Settings().compile_mode == "thread"
+
+
+def test_unrelated_variables_are_ignored() -> None:
+    assert from_environ({"HOME": "/nowhere", "KERNELPICK": "1"}) == Settings()
+
+
+@pytest.mark.parametrize("text", ["1", "true", "TRUE", "Yes", "on", " on "])
+def test_boolean_true_spellings(text: str) -> None:
+    assert from_environ({"KERNELPICK_PRINT": text}).print_tables is True
+
+
+@pytest.mark.parametrize("text", ["0", "false", "False", "no", "OFF", ""])
+def test_boolean_false_spellings(text: str) -> None:
+    assert from_environ({"KERNELPICK_CACHE": text}).cache is False
+
+
+def test_bad_boolean_names_the_variable_and_the_accepted_spellings() -> None:
+    with pytest.raises(SettingsError, match=r"KERNELPICK_CACHE='maybe'.*1/0, true/false"):
+        from_environ({"KERNELPICK_CACHE": "maybe"})
+
+
+def test_integers_and_numbers_are_converted() -> None:
+    parsed = from_environ(
+        {"KERNELPICK_COMPILE_WORKERS": "3", "KERNELPICK_REP_MS": "2.5", "KERNELPICK_MAX_REPS": "7"}
+    )
+    assert parsed.compile_workers == 3 and isinstance(parsed.compile_workers, int)
+    assert parsed.rep_ms == 2.5
+    assert parsed.max_reps == 7
+
+
+@pytest.mark.parametrize(
+    ("env", "text", "expected"),
+    [
+        ("KERNELPICK_MIN_REPS", "lots", "is not an integer"),
+        ("KERNELPICK_MIN_REPS", "2.5", "is not an integer"),
+        ("KERNELPICK_WARMUP_MS", "fast", "is not a number"),
+        ("KERNELPICK_CONFIRM_TOP", "-1", "must not be negative"),
+        ("KERNELPICK_CONFIRM_REP_MS", "-0.5", "must not be negative"),
+    ],
+)
+def test_bad_numbers_name_the_variable(env: str, text: str, expected: str) -> None:
+    with pytest.raises(SettingsError, match=f"{env}={text!r} {expected}"):
+        from_environ({env: text})
+
+
+@pytest.mark.parametrize("text", ["nan", "inf", "-inf"])
+def test_non_finite_times_are_rejected(text: str) -> None:
+    # A rep or warm-up time of nan or inf cannot be turned into a number of runs.
+    with pytest.raises(SettingsError, match="KERNELPICK_REP_MS"):
+        from_environ({"KERNELPICK_REP_MS": text})
+
+
+def test_choices_are_checked() -> None:
+    assert from_environ({"KERNELPICK_COMPILE_MODE": "process"}).compile_mode == "process"
+    assert from_environ({"KERNELPICK_PROGRESS": "off"}).progress == "off"
+    with pytest.raises(
+        SettingsError, match=r"KERNELPICK_COMPILE_MODE='fork' is not one of 'thread', 'process'"
+    ):
+        from_environ({"KERNELPICK_COMPILE_MODE": "fork"})
+
+
+def test_cache_dir_is_an_optional_path(tmp_path: Path) -> None:
+    assert from_environ({"KERNELPICK_CACHE_DIR": str(tmp_path)}).cache_dir == tmp_path
+    assert from_environ({"KERNELPICK_CACHE_DIR": ""}).cache_dir is None
+    home = from_environ({"KERNELPICK_CACHE_DIR": "~/kp"}).cache_dir
+    assert home == Path("~/kp").expanduser()
+
+
+def test_settings_errors_are_library_errors_and_value_errors() -> None:
+    with pytest.raises(KernelpickError):
+        from_environ({"KERNELPICK_MAX_REPS": "x"})
+    with pytest.raises(ValueError):
+        from_environ({"KERNELPICK_MAX_REPS": "x"})
+
+
+def test_override_converts_and_checks_values_like_the_environment(tmp_path: Path) -> None:
+    with settings.override(cache_dir=str(tmp_path), print_tables="yes", rep_ms="3") as scoped:
+        assert scoped.cache_dir == tmp_path
+        assert scoped.print_tables is True
+        assert scoped.rep_ms == 3.0
+    with pytest.raises(SettingsError, match="KERNELPICK_COMPILE_MODE"):
+        with settings.override(compile_mode="fork"):
+            pass
+
+
+def test_override_is_scoped_and_nests() -> None:
+    outside = settings.current()
+    with settings.override(max_reps=50) as outer:
+        assert settings.current() is outer
+        with settings.override(min_reps=2) as inner:
+            assert (inner.max_reps, inner.min_reps) == (50, 2)
+            assert settings.current() is inner
+        assert settings.current() is outer
+        assert settings.current().min_reps == outside.min_reps
+    assert settings.current() == outside
+
+
+def test_override_is_undone_when_the_block_raises() -> None:
+    outside = settings.current()
+    with pytest.raises(RuntimeError), settings.override(confirm_top=9):
+        raise RuntimeError("boom")
+    assert settings.current() == outside
+
+
+def test_override_of_an_unknown_setting_lists_the_known_ones() -> None:
+    with pytest.raises(SettingsError, match=r"unknown settings \['cache_size'\]; known: .*'rep_ms'"):
+        with settings.override(cache_size=1):
+            pass
+
+
+def test_reload_reads_the_environment_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    token = settings._override.set(None)  # step outside the per-test override of conftest.py
+    try:
+        monkeypatch.setenv("KERNELPICK_MAX_REPS", "17")
+        assert settings.reload().max_reps == 17
+        monkeypatch.setenv("KERNELPICK_MAX_REPS", "18")
+        assert settings.current().max_reps == 17  # read once, until reloaded
+        assert settings.reload().max_reps == 18
+        monkeypatch.setenv("KERNELPICK_MAX_REPS", "many")
+        with pytest.raises(SettingsError, match="KERNELPICK_MAX_REPS"):
+            settings.reload()
+    finally:
+        monkeypatch.delenv("KERNELPICK_MAX_REPS")
+        settings.reload()
+        settings._override.reset(token)
+
+
+def test_describe_lists_every_variable_with_its_default_and_meaning() -> None:
+    described = settings.describe()
+    assert [row[0] for row in described] == [f.metadata["env"] for f in fields(Settings)]
+    assert all(name.startswith("KERNELPICK_") and doc for name, _, doc in described)
+    assert ("KERNELPICK_CONFIRM_TOP", "4", Settings.__dataclass_fields__["confirm_top"].metadata["doc"]) in (
+        described
+    )
+
+
+def test_cache_dir_creates_the_overridden_folder(tmp_path: Path) -> None:
+    target = tmp_path / "a" / "b"
+    with settings.override(cache_dir=target):
+        assert settings.cache_dir() == target
+    assert target.is_dir()
+
+
+def test_cache_dir_defaults_to_the_user_cache_dir(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import platformdirs
+
+    monkeypatch.setattr(platformdirs, "user_cache_dir", lambda name, appauthor: str(tmp_path / name))
+    with settings.override(cache_dir=None):
+        assert settings.cache_dir() == tmp_path / "kernelpick"
+    assert (tmp_path / "kernelpick").is_dir()
+
+
+def test_compile_workers_zero_means_one_per_cpu() -> None:
+    with settings.override(compile_workers=0):
+        assert settings.compile_workers() == (os.cpu_count() or 1)
+    with settings.override(compile_workers=3):
+        assert settings.compile_workers() == 3
