@@ -1,0 +1,148 @@
+"""bench/inputs.py: benchmarks write private copies of the arguments, never the user's tensors."""
+
+from __future__ import annotations
+
+import torch
+
+from kernelpick.bench.inputs import ScratchArguments
+
+
+def same_view(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return (a.dtype, a.size(), a.stride(), a.storage_offset()) == (
+        b.dtype,
+        b.size(),
+        b.stride(),
+        b.storage_offset(),
+    )
+
+
+def shares_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
+
+
+def test_written_tensors_are_copies_and_the_users_stay_untouched() -> None:
+    x = torch.arange(8, dtype=torch.float32)
+    out = torch.full((8,), -1.0)
+    scratch = ScratchArguments({"x": x, "out": out}, written=["out"])
+    copy = scratch.arguments["out"]
+    assert not shares_storage(copy, out)
+    assert torch.equal(copy, out)  # the copy starts with the user's values
+    copy.add_(100.0)
+    assert torch.equal(out, torch.full((8,), -1.0))
+    assert scratch.copied_bytes == out.untyped_storage().nbytes()
+
+
+def test_restore_brings_back_the_users_values() -> None:
+    acc = torch.arange(6, dtype=torch.float64).reshape(2, 3)
+    expected = acc.clone()
+    scratch = ScratchArguments({"acc": acc}, written=["acc"])
+    scratch.arguments["acc"].mul_(7).add_(1)
+    scratch.restore()
+    assert torch.equal(scratch.arguments["acc"], expected)
+    assert torch.equal(acc, expected)
+
+
+def test_read_only_tensors_of_other_storages_are_passed_as_they_are() -> None:
+    x, out = torch.ones(4), torch.zeros(4)
+    scratch = ScratchArguments({"x": x, "out": out}, written=["out"])
+    assert scratch.arguments["x"] is x
+    assert scratch.copied_bytes == out.untyped_storage().nbytes()
+
+
+def test_non_tensor_arguments_pass_through() -> None:
+    marker = object()
+    out = torch.zeros(4)
+    scratch = ScratchArguments({"out": out, "n": 4, "alpha": 0.5, "name": None, "other": marker}, ["out"])
+    assert scratch.arguments["n"] == 4
+    assert scratch.arguments["alpha"] == 0.5
+    assert scratch.arguments["name"] is None
+    assert scratch.arguments["other"] is marker
+    assert list(scratch.arguments) == ["out", "n", "alpha", "name", "other"]
+
+
+def test_written_names_that_are_not_tensors_are_ignored() -> None:
+    scratch = ScratchArguments({"n": 3, "x": torch.ones(2)}, written=["n", "missing"])
+    assert scratch.arguments["n"] == 3
+    assert scratch.copied_bytes == 0
+
+
+def test_aliasing_arguments_alias_in_the_copies() -> None:
+    # `src` and `dst` are two views of one buffer: a kernel writing `dst` must see its writes when
+    # it reads `src`, in the copies as in the real call.
+    buffer = torch.arange(10, dtype=torch.float32)
+    src, dst = buffer[:5], buffer[5:]
+    scratch = ScratchArguments({"src": src, "dst": dst}, written=["dst"])
+    copy_src, copy_dst = scratch.arguments["src"], scratch.arguments["dst"]
+    assert shares_storage(copy_src, copy_dst)
+    assert not shares_storage(copy_src, buffer)
+    assert same_view(copy_src, src) and same_view(copy_dst, dst)
+    copy_dst.fill_(-1.0)
+    whole = torch.empty(0).set_(copy_src.untyped_storage(), 0, (10,), (1,))
+    assert torch.equal(whole, torch.tensor([0.0, 1, 2, 3, 4, -1, -1, -1, -1, -1]))
+    assert torch.equal(buffer, torch.arange(10, dtype=torch.float32))
+    assert scratch.copied_bytes == buffer.untyped_storage().nbytes()  # one copy per storage
+
+
+def test_the_same_tensor_passed_twice_is_one_copy() -> None:
+    x = torch.zeros(4)
+    scratch = ScratchArguments({"a": x, "b": x}, written=["a", "b"])
+    scratch.arguments["a"].fill_(3.0)
+    assert torch.equal(scratch.arguments["b"], torch.full((4,), 3.0))
+    assert scratch.copied_bytes == x.untyped_storage().nbytes()
+
+
+def test_views_with_another_dtype_of_a_written_storage_follow_the_copy() -> None:
+    bits = torch.zeros(4, dtype=torch.int32)
+    floats = bits.view(torch.float32)
+    scratch = ScratchArguments({"bits": bits, "floats": floats}, written=["floats"])
+    scratch.arguments["floats"].fill_(1.0)
+    assert torch.equal(scratch.arguments["bits"], torch.full((4,), 0x3F800000, dtype=torch.int32))
+    assert torch.equal(bits, torch.zeros(4, dtype=torch.int32))
+
+
+def test_non_contiguous_and_offset_views_keep_their_layout() -> None:
+    base = torch.arange(48, dtype=torch.float32).reshape(6, 8)
+    transposed = base.t()
+    strided = base[1:, 2::3]
+    scratch = ScratchArguments({"t": transposed, "s": strided}, written=["t", "s"])
+    for name, original in (("t", transposed), ("s", strided)):
+        copy = scratch.arguments[name]
+        assert same_view(copy, original)
+        assert torch.equal(copy, original)
+    assert strided.storage_offset() == 10
+    scratch.arguments["s"].zero_()
+    assert scratch.arguments["t"][2, 1] == 0  # base[1, 2] through the other view of the copy
+    assert base[1, 2] == 10
+    scratch.restore()
+    assert torch.equal(scratch.arguments["s"], strided)
+
+
+def test_restore_covers_bytes_outside_the_view() -> None:
+    # A kernel may write out of its view's bounds into the rest of the storage (e.g. padding).
+    buffer = torch.arange(8, dtype=torch.float32)
+    scratch = ScratchArguments({"out": buffer[2:4]}, written=["out"])
+    copy = scratch.arguments["out"]
+    torch.empty(0).set_(copy.untyped_storage(), 0, (8,), (1,)).fill_(9.0)
+    scratch.restore()
+    assert torch.equal(torch.empty(0).set_(copy.untyped_storage(), 0, (8,), (1,)), buffer)
+
+
+def test_zeroed_arguments_are_zero_after_every_restore() -> None:
+    counts = torch.full((4,), 5, dtype=torch.int64)
+    out = torch.full((4,), 2.0)
+    scratch = ScratchArguments({"counts": counts, "out": out}, written=["out"], zeroed=["counts"])
+    copy_counts = scratch.arguments["counts"]
+    assert not shares_storage(copy_counts, counts)
+    copy_counts.add_(3)
+    scratch.arguments["out"].add_(1)
+    scratch.restore()
+    assert torch.equal(copy_counts, torch.zeros(4, dtype=torch.int64))
+    assert torch.equal(scratch.arguments["out"], out)
+    assert torch.equal(counts, torch.full((4,), 5, dtype=torch.int64))
+
+
+def test_empty_tensors_need_no_copy() -> None:
+    empty = torch.empty(0)
+    scratch = ScratchArguments({"out": empty}, written=["out"])
+    assert scratch.copied_bytes == 0
+    scratch.restore()
