@@ -1,0 +1,164 @@
+"""bench/benchmarker.py: every candidate timed or failed with its reason; the fastest few timed again."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+import pytest
+
+from kernelpick.bench.benchmarker import benchmark, classify_run_error
+from kernelpick.bench.timers import Benchmarkable, TimingBudget, WallClockTimer
+
+QUICK = TimingBudget(warmup_ms=0.0, rep_ms=0.0, min_reps=3, max_reps=3)
+
+
+class Sleeper:
+    def __init__(self, name: str, run_ms: float) -> None:
+        self.name = name
+        self.run_ms = run_ms
+
+    def setup(self) -> None:
+        pass
+
+    def run(self) -> None:
+        time.sleep(self.run_ms / 1e3)
+
+    def teardown(self) -> None:
+        pass
+
+
+class OutOfResources(Exception):
+    """Named like Triton's error: a config that asks for more shared memory than the device has."""
+
+
+class Raiser(Sleeper):
+    def __init__(self, name: str, error: BaseException) -> None:
+        super().__init__(name, 0.0)
+        self.error = error
+
+    def run(self) -> None:
+        raise self.error
+
+
+class ScriptedTimer:
+    """A timer that reports fixed timings per candidate and records what it was asked to time."""
+
+    def __init__(self, first: dict[str, float], second: dict[str, float]) -> None:
+        self.first, self.second = first, second
+        self.measured: list[str] = []
+        self.interleaved: list[list[str]] = []
+        self.budgets: list[TimingBudget] = []
+
+    def measure(self, candidate: Benchmarkable, budget: TimingBudget) -> list[float]:
+        self.measured.append(candidate.name)
+        self.budgets.append(budget)
+        candidate.run()  # raises for the failing ones, as a real timer would
+        return [self.first[candidate.name]] * 3
+
+    def measure_interleaved(
+        self, candidates: Sequence[Benchmarkable], budget: TimingBudget
+    ) -> list[list[float]]:
+        self.interleaved.append([c.name for c in candidates])
+        self.budgets.append(budget)
+        return [[self.second[c.name]] * 3 for c in candidates]
+
+
+def test_the_fastest_candidate_has_the_lowest_median() -> None:
+    candidates = [Sleeper("slow", 12.0), Sleeper("fast", 1.0), Sleeper("middle", 5.0)]
+    results = benchmark(candidates, WallClockTimer(), screening=QUICK, confirming=QUICK, confirm_top=2)
+    assert all(r.ok and r.timing is not None and r.timing.runs == 3 for r in results)
+    medians = {c.name: r.median_ms for c, r in zip(candidates, results)}
+    assert min(medians, key=medians.__getitem__) == "fast"
+    assert medians["fast"] < medians["middle"] < medians["slow"]
+
+
+def test_a_candidate_that_raises_is_recorded_with_its_message_and_others_are_timed() -> None:
+    candidates = [Sleeper("a", 0.0), Raiser("b", ValueError("index out of bounds")), Sleeper("c", 0.0)]
+    results = benchmark(candidates, WallClockTimer(), screening=QUICK)
+    assert [r.status for r in results] == ["ok", "runtime_error", "ok"]
+    assert results[1].message == "ValueError: index out of bounds"
+    assert results[1].timing is None
+
+
+def test_out_of_resources_is_its_own_status() -> None:
+    error = OutOfResources("out of resource: shared memory, Required: 262144, Hardware limit: 232448")
+    (result,) = benchmark([Raiser("big", error)], WallClockTimer(), screening=QUICK)
+    assert result.status == "out_of_resources"
+    assert result.message.startswith("OutOfResources: out of resource: shared memory")
+
+
+def test_error_messages_are_classified_and_kept_short() -> None:
+    assert classify_run_error(RuntimeError()) == ("runtime_error", "RuntimeError")
+    status, message = classify_run_error(RuntimeError("x" * 1500 + "y" * 1500))
+    assert status == "runtime_error"
+    assert len(message) < 2100
+    assert message.startswith("RuntimeError: xxx") and message.endswith("yyy")  # both ends kept
+    assert "\n...\n" in message
+
+
+def test_second_round_retimes_only_the_fastest_and_replaces_their_figures() -> None:
+    first = {"a": 4.0, "b": 1.0, "c": 3.0, "d": 2.0}
+    second = {"b": 2.5, "d": 1.5}
+    timer = ScriptedTimer(first, second)
+    candidates = [Sleeper(name, 0.0) for name in first]
+    confirming = TimingBudget(0.0, 40.0, 10, 100)
+    results = benchmark(candidates, timer, screening=QUICK, confirming=confirming, confirm_top=2)
+    assert timer.measured == ["a", "b", "c", "d"]
+    assert timer.interleaved == [["b", "d"]]  # fastest first
+    assert timer.budgets[-1] == confirming
+    assert [r.median_ms for r in results] == [4.0, 2.5, 3.0, 1.5]
+
+
+def test_failed_candidates_are_never_retimed() -> None:
+    timer = ScriptedTimer({"a": 1.0, "c": 2.0}, {"a": 1.0, "c": 2.0})
+    candidates = [Sleeper("a", 0.0), Raiser("b", RuntimeError("boom")), Sleeper("c", 0.0)]
+    benchmark(candidates, timer, screening=QUICK, confirming=QUICK, confirm_top=3)
+    assert timer.interleaved == [["a", "c"]]
+
+
+@pytest.mark.parametrize(("confirming", "confirm_top"), [(QUICK, 0), (QUICK, 1), (None, 4)])
+def test_no_second_round_without_two_candidates_to_compare(
+    confirming: TimingBudget | None, confirm_top: int
+) -> None:
+    timer = ScriptedTimer({"a": 1.0, "b": 2.0}, {})
+    benchmark(
+        [Sleeper("a", 0.0), Sleeper("b", 0.0)],
+        timer,
+        screening=QUICK,
+        confirming=confirming,
+        confirm_top=confirm_top,
+    )
+    assert timer.interleaved == []
+
+
+def test_a_failing_second_round_keeps_the_first_rounds_figures() -> None:
+    class FailingSecondRound(ScriptedTimer):
+        def measure_interleaved(
+            self, candidates: Sequence[Benchmarkable], budget: TimingBudget
+        ) -> list[list[float]]:
+            raise RuntimeError("device lost")
+
+    timer = FailingSecondRound({"a": 1.0, "b": 2.0}, {})
+    results = benchmark(
+        [Sleeper("a", 0.0), Sleeper("b", 0.0)], timer, screening=QUICK, confirming=QUICK, confirm_top=2
+    )
+    assert [r.median_ms for r in results] == [1.0, 2.0]
+
+
+def test_on_done_is_called_once_per_candidate_failures_included() -> None:
+    calls: list[int] = []
+    candidates = [Sleeper("a", 0.0), Raiser("b", RuntimeError("boom")), Sleeper("c", 0.0)]
+    benchmark(
+        candidates,
+        WallClockTimer(),
+        screening=QUICK,
+        confirming=QUICK,
+        confirm_top=2,
+        on_done=lambda: calls.append(1),
+    )
+    assert len(calls) == 3
+
+
+def test_no_candidates_no_results() -> None:
+    assert benchmark([], WallClockTimer(), screening=QUICK, confirming=QUICK, confirm_top=4) == []
