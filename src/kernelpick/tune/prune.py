@@ -49,6 +49,6 @@ class Pruner:
                 top_k = max(1, int(len(pruned) * top_k))
             top_k = int(top_k)
             if len(pruned) > top_k:
-                estimates = {c: self.perf_model(**named, **kwargs, **c.all_kwargs()) for c in pruned}
+                estimates = {c: self.perf_model(**{**named, **kwargs, **c.all_kwargs()}) for c in pruned}
                 pruned = sorted(pruned, key=estimates.__getitem__)[:top_k]
         return pruned
