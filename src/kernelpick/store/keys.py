@@ -30,7 +30,7 @@ class Toolchain:
         return Toolchain(triton=triton.__version__, torch=torch.__version__, cuda=torch.version.cuda)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class TuningKey:
     """Identifies one tuning problem: which kernel, on which device and toolchain, for which inputs.
 
@@ -62,6 +62,11 @@ class TuningKey:
     @property
     def digest(self) -> str:
         return hashlib.sha256(self.canonical.encode()).hexdigest()
+
+    def __eq__(self, other: object) -> bool:
+        # By canonical form, like the hash and the digest: field-wise `==` would call keys with
+        # inputs (True,) and (1,) equal although their digests, and so their stored results, differ.
+        return isinstance(other, TuningKey) and other.canonical == self.canonical
 
     def __hash__(self) -> int:
         return hash(self.canonical)
