@@ -14,7 +14,7 @@ from typing import Any
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.errors import StoreError
 from kernelpick.store.base import StoredResult
-from kernelpick.store.keys import TuningKey, canonical_json
+from kernelpick.store.keys import TuningKey, canonical_json, canonical_value
 
 SCHEMA_VERSION = 1
 
@@ -91,7 +91,7 @@ class SQLiteStore:
                 r.candidate,
                 key.kernel,
                 key.canonical,
-                canonical_json(dict(r.description)),
+                canonical_json(canonical_value(dict(r.description))),
                 r.result.status,
                 r.result.timing.median_ms if r.result.timing else None,
                 canonical_json(r.result.to_dict()),
