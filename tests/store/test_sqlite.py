@@ -1,0 +1,205 @@
+"""store/sqlite.py: results survive the process, are shared safely between processes, and stay plain data."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import sqlite3
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+import triton.language as tl
+
+from kernelpick.bench.result import BenchmarkResult
+from kernelpick.bench.stats import TimingSummary
+from kernelpick.errors import StoreError
+from kernelpick.store.base import StoredResult
+from kernelpick.store.keys import Toolchain, TuningKey
+from kernelpick.store.sqlite import SCHEMA_VERSION, SQLiteStore
+from kernelpick.tune.config import Config
+
+TOOLCHAIN = Toolchain("3.9.0", "2.13.0", None)
+
+
+def key(kernel: str = "mm", *inputs: object) -> TuningKey:
+    return TuningKey(kernel, "source-hash", "cpu", "", TOOLCHAIN, inputs or (1024,))
+
+
+def ok(median_ms: float) -> BenchmarkResult:
+    return BenchmarkResult("ok", TimingSummary.of([median_ms]))
+
+
+def stored(config: Config, result: BenchmarkResult) -> StoredResult:
+    return StoredResult(config.digest, config.to_dict(), result)
+
+
+A, B = Config({"BLOCK": 32}), Config({"BLOCK": 64}, num_warps=8)
+
+
+@pytest.fixture
+def path(tmp_path: Path) -> Path:
+    return tmp_path / "store" / "results.sqlite3"
+
+
+def test_save_then_load_gives_the_results_back_marked_as_stored(path: Path) -> None:
+    store = SQLiteStore(path)
+    failed = BenchmarkResult.failed("compile_error", "CompilationError: arange's range must be a power of 2")
+    store.save(key(), [stored(A, ok(1.25)), stored(B, failed)])
+    loaded = store.load(key())
+    assert set(loaded) == {A.digest, B.digest}
+    assert loaded[A.digest].result.timing == ok(1.25).timing
+    assert loaded[A.digest].result.from_store
+    assert (loaded[B.digest].result.status, loaded[B.digest].result.message) == (
+        failed.status,
+        failed.message,
+    )
+    assert Config.from_dict(loaded[B.digest].description) == B
+    assert path.is_file()  # the folder was created
+
+
+def test_saving_a_candidate_again_replaces_its_result(path: Path) -> None:
+    store = SQLiteStore(path)
+    store.save(key(), [stored(A, ok(2.0)), stored(B, ok(3.0))])
+    store.save(key(), [stored(A, ok(1.0))])
+    loaded = store.load(key())
+    assert loaded[A.digest].result.median_ms == 1.0
+    assert loaded[B.digest].result.median_ms == 3.0
+    assert store.summary() == [{"kernel": "mm", "keys": 1, "results": 2, "failed": 0}]
+
+
+def test_results_of_one_key_are_not_seen_under_another(path: Path) -> None:
+    store = SQLiteStore(path)
+    store.save(key("mm", 1024), [stored(A, ok(1.0))])
+    assert store.load(key("mm", 2048)) == {}
+    assert store.load(key("bmm", 1024)) == {}
+    assert set(store.load(key("mm", 1024))) == {A.digest}
+
+
+def test_descriptions_may_hold_dtypes(path: Path) -> None:
+    config = Config({"BLOCK": 32, "ACC": tl.float32})
+    store = SQLiteStore(path)
+    store.save(key(), [stored(config, ok(1.0))])
+    description = store.load(key())[config.digest].description
+    assert description["kwargs"]["BLOCK"] == 32
+    assert "float32" in description["kwargs"]["ACC"]  # plain data: a string, never an object
+
+
+def test_results_persist_in_a_new_store_on_the_same_file(path: Path) -> None:
+    first = SQLiteStore(path)
+    first.save(key(), [stored(A, ok(1.5))])
+    first.close()
+    assert SQLiteStore(path).load(key())[A.digest].result.median_ms == 1.5
+
+
+_CHILD = """
+import json, sys
+from kernelpick.bench.result import BenchmarkResult
+from kernelpick.bench.stats import TimingSummary
+from kernelpick.store.base import StoredResult
+from kernelpick.store.keys import Toolchain, TuningKey
+from kernelpick.store.sqlite import SQLiteStore
+
+store = SQLiteStore(sys.argv[1])
+key = TuningKey("mm", "source-hash", "cpu", "", Toolchain("3.9.0", "2.13.0", None), (1024,))
+print(json.dumps({digest: r.result.median_ms for digest, r in store.load(key).items()}))
+store.save(key, [StoredResult("from-child", {}, BenchmarkResult("ok", TimingSummary.of([7.0])))])
+"""
+
+
+def test_results_persist_across_processes(path: Path) -> None:
+    store = SQLiteStore(path)
+    store.save(key(), [stored(A, ok(1.5))])
+    child = subprocess.run(
+        [sys.executable, "-c", _CHILD, str(path)], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert json.loads(child.stdout) == {A.digest: 1.5}
+    assert store.load(key())["from-child"].result.median_ms == 7.0  # the open store sees the child's write
+
+
+def _write_many(path: str, worker: int, count: int, barrier: Any) -> None:
+    barrier.wait()
+    store = SQLiteStore(path)  # opened concurrently too: schema creation must not race
+    for index in range(count):
+        result = StoredResult(f"w{worker}-{index}", {"worker": worker}, ok(1.0 + index))
+        store.save(key("mm", index % 3), [result])
+    store.close()
+
+
+def test_processes_writing_at_once_lose_nothing(path: Path) -> None:
+    context = multiprocessing.get_context("fork")
+    workers, count = 4, 30
+    barrier = context.Barrier(workers)
+    processes = [
+        context.Process(target=_write_many, args=(str(path), worker, count, barrier))
+        for worker in range(workers)
+    ]
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join(timeout=60)
+    assert [p.exitcode for p in processes] == [0] * workers
+    store = SQLiteStore(path)
+    loaded = {digest for index in range(3) for digest in store.load(key("mm", index))}
+    assert loaded == {f"w{w}-{i}" for w in range(workers) for i in range(count)}
+
+
+def test_threads_sharing_one_store_lose_nothing(path: Path) -> None:
+    store = SQLiteStore(path)
+
+    def write(worker: int) -> None:
+        for index in range(25):
+            store.save(key(), [StoredResult(f"t{worker}-{index}", {}, ok(1.0))])
+
+    threads = [threading.Thread(target=write, args=(worker,)) for worker in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(store.load(key())) == 100
+
+
+def test_a_store_of_another_schema_version_is_refused_with_what_to_do(path: Path) -> None:
+    path.parent.mkdir(parents=True)
+    db = sqlite3.connect(path)
+    db.execute(f"PRAGMA user_version={SCHEMA_VERSION + 1}")
+    db.close()
+    with pytest.raises(
+        StoreError,
+        match=rf"schema version {SCHEMA_VERSION + 1}.*delete the file or point KERNELPICK_CACHE_DIR",
+    ):
+        SQLiteStore(path)
+
+
+def test_a_file_that_is_not_a_database_is_a_store_error(path: Path) -> None:
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"this is not a database, it is only text " * 100)
+    with pytest.raises(StoreError, match=f"cannot open the result store {path}"):
+        SQLiteStore(path)
+
+
+def test_summary_counts_keys_results_and_failures_per_kernel(path: Path) -> None:
+    store = SQLiteStore(path)
+    store.save(key("mm", 1), [stored(A, ok(1.0)), stored(B, BenchmarkResult.failed("timeout", "10 s"))])
+    store.save(key("mm", 2), [stored(A, ok(1.0))])
+    store.save(key("add", 1), [stored(A, ok(1.0))])
+    summary = sorted(store.summary(), key=lambda row: row["kernel"])
+    assert summary == [
+        {"kernel": "add", "keys": 1, "results": 1, "failed": 0},
+        {"kernel": "mm", "keys": 2, "results": 3, "failed": 1},
+    ]
+
+
+def test_clear_forgets_one_kernel_or_everything(path: Path) -> None:
+    store = SQLiteStore(path)
+    store.save(key("mm"), [stored(A, ok(1.0)), stored(B, ok(2.0))])
+    store.save(key("add"), [stored(A, ok(1.0))])
+    assert store.clear("mm") == 2
+    assert store.load(key("mm")) == {}
+    assert set(store.load(key("add"))) == {A.digest}
+    assert store.clear() == 1
+    assert store.summary() == []
+    assert SQLiteStore(path).load(key("add")) == {}  # cleared on disk, not only in this process
