@@ -1,0 +1,147 @@
+"""compile/launch.py: plain `@triton.jit` kernels run in Triton's interpreter on CPU tensors, and leave
+Triton able to compile afterwards."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+from triton.runtime.jit import JITFunction
+
+from kernelpick.compile.launch import interpret, launcher
+from kernelpick.compile.target import specialize
+
+
+@triton.jit
+def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(
+        out_ptr + offsets,
+        tl.load(x_ptr + offsets, mask=mask) + tl.load(y_ptr + offsets, mask=mask),
+        mask=mask,
+    )
+
+
+@triton.jit
+def _scaled(x, scale):
+    return x * scale
+
+
+@triton.jit
+def row_sum_kernel(x_ptr, out_ptr, n_cols, stride, scale, BLOCK: tl.constexpr):
+    """out[row] = scale * sum(x[row, :]), in blocks of BLOCK columns, through a helper."""
+    row = tl.program_id(0)
+    acc = tl.zeros((BLOCK,), dtype=tl.float32)
+    for start in range(0, tl.cdiv(n_cols, BLOCK)):
+        cols = start * BLOCK + tl.arange(0, BLOCK)
+        acc += _scaled(tl.load(x_ptr + row * stride + cols, mask=cols < n_cols, other=0.0), scale)
+    tl.store(out_ptr + row, tl.sum(acc, axis=0))
+
+
+@triton.heuristics({"EVEN": lambda named: named["n"] % named["BLOCK"] == 0})
+@triton.jit
+def scale_kernel(x_ptr, n, factor, BLOCK: tl.constexpr, EVEN: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    if EVEN:
+        tl.store(x_ptr + offsets, tl.load(x_ptr + offsets) * factor)
+    else:
+        tl.store(x_ptr + offsets, tl.load(x_ptr + offsets, mask=offsets < n) * factor, mask=offsets < n)
+
+
+@triton.jit
+def broken_helper_call_kernel(x_ptr, BLOCK: tl.constexpr):
+    offsets = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offsets, _scaled(tl.load(x_ptr + offsets)))  # `scale` is missing
+
+
+def run_row_sum(x: torch.Tensor, scale: float = 2.0, block: int = 16) -> torch.Tensor:
+    out = torch.empty(x.shape[0])
+    interpret(row_sum_kernel, x, out, x.shape[1], x.stride(0), scale, BLOCK=block, grid=(x.shape[0],))
+    return out
+
+
+def test_a_plain_kernel_runs_on_cpu_tensors() -> None:
+    x, y = torch.arange(100, dtype=torch.float32), torch.full((100,), 0.5)
+    out = torch.zeros(100)
+    interpret(add_kernel, x, y, out, 100, BLOCK=32, grid=(triton.cdiv(100, 32),))
+    assert torch.equal(out, x + y)
+
+
+def test_a_callable_grid_sees_the_meta_parameters() -> None:
+    x, y = torch.ones(70), torch.ones(70)
+    out = torch.zeros(70)
+    interpret(add_kernel, x, y, out, 70, BLOCK=16, grid=lambda meta: (triton.cdiv(70, meta["BLOCK"]),))
+    assert torch.equal(out, torch.full((70,), 2.0))
+
+
+def test_helpers_reductions_and_cdiv_are_interpreted() -> None:
+    x = torch.randn(5, 37)
+    assert torch.allclose(run_row_sum(x), 2.0 * x.sum(dim=1), atol=1e-5)
+
+
+def test_strided_rows_are_read_through_their_stride() -> None:
+    x = torch.randn(4, 50)[:, 3:40]
+    assert torch.allclose(run_row_sum(x, scale=1.0, block=8), x.sum(dim=1), atol=1e-5)
+
+
+def test_triton_still_compiles_after_interpreting() -> None:
+    # The interpreter patches triton.language while it runs; left patched, every later
+    # compilation in the process breaks.
+    originals = (tl.load, tl.store, tl.sum, tl.arange, tl.core.tensor.__add__, JITFunction.__call__)
+    x = torch.randn(3, 20)
+    run_row_sum(x)
+    assert (tl.load, tl.store, tl.sum, tl.arange, tl.core.tensor.__add__, JITFunction.__call__) == originals
+    out = torch.empty(3)
+    ttir = str(specialize(row_sum_kernel, (x, out, 20, 20, 2.0), {"BLOCK": 16}).lower("ttir"))
+    assert "tt.func public @row_sum_kernel" in ttir
+    assert "tt.reduce" in ttir
+
+
+def test_a_failing_kernel_leaves_triton_unpatched() -> None:
+    x = torch.zeros(4)
+    with pytest.raises(Exception, match="scale"):
+        interpret(broken_helper_call_kernel, x, BLOCK=4, grid=(1,))
+    assert JITFunction.__call__.__name__ == "__call__"
+    ttir = str(specialize(add_kernel, (x, x, x, 4), {"BLOCK": 4}).lower("ttir"))
+    assert "tt.func public @add_kernel" in ttir
+
+
+@pytest.mark.parametrize(("n", "even"), [(64, True), (50, False)])
+def test_heuristics_wrapped_kernels_get_their_computed_values(n: int, even: bool) -> None:
+    x = torch.arange(64, dtype=torch.float32)
+    expected = x.clone()
+    expected[:n] *= 3.0
+    interpret(scale_kernel, x, n, 3.0, BLOCK=16, grid=(triton.cdiv(n, 16),))
+    assert torch.equal(x, expected)
+
+
+def test_objects_that_are_not_kernels_are_refused() -> None:
+    with pytest.raises(TypeError, match="cannot run function in Triton's interpreter"):
+        interpret(lambda: None, grid=(1,))
+
+
+def test_launcher_in_interpreter_mode() -> None:
+    launch = launcher(add_kernel, interpreter=True)
+    x, y, out = torch.ones(10), torch.ones(10), torch.zeros(10)
+    launch(x, y, out, 10, grid=(1,), BLOCK=16)
+    assert torch.equal(out, torch.full((10,), 2.0))
+
+
+def test_kernels_interpreted_from_several_threads_give_right_answers() -> None:
+    inputs = [torch.randn(3, 33) for _ in range(4)]
+    outputs: list[torch.Tensor | None] = [None] * len(inputs)
+
+    def work(index: int) -> None:
+        outputs[index] = run_row_sum(inputs[index])
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(inputs))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for x, out in zip(inputs, outputs):
+        assert out is not None and torch.allclose(out, 2.0 * x.sum(dim=1), atol=1e-5)
