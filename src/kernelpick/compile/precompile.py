@@ -50,6 +50,8 @@ def classify(error: BaseException) -> tuple[CompileStatus, str]:
     name = type(error).__name__
     text = str(error).strip() or name
     status: CompileStatus = "out_of_resources" if name == "OutOfResources" else "compile_error"
+    if isinstance(error, CompilerCrashed):
+        status = "crashed"
     if len(text) > 2000:
         text = text[:1000] + "\n...\n" + text[-1000:]
     return status, f"{name}: {text}" if not text.startswith(name) else text
@@ -164,6 +166,10 @@ class OutOfResources(ChildCompileError):
     """Named like Triton's error so that `classify` maps it the same way."""
 
 
+class CompilerCrashed(ChildCompileError):
+    """The forked child compiling a config died before reporting on it; `classify` maps it to crashed."""
+
+
 class _ForkedExecutor(Executor):
     """Collects Triton's compile calls, runs them in forked children, then loads the results.
 
@@ -186,7 +192,7 @@ class _ForkedExecutor(Executor):
             report = reports.get(index)
             if report is None:
                 future.set_exception(
-                    ChildCompileError("the compiler process crashed while compiling this config")
+                    CompilerCrashed("the compiler process crashed while compiling this config")
                 )
             elif report["error"] is not None:
                 kind = OutOfResources if report["type"] == "OutOfResources" else ChildCompileError
