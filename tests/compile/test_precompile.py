@@ -1,0 +1,154 @@
+"""compile/precompile.py: every config compiled (on CPU: lowered to TTIR) at once, failures kept as data."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+from kernelpick.compile.precompile import (
+    ChildCompileError,
+    CompilerCrashed,
+    OutOfResources,
+    _ForkedExecutor,
+    classify,
+    precompile,
+)
+from kernelpick.tune.config import Config
+
+
+@triton.jit
+def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(
+        out_ptr + offsets,
+        tl.load(x_ptr + offsets, mask=mask) + tl.load(y_ptr + offsets, mask=mask),
+        mask=mask,
+    )
+
+
+@triton.heuristics({"BLOCK": lambda named: triton.next_power_of_2(named["n"])})
+@triton.jit
+def whole_kernel(x_ptr, n, BLOCK: tl.constexpr, SCALE: tl.constexpr):
+    offsets = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offsets, tl.load(x_ptr + offsets, mask=offsets < n) * SCALE, mask=offsets < n)
+
+
+@triton.jit
+def limited_kernel(x_ptr, BLOCK: tl.constexpr):
+    tl.static_assert(BLOCK <= 64, "BLOCK must be at most 64")
+    tl.store(x_ptr + tl.arange(0, BLOCK), 0.0)
+
+
+def lower(kernel: object, args: tuple[object, ...], configs: list[Config], workers: int = 2) -> list[object]:
+    return list(precompile(kernel, args, {}, configs, grid=(1,), interpreter=True, workers=workers))
+
+
+def test_a_non_power_of_two_block_is_a_compile_error_and_the_others_compile() -> None:
+    x = torch.ones(100)
+    configs = [Config({"BLOCK": 32}), Config({"BLOCK": 48}), Config({"BLOCK": 64}, num_warps=8)]
+    outcomes = lower(add_kernel, (x, x, x, 100), configs)
+    assert [o.status for o in outcomes] == ["ok", "compile_error", "ok"]  # in the configs' order
+    assert outcomes[0].message == ""
+    assert outcomes[1].message.startswith("CompilationError")
+    assert "power of 2" in outcomes[1].message
+    assert not outcomes[1].ok and outcomes[0].ok
+    assert all(o.seconds >= 0 for o in outcomes)
+
+
+def test_order_is_kept_with_many_configs_and_workers() -> None:
+    x = torch.ones(100)
+    blocks = [16, 24, 32, 40, 64, 96, 128, 12]
+    outcomes = lower(add_kernel, (x, x, x, 100), [Config({"BLOCK": b}) for b in blocks], workers=3)
+    assert [o.ok for o in outcomes] == [b & (b - 1) == 0 for b in blocks]
+
+
+def test_static_asserts_of_the_kernel_are_compile_errors_with_their_message() -> None:
+    x = torch.ones(128)
+    outcomes = lower(limited_kernel, (x,), [Config({"BLOCK": 64}), Config({"BLOCK": 128})])
+    assert [o.status for o in outcomes] == ["ok", "compile_error"]
+    assert "BLOCK must be at most 64" in outcomes[1].message
+
+
+def test_a_config_missing_a_meta_parameter_says_which() -> None:
+    x = torch.ones(8)
+    (outcome,) = lower(add_kernel, (x, x, x, 8), [Config({})])
+    assert outcome.status == "compile_error"
+    assert "missing `BLOCK`" in outcome.message
+
+
+def test_heuristics_values_are_computed_before_lowering() -> None:
+    x = torch.ones(100)
+    outcomes = lower(whole_kernel, (x, 100), [Config({"SCALE": 2}), Config({"SCALE": 3})])
+    assert [o.status for o in outcomes] == ["ok", "ok"]
+
+
+def test_no_configs_no_work() -> None:
+    assert precompile(add_kernel, (), {}, [], grid=(1,), interpreter=True, workers=2) == []
+
+
+class TritonStyleOutOfResources(Exception):
+    pass
+
+
+TritonStyleOutOfResources.__name__ = "OutOfResources"
+
+
+@pytest.mark.parametrize(
+    ("error", "status", "message"),
+    [
+        (ValueError("bad block"), "compile_error", "ValueError: bad block"),
+        (TritonStyleOutOfResources("shared memory"), "out_of_resources", "OutOfResources: shared memory"),
+        (OutOfResources("OutOfResources: registers"), "out_of_resources", "OutOfResources: registers"),
+        (ChildCompileError("ValueError: bad"), "compile_error", "ChildCompileError: ValueError: bad"),
+        (CompilerCrashed("the compiler died"), "crashed", "CompilerCrashed: the compiler died"),
+        (RuntimeError(), "compile_error", "RuntimeError"),
+    ],
+)
+def test_classify_maps_errors_to_statuses(error: Exception, status: str, message: str) -> None:
+    assert classify(error) == (status, message)
+
+
+def test_classify_keeps_both_ends_of_a_long_message() -> None:
+    status, message = classify(RuntimeError("a" * 3000 + "the real reason"))
+    assert status == "compile_error"
+    assert len(message) < 2100
+    assert message.endswith("the real reason")
+    assert "\n...\n" in message
+
+
+def _fails() -> None:
+    raise ValueError("bad block")
+
+
+def _out_of_resources() -> None:
+    raise TritonStyleOutOfResources("shared memory")
+
+
+def test_forked_compiles_report_failures_and_a_crash_takes_down_only_its_own_child() -> None:
+    executor = _ForkedExecutor(workers=2)
+    # Child 0 gets jobs 0, 2, 4 and dies at job 2; child 1 gets jobs 1 and 3.
+    jobs = [lambda: "a", _fails, lambda: os._exit(3), _out_of_resources, lambda: "e"]
+    futures = [executor.submit(job) for job in jobs]
+    executor.run()
+    assert futures[0].result() == "a"
+    assert classify(futures[1].exception()) == ("compile_error", "ChildCompileError: ValueError: bad block")
+    assert classify(futures[2].exception())[0] == "crashed"
+    assert classify(futures[3].exception()) == ("out_of_resources", "OutOfResources: shared memory")
+    assert classify(futures[4].exception())[0] == "crashed"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mode", ["thread", "process"])
+def test_gpu_compiles_in_parallel_and_reports_the_bad_config(mode: str) -> None:
+    x = torch.ones(1000, device="cuda")
+    configs = [Config({"BLOCK": 128}), Config({"BLOCK": 48}), Config({"BLOCK": 256}, num_warps=8)]
+    outcomes = precompile(
+        add_kernel, (x, x, x, 1000), {}, configs, grid=(8,), interpreter=False, workers=2, mode=mode
+    )
+    assert [o.status for o in outcomes] == ["ok", "compile_error", "ok"]
+    assert "power of 2" in outcomes[1].message
