@@ -109,7 +109,7 @@ def bind_arguments(
     missing = [n for n in names if n not in bound and n not in defaults]
     if missing:
         raise AnalysisError(
-            f"kernel `{kernel.__name__}` takes {len(names)} arguments, got {len(names) - len(missing)}: "
+            f"kernel `{kernel.__name__}` takes {len(names)} arguments, got {len(bound)}: "
             f"missing {', '.join(f'`{m}`' for m in missing)}"
         )
     for name in names:
