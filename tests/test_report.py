@@ -1,0 +1,167 @@
+"""report.py: AUTOTUNE tables people can read at a glance, and progress bars only for long work."""
+
+from __future__ import annotations
+
+import io
+import time
+
+import pytest
+import torch
+from rich.console import Console
+from rich.table import Table
+
+from kernelpick import report, settings
+from kernelpick.bench.device import DeviceInfo, describe
+from kernelpick.bench.result import BenchmarkResult
+from kernelpick.bench.stats import TimingSummary
+from kernelpick.report import TuningProgress, autotune_table, headline, print_table, record_table
+from kernelpick.tune.config import Config
+from kernelpick.tune.record import TuningRecord
+
+CPU = describe(torch.device("cpu"))
+H100 = DeviceInfo("cuda", 0, "NVIDIA H100 80GB HBM3", (9, 0), 50 * 2**20, 132)
+
+COMPILER_ERROR = """CompilationError: at 2:41:
+def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+                                         ^
+arange's range must be a power of 2"""
+
+
+def ok(median_ms: float, from_store: bool = False) -> BenchmarkResult:
+    return BenchmarkResult("ok", TimingSummary.of([median_ms]), from_store=from_store)
+
+
+def render(table: Table) -> list[str]:
+    console = Console(file=io.StringIO(), width=300)
+    console.print(table)
+    return [line.rstrip() for line in console.file.getvalue().splitlines()]  # type: ignore[attr-defined]
+
+
+def body(table: Table) -> list[list[str]]:
+    """The table's rows as (candidate, median, % of best, status) cells."""
+    lines = render(table)
+    header = next(i for i, line in enumerate(lines) if line.startswith("candidate"))
+    return [[cell.strip() for cell in line.split("  ") if cell.strip()] for line in lines[header + 1 :]]
+
+
+ROWS = [
+    ("BLOCK=16", ok(2.0)),
+    ("BLOCK=48", BenchmarkResult.failed("compile_error", COMPILER_ERROR)),
+    ("BLOCK=32", ok(1.0)),
+    ("BLOCK=128", BenchmarkResult.failed("runtime_error", "RuntimeError: launch failed")),
+    ("BLOCK=64", ok(4.0, from_store=True)),
+]
+
+
+def test_fastest_first_failures_last_in_their_order() -> None:
+    names = [row[0] for row in body(autotune_table("add", ROWS, CPU))]
+    assert names == ["BLOCK=32", "BLOCK=16", "BLOCK=64", "BLOCK=48", "BLOCK=128"]
+
+
+def test_median_and_share_of_the_best() -> None:
+    rows = {row[0]: row[1:] for row in body(autotune_table("add", ROWS, CPU))}
+    assert rows["BLOCK=32"][:2] == ["1.0000", "100.0%"]
+    assert rows["BLOCK=16"][:2] == ["2.0000", "50.0%"]
+    assert rows["BLOCK=64"][:2] == ["4.0000", "25.0%"]
+    assert rows["BLOCK=48"][:2] == ["-", "-"]
+
+
+def test_status_says_stored_and_why_a_candidate_failed() -> None:
+    rows = {row[0]: row[-1] for row in body(autotune_table("add", ROWS, CPU))}
+    assert rows["BLOCK=32"] == "ok"
+    assert rows["BLOCK=64"] == "ok (stored)"
+    assert rows["BLOCK=48"] == "compile_error: CompilationError: arange's range must be a power of 2"
+    assert rows["BLOCK=128"] == "runtime_error: RuntimeError: launch failed"
+
+
+def test_title_names_the_kernel_device_count_and_time() -> None:
+    text = " ".join(" ".join(render(autotune_table("mm(M=1024)", ROWS, H100, seconds=1.234))).split())
+    assert text.startswith("AUTOTUNE mm(M=1024) on NVIDIA H100 80GB HBM3 (sm_90): 5 candidates in 1.23 s")
+    assert "not representative" in " ".join(render(autotune_table("add", ROWS, CPU)))
+
+
+def test_a_table_of_failures_only() -> None:
+    rows = [("a", BenchmarkResult.failed("timeout", "no answer in 10 s"))]
+    assert body(autotune_table("add", rows, CPU)) == [["a", "-", "-", "timeout: no answer in 10 s"]]
+
+
+def test_record_table_lists_every_config_of_a_tuning() -> None:
+    fast, slow = Config({"BLOCK": 64}), Config({"BLOCK": 32})
+    record = TuningRecord("add", (100,), CPU, {slow: ok(2.0), fast: ok(1.0)}, fast, 0.5, False)
+    names = [row[0] for row in body(record_table("add", record))]
+    assert names == [str(fast), str(slow)]
+
+
+def test_tables_go_to_stderr(capsys: pytest.CaptureFixture[str]) -> None:
+    print_table(autotune_table("add", ROWS, CPU))
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "BLOCK=32" in captured.err
+
+
+# -- headline -------------------------------------------------------------------------------------
+
+
+def test_headline_of_a_compiler_error_is_its_last_line_with_the_error_kind() -> None:
+    assert headline(COMPILER_ERROR) == "CompilationError: arange's range must be a power of 2"
+
+
+def test_headline_of_one_line_is_that_line() -> None:
+    assert headline("  OutOfResources: out of resource: shared memory  ") == (
+        "OutOfResources: out of resource: shared memory"
+    )
+
+
+def test_headline_does_not_repeat_the_kind() -> None:
+    assert headline("ValueError: bad\n  details\nValueError: the reason") == "ValueError: the reason"
+
+
+def test_headline_is_cut_to_the_limit() -> None:
+    line = headline("RuntimeError: " + "x" * 500, limit=40)
+    assert len(line) == 40
+    assert line.endswith("...")
+
+
+def test_headline_of_nothing() -> None:
+    assert headline("") == ""
+    assert headline("\n  \n") == ""
+
+
+# -- TuningProgress -------------------------------------------------------------------------------
+
+
+def test_fast_work_shows_no_progress_even_when_forced_on() -> None:
+    with settings.override(progress="on"), TuningProgress("compiling add", total=3) as progress:
+        for _ in range(3):
+            progress.advance()
+        assert progress._bar is None
+    assert progress.done == 3
+
+
+def test_slow_work_shows_a_bar_when_forced_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(report, "PROGRESS_AFTER_SECONDS", 0.01)
+    with settings.override(progress="on"), TuningProgress("compiling add", total=4) as progress:
+        time.sleep(0.02)
+        progress.advance(2, "benchmarking add")
+        progress.advance()
+        assert progress._bar is not None
+        task = progress._bar.tasks[0]
+        assert (task.completed, task.total, task.description) == (3, 4, "benchmarking add")
+        assert progress._bar.live.is_started
+    assert not progress._bar.live.is_started  # stopped when the work ends
+
+
+def test_progress_off_shows_nothing_however_long(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(report, "PROGRESS_AFTER_SECONDS", 0.0)
+    with settings.override(progress="off"), TuningProgress("compiling add", total=2) as progress:
+        progress.advance(2)
+        assert progress._bar is None
+
+
+def test_progress_auto_shows_nothing_without_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(report, "PROGRESS_AFTER_SECONDS", 0.0)
+    assert not report._stderr.is_terminal  # pytest captures stderr
+    with settings.override(progress="auto"), TuningProgress("compiling add", total=2) as progress:
+        progress.advance(2)
+        assert progress._bar is None
