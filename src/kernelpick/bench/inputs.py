@@ -6,6 +6,7 @@ alias each other (two views of one buffer) alias each other in the copies too.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Collection, Mapping
 from typing import Any
 
@@ -15,6 +16,16 @@ import torch
 def _flat_bytes(tensor: torch.Tensor) -> torch.Tensor:
     """The whole storage behind `tensor`, as a 1-D uint8 tensor."""
     return torch.empty(0, dtype=torch.uint8, device=tensor.device).set_(tensor.untyped_storage())
+
+
+def tensor_of(value: Any) -> torch.Tensor | None:
+    """The tensor an argument reads or writes: the tensor itself, or a tensor descriptor's base."""
+    if isinstance(value, torch.Tensor):
+        return value
+    base = getattr(value, "base", None)  # triton.tools.tensor_descriptor.TensorDescriptor
+    if dataclasses.is_dataclass(value) and isinstance(base, torch.Tensor):
+        return base
+    return None
 
 
 def _view_into(storage_bytes: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
@@ -38,21 +49,24 @@ class ScratchArguments:
     ) -> None:
         self._pairs: dict[tuple[int, torch.device], tuple[torch.Tensor, torch.Tensor]] = {}
         for name in (*written, *zeroed):
-            value = arguments.get(name)
-            if isinstance(value, torch.Tensor) and value.untyped_storage().nbytes() > 0:
+            value = tensor_of(arguments.get(name))
+            if value is not None and value.untyped_storage().nbytes() > 0:
                 key = (value.untyped_storage().data_ptr(), value.device)
                 if key not in self._pairs:
                     original = _flat_bytes(value)
                     self._pairs[key] = (original, original.clone())
-        # Every tensor over a copied storage, read-only ones included, now points at the copy.
+        # Every tensor over a copied storage, read-only ones and descriptors' bases included, now
+        # points at the copy.
         self.arguments: dict[str, Any] = {}
         for name, value in arguments.items():
-            if isinstance(value, torch.Tensor):
-                pair = self._pairs.get((value.untyped_storage().data_ptr(), value.device))
+            tensor = tensor_of(value)
+            if tensor is not None:
+                pair = self._pairs.get((tensor.untyped_storage().data_ptr(), tensor.device))
                 if pair is not None:
-                    value = _view_into(pair[1], value)
+                    copy = _view_into(pair[1], tensor)
+                    value = copy if value is tensor else dataclasses.replace(value, base=copy)
             self.arguments[name] = value
-        self._zeroed = [self.arguments[n] for n in zeroed if isinstance(self.arguments.get(n), torch.Tensor)]
+        self._zeroed = [t for t in map(tensor_of, (self.arguments.get(n) for n in zeroed)) if t is not None]
 
     @property
     def copied_bytes(self) -> int:

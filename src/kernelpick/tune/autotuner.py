@@ -21,7 +21,7 @@ from triton.runtime.jit import JITFunction, KernelInterface
 from kernelpick import settings
 from kernelpick.bench.benchmarker import benchmark
 from kernelpick.bench.device import DeviceInfo, describe, device_of
-from kernelpick.bench.inputs import ScratchArguments
+from kernelpick.bench.inputs import ScratchArguments, tensor_of
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.timers import Timer, TimingBudget, UserBenchTimer, timer_for
 from kernelpick.compile.launch import launcher
@@ -317,7 +317,7 @@ class Autotuner(KernelInterface[Any]):
 
     def may_write(self, named: Mapping[str, Any]) -> list[str]:
         """Names of the arguments the kernel may write: every tensor, plus the ones the user listed."""
-        tensors = [n for n, v in named.items() if isinstance(v, torch.Tensor)]
+        tensors = [n for n, v in named.items() if tensor_of(v) is not None]  # tensor descriptors too
         return sorted({*tensors, *self.restore_value}, key=self.arg_names.index)
 
     def _benchmark(
