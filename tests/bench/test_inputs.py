@@ -146,3 +146,44 @@ def test_empty_tensors_need_no_copy() -> None:
     scratch = ScratchArguments({"out": empty}, written=["out"])
     assert scratch.copied_bytes == 0
     scratch.restore()
+
+
+def test_tensor_descriptors_of_written_tensors_point_at_the_copy() -> None:
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    x = torch.zeros(16, 16)
+    descriptor = TensorDescriptor.from_tensor(x, [8, 8])
+    scratch = ScratchArguments({"desc": descriptor, "x": x}, written=["desc"])
+    copied = scratch.arguments["desc"]
+    assert isinstance(copied, TensorDescriptor)
+    assert (copied.shape, copied.strides, copied.block_shape) == (
+        descriptor.shape,
+        descriptor.strides,
+        [8, 8],
+    )
+    assert not shares_storage(copied.base, x)
+    assert shares_storage(scratch.arguments["x"], copied.base)  # aliasing kept with the plain tensor
+    copied.base.fill_(5.0)
+    assert torch.equal(x, torch.zeros(16, 16))
+    scratch.restore()
+    assert torch.equal(copied.base, torch.zeros(16, 16))
+
+
+def test_descriptors_over_a_written_tensor_follow_the_copy() -> None:
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    out = torch.zeros(16, 16)
+    reader = TensorDescriptor.from_tensor(out, [16, 16])
+    scratch = ScratchArguments({"out": out, "reader": reader}, written=["out"])
+    assert shares_storage(scratch.arguments["reader"].base, scratch.arguments["out"])
+    assert reader.base is out  # the user's descriptor is left as it was
+
+
+def test_zeroed_descriptors_are_zeroed() -> None:
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    counts = torch.ones(16, 16)
+    scratch = ScratchArguments({"desc": TensorDescriptor.from_tensor(counts, [16, 16])}, (), zeroed=["desc"])
+    scratch.restore()
+    assert torch.equal(scratch.arguments["desc"].base, torch.zeros(16, 16))
+    assert torch.equal(counts, torch.ones(16, 16))
