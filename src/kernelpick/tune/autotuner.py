@@ -171,11 +171,12 @@ class Autotuner(KernelInterface[Any]):
         self.workers = workers
         self.store = store
         self.warmup_ms, self.rep_ms = warmup_ms, rep_ms
-        constexprs = {p.name for p in self.base_fn.params if p.is_constexpr}
-        # Key values and user-given constexprs both select a tuning: a config tuned for one
+        tuned = {name for config in self.configs for name in config.kwargs}
+        given = {p.name for p in self.base_fn.params if p.is_constexpr} - tuned
+        # Key values and caller-given constexprs both select a tuning: a config tuned for one
         # constexpr value is not assumed best for another.
         self._key_positions = [
-            (i, name) for i, name in enumerate(self.arg_names) if name in self.keys or name in constexprs
+            (i, name) for i, name in enumerate(self.arg_names) if name in self.keys or name in given
         ]
         self._launches: dict[tuple[Any, ...], tuple[Config, Callable[..., Any]]] = {}
         self._lock = threading.Lock()
