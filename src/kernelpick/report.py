@@ -24,7 +24,6 @@ def console(stderr: bool = False) -> Console:
     return made
 
 
-
 #: Progress bars appear only once tuning has taken this long.
 PROGRESS_AFTER_SECONDS = 1.0
 
