@@ -49,11 +49,9 @@ def generate_fast_key(shape: tuple[Any, ...], key_positions: Sequence[tuple[int,
     if not slots:
         return None
     values = [f"a[{i}]" if i < count else f"k.get({name!r})" for i, name in key_positions]
-    parts = [*values, *(f"{s}.dtype" for s in slots), f"{slots[0]}.device", str(count)]
-    if names:
-        parts.append(repr(names))
-        # A call with other keyword names has another shape: make its key differ.
-        parts.append("tuple(k)")
+    # Arity and keyword names make a call of another shape miss instead of match.
+    structure = ["len(a)", "tuple(k)" if names else "len(k)"]
+    parts = [*values, *(f"{s}.dtype" for s in slots), f"{slots[0]}.device", *structure]
     source = f"def fast_key(a, k):\n    return ({', '.join(parts)},)\n"
     namespace: dict[str, Any] = {}
     exec(
