@@ -118,18 +118,28 @@ def role_first_call(which: str) -> dict[str, Any]:
         def call() -> None:
             launch(kernel, a, b, c)
 
+    import cProfile
+    import io
+    import pstats
+
     torch.cuda.synchronize()
+    profiler = cProfile.Profile()
     start = time.perf_counter()
+    profiler.enable()
     call()
     torch.cuda.synchronize()
+    profiler.disable()
     first = time.perf_counter() - start
+    stream = io.StringIO()
+    pstats.Stats(profiler, stream=stream).sort_stats("cumulative").print_stats(40)
     steady = []
     for _ in range(20):
         start = time.perf_counter()
         call()
         torch.cuda.synchronize()
         steady.append(time.perf_counter() - start)
-    data = {"first_ms": first * 1e3, "steady_ms": sorted(steady)[len(steady) // 2] * 1e3}
+    data = {"first_ms": first * 1e3, "steady_ms": sorted(steady)[len(steady) // 2] * 1e3,
+            "profile": stream.getvalue().splitlines()[:80]}
     if which != "raw":
         data["from_store"] = kernel.last_tuning.from_store
     return data

@@ -41,7 +41,7 @@ def test_other_shapes_do_not_grow_the_fast_table() -> None:
     dispatch.remember((x, x, x, 128), {}, "first")
     for _ in range(100):
         dispatch.remember((x, x, torch.empty(2), x), {}, "other shape")  # a tensor where an int was
-    assert len(dispatch._fast) == 1
+    assert len(dispatch.fast) == 1
 
 
 def test_calls_without_tensors_use_only_exact_keys() -> None:

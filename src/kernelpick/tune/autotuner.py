@@ -193,9 +193,14 @@ class Autotuner(KernelInterface[Any]):
         functools.update_wrapper(self, self.base_fn.fn)  # type: ignore[arg-type]
 
     # -- the hot path -------------------------------------------------------------------------
+    def __getitem__(self, grid: Any) -> Callable[..., Any]:
+        return functools.partial(self.run, grid=grid, warmup=False)
+
     def run(self, *args: Any, grid: Any, warmup: bool = False, **kwargs: Any) -> Any:
-        entry = self._dispatch.lookup(args, kwargs)
-        if entry is None:
+        dispatch = self._dispatch
+        try:  # Dispatcher.lookup, inlined: this is the path every tuned call takes
+            entry = dispatch.fast[dispatch.fast_key(args, kwargs)]
+        except (LookupError, AttributeError, TypeError):
             entry = self._slow_lookup(args, kwargs, grid)
         config, run, launch_kwargs = entry
         self.best_config = config

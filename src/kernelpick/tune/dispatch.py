@@ -71,15 +71,15 @@ class Dispatcher:
     def __init__(self, key_positions: Sequence[tuple[int, str]]) -> None:
         self.key_positions = list(key_positions)
         self.entries: dict[tuple[Any, ...], Any] = {}
-        self._fast: dict[tuple[Any, ...], Any] = {}
-        self._fast_key: FastKey = _no_fast_key
+        self.fast: dict[tuple[Any, ...], Any] = {}
+        self.fast_key: FastKey = _no_fast_key
         self._shape: tuple[Any, ...] | None = None
         self._lock = threading.Lock()
 
     def lookup(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """The entry for this call, or None. The fast path: one generated function, one dict lookup."""
         try:
-            return self._fast[self._fast_key(args, kwargs)]
+            return self.fast[self.fast_key(args, kwargs)]
         except (LookupError, AttributeError, TypeError):
             return None
 
@@ -94,6 +94,6 @@ class Dispatcher:
                 fast_key = generate_fast_key(shape, self.key_positions)
                 if fast_key is None:
                     return
-                self._shape, self._fast_key = shape, fast_key
+                self._shape, self.fast_key = shape, fast_key
             if shape == self._shape:
-                self._fast[self._fast_key(args, kwargs)] = entry
+                self.fast[self.fast_key(args, kwargs)] = entry
