@@ -18,7 +18,9 @@ def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, s
     return code, out, err
 
 
-def test_demo_json_twice_against_one_store_hits_the_cache(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_demo_json_twice_against_one_store_hits_the_cache(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     store = str(tmp_path / "store")
     code, out, _ = run_cli(capsys, "demo", "--json", "--cache-dir", store)
     assert code == 0
@@ -35,7 +37,9 @@ def test_demo_json_twice_against_one_store_hits_the_cache(capsys: pytest.Capture
     assert second["tuning_seconds"] < first["tuning_seconds"] / 3
 
 
-def test_demo_tables_name_the_device_and_the_failed_config(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_demo_tables_name_the_device_and_the_failed_config(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     code, out, _ = run_cli(capsys, "demo", "--cache-dir", str(tmp_path))
     assert code == 0
     assert "AUTOTUNE matmul on cpu (Triton interpreter" in out

@@ -18,14 +18,20 @@ def _matmul(kernel, a, b, c):  # type: ignore[no-untyped-def]
     m, k = a.shape
     n = b.shape[1]
     grid = lambda meta: (triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"]),)  # noqa: E731
-    kernel[grid](a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1))
+    kernel[grid](
+        a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1)
+    )
 
 
 SPACE = [
     kernelpick.Config({"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8}, num_warps=4, num_stages=3),
-    kernelpick.Config({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8}, num_warps=8, num_stages=3),
+    kernelpick.Config(
+        {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8}, num_warps=8, num_stages=3
+    ),
     # needs far more shared memory than any GPU has
-    kernelpick.Config({"BLOCK_M": 256, "BLOCK_N": 256, "BLOCK_K": 256, "GROUP_M": 8}, num_warps=8, num_stages=5),
+    kernelpick.Config(
+        {"BLOCK_M": 256, "BLOCK_N": 256, "BLOCK_K": 256, "GROUP_M": 8}, num_warps=8, num_stages=5
+    ),
     # the compiler rejects it
     kernelpick.Config({"BLOCK_M": 48, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8}),
 ]
@@ -54,7 +60,9 @@ def test_in_place_kernels_are_safe_on_the_gpu() -> None:
     torch.testing.assert_close(x, torch.arange(4096, device="cuda", dtype=torch.float32) + 1)
 
     total = torch.zeros(1, device="cuda")
-    kernelpick.autotune(space, key=["n"])(accumulate_kernel)[grid_1d(4096)](torch.ones(4096, device="cuda"), total, 4096)
+    kernelpick.autotune(space, key=["n"])(accumulate_kernel)[grid_1d(4096)](
+        torch.ones(4096, device="cuda"), total, 4096
+    )
     assert total.item() == 4096.0
 
 

@@ -157,7 +157,9 @@ def test_atomic_accumulator_gives_the_untuned_result_while_triton_autotune_does_
 
     with triton.knobs.runtime.scope():
         triton.knobs.runtime.interpret = True
-        theirs = triton.autotune(space, key=["n"], do_bench=wall_clock_do_bench)(triton.jit(accumulate_kernel.fn))
+        theirs = triton.autotune(space, key=["n"], do_bench=wall_clock_do_bench)(
+            triton.jit(accumulate_kernel.fn)
+        )
         naive_total = torch.zeros(1)
         with interpreting():  # lets Triton's interpreter call tl.sum, decorated without TRITON_INTERPRET
             theirs[grid_1d(256)](x, naive_total, 256)
@@ -171,7 +173,9 @@ def test_reset_to_zero_applies_to_benchmark_copies_only() -> None:
         seen.append(named["total_ptr"].item())
 
     space = [triton.Config({"BLOCK": 16}), triton.Config({"BLOCK": 64})]
-    kernel = kernelpick.autotune(space, key=["n"], reset_to_zero=["total_ptr"], pre_hook=record)(accumulate_kernel)
+    kernel = kernelpick.autotune(space, key=["n"], reset_to_zero=["total_ptr"], pre_hook=record)(
+        accumulate_kernel
+    )
     total = torch.full((1,), 5.0)
     kernel[grid_1d(64)](torch.ones(64), total, 64)
     assert total.item() == 69.0  # the user's 5 plus one launch
@@ -208,7 +212,9 @@ def test_a_single_config_is_launched_without_benchmarking() -> None:
 
 def test_heuristics_under_autotune() -> None:
     inner = triton.heuristics({"BLOCK": lambda args: 64})(triton.jit(scale_kernel.fn))
-    kernel = kernelpick.autotune([triton.Config({}, num_warps=1), triton.Config({}, num_warps=4)], key=["n"])(inner)
+    kernel = kernelpick.autotune([triton.Config({}, num_warps=1), triton.Config({}, num_warps=4)], key=["n"])(
+        inner
+    )
     x = torch.randn(100)
     out = torch.empty(100)
     kernel[lambda meta: (triton.cdiv(100, 64),)](x, out, 100, SCALE=2.0)
@@ -337,7 +343,11 @@ def test_a_new_process_reuses_stored_results(tmp_path: Path) -> None:
     runs = []
     for _ in range(2):
         done = subprocess.run(
-            [sys.executable, "-c", SCRIPT.format(root=root)], env=env, capture_output=True, text=True, check=False
+            [sys.executable, "-c", SCRIPT.format(root=root)],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
         )
         assert done.returncode == 0, done.stderr
         runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
@@ -369,3 +379,17 @@ def test_user_given_do_bench_is_used() -> None:
     kernel[grid_1d(32)](x, 32)
     assert len(calls) == 2
     torch.testing.assert_close(x, torch.full((32,), 2.0))
+
+
+def test_gpu_budgets_come_from_the_settings() -> None:
+    from kernelpick.bench.device import DeviceInfo
+    from kernelpick.tune.autotuner import benchmark_budgets
+
+    gpu = DeviceInfo("cuda", 0, "NVIDIA H200", (9, 0), 60 << 20, 132)
+    with settings.override(rep_ms=7.0, confirm_top=3, confirm_within=0.05):
+        budgets = benchmark_budgets(gpu)
+    assert budgets["screening"].rep_ms == 7.0
+    assert budgets["confirm_top"] == 3 and budgets["confirm_within"] == 0.05
+    assert budgets["confirming"].min_reps >= 10
+    cpu = DeviceInfo("cpu", None, "cpu", None, 0, 0)
+    assert set(benchmark_budgets(cpu)) == {"screening"}

@@ -353,15 +353,7 @@ class Autotuner(KernelInterface[Any]):
                 else:
                     results[config] = BenchmarkResult.failed(outcome.status, outcome.message)
             with settings.override(**self._budget_overrides()):
-                if device.interpreter:
-                    budgets: dict[str, Any] = {"screening": TimingBudget.interpreted()}
-                else:
-                    budgets = {
-                        "screening": TimingBudget.screening(),
-                        "confirming": TimingBudget.confirming(),
-                        "confirm_top": settings.current().confirm_top,
-                        "confirm_within": settings.current().confirm_within,
-                    }
+                budgets = benchmark_budgets(device)
                 measured = benchmark(
                     runs, self.timer or timer_for(device), on_done=progress.advance, **budgets
                 )
@@ -429,6 +421,19 @@ class _ConfigRun:
     def teardown(self) -> None:
         if self._post_hook is not None:
             self._post_hook(self._named, exception=None)
+
+
+def benchmark_budgets(device: DeviceInfo) -> dict[str, Any]:
+    """The keyword arguments of `benchmark()` for a device: two rounds on GPUs, a few runs in the interpreter."""
+    if device.interpreter:
+        return {"screening": TimingBudget.interpreted()}
+    current = settings.current()
+    return {
+        "screening": TimingBudget.screening(),
+        "confirming": TimingBudget.confirming(),
+        "confirm_top": current.confirm_top,
+        "confirm_within": current.confirm_within,
+    }
 
 
 def _describe_key(names: Sequence[str], key: tuple[Any, ...]) -> str:
