@@ -5,7 +5,6 @@ from __future__ import annotations
 import importlib.util
 import subprocess
 import sys
-import textwrap
 import time
 from pathlib import Path
 
@@ -356,7 +355,7 @@ def test_a_new_process_reuses_stored_results(tmp_path: Path) -> None:
 
 
 def test_plain_jit_kernel_is_required() -> None:
-    with pytest.raises(kernelpick.ConfigError, match="expects a @triton.jit function"):
+    with pytest.raises(kernelpick.ConfigError, match=r"expects a @triton\.jit function"):
         kernelpick.autotune(SPACE, key=["n"])(lambda x: x)
 
 
