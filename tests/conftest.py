@@ -12,7 +12,7 @@ import torch
 # Tests run kernels in Triton's interpreter through kernelpick, never through TRITON_INTERPRET.
 os.environ.pop("TRITON_INTERPRET", None)
 
-from kernelpick import settings  # noqa: E402
+from kernelpick import settings
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

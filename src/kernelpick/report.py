@@ -24,8 +24,6 @@ def console(stderr: bool = False) -> Console:
     return made
 
 
-_stderr = console(stderr=True)
-
 #: Progress bars appear only once tuning has taken this long.
 PROGRESS_AFTER_SECONDS = 1.0
 
@@ -80,7 +78,7 @@ def headline(message: str, limit: int = 100) -> str:
 
 def print_table(table: Table) -> None:
     """Print to stderr (never stdout: it may carry the program's own output)."""
-    _stderr.print(table)
+    console(stderr=True).print(table)
 
 
 class TuningProgress:
@@ -94,7 +92,8 @@ class TuningProgress:
         self._bar: Progress | None = None
         self._task = None
         mode = settings.current().progress
-        self._enabled = mode == "on" or (mode == "auto" and _stderr.is_terminal)
+        self._console = console(stderr=True)
+        self._enabled = mode == "on" or (mode == "auto" and self._console.is_terminal)
 
     def __enter__(self) -> TuningProgress:
         return self
@@ -111,7 +110,7 @@ class TuningProgress:
                 BarColumn(),
                 MofNCompleteColumn(),
                 TimeElapsedColumn(),
-                console=_stderr,
+                console=self._console,
                 transient=True,
             )
             self._bar.start()

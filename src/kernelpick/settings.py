@@ -47,8 +47,8 @@ class Settings:
     )
     compile_mode: CompileMode = _setting(
         "KERNELPICK_COMPILE_MODE",
-        "thread",
-        "Parallel compilation in threads (Triton's async mode) or processes.",
+        "process",
+        "Parallel compilation in forked processes (the faster on an H200) or threads (Triton's async mode).",
     )
     warmup_ms: float = _setting("KERNELPICK_WARMUP_MS", 2.0, "Warm-up time per config before it is timed.")
     rep_ms: float = _setting(
@@ -56,8 +56,13 @@ class Settings:
     )
     confirm_top: int = _setting(
         "KERNELPICK_CONFIRM_TOP",
-        4,
-        "Fastest configs re-timed together (interleaved) in a second round; 0: none.",
+        6,
+        "Most configs re-timed together (interleaved) in a second round; 0: none.",
+    )
+    confirm_within: float = _setting(
+        "KERNELPICK_CONFIRM_WITHIN",
+        0.1,
+        "Second round: only configs within this fraction of the first round's best median.",
     )
     confirm_rep_ms: float = _setting(
         "KERNELPICK_CONFIRM_REP_MS", 40.0, "Timed runs per config in the second round, in milliseconds."

@@ -29,6 +29,7 @@ def benchmark(
     screening: TimingBudget,
     confirming: TimingBudget | None = None,
     confirm_top: int = 0,
+    confirm_within: float = 0.1,
     on_done: Callable[[], object] | None = None,
 ) -> list[BenchmarkResult]:
     """Time every candidate; a candidate that raises is recorded with its reason, never chosen.
@@ -38,8 +39,10 @@ def benchmark(
         timer: how to time.
         screening: the budget of the first round, for every candidate.
         confirming: the budget of the second round, for the `confirm_top` fastest (None: no second round).
-        confirm_top: how many of the fastest to time again, interleaved and longer, so that the pick
-            between near-equal candidates rests on more than a brief first look (0 or 1: no second round).
+        confirm_top: at most how many of the fastest to time again, interleaved and longer, so that the
+            pick between near-equal candidates rests on more than a brief first look (0 or 1: no second round).
+        confirm_within: only candidates whose first-round median is within this fraction of the best's
+            are timed again.
         on_done: called after each candidate of the first round (for progress bars).
 
     Returns:

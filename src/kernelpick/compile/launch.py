@@ -68,6 +68,15 @@ def interpret(kernel: Any, *args: Any, grid: Any, **kwargs: Any) -> Any:
         return function.run(*args, grid=grid, warmup=False, **kwargs)
 
 
+def interpreted_runner(kernel: Any) -> Callable[..., Any]:
+    """A function with Triton's `run(*args, grid=, warmup=, **kwargs)` signature that interprets `kernel`."""
+
+    def run(*args: Any, grid: Any, warmup: bool = False, **kwargs: Any) -> Any:
+        return None if warmup else interpret(kernel, *args, grid=grid, **kwargs)
+
+    return run
+
+
 def launcher(kernel: Any, interpreter: bool) -> Callable[..., Any]:
     """A function launching `kernel` as `launch(*args, grid=grid, **kwargs)` on a GPU or in the interpreter."""
     if interpreter:

@@ -134,7 +134,9 @@ def _compile_all(
     start = time.perf_counter()
     pending: list[Any] = []
     outcomes: list[CompileOutcome | None] = []
-    with AsyncCompileMode(executor):
+    # ignore_errors: failures are collected below; Triton 3.6 would re-raise them on exit and then
+    # leave its async mode switched on for this thread.
+    with AsyncCompileMode(executor, ignore_errors=True):
         for config in configs:
             try:
                 pending.append(kernel.warmup(*args, grid=grid, **kwargs, **config.all_kwargs()))

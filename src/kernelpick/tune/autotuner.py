@@ -24,16 +24,21 @@ from kernelpick.bench.device import DeviceInfo, describe, device_of
 from kernelpick.bench.inputs import ScratchArguments, tensor_of
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.timers import Timer, TimingBudget, UserBenchTimer, timer_for
-from kernelpick.compile.launch import launcher
+from kernelpick.compile.launch import interpreted_runner, launcher
 from kernelpick.compile.precompile import precompile
 from kernelpick.errors import ConfigError, NoValidConfigs
 from kernelpick.report import TuningProgress, autotune_table, headline, print_table
 from kernelpick.store import ResultStore, StoredResult, TuningKey, default_store
 from kernelpick.tune.config import Config
+from kernelpick.tune.dispatch import Dispatcher
 from kernelpick.tune.prune import Pruner
 from kernelpick.tune.record import TuningRecord
 
 log = logging.getLogger("kernelpick.tune")
+
+# What a tuned call launches: the config, the function to run (Triton's `run`, or the interpreter's)
+# and the config's launch keyword arguments as a plain dict (the fastest to unpack).
+_Entry = tuple[Config, Callable[..., Any], dict[str, Any]]
 _warned_interpreter = False
 
 
@@ -171,13 +176,14 @@ class Autotuner(KernelInterface[Any]):
         self.workers = workers
         self.store = store
         self.warmup_ms, self.rep_ms = warmup_ms, rep_ms
-        constexprs = {p.name for p in self.base_fn.params if p.is_constexpr}
-        # Key values and user-given constexprs both select a tuning: a config tuned for one
+        tuned = {name for config in self.configs for name in config.kwargs}
+        given = {p.name for p in self.base_fn.params if p.is_constexpr} - tuned
+        # Key values and caller-given constexprs both select a tuning: a config tuned for one
         # constexpr value is not assumed best for another.
         self._key_positions = [
-            (i, name) for i, name in enumerate(self.arg_names) if name in self.keys or name in constexprs
+            (i, name) for i, name in enumerate(self.arg_names) if name in self.keys or name in given
         ]
-        self._launches: dict[tuple[Any, ...], tuple[Config, Callable[..., Any]]] = {}
+        self._dispatch = Dispatcher(self._key_positions)
         self._lock = threading.Lock()
         self.cache: dict[tuple[Any, ...], Config] = {}
         self.tunings: dict[tuple[Any, ...], TuningRecord] = {}
@@ -187,36 +193,28 @@ class Autotuner(KernelInterface[Any]):
         functools.update_wrapper(self, self.base_fn.fn)  # type: ignore[arg-type]
 
     # -- the hot path -------------------------------------------------------------------------
-    def _key(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
-        count = len(args)
-        key = [args[i] if i < count else kwargs.get(name) for i, name in self._key_positions]
-        device = None
-        for value in args:
-            if isinstance(value, torch.Tensor):
-                key.append(value.dtype)
-                if device is None:
-                    device = value.device
-        if kwargs:
-            for value in kwargs.values():
-                if isinstance(value, torch.Tensor):
-                    key.append(value.dtype)
-                    if device is None:
-                        device = value.device
-        key.append(device)
-        return tuple(key)
+    def __getitem__(self, grid: Any) -> Callable[..., Any]:
+        return functools.partial(self.run, grid=grid, warmup=False)
 
     def run(self, *args: Any, grid: Any, warmup: bool = False, **kwargs: Any) -> Any:
-        key = self._key(args, kwargs)
-        entry = self._launches.get(key)
-        if entry is None:
-            entry = self._tune(key, args, kwargs, grid)
-        config, launch = entry
+        dispatch = self._dispatch
+        try:  # Dispatcher.lookup, inlined: this is the path every tuned call takes
+            entry = dispatch.fast[dispatch.fast_key(args, kwargs)]
+        except (LookupError, AttributeError, TypeError):
+            entry = self._slow_lookup(args, kwargs, grid)
+        config, run, launch_kwargs = entry
         self.best_config = config
         if config.pre_hook is not None:
-            config.pre_hook({**dict(zip(self.arg_names, args)), **kwargs, **config.all_kwargs()})
-        if warmup:
-            return None
-        return launch(*args, grid=grid, **kwargs, **config.all_kwargs())
+            config.pre_hook({**dict(zip(self.arg_names, args)), **kwargs, **launch_kwargs})
+        return run(*args, grid=grid, warmup=warmup, **kwargs, **launch_kwargs)
+
+    def _slow_lookup(self, args: tuple[Any, ...], kwargs: dict[str, Any], grid: Any) -> _Entry:
+        key = self._dispatch.exact(args, kwargs)
+        entry = self._dispatch.entries.get(key)
+        if entry is None:
+            entry = self._tune(key, args, kwargs, grid)
+        self._dispatch.remember(args, kwargs, entry)
+        return entry
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         raise RuntimeError(f"launch a tuned kernel with a grid: {self.name}[grid](...)")
@@ -255,11 +253,9 @@ class Autotuner(KernelInterface[Any]):
             mode=settings.current().compile_mode,
         )
 
-    def _tune(
-        self, key: tuple[Any, ...], args: tuple[Any, ...], kwargs: dict[str, Any], grid: Any
-    ) -> tuple[Config, Callable[..., Any]]:
+    def _tune(self, key: tuple[Any, ...], args: tuple[Any, ...], kwargs: dict[str, Any], grid: Any) -> _Entry:
         with self._lock:
-            entry = self._launches.get(key)
+            entry = self._dispatch.entries.get(key)
             if entry is not None:  # another thread tuned it meanwhile
                 return entry
             start = time.perf_counter()
@@ -274,16 +270,18 @@ class Autotuner(KernelInterface[Any]):
                         f"config {config}; leave tuned meta-parameters out of the call"
                     )
             configs = self.prune(self.configs, named, kwargs)
-            results, from_store = self._results(key, configs, args, kwargs, named, grid, device)
+            phases: dict[str, float] = {}
+            results, from_store = self._results(key, configs, args, kwargs, named, grid, device, phases)
             working = [c for c in configs if c not in results or results[c].ok]
             if not working:
                 raise NoValidConfigs(self._failure_report(key, results))
             best = min(working, key=lambda c: results[c].median_ms if c in results else 0.0)
             record = TuningRecord(
-                self.name, key, device, results, best, time.perf_counter() - start, from_store
+                self.name, key, device, results, best, time.perf_counter() - start, from_store, phases
             )
             self._finish(key, record)
-            entry = self._launches[key] = (best, launcher(self.fn, device.interpreter))
+            run = interpreted_runner(self.fn) if device.interpreter else self.fn.run
+            entry = self._dispatch.entries[key] = (best, run, dict(best.all_kwargs()))
             return entry
 
     def _results(
@@ -295,19 +293,24 @@ class Autotuner(KernelInterface[Any]):
         named: dict[str, Any],
         grid: Any,
         device: DeviceInfo,
+        phases: dict[str, float],
     ) -> tuple[dict[Config, BenchmarkResult], bool]:
         if len(configs) == 1:  # like Triton: nothing to choose between, nothing to measure
             return {}, False
+        started = time.perf_counter()
         store = self._store()
         tuning_key = TuningKey.make(self.name, self.base_fn.cache_key, device, key[:-1])
         stored = store.load(tuning_key) if store is not None else {}
+        phases["store_read"] = time.perf_counter() - started
         results = {c: stored[c.digest].result for c in configs if c.digest in stored}
         todo = [c for c in configs if c not in results]
         if todo:
-            measured = self._benchmark(todo, args, kwargs, named, grid, device)
+            measured = self._benchmark(todo, args, kwargs, named, grid, device, phases)
             results.update(measured)
+            started = time.perf_counter()
             if store is not None:
                 store.save(tuning_key, [StoredResult(c.digest, c.to_dict(), r) for c, r in measured.items()])
+            phases["store_write"] = time.perf_counter() - started
         return {c: results[c] for c in configs}, not todo
 
     def _store(self) -> ResultStore | None:
@@ -328,14 +331,20 @@ class Autotuner(KernelInterface[Any]):
         named: dict[str, Any],
         grid: Any,
         device: DeviceInfo,
+        phases: dict[str, float],
     ) -> dict[Config, BenchmarkResult]:
+        started = time.perf_counter()
         scratch = ScratchArguments(named, self.may_write(named), zeroed=self.reset_to_zero)
         bench_args = tuple(scratch.arguments[n] for n in self.arg_names[: len(args)])
         bench_kwargs = {k: scratch.arguments.get(k, v) for k, v in kwargs.items()}
         launch = launcher(self.fn, device.interpreter)
         results: dict[Config, BenchmarkResult] = {}
         with TuningProgress(f"compiling {self.name}", total=2 * len(configs)) as progress:
+            phases["copy_inputs"] = time.perf_counter() - started
+            started = time.perf_counter()
             outcomes = self._compile(configs, bench_args, bench_kwargs, grid, device)
+            phases["compile"] = time.perf_counter() - started
+            started = time.perf_counter()
             progress.advance(len(configs), f"benchmarking {self.name}")
             runs = []
             for config, outcome in zip(configs, outcomes):
@@ -344,18 +353,12 @@ class Autotuner(KernelInterface[Any]):
                 else:
                     results[config] = BenchmarkResult.failed(outcome.status, outcome.message)
             with settings.override(**self._budget_overrides()):
-                if device.interpreter:
-                    budgets: dict[str, Any] = {"screening": TimingBudget.interpreted()}
-                else:
-                    budgets = {
-                        "screening": TimingBudget.screening(),
-                        "confirming": TimingBudget.confirming(),
-                        "confirm_top": settings.current().confirm_top,
-                    }
+                budgets = benchmark_budgets(device)
                 measured = benchmark(
                     runs, self.timer or timer_for(device), on_done=progress.advance, **budgets
                 )
             results.update({run.config: result for run, result in zip(runs, measured)})
+            phases["benchmark"] = time.perf_counter() - started
         return {c: results[c] for c in configs}
 
     def _budget_overrides(self) -> dict[str, Any]:
@@ -418,6 +421,19 @@ class _ConfigRun:
     def teardown(self) -> None:
         if self._post_hook is not None:
             self._post_hook(self._named, exception=None)
+
+
+def benchmark_budgets(device: DeviceInfo) -> dict[str, Any]:
+    """The keyword arguments of `benchmark()` for a device: two rounds on GPUs, a few runs in the interpreter."""
+    if device.interpreter:
+        return {"screening": TimingBudget.interpreted()}
+    current = settings.current()
+    return {
+        "screening": TimingBudget.screening(),
+        "confirming": TimingBudget.confirming(),
+        "confirm_top": current.confirm_top,
+        "confirm_within": current.confirm_within,
+    }
 
 
 def _describe_key(names: Sequence[str], key: tuple[Any, ...]) -> str:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kernelpick.bench.device import DeviceInfo
@@ -27,6 +27,7 @@ class TuningRecord:
     best: Config
     seconds: float
     from_store: bool
+    phases: Mapping[str, float] = field(default_factory=dict)  # seconds per step: compile, benchmark, ...
 
     @property
     def failed(self) -> dict[Config, BenchmarkResult]:
@@ -43,5 +44,6 @@ class TuningRecord:
             "cache_hit": self.from_store,
             "n_configs": max(1, len(self.results)),
             "n_failed": len(self.failed),
+            "phases": dict(self.phases),
             "results": [{"config": c.to_dict(), **r.to_dict()} for c, r in self.results.items()],
         }

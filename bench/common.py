@@ -1,0 +1,85 @@
+"""Shared helpers of the GPU benchmark scripts: versions, device facts, result files, timing."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+RESULTS = Path(__file__).resolve().parent / "results"
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def environment() -> dict[str, Any]:
+    import torch
+    import triton
+
+    data: dict[str, Any] = {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "cuda": torch.version.cuda,
+        "cpu_count": os.cpu_count(),
+    }
+    if torch.cuda.is_available():
+        props = torch.cuda.get_device_properties(0)
+        data.update(
+            device=props.name,
+            capability=f"{props.major}.{props.minor}",
+            multiprocessors=props.multi_processor_count,
+            l2_bytes=getattr(props, "L2_cache_size", None),
+            gpu_count=torch.cuda.device_count(),
+        )
+        try:
+            data["driver"] = subprocess.run(
+                ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                capture_output=True, text=True, check=False,
+            ).stdout.strip()
+        except OSError:
+            pass
+    else:
+        data["device"] = "cpu"
+    return data
+
+
+def device_slug(name: str) -> str:
+    """'NVIDIA H100 80GB HBM3' -> 'h100'."""
+    match = re.search(r"\b([A-Z]+\d{2,4}[A-Z]?)\b", name)
+    return (match.group(1) if match else re.sub(r"[^a-z0-9]+", "-", name.lower())).lower()
+
+
+def write_result(name: str, data: dict[str, Any]) -> Path:
+    """Write bench/results/<name>-<device>.json (and to $OUT when the device tool's folder is there)."""
+    slug = device_slug(data.get("environment", {}).get("device", "cpu"))
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / f"{name}-{slug}.json"
+    text = json.dumps(data, indent=2, default=str)
+    path.write_text(text + "\n")
+    out = os.environ.get("OUT")
+    if out:
+        Path(out, path.name).write_text(text + "\n")
+    return path
+
+
+def run_role(script: Path, role: str, env: dict[str, str], *args: str, timeout: float = 590) -> dict[str, Any]:
+    """Run `script --role ROLE` in a fresh Python process; it prints one JSON object as its last line."""
+    done = subprocess.run(
+        [sys.executable, str(script), "--role", role, *args],
+        env={**os.environ, **env, "PYTHONPATH": f"{ROOT / 'src'}:{ROOT}"},
+        capture_output=True, text=True, timeout=timeout, check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"role {role} failed ({done.returncode}):\n{done.stderr[-4000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values)

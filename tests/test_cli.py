@@ -1,0 +1,78 @@
+"""The `kernelpick` command: demo (JSON and tables), store and settings."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kernelpick import cli
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_demo_json_twice_against_one_store_hits_the_cache(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    store = str(tmp_path / "store")
+    code, out, _ = run_cli(capsys, "demo", "--json", "--cache-dir", store)
+    assert code == 0
+    first = json.loads(out)
+    code, out, _ = run_cli(capsys, "demo", "--json", "--cache-dir", store)
+    second = json.loads(out)
+
+    assert first["cache_hit"] is False and second["cache_hit"] is True
+    for summary in (first, second):
+        assert summary["interpreter"] is True and summary["device"] == "cpu"
+        assert summary["n_configs"] == 9 and summary["n_failed"] == 1
+        assert set(summary["best_config"]) == {"matmul", "add"}
+    assert first["best_config"] == second["best_config"]
+    assert second["tuning_seconds"] < first["tuning_seconds"] / 3
+
+
+def test_demo_tables_name_the_device_and_the_failed_config(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code, out, _ = run_cli(capsys, "demo", "--cache-dir", str(tmp_path))
+    assert code == 0
+    assert "AUTOTUNE matmul on cpu (Triton interpreter" in out
+    assert "compile_error" in out and "power of 2" in out
+    assert "measured now and stored" in out
+
+
+def test_store_lists_and_clears(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    from kernelpick import settings
+
+    with settings.override(cache_dir=tmp_path):
+        run_cli(capsys, "demo", "--json")
+        code, out, _ = run_cli(capsys, "store")
+        assert code == 0 and "matmul_kernel" in out and "add_kernel" in out
+        code, out, _ = run_cli(capsys, "store", "--clear")
+        assert "removed 9 stored results" in out
+
+
+def test_settings_lists_every_variable(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, "settings")
+    assert code == 0
+    for variable in ("KERNELPICK_CACHE_DIR", "KERNELPICK_PRINT", "KERNELPICK_COMPILE_WORKERS"):
+        assert variable in out
+
+
+def test_bad_setting_is_a_clear_error_not_a_traceback(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "kernelpick.cli", "settings"],
+        env={"KERNELPICK_PRINT": "maybe", "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "KERNELPICK_PRINT='maybe' is not a boolean" in done.stderr
+    assert "Traceback" not in done.stderr
