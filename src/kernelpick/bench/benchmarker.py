@@ -61,6 +61,9 @@ def benchmark(
     fastest = sorted((i for i, r in enumerate(results) if r.ok), key=lambda i: results[i].median_ms)[
         :confirm_top
     ]
+    if fastest:
+        limit = results[fastest[0]].median_ms * (1.0 + confirm_within)
+        fastest = [i for i in fastest if results[i].median_ms <= limit]
     if confirming is not None and len(fastest) >= 2:
         try:
             samples = timer.measure_interleaved([candidates[i] for i in fastest], confirming)
