@@ -161,7 +161,7 @@ def test_progress_off_shows_nothing_however_long(monkeypatch: pytest.MonkeyPatch
 
 def test_progress_auto_shows_nothing_without_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(report, "PROGRESS_AFTER_SECONDS", 0.0)
-    assert not report._stderr.is_terminal  # pytest captures stderr
+    assert not report.console(stderr=True).is_terminal  # pytest captures stderr
     with settings.override(progress="auto"), TuningProgress("compiling add", total=2) as progress:
         progress.advance(2)
         assert progress._bar is None

@@ -66,7 +66,9 @@ class ScriptedTimer:
 
 def test_the_fastest_candidate_has_the_lowest_median() -> None:
     candidates = [Sleeper("slow", 12.0), Sleeper("fast", 1.0), Sleeper("middle", 5.0)]
-    results = benchmark(candidates, WallClockTimer(), screening=QUICK, confirming=QUICK, confirm_top=2)
+    results = benchmark(
+        candidates, WallClockTimer(), screening=QUICK, confirming=QUICK, confirm_top=2, confirm_within=100.0
+    )
     assert all(r.ok and r.timing is not None and r.timing.runs == 3 for r in results)
     medians = {c.name: r.median_ms for c, r in zip(candidates, results)}
     assert min(medians, key=medians.__getitem__) == "fast"
@@ -103,7 +105,9 @@ def test_second_round_retimes_only_the_fastest_and_replaces_their_figures() -> N
     timer = ScriptedTimer(first, second)
     candidates = [Sleeper(name, 0.0) for name in first]
     confirming = TimingBudget(0.0, 40.0, 10, 100)
-    results = benchmark(candidates, timer, screening=QUICK, confirming=confirming, confirm_top=2)
+    results = benchmark(
+        candidates, timer, screening=QUICK, confirming=confirming, confirm_top=2, confirm_within=1.0
+    )
     assert timer.measured == ["a", "b", "c", "d"]
     assert timer.interleaved == [["b", "d"]]  # fastest first
     assert timer.budgets[-1] == confirming
@@ -113,8 +117,36 @@ def test_second_round_retimes_only_the_fastest_and_replaces_their_figures() -> N
 def test_failed_candidates_are_never_retimed() -> None:
     timer = ScriptedTimer({"a": 1.0, "c": 2.0}, {"a": 1.0, "c": 2.0})
     candidates = [Sleeper("a", 0.0), Raiser("b", RuntimeError("boom")), Sleeper("c", 0.0)]
-    benchmark(candidates, timer, screening=QUICK, confirming=QUICK, confirm_top=3)
+    benchmark(candidates, timer, screening=QUICK, confirming=QUICK, confirm_top=3, confirm_within=1.0)
     assert timer.interleaved == [["a", "c"]]
+
+
+@pytest.mark.parametrize(
+    ("confirm_within", "retimed"), [(0.1, [["b", "d"]]), (0.5, [["b", "d", "c"]]), (0.01, [])]
+)
+def test_second_round_retimes_only_candidates_close_to_the_best(
+    confirm_within: float, retimed: list[list[str]]
+) -> None:
+    # A candidate far slower than the best cannot win; timing it again would only cost time.
+    first = {"a": 2.0, "b": 1.0, "c": 1.3, "d": 1.05}
+    timer = ScriptedTimer(first, first)
+    benchmark(
+        [Sleeper(name, 0.0) for name in first],
+        timer,
+        screening=QUICK,
+        confirming=QUICK,
+        confirm_top=4,
+        confirm_within=confirm_within,
+    )
+    assert timer.interleaved == retimed
+
+
+def test_confirm_top_still_caps_the_close_candidates() -> None:
+    first = {"a": 1.0, "b": 1.01, "c": 1.02, "d": 1.03}
+    timer = ScriptedTimer(first, first)
+    candidates = [Sleeper(name, 0.0) for name in first]
+    benchmark(candidates, timer, screening=QUICK, confirming=QUICK, confirm_top=2, confirm_within=0.5)
+    assert timer.interleaved == [["a", "b"]]
 
 
 @pytest.mark.parametrize(("confirming", "confirm_top"), [(QUICK, 0), (QUICK, 1), (None, 4)])
@@ -141,8 +173,14 @@ def test_a_failing_second_round_keeps_the_first_rounds_figures() -> None:
 
     timer = FailingSecondRound({"a": 1.0, "b": 2.0}, {})
     results = benchmark(
-        [Sleeper("a", 0.0), Sleeper("b", 0.0)], timer, screening=QUICK, confirming=QUICK, confirm_top=2
+        [Sleeper("a", 0.0), Sleeper("b", 0.0)],
+        timer,
+        screening=QUICK,
+        confirming=QUICK,
+        confirm_top=2,
+        confirm_within=1.0,
     )
+    assert timer.budgets[-1] == QUICK  # the second round was tried
     assert [r.median_ms for r in results] == [1.0, 2.0]
 
 
@@ -155,6 +193,7 @@ def test_on_done_is_called_once_per_candidate_failures_included() -> None:
         screening=QUICK,
         confirming=QUICK,
         confirm_top=2,
+        confirm_within=1.0,
         on_done=lambda: calls.append(1),
     )
     assert len(calls) == 3
