@@ -15,7 +15,6 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-import torch
 from triton.runtime.jit import JITFunction, KernelInterface
 
 from kernelpick import settings
@@ -433,6 +432,7 @@ def benchmark_budgets(device: DeviceInfo) -> dict[str, Any]:
         "confirming": TimingBudget.confirming(),
         "confirm_top": current.confirm_top,
         "confirm_within": current.confirm_within,
+        "cutoff": current.screen_cutoff,
     }
 
 
