@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Union
 
 from kernelpick.analysis.effects import (
     ADDRESS_OPERANDS,
@@ -46,7 +45,7 @@ class Opaque:
 
 
 #: A parameter of the function (its index), memory contents, or something unknown.
-Origin = Union[int, Loaded, Opaque]
+Origin = int | Loaded | Opaque
 Origins = frozenset[Origin]
 
 _NONE: Origins = frozenset()
@@ -208,7 +207,7 @@ class _FunctionWalk:
         while changed:
             changed = False
             for op in ops:
-                for result, new in zip(op.results, self.transfer(op)):
+                for result, new in zip(op.results, self.transfer(op), strict=True):
                     old = self.origins.get(result, _NONE)
                     if not new <= old:
                         self.origins[result] = old | new
@@ -230,7 +229,9 @@ class _FunctionWalk:
             results = list(summary.results[:count]) + [missing] * (count - len(summary.results))
             return [self.translate(origins, op) for origins in results]
         if name in ADDRESS_OPERANDS:
-            return [self.union(op.operands[i] for i in ADDRESS_OPERANDS[name] if i < len(op.operands))] * count
+            return [
+                self.union(op.operands[i] for i in ADDRESS_OPERANDS[name] if i < len(op.operands))
+            ] * count
         if name in BASE_PLUS_OFFSET and len(op.operands) == 2:
             left, right = self.of(op.operands[0]), self.of(op.operands[1])
             left_address, right_address = self.is_address(left), self.is_address(right)

@@ -130,7 +130,9 @@ def analyze(kernel: Any, *args: Any, **kwargs: Any) -> KernelAccess:
         return _cache.setdefault(key, access)
 
 
-def written_arguments(kernel: Any, args: Sequence[Any] = (), kwargs: Mapping[str, Any] | None = None) -> tuple[str, ...]:
+def written_arguments(
+    kernel: Any, args: Sequence[Any] = (), kwargs: Mapping[str, Any] | None = None
+) -> tuple[str, ...]:
     """The names of the arguments `kernel` may write: what a tuner must copy before benchmarking.
 
     Conservative answers include every tensor argument. Cheap after the first call for a
@@ -148,13 +150,17 @@ def _compute(jit: Any, named: dict[str, Any]) -> KernelAccess:
     spec = _specialize(jit, named)
     try:
         module = spec.lower("ttir")
-    except Exception as error:  # noqa: BLE001 - any compiler failure makes the answer conservative
+    except Exception as error:  # any compiler failure makes the answer conservative
         logger.warning("kernelpick could not generate TTIR for `%s`: %s", jit.__name__, error)
-        return _conservative(jit.__name__, arg_names, pointers, f"Triton could not generate TTIR: {_first_line(error)}")
+        return _conservative(
+            jit.__name__, arg_names, pointers, f"Triton could not generate TTIR: {_first_line(error)}"
+        )
     try:
         program = convert_module(module)
-    except Exception as error:  # noqa: BLE001 - bindings of an unexpected shape: be conservative
-        return _conservative(jit.__name__, arg_names, pointers, f"the TTIR could not be read: {_first_line(error)}")
+    except Exception as error:  # bindings of an unexpected shape: be conservative
+        return _conservative(
+            jit.__name__, arg_names, pointers, f"the TTIR could not be read: {_first_line(error)}"
+        )
     finally:
         del module
     param_names = ttir_parameter_names(spec)
@@ -226,9 +232,7 @@ def _runtime_arg_names(kernel: Any) -> tuple[str, ...]:
     if params is not None:
         return tuple(p.name for p in params if not p.is_constexpr)
     signature = inspect.signature(kernel.fn)
-    return tuple(
-        p.name for p in signature.parameters.values() if "constexpr" not in str(p.annotation)
-    )
+    return tuple(p.name for p in signature.parameters.values() if "constexpr" not in str(p.annotation))
 
 
 def _holds_memory(value: Any) -> bool:
@@ -242,14 +246,18 @@ def _holds_memory(value: Any) -> bool:
 
 def _is_descriptor(value: Any) -> bool:
     """A host-side tensor descriptor (Triton's `TensorDescriptor` or a variant of it)."""
-    return "TensorDescriptor" in type(value).__name__ and isinstance(getattr(value, "base", None), torch.Tensor)
+    return "TensorDescriptor" in type(value).__name__ and isinstance(
+        getattr(value, "base", None), torch.Tensor
+    )
 
 
 def _pointer_arguments(arg_names: Iterable[str], named: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(n for n in arg_names if n in named and _holds_memory(named[n]))
 
 
-def _conservative(name: str, arg_names: tuple[str, ...], pointers: tuple[str, ...], reason: str) -> KernelAccess:
+def _conservative(
+    name: str, arg_names: tuple[str, ...], pointers: tuple[str, ...], reason: str
+) -> KernelAccess:
     return KernelAccess(name, arg_names, pointers, pointers, certain=False, reason=reason)
 
 
@@ -258,7 +266,7 @@ def _conservative_unbound(unwrapped: Unwrapped, reason: str) -> KernelAccess:
     kernel = unwrapped.kernel
     arg_names = _runtime_arg_names(kernel)
     all_names = list(getattr(kernel, "arg_names", arg_names))
-    named = {**dict(zip(all_names, unwrapped.args)), **unwrapped.kwargs}
+    named = {**dict(zip(all_names, unwrapped.args, strict=False)), **unwrapped.kwargs}
     return _conservative(kernel.__name__, arg_names, _pointer_arguments(arg_names, named), reason)
 
 

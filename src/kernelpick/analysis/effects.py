@@ -132,10 +132,7 @@ MAYBE_IMPURE = frozenset({"tt.elementwise_inline_asm", "tt.extern_elementwise"})
 def is_understood(name: str) -> bool:
     """Whether the analysis knows every effect of the op `name`."""
     return (
-        name in UNDERSTOOD
-        or name in WRITE_OPERAND
-        or name in READ_OPERAND
-        or name.startswith(PURE_DIALECTS)
+        name in UNDERSTOOD or name in WRITE_OPERAND or name in READ_OPERAND or name.startswith(PURE_DIALECTS)
     )
 
 

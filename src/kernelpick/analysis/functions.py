@@ -127,7 +127,7 @@ def convert_module(module: Any) -> Program:
             return
         try:
             _visit(state, op)
-        except Exception as error:  # noqa: BLE001 - re-raised below, outside the C++ walk
+        except Exception as error:  # re-raised below, outside the C++ walk
             failure.append(error)
 
     module.walk(visit)
@@ -157,7 +157,9 @@ def _visit(state: _Builder, op: Any) -> None:
         else:
             _flow_everything(state.ops, operands, results, blocks)
     callee = op.get_flat_symbol_ref_attr("callee") if name == "tt.call" else None
-    pure = op.get_bool_attr("pure") if name in ("tt.elementwise_inline_asm", "tt.extern_elementwise") else None
+    pure = (
+        op.get_bool_attr("pure") if name in ("tt.elementwise_inline_asm", "tt.extern_elementwise") else None
+    )
     state.ops.append(Op(name, operands, results, callee, pure))
 
 
@@ -198,7 +200,7 @@ def _flow_structured(
         for i, result in enumerate(results):
             _flow(ops, result, _at(operands, 3 + i), _at(body.operands, i))
     elif name == "scf.while":
-        before, after = (first + [None, None])[:2]
+        before, after = [*first, None, None][:2]
         if before is None or after is None:
             _flow_everything(ops, operands, results, blocks)
             return

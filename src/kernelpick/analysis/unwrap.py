@@ -72,7 +72,9 @@ def innermost(kernel: Any) -> Any:
         if isinstance(kernel, JITFunction) or is_interpreted(kernel) or not hasattr(kernel, "fn"):
             return kernel
         kernel = kernel.fn
-    raise AnalysisError(f"wrappers of {kernel!r} nest more than {_MAX_DEPTH} deep; expected a @triton.jit function inside")
+    raise AnalysisError(
+        f"wrappers of {kernel!r} nest more than {_MAX_DEPTH} deep; expected a @triton.jit function inside"
+    )
 
 
 def unwrap(kernel: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Unwrapped:
@@ -98,11 +100,11 @@ def unwrap(kernel: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Unwra
         if isinstance(kernel, JITFunction) or is_interpreted(kernel):
             break
         if _is_heuristics(kernel):
-            bound = {**dict(zip(arg_names, args)), **current}
+            bound = {**dict(zip(arg_names, args, strict=False)), **current}
             for name, heuristic in kernel.values.items():
                 try:
                     current[name] = heuristic(bound)
-                except Exception as error:  # noqa: BLE001 - a user function; reported, not raised
+                except Exception as error:  # a user function; reported, not raised
                     problem = f"heuristic for `{name}` raised {type(error).__name__}: {error}"
                     return Unwrapped(bottom, tuple(args), current, problem)
                 bound[name] = current[name]
