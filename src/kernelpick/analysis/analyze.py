@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 import logging
 import threading
@@ -11,12 +12,13 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import torch
+from triton.compiler.compiler import make_backend
 
 from kernelpick.analysis.access import find_accesses
 from kernelpick.analysis.functions import convert_module
 from kernelpick.analysis.parameters import ttir_parameter_names
 from kernelpick.analysis.unwrap import Unwrapped, is_interpreted, unwrap
-from kernelpick.compile.target import Specialization, bind_arguments, specialize
+from kernelpick.compile.target import Specialization, bind_arguments, default_target, specialize
 from kernelpick.errors import AnalysisError
 
 logger = logging.getLogger("kernelpick.analysis")
@@ -110,6 +112,43 @@ def analyze(kernel: Any, *args: Any, **kwargs: Any) -> KernelAccess:
         ('out',)
     """
     unwrapped = unwrap(kernel, args, kwargs)
+    early = _early_answer(unwrapped)
+    if early is not None:
+        return early
+    jit = unwrapped.kernel
+    named = bind_arguments(jit, unwrapped.args, unwrapped.kwargs)
+    key = _cache_key(jit, named)
+    with _cache_lock:
+        cached = _cache.get(key)
+    if cached is not None:
+        return cached
+    access = _compute(jit, named, "ttir")
+    with _cache_lock:
+        return _cache.setdefault(key, access)
+
+
+def analyze_uncached(
+    kernel: Any, args: Sequence[Any] = (), kwargs: Mapping[str, Any] | None = None, *, stage: str = "ttir"
+) -> KernelAccess:
+    """`analyze` without the memo, from a chosen stage of Triton's pipeline (for tests and timing).
+
+    Args:
+        kernel: as for `analyze`.
+        args: positional launch arguments.
+        kwargs: keyword launch arguments.
+        stage: `"ttir"` (after Triton's TTIR passes, what `analyze` uses) or `"source"` (straight
+            from code generation: every helper is still a `tt.call`, block pointers are not rewritten).
+    """
+    unwrapped = unwrap(kernel, args, kwargs or {})
+    early = _early_answer(unwrapped)
+    if early is not None:
+        return early
+    named = bind_arguments(unwrapped.kernel, unwrapped.args, unwrapped.kwargs)
+    return _compute(unwrapped.kernel, named, stage)
+
+
+def _early_answer(unwrapped: Unwrapped) -> KernelAccess | None:
+    """The conservative answer for kernels that cannot be specialized at all, else None."""
     if unwrapped.problem:
         return _conservative_unbound(unwrapped, unwrapped.problem)
     if is_interpreted(unwrapped.kernel):
@@ -118,16 +157,7 @@ def analyze(kernel: Any, *args: Any, **kwargs: Any) -> KernelAccess:
             "the kernel was decorated while TRITON_INTERPRET=1 was set, so Triton cannot compile it; "
             "unset TRITON_INTERPRET before importing it",
         )
-    jit = unwrapped.kernel
-    named = bind_arguments(jit, unwrapped.args, unwrapped.kwargs)
-    key = _cache_key(jit, named)
-    with _cache_lock:
-        cached = _cache.get(key)
-    if cached is not None:
-        return cached
-    access = _compute(jit, named)
-    with _cache_lock:
-        return _cache.setdefault(key, access)
+    return None
 
 
 def written_arguments(
@@ -144,14 +174,14 @@ def written_arguments(
     return analyze(kernel, *args, **(kwargs or {})).mutated
 
 
-def _compute(jit: Any, named: dict[str, Any]) -> KernelAccess:
+def _compute(jit: Any, named: dict[str, Any], stage: str) -> KernelAccess:
     arg_names = _runtime_arg_names(jit)
     pointers = _pointer_arguments(arg_names, named)
     spec = _specialize(jit, named)
     try:
-        module = spec.lower("ttir")
+        module = spec.lower(stage)
     except Exception as error:  # any compiler failure makes the answer conservative
-        logger.warning("kernelpick could not generate TTIR for `%s`: %s", jit.__name__, error)
+        logger.info("kernelpick could not generate TTIR for `%s`: %s", jit.__name__, error)
         return _conservative(
             jit.__name__, arg_names, pointers, f"Triton could not generate TTIR: {_first_line(error)}"
         )
@@ -187,14 +217,20 @@ def _compute(jit: Any, named: dict[str, Any]) -> KernelAccess:
         read=tuple(n for n in arg_names if n in read),
         certain=not doubts,
         reason="; ".join(doubts),
-        _lower=lambda: _ttir_text(spec),
+        _lower=lambda: _ttir_text(spec, stage),
     )
 
 
 def _specialize(jit: Any, named: dict[str, Any]) -> Specialization:
     """Bind for lowering; Triton's own complaints about argument types become `AnalysisError`."""
+    unknown = [k for k in named if k not in jit.arg_names and k not in _compile_options()]
+    if unknown:
+        raise AnalysisError(
+            f"kernel `{jit.__name__}` has no argument {', '.join(f'`{k}`' for k in unknown)} and that is not a "
+            f"compile option either; its arguments are {', '.join(jit.arg_names)}"
+        )
     try:
-        spec = specialize(jit, (), named)
+        return specialize(jit, (), named)
     except AnalysisError:
         raise
     except Exception as error:
@@ -202,18 +238,17 @@ def _specialize(jit: Any, named: dict[str, Any]) -> Specialization:
             f"kernel `{jit.__name__}` cannot be specialized for these arguments ({type(error).__name__}: "
             f"{_first_line(error)}); pass tensors, TensorDescriptors, ints, floats, bools, None or constexpr values"
         ) from error
-    options = {f.name for f in dataclasses.fields(spec.options)}
-    unknown = [k for k in named if k not in jit.arg_names and k not in options]
-    if unknown:
-        raise AnalysisError(
-            f"kernel `{jit.__name__}` has no argument {', '.join(f'`{k}`' for k in unknown)}: its arguments are "
-            f"{', '.join(jit.arg_names)}, and that is not a compile option either"
-        )
-    return spec
 
 
-def _ttir_text(spec: Specialization) -> str:
-    module = spec.lower("ttir")
+@functools.cache
+def _compile_options() -> frozenset[str]:
+    """The compile options (`num_warps`, ...) the default target's backend accepts as launch keywords."""
+    options = make_backend(default_target()).parse_options({})
+    return frozenset(f.name for f in dataclasses.fields(options))
+
+
+def _ttir_text(spec: Specialization, stage: str) -> str:
+    module = spec.lower(stage)
     try:
         return str(module)
     finally:

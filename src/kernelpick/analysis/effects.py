@@ -117,6 +117,7 @@ UNDERSTOOD = frozenset(
         "tt.grid_dependency_wait",
         "tt.grid_dependency_launch_dependents",
         "gpu.barrier",
+        "ttg.barrier",
         "ub.poison",
         "llvm.intr.assume",
     }

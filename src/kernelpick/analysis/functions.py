@@ -156,6 +156,9 @@ def _visit(state: _Builder, op: Any) -> None:
             _flow_structured(state.ops, name, operands, results, blocks)
         else:
             _flow_everything(state.ops, operands, results, blocks)
+        # The flow ops define the results; the op itself stays, without them, for its name.
+        state.ops.append(Op(name, operands, ()))
+        return
     callee = op.get_flat_symbol_ref_attr("callee") if name == "tt.call" else None
     pure = (
         op.get_bool_attr("pure") if name in ("tt.elementwise_inline_asm", "tt.extern_elementwise") else None
