@@ -145,7 +145,7 @@ def for_accumulate(x_ptr, out_ptr, n, STEPS: tl.constexpr, BLOCK: tl.constexpr):
     acc = tl.zeros([BLOCK], dtype=tl.float32)
     for i in range(0, n):
         acc += tl.load(x_ptr + i * BLOCK + offs)
-    for i in tl.static_range(STEPS):
+    for _ in tl.static_range(STEPS):
         acc += 1.0
     tl.store(out_ptr + offs, acc)
 
@@ -391,7 +391,9 @@ def noinline_atomic(counter_ptr, x_ptr):
 if HAS_BLOCK_POINTERS:
 
     @triton.jit
-    def block_pointer_matmul(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    def block_pointer_matmul(
+        a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr
+    ):
         a_block = tl.make_block_ptr(a_ptr, (M, K), (K, 1), (0, 0), (BM, BK), (1, 0))
         b_block = tl.make_block_ptr(b_ptr, (K, N), (N, 1), (0, 0), (BK, BN), (1, 0))
         acc = tl.zeros((BM, BN), dtype=tl.float32)
@@ -557,7 +559,14 @@ def _blocked(**extra: Any) -> dict[str, Any]:
 
 
 CASES: list[Case] = [
-    Case("copy", copy, lambda: ((f32(), f32(), 1024), _blocked()), ("x_ptr",), ("y_ptr",), ("load", "store", "mask")),
+    Case(
+        "copy",
+        copy,
+        lambda: ((f32(), f32(), 1024), _blocked()),
+        ("x_ptr",),
+        ("y_ptr",),
+        ("load", "store", "mask"),
+    ),
     Case(
         "add_inplace",
         add_inplace,

@@ -116,6 +116,7 @@ def analyze(kernel: Any, *args: Any, **kwargs: Any) -> KernelAccess:
     if early is not None:
         return early
     jit = unwrapped.kernel
+    _check_keywords(jit, unwrapped.kwargs)
     named = bind_arguments(jit, unwrapped.args, unwrapped.kwargs)
     key = _cache_key(jit, named)
     with _cache_lock:
@@ -143,6 +144,7 @@ def analyze_uncached(
     early = _early_answer(unwrapped)
     if early is not None:
         return early
+    _check_keywords(unwrapped.kernel, unwrapped.kwargs)
     named = bind_arguments(unwrapped.kernel, unwrapped.args, unwrapped.kwargs)
     return _compute(unwrapped.kernel, named, stage)
 
@@ -221,14 +223,18 @@ def _compute(jit: Any, named: dict[str, Any], stage: str) -> KernelAccess:
     )
 
 
-def _specialize(jit: Any, named: dict[str, Any]) -> Specialization:
-    """Bind for lowering; Triton's own complaints about argument types become `AnalysisError`."""
-    unknown = [k for k in named if k not in jit.arg_names and k not in _compile_options()]
+def _check_keywords(jit: Any, kwargs: Mapping[str, Any]) -> None:
+    """Reject keywords that are neither parameters nor compile options (Triton would reject them at launch)."""
+    unknown = [k for k in kwargs if k not in jit.arg_names and k not in _compile_options()]
     if unknown:
         raise AnalysisError(
             f"kernel `{jit.__name__}` has no argument {', '.join(f'`{k}`' for k in unknown)} and that is not a "
             f"compile option either; its arguments are {', '.join(jit.arg_names)}"
         )
+
+
+def _specialize(jit: Any, named: dict[str, Any]) -> Specialization:
+    """Bind for lowering; Triton's own complaints about argument types become `AnalysisError`."""
     try:
         return specialize(jit, (), named)
     except AnalysisError:
