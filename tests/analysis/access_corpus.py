@@ -38,8 +38,8 @@ def i64(n: int = 1024) -> torch.Tensor:
     return torch.empty(n, dtype=torch.int64, device="meta")
 
 
-def descriptor(rows: int = 64, cols: int = 64) -> TensorDescriptor:
-    return TensorDescriptor.from_tensor(torch.empty(rows, cols, device="meta"), [BLOCK, BLOCK])
+def descriptor(rows: int = 64, cols: int = 64, block: tuple[int, int] = (BLOCK, BLOCK)) -> TensorDescriptor:
+    return TensorDescriptor.from_tensor(torch.empty(rows, cols, device="meta"), list(block))
 
 
 @dataclass(frozen=True)
@@ -427,6 +427,13 @@ def host_descriptors(a_desc, b_desc):
 def host_descriptor_inplace(desc, n):
     for i in range(0, n):
         desc.store([i * 16, 0], desc.load([i * 16, 0]) + 1)
+
+
+@triton.jit
+def descriptor_reduce_gather_scatter(a_desc, b_desc, rows_desc, index_ptr):
+    b_desc.atomic_add([0, 0], a_desc.load([0, 0]))
+    rows = tl.load(index_ptr + tl.arange(0, 16))
+    rows_desc.scatter(rows_desc.gather(rows, 0) * 2, rows, 0)
 
 
 @triton.jit
@@ -820,6 +827,14 @@ CASES: list[Case] = [
         ("desc",),
         ("desc",),
         ("host TensorDescriptor", "in a loop"),
+    ),
+    Case(
+        "descriptor_reduce_gather_scatter",
+        descriptor_reduce_gather_scatter,
+        lambda: ((descriptor(), descriptor(), descriptor(block=(1, BLOCK)), i32()), {}),
+        ("a_desc", "b_desc", "index_ptr", "rows_desc"),
+        ("b_desc", "rows_desc"),
+        ("descriptor atomic_add", "descriptor gather", "descriptor scatter"),
     ),
     Case(
         "device_descriptors",

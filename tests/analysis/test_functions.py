@@ -60,8 +60,9 @@ def _flows(function: Function) -> list[Op]:
     return [op for op in function.ops if op.name == FLOW]
 
 
-def test_for_loop_makes_one_flow_per_value() -> None:
-    program = convert(for_siblings, (f32(), f32(), 8), {"BLOCK": BLOCK})
+@pytest.mark.parametrize("stage", ["source", "ttir"])
+def test_for_loop_makes_one_flow_per_value(stage: str) -> None:
+    program = convert(for_siblings, (f32(), f32(), 8), {"BLOCK": BLOCK}, stage)
     kernel = program.functions[program.entry]
     loop = next(op for op in kernel.ops if op.name == "scf.for")
     assert loop.results == ()  # its results are defined by flows, one each
@@ -74,8 +75,9 @@ def test_for_loop_makes_one_flow_per_value() -> None:
     assert not any(a_ptr in f.operands and b_ptr in f.operands for f in flows)
 
 
-def test_while_loop_connects_condition_operands_to_the_after_region_and_results() -> None:
-    program = convert(while_siblings, (f32(), f32(), 8), {})
+@pytest.mark.parametrize("stage", ["source", "ttir"])
+def test_while_loop_connects_condition_operands_to_the_after_region_and_results(stage: str) -> None:
+    program = convert(while_siblings, (f32(), f32(), 8), {}, stage)
     kernel = program.functions[program.entry]
     flows = _flows(kernel)
     # 4 before-region args, 4 after-region args, 4 results
