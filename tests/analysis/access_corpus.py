@@ -795,7 +795,7 @@ CASES: list[Case] = [
     Case(
         "block_pointer_matmul",
         block_pointer_matmul,
-        lambda: ((f32(), f32(), f32(), 64, 64, 64), {"BM": 16, "BN": 16, "BK": 16}),
+        lambda: ((f32(4096), f32(4096), f32(4096), 64, 64, 64), {"BM": 16, "BN": 16, "BK": 16}),
         ("a_ptr", "b_ptr"),
         ("c_ptr",),
         ("tl.make_block_ptr", "tl.advance in a loop"),
