@@ -98,7 +98,7 @@ def test_store_through_loaded_pointer_names_where_it_was_loaded_from() -> None:
     program = kernel([PTR, PTR], [Op("tt.load", (0,), (10,)), Op("tt.store", (10, 1), ())])
     found = find_accesses(program, ["table", "x"])
     assert found.write_doubts == (
-        "writes through a pointer loaded from `table`, memory that is not an argument",
+        "writes through a pointer loaded from `table`: a tensor that is not an argument, or any argument",
     )
 
 

@@ -303,3 +303,23 @@ def test_no_triton_ir_object_outlives_the_analysis() -> None:
         answers.append(analyze(case.kernel, *args, **kwargs))
     assert "tt.func" in answers[0].ttir()
     assert _live_ir_objects() <= before
+
+
+def test_a_defect_in_the_walk_gives_a_conservative_answer(monkeypatch: pytest.MonkeyPatch) -> None:
+    import kernelpick.analysis.analyze as module
+
+    def broken(*args: object) -> None:
+        raise KeyError("defect")
+
+    monkeypatch.setattr(module, "find_accesses", broken)
+    access = analyze_uncached(copy, (f32(), f32(), 8), {"BLOCK": 16})
+    assert not access.certain and "the analysis failed" in access.reason
+    assert access.mutated == ("x_ptr", "y_ptr")
+
+
+def test_unexpected_ttir_signature_gives_a_conservative_answer(monkeypatch: pytest.MonkeyPatch) -> None:
+    import kernelpick.analysis.analyze as module
+
+    monkeypatch.setattr(module, "ttir_parameter_names", lambda spec: ["x_ptr"])
+    access = analyze_uncached(copy, (f32(), f32(), 8), {"BLOCK": 16})
+    assert not access.certain and "has 3 parameters where 1 were expected" in access.reason

@@ -13,7 +13,8 @@ from kernelpick.analysis import analyze, format_access, load_kernel, parse_spec,
 from kernelpick.analysis.command import parse_arguments
 from kernelpick.errors import AnalysisError, KernelpickError
 
-CORPUS = str(Path(__file__).with_name("access_corpus.py"))
+CONTROL = str(Path(__file__).with_name("corpus_control.py"))
+MEMORY = str(Path(__file__).with_name("corpus_memory.py"))
 
 
 @pytest.mark.parametrize(
@@ -88,7 +89,7 @@ def test_arguments_need_name_equals_spec() -> None:
 
 
 def test_load_kernel_from_a_file_and_from_a_module(tmp_path: Path) -> None:
-    assert load_kernel(f"{CORPUS}:copy").__name__ == "copy"
+    assert load_kernel(f"{CONTROL}:copy").__name__ == "copy"
     assert load_kernel("access_corpus:copy").__name__ == "copy"  # an importable module
     script = tmp_path / "mine.py"
     script.write_text("import triton\n\n@triton.jit\ndef k(x):\n    pass\n\nNOT_A_KERNEL = 3\n")
@@ -113,7 +114,7 @@ def test_load_kernel_errors(tmp_path: Path) -> None:
 
 
 def test_run_analyze_prints_each_argument() -> None:
-    text = run_analyze(f"{CORPUS}:add_inplace", ["x_ptr=f32[1024]", "y_ptr=f32[1024]", "n=i32", "BLOCK=64"])
+    text = run_analyze(f"{CONTROL}:add_inplace", ["x_ptr=f32[1024]", "y_ptr=f32[1024]", "n=i32", "BLOCK=64"])
     assert text.splitlines() == [
         "kernel add_inplace: exact",
         "  x_ptr  both",
@@ -124,7 +125,7 @@ def test_run_analyze_prints_each_argument() -> None:
 
 def test_run_analyze_json() -> None:
     text = run_analyze(
-        f"{CORPUS}:copy", ["x_ptr=f32[1024]", "y_ptr=f32[1024]", "n=i32", "BLOCK=64"], as_json=True
+        f"{CONTROL}:copy", ["x_ptr=f32[1024]", "y_ptr=f32[1024]", "n=i32", "BLOCK=64"], as_json=True
     )
     data = json.loads(text)
     assert data["arguments"] == {"x_ptr": "read", "y_ptr": "written", "n": "untouched"}
@@ -132,21 +133,21 @@ def test_run_analyze_json() -> None:
 
 
 def test_uncertain_answer_prints_the_reason() -> None:
-    text = run_analyze(f"{CORPUS}:pointer_table_store", ["table_ptr=i64[8]", "x_ptr=f32[64]", "BLOCK=16"])
+    text = run_analyze(f"{MEMORY}:pointer_table_store", ["table_ptr=i64[8]", "x_ptr=f32[64]", "BLOCK=16"])
     assert "kernel pointer_table_store: conservative" in text
     assert "conservative because: writes through a pointer loaded from `table_ptr`" in text
 
 
 def test_run_analyze_missing_argument_says_how_to_give_it() -> None:
     with pytest.raises(AnalysisError, match=r"missing `y_ptr`, `BLOCK`; give each as --arg NAME=SPEC"):
-        run_analyze(f"{CORPUS}:copy", ["x_ptr=f32[1024]", "n=i32"])
+        run_analyze(f"{CONTROL}:copy", ["x_ptr=f32[1024]", "n=i32"])
 
 
 def test_run_analyze_bad_spec_and_unknown_argument() -> None:
     with pytest.raises(KernelpickError, match="--arg n: cannot read the argument spec `int33`"):
-        run_analyze(f"{CORPUS}:copy", ["x_ptr=f32[8]", "y_ptr=f32[8]", "n=int33", "BLOCK=64"])
+        run_analyze(f"{CONTROL}:copy", ["x_ptr=f32[8]", "y_ptr=f32[8]", "n=int33", "BLOCK=64"])
     with pytest.raises(AnalysisError, match="no argument `BLOK`"):
-        run_analyze(f"{CORPUS}:copy", ["x_ptr=f32[8]", "y_ptr=f32[8]", "n=i32", "BLOCK=64", "BLOK=3"])
+        run_analyze(f"{CONTROL}:copy", ["x_ptr=f32[8]", "y_ptr=f32[8]", "n=i32", "BLOCK=64", "BLOK=3"])
 
 
 def test_format_access_of_a_direct_analysis() -> None:

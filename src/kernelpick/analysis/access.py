@@ -123,7 +123,9 @@ def _interpret(
         elif isinstance(origin, Loaded):
             sources = sorted({names[i] for i in origin.sources})
             where = " or ".join(f"`{s}`" for s in sources) if sources else "memory"
-            doubts.add(f"{verb} through a pointer loaded from {where}, memory that is not an argument")
+            doubts.add(
+                f"{verb} through a pointer loaded from {where}: a tensor that is not an argument, or any argument"
+            )
         else:
             doubts.add(origin.why)
     return frozenset(params), sorted(doubts)

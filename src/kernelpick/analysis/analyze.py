@@ -208,15 +208,20 @@ def _compute(jit: Any, named: dict[str, Any], stage: str) -> KernelAccess:
     finally:
         del module
     param_names = ttir_parameter_names(spec)
-    kernel_params = program.functions[program.entry].params
-    if len(param_names) != len(kernel_params):
+    kernel = program.functions.get(program.entry)
+    if kernel is None or len(param_names) != len(kernel.params):
+        found_count = "no" if kernel is None else len(kernel.params)
         return _conservative(
             jit.__name__,
             arg_names,
             pointers,
-            f"the kernel's TTIR has {len(kernel_params)} parameters where {len(param_names)} were expected",
+            f"the kernel's TTIR has {found_count} parameters where {len(param_names)} were expected",
         )
-    found = find_accesses(program, param_names)
+    try:
+        found = find_accesses(program, param_names)
+    except Exception as error:  # a defect of the analysis must not break the caller: be conservative
+        logger.warning("kernelpick's access analysis failed on `%s`", jit.__name__, exc_info=True)
+        return _conservative(jit.__name__, arg_names, pointers, f"the analysis failed: {_first_line(error)}")
     written = {param_names[i] for i in found.written}
     read = {param_names[i] for i in found.read}
     if found.write_doubts:

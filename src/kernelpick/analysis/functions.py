@@ -266,6 +266,8 @@ def _close_function(state: _Builder, op: Any, regions: list[int]) -> None:
     for block in blocks[1:]:
         for arg in block.args:
             state.ops.append(Op(FLOW, tuple(branch_operands), (arg,)))
-    state.functions[name] = Function(name, params, types, tuple(state.ops), tuple(state.returns))
+    if blocks:
+        # A declaration without a body is left out: calls to it are then answered conservatively.
+        state.functions[name] = Function(name, params, types, tuple(state.ops), tuple(state.returns))
     state.ops = []
     state.returns = []
