@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from kernelpick.analysis.analyze import KernelAccess, analyze, clear_cache, written_arguments
 from kernelpick.analysis.command import format_access, load_kernel, parse_spec, run_analyze
+from kernelpick.analysis.kernel_access import KernelAccess, analyze, clear_cache, written_arguments
 
 __all__ = [
     "KernelAccess",

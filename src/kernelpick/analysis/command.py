@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from kernelpick.analysis.analyze import KernelAccess, analyze
+from kernelpick.analysis.kernel_access import KernelAccess, analyze
 from kernelpick.analysis.unwrap import innermost, is_interpreted, unwrap
 from kernelpick.errors import AnalysisError
 

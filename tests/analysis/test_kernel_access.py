@@ -1,4 +1,4 @@
-"""`kernelpick.analysis.analyze`: the corpus, the argument kinds users pass, wrappers, errors, memoization, speed."""
+"""`analyze` and `KernelAccess`: the corpus, the argument kinds users pass, wrappers, errors, memoization, speed."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 from kernelpick.analysis import KernelAccess, analyze, clear_cache, written_arguments
-from kernelpick.analysis.analyze import analyze_uncached
+from kernelpick.analysis.kernel_access import analyze_uncached
 from kernelpick.errors import AnalysisError, KernelpickError
 
 REQUIRED_CONSTRUCTS = [
@@ -306,7 +306,7 @@ def test_no_triton_ir_object_outlives_the_analysis() -> None:
 
 
 def test_a_defect_in_the_walk_gives_a_conservative_answer(monkeypatch: pytest.MonkeyPatch) -> None:
-    import kernelpick.analysis.analyze as module
+    import kernelpick.analysis.kernel_access as module
 
     def broken(*args: object) -> None:
         raise KeyError("defect")
@@ -318,7 +318,7 @@ def test_a_defect_in_the_walk_gives_a_conservative_answer(monkeypatch: pytest.Mo
 
 
 def test_unexpected_ttir_signature_gives_a_conservative_answer(monkeypatch: pytest.MonkeyPatch) -> None:
-    import kernelpick.analysis.analyze as module
+    import kernelpick.analysis.kernel_access as module
 
     monkeypatch.setattr(module, "ttir_parameter_names", lambda spec: ["x_ptr"])
     access = analyze_uncached(copy, (f32(), f32(), 8), {"BLOCK": 16})
