@@ -71,8 +71,9 @@ class KernelAccess:
         return "written" if written else "read" if read else "untouched"
 
     def ttir(self) -> str:
-        """The TTIR the answer was computed from (as Triton's code generator emits it, before the TTIR
-        passes), generated again on request in a few milliseconds.
+        """The TTIR the answer was computed from, generated again on request (a few milliseconds).
+
+        It is the module as Triton's code generator emits it, before the TTIR passes.
 
         Raises:
             AnalysisError: no TTIR could be generated for this kernel (see `reason`).
