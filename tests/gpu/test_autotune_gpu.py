@@ -8,6 +8,7 @@ import triton
 
 import kernelpick
 from kernelpick import settings
+from kernelpick.store import MemoryStore
 from kernelpick.demo import matmul_kernel
 from tests.tune.kernels import accumulate_kernel, grid_1d, increment_kernel
 
@@ -43,7 +44,7 @@ def test_matmul_space_with_bad_configs(mode: str) -> None:
     b = torch.randn(512, 512, device="cuda", dtype=torch.float16)
     c = torch.empty(512, 512, device="cuda", dtype=torch.float16)
     with settings.override(compile_mode=mode):
-        kernel = kernelpick.autotune(SPACE, key=["M", "N", "K"])(matmul_kernel)
+        kernel = kernelpick.autotune(SPACE, key=["M", "N", "K"], store=MemoryStore())(matmul_kernel)
         _matmul(kernel, a, b, c)
     torch.testing.assert_close(c, a @ b, rtol=1e-2, atol=1e-1)
     statuses = {tuple(cfg.kwargs.values())[:3]: r.status for cfg, r in kernel.last_tuning.results.items()}
