@@ -8,8 +8,8 @@ import triton
 
 import kernelpick
 from kernelpick import settings
-from kernelpick.store import MemoryStore
 from kernelpick.demo import matmul_kernel
+from kernelpick.store import MemoryStore
 from tests.tune.kernels import accumulate_kernel, grid_1d, increment_kernel
 
 pytestmark = pytest.mark.gpu
