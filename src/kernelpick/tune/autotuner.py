@@ -15,7 +15,6 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-import torch
 from triton.runtime.jit import JITFunction, KernelInterface
 
 from kernelpick import settings
