@@ -11,7 +11,7 @@ import triton
 import triton.language as tl
 from triton.runtime.jit import JITFunction
 
-from kernelpick.compile.launch import interpret, launcher
+from kernelpick.compile.launch import interpret, interpreted_runner, launcher
 from kernelpick.compile.target import specialize
 
 
@@ -128,6 +128,15 @@ def test_launcher_in_interpreter_mode() -> None:
     launch = launcher(add_kernel, interpreter=True)
     x, y, out = torch.ones(10), torch.ones(10), torch.zeros(10)
     launch(x, y, out, 10, grid=(1,), BLOCK=16)
+    assert torch.equal(out, torch.full((10,), 2.0))
+
+
+def test_interpreted_runner_has_tritons_run_signature() -> None:
+    run = interpreted_runner(add_kernel)
+    x, y, out = torch.ones(10), torch.ones(10), torch.zeros(10)
+    assert run(x, y, out, 10, grid=(1,), warmup=True, BLOCK=16) is None
+    assert torch.equal(out, torch.zeros(10))  # a warm-up launches nothing
+    run(x, y, out, 10, grid=(1,), warmup=False, BLOCK=16)
     assert torch.equal(out, torch.full((10,), 2.0))
 
 
