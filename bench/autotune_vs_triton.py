@@ -33,13 +33,18 @@ def triton_configs():  # type: ignore[no-untyped-def]
     import triton
 
     return [
-        triton.Config({k: v for k, v in c.items() if k.isupper()}, num_stages=c["num_stages"], num_warps=c["num_warps"])
+        triton.Config(
+            {k: v for k, v in c.items() if k.isupper()}, num_stages=c["num_stages"], num_warps=c["num_warps"]
+        )
         for c in SPACE
     ]
 
 
 def config_name(config: Any) -> str:
-    return ",".join(f"{k}={v}" for k, v in sorted(config.kwargs.items())) + f",w{config.num_warps},s{config.num_stages}"
+    return (
+        ",".join(f"{k}={v}" for k, v in sorted(config.kwargs.items()))
+        + f",w{config.num_warps},s{config.num_stages}"
+    )
 
 
 def make_inputs(size: int):  # type: ignore[no-untyped-def]
@@ -58,7 +63,9 @@ def launch(kernel, a, b, c):  # type: ignore[no-untyped-def]
     m, k = a.shape
     _, n = b.shape
     grid = lambda meta: (triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"]),)  # noqa: E731
-    kernel[grid](a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1))
+    kernel[grid](
+        a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1)
+    )
 
 
 def make_tuner(which: str):  # type: ignore[no-untyped-def]
@@ -110,8 +117,21 @@ def role_first_call(which: str) -> dict[str, Any]:
         def call() -> None:
             m, n, k = SIZE, SIZE, SIZE
             grid = (triton.cdiv(m, best["BLOCK_M"]) * triton.cdiv(n, best["BLOCK_N"]),)
-            matmul_kernel[grid](a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
-                                c.stride(0), c.stride(1), **best)
+            matmul_kernel[grid](
+                a,
+                b,
+                c,
+                m,
+                n,
+                k,
+                a.stride(0),
+                a.stride(1),
+                b.stride(0),
+                b.stride(1),
+                c.stride(0),
+                c.stride(1),
+                **best,
+            )
     else:
         kernel = make_tuner("kernelpick")
 
@@ -138,8 +158,11 @@ def role_first_call(which: str) -> dict[str, Any]:
         call()
         torch.cuda.synchronize()
         steady.append(time.perf_counter() - start)
-    data = {"first_ms": first * 1e3, "steady_ms": sorted(steady)[len(steady) // 2] * 1e3,
-            "profile": stream.getvalue().splitlines()[:80]}
+    data = {
+        "first_ms": first * 1e3,
+        "steady_ms": sorted(steady)[len(steady) // 2] * 1e3,
+        "profile": stream.getvalue().splitlines()[:80],
+    }
     if which != "raw":
         data["from_store"] = kernel.last_tuning.from_store
     return data
@@ -156,7 +179,20 @@ def role_per_call() -> dict[str, Any]:
     fixed = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8, "num_warps": 4, "num_stages": 3}
     ours = make_tuner("kernelpick")
     theirs = make_tuner("triton")
-    args = (a, b, c, SMALL, SMALL, SMALL, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1))
+    args = (
+        a,
+        b,
+        c,
+        SMALL,
+        SMALL,
+        SMALL,
+        a.stride(0),
+        a.stride(1),
+        b.stride(0),
+        b.stride(1),
+        c.stride(0),
+        c.stride(1),
+    )
     grid = lambda meta: (triton.cdiv(SMALL, meta["BLOCK_M"]) * triton.cdiv(SMALL, meta["BLOCK_N"]),)  # noqa: E731
     calls = {
         "raw": lambda: matmul_kernel[grid](*args, **fixed),
@@ -197,8 +233,21 @@ def role_truth() -> dict[str, Any]:
         grid = (triton.cdiv(SIZE, kw["BLOCK_M"]) * triton.cdiv(SIZE, kw["BLOCK_N"]),)
 
         def run(kw=kw, grid=grid) -> None:  # type: ignore[no-untyped-def]
-            matmul_kernel[grid](a, b, c, SIZE, SIZE, SIZE, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
-                                c.stride(0), c.stride(1), **kw)
+            matmul_kernel[grid](
+                a,
+                b,
+                c,
+                SIZE,
+                SIZE,
+                SIZE,
+                a.stride(0),
+                a.stride(1),
+                b.stride(0),
+                b.stride(1),
+                c.stride(0),
+                c.stride(1),
+                **kw,
+            )
 
         try:
             run()
@@ -211,8 +260,13 @@ def role_truth() -> dict[str, Any]:
         for _ in range(5):
             run()
     rounds = 200
-    events = {name: [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(rounds)]
-              for name in runs}
+    events = {
+        name: [
+            (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+            for _ in range(rounds)
+        ]
+        for name in runs
+    }
     for r in range(rounds):
         for name, run in runs.items():
             flush.zero_()
@@ -259,21 +313,33 @@ def main() -> None:
     cold: dict[str, Any] = {}
     for name, env in {
         "triton": {"TRITON_CACHE_DIR": str(work / "triton-cache-t")},
-        "kernelpick_thread": {"TRITON_CACHE_DIR": str(work / "triton-cache-kt"), "KERNELPICK_CACHE_DIR": str(work / "kp-t"),
-                              "KERNELPICK_COMPILE_MODE": "thread"},
-        "kernelpick_process": {"TRITON_CACHE_DIR": str(work / "triton-cache-kp"), "KERNELPICK_CACHE_DIR": str(work / "kp-p"),
-                               "KERNELPICK_COMPILE_MODE": "process"},
+        "kernelpick_thread": {
+            "TRITON_CACHE_DIR": str(work / "triton-cache-kt"),
+            "KERNELPICK_CACHE_DIR": str(work / "kp-t"),
+            "KERNELPICK_COMPILE_MODE": "thread",
+        },
+        "kernelpick_process": {
+            "TRITON_CACHE_DIR": str(work / "triton-cache-kp"),
+            "KERNELPICK_CACHE_DIR": str(work / "kp-p"),
+            "KERNELPICK_COMPILE_MODE": "process",
+        },
     }.items():
-        cold[name] = run_role(Path(__file__), "cold", env, "--which", "triton" if name == "triton" else "kernelpick")
+        cold[name] = run_role(
+            Path(__file__), "cold", env, "--which", "triton" if name == "triton" else "kernelpick"
+        )
         print(f"cold {name}: {cold[name]['seconds']:.2f} s, best {cold[name]['best']}", flush=True)
     report["cold"] = cold
     fastest_mode = min(("kernelpick_thread", "kernelpick_process"), key=lambda m: cold[m]["seconds"])
-    report["speedup_vs_triton"] = {m: cold["triton"]["seconds"] / cold[m]["seconds"]
-                                   for m in ("kernelpick_thread", "kernelpick_process")}
+    report["speedup_vs_triton"] = {
+        m: cold["triton"]["seconds"] / cold[m]["seconds"] for m in ("kernelpick_thread", "kernelpick_process")
+    }
 
     # (b) first call in a new process, store and Triton cache warm (from the fastest mode's run).
     suffix = "t" if fastest_mode == "kernelpick_thread" else "p"
-    warm_env = {"TRITON_CACHE_DIR": str(work / f"triton-cache-k{suffix}"), "KERNELPICK_CACHE_DIR": str(work / f"kp-{suffix}")}
+    warm_env = {
+        "TRITON_CACHE_DIR": str(work / f"triton-cache-k{suffix}"),
+        "KERNELPICK_CACHE_DIR": str(work / f"kp-{suffix}"),
+    }
     best_cfg = cold[fastest_mode]["best"]
     best = {}
     for part in best_cfg.split(","):
@@ -286,20 +352,34 @@ def main() -> None:
             best["num_stages"] = int(part[1:])
     report["first_call"] = {
         "kernelpick": run_role(Path(__file__), "first_call", warm_env, "--which", "kernelpick"),
-        "raw": run_role(Path(__file__), "first_call", {**warm_env, "BENCH_BEST": json.dumps(best)}, "--which", "raw"),
+        "raw": run_role(
+            Path(__file__), "first_call", {**warm_env, "BENCH_BEST": json.dumps(best)}, "--which", "raw"
+        ),
         "kernelpick_cold_triton_cache": run_role(
-            Path(__file__), "first_call",
-            {"TRITON_CACHE_DIR": str(work / "triton-cache-fresh"), "KERNELPICK_CACHE_DIR": warm_env["KERNELPICK_CACHE_DIR"]},
-            "--which", "kernelpick"),
+            Path(__file__),
+            "first_call",
+            {
+                "TRITON_CACHE_DIR": str(work / "triton-cache-fresh"),
+                "KERNELPICK_CACHE_DIR": warm_env["KERNELPICK_CACHE_DIR"],
+            },
+            "--which",
+            "kernelpick",
+        ),
     }
     fc = report["first_call"]
-    fc["overhead_ms"] = (fc["kernelpick"]["first_ms"] - fc["kernelpick"]["steady_ms"])
+    fc["overhead_ms"] = fc["kernelpick"]["first_ms"] - fc["kernelpick"]["steady_ms"]
     fc["overhead_vs_raw_first_call_ms"] = fc["kernelpick"]["first_ms"] - fc["raw"]["first_ms"]
-    print(f"first call: kernelpick {fc['kernelpick']['first_ms']:.1f} ms, raw {fc['raw']['first_ms']:.1f} ms", flush=True)
+    print(
+        f"first call: kernelpick {fc['kernelpick']['first_ms']:.1f} ms, raw {fc['raw']['first_ms']:.1f} ms",
+        flush=True,
+    )
 
     # (c) per-call overhead at 64^3.
-    report["per_call"] = run_role(Path(__file__), "per_call", {"TRITON_CACHE_DIR": str(work / "tc-small"),
-                                                              "KERNELPICK_CACHE_DIR": str(work / "kp-small")})
+    report["per_call"] = run_role(
+        Path(__file__),
+        "per_call",
+        {"TRITON_CACHE_DIR": str(work / "tc-small"), "KERNELPICK_CACHE_DIR": str(work / "kp-small")},
+    )
     print(f"per call (us): {report['per_call']['us_per_call']}", flush=True)
 
     # (d) the truth: all configs interleaved.
@@ -311,8 +391,12 @@ def main() -> None:
     for name in ("triton", "kernelpick_thread", "kernelpick_process"):
         pick = cold[name]["best"]
         ms = truth["median_ms"].get(pick)
-        report["picks"][name] = {"config": pick, "median_ms": ms, "tflops": truth["tflops"].get(pick),
-                                 "vs_fastest": best_ms / ms if ms else None}
+        report["picks"][name] = {
+            "config": pick,
+            "median_ms": ms,
+            "tflops": truth["tflops"].get(pick),
+            "vs_fastest": best_ms / ms if ms else None,
+        }
     report["fastest"] = {"config": best_name, "median_ms": best_ms, "tflops": truth["tflops"][best_name]}
     report["torch_mm_tflops"] = truth["tflops"]["torch.mm"]
 
@@ -321,13 +405,21 @@ def main() -> None:
     print(f"{'':24}{'cold s':>9}{'pick TFLOP/s':>14}{'vs fastest':>12}")
     for name in ("triton", "kernelpick_thread", "kernelpick_process"):
         p = report["picks"][name]
-        print(f"{name:24}{cold[name]['seconds']:9.2f}{(p['tflops'] or 0):14.1f}{(p['vs_fastest'] or 0):12.3f}")
-    print(f"fastest {best_name}: {report['fastest']['tflops']:.1f} TFLOP/s; torch.mm {report['torch_mm_tflops']:.1f}")
+        print(
+            f"{name:24}{cold[name]['seconds']:9.2f}{(p['tflops'] or 0):14.1f}{(p['vs_fastest'] or 0):12.3f}"
+        )
+    print(
+        f"fastest {best_name}: {report['fastest']['tflops']:.1f} TFLOP/s; torch.mm {report['torch_mm_tflops']:.1f}"
+    )
     print(f"speedup vs triton.autotune: {report['speedup_vs_triton']}")
     pc = report["per_call"]["us_per_call"]
-    print(f"per call us: raw {pc['raw']:.1f}, kernelpick {pc['kernelpick']:.1f}, triton.autotune {pc['triton_autotune']:.1f}")
-    print(f"first call ms: kernelpick {fc['kernelpick']['first_ms']:.1f} (steady {fc['kernelpick']['steady_ms']:.2f}), "
-          f"raw {fc['raw']['first_ms']:.1f}, cold triton cache {fc['kernelpick_cold_triton_cache']['first_ms']:.1f}")
+    print(
+        f"per call us: raw {pc['raw']:.1f}, kernelpick {pc['kernelpick']:.1f}, triton.autotune {pc['triton_autotune']:.1f}"
+    )
+    print(
+        f"first call ms: kernelpick {fc['kernelpick']['first_ms']:.1f} (steady {fc['kernelpick']['steady_ms']:.2f}), "
+        f"raw {fc['raw']['first_ms']:.1f}, cold triton cache {fc['kernelpick_cold_triton_cache']['first_ms']:.1f}"
+    )
 
 
 if __name__ == "__main__":

@@ -41,7 +41,9 @@ def environment() -> dict[str, Any]:
         try:
             data["driver"] = subprocess.run(
                 ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                capture_output=True, text=True, check=False,
+                capture_output=True,
+                text=True,
+                check=False,
             ).stdout.strip()
         except OSError:
             pass
@@ -69,12 +71,17 @@ def write_result(name: str, data: dict[str, Any]) -> Path:
     return path
 
 
-def run_role(script: Path, role: str, env: dict[str, str], *args: str, timeout: float = 590) -> dict[str, Any]:
+def run_role(
+    script: Path, role: str, env: dict[str, str], *args: str, timeout: float = 590
+) -> dict[str, Any]:
     """Run `script --role ROLE` in a fresh Python process; it prints one JSON object as its last line."""
     done = subprocess.run(
         [sys.executable, str(script), "--role", role, *args],
         env={**os.environ, **env, "PYTHONPATH": f"{ROOT / 'src'}:{ROOT}"},
-        capture_output=True, text=True, timeout=timeout, check=False,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
     )
     if done.returncode != 0:
         raise RuntimeError(f"role {role} failed ({done.returncode}):\n{done.stderr[-4000:]}")

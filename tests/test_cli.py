@@ -76,3 +76,33 @@ def test_bad_setting_is_a_clear_error_not_a_traceback(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert "KERNELPICK_PRINT='maybe' is not a boolean" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+EXAMPLE = str(Path(__file__).resolve().parents[1] / "examples" / "analyze_kernel.py")
+AXPY_ARGS = ["--arg", "x_ptr=f32[4096]", "--arg", "y_ptr=f32[4096]", "--arg", "alpha=fp32", "--arg", "n=i32"]
+
+
+def test_analyze_prints_each_argument(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, "analyze", f"{EXAMPLE}:axpy", *AXPY_ARGS, "--arg", "BLOCK=1024")
+    assert code == 0
+    assert "kernel axpy: exact" in out
+    assert [line.split() for line in out.splitlines()[1:]] == [
+        ["x_ptr", "read"],
+        ["y_ptr", "both"],
+        ["alpha", "untouched"],
+        ["n", "untouched"],
+    ]
+
+
+def test_analyze_json(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, "analyze", f"{EXAMPLE}:axpy", *AXPY_ARGS, "--arg", "BLOCK=1024", "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert data["mutated"] == ["y_ptr"] and data["certain"] is True
+
+
+def test_analyze_missing_argument_and_bad_spec_are_clear_errors(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_cli(capsys, "analyze", f"{EXAMPLE}:axpy", *AXPY_ARGS)
+    assert code == 2 and "missing `BLOCK`" in err
+    code, _, err = run_cli(capsys, "analyze", f"{EXAMPLE}:axpy", "--arg", "x_ptr=f33[4]")
+    assert code == 2 and "unknown element type `f33`" in err

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from kernelpick import settings
+from kernelpick.analysis import KernelAccess, analyze
 from kernelpick.bench import BenchmarkResult, TimingSummary
 from kernelpick.errors import (
     AnalysisError,
@@ -22,6 +23,7 @@ __all__ = [
     "BenchmarkResult",
     "Config",
     "ConfigError",
+    "KernelAccess",
     "KernelpickError",
     "NoValidConfigs",
     "SettingsError",
@@ -29,6 +31,7 @@ __all__ = [
     "TimingSummary",
     "TuningRecord",
     "__version__",
+    "analyze",
     "autotune",
     "settings",
 ]

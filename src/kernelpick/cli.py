@@ -1,4 +1,4 @@
-"""The `kernelpick` command: `demo`, `store` and `settings`."""
+"""The `kernelpick` command: `demo`, `analyze`, `store` and `settings`."""
 
 from __future__ import annotations
 
@@ -32,6 +32,13 @@ def _demo(args: argparse.Namespace) -> int:
     out.print(f"Tuned 2 kernels on {demo.device.label} in {demo.seconds:.2f} s; results {where}.")
     if not demo.cache_hit:
         out.print("Run it again: the second run reads every result from the store and benchmarks nothing.")
+    return 0
+
+
+def _analyze(args: argparse.Namespace) -> int:
+    from kernelpick.analysis import run_analyze
+
+    print(run_analyze(args.kernel, args.arg, args.json))
     return 0
 
 
@@ -77,6 +84,20 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--verbose", action="store_true", help="with --json: include every config's result")
     demo.add_argument("--cache-dir", help="use this result store folder (default: KERNELPICK_CACHE_DIR)")
     demo.set_defaults(handler=_demo)
+
+    analyze = commands.add_parser(
+        "analyze", help="say which arguments a Triton kernel reads and writes (from its TTIR, no GPU needed)"
+    )
+    analyze.add_argument("kernel", metavar="FILE.py:KERNEL", help="the kernel, by file (or module) and name")
+    analyze.add_argument(
+        "--arg",
+        action="append",
+        default=[],
+        metavar="NAME=SPEC",
+        help="an argument: a tensor (f32[1024], bf16[64,64]), a scalar type (i32, fp32) or a value (64)",
+    )
+    analyze.add_argument("--json", action="store_true", help="print one JSON object")
+    analyze.set_defaults(handler=_analyze)
 
     store = commands.add_parser("store", help="show what the result store holds, or clear it")
     store.add_argument("--clear", action="store_true", help="forget stored results")

@@ -59,6 +59,11 @@ class Settings:
         6,
         "Most configs re-timed together (interleaved) in a second round; 0: none.",
     )
+    screen_cutoff: float = _setting(
+        "KERNELPICK_SCREEN_CUTOFF",
+        0.3,
+        "First round: stop timing a config after 3 runs when they are this fraction slower than the best so far.",
+    )
     confirm_within: float = _setting(
         "KERNELPICK_CONFIRM_WITHIN",
         0.1,

@@ -47,11 +47,15 @@ class ScriptedTimer:
     def __init__(self, first: dict[str, float], second: dict[str, float]) -> None:
         self.first, self.second = first, second
         self.measured: list[str] = []
+        self.cutoffs: list[float | None] = []
         self.interleaved: list[list[str]] = []
         self.budgets: list[TimingBudget] = []
 
-    def measure(self, candidate: Benchmarkable, budget: TimingBudget) -> list[float]:
+    def measure(
+        self, candidate: Benchmarkable, budget: TimingBudget, cutoff_ms: float | None = None
+    ) -> list[float]:
         self.measured.append(candidate.name)
+        self.cutoffs.append(cutoff_ms)
         self.budgets.append(budget)
         candidate.run()  # raises for the failing ones, as a real timer would
         return [self.first[candidate.name]] * 3
@@ -201,3 +205,18 @@ def test_on_done_is_called_once_per_candidate_failures_included() -> None:
 
 def test_no_candidates_no_results() -> None:
     assert benchmark([], WallClockTimer(), screening=QUICK, confirming=QUICK, confirm_top=4) == []
+
+
+def test_first_round_cutoff_follows_the_best_so_far() -> None:
+    timer = ScriptedTimer({"a": 2.0, "b": 1.0, "c": 3.0}, {})
+    benchmark([Sleeper(n, 0.0) for n in "abc"], timer, screening=QUICK, cutoff=0.5)
+    assert timer.cutoffs == [None, 3.0, 1.5]  # none for the first, then 1.5x the best so far
+
+
+def test_wall_clock_timer_stops_early_past_the_cutoff() -> None:
+    from kernelpick.bench.timers import WallClockTimer
+
+    slow = Sleeper("slow", 5.0)
+    samples = WallClockTimer().measure(slow, TimingBudget(0.0, 50.0, 5, 10), cutoff_ms=1.0)
+    assert len(samples) == 1
+    assert len(WallClockTimer().measure(slow, TimingBudget(0.0, 0.0, 3, 10))) == 3

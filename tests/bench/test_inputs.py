@@ -187,3 +187,23 @@ def test_zeroed_descriptors_are_zeroed() -> None:
     scratch.restore()
     assert torch.equal(scratch.arguments["desc"].base, torch.zeros(16, 16))
     assert torch.equal(counts, torch.ones(16, 16))
+
+
+def test_a_written_storage_nothing_reads_is_copied_but_never_restored() -> None:
+    x, out = torch.ones(8), torch.zeros(8)
+    scratch = ScratchArguments({"x": x, "out": out}, written=["out"], read=["x"])
+    scratch.arguments["out"].fill_(5.0)
+    scratch.restore()
+    assert scratch.restored_bytes == 0
+    assert torch.equal(scratch.arguments["out"], torch.full((8,), 5.0))  # not restored
+    assert torch.equal(out, torch.zeros(8))  # the user's tensor untouched
+
+
+def test_a_written_storage_read_through_an_alias_is_restored() -> None:
+    buffer = torch.arange(8.0)
+    source, target = buffer[:4], buffer[4:]
+    scratch = ScratchArguments({"src": source, "dst": target}, written=["dst"], read=["src"])
+    scratch.arguments["dst"].fill_(-1.0)
+    scratch.restore()
+    assert scratch.restored_bytes == buffer.numel() * buffer.element_size()
+    assert torch.equal(scratch.arguments["dst"], torch.arange(4.0, 8.0))

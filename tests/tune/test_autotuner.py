@@ -392,3 +392,14 @@ def test_gpu_budgets_come_from_the_settings() -> None:
     assert budgets["confirming"].min_reps >= 10
     cpu = DeviceInfo("cpu", None, "cpu", None, 0, 0)
     assert set(benchmark_budgets(cpu)) == {"screening"}
+
+
+def test_the_analysis_decides_what_is_copied_and_what_is_restored() -> None:
+    add = kernelpick.autotune(SPACE, key=["n"])(add_kernel)
+    x = torch.randn(64)
+    assert add.accesses((x, x, torch.empty(64), 64), {}) == (["out_ptr"], ["x_ptr", "y_ptr"])
+    increment = kernelpick.autotune(SPACE, key=["n"])(increment_kernel)
+    assert increment.accesses((x, 64), {}) == (["x_ptr"], ["x_ptr"])
+    listed = kernelpick.autotune(SPACE, key=["n"], restore_value=["y_ptr"])(add_kernel)
+    written, read = listed.accesses((x, x, torch.empty(64), 64), {})
+    assert written == ["y_ptr", "out_ptr"] and "y_ptr" in read

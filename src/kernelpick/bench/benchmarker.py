@@ -30,6 +30,7 @@ def benchmark(
     confirming: TimingBudget | None = None,
     confirm_top: int = 0,
     confirm_within: float = 0.1,
+    cutoff: float | None = None,
     on_done: Callable[[], object] | None = None,
 ) -> list[BenchmarkResult]:
     """Time every candidate; a candidate that raises is recorded with its reason, never chosen.
@@ -43,15 +44,21 @@ def benchmark(
             pick between near-equal candidates rests on more than a brief first look (0 or 1: no second round).
         confirm_within: only candidates whose first-round median is within this fraction of the best's
             are timed again.
+        cutoff: in the first round, a candidate whose first runs are slower than the best so far by
+            more than this fraction is timed no further (None: every candidate gets its full budget).
         on_done: called after each candidate of the first round (for progress bars).
 
     Returns:
         One result per candidate, in order.
     """
     results: list[BenchmarkResult] = []
+    best = float("inf")
     for candidate in candidates:
+        limit = None if cutoff is None or best == float("inf") else best * (1.0 + cutoff)
         try:
-            results.append(BenchmarkResult("ok", TimingSummary.of(timer.measure(candidate, screening))))
+            summary = TimingSummary.of(timer.measure(candidate, screening, limit))
+            results.append(BenchmarkResult("ok", summary))
+            best = min(best, summary.median_ms)
         except Exception as error:  # failures are data
             status, message = classify_run_error(error)
             log.debug("candidate %s failed: %s", candidate.name, message)

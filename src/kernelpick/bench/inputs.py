@@ -1,7 +1,9 @@
 """Benchmark inputs: private copies of every argument a kernel may write, restored before each run.
 
 The user's tensors are never written while tuning. Copies are made per storage, so arguments that
-alias each other (two views of one buffer) alias each other in the copies too.
+alias each other (two views of one buffer) alias each other in the copies too. A copy is restored
+before each run only when the kernel may also read its storage: what a kernel only writes cannot
+change what it computes, so restoring it would only add memory traffic to the measurement.
 """
 
 from __future__ import annotations
@@ -42,10 +44,16 @@ class ScratchArguments:
         arguments: the launch's arguments by name.
         written: names of arguments the kernel may write (all tensors, when unsure).
         zeroed: names of arguments to zero before each run instead of restoring (`reset_to_zero`).
+        read: names of arguments the kernel may read (None: all of them). A written storage that no
+            read argument shares is copied once and never restored.
     """
 
     def __init__(
-        self, arguments: Mapping[str, Any], written: Collection[str], zeroed: Collection[str] = ()
+        self,
+        arguments: Mapping[str, Any],
+        written: Collection[str],
+        zeroed: Collection[str] = (),
+        read: Collection[str] | None = None,
     ) -> None:
         self._pairs: dict[tuple[int, torch.device], tuple[torch.Tensor, torch.Tensor]] = {}
         for name in (*written, *zeroed):
@@ -55,6 +63,12 @@ class ScratchArguments:
                 if key not in self._pairs:
                     original = _flat_bytes(value)
                     self._pairs[key] = (original, original.clone())
+        read_storages = {
+            (tensor.untyped_storage().data_ptr(), tensor.device)
+            for name, value in arguments.items()
+            if (read is None or name in read) and (tensor := tensor_of(value)) is not None
+        }
+        self._restored = [pair for key, pair in self._pairs.items() if key in read_storages]
         # Every tensor over a copied storage, read-only ones and descriptors' bases included, now
         # points at the copy.
         self.arguments: dict[str, Any] = {}
@@ -72,9 +86,14 @@ class ScratchArguments:
     def copied_bytes(self) -> int:
         return sum(scratch.numel() for _, scratch in self._pairs.values())
 
+    @property
+    def restored_bytes(self) -> int:
+        """Bytes copied back before each run."""
+        return sum(scratch.numel() for _, scratch in self._restored)
+
     def restore(self) -> None:
-        """Give every copy the user's values again (and zero the `zeroed` ones)."""
-        for original, scratch in self._pairs.values():
+        """Give every copy the kernel may read the user's values again (and zero the `zeroed` ones)."""
+        for original, scratch in self._restored:
             scratch.copy_(original)
         for tensor in self._zeroed:
             tensor.zero_()

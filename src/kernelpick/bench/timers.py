@@ -67,7 +67,11 @@ class TimingBudget:
 class Timer(Protocol):
     """Anything that times candidates; returns milliseconds per timed run."""
 
-    def measure(self, candidate: Benchmarkable, budget: TimingBudget) -> list[float]: ...
+    def measure(
+        self, candidate: Benchmarkable, budget: TimingBudget, cutoff_ms: float | None = None
+    ) -> list[float]:
+        """Time `candidate`; a timer may stop after a few runs once they all exceed `cutoff_ms`."""
+        ...
 
     def measure_interleaved(
         self, candidates: Sequence[Benchmarkable], budget: TimingBudget
@@ -97,7 +101,7 @@ class CudaEventTimer:
         events[1].record()
         candidate.teardown()
 
-    def _estimate(self, candidate: Benchmarkable) -> float:
+    def _first_runs(self, candidate: Benchmarkable) -> list[float]:
         candidate.setup()
         candidate.run()  # the first run loads the kernel and surfaces launch errors
         candidate.teardown()
@@ -106,10 +110,18 @@ class CudaEventTimer:
         for pair in events:
             self._timed(candidate, pair)
         torch.cuda.synchronize(self.device)
-        return sorted(float(s.elapsed_time(e)) for s, e in events)[1]
+        return [float(s.elapsed_time(e)) for s, e in events]
 
-    def measure(self, candidate: Benchmarkable, budget: TimingBudget) -> list[float]:
-        estimate = self._estimate(candidate)
+    def _estimate(self, candidate: Benchmarkable) -> float:
+        return sorted(self._first_runs(candidate))[1]
+
+    def measure(
+        self, candidate: Benchmarkable, budget: TimingBudget, cutoff_ms: float | None = None
+    ) -> list[float]:
+        first = self._first_runs(candidate)
+        estimate = sorted(first)[1]
+        if cutoff_ms is not None and estimate > cutoff_ms:
+            return first  # clearly slower than the best so far: three runs say enough
         for _ in range(budget.warmups_for(estimate)):
             candidate.setup()
             candidate.run()
@@ -145,8 +157,12 @@ class WallClockTimer:
         candidate.teardown()
         return elapsed
 
-    def measure(self, candidate: Benchmarkable, budget: TimingBudget) -> list[float]:
+    def measure(
+        self, candidate: Benchmarkable, budget: TimingBudget, cutoff_ms: float | None = None
+    ) -> list[float]:
         estimate = self._timed(candidate)
+        if cutoff_ms is not None and estimate > cutoff_ms:
+            return [estimate]
         for _ in range(budget.warmups_for(estimate) - 1):
             self._timed(candidate)
         return [self._timed(candidate) for _ in range(budget.reps_for(estimate))]
@@ -168,7 +184,9 @@ class UserBenchTimer:
     def __init__(self, do_bench: Callable[..., Any]) -> None:
         self.do_bench = do_bench
 
-    def measure(self, candidate: Benchmarkable, budget: TimingBudget) -> list[float]:
+    def measure(
+        self, candidate: Benchmarkable, budget: TimingBudget, cutoff_ms: float | None = None
+    ) -> list[float]:
         def kernel_call() -> None:
             candidate.setup()
             candidate.run()

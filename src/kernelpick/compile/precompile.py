@@ -88,7 +88,8 @@ def precompile(
         return []
     if interpreter:
         return _lower_all(kernel, args, kwargs, configs, workers)
-    if mode == "process" and workers > 1 and hasattr(os, "fork"):
+    # The forked mode queues job numbers in one pipe buffer (64 KiB): plenty for any real space.
+    if mode == "process" and workers > 1 and hasattr(os, "fork") and len(configs) < 16_000:
         return _compile_all(kernel, args, kwargs, configs, grid, _ForkedExecutor(workers))
     with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="kernelpick-compile") as pool:
         return _compile_all(kernel, args, kwargs, configs, grid, pool)
@@ -207,17 +208,23 @@ class _ForkedExecutor(Executor):
 
     def _run_children(self) -> dict[int, dict[str, Any]]:
         count = min(self.workers, len(self.jobs))
+        # Children take job numbers from a shared pipe, one at a time, so that a child that drew
+        # quick configs goes on to the next instead of idling while another works through slow ones.
+        queue_read, queue_write = os.pipe()
+        os.write(queue_write, b"".join(index.to_bytes(4, "little") for index in range(len(self.jobs))))
+        os.close(queue_write)
         children = []
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)  # fork() with threads: children run no CUDA
-            for worker in range(count):
+            for _ in range(count):
                 read_end, write_end = os.pipe()
                 pid = os.fork()
                 if pid == 0:  # pragma: no cover - runs in the child
                     os.close(read_end)
-                    self._child(worker, count, write_end)
+                    self._child(queue_read, write_end)
                 os.close(write_end)
                 children.append((pid, read_end))
+        os.close(queue_read)
         reports: dict[int, dict[str, Any]] = {}
         for pid, read_end in children:
             with os.fdopen(read_end, "r") as stream:
@@ -227,11 +234,13 @@ class _ForkedExecutor(Executor):
             os.waitpid(pid, 0)
         return reports
 
-    def _child(self, worker: int, count: int, write_end: int) -> None:  # pragma: no cover - child only
+    def _child(self, queue: int, write_end: int) -> None:  # pragma: no cover - child only
         code = 0
         try:
             with os.fdopen(write_end, "w") as stream:
-                for index in range(worker, len(self.jobs), count):
+                # Reads of 4 bytes from a pipe are atomic: each job number goes to exactly one child.
+                while len(number := os.read(queue, 4)) == 4:
+                    index = int.from_bytes(number, "little")
                     try:
                         self.jobs[index][0]()
                         report = {"index": index, "error": None, "type": None}

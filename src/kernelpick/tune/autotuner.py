@@ -18,6 +18,7 @@ from typing import Any
 from triton.runtime.jit import JITFunction, KernelInterface
 
 from kernelpick import settings
+from kernelpick.analysis import analyze
 from kernelpick.bench.benchmarker import benchmark
 from kernelpick.bench.device import DeviceInfo, describe, device_of
 from kernelpick.bench.inputs import ScratchArguments, tensor_of
@@ -25,7 +26,7 @@ from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.timers import Timer, TimingBudget, UserBenchTimer, timer_for
 from kernelpick.compile.launch import interpreted_runner, launcher
 from kernelpick.compile.precompile import precompile
-from kernelpick.errors import ConfigError, NoValidConfigs
+from kernelpick.errors import ConfigError, KernelpickError, NoValidConfigs
 from kernelpick.report import TuningProgress, autotune_table, headline, print_table
 from kernelpick.store import ResultStore, StoredResult, TuningKey, default_store
 from kernelpick.tune.config import Config
@@ -317,10 +318,29 @@ class Autotuner(KernelInterface[Any]):
             return None
         return self.store if self.store is not None else default_store()
 
-    def may_write(self, named: Mapping[str, Any]) -> list[str]:
-        """Names of the arguments the kernel may write: every tensor, plus the ones the user listed."""
+    def accesses(
+        self, args: tuple[Any, ...], kwargs: Mapping[str, Any]
+    ) -> tuple[list[str], list[str] | None]:
+        """Which arguments the kernel may write, and which it may read (None: assume all).
+
+        From the access analysis of the kernel's TTIR (with the first config's meta-parameters);
+        every tensor when the analysis is unsure. `restore_value` arguments count as both.
+        """
+        named = self._named(args, kwargs)
         tensors = [n for n, v in named.items() if tensor_of(v) is not None]  # tensor descriptors too
-        return sorted({*tensors, *self.restore_value}, key=self.arg_names.index)
+        try:
+            access = analyze(self, *args, **kwargs)
+        except KernelpickError as error:  # the launch itself will say what is wrong
+            log.debug("no access analysis for %s: %s", self.name, error)
+            access = None
+        if access is None or not access.certain:
+            if access is not None:
+                log.info("%s: benchmarking on copies of every tensor: %s", self.name, access.reason)
+            written, read = tensors, None
+        else:
+            written, read = list(access.mutated), [*access.read, *self.restore_value]
+        order = self.arg_names.index
+        return sorted({*written, *self.restore_value}, key=order), read
 
     def _benchmark(
         self,
@@ -333,7 +353,10 @@ class Autotuner(KernelInterface[Any]):
         phases: dict[str, float],
     ) -> dict[Config, BenchmarkResult]:
         started = time.perf_counter()
-        scratch = ScratchArguments(named, self.may_write(named), zeroed=self.reset_to_zero)
+        written, read = self.accesses(args, kwargs)
+        phases["analysis"] = time.perf_counter() - started
+        started = time.perf_counter()
+        scratch = ScratchArguments(named, written, zeroed=self.reset_to_zero, read=read)
         bench_args = tuple(scratch.arguments[n] for n in self.arg_names[: len(args)])
         bench_kwargs = {k: scratch.arguments.get(k, v) for k, v in kwargs.items()}
         launch = launcher(self.fn, device.interpreter)
@@ -432,6 +455,7 @@ def benchmark_budgets(device: DeviceInfo) -> dict[str, Any]:
         "confirming": TimingBudget.confirming(),
         "confirm_top": current.confirm_top,
         "confirm_within": current.confirm_within,
+        "cutoff": current.screen_cutoff,
     }
 
 
