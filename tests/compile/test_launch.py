@@ -4,6 +4,7 @@ Triton able to compile afterwards."""
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 import torch
@@ -11,7 +12,7 @@ import triton
 import triton.language as tl
 from triton.runtime.jit import JITFunction
 
-from kernelpick.compile.launch import interpret, launcher
+from kernelpick.compile.launch import interpret, interpreted_runner, launcher
 from kernelpick.compile.target import specialize
 
 
@@ -56,6 +57,13 @@ def scale_kernel(x_ptr, n, factor, BLOCK: tl.constexpr, EVEN: tl.constexpr):
 def broken_helper_call_kernel(x_ptr, BLOCK: tl.constexpr):
     offsets = tl.arange(0, BLOCK)
     tl.store(x_ptr + offsets, _scaled(tl.load(x_ptr + offsets)))  # `scale` is missing
+
+
+@triton.jit
+def slow_kernel(x_ptr, steps, BLOCK: tl.constexpr):
+    offsets = tl.arange(0, BLOCK)
+    for _ in range(0, steps):
+        tl.store(x_ptr + offsets, tl.load(x_ptr + offsets) + 1.0)
 
 
 def run_row_sum(x: torch.Tensor, scale: float = 2.0, block: int = 16) -> torch.Tensor:
@@ -131,6 +139,15 @@ def test_launcher_in_interpreter_mode() -> None:
     assert torch.equal(out, torch.full((10,), 2.0))
 
 
+def test_interpreted_runner_has_tritons_run_signature() -> None:
+    run = interpreted_runner(add_kernel)
+    x, y, out = torch.ones(10), torch.ones(10), torch.zeros(10)
+    assert run(x, y, out, 10, grid=(1,), warmup=True, BLOCK=16) is None
+    assert torch.equal(out, torch.zeros(10))  # a warm-up launches nothing
+    run(x, y, out, 10, grid=(1,), warmup=False, BLOCK=16)
+    assert torch.equal(out, torch.full((10,), 2.0))
+
+
 def test_kernels_interpreted_from_several_threads_give_right_answers() -> None:
     inputs = [torch.randn(3, 33) for _ in range(4)]
     outputs: list[torch.Tensor | None] = [None] * len(inputs)
@@ -145,3 +162,22 @@ def test_kernels_interpreted_from_several_threads_give_right_answers() -> None:
         thread.join()
     for x, out in zip(inputs, outputs):
         assert out is not None and torch.allclose(out, 2.0 * x.sum(dim=1), atol=1e-5)
+
+
+def test_lowering_while_another_thread_interprets() -> None:
+    # The interpreter patches triton.language for the whole process while it runs; code generation
+    # in another thread (precompiling, analysis) must not build IR with the patched functions.
+    x = torch.zeros(16)
+    worker = threading.Thread(
+        target=interpret, args=(slow_kernel, x, 3000), kwargs={"BLOCK": 16, "grid": (1,)}
+    )
+    started = time.perf_counter()
+    worker.start()
+    time.sleep(0.02)
+    y = torch.ones(64)
+    overlapped = worker.is_alive()
+    ttir = str(specialize(add_kernel, (y, y, y, 64), {"BLOCK": 64}).lower("ttir"))
+    worker.join()
+    assert overlapped, f"the interpretation took only {time.perf_counter() - started:.3f} s"
+    assert "tt.func public @add_kernel" in ttir
+    assert torch.equal(x, torch.full((16,), 3000.0))

@@ -8,6 +8,7 @@ import sqlite3
 import subprocess
 import sys
 import threading
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -120,31 +121,70 @@ def test_results_persist_across_processes(path: Path) -> None:
     assert store.load(key())["from-child"].result.median_ms == 7.0  # the open store sees the child's write
 
 
-def _write_many(path: str, worker: int, count: int, barrier: Any) -> None:
-    barrier.wait()
-    store = SQLiteStore(path)  # opened concurrently too: schema creation must not race
-    for index in range(count):
-        result = StoredResult(f"w{worker}-{index}", {"worker": worker}, ok(1.0 + index))
-        store.save(key("mm", index % 3), [result])
-    store.close()
+def _write_many(path: str, worker: int, count: int, barrier: Any, errors: Any) -> None:
+    try:
+        barrier.wait()
+        store = SQLiteStore(path)  # opened concurrently too: schema creation must not race
+        for index in range(count):
+            result = StoredResult(f"w{worker}-{index}", {"worker": worker}, ok(1.0 + index))
+            store.save(key("mm", index % 3), [result])
+        store.close()
+    except BaseException:
+        errors.put(traceback.format_exc())
+        raise
 
 
 def test_processes_writing_at_once_lose_nothing(path: Path) -> None:
     context = multiprocessing.get_context("fork")
     workers, count = 4, 30
-    barrier = context.Barrier(workers)
+    barrier, errors = context.Barrier(workers), context.Queue()
     processes = [
-        context.Process(target=_write_many, args=(str(path), worker, count, barrier))
+        context.Process(target=_write_many, args=(str(path), worker, count, barrier, errors))
         for worker in range(workers)
     ]
     for process in processes:
         process.start()
     for process in processes:
         process.join(timeout=60)
+    assert errors.empty(), errors.get()
     assert [p.exitcode for p in processes] == [0] * workers
     store = SQLiteStore(path)
     loaded = {digest for index in range(3) for digest in store.load(key("mm", index))}
     assert loaded == {f"w{w}-{i}" for w in range(workers) for i in range(count)}
+
+
+def _open_write_close(path: str, worker: int, barrier: Any, errors: Any) -> None:
+    try:
+        barrier.wait()
+        for index in range(15):
+            store = SQLiteStore(path)
+            store.save(key("mm", worker), [StoredResult(f"o{worker}-{index}", {}, ok(1.0))])
+            store.close()
+    except BaseException:
+        errors.put(traceback.format_exc())
+        raise
+
+
+def test_processes_opening_the_store_while_others_write(tmp_path: Path) -> None:
+    # Like the ranks of a distributed job, each tuning kernels and opening the store as it goes.
+    # The race this guards against is narrow: a few rounds on new files make it likely to show.
+    context = multiprocessing.get_context("fork")
+    workers, errors = 6, context.Queue()
+    for attempt in range(4):
+        path = tmp_path / f"attempt{attempt}.sqlite3"
+        barrier = context.Barrier(workers)
+        processes = [
+            context.Process(target=_open_write_close, args=(str(path), worker, barrier, errors))
+            for worker in range(workers)
+        ]
+        for process in processes:
+            process.start()
+        for process in processes:
+            process.join(timeout=60)
+        assert errors.empty(), errors.get()
+        assert [p.exitcode for p in processes] == [0] * workers
+        stored = sum(len(SQLiteStore(path).load(key("mm", worker))) for worker in range(workers))
+        assert stored == 15 * workers
 
 
 def test_threads_sharing_one_store_lose_nothing(path: Path) -> None:

@@ -17,6 +17,9 @@ from triton.runtime.jit import JITFunction
 
 _keep_alive: dict[int, tuple[JITFunction[Any], InterpretedFunction[Any]]] = {}
 _lock = threading.RLock()
+#: Held while `triton.language` is patched for the interpreter; Triton's code generation takes it too,
+#: since in another thread it would otherwise build IR with the interpreter's functions.
+language_lock = _lock
 
 
 def _interpreted_function(kernel: JITFunction[Any]) -> InterpretedFunction[Any]:

@@ -13,6 +13,7 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler.compiler import ASTSource, make_backend
 from triton.runtime.jit import JITFunction, create_function_from_signature
 
+from kernelpick.compile.launch import language_lock
 from kernelpick.errors import AnalysisError
 
 #: The target used when no GPU is visible: a Hopper GPU, the newest architecture every Triton 3.x knows.
@@ -51,9 +52,10 @@ class Specialization:
         ir.load_dialects(context)
         self.backend.load_dialects(context)
         codegen_fns = self.backend.get_codegen_implementation(self.options)
-        module = self.source.make_ir(
-            self.target, self.options, codegen_fns, self.backend.get_module_map(), context
-        )
+        with language_lock:  # not while another thread interprets a kernel
+            module = self.source.make_ir(
+                self.target, self.options, codegen_fns, self.backend.get_module_map(), context
+            )
         if stage == "source":
             return module
         stages: dict[str, Any] = {}
