@@ -2,15 +2,25 @@
 
 from __future__ import annotations
 
-from kernelpick import settings
+from kernelpick import ops, settings
 from kernelpick.bench import BenchmarkResult, TimingSummary
 from kernelpick.errors import (
     AnalysisError,
     ConfigError,
     KernelpickError,
+    NoValidChoices,
     NoValidConfigs,
     SettingsError,
     StoreError,
+)
+from kernelpick.select import (
+    Epilogue,
+    SelectionRecord,
+    Selector,
+    TritonTemplate,
+    extern,
+    template,
+    triton_choice,
 )
 from kernelpick.tune import Autotuner, Config, TuningRecord, autotune
 
@@ -22,13 +32,22 @@ __all__ = [
     "BenchmarkResult",
     "Config",
     "ConfigError",
+    "Epilogue",
     "KernelpickError",
+    "NoValidChoices",
     "NoValidConfigs",
+    "SelectionRecord",
+    "Selector",
     "SettingsError",
     "StoreError",
     "TimingSummary",
+    "TritonTemplate",
     "TuningRecord",
     "__version__",
     "autotune",
+    "extern",
+    "ops",
     "settings",
+    "template",
+    "triton_choice",
 ]
