@@ -9,6 +9,7 @@ both benchmarked and, once it wins, called by the selector's hot path.
 from __future__ import annotations
 
 import hashlib
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
@@ -70,7 +71,10 @@ def qualified_name(fn: Any) -> str:
             f"partial({qualified_name(inner)}, {getattr(fn, 'args', ())!r}, {getattr(fn, 'keywords', {})!r})"
         )
     module = getattr(fn, "__module__", None) or type(fn).__module__
-    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or type(fn).__qualname__
+    short = getattr(fn, "__name__", None)
+    if short and getattr(sys.modules.get(module), short, None) is fn:
+        return f"{module}.{short}"  # e.g. torch.mm, whose __qualname__ is torch's internal class
+    name = getattr(fn, "__qualname__", None) or short or type(fn).__qualname__
     return f"{module}.{name}"
 
 

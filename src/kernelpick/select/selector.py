@@ -29,7 +29,7 @@ from kernelpick.report import TuningProgress, headline, print_table
 from kernelpick.select.choice import Choice, ChoiceSpace, ExternChoice, qualified_name
 from kernelpick.select.inputs import ExampleInputs, InputGen, preserved_rng
 from kernelpick.select.record import ChoiceResult, SelectionRecord
-from kernelpick.select.signature import Signature, signature_key
+from kernelpick.select.signature import POSITIONAL_KEYS, Signature, signature_key, value_key
 from kernelpick.select.timing import CallPathTimer
 from kernelpick.select.verify import Tolerance, compare, tf32_allowed
 from kernelpick.store import ResultStore, StoredResult, TuningKey, default_store
@@ -51,8 +51,8 @@ class Selector:
             `kernelpick.template(...)`.
         key: `key(*inputs, **kwargs)`, a hashable value that also selects a tuning (e.g. a global
             flag the choices depend on).
-        reference: what outputs are checked against: a choice, its name, or any function of the
-            inputs (default: the first extern choice; none at all when there is no extern).
+        reference: what outputs are checked against: a choice, the name of one of `choices`, or any
+            function of the inputs (default: the first extern choice; none at all when there is no extern).
         verify: check every choice's output against the reference; a wrong one gets `wrong_result`.
         input_gen: `input_gen(*inputs, **kwargs)` returns positional example inputs for benchmarking
             (default: random values with the real inputs' metadata).
@@ -87,6 +87,11 @@ class Selector:
         self.spaces: list[ChoiceSpace] = [_as_space(c) for c in choices]
         if not self.spaces:
             raise ConfigError(f"selector `{name}` has no choices: give it at least one")
+        if isinstance(reference, str) and reference not in {s.name for s in self.spaces}:
+            raise ConfigError(
+                f"reference {reference!r} of selector `{name}` names none of its choices: "
+                f"{', '.join(s.name for s in self.spaces)}"
+            )
         self.key = key
         self.reference = reference
         self.verify = verify
@@ -102,7 +107,12 @@ class Selector:
 
     # -- the hot path -------------------------------------------------------------------------
     def __call__(self, *inputs: Any, **kwargs: Any) -> Any:
-        key = signature_key(inputs, kwargs, self.key)
+        # signature_key, inlined: a function call less on every call
+        key = POSITIONAL_KEYS[len(inputs)](inputs) if len(inputs) < 9 else signature_key(inputs, {}, None)
+        if kwargs:
+            key = (key, tuple([(name, value_key(kwargs[name])) for name in sorted(kwargs)]))
+        if self.key is not None:
+            key = (key, self.key(*inputs, **kwargs))
         try:
             call = self._calls.get(key)
         except TypeError:
@@ -232,16 +242,7 @@ class Selector:
             first = next((s for s in self.spaces if isinstance(s, ExternChoice)), None)
             return None if first is None else (first.name, first.callable_for(signature))
         if isinstance(wanted, str):
-            for candidate in [*choices, *self.spaces]:
-                if candidate.name == wanted:
-                    if isinstance(candidate, Choice):
-                        return candidate.name, candidate.callable_for(signature)
-                    expanded = candidate.choices_for(signature)
-                    return expanded[0].name, expanded[0].callable_for(signature)
-            names = ", ".join(c.name for c in choices)
-            raise ConfigError(
-                f"reference {wanted!r} of selector `{self.name}` is none of its choices: {names}"
-            )
+            wanted = next(s for s in self.spaces if s.name == wanted)  # checked in __init__
         if isinstance(wanted, Choice):
             return wanted.name, wanted.callable_for(signature)
         if isinstance(wanted, ChoiceSpace):

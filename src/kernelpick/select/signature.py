@@ -18,26 +18,53 @@ from kernelpick.errors import ConfigError
 _Tensor = torch.Tensor
 
 
+def value_key(value: Any) -> Any:
+    """What of one argument selects a tuning: a tensor's metadata, any other value itself."""
+    if isinstance(value, _Tensor):
+        return (value.dtype, value.shape, value.stride(), value.storage_offset(), value.device)
+    return value
+
+
+def _any_key(inputs: tuple[Any, ...]) -> tuple[Any, ...]:
+    return tuple([value_key(x) for x in inputs])
+
+
+def _tensor_keyer(count: int) -> Callable[[tuple[Any, ...]], tuple[Any, ...]]:
+    """A key function for `count` plain tensors: one flat tuple, no loop (other inputs: `_any_key`)."""
+    names = [f"x{i}" for i in range(count)]
+    fields = ", ".join(f"{x}.dtype, {x}.shape, {x}.stride(), {x}.storage_offset(), {x}.device" for x in names)
+    source = (
+        f"def key(inputs):\n"
+        f"    {', '.join(names)}, = inputs\n"
+        f"    if {' and '.join(f'type({x}) is Tensor' for x in names)}:\n"
+        f"        return ({fields},)\n"
+        f"    return any_key(inputs)\n"
+    )
+    scope: dict[str, Any] = {"Tensor": _Tensor, "any_key": _any_key}
+    exec(compile(source, f"<kernelpick signature key of {count} tensors>", "exec"), scope)
+    keyer: Callable[[tuple[Any, ...]], tuple[Any, ...]] = scope["key"]
+    return keyer
+
+
+#: `POSITIONAL_KEYS[n](inputs)`: the key of `n` positional inputs (shared with the selector's hot path).
+POSITIONAL_KEYS = [_any_key] + [_tensor_keyer(count) for count in range(1, 9)]
+
+
 def signature_key(
     inputs: tuple[Any, ...], kwargs: Mapping[str, Any], key: Callable[..., Any] | None
 ) -> tuple[Any, ...]:
     """The dictionary key of one call: tensor metadata, other values as they are, and the user key.
 
-    Two calls share a key exactly when they share a `Signature`; the key is just faster to make.
+    Two calls share a key exactly when they share a `Signature`; the key is just faster to make:
+    for up to eight plain tensors it is one flat tuple of their dtypes, sizes, strides, offsets and
+    devices, made without a loop.
     """
-    parts: list[Any] = [
-        (x.dtype, x.shape, x.stride(), x.storage_offset(), x.device) if isinstance(x, _Tensor) else x
-        for x in inputs
-    ]
+    parts = POSITIONAL_KEYS[len(inputs)](inputs) if len(inputs) < 9 else _any_key(inputs)
     if kwargs:
-        for name in sorted(kwargs):
-            value = kwargs[name]
-            if isinstance(value, _Tensor):
-                value = (value.dtype, value.shape, value.stride(), value.storage_offset(), value.device)
-            parts.append((name, value))
+        parts = (parts, tuple([(name, value_key(kwargs[name])) for name in sorted(kwargs)]))
     if key is not None:
-        parts.append(key(*inputs, **kwargs))
-    return tuple(parts)
+        parts = (parts, key(*inputs, **kwargs))
+    return parts
 
 
 @dataclass(frozen=True, slots=True)

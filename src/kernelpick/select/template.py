@@ -312,7 +312,9 @@ class _RenderState:
                 terms.append(f"({index})" if stride == 1 else f"({index}) * {stride}")
             else:
                 terms.append(f"({index}) * {self._integer(name, 'stride', dim, stride)}")
-        return " + ".join(terms) or "0"
+        if not terms:  # a broadcast scalar: the pointer must still be a block of the tile's shape
+            terms = [f"0 * ({index})" for index in indices]
+        return " + ".join(terms)
 
     def _store_code(self, indices: tuple[str, ...], value: str, mask: str | None) -> str:
         code = CodeBuffer()
@@ -380,7 +382,7 @@ class _RenderState:
             body = self.template._jinja.render(**variables, **functions)
         except TemplateError:
             raise
-        except (jinja2.TemplateError, IndexError, KeyError, TypeError, ValueError) as error:
+        except Exception as error:  # whatever the template's own logic raised
             raise TemplateError(
                 f"template `{self.template.name}` failed to render for config {self.config}: "
                 f"{type(error).__name__}: {error}"
