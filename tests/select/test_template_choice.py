@@ -152,3 +152,33 @@ def test_choices_are_template_choices_with_stable_digests() -> None:
     assert all(isinstance(c, TemplateChoice) for c in first)
     assert [c.digest for c in first] == [c.digest for c in again]
     assert first[0].digest != first[1].digest
+
+
+def test_compile_workers_see_the_callers_scoped_settings(tmp_path: Path) -> None:
+    from kernelpick.compile.precompile import CompileOutcome
+
+    seen: list[object] = []
+
+    class Probe:
+        """A choice of our own (the protocol is open) that records the settings its precompile sees."""
+
+        def __init__(self, name: str) -> None:
+            self.name = self.digest = name
+
+        def choices_for(self, signature: Signature) -> list[Probe]:
+            return [self]
+
+        def description(self) -> dict[str, str]:
+            return {"kind": "probe", "name": self.name}
+
+        def precompile(self, example: object, signature: Signature) -> CompileOutcome:
+            seen.append(settings.current().cache_dir)
+            return CompileOutcome("ok")
+
+        def callable_for(self, signature: Signature) -> object:
+            return double
+
+    scoped = tmp_path / "scoped-cache"
+    with settings.override(cache_dir=scoped, compile_workers=2):
+        Selector("scale", [Probe("one"), Probe("two"), Probe("three")]).tune(torch.randn(20))
+    assert seen == [scoped] * 3

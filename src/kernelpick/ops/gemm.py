@@ -1,12 +1,13 @@
 """`mm`, `addmm` and `bmm`: selectors over cuBLAS (through torch) and the built-in Triton GEMM templates.
 
-The selectors are built on first use. Each keys its tunings by the inputs' signature and, for
-float32 on a GPU, by whether TF32 is allowed (`torch.backends.cuda.matmul.allow_tf32`): the
-templates use TF32 exactly when torch may.
+The selectors are built on first use. Float32 products on a GPU where TF32 is allowed
+(`torch.backends.cuda.matmul.allow_tf32`) go to separate selectors whose templates use TF32: the
+templates use TF32 exactly when torch may, and a call that cannot use it pays one dtype check.
 """
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -38,22 +39,19 @@ _EPILOGUES = {
 }
 
 
-def _tf32_key(a: torch.Tensor, b: torch.Tensor, *rest: Any, **kwargs: Any) -> bool | None:
-    """Part of the key for float32 on a GPU: whether TF32 is allowed (None elsewhere)."""
-    if b.dtype is torch.float32 and b.is_cuda:
-        return tf32_allowed()
-    return None
+_FLOAT32 = torch.float32
 
 
-def _addmm_key(bias: torch.Tensor, a: torch.Tensor, b: torch.Tensor, **kwargs: Any) -> bool | None:
-    return _tf32_key(a, b)
+def _uses_tf32(b: torch.Tensor) -> bool:
+    """Whether this product may use TF32: float32 on a GPU where torch allows it."""
+    return b.dtype is _FLOAT32 and b.is_cuda and tf32_allowed()
 
 
-def _constants(signature: Signature) -> dict[str, Any]:
-    return {
-        "ALLOW_TF32": bool(signature.user_key),
-        "NUM_SMS": signature.device.multiprocessors or 4,
-    }
+def _constants(tf32: bool) -> Callable[[Signature], dict[str, Any]]:
+    def constants(signature: Signature) -> dict[str, Any]:
+        return {"ALLOW_TF32": tf32, "NUM_SMS": signature.device.multiprocessors or 4}
+
+    return constants
 
 
 def torch_addmm(
@@ -74,27 +72,26 @@ def _addmm_epilogue(signature: Signature) -> Epilogue:
     return _EPILOGUES[signature.named_kwargs.get("activation")]
 
 
-def _build_mm() -> Selector:
+def _build_mm(tf32: bool) -> Selector:
     return Selector(
-        "kernelpick.ops.mm",
+        "kernelpick.ops.mm" + ("_tf32" if tf32 else ""),
         [
             extern(torch.mm, name="torch.mm", out=torch.mm),
-            template(GEMM, configs=gemm_configs(0, 1), constants=_constants, name="triton_mm"),
+            template(GEMM, configs=gemm_configs(0, 1), constants=_constants(tf32), name="triton_mm"),
             template(
                 PERSISTENT_TMA_GEMM,
                 configs=persistent_configs(0, 1),
-                constants=_constants,
+                constants=_constants(tf32),
                 name="triton_mm_tma",
             ),
         ],
-        key=_tf32_key,
     )
 
 
-def _build_addmm() -> Selector:
+def _build_addmm(tf32: bool) -> Selector:
     arguments = ("bias", "A", "B")
     return Selector(
-        "kernelpick.ops.addmm",
+        "kernelpick.ops.addmm" + ("_tf32" if tf32 else ""),
         [
             extern(torch_addmm, name="torch.addmm"),
             template(
@@ -102,7 +99,7 @@ def _build_addmm() -> Selector:
                 configs=gemm_configs(1, 2),
                 epilogue=_addmm_epilogue,
                 arguments=arguments,
-                constants=_constants,
+                constants=_constants(tf32),
                 name="triton_addmm",
             ),
             template(
@@ -110,26 +107,28 @@ def _build_addmm() -> Selector:
                 configs=persistent_configs(1, 2),
                 epilogue=_addmm_epilogue,
                 arguments=arguments,
-                constants=_constants,
+                constants=_constants(tf32),
                 name="triton_addmm_tma",
             ),
         ],
-        key=_addmm_key,
     )
 
 
-def _build_bmm() -> Selector:
+def _build_bmm(tf32: bool) -> Selector:
     return Selector(
-        "kernelpick.ops.bmm",
+        "kernelpick.ops.bmm" + ("_tf32" if tf32 else ""),
         [
             extern(torch.bmm, name="torch.bmm", out=torch.bmm),
-            template(GEMM, configs=gemm_configs(0, 1), constants=_constants, name="triton_bmm"),
+            template(GEMM, configs=gemm_configs(0, 1), constants=_constants(tf32), name="triton_bmm"),
         ],
-        key=_tf32_key,
     )
 
 
-_BUILDERS: dict[str, Callable[[], Selector]] = {"mm": _build_mm, "addmm": _build_addmm, "bmm": _build_bmm}
+_BUILDERS: dict[str, Callable[[], Selector]] = {
+    name + suffix: functools.partial(build, bool(suffix))
+    for name, build in (("mm", _build_mm), ("addmm", _build_addmm), ("bmm", _build_bmm))
+    for suffix in ("", "_tf32")
+}
 _selectors: dict[str, Selector] = {}
 _lock = threading.Lock()
 
@@ -137,8 +136,12 @@ _lock = threading.Lock()
 def selector(name: str) -> Selector:
     """The selector behind `kernelpick.ops.<name>` (its records say what was picked and why).
 
+    `mm`, `addmm` and `bmm` serve every call but float32 ones on a GPU where TF32 is allowed, which
+    `mm_tf32`, `addmm_tf32` and `bmm_tf32` serve: their templates use TF32 and their results are
+    stored apart.
+
     Raises:
-        ConfigError: `name` is not one of mm, addmm, bmm.
+        ConfigError: `name` is not one of them.
     """
     found = _selectors.get(name)
     if found is not None:
@@ -157,7 +160,8 @@ def mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     Choices: `torch.mm` (cuBLAS on GPUs), the tiled Triton GEMM template and, on sm_90+ GPUs, the
     persistent TMA template. fp16, bf16 and fp32 (TF32 where `torch.backends.cuda.matmul.allow_tf32`).
     """
-    return (_selectors.get("mm") or selector("mm"))(a, b)
+    name = "mm_tf32" if b.dtype is _FLOAT32 and _uses_tf32(b) else "mm"
+    return (_selectors.get(name) or selector(name))(a, b)
 
 
 def addmm(
@@ -178,9 +182,11 @@ def addmm(
         raise ConfigError(
             f"addmm activation {activation!r} is not supported; use one of {', '.join(map(repr, ACTIVATIONS))}"
         )
-    return (_selectors.get("addmm") or selector("addmm"))(bias, a, b, activation=activation)
+    name = "addmm_tf32" if b.dtype is _FLOAT32 and _uses_tf32(b) else "addmm"
+    return (_selectors.get(name) or selector(name))(bias, a, b, activation=activation)
 
 
 def bmm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """Batched `a @ b` for `a` (B, M, K) and `b` (B, K, N), by the fastest correct choice for these inputs."""
-    return (_selectors.get("bmm") or selector("bmm"))(a, b)
+    name = "bmm_tf32" if b.dtype is _FLOAT32 and _uses_tf32(b) else "bmm"
+    return (_selectors.get(name) or selector(name))(a, b)

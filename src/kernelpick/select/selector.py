@@ -9,6 +9,7 @@ stored; the fastest that worked wins.
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import threading
 import time
@@ -301,7 +302,10 @@ class Selector:
         if workers <= 1:
             return [compile_one(c) for c in todo]
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kernelpick-select") as pool:
-            return list(pool.map(compile_one, todo))
+            # Each task runs in a copy of this thread's context, so that scoped settings
+            # (settings.override: the cache dir, ...) hold in the workers too.
+            futures = [pool.submit(contextvars.copy_context().run, compile_one, c) for c in todo]
+            return [f.result() for f in futures]
 
     def _expected(
         self, reference: tuple[str, Callable[..., Any]] | None, example: ExampleInputs, device: DeviceInfo
