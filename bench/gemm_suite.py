@@ -59,8 +59,8 @@ def parse() -> argparse.Namespace:
     parser.add_argument(
         "--layout", choices=("nt", "nn"), default="nt", help="nt: B = W.T (nn.Linear); nn: B row-major"
     )
-    parser.add_argument("--rounds", type=int, default=3, help="interleaved timing rounds per shape")
-    parser.add_argument("--rep-ms", type=int, default=100, help="do_bench rep per round, in ms")
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved timing rounds per shape")
+    parser.add_argument("--rep-ms", type=int, default=50, help="do_bench rep per round, in ms")
     parser.add_argument("--skip-inductor", action="store_true", help="leave torch.compile out")
     parser.add_argument(
         "--no-epilogue", action="store_true", help="leave the fused addmm+gelu comparison out"
@@ -224,6 +224,7 @@ class Suite:
             "kernel_ms": medians,
             "speedup": medians["unfused"] / medians["fused"],
             "max_abs_error_vs_torch": float((fused_out.float() - unfused().float()).abs().max()),
+            "record": record.to_dict(),
         }
 
     def dispatch_overhead(self) -> dict[str, Any]:

@@ -55,3 +55,20 @@ def test_bmm_on_a_gpu() -> None:
     b = torch.randn(4, 256, 192, device="cuda", dtype=torch.float16)
     torch.testing.assert_close(ops.bmm(a, b), torch.bmm(a, b), rtol=2e-2, atol=2e-1)
     assert failures("bmm") == {}
+
+
+def test_float32_with_tf32_allowed_goes_to_the_tf32_selector() -> None:
+    a = torch.randn(256, 512, device="cuda")
+    b = torch.randn(512, 384, device="cuda")
+    previous = torch.backends.cuda.matmul.allow_tf32
+    try:
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.testing.assert_close(ops.mm(a, b), a.double().mm(b.double()).float(), rtol=2e-2, atol=2e-1)
+        record = ops.selector("mm_tf32").last_selection
+        assert record is not None and failures("mm_tf32") == {}
+        assert (
+            ops.selector("mm").last_selection is None
+            or ops.selector("mm").last_selection.signature != record.signature
+        )
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = previous

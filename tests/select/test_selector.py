@@ -327,10 +327,9 @@ def test_a_user_key_selects_tunings_too() -> None:
     assert [r.signature.user_key for r in selector.records.values()] == [True, False]
 
 
-STORE_SCRIPT = """
-import json, sys
+HELPERS = """
 import torch
-from kernelpick import Selector, extern, settings
+from kernelpick import Selector, extern
 
 calls = {"slow": 0, "fast": 0}
 
@@ -345,31 +344,46 @@ def fast(a, b):
     calls["fast"] += 1
     return a + b
 
+def selector():
+    return Selector("add", [extern(slow), extern(fast)])
+"""
+
+STORE_SCRIPT = """
+import json, sys
+import torch
+from kernelpick import settings
+import stored_choices
+
 with settings.override(cache_dir=sys.argv[1]):
-    selector = Selector("add", [extern(slow), extern(fast)])
+    selector = stored_choices.selector()
     a = torch.ones(64, 64)
     assert torch.equal(selector(a, a), a + a)
     record = selector.last_selection
-    print(json.dumps({"from_store": record.from_store, "best": record.best, "calls": calls,
+    print(json.dumps({"from_store": record.from_store, "best": record.best, "calls": stored_choices.calls,
                       "stored": [r.result.from_store for r in record.results]}))
 """
 
 
-def test_stored_results_are_reused_in_a_new_process(tmp_path: Path) -> None:
+@pytest.mark.slow  # a second Python process imports torch and triton: about 5 s here
+def test_stored_results_are_reused_in_a_new_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "stored_choices.py").write_text(textwrap.dedent(HELPERS))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import stored_choices  # the same choices, by qualified name, in this process and the next
+
+    cache = tmp_path / "cache"
+    with settings.override(cache_dir=cache):
+        a = torch.ones(64, 64)
+        first = stored_choices.selector()
+        first(a, a)
+    assert first.last_selection is not None and not first.last_selection.from_store
+    assert stored_choices.calls["slow"] > 1
+
     script = tmp_path / "select_add.py"
     script.write_text(textwrap.dedent(STORE_SCRIPT))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-
-    def run() -> dict[str, Any]:
-        done = subprocess.run(
-            [sys.executable, str(script), str(tmp_path / "cache")], capture_output=True, text=True, env=env
-        )
-        assert done.returncode == 0, done.stderr
-        result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-        return result
-
-    first, second = run(), run()
-    assert first["from_store"] is False and first["calls"]["slow"] > 1
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}
+    done = subprocess.run([sys.executable, str(script), str(cache)], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    second = json.loads(done.stdout.strip().splitlines()[-1])
     assert second == {
         "from_store": True,
         "best": "fast",

@@ -161,7 +161,8 @@ def mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     persistent TMA template. fp16, bf16 and fp32 (TF32 where `torch.backends.cuda.matmul.allow_tf32`).
     """
     name = "mm_tf32" if b.dtype is _FLOAT32 and _uses_tf32(b) else "mm"
-    return (_selectors.get(name) or selector(name))(a, b)
+    out: torch.Tensor = (_selectors.get(name) or selector(name))(a, b)
+    return out
 
 
 def addmm(
@@ -183,10 +184,12 @@ def addmm(
             f"addmm activation {activation!r} is not supported; use one of {', '.join(map(repr, ACTIVATIONS))}"
         )
     name = "addmm_tf32" if b.dtype is _FLOAT32 and _uses_tf32(b) else "addmm"
-    return (_selectors.get(name) or selector(name))(bias, a, b, activation=activation)
+    out: torch.Tensor = (_selectors.get(name) or selector(name))(bias, a, b, activation=activation)
+    return out
 
 
 def bmm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """Batched `a @ b` for `a` (B, M, K) and `b` (B, K, N), by the fastest correct choice for these inputs."""
     name = "bmm_tf32" if b.dtype is _FLOAT32 and _uses_tf32(b) else "bmm"
-    return (_selectors.get(name) or selector(name))(a, b)
+    out: torch.Tensor = (_selectors.get(name) or selector(name))(a, b)
+    return out

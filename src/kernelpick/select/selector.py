@@ -284,6 +284,8 @@ class Selector:
                         results[choice.digest] = result
                     else:
                         runs.append(run)
+                if not device.interpreter:
+                    _warm_up(runs, device)
                 timer = CallPathTimer(self.timer or timer_for(device))
                 measured = benchmark(runs, timer, on_done=progress.advance, **_budgets(device))
                 results.update({run.digest: r for run, r in zip(runs, measured)})
@@ -413,6 +415,24 @@ def _budgets(device: DeviceInfo) -> dict[str, Any]:
         "confirming": TimingBudget.confirming(),
         "confirm_top": s.confirm_top,
     }
+
+
+def _warm_up(runs: Sequence[_ChoiceRun], device: DeviceInfo) -> None:
+    """Run the choices in turn for `select_warmup_ms` (at least once each) before any is timed.
+
+    After compilation the GPU has idled and clocked down: without this, whichever choice is timed
+    first (the library kernel, usually) ran measurably slower on an H200 than the same call a
+    moment later, and lost for it.
+    """
+    deadline = time.perf_counter() + settings.current().select_warmup_ms / 1e3
+    while True:
+        for run in runs:
+            run.setup()
+            run.run()
+            run.teardown()
+        _synchronize(device)
+        if time.perf_counter() >= deadline:
+            return
 
 
 def _synchronize(device: DeviceInfo) -> None:

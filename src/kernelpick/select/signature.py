@@ -80,7 +80,11 @@ class TensorSpec:
     @classmethod
     def of(cls, tensor: torch.Tensor) -> TensorSpec:
         return cls(
-            tensor.dtype, tuple(tensor.shape), tuple(tensor.stride()), tensor.storage_offset(), tensor.device
+            tensor.dtype,
+            tuple(int(n) for n in tensor.shape),
+            tuple(int(s) for s in tensor.stride()),
+            int(tensor.storage_offset()),
+            tensor.device,
         )
 
     @classmethod
