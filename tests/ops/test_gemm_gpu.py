@@ -66,9 +66,6 @@ def test_float32_with_tf32_allowed_goes_to_the_tf32_selector() -> None:
         torch.testing.assert_close(ops.mm(a, b), a.double().mm(b.double()).float(), rtol=2e-2, atol=2e-1)
         record = ops.selector("mm_tf32").last_selection
         assert record is not None and failures("mm_tf32") == {}
-        assert (
-            ops.selector("mm").last_selection is None
-            or ops.selector("mm").last_selection.signature != record.signature
-        )
+        assert record.selector == "kernelpick.ops.mm_tf32"
     finally:
         torch.backends.cuda.matmul.allow_tf32 = previous
