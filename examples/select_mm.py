@@ -7,8 +7,9 @@ each config. The first call with a new signature (dtype, sizes, strides, offsets
 cost a key computation, one dictionary lookup and the winner's launch. Results are stored, so a
 second run of this script reads them instead of measuring (run it twice and compare the tables).
 
-On a CPU the Triton template runs in Triton's interpreter: slow, and its timings are not
-representative, but it is compiled-for-real-free, verified and timed like on a GPU.
+On a CPU the Triton template runs in Triton's interpreter: slow, with timings that say nothing
+about a GPU, but rendered, verified and timed the same way. (On a busy CPU, torch.mm's threads can
+be slower than the blocked version: the tables show what was measured.)
 
     PYTHONPATH=src python examples/select_mm.py
 """
