@@ -210,7 +210,7 @@ class Suite:
         torch, ops = self.torch, self.kernelpick.ops
         functional = torch.nn.functional
         tune_s, fused_out = self.first_call_seconds(lambda: ops.addmm(bias, a, b, activation="gelu"))
-        record = ops.selector("addmm").last_selection
+        record = ops.selector("addmm_gelu").last_selection
         unfused = lambda: functional.gelu(torch.addmm(bias, a, b))  # noqa: E731
         samples = self.kernel_ms(
             {"unfused": unfused, "fused": lambda: ops.addmm(bias, a, b, activation="gelu")}

@@ -49,7 +49,7 @@ def test_addmm_fuses_bias_and_activation(activation: str | None) -> None:
     bias, a, b = torch.randn(24), torch.randn(16, 32), torch.randn(32, 24)
     out = ops.addmm(bias, a, b, activation=activation)
     torch.testing.assert_close(out, torch_addmm(bias, a, b, activation=activation))
-    record = record_of("addmm")
+    record = record_of("addmm" if activation is None else f"addmm_{activation}")
     rows = template_rows(record)
     expected = "bias" if activation is None else f"bias+{activation}"
     assert rows and all(name.startswith(f"triton_addmm[{expected}]") for name in rows)
@@ -60,7 +60,7 @@ def test_addmm_takes_every_bias_torch_broadcasts() -> None:
     a, b = torch.randn(16, 32), torch.randn(32, 24)
     for bias in (torch.randn(16, 24), torch.randn(16, 1), torch.randn(1, 24)):
         torch.testing.assert_close(ops.addmm(bias, a, b, activation="relu"), F.relu(torch.addmm(bias, a, b)))
-        assert all(r.result.ok for r in record_of("addmm").results)
+        assert all(r.result.ok for r in record_of("addmm_relu").results)
 
 
 def test_addmm_refuses_an_unknown_activation() -> None:
@@ -82,7 +82,10 @@ def test_bfloat16_on_a_cpu_offers_only_torch() -> None:
 
 
 def test_an_unknown_op_is_named() -> None:
-    with pytest.raises(ConfigError, match=r"has no operation .conv.; it has mm, mm_tf32, addmm"):
+    with pytest.raises(
+        ConfigError,
+        match=r"has no operation .conv.; it has mm, mm_tf32, bmm, bmm_tf32, addmm, addmm_tf32, addmm_relu",
+    ):
         ops.selector("conv")
 
 

@@ -68,10 +68,6 @@ def torch_addmm(
     return out
 
 
-def _addmm_epilogue(signature: Signature) -> Epilogue:
-    return _EPILOGUES[signature.named_kwargs.get("activation")]
-
-
 def _build_mm(tf32: bool) -> Selector:
     return Selector(
         "kernelpick.ops.mm" + ("_tf32" if tf32 else ""),
@@ -88,16 +84,20 @@ def _build_mm(tf32: bool) -> Selector:
     )
 
 
-def _build_addmm(tf32: bool) -> Selector:
+def _build_addmm(activation: str | None, tf32: bool) -> Selector:
+    # One selector per activation: the call then has no keyword arguments to key on.
     arguments = ("bias", "A", "B")
+    epilogue = _EPILOGUES[activation]
+    suffix = ("" if activation is None else f"_{activation}") + ("_tf32" if tf32 else "")
+    reference = torch_addmm if activation is None else functools.partial(torch_addmm, activation=activation)
     return Selector(
-        "kernelpick.ops.addmm" + ("_tf32" if tf32 else ""),
+        "kernelpick.ops.addmm" + suffix,
         [
-            extern(torch_addmm, name="torch.addmm"),
+            extern(reference, name="torch.addmm" + ("" if activation is None else f"+{activation}")),
             template(
                 GEMM,
                 configs=gemm_configs(1, 2),
-                epilogue=_addmm_epilogue,
+                epilogue=epilogue,
                 arguments=arguments,
                 constants=_constants(tf32),
                 name="triton_addmm",
@@ -105,7 +105,7 @@ def _build_addmm(tf32: bool) -> Selector:
             template(
                 PERSISTENT_TMA_GEMM,
                 configs=persistent_configs(1, 2),
-                epilogue=_addmm_epilogue,
+                epilogue=epilogue,
                 arguments=arguments,
                 constants=_constants(tf32),
                 name="triton_addmm_tma",
@@ -126,9 +126,21 @@ def _build_bmm(tf32: bool) -> Selector:
 
 _BUILDERS: dict[str, Callable[[], Selector]] = {
     name + suffix: functools.partial(build, bool(suffix))
-    for name, build in (("mm", _build_mm), ("addmm", _build_addmm), ("bmm", _build_bmm))
+    for name, build in (("mm", _build_mm), ("bmm", _build_bmm))
     for suffix in ("", "_tf32")
 }
+_BUILDERS.update(
+    {
+        "addmm" + ("" if activation is None else f"_{activation}") + suffix: functools.partial(
+            _build_addmm, activation, bool(suffix)
+        )
+        for activation in ACTIVATIONS
+        for suffix in ("", "_tf32")
+    }
+)
+#: The selector of each activation of addmm, and of its TF32 variant.
+_ADDMM = {activation: "addmm" if activation is None else f"addmm_{activation}" for activation in ACTIVATIONS}
+_ADDMM_TF32 = {activation: f"{name}_tf32" for activation, name in _ADDMM.items()}
 _selectors: dict[str, Selector] = {}
 _lock = threading.Lock()
 
@@ -136,9 +148,9 @@ _lock = threading.Lock()
 def selector(name: str) -> Selector:
     """The selector behind `kernelpick.ops.<name>` (its records say what was picked and why).
 
-    `mm`, `addmm` and `bmm` serve every call but float32 ones on a GPU where TF32 is allowed, which
-    `mm_tf32`, `addmm_tf32` and `bmm_tf32` serve: their templates use TF32 and their results are
-    stored apart.
+    `mm`, `bmm` and `addmm` (`addmm_relu`, `addmm_gelu`, `addmm_silu` with an activation) serve
+    every call but float32 ones on a GPU where TF32 is allowed, which the same names ending in
+    `_tf32` serve: their templates use TF32 and their results are stored apart.
 
     Raises:
         ConfigError: `name` is not one of them.
@@ -179,12 +191,13 @@ def addmm(
     Raises:
         ConfigError: an unknown activation.
     """
-    if activation not in ACTIVATIONS:
+    names = _ADDMM_TF32 if b.dtype is _FLOAT32 and _uses_tf32(b) else _ADDMM
+    name = names.get(activation)
+    if name is None:
         raise ConfigError(
             f"addmm activation {activation!r} is not supported; use one of {', '.join(map(repr, ACTIVATIONS))}"
         )
-    name = "addmm_tf32" if b.dtype is _FLOAT32 and _uses_tf32(b) else "addmm"
-    out: torch.Tensor = (_selectors.get(name) or selector(name))(bias, a, b, activation=activation)
+    out: torch.Tensor = (_selectors.get(name) or selector(name))(bias, a, b)
     return out
 
 
