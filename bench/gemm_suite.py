@@ -3,8 +3,9 @@
 Run on a GPU machine from the repository root (jinja2, rich, numpy and, for the plot, matplotlib are
 needed besides torch and triton; platformdirs is not, since the script sets the cache directories):
 
-    PYTHONPATH=src python3 bench/gemm_suite.py                 # all 24 shapes, 35-50 minutes
-    PYTHONPATH=src python3 bench/gemm_suite.py --m 16,128      # a part: each run adds to the results
+    PYTHONPATH=src python3 bench/gemm_suite.py --m 16,128      # 12 shapes, about 4-6 minutes
+    PYTHONPATH=src python3 bench/gemm_suite.py --m 2048        # each run adds to the same results file
+    PYTHONPATH=src python3 bench/gemm_suite.py --m 8192        # the largest shapes, about 5-8 minutes
 
 Every shape is bf16 `x @ W.T` as in `nn.Linear` (`--layout nn` for a row-major B): M in
 {16, 128, 2048, 8192} by six (N, K) pairs of Llama-3 8B and 70B projections. For each shape it
