@@ -2,16 +2,26 @@
 
 from __future__ import annotations
 
-from kernelpick import settings
+from kernelpick import ops, settings
 from kernelpick.analysis import KernelAccess, analyze
 from kernelpick.bench import BenchmarkResult, TimingSummary
 from kernelpick.errors import (
     AnalysisError,
     ConfigError,
     KernelpickError,
+    NoValidChoices,
     NoValidConfigs,
     SettingsError,
     StoreError,
+)
+from kernelpick.select import (
+    Epilogue,
+    SelectionRecord,
+    Selector,
+    TritonTemplate,
+    extern,
+    template,
+    triton_choice,
 )
 from kernelpick.tune import Autotuner, Config, TuningRecord, autotune
 
@@ -23,15 +33,24 @@ __all__ = [
     "BenchmarkResult",
     "Config",
     "ConfigError",
+    "Epilogue",
     "KernelAccess",
     "KernelpickError",
+    "NoValidChoices",
     "NoValidConfigs",
+    "SelectionRecord",
+    "Selector",
     "SettingsError",
     "StoreError",
     "TimingSummary",
+    "TritonTemplate",
     "TuningRecord",
     "__version__",
     "analyze",
     "autotune",
+    "extern",
+    "ops",
     "settings",
+    "template",
+    "triton_choice",
 ]

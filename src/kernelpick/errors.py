@@ -19,6 +19,14 @@ class NoValidConfigs(KernelpickError, RuntimeError):
     """Every config of a tuning space failed; the message lists each config and why."""
 
 
+class NoValidChoices(KernelpickError, RuntimeError):
+    """Every choice of a selector failed for one input signature; the message lists each choice and why."""
+
+
+class TemplateError(KernelpickError, ValueError):
+    """A kernel template could not be rendered with the inputs, config or epilogue given."""
+
+
 class AnalysisError(KernelpickError, ValueError):
     """A kernel could not be analyzed with the arguments given (missing or malformed arguments)."""
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -13,7 +14,9 @@ from rich.table import Table
 from kernelpick import settings
 from kernelpick.bench.device import DeviceInfo
 from kernelpick.bench.result import BenchmarkResult
-from kernelpick.tune.record import TuningRecord
+
+if TYPE_CHECKING:  # a runtime import would be circular: kernelpick.tune imports this module
+    from kernelpick.tune.record import TuningRecord
 
 
 def console(stderr: bool = False) -> Console:

@@ -74,6 +74,11 @@ class Settings:
     )
     min_reps: int = _setting("KERNELPICK_MIN_REPS", 5, "Fewest timed runs of a config, however slow it is.")
     max_reps: int = _setting("KERNELPICK_MAX_REPS", 1000, "Most timed runs of a config in one round.")
+    select_warmup_ms: float = _setting(
+        "KERNELPICK_SELECT_WARMUP_MS",
+        100.0,
+        "Selection on a GPU: run the choices in turn this long before timing any (clocks up).",
+    )
 
 
 _ENV_NAMES = {f.name: f.metadata["env"] for f in fields(Settings)}

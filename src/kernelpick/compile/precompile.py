@@ -22,10 +22,12 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from kernelpick.compile.target import FALLBACK_TARGET, as_jit_function, specialize
-from kernelpick.tune.config import Config
+
+if TYPE_CHECKING:  # a runtime import would be circular: kernelpick.tune imports this module
+    from kernelpick.tune.config import Config
 
 log = logging.getLogger("kernelpick.compile")
 

@@ -1,0 +1,415 @@
+"""GEMM suite: `kernelpick.ops.mm` against cuBLAS (`torch.mm`) and Inductor's max-autotune, on Llama shapes.
+
+Run on a GPU machine from the repository root (jinja2, rich, numpy and, for the plot, matplotlib are
+needed besides torch and triton; platformdirs is not, since the script sets the cache directories):
+
+    PYTHONPATH=src python3 bench/gemm_suite.py --m 16,128      # 12 shapes, about 4-6 minutes
+    PYTHONPATH=src python3 bench/gemm_suite.py --m 2048        # each run adds to the same results file
+    PYTHONPATH=src python3 bench/gemm_suite.py --m 8192        # the largest shapes, about 5-8 minutes
+
+Every shape is bf16 `x @ W.T` as in `nn.Linear` (`--layout nn` for a row-major B): M in
+{16, 128, 2048, 8192} by six (N, K) pairs of Llama-3 8B and 70B projections. For each shape it
+measures, with empty caches (fresh KERNELPICK_CACHE_DIR, TRITON_CACHE_DIR, TORCHINDUCTOR_CACHE_DIR):
+
+- tuning time: kernelpick's first call, and Inductor's first call of `torch.compile(mode=
+  "max-autotune-no-cudagraphs")` (compile and autotune);
+- kernel time: `triton.testing.do_bench` medians (L2 flushed), in interleaved rounds;
+- per-call time of back-to-back calls (launch overhead included, no flush);
+- the fused epilogue: `kernelpick.ops.addmm(bias, x, W.T, activation="gelu")` against
+  `gelu(torch.addmm(...))`;
+- once, the dispatch overhead: `kernelpick.ops.mm` against calling its chosen implementation directly.
+
+Results go to bench/results/gemm_suite-<device>.json (date, versions, raw figures, the targets),
+merged with earlier runs of the same device, and a plot to gemm_suite-<device>.png. The table of
+all shapes in the file is printed last.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import math
+import os
+import platform
+import re
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+M_VALUES = (16, 128, 2048, 8192)
+#: (N, K) of Llama-3 projections: 8B qkv, o, gate+up, down; 70B gate (or up), down.
+NK_PAIRS = ((6144, 4096), (4096, 4096), (28672, 4096), (4096, 14336), (28672, 8192), (8192, 28672))
+SHAPES = [(m, n, k) for m in M_VALUES for n, k in NK_PAIRS]
+TARGETS = {
+    "pick_vs_best_min": 0.99,
+    "geomean_vs_cublas": 1.02,
+    "fused_vs_unfused_geomean": 1.1,
+    "dispatch_us_max": 5.0,
+}
+
+
+def parse() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--m", default=",".join(map(str, M_VALUES)), help="comma-separated M values to run")
+    parser.add_argument("--shapes", default="", help="comma-separated indices into the 24 shapes (0-23)")
+    parser.add_argument(
+        "--layout", choices=("nt", "nn"), default="nt", help="nt: B = W.T (nn.Linear); nn: B row-major"
+    )
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved timing rounds per shape")
+    parser.add_argument("--rep-ms", type=int, default=50, help="do_bench rep per round, in ms")
+    parser.add_argument("--skip-inductor", action="store_true", help="leave torch.compile out")
+    parser.add_argument(
+        "--no-epilogue", action="store_true", help="leave the fused addmm+gelu comparison out"
+    )
+    parser.add_argument(
+        "--warm-caches", action="store_true", help="keep existing caches (tuning times then mean little)"
+    )
+    parser.add_argument("--fresh", action="store_true", help="start a new results file instead of merging")
+    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
+    return parser.parse_args()
+
+
+def fresh_caches(args: argparse.Namespace) -> dict[str, str]:
+    """Point every compiler cache at a new directory (before torch is imported), so tuning starts cold."""
+    if args.warm_caches:
+        os.environ.setdefault("KERNELPICK_CACHE_DIR", str(Path(tempfile.gettempdir()) / "kernelpick-bench"))
+        return {}
+    root = Path(tempfile.mkdtemp(prefix="gemm-suite-"))
+    dirs = {
+        "KERNELPICK_CACHE_DIR": str(root / "kernelpick"),
+        "TRITON_CACHE_DIR": str(root / "triton"),
+        "TORCHINDUCTOR_CACHE_DIR": str(root / "inductor"),
+    }
+    os.environ.update(dirs)
+    return dirs
+
+
+def geomean(values: list[float]) -> float | None:
+    values = [v for v in values if v and v > 0]
+    return math.exp(sum(map(math.log, values)) / len(values)) if values else None
+
+
+class Suite:
+    def __init__(self, args: argparse.Namespace) -> None:
+        import torch
+        import triton
+        import triton.testing
+
+        import kernelpick
+
+        self.args, self.torch, self.triton, self.kernelpick = args, torch, triton, kernelpick
+        self.do_bench = triton.testing.do_bench
+        self.device = torch.device("cuda", torch.cuda.current_device())
+        self.props = torch.cuda.get_device_properties(self.device)
+        self.label = re.sub(r"[^a-z0-9]+", "-", self.props.name.lower()).strip("-")
+
+    # -- measuring -----------------------------------------------------------------------------
+    def sync(self) -> None:
+        self.torch.cuda.synchronize(self.device)
+
+    def first_call_seconds(self, fn: Callable[[], Any]) -> tuple[float, Any]:
+        self.sync()
+        start = time.perf_counter()
+        out = fn()
+        self.sync()
+        return time.perf_counter() - start, out
+
+    def kernel_ms(self, fns: dict[str, Callable[[], Any]]) -> dict[str, list[float]]:
+        """do_bench medians, the implementations taking turns round by round (drift hits all alike)."""
+        samples: dict[str, list[float]] = {name: [] for name in fns}
+        for _ in range(self.args.rounds):
+            for name, fn in fns.items():
+                samples[name].append(
+                    float(self.do_bench(fn, warmup=25, rep=self.args.rep_ms, return_mode="median"))
+                )
+        return samples
+
+    def back_to_back_us(self, fn: Callable[[], Any], estimate_ms: float) -> float:
+        """Microseconds per call of back-to-back calls: launch overhead included, no cache flush."""
+        calls = int(min(2000, max(10, 20.0 / max(estimate_ms, 1e-3))))
+        fn()
+        self.sync()
+        start, end = self.torch.cuda.Event(enable_timing=True), self.torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(calls):
+            fn()
+        end.record()
+        self.sync()
+        return float(start.elapsed_time(end)) * 1e3 / calls
+
+    # -- one shape -----------------------------------------------------------------------------
+    def operands(self, m: int, n: int, k: int) -> tuple[Any, Any, Any]:
+        torch = self.torch
+        generator = torch.Generator(device=self.device).manual_seed(m * 7 + n * 3 + k)
+        a = torch.randn(m, k, device=self.device, dtype=torch.bfloat16, generator=generator)
+        if self.args.layout == "nt":
+            b = torch.randn(n, k, device=self.device, dtype=torch.bfloat16, generator=generator).t()
+        else:
+            b = torch.randn(k, n, device=self.device, dtype=torch.bfloat16, generator=generator)
+        bias = torch.randn(n, device=self.device, dtype=torch.bfloat16, generator=generator)
+        return a, b, bias
+
+    def inductor(
+        self, fn: Callable[..., Any], *operands: Any
+    ) -> tuple[Callable[[], Any] | None, float | None, str]:
+        if self.args.skip_inductor:
+            return None, None, "skipped"
+        torch = self.torch
+        torch._dynamo.reset()
+        compiled = torch.compile(fn, mode="max-autotune-no-cudagraphs", dynamic=False)
+        try:
+            seconds, _ = self.first_call_seconds(lambda: compiled(*operands))
+        except Exception as error:  # reported, not fatal: the other columns still mean something
+            return None, None, f"{type(error).__name__}: {str(error)[:300]}"
+        return (lambda: compiled(*operands)), seconds, "ok"
+
+    def shape(self, m: int, n: int, k: int) -> dict[str, Any]:
+        torch, ops = self.torch, self.kernelpick.ops
+        a, b, bias = self.operands(m, n, k)
+        entry: dict[str, Any] = {"m": m, "n": n, "k": k, "layout": self.args.layout, "dtype": "bfloat16"}
+        print(f"[{m}x{n}x{k}] tuning kernelpick.ops.mm ...", flush=True)
+        tune_s, out = self.first_call_seconds(lambda: ops.mm(a, b))
+        record = ops.selector("mm").last_selection
+        expected = torch.mm(a, b)
+        entry["kernelpick"] = {
+            "tuning_s": tune_s,
+            "choice": record.best,
+            "choices": len(record.results),
+            "failed": {
+                r.name: f"{r.result.status}: {r.result.message[:200]}"
+                for r in record.results
+                if not r.result.ok
+            },
+            "max_abs_error_vs_torch": float((out.float() - expected.float()).abs().max()),
+            "record": record.to_dict(),
+        }
+        print(f"[{m}x{n}x{k}] compiling torch.compile max-autotune ...", flush=True)
+        inductor_fn, inductor_s, inductor_status = self.inductor(lambda x, y: torch.mm(x, y), a, b)
+        entry["inductor"] = {"compile_s": inductor_s, "status": inductor_status}
+        fns: dict[str, Callable[[], Any]] = {
+            "torch": lambda: torch.mm(a, b),
+            "kernelpick": lambda: ops.mm(a, b),
+        }
+        if inductor_fn is not None:
+            fns["inductor"] = inductor_fn
+        samples = self.kernel_ms(fns)
+        entry["kernel_ms_rounds"] = samples
+        entry["kernel_ms"] = {name: statistics.median(s) for name, s in samples.items()}
+        entry["back_to_back_us"] = {
+            name: self.back_to_back_us(fn, entry["kernel_ms"][name]) for name, fn in fns.items()
+        }
+        if not self.args.no_epilogue:
+            entry["epilogue"] = self.epilogue(a, b, bias)
+        return entry
+
+    def epilogue(self, a: Any, b: Any, bias: Any) -> dict[str, Any]:
+        torch, ops = self.torch, self.kernelpick.ops
+        functional = torch.nn.functional
+        tune_s, fused_out = self.first_call_seconds(lambda: ops.addmm(bias, a, b, activation="gelu"))
+        record = ops.selector("addmm_gelu").last_selection
+        unfused = lambda: functional.gelu(torch.addmm(bias, a, b))  # noqa: E731
+        samples = self.kernel_ms(
+            {"unfused": unfused, "fused": lambda: ops.addmm(bias, a, b, activation="gelu")}
+        )
+        medians = {name: statistics.median(s) for name, s in samples.items()}
+        return {
+            "activation": "gelu",
+            "tuning_s": tune_s,
+            "choice": record.best,
+            "kernel_ms_rounds": samples,
+            "kernel_ms": medians,
+            "speedup": medians["unfused"] / medians["fused"],
+            "max_abs_error_vs_torch": float((fused_out.float() - unfused().float()).abs().max()),
+            "record": record.to_dict(),
+        }
+
+    def dispatch_overhead(self) -> dict[str, Any]:
+        """Host time per call of ops.mm against its chosen implementation, on a launch-bound shape."""
+        torch, ops = self.torch, self.kernelpick.ops
+        a = torch.randn(16, 256, device=self.device, dtype=torch.bfloat16)
+        b = torch.randn(256, 256, device=self.device, dtype=torch.bfloat16)
+        ops.mm(a, b)
+        chosen = ops.selector("mm").implementation(a, b)
+
+        def per_call_us(fn: Callable[..., Any], calls: int = 3000) -> float:
+            self.sync()
+            start = time.perf_counter()
+            for _ in range(calls):
+                fn(a, b)
+            self.sync()
+            return (time.perf_counter() - start) * 1e6 / calls
+
+        through, direct = [], []
+        for _ in range(7):  # interleaved batches; the quietest of each counts
+            through.append(per_call_us(ops.mm))
+            direct.append(per_call_us(chosen))
+        return {
+            "shape": [16, 256, 256],
+            "choice": ops.selector("mm").last_selection.best,
+            "ops_mm_us": min(through),
+            "chosen_us": min(direct),
+            "overhead_us": min(through) - min(direct),
+        }
+
+    # -- the report ----------------------------------------------------------------------------
+    def environment(self, caches: dict[str, str]) -> dict[str, Any]:
+        torch = self.torch
+        return {
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "device": self.props.name,
+            "capability": list(torch.cuda.get_device_capability(self.device)),
+            "multiprocessors": self.props.multi_processor_count,
+            "versions": {
+                "kernelpick": self.kernelpick.__version__,
+                "torch": torch.__version__,
+                "triton": self.triton.__version__,
+                "cuda": torch.version.cuda,
+                "python": platform.python_version(),
+            },
+            "caches": caches or "warm",
+            "settings": {"rounds": self.args.rounds, "rep_ms": self.args.rep_ms, "layout": self.args.layout},
+        }
+
+
+def summarize(shapes: list[dict[str, Any]], dispatch: dict[str, Any] | None) -> dict[str, Any]:
+    pick_vs_best, vs_cublas, fused = [], [], []
+    kp_tuning = inductor_tuning = kp_total = 0.0
+    for entry in shapes:
+        ms = entry["kernel_ms"]
+        best = min(v for name, v in ms.items() if name in ("torch", "inductor"))
+        pick_vs_best.append(best / ms["kernelpick"])
+        vs_cublas.append(ms["torch"] / ms["kernelpick"])
+        if "epilogue" in entry:
+            fused.append(entry["epilogue"]["speedup"])
+        kp_total += entry["kernelpick"]["tuning_s"]
+        if entry["inductor"].get("compile_s") is not None:  # compared on the shapes both were tuned for
+            kp_tuning += entry["kernelpick"]["tuning_s"]
+            inductor_tuning += entry["inductor"]["compile_s"]
+    summary = {
+        "shapes": len(shapes),
+        "pick_vs_best_min": min(pick_vs_best) if pick_vs_best else None,
+        "geomean_vs_cublas": geomean(vs_cublas),
+        "fused_vs_unfused_geomean": geomean(fused),
+        "fused_vs_unfused_min": min(fused) if fused else None,
+        "tuning_s_kernelpick": kp_tuning,
+        "tuning_s_kernelpick_all_shapes": kp_total,
+        "tuning_s_inductor": inductor_tuning,
+        "dispatch_us": None if dispatch is None else dispatch["overhead_us"],
+    }
+    summary["targets"] = {
+        "pick_vs_best_min >= 0.99": _meets(summary["pick_vs_best_min"], TARGETS["pick_vs_best_min"]),
+        "geomean_vs_cublas >= 1.02": _meets(summary["geomean_vs_cublas"], TARGETS["geomean_vs_cublas"]),
+        "fused_vs_unfused_geomean >= 1.1": _meets(
+            summary["fused_vs_unfused_geomean"], TARGETS["fused_vs_unfused_geomean"]
+        ),
+        "tuning_s_kernelpick <= inductor": None if not inductor_tuning else kp_tuning <= inductor_tuning,
+        "dispatch_us <= 5": None
+        if dispatch is None
+        else dispatch["overhead_us"] <= TARGETS["dispatch_us_max"],
+    }
+    return summary
+
+
+def _meets(value: float | None, target: float) -> bool | None:
+    return None if value is None else value >= target
+
+
+def print_table(shapes: list[dict[str, Any]], summary: dict[str, Any]) -> None:
+    header = f"{'M':>5} {'N':>6} {'K':>6} | {'cuBLAS ms':>9} {'Inductor':>9} {'kernelpick':>10} {'vs best':>7} {'vs cuBLAS':>9} | {'fused x':>7} | {'tune s kp/ind':>13} | pick"
+    print(header)
+    print("-" * len(header))
+    for e in sorted(shapes, key=lambda e: (e["m"], e["n"], e["k"])):
+        ms = e["kernel_ms"]
+        inductor = ms.get("inductor")
+        best = min(v for name, v in ms.items() if name in ("torch", "inductor"))
+        fused = e.get("epilogue", {}).get("speedup")
+        ind_s = e["inductor"].get("compile_s")
+        print(
+            f"{e['m']:>5} {e['n']:>6} {e['k']:>6} | {ms['torch']:>9.4f} {inductor if inductor is None else f'{inductor:.4f}':>9} "
+            f"{ms['kernelpick']:>10.4f} {best / ms['kernelpick']:>7.3f} {ms['torch'] / ms['kernelpick']:>9.3f} | "
+            f"{'-' if fused is None else f'{fused:.3f}':>7} | "
+            f"{e['kernelpick']['tuning_s']:>6.1f}/{'-' if ind_s is None else f'{ind_s:.1f}':<6} | {e['kernelpick']['choice'][:40]}"
+        )
+    print()
+    for name, met in summary["targets"].items():
+        print(f"target {name}: {'met' if met else 'MISSED' if met is False else 'not measured'}")
+    print(
+        f"pick/best min {summary['pick_vs_best_min']}, geomean vs cuBLAS {summary['geomean_vs_cublas']}, "
+        f"fused/unfused geomean {summary['fused_vs_unfused_geomean']}, tuning s {summary['tuning_s_kernelpick']:.1f} "
+        f"(kernelpick) vs {summary['tuning_s_inductor']:.1f} (Inductor), dispatch {summary['dispatch_us']} µs"
+    )
+
+
+def plot(shapes: list[dict[str, Any]], path: Path) -> bool:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    ordered = sorted(shapes, key=lambda e: (e["m"], e["n"], e["k"]))
+    labels = [f"{e['m']}x{e['n']}x{e['k']}" for e in ordered]
+    series = {
+        "kernelpick": [e["kernel_ms"]["torch"] / e["kernel_ms"]["kernelpick"] for e in ordered],
+        "Inductor": [
+            e["kernel_ms"]["torch"] / e["kernel_ms"]["inductor"] if "inductor" in e["kernel_ms"] else 0
+            for e in ordered
+        ],
+        "fused addmm+gelu vs unfused": [e.get("epilogue", {}).get("speedup", 0) for e in ordered],
+    }
+    figure, axis = plt.subplots(figsize=(max(8, len(labels) * 0.6), 5))
+    width = 0.8 / len(series)
+    for index, (name, values) in enumerate(series.items()):
+        axis.bar([i + index * width for i in range(len(labels))], values, width, label=name)
+    axis.axhline(1.0, color="black", linewidth=0.8)
+    axis.set_xticks(
+        [i + 0.4 - width / 2 for i in range(len(labels))], labels, rotation=60, ha="right", fontsize=7
+    )
+    axis.set_ylabel("speed-up over cuBLAS (torch.mm)")
+    axis.set_title("bf16 GEMM, Llama shapes")
+    axis.legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    return True
+
+
+def main() -> int:
+    args = parse()
+    caches = fresh_caches(args)
+    wanted_m = {int(v) for v in args.m.split(",") if v}
+    indices = {int(v) for v in args.shapes.split(",") if v}
+    shapes = [s for i, s in enumerate(SHAPES) if s[0] in wanted_m and (not indices or i in indices)]
+    suite = Suite(args)
+    args.out.mkdir(parents=True, exist_ok=True)
+    path = args.out / f"gemm_suite-{suite.label}.json"
+    results: dict[str, Any] = {} if args.fresh or not path.exists() else json.loads(path.read_text())
+    runs = results.setdefault("runs", [])
+    runs.append(suite.environment(caches))
+    entries = {(e["m"], e["n"], e["k"], e["layout"]): e for e in results.get("shapes", [])}
+    for m, n, k in shapes:
+        entry = suite.shape(m, n, k)
+        entry["run"] = len(runs) - 1
+        entries[(m, n, k, args.layout)] = entry
+        results["shapes"] = list(entries.values())
+        path.write_text(
+            json.dumps(results, indent=1)
+        )  # after every shape: a run cut short keeps what it measured
+    results["dispatch"] = suite.dispatch_overhead()
+    results["summary"] = summarize(results["shapes"], results["dispatch"])
+    path.write_text(json.dumps(results, indent=1))
+    plotted = plot(results["shapes"], path.with_suffix(".png"))
+    print(
+        f"\nwrote {path}" + (f" and {path.with_suffix('.png')}" if plotted else " (no matplotlib: no plot)")
+    )
+    print_table(results["shapes"], results["summary"])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,208 @@
+"""`mm`, `addmm` and `bmm`: selectors over cuBLAS (through torch) and the built-in Triton GEMM templates.
+
+The selectors are built on first use. Float32 products on a GPU where TF32 is allowed
+(`torch.backends.cuda.matmul.allow_tf32`) go to separate selectors whose templates use TF32: the
+templates use TF32 exactly when torch may, and a call that cannot use it pays one dtype check.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from kernelpick.errors import ConfigError
+from kernelpick.ops.gemm_configs import gemm_configs, persistent_configs
+from kernelpick.ops.gemm_templates import GEMM, PERSISTENT_TMA_GEMM
+from kernelpick.select.choice import extern
+from kernelpick.select.render import Epilogue
+from kernelpick.select.selector import Selector
+from kernelpick.select.signature import Signature
+from kernelpick.select.template_choice import template
+from kernelpick.select.verify import tf32_allowed
+
+#: Activations `addmm` can fuse, as Triton expressions over `acc`.
+ACTIVATIONS: dict[str | None, str | None] = {
+    None: None,
+    "relu": "tl.maximum(acc, 0.0)",
+    "gelu": "0.5 * acc * (1.0 + tl.erf(acc * 0.7071067811865476))",
+    "silu": "acc * tl.sigmoid(acc)",
+}
+_BIAS = Epilogue("acc + bias", ("bias",), name="bias")
+_EPILOGUES = {
+    name: _BIAS if expression is None else _BIAS.then(expression, name=f"bias+{name}")
+    for name, expression in ACTIVATIONS.items()
+}
+
+
+_FLOAT32 = torch.float32
+
+
+def _uses_tf32(b: torch.Tensor) -> bool:
+    """Whether this product may use TF32: float32 on a GPU where torch allows it."""
+    return b.dtype is _FLOAT32 and b.is_cuda and tf32_allowed()
+
+
+def _constants(tf32: bool) -> Callable[[Signature], dict[str, Any]]:
+    def constants(signature: Signature) -> dict[str, Any]:
+        return {"ALLOW_TF32": tf32, "NUM_SMS": signature.device.multiprocessors or 4}
+
+    return constants
+
+
+def torch_addmm(
+    bias: torch.Tensor, a: torch.Tensor, b: torch.Tensor, *, activation: str | None = None
+) -> torch.Tensor:
+    """`torch.addmm` then the activation: the unfused reference of `addmm`."""
+    out = torch.addmm(bias, a, b)
+    if activation == "relu":
+        return torch.relu_(out)
+    if activation == "gelu":
+        return F.gelu(out)
+    if activation == "silu":
+        return F.silu(out, inplace=True)
+    return out
+
+
+def _build_mm(tf32: bool) -> Selector:
+    return Selector(
+        "kernelpick.ops.mm" + ("_tf32" if tf32 else ""),
+        [
+            extern(torch.mm, name="torch.mm", out=torch.mm),
+            template(GEMM, configs=gemm_configs(0, 1), constants=_constants(tf32), name="triton_mm"),
+            template(
+                PERSISTENT_TMA_GEMM,
+                configs=persistent_configs(0, 1),
+                constants=_constants(tf32),
+                name="triton_mm_tma",
+            ),
+        ],
+    )
+
+
+def _build_addmm(activation: str | None, tf32: bool) -> Selector:
+    # One selector per activation: the call then has no keyword arguments to key on.
+    arguments = ("bias", "A", "B")
+    epilogue = _EPILOGUES[activation]
+    suffix = ("" if activation is None else f"_{activation}") + ("_tf32" if tf32 else "")
+    reference = torch_addmm if activation is None else functools.partial(torch_addmm, activation=activation)
+    return Selector(
+        "kernelpick.ops.addmm" + suffix,
+        [
+            extern(reference, name="torch.addmm" + ("" if activation is None else f"+{activation}")),
+            template(
+                GEMM,
+                configs=gemm_configs(1, 2),
+                epilogue=epilogue,
+                arguments=arguments,
+                constants=_constants(tf32),
+                name="triton_addmm",
+            ),
+            template(
+                PERSISTENT_TMA_GEMM,
+                configs=persistent_configs(1, 2),
+                epilogue=epilogue,
+                arguments=arguments,
+                constants=_constants(tf32),
+                name="triton_addmm_tma",
+            ),
+        ],
+    )
+
+
+def _build_bmm(tf32: bool) -> Selector:
+    return Selector(
+        "kernelpick.ops.bmm" + ("_tf32" if tf32 else ""),
+        [
+            extern(torch.bmm, name="torch.bmm", out=torch.bmm),
+            template(GEMM, configs=gemm_configs(0, 1), constants=_constants(tf32), name="triton_bmm"),
+        ],
+    )
+
+
+_BUILDERS: dict[str, Callable[[], Selector]] = {
+    name + suffix: functools.partial(build, bool(suffix))
+    for name, build in (("mm", _build_mm), ("bmm", _build_bmm))
+    for suffix in ("", "_tf32")
+}
+_BUILDERS.update(
+    {
+        "addmm" + ("" if activation is None else f"_{activation}") + suffix: functools.partial(
+            _build_addmm, activation, bool(suffix)
+        )
+        for activation in ACTIVATIONS
+        for suffix in ("", "_tf32")
+    }
+)
+#: The selector of each activation of addmm, and of its TF32 variant.
+_ADDMM = {activation: "addmm" if activation is None else f"addmm_{activation}" for activation in ACTIVATIONS}
+_ADDMM_TF32 = {activation: f"{name}_tf32" for activation, name in _ADDMM.items()}
+_selectors: dict[str, Selector] = {}
+_lock = threading.Lock()
+
+
+def selector(name: str) -> Selector:
+    """The selector behind `kernelpick.ops.<name>` (its records say what was picked and why).
+
+    `mm`, `bmm` and `addmm` (`addmm_relu`, `addmm_gelu`, `addmm_silu` with an activation) serve
+    every call but float32 ones on a GPU where TF32 is allowed, which the same names ending in
+    `_tf32` serve: their templates use TF32 and their results are stored apart.
+
+    Raises:
+        ConfigError: `name` is not one of them.
+    """
+    found = _selectors.get(name)
+    if found is not None:
+        return found
+    if name not in _BUILDERS:
+        raise ConfigError(f"kernelpick.ops has no operation {name!r}; it has {', '.join(_BUILDERS)}")
+    with _lock:
+        if name not in _selectors:
+            _selectors[name] = _BUILDERS[name]()
+        return _selectors[name]
+
+
+def mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """`a @ b` for 2-D `a` (M, K) and `b` (K, N), by the fastest correct choice for these inputs.
+
+    Choices: `torch.mm` (cuBLAS on GPUs), the tiled Triton GEMM template and, on sm_90+ GPUs, the
+    persistent TMA template. fp16, bf16 and fp32 (TF32 where `torch.backends.cuda.matmul.allow_tf32`).
+    """
+    name = "mm_tf32" if b.dtype is _FLOAT32 and _uses_tf32(b) else "mm"
+    out: torch.Tensor = (_selectors.get(name) or selector(name))(a, b)
+    return out
+
+
+def addmm(
+    bias: torch.Tensor, a: torch.Tensor, b: torch.Tensor, *, activation: str | None = None
+) -> torch.Tensor:
+    """`activation(bias + a @ b)` with the bias and activation fused into the Triton templates' epilogue.
+
+    Args:
+        bias: broadcast to (M, N), like `torch.addmm`'s input (e.g. a vector of N).
+        a: (M, K).
+        b: (K, N).
+        activation: None, "relu", "gelu" (exact, erf) or "silu".
+
+    Raises:
+        ConfigError: an unknown activation.
+    """
+    names = _ADDMM_TF32 if b.dtype is _FLOAT32 and _uses_tf32(b) else _ADDMM
+    name = names.get(activation)
+    if name is None:
+        raise ConfigError(
+            f"addmm activation {activation!r} is not supported; use one of {', '.join(map(repr, ACTIVATIONS))}"
+        )
+    out: torch.Tensor = (_selectors.get(name) or selector(name))(bias, a, b)
+    return out
+
+
+def bmm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Batched `a @ b` for `a` (B, M, K) and `b` (B, K, N), by the fastest correct choice for these inputs."""
+    name = "bmm_tf32" if b.dtype is _FLOAT32 and _uses_tf32(b) else "bmm"
+    out: torch.Tensor = (_selectors.get(name) or selector(name))(a, b)
+    return out

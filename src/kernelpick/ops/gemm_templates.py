@@ -1,0 +1,176 @@
+"""The built-in Triton GEMM templates: a tiled kernel (2-D and batched) and a persistent TMA kernel."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from kernelpick.select.signature import TensorSpec
+from kernelpick.select.template import GridContext, TritonTemplate
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _output(a: TensorSpec, b: TensorSpec) -> tuple[Sequence[int], torch.dtype]:
+    if a.ndim == 3:
+        return (a.size[0], a.size[1], b.size[2]), a.dtype
+    return (a.size[0], b.size[1]), a.dtype
+
+
+def _tiles(context: GridContext) -> int:
+    m, n = context.output.size[-2:]
+    return _cdiv(m, context.meta["BLOCK_M"]) * _cdiv(n, context.meta["BLOCK_N"])
+
+
+def _gemm_grid(context: GridContext) -> tuple[int, ...]:
+    batch = context.output.size[0] if context.output.ndim == 3 else 1
+    return (_tiles(context), batch)
+
+
+def _persistent_grid(context: GridContext) -> tuple[int, ...]:
+    return (max(1, min(int(context.meta["NUM_SMS"]), _tiles(context))),)
+
+
+# The dot of the main loop: TF32 for float32 only where torch allows it.
+_DOT = """{% if dtype("A") == "tl.float32" %}
+{% set precision = ', input_precision="tf32"' if ALLOW_TF32 else ', input_precision="ieee"' %}
+{% else %}
+{% set precision = "" %}
+{% endif %}"""
+
+GEMM_SOURCE = (
+    _DOT
+    + """
+{% set batched = inputs.A.ndim == 3 %}
+{% set d = 1 if batched else 0 %}
+{% set EVEN_K = size_hint("A", d + 1) % BLOCK_K == 0 %}
+{{ def_kernel() }}
+    M = {{ size("A", d) }}
+    N = {{ size("B", d + 1) }}
+    K = {{ size("A", d + 1) }}
+    stride_am = {{ stride("A", d) }}
+    stride_ak = {{ stride("A", d + 1) }}
+    stride_bk = {{ stride("B", d) }}
+    stride_bn = {{ stride("B", d + 1) }}
+    pid = tl.program_id(0)
+{% if batched %}
+    idx_b = tl.program_id(1)
+    A = A + idx_b * {{ stride("A", 0) }}
+    B = B + idx_b * {{ stride("B", 0) }}
+{% endif %}
+    # grouped ordering: GROUP_M row-blocks share the same column-blocks of B while they are in L2
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    num_pid_in_group = GROUP_M * num_pid_n
+    group_id = pid // num_pid_in_group
+    first_pid_m = group_id * GROUP_M
+    group_size_m = min(num_pid_m - first_pid_m, GROUP_M)
+    pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)
+    pid_n = (pid % num_pid_in_group) // group_size_m
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+{% if int64_index %}
+    rm = rm.to(tl.int64)
+    rn = rn.to(tl.int64)
+{% endif %}
+{% if size_hint("A", d) % BLOCK_M == 0 %}
+    ram = tl.max_contiguous(tl.multiple_of(rm, BLOCK_M), BLOCK_M)
+{% else %}
+    ram = rm % M
+{% endif %}
+{% if size_hint("B", d + 1) % BLOCK_N == 0 %}
+    rbn = tl.max_contiguous(tl.multiple_of(rn, BLOCK_N), BLOCK_N)
+{% else %}
+    rbn = rn % N
+{% endif %}
+    rk = tl.arange(0, BLOCK_K)
+    a_ptrs = A + (ram[:, None] * stride_am + rk[None, :] * stride_ak)
+    b_ptrs = B + (rk[:, None] * stride_bk + rbn[None, :] * stride_bn)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BLOCK_K)):
+{% if EVEN_K %}
+        a = tl.load(a_ptrs)
+        b = tl.load(b_ptrs)
+{% else %}
+        a = tl.load(a_ptrs, mask=rk[None, :] < K - k * BLOCK_K, other=0.0)
+        b = tl.load(b_ptrs, mask=rk[:, None] < K - k * BLOCK_K, other=0.0)
+{% endif %}
+        acc = tl.dot(a, b, acc{{ precision }})
+        a_ptrs += BLOCK_K * stride_ak
+        b_ptrs += BLOCK_K * stride_bk
+    idx_m = rm[:, None]
+    idx_n = rn[None, :]
+    mask = (idx_m < M) & (idx_n < N)
+{% if batched %}
+    {{ store_output(("idx_b", "idx_m", "idx_n"), "acc", "mask") }}
+{% else %}
+    {{ store_output(("idx_m", "idx_n"), "acc", "mask") }}
+{% endif %}
+"""
+)
+
+PERSISTENT_TMA_SOURCE = (
+    _DOT
+    + """
+{% set a_rows = stride_hint("A", 1) == 1 %}
+{% set b_rows = stride_hint("B", 1) == 1 %}
+{% if a_rows %}
+{% set a_desc = tensor_descriptor("A", ["BLOCK_M", "BLOCK_K"]) %}
+{% else %}
+{% set a_desc = tensor_descriptor("A", ["BLOCK_K", "BLOCK_M"], permute=[1, 0]) %}
+{% endif %}
+{% if b_rows %}
+{% set b_desc = tensor_descriptor("B", ["BLOCK_K", "BLOCK_N"]) %}
+{% else %}
+{% set b_desc = tensor_descriptor("B", ["BLOCK_N", "BLOCK_K"], permute=[1, 0]) %}
+{% endif %}
+{{ def_kernel() }}
+    M = {{ size("A", 0) }}
+    N = {{ size("B", 1) }}
+    K = {{ size("A", 1) }}
+    start_pid = tl.program_id(0)
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    k_tiles = tl.cdiv(K, BLOCK_K)
+    num_tiles = num_pid_m * num_pid_n
+    num_pid_in_group = GROUP_M * num_pid_n
+    # each program walks the output tiles start_pid, start_pid + NUM_SMS, ... in grouped order
+    for tile_id in tl.range(start_pid, num_tiles, NUM_SMS):
+        group_id = tile_id // num_pid_in_group
+        first_pid_m = group_id * GROUP_M
+        group_size_m = min(num_pid_m - first_pid_m, GROUP_M)
+        pid_m = first_pid_m + ((tile_id % num_pid_in_group) % group_size_m)
+        pid_n = (tile_id % num_pid_in_group) // group_size_m
+        offs_am = pid_m * BLOCK_M
+        offs_bn = pid_n * BLOCK_N
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for ki in range(k_tiles):
+            offs_k = ki * BLOCK_K
+{% if a_rows %}
+            a = {{ a_desc }}.load([offs_am, offs_k])
+{% else %}
+            a = {{ a_desc }}.load([offs_k, offs_am]).T
+{% endif %}
+{% if b_rows %}
+            b = {{ b_desc }}.load([offs_k, offs_bn])
+{% else %}
+            b = {{ b_desc }}.load([offs_bn, offs_k]).T
+{% endif %}
+            acc = tl.dot(a, b, acc{{ precision }})
+        idx_m = (offs_am + tl.arange(0, BLOCK_M))[:, None]
+        idx_n = (offs_bn + tl.arange(0, BLOCK_N))[None, :]
+        mask = (idx_m < M) & (idx_n < N)
+        {{ store_output(("idx_m", "idx_n"), "acc", "mask") }}
+"""
+)
+
+#: C = A @ B (2-D) or a batched product (3-D), tiled, with grouped program order.
+GEMM = TritonTemplate("kernelpick_gemm", GEMM_SOURCE, inputs=("A", "B"), output=_output, grid=_gemm_grid)
+
+#: C = A @ B (2-D) by a persistent kernel reading A and B through TMA tensor descriptors (Hopper and newer).
+PERSISTENT_TMA_GEMM = TritonTemplate(
+    "kernelpick_gemm_tma", PERSISTENT_TMA_SOURCE, inputs=("A", "B"), output=_output, grid=_persistent_grid
+)

@@ -1,0 +1,43 @@
+"""Selection: the fastest correct implementation of an operation, per input signature."""
+
+from __future__ import annotations
+
+from kernelpick.select.choice import Choice, ChoiceSpace, ExternChoice, extern
+from kernelpick.select.inputs import ExampleInputs
+from kernelpick.select.modules import load_module, write_module
+from kernelpick.select.record import ChoiceResult, SelectionRecord
+from kernelpick.select.render import Epilogue, PartialRender
+from kernelpick.select.selector import Selector
+from kernelpick.select.signature import Signature, TensorSpec
+from kernelpick.select.template import GridContext, RenderedKernel, TritonTemplate
+from kernelpick.select.template_choice import TemplateChoice, TemplateChoices, template
+from kernelpick.select.triton_choice import TritonKernelChoice, TritonKernelChoices, triton_choice
+from kernelpick.select.verify import Tolerance, tolerance_for
+
+__all__ = [
+    "Choice",
+    "ChoiceResult",
+    "ChoiceSpace",
+    "Epilogue",
+    "ExampleInputs",
+    "ExternChoice",
+    "GridContext",
+    "PartialRender",
+    "RenderedKernel",
+    "SelectionRecord",
+    "Selector",
+    "Signature",
+    "TemplateChoice",
+    "TemplateChoices",
+    "TensorSpec",
+    "Tolerance",
+    "TritonKernelChoice",
+    "TritonKernelChoices",
+    "TritonTemplate",
+    "extern",
+    "load_module",
+    "template",
+    "tolerance_for",
+    "triton_choice",
+    "write_module",
+]

@@ -1,0 +1,191 @@
+"""Choices: the implementations a selector picks between, behind one small protocol.
+
+A `ChoiceSpace` (what `extern`, `triton_choice` and `template` return) expands, for one input
+signature, into `Choice`s: one per config. A `Choice` can be described as plain data for the store,
+has a digest that changes when its source changes, can be precompiled, and gives the callable that is
+both benchmarked and, once it wins, called by the selector's hot path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from kernelpick.compile.precompile import CompileOutcome
+from kernelpick.errors import ConfigError
+from kernelpick.select.inputs import ExampleInputs
+from kernelpick.select.signature import Signature
+
+
+@runtime_checkable
+class Choice(Protocol):
+    """One implementation at one config, for one input signature."""
+
+    @property
+    def name(self) -> str:
+        """A readable name, unique within its selector (a row of the AUTOTUNE table)."""
+        ...
+
+    @property
+    def digest(self) -> str:
+        """A hash of everything that makes this choice what it is; stored results are reused only for an equal one."""
+        ...
+
+    def description(self) -> dict[str, Any]:
+        """Plain data for the store and reports: kind, name, config, source hash."""
+        ...
+
+    def precompile(self, example: ExampleInputs, signature: Signature) -> CompileOutcome:
+        """Compile for these inputs (a no-op for library functions); failures are returned, not raised."""
+        ...
+
+    def callable_for(self, signature: Signature) -> Callable[..., Any]:
+        """The function that runs this choice on inputs of `signature`: `f(*inputs, **kwargs) -> output`."""
+        ...
+
+
+@runtime_checkable
+class ChoiceSpace(Protocol):
+    """Something that expands into choices for a signature: an extern, a Triton kernel's configs, a template's."""
+
+    @property
+    def name(self) -> str: ...
+
+    def choices_for(self, signature: Signature) -> Sequence[Choice]:
+        """The choices for `signature` (empty when this space does not apply to it)."""
+        ...
+
+
+def short_hash(*parts: str) -> str:
+    """A 20-hex-digit sha256 of `parts`."""
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:20]
+
+
+def qualified_name(fn: Any) -> str:
+    """`module.qualname` of a function (what identifies a library kernel in the store)."""
+    inner = getattr(fn, "func", None)  # functools.partial
+    if inner is not None and callable(inner):
+        return (
+            f"partial({qualified_name(inner)}, {getattr(fn, 'args', ())!r}, {getattr(fn, 'keywords', {})!r})"
+        )
+    module = getattr(fn, "__module__", None) or type(fn).__module__
+    short = getattr(fn, "__name__", None)
+    if short and getattr(sys.modules.get(module), short, None) is fn:
+        return f"{module}.{short}"  # e.g. torch.mm, whose __qualname__ is torch's internal class
+    name = getattr(fn, "__qualname__", None) or short or type(fn).__qualname__
+    return f"{module}.{name}"
+
+
+class ExternChoice:
+    """A library function or any Python callable, run as it is (see `extern`)."""
+
+    def __init__(
+        self, fn: Callable[..., Any], *, name: str | None = None, out: Callable[..., Any] | None = None
+    ):
+        if not callable(fn):
+            raise ConfigError(f"kernelpick.extern expects a callable, got {type(fn).__name__}: {fn!r}")
+        if out is not None and not callable(out):
+            raise ConfigError(f"kernelpick.extern(out=...) expects a callable, got {type(out).__name__}")
+        self.fn = fn
+        self.out = out
+        self.qualified = qualified_name(fn)
+        self._name = name or _display_name(fn, self.qualified)
+        self._digest = short_hash("extern", self.qualified, self._name)
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def digest(self) -> str:
+        return self._digest
+
+    def choices_for(self, signature: Signature) -> Sequence[Choice]:
+        return [self]
+
+    def description(self) -> dict[str, Any]:
+        return {
+            "kind": "extern",
+            "name": self._name,
+            "callable": self.qualified,
+            "out_variant": self.out is not None,
+        }
+
+    def precompile(self, example: ExampleInputs, signature: Signature) -> CompileOutcome:
+        return CompileOutcome("ok")
+
+    def callable_for(self, signature: Signature) -> Callable[..., Any]:
+        if "out" not in signature.named_kwargs:
+            return self.fn
+        fn, out_variant = self.fn, self.out
+        if out_variant is not None:
+
+            def call_out_variant(*inputs: Any, out: Any, **kwargs: Any) -> Any:
+                out_variant(*inputs, out=out, **kwargs)
+                return out
+
+            return call_out_variant
+
+        def call_and_copy(*inputs: Any, out: Any, **kwargs: Any) -> Any:
+            out.copy_(fn(*inputs, **kwargs))
+            return out
+
+        return call_and_copy
+
+    def __repr__(self) -> str:
+        return f"extern({self.qualified}, name={self._name!r})"
+
+
+def _display_name(fn: Any, qualified: str) -> str:
+    module = getattr(fn, "__module__", None) or ""
+    name = getattr(fn, "__name__", None)
+    if name and module.split(".")[0] == "torch":
+        return f"torch.{name}"
+    return name or qualified
+
+
+def extern(
+    fn: Callable[..., Any], *, name: str | None = None, out: Callable[..., Any] | None = None
+) -> ExternChoice:
+    """A choice that calls `fn` as it is: `torch.mm`, another library's kernel, any Python function.
+
+    Args:
+        fn: called as `fn(*inputs, **kwargs)` with the selector call's arguments; returns the output.
+        name: its name in tables and the store (default: the function's name, e.g. `torch.mm`).
+        out: an out-variant, `out(*inputs, out=tensor, **kwargs)`, used when the selector is called
+            with `out=`; without one, the output of `fn` is copied into `out`.
+
+    Returns:
+        A choice (and a choice space of one) for `kernelpick.Selector`.
+
+    Raises:
+        ConfigError: `fn` or `out` is not callable.
+    """
+    return ExternChoice(fn, name=name, out=out)
+
+
+ConfigSource = Sequence[Any] | Callable[[Signature], Sequence[Any]]
+
+
+def configs_for(configs: ConfigSource, signature: Signature) -> list[Any]:
+    """The configs of a space for `signature`: the list itself, or what the callable returns for it."""
+    return list(configs(signature) if callable(configs) else configs)
+
+
+def bound_arguments(result: Any, where: str) -> tuple[tuple[Any, ...], Mapping[str, Any], Any]:
+    """Split what a `bind` function returned, `(args, output)`, into positional args, keyword args, output."""
+    if not isinstance(result, tuple) or len(result) != 2:
+        raise ConfigError(
+            f"{where}: bind must return (kernel_arguments, output), got {type(result).__name__}; "
+            "kernel_arguments is a tuple (by position) or a dict (by name)"
+        )
+    args, output = result
+    if isinstance(args, Mapping):
+        return (), args, output
+    if isinstance(args, (tuple, list)):
+        return tuple(args), {}, output
+    raise ConfigError(
+        f"{where}: bind returned kernel arguments of type {type(args).__name__}, expected tuple or dict"
+    )

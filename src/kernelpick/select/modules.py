@@ -1,0 +1,79 @@
+"""Rendered kernels on disk: written to the cache by content hash, imported from there by path.
+
+Triton reads a kernel's source from its file, and another process (a benchmark worker, a later run)
+can load the same kernel from the same path. Files are written atomically, so a reader never sees
+half a file, and never rewritten: a path names one content.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import sys
+import tempfile
+import threading
+from pathlib import Path
+from types import ModuleType
+
+from kernelpick import settings
+from kernelpick.errors import TemplateError
+
+_loaded: dict[Path, ModuleType] = {}
+_lock = threading.Lock()
+
+
+def source_hash(source: str) -> str:
+    """The content hash that names a rendered module."""
+    return hashlib.sha256(source.encode()).hexdigest()
+
+
+def template_dir() -> Path:
+    """`<cache dir>/templates`, created if missing."""
+    path = settings.cache_dir() / "templates"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def write_module(source: str) -> Path:
+    """Write `source` to `<cache dir>/templates/<hash>.py` (once) and return the path."""
+    path = template_dir() / f"{source_hash(source)[:40]}.py"
+    if path.exists():
+        return path
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".render-", suffix=".py")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            stream.write(source)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def load_module(path: Path | str) -> ModuleType:
+    """Import a rendered module by path (once per process).
+
+    Raises:
+        TemplateError: the file is missing or does not import; the message has the reason.
+    """
+    path = Path(path).resolve()
+    with _lock:
+        module = _loaded.get(path)
+        if module is not None:
+            return module
+        name = f"kernelpick_rendered_{path.stem}"
+        spec = importlib.util.spec_from_file_location(name, path)
+        if spec is None or spec.loader is None or not path.exists():
+            raise TemplateError(f"no rendered kernel module at {path}: render the template again")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # Triton and inspect find the source through the module
+        try:
+            spec.loader.exec_module(module)
+        except Exception as error:
+            del sys.modules[name]
+            raise TemplateError(
+                f"the rendered kernel {path} does not import: {type(error).__name__}: {error}"
+            ) from error
+        _loaded[path] = module
+        return module

@@ -1,0 +1,94 @@
+"""`SelectionRecord`: what selecting for one signature found, and why the winner won."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from rich.table import Table
+
+from kernelpick.bench.device import DeviceInfo
+from kernelpick.bench.result import BenchmarkResult
+from kernelpick.report import autotune_table, headline
+from kernelpick.select.signature import Signature
+
+
+@dataclass(frozen=True, slots=True)
+class ChoiceResult:
+    """How one choice did: its name, digest, description (plain data) and benchmark result."""
+
+    name: str
+    digest: str
+    description: Mapping[str, Any]
+    result: BenchmarkResult
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "digest": self.digest,
+            "choice": dict(self.description),
+            **self.result.to_dict(),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class SelectionRecord:
+    """The outcome of selecting for one input signature.
+
+    `results` has every choice, measured now or read from the store, fastest first among those that
+    worked; `best` is the winner's name; `reference` the name of what outputs were checked against
+    (None when nothing was verified); `from_store` is True when nothing had to be measured.
+    """
+
+    selector: str
+    signature: Signature
+    device: DeviceInfo
+    results: tuple[ChoiceResult, ...]
+    best: str
+    seconds: float
+    from_store: bool
+    reference: str | None = None
+    _by_name: dict[str, ChoiceResult] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_by_name", {r.name: r for r in self.results})
+
+    @property
+    def winner(self) -> ChoiceResult:
+        return self._by_name[self.best]
+
+    def __getitem__(self, name: str) -> ChoiceResult:
+        return self._by_name[name]
+
+    @property
+    def failed(self) -> dict[str, BenchmarkResult]:
+        return {r.name: r.result for r in self.results if not r.result.ok}
+
+    def table(self) -> Table:
+        """The AUTOTUNE table: choice, median, % of best, status."""
+        rows = [(r.name, r.result) for r in self.results]
+        return autotune_table(f"{self.selector}{self.signature}", rows, self.device, self.seconds)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data, e.g. for JSON reports."""
+        return {
+            "selector": self.selector,
+            "signature": self.signature.to_data(),
+            "device": self.device.name,
+            "interpreter": self.device.interpreter,
+            "best": self.best,
+            "reference": self.reference,
+            "tuning_seconds": self.seconds,
+            "cache_hit": self.from_store,
+            "results": [r.to_dict() for r in self.results],
+        }
+
+    def summary(self) -> str:
+        """One line: the winner, its median and how many choices failed."""
+        failed = len(self.failed)
+        return (
+            f"{self.selector}{self.signature}: {self.best} ({self.winner.result.median_ms:.4f} ms) "
+            f"of {len(self.results)} choices, {failed} failed"
+            + (f" ({headline(next(iter(self.failed.values())).message, 60)})" if failed else "")
+        )

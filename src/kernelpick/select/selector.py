@@ -1,0 +1,457 @@
+"""`kernelpick.Selector`: the fastest correct implementation of one operation, per input signature.
+
+A call computes its signature key, looks it up in a dictionary and calls the winner bound for that
+signature: that is the whole hot path. On a miss, the choices are expanded for the signature, the
+ones missing from the result store are precompiled in parallel, run once on example inputs and
+checked against the reference, benchmarked through the very callables the hot path will call, and
+stored; the fastest that worked wins.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import torch
+
+from kernelpick import settings
+from kernelpick.bench.benchmarker import benchmark, classify_run_error
+from kernelpick.bench.device import DeviceInfo
+from kernelpick.bench.result import BenchmarkResult
+from kernelpick.bench.timers import Timer, TimingBudget, timer_for
+from kernelpick.compile.precompile import CompileOutcome, classify
+from kernelpick.errors import ConfigError, NoValidChoices
+from kernelpick.report import TuningProgress, headline, print_table
+from kernelpick.select.choice import Choice, ChoiceSpace, ExternChoice, qualified_name
+from kernelpick.select.inputs import ExampleInputs, InputGen, preserved_rng
+from kernelpick.select.record import ChoiceResult, SelectionRecord
+from kernelpick.select.signature import POSITIONAL_KEYS, Signature, signature_key, value_key
+from kernelpick.select.timing import CallPathTimer
+from kernelpick.select.verify import Tolerance, compare, tf32_allowed
+from kernelpick.store import ResultStore, StoredResult, TuningKey, default_store
+
+log = logging.getLogger("kernelpick.select")
+
+#: Part of every store key: bump when the way choices are verified or timed changes.
+SELECTION_VERSION = "select-1"
+
+Reference = str | Choice | ChoiceSpace | Callable[..., Any] | None
+
+
+class Selector:
+    """Calls the fastest correct choice for each input signature.
+
+    Args:
+        name: the operation's name (tables, logs and store rows).
+        choices: what to pick from: `kernelpick.extern(...)`, `kernelpick.triton_choice(...)`,
+            `kernelpick.template(...)`.
+        key: `key(*inputs, **kwargs)`, a hashable value that also selects a tuning (e.g. a global
+            flag the choices depend on).
+        reference: what outputs are checked against: a choice, the name of one of `choices`, or any
+            function of the inputs (default: the first extern choice; none at all when there is no extern).
+        verify: check every choice's output against the reference; a wrong one gets `wrong_result`.
+        input_gen: `input_gen(*inputs, **kwargs)` returns positional example inputs for benchmarking
+            (default: random values with the real inputs' metadata).
+        tolerance: how far outputs may be from the reference (default: by output dtype).
+        store: where to remember results (default: the SQLite store under `KERNELPICK_CACHE_DIR`).
+        cache: remember results across processes (also `KERNELPICK_CACHE`).
+        timer: how to time (default: CUDA events on GPUs, the wall clock on CPUs).
+
+    Calls take the operation's inputs, `selector(*inputs, **kwargs)`. Tensors select a tuning by
+    device, dtype, size, strides and storage offset; other values by value (so they must be
+    hashable); `out=` is passed to the choices, which write into it.
+
+    Raises:
+        ConfigError: a choice is not a choice, two differ but share a name, or the reference is unknown.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        choices: Sequence[ChoiceSpace],
+        *,
+        key: Callable[..., Any] | None = None,
+        reference: Reference = None,
+        verify: bool = True,
+        input_gen: InputGen | None = None,
+        tolerance: Tolerance | None = None,
+        store: ResultStore | None = None,
+        cache: bool = True,
+        timer: Timer | None = None,
+    ) -> None:
+        self.name = name
+        self.spaces: list[ChoiceSpace] = [_as_space(c) for c in choices]
+        if not self.spaces:
+            raise ConfigError(f"selector `{name}` has no choices: give it at least one")
+        if isinstance(reference, str) and reference not in {s.name for s in self.spaces}:
+            raise ConfigError(
+                f"reference {reference!r} of selector `{name}` names none of its choices: "
+                f"{', '.join(s.name for s in self.spaces)}"
+            )
+        self.key = key
+        self.reference = reference
+        self.verify = verify
+        self.input_gen = input_gen
+        self.tolerance = tolerance
+        self.store = store
+        self.use_store = cache
+        self.timer = timer
+        self._calls: dict[tuple[Any, ...], Callable[..., Any]] = {}
+        self._lock = threading.RLock()
+        self.records: dict[tuple[Any, ...], SelectionRecord] = {}
+        self.last_selection: SelectionRecord | None = None
+
+    # -- the hot path -------------------------------------------------------------------------
+    def __call__(self, *inputs: Any, **kwargs: Any) -> Any:
+        # signature_key, inlined: a function call less on every call
+        key = POSITIONAL_KEYS[len(inputs)](inputs) if len(inputs) < 9 else signature_key(inputs, {}, None)
+        if kwargs:
+            key = (key, tuple([(name, value_key(kwargs[name])) for name in sorted(kwargs)]))
+        if self.key is not None:
+            key = (key, self.key(*inputs, **kwargs))
+        try:
+            call = self._calls.get(key)
+        except TypeError:
+            raise ConfigError(_unhashable(self.name, inputs, kwargs)) from None
+        if call is None:
+            call = self._select(key, inputs, kwargs)
+        return call(*inputs, **kwargs)
+
+    def implementation(self, *inputs: Any, **kwargs: Any) -> Callable[..., Any]:
+        """The callable the hot path calls for inputs like these (selecting first if needed)."""
+        key = signature_key(inputs, kwargs, self.key)
+        return self._calls.get(key) or self._select(key, inputs, kwargs)
+
+    def tune(self, *inputs: Any, **kwargs: Any) -> SelectionRecord:
+        """Select for inputs like these (if not done yet) without running the winner; returns the record."""
+        key = signature_key(inputs, kwargs, self.key)
+        if key not in self._calls:
+            self._select(key, inputs, kwargs)
+        return self.records[key]
+
+    def clear(self) -> None:
+        """Forget this process's picks (the store keeps its results)."""
+        with self._lock:
+            self._calls.clear()
+            self.records.clear()
+
+    # -- selection ----------------------------------------------------------------------------
+    def _select(
+        self, key: tuple[Any, ...], inputs: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Callable[..., Any]:
+        with self._lock:
+            call = self._calls.get(key)
+            if call is not None:  # another thread selected meanwhile
+                return call
+            start = time.perf_counter()
+            signature = Signature.of(inputs, kwargs, self.key)
+            choices = self._expand(signature)
+            store = self._store()
+            source = SELECTION_VERSION if self.verify else f"{SELECTION_VERSION}:unverified"
+            tuning_key = TuningKey.make(self.name, source, signature.device, signature.to_data())
+            stored = store.load(tuning_key) if store is not None else {}
+            results = {c.digest: stored[c.digest].result for c in choices if c.digest in stored}
+            todo = [c for c in choices if c.digest not in results]
+            reference = None
+            if todo:
+                measured, reference = self._measure(todo, choices, signature, inputs, kwargs)
+                results.update(measured)
+                if store is not None:
+                    store.save(
+                        tuning_key,
+                        [StoredResult(c.digest, c.description(), measured[c.digest]) for c in todo],
+                    )
+            ranked = sorted(choices, key=lambda c: results[c.digest].median_ms)
+            rows = tuple(ChoiceResult(c.name, c.digest, c.description(), results[c.digest]) for c in ranked)
+            winner, call = self._bind_winner(ranked, results, signature, rows)
+            record = SelectionRecord(
+                self.name,
+                signature,
+                signature.device,
+                rows,
+                winner.name,
+                time.perf_counter() - start,
+                not todo,
+                reference,
+            )
+            self.records[key] = self.last_selection = record
+            if settings.current().print_tables:
+                print_table(record.table())
+            log.info("selected for %s in %.2f s: %s", self.name, record.seconds, record.summary())
+            self._calls[key] = call
+            return call
+
+    def _bind_winner(
+        self,
+        ranked: list[Choice],
+        results: dict[str, BenchmarkResult],
+        signature: Signature,
+        rows: tuple[ChoiceResult, ...],
+    ) -> tuple[Choice, Callable[..., Any]]:
+        for choice in ranked:
+            if not results[choice.digest].ok:
+                break
+            try:
+                return choice, choice.callable_for(signature)
+            except Exception as error:  # e.g. a stored winner whose kernel no longer loads
+                log.warning(
+                    "choice %s of %s won but cannot be called (%s); trying the next",
+                    choice.name,
+                    self.name,
+                    error,
+                )
+                results[choice.digest] = BenchmarkResult.failed("compile_error", str(error))
+        raise NoValidChoices(self._failure_report(signature, rows))
+
+    def _expand(self, signature: Signature) -> list[Choice]:
+        choices: list[Choice] = []
+        by_name: dict[str, Choice] = {}
+        digests: set[str] = set()
+        for space in self.spaces:
+            for choice in space.choices_for(signature):
+                if choice.digest in digests:
+                    continue  # the same implementation listed twice
+                if choice.name in by_name:
+                    raise ConfigError(
+                        f"selector `{self.name}` has two different choices named {choice.name!r}: give one a name="
+                    )
+                digests.add(choice.digest)
+                by_name[choice.name] = choice
+                choices.append(choice)
+        if not choices:
+            raise NoValidChoices(
+                f"no choice of selector `{self.name}` applies to inputs {signature}: every config space "
+                "was empty for them; add a choice that handles them (an extern, say)"
+            )
+        return choices
+
+    def _store(self) -> ResultStore | None:
+        if not (self.use_store and settings.current().cache):
+            return None
+        return self.store if self.store is not None else default_store()
+
+    def _reference(
+        self, choices: list[Choice], signature: Signature
+    ) -> tuple[str, Callable[..., Any]] | None:
+        wanted = self.reference
+        if wanted is None:
+            first = next((s for s in self.spaces if isinstance(s, ExternChoice)), None)
+            return None if first is None else (first.name, first.callable_for(signature))
+        if isinstance(wanted, str):
+            wanted = next(s for s in self.spaces if s.name == wanted)  # checked in __init__
+        if isinstance(wanted, Choice):
+            return wanted.name, wanted.callable_for(signature)
+        if isinstance(wanted, ChoiceSpace):
+            expanded = wanted.choices_for(signature)
+            return expanded[0].name, expanded[0].callable_for(signature)
+        if callable(wanted):
+            return qualified_name(wanted), wanted
+        raise ConfigError(
+            f"reference of selector `{self.name}` must be a choice, a name or a function, got {wanted!r}"
+        )
+
+    def _measure(
+        self,
+        todo: list[Choice],
+        choices: list[Choice],
+        signature: Signature,
+        inputs: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> tuple[dict[str, BenchmarkResult], str | None]:
+        device = signature.device
+        tensors = [v for v in (*inputs, *kwargs.values()) if isinstance(v, torch.Tensor)]
+        results: dict[str, BenchmarkResult] = {}
+        # Tuning never moves the caller's random state, whatever the choices or input_gen draw.
+        with preserved_rng(tensors[0].device if tensors else torch.device("cpu")):
+            example = ExampleInputs(inputs, kwargs, self.input_gen)
+            with TuningProgress(f"compiling {self.name}", total=2 * len(todo)) as progress:
+                outcomes = self._precompile(todo, example, signature)
+                progress.advance(len(todo), f"verifying and benchmarking {self.name}")
+                reference = self._reference(choices, signature) if self.verify else None
+                expected, reference_error = self._expected(reference, example, device)
+                runs: list[_ChoiceRun] = []
+                for choice, outcome in zip(todo, outcomes):
+                    result, run = self._first_run(
+                        choice, outcome, example, signature, reference, expected, reference_error
+                    )
+                    if run is None:
+                        assert result is not None
+                        results[choice.digest] = result
+                    else:
+                        runs.append(run)
+                if not device.interpreter:
+                    _warm_up(runs, device)
+                timer = CallPathTimer(self.timer or timer_for(device))
+                measured = benchmark(runs, timer, on_done=progress.advance, **_budgets(device))
+                results.update({run.digest: r for run, r in zip(runs, measured)})
+        return results, None if reference is None else reference[0]
+
+    def _precompile(
+        self, todo: list[Choice], example: ExampleInputs, signature: Signature
+    ) -> list[CompileOutcome]:
+        def compile_one(choice: Choice) -> CompileOutcome:
+            try:
+                return choice.precompile(example, signature)
+            except Exception as error:  # a choice's own bug is that choice's failure
+                return CompileOutcome(*classify(error))
+
+        workers = min(settings.compile_workers(), len(todo))
+        if workers <= 1:
+            return [compile_one(c) for c in todo]
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kernelpick-select") as pool:
+            # Each task runs in a copy of this thread's context, so that scoped settings
+            # (settings.override: the cache dir, ...) hold in the workers too.
+            futures = [pool.submit(contextvars.copy_context().run, compile_one, c) for c in todo]
+            return [f.result() for f in futures]
+
+    def _expected(
+        self, reference: tuple[str, Callable[..., Any]] | None, example: ExampleInputs, device: DeviceInfo
+    ) -> tuple[Any, str | None]:
+        if reference is None:
+            return None, None
+        try:
+            example.restore()
+            expected = reference[1](*example.args, **example.kwargs)
+            _synchronize(device)
+        except Exception as error:
+            return (
+                None,
+                f"the reference `{reference[0]}` failed on these inputs: {classify_run_error(error)[1]}",
+            )
+        return expected, None
+
+    def _first_run(
+        self,
+        choice: Choice,
+        outcome: CompileOutcome,
+        example: ExampleInputs,
+        signature: Signature,
+        reference: tuple[str, Callable[..., Any]] | None,
+        expected: Any,
+        reference_error: str | None,
+    ) -> tuple[BenchmarkResult | None, _ChoiceRun | None]:
+        """Run a compiled choice once and check its output; a failure is returned as a result."""
+        if not outcome.ok:
+            return BenchmarkResult.failed(outcome.status, outcome.message), None
+        try:
+            call = choice.callable_for(signature)
+        except Exception as error:
+            return BenchmarkResult.failed(*classify(error)), None
+        try:
+            example.restore()
+            output = call(*example.args, **example.kwargs)
+            _synchronize(signature.device)
+        except Exception as error:
+            return BenchmarkResult.failed(*classify_run_error(error)), None
+        writes_inputs = example.changed()
+        if reference is not None and reference[0] != choice.name:
+            if reference_error is not None:
+                return BenchmarkResult.failed("wrong_result", f"not verified: {reference_error}"), None
+            tf32 = signature.device.type == "cuda" and tf32_allowed()
+            reason = compare(output, expected, tolerance=self.tolerance, tf32=tf32)
+            if reason is not None:
+                return BenchmarkResult.failed("wrong_result", reason), None
+        return None, _ChoiceRun(choice, call, example, restore=writes_inputs)
+
+    def _failure_report(self, signature: Signature, rows: Sequence[ChoiceResult]) -> str:
+        lines = [
+            f"all {len(rows)} choices of selector `{self.name}` failed for inputs {signature} on {signature.device.label}:"
+        ]
+        lines += [f"  {r.name}: {r.result.status}: {headline(r.result.message, 300)}" for r in rows]
+        lines.append(
+            "fix the choices or call with inputs they support; each reason is what compiling, running or verifying said"
+        )
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return f"Selector({self.name!r}, choices=[{', '.join(s.name for s in self.spaces)}])"
+
+
+class _ChoiceRun:
+    """One choice as a `Benchmarkable`: its hot-path callable on the example inputs."""
+
+    def __init__(
+        self, choice: Choice, call: Callable[..., Any], example: ExampleInputs, *, restore: bool
+    ) -> None:
+        self.name = choice.name
+        self.digest = choice.digest
+        self._call = call
+        self._example = example
+        self._restore = restore  # only choices seen writing their inputs pay for restoring them
+
+    def setup(self) -> None:
+        if self._restore:
+            self._example.restore()
+
+    def run(self) -> None:
+        self._call(*self._example.args, **self._example.kwargs)
+
+    def teardown(self) -> None:
+        pass
+
+
+def _as_space(choice: Any) -> ChoiceSpace:
+    if isinstance(choice, ChoiceSpace):
+        return choice
+    raise ConfigError(
+        f"{choice!r} is not a choice: wrap functions with kernelpick.extern, Triton kernels with "
+        "kernelpick.triton_choice and templates with kernelpick.template"
+    )
+
+
+def _budgets(device: DeviceInfo) -> dict[str, Any]:
+    s = settings.current()
+    if device.interpreter:
+        # Interpreted kernels take tens of milliseconds a run: two runs rank them; fast CPU
+        # functions still get as many runs as `rep_ms` allows.
+        return {"screening": TimingBudget(s.warmup_ms, s.rep_ms, min(2, s.min_reps), s.max_reps)}
+    return {
+        "screening": TimingBudget.screening(),
+        "confirming": TimingBudget.confirming(),
+        "confirm_top": s.confirm_top,
+    }
+
+
+def _warm_up(runs: Sequence[_ChoiceRun], device: DeviceInfo) -> None:
+    """Run the choices in turn for `select_warmup_ms` (at least once each) before any is timed.
+
+    After compilation the GPU has idled and clocked down: without this, whichever choice is timed
+    first (the library kernel, usually) ran measurably slower on an H200 than the same call a
+    moment later, and lost for it.
+    """
+    deadline = time.perf_counter() + settings.current().select_warmup_ms / 1e3
+    while True:
+        for run in runs:
+            run.setup()
+            run.run()
+            run.teardown()
+        _synchronize(device)
+        if time.perf_counter() >= deadline:
+            return
+
+
+def _synchronize(device: DeviceInfo) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device.index)
+
+
+def _unhashable(name: str, inputs: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+    bad = [f"input {i} ({type(v).__name__})" for i, v in enumerate(inputs) if not _hashable(v)]
+    bad += [f"{k}= ({type(v).__name__})" for k, v in kwargs.items() if not _hashable(v)]
+    return (
+        f"selector `{name}` keys tunings by the values of non-tensor arguments, and {', '.join(bad) or 'the key'} "
+        "cannot be hashed: pass a tuple instead of a list, or leave the value out of the call"
+    )
+
+
+def _hashable(value: Any) -> bool:
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True

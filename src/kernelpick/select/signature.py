@@ -1,0 +1,233 @@
+"""Input signatures: what selects a tuning (device, dtypes, sizes, strides, offsets, user key).
+
+`signature_key` is on the hot path of every selector call and is kept to plain attribute reads;
+`Signature` is the same information as typed data, built only when a signature is tuned.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from kernelpick.bench.device import DeviceInfo, describe, device_of
+from kernelpick.errors import ConfigError
+
+_Tensor = torch.Tensor
+
+
+def value_key(value: Any) -> Any:
+    """What of one argument selects a tuning: a tensor's metadata, any other value itself."""
+    if isinstance(value, _Tensor):
+        return (value.dtype, value.shape, value.stride(), value.storage_offset(), value.device)
+    return value
+
+
+def _any_key(inputs: tuple[Any, ...]) -> tuple[Any, ...]:
+    return tuple([value_key(x) for x in inputs])
+
+
+def _tensor_keyer(count: int) -> Callable[[tuple[Any, ...]], tuple[Any, ...]]:
+    """A key function for `count` plain tensors: one flat tuple, no loop (other inputs: `_any_key`)."""
+    names = [f"x{i}" for i in range(count)]
+    fields = ", ".join(f"{x}.dtype, {x}.shape, {x}.stride(), {x}.storage_offset(), {x}.device" for x in names)
+    source = (
+        f"def key(inputs):\n"
+        f"    {', '.join(names)}, = inputs\n"
+        f"    if {' and '.join(f'type({x}) is Tensor' for x in names)}:\n"
+        f"        return ({fields},)\n"
+        f"    return any_key(inputs)\n"
+    )
+    scope: dict[str, Any] = {"Tensor": _Tensor, "any_key": _any_key}
+    exec(compile(source, f"<kernelpick signature key of {count} tensors>", "exec"), scope)
+    keyer: Callable[[tuple[Any, ...]], tuple[Any, ...]] = scope["key"]
+    return keyer
+
+
+#: `POSITIONAL_KEYS[n](inputs)`: the key of `n` positional inputs (shared with the selector's hot path).
+POSITIONAL_KEYS = [_any_key] + [_tensor_keyer(count) for count in range(1, 9)]
+
+
+def signature_key(
+    inputs: tuple[Any, ...], kwargs: Mapping[str, Any], key: Callable[..., Any] | None
+) -> tuple[Any, ...]:
+    """The dictionary key of one call: tensor metadata, other values as they are, and the user key.
+
+    Two calls share a key exactly when they share a `Signature`; the key is just faster to make:
+    for up to eight plain tensors it is one flat tuple of their dtypes, sizes, strides, offsets and
+    devices, made without a loop.
+    """
+    parts = POSITIONAL_KEYS[len(inputs)](inputs) if len(inputs) < 9 else _any_key(inputs)
+    if kwargs:
+        parts = (parts, tuple([(name, value_key(kwargs[name])) for name in sorted(kwargs)]))
+    if key is not None:
+        parts = (parts, key(*inputs, **kwargs))
+    return parts
+
+
+@dataclass(frozen=True, slots=True)
+class TensorSpec:
+    """A tensor's metadata without its values: enough to render a kernel or make an example input."""
+
+    dtype: torch.dtype
+    size: tuple[int, ...]
+    stride: tuple[int, ...]
+    offset: int
+    device: torch.device
+
+    @classmethod
+    def of(cls, tensor: torch.Tensor) -> TensorSpec:
+        return cls(
+            tensor.dtype,
+            tuple(int(n) for n in tensor.shape),
+            tuple(int(s) for s in tensor.stride()),
+            int(tensor.storage_offset()),
+            tensor.device,
+        )
+
+    @classmethod
+    def contiguous(cls, size: Sequence[int], dtype: torch.dtype, device: torch.device) -> TensorSpec:
+        """The spec of a new row-major tensor."""
+        strides: list[int] = []
+        step = 1
+        for extent in reversed(size):
+            strides.append(step)
+            step *= max(int(extent), 1)
+        return cls(dtype, tuple(int(s) for s in size), tuple(reversed(strides)), 0, device)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.size)
+
+    @property
+    def itemsize(self) -> int:
+        return self.dtype.itemsize
+
+    @property
+    def numel(self) -> int:
+        count = 1
+        for extent in self.size:
+            count *= extent
+        return count
+
+    @property
+    def storage_length(self) -> int:
+        """Elements the storage must hold, from its start, for this view to fit."""
+        if self.numel == 0:
+            return self.offset
+        return self.offset + sum((n - 1) * s for n, s in zip(self.size, self.stride)) + 1
+
+    def broadcast_strides(self, size: Sequence[int]) -> tuple[int, ...]:
+        """Strides of this tensor broadcast to `size` (right-aligned; broadcast dimensions get stride 0).
+
+        Raises:
+            ValueError: this tensor does not broadcast to `size`.
+        """
+        if len(self.size) > len(size):
+            raise ValueError(f"a tensor of size {list(self.size)} does not broadcast to {list(size)}")
+        pad = len(size) - len(self.size)
+        strides = [0] * pad
+        for extent, stride, target in zip(self.size, self.stride, size[pad:]):
+            if extent == target and extent != 1:
+                strides.append(stride)
+            elif extent == 1:
+                strides.append(0)
+            else:
+                raise ValueError(f"a tensor of size {list(self.size)} does not broadcast to {list(size)}")
+        return tuple(strides)
+
+    def to_data(self) -> dict[str, Any]:
+        """Plain data, for store keys."""
+        return {
+            "dtype": str(self.dtype).removeprefix("torch."),
+            "size": list(self.size),
+            "stride": list(self.stride),
+            "offset": self.offset,
+        }
+
+    def __str__(self) -> str:
+        layout = (
+            ""
+            if self.stride == TensorSpec.contiguous(self.size, self.dtype, self.device).stride
+            else (f" stride={list(self.stride)}")
+        )
+        offset = f" offset={self.offset}" if self.offset else ""
+        return f"{str(self.dtype).removeprefix('torch.')}{list(self.size)}{layout}{offset}"
+
+
+@dataclass(frozen=True, slots=True)
+class Signature:
+    """One input signature of a selector: the tuning problem its calls with these inputs share.
+
+    Tensors are replaced by their `TensorSpec`; other values are kept. `user_key` is what the
+    selector's `key` function returned (None without one).
+    """
+
+    inputs: tuple[Any, ...]
+    kwargs: tuple[tuple[str, Any], ...]
+    user_key: Any
+    device: DeviceInfo
+
+    @classmethod
+    def of(
+        cls, inputs: Sequence[Any], kwargs: Mapping[str, Any], key: Callable[..., Any] | None = None
+    ) -> Signature:
+        def spec(value: Any) -> Any:
+            return TensorSpec.of(value) if isinstance(value, torch.Tensor) else value
+
+        devices = {v.device for v in (*inputs, *kwargs.values()) if isinstance(v, torch.Tensor)}
+        if len(devices) > 1:
+            raise ConfigError(
+                f"the inputs are on several devices ({', '.join(sorted(map(str, devices)))}); "
+                "a selector call takes tensors on one device: move them to one"
+            )
+        return cls(
+            inputs=tuple(spec(v) for v in inputs),
+            kwargs=tuple((name, spec(kwargs[name])) for name in sorted(kwargs)),
+            user_key=None if key is None else key(*inputs, **kwargs),
+            device=describe(device_of([*inputs, *kwargs.values()])),
+        )
+
+    @property
+    def named_kwargs(self) -> dict[str, Any]:
+        return dict(self.kwargs)
+
+    def tensor(self, index: int) -> TensorSpec:
+        """The spec of positional input `index`.
+
+        Raises:
+            ConfigError: that input is not a tensor.
+        """
+        value = self.inputs[index]
+        if not isinstance(value, TensorSpec):
+            raise ConfigError(f"input {index} is a {type(value).__name__}, expected a tensor")
+        return value
+
+    def to_data(self) -> list[Any]:
+        """Plain data naming every field that selects a tuning, for the store key."""
+
+        def plain(value: Any) -> Any:
+            if isinstance(value, TensorSpec):
+                return value.to_data()
+            if isinstance(value, (torch.dtype, torch.device)):
+                return str(value)
+            if value is None or isinstance(value, (bool, int, float, str)):
+                return value
+            if isinstance(value, (tuple, list)):
+                return [plain(v) for v in value]
+            return f"{type(value).__qualname__}:{value!r}"
+
+        return [
+            [plain(v) for v in self.inputs],
+            [[name, plain(v)] for name, v in self.kwargs],
+            plain(self.user_key),
+        ]
+
+    def __str__(self) -> str:
+        parts = [str(v) if isinstance(v, TensorSpec) else repr(v) for v in self.inputs]
+        parts += [f"{name}={v if isinstance(v, TensorSpec) else repr(v)}" for name, v in self.kwargs]
+        if self.user_key is not None:
+            parts.append(f"key={self.user_key!r}")
+        return "(" + ", ".join(parts) + ")"

@@ -1,0 +1,409 @@
+"""`kernelpick.TritonTemplate`: Triton source with Jinja2 holes, rendered per config and signature.
+
+What a template's source can use (besides Jinja2 itself):
+
+- `{{ def_kernel() }}` at column 0: becomes `@triton.jit def <name>(<parameters>):` followed by one
+  `NAME: tl.constexpr = value` line per meta-parameter of the config and per constant. It is filled
+  in last, once the body has said which parameters it needs.
+- `{{ size("A", 0) }}`, `{{ stride("A", 1) }}`: a literal when shapes are static, else the name of
+  an integer parameter added to the kernel. `OUT` names the output. `size_hint`/`stride_hint` give
+  the integer itself, for Jinja logic (`{% if stride_hint("B", 0) == 1 %}`).
+- `{{ tensor_descriptor("A", ["BLOCK_M", "BLOCK_K"], permute=[1, 0]) }}`: the name of a parameter
+  that receives a host `TensorDescriptor` of input `A` (dimensions optionally permuted).
+- `{{ store_output(("idx_m", "idx_n"), "acc", "mask") }}` alone on a line: stores the accumulator
+  at the given (broadcast) indices, through the epilogue if there is one.
+- `dtype("A")`: the `tl` dtype of a tensor; the config's meta-parameters, `num_warps`,
+  `num_stages`, the constants, `inputs`/`output` (`TensorSpec`s), `device`, `static_shapes` and
+  `int64_index` (True when some offset may pass 2**31 - 1) as variables.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import jinja2
+import torch
+
+from kernelpick.bench.device import DeviceInfo
+from kernelpick.codegen import CodeBuffer
+from kernelpick.errors import TemplateError
+from kernelpick.select.render import Epilogue, PartialRender
+from kernelpick.select.signature import TensorSpec
+from kernelpick.tune.config import Config
+
+OUTPUT = "OUT"
+_ENV = jinja2.Environment(
+    undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True
+)
+_TL_DTYPES = {
+    torch.float16: "tl.float16",
+    torch.bfloat16: "tl.bfloat16",
+    torch.float32: "tl.float32",
+    torch.float64: "tl.float64",
+    torch.int8: "tl.int8",
+    torch.int16: "tl.int16",
+    torch.int32: "tl.int32",
+    torch.int64: "tl.int64",
+    torch.uint8: "tl.uint8",
+    torch.bool: "tl.int1",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class GridContext:
+    """What a template's `grid` function is given: the output, the inputs, the meta-parameters, the device."""
+
+    output: TensorSpec
+    inputs: Mapping[str, TensorSpec]
+    meta: Mapping[str, Any]
+    device: DeviceInfo
+
+
+@dataclass(frozen=True, slots=True)
+class Parameter:
+    """One parameter of a rendered kernel and where its value comes from.
+
+    `kind` is "tensor" (the input named `source`), "output", "descriptor" (a `TensorDescriptor` of
+    `source` with `shape`, `strides` and `block`) or "int" (the constant `value`, a size or stride
+    passed when shapes are not static).
+    """
+
+    name: str
+    kind: str
+    source: str = ""
+    value: int = 0
+    shape: tuple[int, ...] = ()
+    strides: tuple[int, ...] = ()
+    block: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class RenderedKernel:
+    """A rendered template: its source, its kernel's name and parameters, the output and the grid."""
+
+    source: str
+    kernel_name: str
+    parameters: tuple[Parameter, ...]
+    output: TensorSpec
+    grid: tuple[int, ...]
+
+    @property
+    def digest(self) -> str:
+        return hashlib.sha256(self.source.encode()).hexdigest()
+
+
+OutputRule = Callable[..., tuple[Sequence[int], torch.dtype]]
+GridRule = Callable[[GridContext], Sequence[int]]
+
+
+class TritonTemplate:
+    """Triton kernel source with Jinja2 holes (see the module docstring for what the source can use).
+
+    Args:
+        name: the template's name (a Python identifier; rendered kernels are named after it).
+        source: Jinja2 text of a module body that defines one kernel with `{{ def_kernel() }}`.
+        inputs: names of the template's tensor inputs, in the order of the kernel's first parameters.
+        output: `output(*input_specs) -> (size, dtype)` of the output, from the inputs' `TensorSpec`s.
+        grid: `grid(context) -> tuple` of the launch grid, from a `GridContext`.
+
+    Raises:
+        TemplateError: the name is not an identifier or the source is not valid Jinja2.
+    """
+
+    def __init__(
+        self, name: str, source: str, *, inputs: Sequence[str], output: OutputRule, grid: GridRule
+    ) -> None:
+        if not name.isidentifier():
+            raise TemplateError(
+                f"template name {name!r} is not a Python identifier: kernels are named after it"
+            )
+        try:
+            self._jinja = _ENV.from_string(source)
+        except jinja2.TemplateSyntaxError as error:
+            raise TemplateError(
+                f"template `{name}` is not valid Jinja2 (line {error.lineno}): {error.message}"
+            ) from None
+        self.name = name
+        self.source = source
+        self.inputs = tuple(inputs)
+        self.output_rule = output
+        self.grid_rule = grid
+        self.source_hash = hashlib.sha256(source.encode()).hexdigest()[:20]
+
+    def output_spec(self, inputs: Mapping[str, TensorSpec], device: torch.device) -> TensorSpec:
+        """The output of a call on `inputs`: a new row-major tensor."""
+        size, dtype = self.output_rule(*(inputs[name] for name in self.inputs))
+        return TensorSpec.contiguous(tuple(int(s) for s in size), dtype, device)
+
+    def render(
+        self,
+        config: Config,
+        inputs: Mapping[str, TensorSpec],
+        epilogue: Epilogue | None = None,
+        **options: Any,
+    ) -> str:
+        """The kernel's module source for one config and these input specs (see `prepare` for options)."""
+        return self.prepare(config, inputs, epilogue, **options).source
+
+    def prepare(
+        self,
+        config: Config,
+        inputs: Mapping[str, TensorSpec],
+        epilogue: Epilogue | None = None,
+        *,
+        device: DeviceInfo | None = None,
+        output: TensorSpec | None = None,
+        constants: Mapping[str, Any] | None = None,
+        static_shapes: bool = True,
+    ) -> RenderedKernel:
+        """Render for one config and signature.
+
+        Args:
+            config: the meta-parameters (rendered as constants) and launch options.
+            inputs: a `TensorSpec` per template input and per epilogue input, by name.
+            epilogue: code applied to the accumulator before it is stored.
+            device: the device rendered for (default: a CPU, i.e. Triton's interpreter).
+            output: the output's spec (default: `output(...)` of the template, row-major).
+            constants: more values for the source, as Jinja2 variables and `tl.constexpr`s.
+            static_shapes: bake sizes and strides into the source (else pass them as arguments).
+
+        Raises:
+            TemplateError: an input is missing, the source fails to render, or the epilogue cannot apply.
+        """
+        missing = [n for n in (*self.inputs, *(epilogue.inputs if epilogue else ())) if n not in inputs]
+        if missing:
+            raise TemplateError(
+                f"template `{self.name}` needs specs for {missing}; it was given {sorted(inputs)}"
+            )
+        if device is None:
+            device = DeviceInfo("cpu", None, "cpu", None, 0, 0)
+        any_tensor = inputs[self.inputs[0]] if self.inputs else next(iter(inputs.values()))
+        out = output if output is not None else self.output_spec(inputs, any_tensor.device)
+        state = _RenderState(
+            self, config, inputs, epilogue, out, device, dict(constants or {}), static_shapes
+        )
+        return state.render()
+
+
+def _literal(value: Any) -> str:
+    if isinstance(value, (bool, int, float, str)):
+        return repr(value)
+    raise TemplateError(f"constant {value!r} of type {type(value).__name__} cannot be written into a kernel")
+
+
+class _RenderState:
+    """The functions a template calls while rendering, and what they registered."""
+
+    def __init__(
+        self,
+        template: TritonTemplate,
+        config: Config,
+        inputs: Mapping[str, TensorSpec],
+        epilogue: Epilogue | None,
+        output: TensorSpec,
+        device: DeviceInfo,
+        constants: dict[str, Any],
+        static_shapes: bool,
+    ) -> None:
+        clash = sorted(set(config.kwargs) & set(constants))
+        if clash:
+            raise TemplateError(f"{clash} are both meta-parameters of the config and constants")
+        self.template = template
+        self.config = config
+        self.specs = {**inputs, OUTPUT: output}
+        self.epilogue = epilogue
+        self.output = output
+        self.device = device
+        self.constants = constants
+        self.static = static_shapes
+        self.descriptors: list[Parameter] = []
+        self.integers: dict[str, Parameter] = {}
+        self.hooks: dict[str, Callable[[], str]] = {}
+        self.stored = False
+
+    def _placeholder(self, label: str, hook: Callable[[], str]) -> str:
+        key = f"<KERNELPICK_{label}_{len(self.hooks)}>"
+        self.hooks[key] = hook
+        return key
+
+    def spec(self, name: str) -> TensorSpec:
+        if name not in self.specs:
+            raise TemplateError(
+                f"template `{self.template.name}` refers to {name!r}; known: {sorted(self.specs)}"
+            )
+        return self.specs[name]
+
+    # -- functions the template source calls ---------------------------------------------------
+    def size_hint(self, name: str, dim: int) -> int:
+        return self.spec(name).size[dim]
+
+    def stride_hint(self, name: str, dim: int) -> int:
+        return self.spec(name).stride[dim]
+
+    def _integer(self, name: str, what: str, dim: int, value: int) -> str:
+        if self.static:
+            return str(value)
+        parameter = f"{name}_{what}_{dim}"
+        self.integers.setdefault(parameter, Parameter(parameter, "int", value=value))
+        return parameter
+
+    def size(self, name: str, dim: int) -> str:
+        return self._integer(name, "size", dim, self.size_hint(name, dim))
+
+    def stride(self, name: str, dim: int) -> str:
+        return self._integer(name, "stride", dim, self.stride_hint(name, dim))
+
+    def dtype(self, name: str) -> str:
+        dtype = self.spec(name).dtype
+        if dtype not in _TL_DTYPES:
+            raise TemplateError(f"no Triton dtype for {dtype} (input {name!r})")
+        return _TL_DTYPES[dtype]
+
+    def tensor_descriptor(self, name: str, block: Sequence[Any], permute: Sequence[int] | None = None) -> str:
+        spec = self.spec(name)
+        if name == OUTPUT:
+            raise TemplateError("tensor_descriptor of the output is not supported: store with store_output")
+        order = list(permute) if permute is not None else list(range(spec.ndim))
+        if sorted(order) != list(range(spec.ndim)):
+            raise TemplateError(f"permute={order} is not a permutation of {spec.ndim} dimensions")
+        shape = tuple(spec.size[d] for d in order)
+        strides = tuple(spec.stride[d] for d in order)
+        sizes = tuple(int(self.config.kwargs.get(b, b)) if isinstance(b, str) else int(b) for b in block)
+        if (
+            strides[-1] != 1
+            or any((s * spec.itemsize) % 16 for s in strides[:-1])
+            or (spec.offset * spec.itemsize) % 16
+        ):
+            raise TemplateError(
+                f"input {name!r} ({spec}) cannot be read through a tensor descriptor: the last "
+                "dimension must be contiguous and other strides and the offset 16-byte aligned"
+            )
+        parameter = f"{name}_desc" + ("" if permute is None else "_" + "".join(map(str, order)))
+        if all(p.name != parameter for p in self.descriptors):
+            self.descriptors.append(Parameter(parameter, "descriptor", name, 0, shape, strides, sizes))
+        return parameter
+
+    def store_output(self, indices: Sequence[str], value: str, mask: str | None = None) -> str:
+        if isinstance(indices, str):
+            raise TemplateError("store_output takes a tuple of index expressions, one per output dimension")
+        if len(indices) != self.output.ndim:
+            raise TemplateError(
+                f"store_output got {len(indices)} indices for a {self.output.ndim}-dimensional output"
+            )
+        self.stored = True
+        # Written now, so that the sizes and strides it uses are parameters before def_kernel's hook
+        # runs; the placeholder only carries the indentation of the call site.
+        text = self._store_code(tuple(indices), value, mask)
+        return self._placeholder("STORE_OUTPUT", lambda: text)
+
+    def def_kernel(self) -> str:
+        return self._placeholder("DEF_KERNEL", self._def_code)
+
+    # -- hooks ---------------------------------------------------------------------------------
+    def _offset(self, name: str, indices: Sequence[str], strides: Sequence[int]) -> str:
+        terms = []
+        for dim, (index, stride) in enumerate(zip(indices, strides)):
+            if stride == 0:
+                continue
+            if self.static:
+                terms.append(f"({index})" if stride == 1 else f"({index}) * {stride}")
+            else:
+                terms.append(f"({index}) * {self._integer(name, 'stride', dim, stride)}")
+        if not terms:  # a broadcast scalar: the pointer must still be a block of the tile's shape
+            terms = [f"0 * ({index})" for index in indices]
+        return " + ".join(terms)
+
+    def _store_code(self, indices: tuple[str, ...], value: str, mask: str | None) -> str:
+        code = CodeBuffer()
+        masked = f", mask={mask}" if mask else ""
+        result = value
+        if self.epilogue is not None:
+            code.line(f"# epilogue: {self.epilogue.name}")
+            names = {"acc": value}
+            for name in self.epilogue.inputs:
+                strides = self.spec(name).broadcast_strides(self.output.size)
+                other = ", other=0.0" if mask else ""
+                offset = self._offset(name, indices, strides)
+                code.line(f"epilogue_{name} = tl.load({name} + {offset}{masked}{other}).to(tl.float32)")
+                names[name] = f"epilogue_{name}"
+            code.line(f"epilogue_result = {self.epilogue.code(names)}")
+            result = "epilogue_result"
+        offset = self._offset(OUTPUT, indices, self.output.stride)
+        code.line(f"tl.store({OUTPUT} + {offset}, ({result}).to({OUTPUT}.dtype.element_ty){masked})")
+        return code.getvalue()
+
+    def _def_code(self) -> str:
+        names = [*self.template.inputs, *(self.extra_inputs), OUTPUT]
+        names += [p.name for p in self.descriptors] + list(self.integers)
+        code = CodeBuffer()
+        code.line("@triton.jit")
+        code.line(f"def {self.kernel_name}({', '.join(names)}):")
+        with code.indent():
+            for name, value in {**self.config.kwargs, **self.constants}.items():
+                code.line(f"{name}: tl.constexpr = {_literal(value)}")
+        return code.getvalue()
+
+    @property
+    def extra_inputs(self) -> tuple[str, ...]:
+        return (
+            ()
+            if self.epilogue is None
+            else tuple(n for n in self.epilogue.inputs if n not in self.template.inputs)
+        )
+
+    # -- the render ----------------------------------------------------------------------------
+    def render(self) -> RenderedKernel:
+        int64 = any(spec.storage_length >= 2**31 for spec in self.specs.values())
+        variables: dict[str, Any] = {
+            **self.constants,
+            **self.config.kwargs,
+            "num_warps": self.config.num_warps,
+            "num_stages": self.config.num_stages,
+            "inputs": {n: s for n, s in self.specs.items() if n != OUTPUT},
+            "output": self.output,
+            "device": self.device,
+            "static_shapes": self.static,
+            "int64_index": int64,
+        }
+        functions = {
+            "def_kernel": self.def_kernel,
+            "size": self.size,
+            "stride": self.stride,
+            "size_hint": self.size_hint,
+            "stride_hint": self.stride_hint,
+            "dtype": self.dtype,
+            "tensor_descriptor": self.tensor_descriptor,
+            "store_output": self.store_output,
+        }
+        try:
+            body = self.template._jinja.render(**variables, **functions)
+        except TemplateError:
+            raise
+        except Exception as error:  # whatever the template's own logic raised
+            raise TemplateError(
+                f"template `{self.template.name}` failed to render for config {self.config}: "
+                f"{type(error).__name__}: {error}"
+            ) from error
+        if self.epilogue is not None and not self.stored:
+            raise TemplateError(
+                f"template `{self.template.name}` never calls store_output, so it cannot apply an epilogue"
+            )
+        self.kernel_name = f"{self.template.name}_{hashlib.sha256(body.encode()).hexdigest()[:8]}"
+        header = CodeBuffer()
+        header.line(f"# Rendered by kernelpick from template `{self.template.name}`; do not edit.")
+        header.line(f"# config: {self.config}")
+        if self.epilogue is not None:
+            header.line(f"# epilogue: {self.epilogue.name}")
+        header.lines(["import math", "", "import triton", "import triton.language as tl", "", ""])
+        source = header.getvalue() + PartialRender(body, self.hooks).finalize()
+        parameters = [Parameter(n, "tensor", n) for n in (*self.template.inputs, *self.extra_inputs)]
+        parameters += [Parameter(OUTPUT, "output"), *self.descriptors, *self.integers.values()]
+        meta = {**self.constants, **self.config.kwargs}
+        context = GridContext(
+            self.output, {n: s for n, s in self.specs.items() if n != OUTPUT}, meta, self.device
+        )
+        grid = tuple(int(g) for g in self.template.grid_rule(context))
+        return RenderedKernel(source, self.kernel_name, tuple(parameters), self.output, grid)

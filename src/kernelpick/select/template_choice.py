@@ -1,0 +1,291 @@
+"""`kernelpick.template`: a `TritonTemplate` rendered per config and signature, as choices.
+
+The function that launches a rendered kernel is itself generated code: every size, stride, grid and
+option is fixed for a signature, so a call is an allocation, one launch and nothing else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import torch
+
+from kernelpick.codegen import CodeBuffer
+from kernelpick.compile.launch import launcher
+from kernelpick.compile.precompile import CompileOutcome, classify, precompile
+from kernelpick.errors import ConfigError, TemplateError
+from kernelpick.select.choice import Choice, ConfigSource, configs_for, short_hash
+from kernelpick.select.inputs import ExampleInputs
+from kernelpick.select.modules import load_module, write_module
+from kernelpick.select.render import Epilogue
+from kernelpick.select.signature import Signature, TensorSpec
+from kernelpick.select.template import RenderedKernel, TritonTemplate
+from kernelpick.tune.config import Config
+
+EpilogueSource = Epilogue | Callable[[Signature], Epilogue | None] | None
+ConstantSource = Mapping[str, Any] | Callable[[Signature], Mapping[str, Any]] | None
+
+
+class TemplateChoices:
+    """A template's config space; expands to one rendered `TemplateChoice` per config (see `template`)."""
+
+    def __init__(
+        self,
+        template: TritonTemplate,
+        *,
+        configs: ConfigSource,
+        epilogue: EpilogueSource = None,
+        arguments: Sequence[str] | None = None,
+        constants: ConstantSource = None,
+        static_shapes: bool = True,
+        name: str | None = None,
+    ) -> None:
+        if not isinstance(template, TritonTemplate):
+            raise ConfigError(
+                f"kernelpick.template expects a kernelpick.TritonTemplate, got {type(template).__name__}"
+            )
+        self.template = template
+        self.configs = configs
+        self.epilogue = epilogue
+        self.arguments = tuple(arguments) if arguments is not None else template.inputs
+        unknown = [n for n in template.inputs if n not in self.arguments]
+        if unknown:
+            raise ConfigError(
+                f"template `{template.name}` reads inputs {unknown}, which are not among the operation's "
+                f"arguments {list(self.arguments)}: name every positional input in `arguments`"
+            )
+        self.constants = constants
+        self.static_shapes = static_shapes
+        self._name = name or template.name
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def _inputs(self, signature: Signature) -> dict[str, TensorSpec]:
+        if len(signature.inputs) != len(self.arguments):
+            raise ConfigError(
+                f"template choice `{self._name}` takes {len(self.arguments)} inputs "
+                f"({', '.join(self.arguments)}), the call gave {len(signature.inputs)}"
+            )
+        return {n: v for n, v in zip(self.arguments, signature.inputs) if isinstance(v, TensorSpec)}
+
+    def choices_for(self, signature: Signature) -> Sequence[Choice]:
+        inputs = self._inputs(signature)
+        epilogue = self.epilogue(signature) if callable(self.epilogue) else self.epilogue
+        constants = dict(self.constants(signature) if callable(self.constants) else self.constants or {})
+        out = signature.named_kwargs.get("out")
+        device = signature.device
+        choices: list[Choice] = []
+        for raw in configs_for(self.configs, signature):
+            config = Config.of(raw)
+            label = f"{self._name}[{epilogue.name}]" if epilogue is not None else self._name
+            name = f"{label} {config}"
+            try:
+                rendered = self.template.prepare(
+                    config,
+                    inputs,
+                    epilogue,
+                    device=device,
+                    output=out if isinstance(out, TensorSpec) else None,
+                    constants=constants,
+                    static_shapes=self.static_shapes,
+                )
+            except (TemplateError, ValueError) as error:
+                digest = short_hash(
+                    "template-failed", self.template.source_hash, config.identity, str(signature)
+                )
+                choices.append(UnavailableChoice(name, digest, "compile_error", str(error)))
+                continue
+            choices.append(TemplateChoice(self, name, config, rendered, epilogue))
+        return choices
+
+    def __repr__(self) -> str:
+        return f"template({self.template.name})"
+
+
+class UnavailableChoice:
+    """A choice that could not even be built (its template failed to render); recorded, never run."""
+
+    def __init__(self, name: str, digest: str, status: Any, message: str) -> None:
+        self._name, self._digest, self.status, self.message = name, digest, status, message
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def digest(self) -> str:
+        return self._digest
+
+    def description(self) -> dict[str, Any]:
+        return {"kind": "unavailable", "name": self._name, "reason": self.message}
+
+    def precompile(self, example: ExampleInputs, signature: Signature) -> CompileOutcome:
+        return CompileOutcome(self.status, self.message)
+
+    def callable_for(self, signature: Signature) -> Callable[..., Any]:
+        raise TemplateError(f"choice `{self._name}` cannot run: {self.message}")
+
+
+class TemplateChoice:
+    """One config of a template, rendered for one signature."""
+
+    def __init__(
+        self,
+        space: TemplateChoices,
+        name: str,
+        config: Config,
+        rendered: RenderedKernel,
+        epilogue: Epilogue | None,
+    ) -> None:
+        self.space = space
+        self.config = config
+        self.rendered = rendered
+        self.epilogue = epilogue
+        self._name = name
+        self.launch_config = Config({}, **config.options())
+        self._digest = short_hash("template", rendered.digest, self.launch_config.identity)
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def digest(self) -> str:
+        return self._digest
+
+    def description(self) -> dict[str, Any]:
+        return {
+            "kind": "template",
+            "name": self._name,
+            "template": self.space.template.name,
+            "config": self.config.to_dict(),
+            "epilogue": None if self.epilogue is None else self.epilogue.expression,
+            "source_sha256": self.rendered.digest,
+        }
+
+    def kernel(self) -> Any:
+        """The rendered `triton.jit` kernel, written to the cache and imported from there."""
+        module = load_module(write_module(self.rendered.source))
+        return getattr(module, self.rendered.kernel_name)
+
+    @property
+    def path(self) -> str:
+        return str(write_module(self.rendered.source))
+
+    def precompile(self, example: ExampleInputs, signature: Signature) -> CompileOutcome:
+        try:
+            kernel = self.kernel()
+            arguments = _generate(self, kernel, signature)[1]
+            args, _ = arguments(*example.args, **example.kwargs)
+        except Exception as error:
+            status, message = classify(error)
+            return CompileOutcome(status, message)
+        return precompile(
+            kernel,
+            args,
+            {},
+            [self.launch_config],
+            grid=self.rendered.grid,
+            interpreter=signature.device.interpreter,
+            workers=1,
+        )[0]
+
+    def callable_for(self, signature: Signature) -> Callable[..., Any]:
+        return _generate(self, self.kernel(), signature)[0]
+
+
+def _generate(
+    choice: TemplateChoice, kernel: Any, signature: Signature
+) -> tuple[Callable[..., Any], Callable[..., Any]]:
+    """Write and compile `call(*inputs, **kwargs)` and `arguments(*inputs, **kwargs)` for one signature."""
+    rendered = choice.rendered
+    position = {name: index for index, name in enumerate(choice.space.arguments)}
+    scope: dict[str, Any] = {
+        "launch": launcher(kernel, signature.device.interpreter),
+        "empty_strided": torch.empty_strided,
+        "GRID": rendered.grid,
+        "OUT_SIZE": rendered.output.size,
+        "OUT_STRIDE": rendered.output.stride,
+        "OUT_DTYPE": rendered.output.dtype,
+        "DEVICE": rendered.output.device,
+    }
+    values = []
+    for parameter in rendered.parameters:
+        if parameter.kind == "tensor":
+            values.append(f"inputs[{position[parameter.source]}]")
+        elif parameter.kind == "output":
+            values.append("out")
+        elif parameter.kind == "descriptor":
+            from triton.tools.tensor_descriptor import TensorDescriptor
+
+            scope["TensorDescriptor"] = TensorDescriptor
+            scope[f"{parameter.name}_layout"] = (
+                list(parameter.shape),
+                list(parameter.strides),
+                list(parameter.block),
+            )
+            values.append(f"TensorDescriptor(inputs[{position[parameter.source]}], *{parameter.name}_layout)")
+        else:
+            values.append(str(parameter.value))
+    options = ", ".join(f"{k}={v!r}" for k, v in choice.launch_config.options().items() if v is not None)
+    allocate = (
+        'out = kwargs["out"]'
+        if "out" in signature.named_kwargs
+        else "out = empty_strided(OUT_SIZE, OUT_STRIDE, dtype=OUT_DTYPE, device=DEVICE)"
+    )
+    code = CodeBuffer()
+    code.line("def call(*inputs, **kwargs):")
+    with code.indent():
+        code.line(allocate)
+        code.line(f"launch({', '.join(values)}, grid=GRID, {options})")
+        code.line("return out")
+    code.line("")
+    code.line("def arguments(*inputs, **kwargs):")
+    with code.indent():
+        code.line(allocate)
+        code.line(f"return ({', '.join(values)},), out")
+    filename = f"<kernelpick caller of {rendered.kernel_name}>"
+    exec(compile(code.getvalue(), filename, "exec"), scope)  # our own generated code, never stored data
+    return scope["call"], scope["arguments"]
+
+
+def template(
+    template: TritonTemplate,
+    *,
+    configs: ConfigSource,
+    epilogue: EpilogueSource = None,
+    arguments: Sequence[str] | None = None,
+    constants: ConstantSource = None,
+    static_shapes: bool = True,
+    name: str | None = None,
+) -> TemplateChoices:
+    """A `TritonTemplate` as choices: rendered per config and input signature, written to the cache, imported.
+
+    Args:
+        template: the template.
+        configs: `kernelpick.Config`/`triton.Config` objects whose meta-parameters are rendered into
+            the source, or a function of the `Signature` returning them (a shape-aware space).
+        epilogue: an `Epilogue` applied before the store (e.g. bias + activation), or a function of
+            the `Signature` returning one or None.
+        arguments: names of the operation's positional inputs, in order (default: the template's
+            inputs); the template's and the epilogue's inputs are looked up among them.
+        constants: more `tl.constexpr` values for the source (or a function of the `Signature`).
+        static_shapes: bake sizes and strides into the source as constants (the default); False
+            passes them as arguments, so one rendered kernel serves many sizes.
+        name: its name in tables (default: the template's name).
+
+    Raises:
+        ConfigError: `template` is not a `TritonTemplate`, or reads inputs missing from `arguments`.
+    """
+    return TemplateChoices(
+        template,
+        configs=configs,
+        epilogue=epilogue,
+        arguments=arguments,
+        constants=constants,
+        static_shapes=static_shapes,
+        name=name,
+    )

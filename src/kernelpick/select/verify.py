@@ -1,0 +1,152 @@
+"""Checking a choice's output against the reference's, with tolerances that suit the dtype.
+
+Two implementations of one operation sum in different orders, so their outputs differ by rounding.
+A value passes when `|out - expected| <= atol * scale + rtol * |expected|`, where `scale` is the
+root mean square of the expected output: errors of sums that cancel to near zero are judged against
+the size of the terms, not of the result. NaN never passes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+
+@dataclass(frozen=True, slots=True)
+class Tolerance:
+    """How far an output may be from the reference: relative, and absolute in units of the output's RMS."""
+
+    rtol: float
+    atol: float
+
+    def __str__(self) -> str:
+        return f"rtol={self.rtol:g}, atol={self.atol:g}×rms"
+
+
+#: Per output dtype. Half precision outputs may differ by about one unit in the last place.
+TOLERANCES: dict[torch.dtype, Tolerance] = {
+    torch.float64: Tolerance(1e-7, 1e-7),
+    torch.float32: Tolerance(1e-4, 1e-4),
+    torch.float16: Tolerance(2e-3, 2e-3),
+    torch.bfloat16: Tolerance(1.6e-2, 1e-2),
+    torch.complex64: Tolerance(1e-4, 1e-4),
+    torch.complex128: Tolerance(1e-7, 1e-7),
+}
+#: float32 outputs of matrix products that may use TensorFloat-32 (10-bit mantissa) inputs.
+TF32_TOLERANCE = Tolerance(1e-2, 1e-2)
+#: Any other floating dtype (float8 variants).
+LOW_PRECISION_TOLERANCE = Tolerance(0.125, 0.125)
+
+
+def tf32_allowed() -> bool:
+    """Whether float32 matrix products on CUDA may use TensorFloat-32 (`torch.backends.cuda.matmul.allow_tf32`)."""
+    try:
+        return bool(torch.backends.cuda.matmul.allow_tf32)
+    except Exception:  # future torch versions may only have `fp32_precision`
+        return str(getattr(torch.backends.cuda.matmul, "fp32_precision", "ieee")) == "tf32"
+
+
+def tolerance_for(dtype: torch.dtype, *, tf32: bool = False) -> Tolerance | None:
+    """The tolerance for outputs of `dtype` (None: must be equal, for integers and booleans)."""
+    if dtype == torch.float32 and tf32:
+        return TF32_TOLERANCE
+    if dtype in TOLERANCES:
+        return TOLERANCES[dtype]
+    if dtype.is_floating_point or dtype.is_complex:
+        return LOW_PRECISION_TOLERANCE
+    return None
+
+
+def compare(
+    output: Any,
+    expected: Any,
+    *,
+    tolerance: Tolerance | None = None,
+    tf32: bool = False,
+    where: str = "output",
+) -> str | None:
+    """Why `output` does not match `expected` (None when it does).
+
+    Tensors are compared by size, dtype and values; tuples and lists element by element; anything else
+    with `==`.
+
+    Args:
+        output: what the choice returned.
+        expected: what the reference returned.
+        tolerance: the tolerance to use for every floating tensor (default: by dtype).
+        tf32: float32 products may have used TensorFloat-32.
+        where: how to name this output in the message.
+    """
+    if isinstance(expected, torch.Tensor):
+        if not isinstance(output, torch.Tensor):
+            return f"{where} is a {type(output).__name__}, the reference gives a tensor"
+        return _compare_tensors(output, expected, tolerance, tf32, where)
+    if isinstance(expected, (tuple, list)):
+        if not isinstance(output, (tuple, list)) or len(output) != len(expected):
+            return f"{where} is {_describe(output)}, the reference gives {_describe(expected)}"
+        for index, (got, want) in enumerate(zip(output, expected)):
+            reason = compare(got, want, tolerance=tolerance, tf32=tf32, where=f"{where}[{index}]")
+            if reason is not None:
+                return reason
+        return None
+    if output is expected:
+        return None
+    try:
+        equal = bool(output == expected)
+    except Exception:
+        equal = False
+    return None if equal else f"{where} is {output!r}, the reference gives {expected!r}"
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, (tuple, list)):
+        return f"a {type(value).__name__} of {len(value)}"
+    return f"a {type(value).__name__}"
+
+
+def _compare_tensors(
+    output: torch.Tensor, expected: torch.Tensor, tolerance: Tolerance | None, tf32: bool, where: str
+) -> str | None:
+    if output.shape != expected.shape:
+        return f"{where} has size {list(output.shape)}, the reference {list(expected.shape)}"
+    if output.dtype != expected.dtype:
+        return f"{where} has dtype {output.dtype}, the reference {expected.dtype}"
+    if output.device != expected.device:
+        return f"{where} is on {output.device}, the reference on {expected.device}"
+    tolerance = tolerance or tolerance_for(expected.dtype, tf32=tf32)
+    if tolerance is None:
+        wrong = int((output != expected).sum())
+        return None if wrong == 0 else f"{where} differs in {wrong} of {expected.numel()} values"
+    wide = torch.float64 if expected.dtype in (torch.float64, torch.complex128) else torch.float32
+    got = output.to(wide) if not output.is_complex() else torch.view_as_real(output).to(wide)
+    want = expected.to(wide) if not expected.is_complex() else torch.view_as_real(expected).to(wide)
+    if bool(torch.isnan(want).any()):
+        return (
+            f"the reference output has NaN on the example inputs, so {where} cannot be verified: "
+            "give the selector an input_gen that makes valid inputs, or verify=False"
+        )
+    nan = int(torch.isnan(got).sum())
+    if nan:
+        return f"{where} has {nan} NaN of {got.numel()} values"
+    finite = torch.isfinite(want)
+    if not bool(torch.equal(torch.isfinite(got), finite)) or not bool(
+        torch.equal(got[~finite], want[~finite])
+    ):
+        return f"{where} has infinities where the reference has none, or the other way round"
+    got, want = got[finite], want[finite]
+    if want.numel() == 0:
+        return None
+    scale = float(torch.sqrt(torch.mean(want * want))) or 1.0
+    error = (got - want).abs()
+    allowed = tolerance.atol * scale + tolerance.rtol * want.abs()
+    bad = error > allowed
+    count = int(bad.sum())
+    if count == 0:
+        return None
+    worst = int(torch.argmax(error - allowed))
+    return (
+        f"{where} differs from the reference in {count} of {want.numel()} values beyond {tolerance}: "
+        f"worst got {float(got[worst]):.6g}, expected {float(want[worst]):.6g} (rms {scale:.3g})"
+    )

@@ -1,0 +1,71 @@
+"""GPU checks of kernelpick.ops (marked `gpu`: skipped without one): every template config compiles,
+verifies against cuBLAS and runs; TMA configs appear on sm_90+."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from kernelpick import ops
+from kernelpick.ops.gemm import torch_addmm
+
+pytestmark = pytest.mark.gpu
+
+
+def failures(name: str) -> dict[str, str]:
+    """Choices that failed for a reason other than needing more shared memory than the GPU has."""
+    record = ops.selector(name).last_selection
+    assert record is not None
+    return {
+        r.name: f"{r.result.status}: {r.result.message[:300]}"
+        for r in record.results
+        if r.result.status not in ("ok", "out_of_resources")
+    }
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+@pytest.mark.parametrize("transposed", [False, True])
+def test_mm_on_a_gpu(dtype: torch.dtype, transposed: bool) -> None:
+    a = torch.randn(256, 512, device="cuda", dtype=dtype)
+    b = (
+        torch.randn(384, 512, device="cuda", dtype=dtype).t()
+        if transposed
+        else torch.randn(512, 384, device="cuda", dtype=dtype)
+    )
+    torch.testing.assert_close(ops.mm(a, b), torch.mm(a, b), rtol=2e-2, atol=2e-1)
+    assert failures("mm") == {}
+    record = ops.selector("mm").last_selection
+    assert record is not None
+    if torch.cuda.get_device_capability() >= (9, 0):
+        assert any(r.name.startswith("triton_mm_tma") for r in record.results)
+
+
+@pytest.mark.parametrize("activation", [None, "relu", "gelu", "silu"])
+def test_addmm_on_a_gpu(activation: str | None) -> None:
+    bias = torch.randn(384, device="cuda", dtype=torch.bfloat16)
+    a = torch.randn(128, 512, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(384, 512, device="cuda", dtype=torch.bfloat16).t()
+    expected = torch_addmm(bias, a, b, activation=activation)
+    torch.testing.assert_close(ops.addmm(bias, a, b, activation=activation), expected, rtol=2e-2, atol=2e-1)
+    assert failures("addmm" if activation is None else f"addmm_{activation}") == {}
+
+
+def test_bmm_on_a_gpu() -> None:
+    a = torch.randn(4, 128, 256, device="cuda", dtype=torch.float16)
+    b = torch.randn(4, 256, 192, device="cuda", dtype=torch.float16)
+    torch.testing.assert_close(ops.bmm(a, b), torch.bmm(a, b), rtol=2e-2, atol=2e-1)
+    assert failures("bmm") == {}
+
+
+def test_float32_with_tf32_allowed_goes_to_the_tf32_selector() -> None:
+    a = torch.randn(256, 512, device="cuda")
+    b = torch.randn(512, 384, device="cuda")
+    previous = torch.backends.cuda.matmul.allow_tf32
+    try:
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.testing.assert_close(ops.mm(a, b), a.double().mm(b.double()).float(), rtol=2e-2, atol=2e-1)
+        record = ops.selector("mm_tf32").last_selection
+        assert record is not None and failures("mm_tf32") == {}
+        assert record.selector == "kernelpick.ops.mm_tf32"
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = previous

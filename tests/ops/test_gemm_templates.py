@@ -1,0 +1,100 @@
+"""The GEMM templates as rendered for a Hopper GPU, lowered to TTIR for sm_90 here, without a GPU."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from kernelpick.bench.device import DeviceInfo
+from kernelpick.compile.precompile import precompile
+from kernelpick.ops.gemm import _EPILOGUES
+from kernelpick.ops.gemm_templates import GEMM, PERSISTENT_TMA_GEMM
+from kernelpick.select.inputs import ExampleInputs
+from kernelpick.select.render import Epilogue
+from kernelpick.select.signature import Signature, TensorSpec
+from kernelpick.select.template import TritonTemplate
+from kernelpick.select.template_choice import TemplateChoice, _generate, template
+from kernelpick.tune.config import Config
+
+H100 = DeviceInfo("cuda", 0, "NVIDIA H100 80GB HBM3", (9, 0), 50 * 2**20, 132)
+LARGE = Config({"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8}, num_warps=8, num_stages=3)
+SMALL_M = Config({"BLOCK_M": 16, "BLOCK_N": 128, "BLOCK_K": 128, "GROUP_M": 8}, num_warps=4, num_stages=4)
+
+
+def lower_for_hopper(
+    gemm: TritonTemplate,
+    config: Config,
+    inputs: tuple[torch.Tensor, ...],
+    arguments: tuple[str, ...],
+    epilogue: Epilogue | None,
+) -> str:
+    """Render as for an H100 and lower the kernel to TTIR for sm_90; returns the rendered source."""
+    gpu_signature = Signature(tuple(TensorSpec.of(t) for t in inputs), (), False, H100)
+    space = template(
+        gemm,
+        configs=[config],
+        arguments=arguments,
+        epilogue=epilogue,
+        constants={"ALLOW_TF32": False, "NUM_SMS": 132},
+    )
+    (choice,) = space.choices_for(gpu_signature)
+    assert isinstance(choice, TemplateChoice)
+    cpu_signature = Signature.of(inputs, {})
+    arguments_of = _generate(choice, choice.kernel(), cpu_signature)[1]
+    args, _ = arguments_of(*ExampleInputs(inputs, {}).args)
+    (outcome,) = precompile(
+        choice.kernel(),
+        args,
+        {},
+        [choice.launch_config],
+        grid=choice.rendered.grid,
+        interpreter=True,
+        workers=1,
+    )
+    assert outcome.ok, outcome.message
+    return choice.rendered.source
+
+
+@pytest.mark.parametrize("config", [LARGE, SMALL_M], ids=["128x256x64", "16x128x128"])
+def test_the_tiled_template_compiles_for_hopper_with_a_fused_epilogue(config: Config) -> None:
+    bias, a, w = (
+        torch.empty(512),
+        torch.empty(256, 1024, dtype=torch.bfloat16),
+        torch.empty(512, 1024, dtype=torch.bfloat16),
+    )
+    source = lower_for_hopper(
+        GEMM, config, (bias.bfloat16(), a, w.t()), ("bias", "A", "B"), _EPILOGUES["gelu"]
+    )
+    assert "tl.erf" in source and "stride_bk = 1" in source
+
+
+def test_the_batched_template_compiles_for_hopper() -> None:
+    a, b = torch.empty(4, 256, 512, dtype=torch.float16), torch.empty(4, 512, 384, dtype=torch.float16)
+    source = lower_for_hopper(GEMM, LARGE, (a, b), ("A", "B"), None)
+    assert "idx_b = tl.program_id(1)" in source
+
+
+@pytest.mark.parametrize("transposed", [False, True], ids=["b-rows", "b-columns"])
+def test_the_persistent_tma_template_compiles_for_hopper(transposed: bool) -> None:
+    a = torch.empty(512, 1024, dtype=torch.bfloat16)
+    b = (
+        torch.empty(768, 1024, dtype=torch.bfloat16).t()
+        if transposed
+        else torch.empty(1024, 768, dtype=torch.bfloat16)
+    )
+    source = lower_for_hopper(PERSISTENT_TMA_GEMM, LARGE, (a, b), ("A", "B"), None)
+    assert "NUM_SMS: tl.constexpr = 132" in source
+    assert ("B_desc_10" in source) == transposed
+
+
+def test_the_grid_of_the_persistent_template_is_capped_by_the_sm_count() -> None:
+    a, b = (
+        TensorSpec.contiguous((8192, 4096), torch.bfloat16, torch.device("cpu")),
+        TensorSpec.contiguous((4096, 8192), torch.bfloat16, torch.device("cpu")),
+    )
+    rendered = PERSISTENT_TMA_GEMM.prepare(
+        LARGE, {"A": a, "B": b}, device=H100, constants={"ALLOW_TF32": False, "NUM_SMS": 132}
+    )
+    assert rendered.grid == (132,)
+    tiled = GEMM.prepare(LARGE, {"A": a, "B": b}, device=H100, constants={"ALLOW_TF32": False})
+    assert tiled.grid == (64 * 32, 1)

@@ -1,0 +1,50 @@
+"""Tests of the choice protocol and extern choices."""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+import torch
+
+from kernelpick import extern
+from kernelpick.errors import ConfigError
+from kernelpick.select.choice import Choice, ChoiceSpace, qualified_name
+from kernelpick.select.inputs import ExampleInputs
+from kernelpick.select.signature import Signature
+
+
+def test_an_extern_is_a_choice_and_a_space_of_one() -> None:
+    choice = extern(torch.mm)
+    signature = Signature.of((torch.empty(2, 2), torch.empty(2, 2)), {})
+    assert isinstance(choice, Choice) and isinstance(choice, ChoiceSpace)
+    assert choice.choices_for(signature) == [choice]
+    assert choice.name == "torch.mm"
+    assert choice.description() == {
+        "kind": "extern",
+        "name": "torch.mm",
+        "callable": "torch.mm",
+        "out_variant": False,
+    }
+    assert choice.precompile(ExampleInputs((torch.empty(2),), {}), signature).ok
+    assert choice.callable_for(signature) is torch.mm
+
+
+def test_the_digest_follows_the_callables_qualified_name() -> None:
+    def local(a: torch.Tensor) -> torch.Tensor:
+        return a
+
+    assert extern(torch.mm).digest == extern(torch.mm).digest
+    assert extern(torch.mm).digest != extern(torch.bmm).digest
+    assert extern(torch.mm).digest != extern(torch.mm, name="cublas").digest
+    assert qualified_name(local).endswith(
+        "test_the_digest_follows_the_callables_qualified_name.<locals>.local"
+    )
+    assert "partial(torch.add" in qualified_name(functools.partial(torch.add, alpha=2))
+
+
+def test_an_extern_needs_a_callable() -> None:
+    with pytest.raises(ConfigError, match="expects a callable"):
+        extern(42)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"extern\(out=...\) expects a callable"):
+        extern(torch.mm, out="mm")  # type: ignore[arg-type]

@@ -1,0 +1,65 @@
+"""Tests of input signatures and the hot-path key."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from kernelpick.errors import ConfigError
+from kernelpick.select.signature import Signature, TensorSpec, signature_key
+
+
+def test_the_key_tells_apart_everything_that_selects_a_tuning() -> None:
+    a = torch.randn(8, 8)
+    same = torch.randn(8, 8)
+    variants = [
+        a.t(),  # strides
+        torch.randn(8, 8, dtype=torch.float64),  # dtype
+        torch.randn(8, 9)[:, :8],  # strides of a slice
+        torch.randn(65)[1:].view(8, 8),  # storage offset
+        torch.randn(4, 8),  # sizes
+    ]
+    key = signature_key((a,), {}, None)
+    assert signature_key((same,), {}, None) == key
+    keys = {signature_key((v,), {}, None) for v in variants}
+    assert len(keys) == len(variants) and key not in keys
+
+
+def test_the_key_has_keyword_arguments_in_any_order_and_the_user_key() -> None:
+    a = torch.randn(4)
+    assert signature_key((a,), {"x": 1, "y": 2}, None) == signature_key((a,), {"y": 2, "x": 1}, None)
+    assert signature_key((a,), {}, lambda t: t.numel() > 2) != signature_key((a,), {}, lambda t: 0)
+
+
+def test_a_signature_is_plain_data_for_the_store() -> None:
+    a = torch.randn(3, 4).t()
+    signature = Signature.of((a, 2.5), {"activation": "relu"}, key=lambda a, s, **k: "k")
+    assert signature.to_data() == [
+        [{"dtype": "float32", "size": [4, 3], "stride": [1, 4], "offset": 0}, 2.5],
+        [["activation", "relu"]],
+        "k",
+    ]
+    assert str(signature) == "(float32[4, 3] stride=[1, 4], 2.5, activation='relu', key='k')"
+    assert signature.device.type == "cpu"
+
+
+def test_inputs_on_two_devices_are_refused() -> None:
+    with pytest.raises(ConfigError, match="several devices"):
+        Signature.of((torch.empty(2), torch.empty(2, device="meta")), {})
+
+
+def test_broadcast_strides_follow_torch() -> None:
+    bias = TensorSpec.of(torch.empty(5))
+    assert bias.broadcast_strides((3, 5)) == (0, 1)
+    column = TensorSpec.of(torch.empty(3, 1))
+    assert column.broadcast_strides((3, 5)) == (1, 0)
+    assert TensorSpec.of(torch.empty(3, 5)).broadcast_strides((3, 5)) == (5, 1)
+    with pytest.raises(ValueError, match="does not broadcast"):
+        TensorSpec.of(torch.empty(4)).broadcast_strides((3, 5))
+
+
+def test_storage_length_covers_strided_views() -> None:
+    view = torch.empty(10, 70)[2:, 3:67]
+    spec = TensorSpec.of(view)
+    assert spec.storage_length == view.storage_offset() + (8 - 1) * 70 + (64 - 1) + 1
+    assert TensorSpec.contiguous((2, 3, 4), torch.float16, torch.device("cpu")).stride == (12, 4, 1)

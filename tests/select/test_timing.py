@@ -1,0 +1,63 @@
+"""Tests of call-path timing: a run counts as the larger of its device and host time."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from kernelpick.bench.timers import Benchmarkable, TimingBudget
+from kernelpick.select.timing import CallPathTimer
+
+
+class Sleeper:
+    name = "sleeper"
+
+    def setup(self) -> None:
+        pass
+
+    def run(self) -> None:
+        time.sleep(0.002)  # 2 ms of host time
+
+    def teardown(self) -> None:
+        pass
+
+
+class DeviceTimer:
+    """Stands in for CUDA events (there is no GPU here): runs the candidate, reports a fixed device time."""
+
+    def __init__(self, device_ms: float) -> None:
+        self.device_ms = device_ms
+
+    def measure(self, candidate: Benchmarkable, budget: TimingBudget) -> list[float]:
+        for _ in range(3):  # an estimate and warm-up runs, not reported
+            candidate.run()
+        samples = []
+        for _ in range(4):
+            candidate.setup()
+            candidate.run()
+            candidate.teardown()
+            samples.append(self.device_ms)
+        return samples
+
+    def measure_interleaved(
+        self, candidates: Sequence[Benchmarkable], budget: TimingBudget
+    ) -> list[list[float]]:
+        return [self.measure(c, budget) for c in candidates]
+
+
+BUDGET = TimingBudget(0.0, 0.0, 4, 4)
+
+
+def test_launch_bound_runs_count_their_host_time() -> None:
+    samples = CallPathTimer(DeviceTimer(0.01)).measure(Sleeper(), BUDGET)
+    assert len(samples) == 4 and all(s >= 2.0 for s in samples)
+
+
+def test_device_bound_runs_count_their_device_time() -> None:
+    samples = CallPathTimer(DeviceTimer(50.0)).measure(Sleeper(), BUDGET)
+    assert samples == [50.0] * 4
+
+
+def test_interleaved_rounds_combine_per_candidate() -> None:
+    samples = CallPathTimer(DeviceTimer(0.01)).measure_interleaved([Sleeper(), Sleeper()], BUDGET)
+    assert [len(s) for s in samples] == [4, 4] and min(map(min, samples)) >= 2.0

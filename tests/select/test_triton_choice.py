@@ -1,0 +1,94 @@
+"""Tests of triton_choice: a hand-written kernel's configs as choices, run in Triton's interpreter."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+from kernelpick import Config, Selector, extern, triton_choice
+from kernelpick.errors import ConfigError
+
+
+@triton.jit
+def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):  # type: ignore[no-untyped-def]
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(
+        out_ptr + offsets,
+        tl.load(x_ptr + offsets, mask=mask) + tl.load(y_ptr + offsets, mask=mask),
+        mask=mask,
+    )
+
+
+def bind(x: torch.Tensor, y: torch.Tensor) -> tuple[tuple[Any, ...], torch.Tensor]:
+    out = torch.empty_like(x)
+    return (x, y, out, x.numel()), out
+
+
+def grid(meta: dict[str, Any]) -> tuple[int]:
+    return (triton.cdiv(meta["n"], meta["BLOCK"]),)
+
+
+def test_every_config_is_a_choice_and_a_bad_one_is_recorded_not_chosen() -> None:
+    configs = [Config({"BLOCK": 64}), Config({"BLOCK": 128}), Config({"BLOCK": 48})]  # 48: not a power of 2
+    selector = Selector(
+        "add", [extern(torch.add), triton_choice(add_kernel, grid=grid, configs=configs, bind=bind)]
+    )
+    x, y = torch.randn(200), torch.randn(200)
+    assert torch.equal(selector(x, y), x + y)
+    record = selector.last_selection
+    assert record is not None
+    assert record["add_kernel BLOCK=64, num_warps=4, num_stages=3"].result.ok
+    assert record["add_kernel BLOCK=128, num_warps=4, num_stages=3"].result.ok
+    bad = record["add_kernel BLOCK=48, num_warps=4, num_stages=3"].result
+    assert bad.status == "compile_error" and "power of 2" in bad.message
+    description = record["add_kernel BLOCK=64, num_warps=4, num_stages=3"].description
+    assert description == {
+        "kind": "triton",
+        "name": "add_kernel BLOCK=64, num_warps=4, num_stages=3",
+        "kernel": "add_kernel",
+        "config": Config({"BLOCK": 64}).to_dict(),
+    }
+
+
+def test_a_triton_choice_alone_runs_in_the_interpreter_through_its_bind() -> None:
+    selector = Selector(
+        "add", [triton_choice(add_kernel, grid=grid, configs=[Config({"BLOCK": 32})], bind=bind, name="add")]
+    )
+    x, y = torch.randn(70), torch.randn(70)
+    assert torch.equal(selector(x, y), x + y)
+    assert selector.last_selection is not None and selector.last_selection.reference is None  # no extern
+
+
+def test_bind_may_pass_arguments_by_name() -> None:
+    def by_name(x: torch.Tensor, y: torch.Tensor) -> tuple[dict[str, Any], torch.Tensor]:
+        out = torch.empty_like(x)
+        return {"x_ptr": x, "y_ptr": y, "out_ptr": out, "n": x.numel()}, out
+
+    choice = triton_choice(add_kernel, grid=grid, configs=[Config({"BLOCK": 32})], bind=by_name)
+    selector = Selector("add", [extern(torch.add), choice], reference="torch.add")
+    x, y = torch.randn(40), torch.randn(40)
+    selector.tune(x, y)
+    assert selector.last_selection is not None
+    assert all(r.result.ok for r in selector.last_selection.results)
+
+
+def test_the_digest_changes_with_the_config_and_the_kernel_source() -> None:
+    from kernelpick.select.signature import Signature
+
+    signature = Signature.of((torch.empty(4), torch.empty(4)), {})
+    space = triton_choice(
+        add_kernel, grid=grid, configs=[Config({"BLOCK": 32}), Config({"BLOCK": 64})], bind=bind
+    )
+    first, second = space.choices_for(signature)
+    assert first.digest != second.digest
+    assert first.digest == space.choices_for(signature)[0].digest
+
+
+def test_triton_choice_needs_a_triton_kernel() -> None:
+    with pytest.raises(ConfigError, match=r"expects a @triton\.jit kernel"):
+        triton_choice(torch.add, grid=(1,), configs=[], bind=bind)
