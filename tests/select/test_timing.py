@@ -28,7 +28,9 @@ class DeviceTimer:
     def __init__(self, device_ms: float) -> None:
         self.device_ms = device_ms
 
-    def measure(self, candidate: Benchmarkable, budget: TimingBudget) -> list[float]:
+    def measure(
+        self, candidate: Benchmarkable, budget: TimingBudget, cutoff_ms: float | None = None
+    ) -> list[float]:
         for _ in range(3):  # an estimate and warm-up runs, not reported
             candidate.run()
         samples = []

@@ -46,9 +46,11 @@ class CallPathTimer:
     def __init__(self, timer: Timer) -> None:
         self.timer = timer
 
-    def measure(self, candidate: Benchmarkable, budget: TimingBudget) -> list[float]:
+    def measure(
+        self, candidate: Benchmarkable, budget: TimingBudget, cutoff_ms: float | None = None
+    ) -> list[float]:
         wrapped = _HostTimed(candidate)
-        return _combine(self.timer.measure(wrapped, budget), wrapped.host_ms)
+        return _combine(self.timer.measure(wrapped, budget, cutoff_ms), wrapped.host_ms)
 
     def measure_interleaved(
         self, candidates: Sequence[Benchmarkable], budget: TimingBudget
