@@ -1,0 +1,124 @@
+"""Reach the `triton.jit` function inside autotuning and heuristics wrappers, with the arguments they would add."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from triton.runtime.jit import JITFunction
+
+from kernelpick.errors import AnalysisError
+
+#: Compile options a tuning config carries besides its meta-parameters.
+CONFIG_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
+
+#: How deep wrappers may nest before the object is taken to be malformed (a wrapper of itself).
+_MAX_DEPTH = 32
+
+
+@dataclass(frozen=True, slots=True)
+class Unwrapped:
+    """A kernel with the launch arguments its wrappers would pass it.
+
+    Attributes:
+        kernel: the `triton.jit` function, or the interpreter's stand-in when TRITON_INTERPRET was set.
+        args: positional arguments as given.
+        kwargs: keyword arguments as given, plus config meta-parameters and heuristic values.
+        problem: why the arguments could not be completed (a heuristic raised), else empty.
+    """
+
+    kernel: Any
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    problem: str = ""
+
+
+def is_interpreted(kernel: Any) -> bool:
+    """Whether `kernel` was decorated while TRITON_INTERPRET=1 was set (Triton then cannot compile it)."""
+    try:
+        from triton.runtime.interpreter import InterpretedFunction
+    except ImportError:  # pragma: no cover - every supported Triton has it
+        return False
+    return isinstance(kernel, InterpretedFunction)
+
+
+def _is_heuristics(kernel: Any) -> bool:
+    from triton.runtime.autotuner import Heuristics
+
+    return isinstance(kernel, Heuristics) or (
+        hasattr(kernel, "fn") and isinstance(getattr(kernel, "values", None), Mapping)
+    )
+
+
+def _is_tuner(kernel: Any) -> bool:
+    return hasattr(kernel, "fn") and isinstance(getattr(kernel, "configs", None), Sequence)
+
+
+def _config_kwargs(config: Any) -> dict[str, Any]:
+    """A config's meta-parameters and compile options (Triton's `Config` or anything shaped like it)."""
+    kwargs = dict(getattr(config, "kwargs", None) or {})
+    for option in CONFIG_OPTIONS:
+        value = getattr(config, option, None)
+        if value is not None:
+            kwargs[option] = value
+    return kwargs
+
+
+def innermost(kernel: Any) -> Any:
+    """The object at the bottom of a stack of wrappers (each exposing `.fn`)."""
+    for _ in range(_MAX_DEPTH):
+        if isinstance(kernel, JITFunction) or is_interpreted(kernel) or not hasattr(kernel, "fn"):
+            return kernel
+        kernel = kernel.fn
+    raise AnalysisError(
+        f"wrappers of {kernel!r} nest more than {_MAX_DEPTH} deep; expected a @triton.jit function inside"
+    )
+
+
+def unwrap(kernel: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Unwrapped:
+    """Peel `triton.autotune`, `triton.heuristics` and look-alike wrappers off `kernel`, outermost first.
+
+    An autotuner contributes its first config's meta-parameters and compile options (arguments
+    given by the caller win); a heuristics wrapper computes its values from the arguments bound
+    so far, as Triton does at launch.
+
+    Raises:
+        AnalysisError: `kernel` is not a Triton kernel or a wrapper of one.
+    """
+    bottom = innermost(kernel)
+    if not isinstance(bottom, JITFunction) and not is_interpreted(bottom):
+        raise AnalysisError(
+            f"expected a @triton.jit function or a triton.autotune / triton.heuristics wrapper of one, "
+            f"got {type(kernel).__name__}: {kernel!r}"
+        )
+    arg_names = _arg_names(bottom)
+    current = dict(kwargs)
+    problem = ""
+    for _ in range(_MAX_DEPTH):
+        if isinstance(kernel, JITFunction) or is_interpreted(kernel):
+            break
+        if _is_heuristics(kernel):
+            bound = {**dict(zip(arg_names, args, strict=False)), **current}
+            for name, heuristic in kernel.values.items():
+                try:
+                    current[name] = heuristic(bound)
+                except Exception as error:  # a user function; reported, not raised
+                    problem = f"heuristic for `{name}` raised {type(error).__name__}: {error}"
+                    return Unwrapped(bottom, tuple(args), current, problem)
+                bound[name] = current[name]
+        elif _is_tuner(kernel):
+            if kernel.configs:
+                for name, value in _config_kwargs(kernel.configs[0]).items():
+                    current.setdefault(name, value)
+        kernel = kernel.fn
+    return Unwrapped(bottom, tuple(args), current, problem)
+
+
+def _arg_names(kernel: Any) -> list[str]:
+    names = getattr(kernel, "arg_names", None)
+    if names is not None:
+        return list(names)
+    function = getattr(kernel, "fn", kernel)
+    return list(inspect.signature(function).parameters)

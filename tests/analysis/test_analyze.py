@@ -1,0 +1,305 @@
+"""`kernelpick.analysis.analyze`: the corpus, the argument kinds users pass, wrappers, errors, memoization, speed."""
+
+from __future__ import annotations
+
+import gc
+import statistics
+import threading
+import time
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+from access_corpus import BLOCK, CASES, Case, copy, f32, i32
+from torch._subclasses.fake_tensor import FakeTensorMode
+from triton.tools.tensor_descriptor import TensorDescriptor
+
+from kernelpick.analysis import KernelAccess, analyze, clear_cache, written_arguments
+from kernelpick.analysis.analyze import analyze_uncached
+from kernelpick.errors import AnalysisError, KernelpickError
+
+REQUIRED_CONSTRUCTS = [
+    "scf.for",
+    "scf.while",
+    "scf.if",
+    "pointer chosen by branch",
+    "pointer advanced in loop",
+    "one yield per result",
+    "tt.reduce",
+    "tt.scan",
+    "tt.call",
+    "nested noinline helpers",
+    "noinline helper only reads",
+    "tl.make_block_ptr",
+    "tl.advance in a loop",
+    "host TensorDescriptor",
+    "tl.make_tensor_descriptor",
+    "tl.atomic_add",
+    "tl.atomic_max",
+    "tl.atomic_min",
+    "tl.atomic_and",
+    "tl.atomic_or",
+    "tl.atomic_xor",
+    "tl.atomic_xchg",
+    "tl.atomic_cas",
+    "tl.where on pointers",
+    "ptr -> int64 -> ptr",
+    "tl.cast(bitcast=True) ptr <-> int",
+    "pure tl.inline_asm_elementwise",
+    "impure tl.inline_asm_elementwise",
+    "early return",
+    "store through a loaded pointer",
+]
+
+
+@pytest.fixture(autouse=True)
+def fresh_cache() -> None:
+    clear_cache()
+
+
+def test_corpus_is_large_and_covers_every_construct() -> None:
+    assert len({case.kernel for case in CASES}) >= 30
+    covered = {construct for case in CASES for construct in case.constructs}
+    assert [c for c in REQUIRED_CONSTRUCTS if c not in covered] == []
+
+
+def _check(case: Case, access: KernelAccess) -> None:
+    assert set(access.mutated) == set(case.written), f"{case.name}: {access}"
+    assert set(access.read) == set(case.read), f"{case.name}: {access}"
+    assert access.certain == case.certain, f"{case.name}: {access.reason}"
+    if case.certain:
+        assert access.reason == ""
+    else:
+        assert case.reason in access.reason
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_corpus(case: Case) -> None:
+    if not case.available:
+        pytest.skip(case.unavailable_because)
+    args, kwargs = case.arguments()
+    _check(case, analyze(case.kernel, *args, **kwargs))
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_corpus_before_ttir_passes(case: Case) -> None:
+    """The same answers from the IR straight out of code generation: no helper inlined, no block pointer rewritten."""
+    if not case.available:
+        pytest.skip(case.unavailable_because)
+    args, kwargs = case.arguments()
+    _check(case, analyze_uncached(case.kernel, args, kwargs, stage="source"))
+
+
+def test_results_are_in_signature_order() -> None:
+    from access_corpus import reductions
+
+    access = analyze(reductions, f32(), f32(), i32(), BLOCK=BLOCK)
+    assert access.arg_names == ("x_ptr", "out_ptr", "index_ptr")
+    assert access.mutated == ("out_ptr", "index_ptr")
+
+
+def test_real_cpu_meta_and_fake_tensors_give_the_same_answer() -> None:
+    real = analyze(copy, torch.zeros(64), torch.zeros(64), 64, BLOCK=16)
+    meta = analyze(copy, torch.empty(64, device="meta"), torch.empty(64, device="meta"), 64, BLOCK=16)
+    with FakeTensorMode() as mode:
+        x, y = mode.from_tensor(torch.zeros(64)), torch.empty(64)
+        fake = analyze(copy, x, y, 64, BLOCK=16)
+    assert real.mutated == meta.mutated == fake.mutated == ("y_ptr",)
+    assert real.read == meta.read == fake.read == ("x_ptr",)
+
+
+def test_keyword_arguments_and_positional_arguments_agree() -> None:
+    by_name = analyze(copy, x_ptr=f32(), y_ptr=f32(), n=8, BLOCK=16)
+    mixed = analyze(copy, f32(), y_ptr=f32(), n=8, BLOCK=16)
+    assert by_name.mutated == mixed.mutated == ("y_ptr",)
+
+
+def test_real_tensor_descriptors_are_accepted() -> None:
+    from access_corpus import host_descriptors
+
+    a = TensorDescriptor.from_tensor(torch.zeros(32, 32), [16, 16])
+    b = TensorDescriptor.from_tensor(torch.zeros(32, 32), [16, 16])
+    access = analyze(host_descriptors, a, b)
+    assert (access.read, access.mutated) == (("a_desc",), ("b_desc",))
+
+
+@triton.autotune(
+    configs=[triton.Config({"BLOCK": 32}, num_warps=4), triton.Config({"BLOCK": 64}, num_warps=8)],
+    key=["n"],
+)
+@triton.jit
+def tuned_scale(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2, mask=offs < n)
+
+
+@triton.heuristics({"EVEN": lambda args: args["n"] % args["BLOCK"] == 0})
+@triton.jit
+def heuristic_copy(x_ptr, out_ptr, n, BLOCK: tl.constexpr, EVEN: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    if EVEN:
+        tl.store(out_ptr + offs, tl.load(x_ptr + offs))
+    else:
+        tl.store(x_ptr + offs, tl.load(out_ptr + offs, mask=offs < n), mask=offs < n)
+
+
+@triton.autotune(configs=[triton.Config({"BLOCK": 16})], key=["n"])
+@triton.heuristics({"EVEN": lambda args: args["n"] % args["BLOCK"] == 0})
+@triton.jit
+def tuned_heuristic_copy(x_ptr, out_ptr, n, BLOCK: tl.constexpr, EVEN: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    if EVEN:
+        tl.store(out_ptr + offs, tl.load(x_ptr + offs))
+    else:
+        tl.store(x_ptr + offs, tl.load(out_ptr + offs, mask=offs < n), mask=offs < n)
+
+
+def test_triton_autotune_wrapper_uses_first_config() -> None:
+    access = analyze(tuned_scale, f32(), f32(), 100)
+    assert (access.kernel_name, access.read, access.mutated) == ("tuned_scale", ("x_ptr",), ("out_ptr",))
+    assert "BLOCK" not in access.arg_names
+
+
+def test_triton_heuristics_wrapper_computes_its_values_from_the_arguments() -> None:
+    even = analyze(heuristic_copy, f32(), f32(), 64, BLOCK=16)
+    odd = analyze(heuristic_copy, f32(), f32(), 65, BLOCK=16)
+    assert even.mutated == ("out_ptr",)
+    assert odd.mutated == ("x_ptr",)
+
+
+def test_nested_autotune_and_heuristics() -> None:
+    assert analyze(tuned_heuristic_copy, f32(), f32(), 64).mutated == ("out_ptr",)
+    assert analyze(tuned_heuristic_copy, f32(), f32(), 65).mutated == ("x_ptr",)
+
+
+def test_missing_argument_is_a_clear_error() -> None:
+    with pytest.raises(AnalysisError, match=r"takes 4 arguments, got 3: missing `BLOCK`"):
+        analyze(copy, f32(), f32(), 8)
+
+
+def test_unknown_keyword_is_a_clear_error() -> None:
+    with pytest.raises(AnalysisError, match=r"no argument `BLOK`.*its arguments are x_ptr, y_ptr, n, BLOCK"):
+        analyze(copy, f32(), f32(), 8, BLOK=16)
+
+
+def test_argument_of_a_type_triton_cannot_pass_is_a_clear_error() -> None:
+    with pytest.raises(AnalysisError, match="cannot be specialized"):
+        analyze(copy, f32(), "not a tensor", 8, BLOCK=16)
+
+
+def test_not_a_kernel_is_a_clear_error() -> None:
+    with pytest.raises(AnalysisError, match=r"expected a @triton\.jit function"):
+        analyze(lambda x: x, f32())
+    assert issubclass(AnalysisError, KernelpickError)
+
+
+def test_kernel_that_does_not_compile_gets_a_conservative_answer() -> None:
+    access = analyze(copy, f32(), f32(), 8, BLOCK=15)  # tl.arange needs a power of two
+    assert not access.certain
+    assert "Triton could not generate TTIR" in access.reason and "power of 2" in access.reason
+    assert access.mutated == access.read == ("x_ptr", "y_ptr")
+    with pytest.raises(AnalysisError, match="no TTIR"):
+        access.ttir()
+
+
+def test_interpreter_kernel_gets_a_conservative_answer() -> None:
+    from triton.runtime.interpreter import InterpretedFunction
+
+    interpreted = InterpretedFunction(copy.fn)  # what triton.jit makes under TRITON_INTERPRET=1
+    access = analyze(interpreted, f32(), f32(), 8, BLOCK=16)
+    assert not access.certain and "TRITON_INTERPRET" in access.reason
+    assert access.arg_names == ("x_ptr", "y_ptr", "n")
+    assert access.mutated == ("x_ptr", "y_ptr")
+
+
+def test_failing_heuristic_gets_a_conservative_answer() -> None:
+    def needs_data(args: dict[str, object]) -> int:
+        raise RuntimeError("this heuristic reads tensor data, which meta tensors do not have")
+
+    @triton.heuristics({"BLOCK": needs_data})
+    @triton.jit
+    def pointer_heuristic(x_ptr, y_ptr, BLOCK: tl.constexpr):
+        tl.store(y_ptr, tl.load(x_ptr))
+
+    access = analyze(pointer_heuristic, f32(), f32())
+    assert not access.certain and "heuristic for `BLOCK` raised" in access.reason
+    assert access.mutated == ("x_ptr", "y_ptr")
+
+
+def test_answers_are_memoized_per_specialization() -> None:
+    args = (f32(), f32(), 1000)
+    start = time.perf_counter()
+    first = analyze(copy, *args, BLOCK=32)
+    first_seconds = time.perf_counter() - start
+    start = time.perf_counter()
+    second = analyze(copy, f32(8), f32(8), 999, BLOCK=32)  # other sizes and values, same specialization
+    second_seconds = time.perf_counter() - start
+    assert second is first
+    assert second_seconds < first_seconds / 5
+    assert analyze(copy, *args, BLOCK=64) is not first  # another constexpr value
+    assert analyze(copy, f32(), f32(), 1, BLOCK=32) is not first  # Triton specializes the value 1
+
+
+def test_concurrent_callers_get_one_answer() -> None:
+    results: list[KernelAccess] = []
+
+    def work() -> None:
+        results.append(analyze(copy, f32(), f32(), 8, BLOCK=128))
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(results) == 4
+    assert all(r is results[0] for r in results)
+    assert analyze(copy, f32(), f32(), 8, BLOCK=128) is results[0]
+
+
+def test_written_arguments_is_the_mutated_set() -> None:
+    assert written_arguments(copy, (f32(), f32(), 8), {"BLOCK": 16}) == ("y_ptr",)
+
+
+def test_ttir_and_per_argument_access() -> None:
+    access = analyze(copy, f32(), f32(), 8, BLOCK=16)
+    assert "tt.func public @copy" in access.ttir()
+    assert [access.access(n) for n in access.arg_names] == ["read", "written", "untouched"]
+    with pytest.raises(AnalysisError, match="no argument `z`"):
+        access.access("z")
+
+
+def test_median_analysis_time_per_small_kernel() -> None:
+    """Uncached, TTIR generation included; the target is 10 ms, the bound generous so that a busy CI passes."""
+    cases = [c for c in CASES if c.available][:20]
+    for case in cases[:3]:  # warm Triton's own caches (imports, codegen tables) once
+        args, kwargs = case.arguments()
+        analyze_uncached(case.kernel, args, kwargs)
+    times = []
+    for case in cases:
+        args, kwargs = case.arguments()
+        start = time.perf_counter()
+        analyze_uncached(case.kernel, args, kwargs)
+        times.append(time.perf_counter() - start)
+    median_ms = statistics.median(times) * 1e3
+    print(f"median analysis time over {len(cases)} kernels: {median_ms:.1f} ms (triton {triton.__version__})")
+    assert median_ms < 100
+
+
+def _live_ir_objects() -> int:
+    from triton._C.libtriton import ir
+
+    kinds = {ir.module, ir.context, ir.operation, ir.value, ir.block, ir.region, ir.function}
+    gc.collect()
+    return sum(type(o) in kinds for o in gc.get_objects())
+
+
+def test_no_triton_ir_object_outlives_the_analysis() -> None:
+    """IR objects kept past the analysis make Triton print nanobind leak warnings at exit: none may survive."""
+    before = _live_ir_objects()
+    answers = []
+    for case in CASES[:12]:
+        args, kwargs = case.arguments()
+        answers.append(analyze(case.kernel, *args, **kwargs))
+    assert "tt.func" in answers[0].ttir()
+    assert _live_ir_objects() <= before

@@ -1,0 +1,91 @@
+"""Peeling tuning and heuristics wrappers off a kernel, Triton's and look-alikes (kernelpick's tuner)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+import triton
+from access_corpus import copy, f32
+
+from kernelpick.analysis import analyze, clear_cache
+from kernelpick.analysis.unwrap import innermost, unwrap
+from kernelpick.errors import AnalysisError
+
+
+@dataclass
+class LookAlikeConfig:
+    """Shaped like a kernelpick / Triton config: meta-parameters plus compile options."""
+
+    kwargs: dict[str, Any]
+    num_warps: int | None = 4
+    num_stages: int | None = None
+    num_ctas: int | None = None
+    maxnreg: int | None = None
+
+
+@dataclass
+class LookAlikeTuner:
+    fn: Any
+    configs: list[LookAlikeConfig] = field(default_factory=list)
+
+
+def test_duck_typed_tuner_contributes_its_first_config() -> None:
+    tuner = LookAlikeTuner(copy, [LookAlikeConfig({"BLOCK": 64}, num_warps=8), LookAlikeConfig({"BLOCK": 7})])
+    unwrapped = unwrap(tuner, (f32(), f32(), 8), {})
+    assert unwrapped.kernel is copy
+    assert unwrapped.kwargs == {"BLOCK": 64, "num_warps": 8}
+
+
+def test_caller_arguments_win_over_config_values() -> None:
+    tuner = LookAlikeTuner(copy, [LookAlikeConfig({"BLOCK": 64})])
+    assert unwrap(tuner, (), {"BLOCK": 32}).kwargs["BLOCK"] == 32
+
+
+def test_triton_autotune_config_options_are_passed() -> None:
+    tuned = triton.autotune(configs=[triton.Config({"BLOCK": 32}, num_warps=2, num_stages=2)], key=[])(copy)
+    assert unwrap(tuned, (), {}).kwargs == {"BLOCK": 32, "num_warps": 2, "num_stages": 2, "num_ctas": 1}
+
+
+def test_look_alike_tuner_around_heuristics_end_to_end() -> None:
+    clear_cache()
+    with_heuristics = triton.heuristics({"BLOCK": lambda args: 16 if args["n"] < 100 else 64})(copy)
+    tuner = LookAlikeTuner(with_heuristics, [LookAlikeConfig({}, num_warps=4)])
+    access = analyze(tuner, f32(), f32(), 8)
+    assert (access.read, access.mutated) == (("x_ptr",), ("y_ptr",))
+
+
+def test_heuristic_sees_config_values_of_an_outer_tuner() -> None:
+    seen: dict[str, Any] = {}
+
+    def block(args: dict[str, Any]) -> int:
+        seen.update(args)
+        return 16
+
+    tuner = LookAlikeTuner(triton.heuristics({"BLOCK": block})(copy), [LookAlikeConfig({"num_stages": 3})])
+    unwrap(tuner, (f32(), f32(), 8), {})
+    assert seen["n"] == 8 and seen["num_stages"] == 3
+
+
+def test_raising_heuristic_is_reported_not_raised() -> None:
+    def broken(args: dict[str, Any]) -> int:
+        raise ZeroDivisionError("boom")
+
+    unwrapped = unwrap(triton.heuristics({"BLOCK": broken})(copy), (f32(), f32(), 8), {})
+    assert unwrapped.problem == "heuristic for `BLOCK` raised ZeroDivisionError: boom"
+
+
+def test_non_kernels_are_rejected() -> None:
+    with pytest.raises(AnalysisError, match=r"expected a @triton\.jit function"):
+        unwrap(LookAlikeTuner(print, []), (), {})
+
+
+def test_self_wrapping_object_is_rejected() -> None:
+    class Loop:
+        @property
+        def fn(self) -> Any:
+            return self
+
+    with pytest.raises(AnalysisError, match="nest more than"):
+        innermost(Loop())
