@@ -68,6 +68,11 @@ class Settings:
     )
     min_reps: int = _setting("KERNELPICK_MIN_REPS", 5, "Fewest timed runs of a config, however slow it is.")
     max_reps: int = _setting("KERNELPICK_MAX_REPS", 1000, "Most timed runs of a config in one round.")
+    op_fast_path: bool = _setting(
+        "KERNELPICK_OP_FAST_PATH",
+        True,
+        "Eager calls of a kernelpick.op skip PyTorch's dispatcher when nothing traces (read at registration).",
+    )
 
 
 _ENV_NAMES = {f.name: f.metadata["env"] for f in fields(Settings)}
