@@ -8,10 +8,13 @@ from kernelpick.errors import (
     AnalysisError,
     ConfigError,
     KernelpickError,
+    MutatesArgsError,
     NoValidConfigs,
+    OperatorError,
     SettingsError,
     StoreError,
 )
+from kernelpick.pytorch import Operator, functional, launch, op
 from kernelpick.tune import Autotuner, Config, TuningRecord, autotune
 
 __version__ = "0.1.0"
@@ -23,12 +26,18 @@ __all__ = [
     "Config",
     "ConfigError",
     "KernelpickError",
+    "MutatesArgsError",
     "NoValidConfigs",
+    "Operator",
+    "OperatorError",
     "SettingsError",
     "StoreError",
     "TimingSummary",
     "TuningRecord",
     "__version__",
     "autotune",
+    "functional",
+    "launch",
+    "op",
     "settings",
 ]

@@ -14,6 +14,7 @@ dispatcher would: a few hundred nanoseconds instead of the dispatcher's tens of 
 from __future__ import annotations
 
 import functools
+import logging
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Literal
@@ -34,6 +35,8 @@ from kernelpick.pytorch.inference import (
 )
 from kernelpick.pytorch.recording import Recording, record_call, recording
 from kernelpick.pytorch.running import on_cpu, routing_cpu_launches, tensors_in
+
+logger = logging.getLogger("kernelpick.pytorch")
 
 Infer = Literal["infer"]
 _is_compiling = torch.compiler.is_compiling
@@ -140,7 +143,8 @@ class Operator:
         if _is_compiling():
             if self._registered:
                 return getattr(getattr(torch.ops, self._namespace), self._opname)(*args, **kwargs)
-            return self._first_traced_call(*args, **kwargs)
+            boxed = self._first_traced_call(*args, **kwargs)
+            return boxed[0] if boxed else None
         if not self._fast or _dispatch_modes() or _function_modes() or _transforms():
             return self._dispatch(*args, **kwargs)
         how = route(args, kwargs, _grad_enabled())
@@ -182,7 +186,18 @@ class Operator:
                 return self
             arguments = schemas.bind(self.fn, args, kwargs)
             positional = tuple(n for n in arguments if n not in self._keyword_only)
-            recorded = record_call(self.fn, arguments, positional)
+            try:
+                recorded = record_call(self.fn, arguments, positional)
+            except OperatorError as error:
+                if self._declared is None or self._user_fake is None:
+                    raise
+                # Declared and given a fake: the user knows what cannot be recorded; trust them.
+                logger.warning(
+                    "op `%s`: mutates_args=%s is not checked: %s", self.name, self._declared, error
+                )
+                unchecked = Inference(self._declared, (), (), certain=False, reason=f"not recorded: {error}")
+                self._define(self._declared, unchecked)
+                return self
             check_outputs(self.name, recorded)
             inference = infer_mutations(recorded, self._parameters)
             if self._declared is None:
@@ -339,7 +354,8 @@ def _nonstrict(call: Callable[..., Any], name: str) -> Callable[..., Any]:
     nonstrict_trace = getattr(torch._dynamo, "nonstrict_trace", None)
 
     def first_call(*args: Any, **kwargs: Any) -> Any:
-        return call(*args, **kwargs)
+        result = call(*args, **kwargs)
+        return () if result is None else (result,)  # Dynamo takes no None from a nonstrict call
 
     if nonstrict_trace is None:  # torch < 2.7
 
