@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -11,8 +12,10 @@ import triton
 from triton.runtime.jit import JITFunction
 
 import kernelpick
+from kernelpick.pytorch import hooks
 from kernelpick.pytorch.hooks import Launch, handling_launches, installed
 from kernelpick.pytorch.recording import recording
+from kernelpick.pytorch.running import routing_cpu_launches
 from tests.pytorch.kernels import BLOCK, increment_kernel
 
 
@@ -40,15 +43,18 @@ def test_every_launcher_is_recorded_with_its_arguments() -> None:
     assert torch.equal(x, torch.zeros(4)), "recorded launches must not run"
 
 
-def test_patches_exist_only_inside_a_scope() -> None:
-    original = JITFunction.run
-    assert not installed()
+def test_patches_exist_only_inside_a_scope_unless_routing_kept_them() -> None:
+    before = hooks._active
     with recording():
-        assert installed() and JITFunction.run is not original
+        assert installed() and JITFunction.run.__wrapped__ is not None  # type: ignore[attr-defined]
         with recording():
-            assert installed()
-        assert installed()
-    assert not installed() and JITFunction.run is original
+            assert hooks._active == before + 2
+    assert hooks._active == before
+    if not hooks._kept:
+        assert not installed() and not hasattr(JITFunction.run, "__wrapped__")
+    with routing_cpu_launches():
+        pass
+    assert hooks._kept and installed(), "CPU routing keeps the patches for the next call"
 
 
 def test_other_threads_launch_as_usual() -> None:
@@ -77,7 +83,7 @@ def test_other_threads_launch_as_usual() -> None:
 
 
 @pytest.fixture
-def launched(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, ...]]:
+def launched(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[Any, ...]]]:
     """`JITFunction.run` replaced by a stand-in noting its calls (a real launch needs a GPU)."""
     calls: list[tuple[Any, ...]] = []
 
@@ -85,8 +91,16 @@ def launched(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, ...]]:
         calls.append((self, grid, warmup, args, kwargs))
         return "launched"
 
+    kept, active = hooks._kept, hooks._active
+    while hooks._active:  # start unpatched, so that the stand-in is what the patches wrap
+        hooks._uninstall()
+    hooks._kept = False
     monkeypatch.setattr(JITFunction, "run", run)
-    return calls
+    yield calls
+    monkeypatch.undo()
+    for _ in range(active):
+        hooks._install()
+    hooks._kept = kept
 
 
 def test_a_handler_can_launch_as_usual_and_is_not_reentered(launched: list[tuple[Any, ...]]) -> None:
@@ -114,6 +128,7 @@ def test_a_failing_handler_leaves_nothing_patched() -> None:
     def handler(launch: Launch, original: Any) -> None:
         raise RuntimeError("boom")
 
+    before = hooks._active
     with pytest.raises(RuntimeError, match="boom"), handling_launches(handler):
         increment_kernel[(1,)](torch.zeros(4), 4, BLOCK=BLOCK)
-    assert not installed()
+    assert hooks._active == before

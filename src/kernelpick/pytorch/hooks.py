@@ -40,8 +40,9 @@ class LaunchHandler(Protocol):
 
 
 _state = threading.local()
-_install_lock = threading.Lock()
+_install_lock = threading.RLock()
 _active = 0
+_kept = False
 _originals: list[tuple[type, Callable[..., Any]]] = []
 
 
@@ -51,16 +52,37 @@ def current_handler() -> LaunchHandler | None:
 
 
 @contextmanager
-def handling_launches(handler: LaunchHandler | None) -> Iterator[None]:
-    """Hand this thread's launches to `handler` for the duration of the block (None: launch as usual)."""
+def handling_launches(handler: LaunchHandler | None, *, keep_patches: bool = False) -> Iterator[None]:
+    """Hand this thread's launches to `handler` for the duration of the block (None: launch as usual).
+
+    Args:
+        handler: receives each launch.
+        keep_patches: leave the launch methods patched after the block, for the rest of the process,
+            so that the next block costs no patching (each launch then pays a thread-local lookup).
+    """
     previous = current_handler()
+    if keep_patches:
+        keep_installed()
+    else:
+        _install()
     _state.handler = handler
-    _install()
     try:
         yield
     finally:
         _state.handler = previous
-        _uninstall()
+        if not keep_patches:
+            _uninstall()
+
+
+def swap_handler(handler: LaunchHandler | None) -> LaunchHandler | None:
+    """Make `handler` this thread's handler and return the previous one (a hot path's `handling_launches`).
+
+    The caller must have the patches installed (see `keep_installed`) and put the previous handler
+    back with another `swap_handler` in a `finally`.
+    """
+    previous = getattr(_state, "handler", None)
+    _state.handler = handler
+    return previous
 
 
 @contextmanager
@@ -110,13 +132,23 @@ def _intercepting(original: Callable[..., Any]) -> Callable[..., Any]:
 
 def _install() -> None:
     global _active
-    with _install_lock:
+    with _install_lock:  # reentrant: keep_installed holds it too
         if _active == 0:
             for cls in _launch_classes():
                 original = cls.__dict__["run"]
                 _originals.append((cls, original))
                 cls.run = _intercepting(original)  # type: ignore[attr-defined]
         _active += 1
+
+
+def keep_installed() -> None:
+    """Patch the launch methods for the rest of the process (once; later calls cost a flag check)."""
+    global _kept
+    if not _kept:
+        with _install_lock:
+            if not _kept:
+                _kept = True
+                _install()
 
 
 def _uninstall() -> None:

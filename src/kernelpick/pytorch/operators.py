@@ -34,7 +34,7 @@ from kernelpick.pytorch.inference import (
     infer_mutations,
 )
 from kernelpick.pytorch.recording import Recording, record_call, recording
-from kernelpick.pytorch.running import on_cpu, routing_cpu_launches, tensors_in
+from kernelpick.pytorch.running import on_cpu, routing_cpu_launches, start_routing, stop_routing, tensors_in
 
 logger = logging.getLogger("kernelpick.pytorch")
 
@@ -151,8 +151,11 @@ class Operator:
         if how == DISPATCH:
             return self._dispatch(*args, **kwargs)
         if how == INTERPRET:
-            with routing_cpu_launches():
+            previous = start_routing()
+            try:
                 result = self.fn(*args, **kwargs)
+            finally:
+                stop_routing(previous)
         else:
             result = self.fn(*args, **kwargs)
         for index, arg_name in self._bump_positions:  # what the dispatcher's ADInplaceOrView step does

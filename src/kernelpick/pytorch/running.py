@@ -11,7 +11,7 @@ import torch
 from kernelpick.analysis.unwrap import innermost, unwrap
 from kernelpick.compile.launch import interpret
 from kernelpick.errors import KernelpickError, OperatorError
-from kernelpick.pytorch.hooks import Launch, handling_launches
+from kernelpick.pytorch.hooks import Launch, handling_launches, keep_installed, swap_handler
 
 
 def tensors_in(values: Iterable[Any]) -> Iterator[torch.Tensor]:
@@ -70,8 +70,11 @@ def _route(launch: Launch, original: Callable[[], Any] | None) -> Any:
 
 @contextmanager
 def routing_cpu_launches() -> Iterator[None]:
-    """Within the block, `kernel[grid](...)` on CPU tensors runs in the interpreter (this thread only)."""
-    with handling_launches(_route):
+    """Within the block, `kernel[grid](...)` on CPU tensors runs in the interpreter (this thread only).
+
+    The launch methods stay patched afterwards (see `kernelpick.pytorch.hooks`).
+    """
+    with handling_launches(_route, keep_patches=True):
         yield
 
 
@@ -82,3 +85,17 @@ def kernel_name(kernel: Any) -> str:
     except KernelpickError:
         bottom = kernel
     return str(getattr(bottom, "__name__", None) or type(kernel).__name__)
+
+
+def start_routing() -> Any:
+    """Route this thread's CPU launches to the interpreter until `stop_routing(returned value)`.
+
+    The same as `routing_cpu_launches`, without a context manager's cost, for the eager fast path.
+    """
+    keep_installed()
+    return swap_handler(_route)
+
+
+def stop_routing(previous: Any) -> None:
+    """End what `start_routing` began, restoring the handler it returned."""
+    swap_handler(previous)
