@@ -36,7 +36,7 @@ from typing import Any
 import torch  # at module level: the operators' annotations name it
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import environment, write_result  # noqa: E402
+from common import environment, write_result
 
 TARGET_EXTRA_US = 5.0
 

@@ -153,7 +153,7 @@ def test_a_trace_that_writes_an_undeclared_input_is_an_error() -> None:
     op = kernelpick.op(fresh("depends"))(increment_one_)
     op(torch.zeros(2), torch.zeros(2), 0)
     assert op.mutates_args == ("x",)
-    with pytest.raises(Exception, match=r"registered as mutating.*writes `y`"):
+    with pytest.raises(MutatesArgsError, match=r"registered as mutating \('x',\).*writes `y`"):
         with torch._subclasses.fake_tensor.FakeTensorMode():
             op(torch.empty(2), torch.empty(2), 1)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 
@@ -26,6 +26,9 @@ from kernelpick.pytorch.running import kernel_name, run_kernel, tensors_in
 from kernelpick.pytorch.side_table import side_table
 
 _is_compiling = torch.compiler.is_compiling
+_F = TypeVar("_F", bound=Callable[..., Any])
+#: Dynamo runs such a function for real while tracing and keeps its result as a constant.
+_constant_result: Callable[[_F], _F] = torch.compiler.assume_constant_result
 _dispatch_modes = torch._C._len_torch_dispatch_stack
 _transforms = getattr(torch._C, "_are_functorch_transforms_active", lambda: False)
 
@@ -157,7 +160,7 @@ def _tracing(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
 
 
 # -- the traced form -----------------------------------------------------------------------------
-@torch.compiler.assume_constant_result
+@_constant_result
 def _kernel_facts(
     kernel: Any,
 ) -> tuple[int, tuple[str, ...], tuple[str, ...], tuple[tuple[str, Any], ...], Any]:
@@ -184,7 +187,7 @@ def _kernel_facts(
     return side_table.add_kernel(kernel), names, constexprs, defaults, configs
 
 
-@torch.compiler.assume_constant_result
+@_constant_result
 def _plan_id(
     kernel: Any, parts: tuple[Any, ...], dtypes: tuple[Any, ...], hints: tuple[Any, ...]
 ) -> tuple[int, tuple[int, ...]]:

@@ -38,7 +38,7 @@ def functionalize_call(overload: Any, args: tuple[Any, ...], kwargs: dict[str, A
             named[argument.name] = argument.default_value
     if not any(isinstance(v, torch.Tensor) and torch._is_functional_tensor(v) for v in _flat(named.values())):
         return NotImplemented
-    ctx = FunctorchFunctionalizeAPI(interpreter)
+    ctx = FunctorchFunctionalizeAPI(interpreter)  # type: ignore[arg-type]
     unwrapped = ctx.unwrap_tensors(named)  # type: ignore[arg-type]
     with ctx.redispatch_to_next():
         outputs = auto_functionalized(overload, **unwrapped)  # type: ignore[arg-type]
@@ -56,7 +56,7 @@ def functionalize_call(overload: Any, args: tuple[Any, ...], kwargs: dict[str, A
     if len(schema.returns) == 0:
         return None
     if len(schema.returns) == 1:
-        return ctx.wrap_tensors(results[0])
+        return ctx.wrap_tensors(results[0])  # type: ignore[arg-type]
     return ctx.wrap_tensors(tuple(results))  # type: ignore[arg-type]
 
 

@@ -48,7 +48,7 @@ _originals: list[tuple[type, Callable[..., Any]]] = []
 
 def current_handler() -> LaunchHandler | None:
     """The handler active in this thread, if any."""
-    return getattr(_state, "handler", None)  # type: ignore[no-any-return]
+    return getattr(_state, "handler", None)
 
 
 @contextmanager

@@ -90,7 +90,7 @@ def infer_mutations(recording: Recording, parameters: Sequence[str]) -> Inferenc
         named = bind_launch(launch)
         for argument in access.mutated:
             for tensor in tensors_in([named.get(argument)]):
-                for input_name, original in owners.get(StorageWeakRef(tensor.untyped_storage()), ()):
+                for input_name, original in owners.get(storage_key(tensor), ()):
                     writes.append(InputWrite(input_name, name, argument, tensor is not original))
     writes += [InputWrite(name, "", "") for name in recording.written_by_torch()]
     written = {w.input for w in writes}
@@ -131,7 +131,7 @@ def aliased_outputs(recording: Recording) -> list[tuple[int, str]]:
     found = []
     for position, output in enumerate(outputs):
         for tensor in tensors_in([output]):
-            for input_name, _ in owners.get(StorageWeakRef(tensor.untyped_storage()), ()):
+            for input_name, _ in owners.get(storage_key(tensor), ()):
                 found.append((position, input_name))
     return found
 
@@ -190,12 +190,17 @@ def _proven(inference: Inference, name: str) -> bool:
     return any(w.input == name and not w.kernel for w in inference.writes)
 
 
-def _storage_owners(inputs: dict[str, Any]) -> dict[StorageWeakRef, list[tuple[str, torch.Tensor]]]:
-    owners: dict[StorageWeakRef, list[tuple[str, torch.Tensor]]] = {}
+def _storage_owners(inputs: dict[str, Any]) -> dict[Any, list[tuple[str, torch.Tensor]]]:
+    owners: dict[Any, list[tuple[str, torch.Tensor]]] = {}
     for name, value in inputs.items():
         for tensor in tensors_in([value]):
-            owners.setdefault(StorageWeakRef(tensor.untyped_storage()), []).append((name, tensor))
+            owners.setdefault(storage_key(tensor), []).append((name, tensor))
     return owners
+
+
+def storage_key(tensor: torch.Tensor) -> Any:
+    """What two tensors sharing memory (a tensor and its views, fake tensors included) have in common."""
+    return StorageWeakRef(tensor.untyped_storage())  # type: ignore[no-untyped-call]
 
 
 def check_outputs(op_name: str, recording: Recording) -> None:
@@ -218,9 +223,9 @@ def certain_or_warn(op_name: str, inference: Inference) -> None:
     """Log once, at registration, that conservative answers made inputs count as written."""
     if not inference.certain:
         logger.warning(
-            "op `%s`: the access analysis is unsure for %s, so every tensor input those kernels were given "
-            "counts as mutated (%s)",
+            "op `%s`: the access analysis is unsure (%s), so every tensor input those kernels were given "
+            "counts as mutated: %s. Pass mutates_args to say which really are",
             op_name,
-            ", ".join(f"`{k}`" for k in inference.kernels),
+            inference.reason,
             ", ".join(inference.mutated) or "none",
         )

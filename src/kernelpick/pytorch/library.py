@@ -112,9 +112,9 @@ SCHEMA = "functional_launch(int kernel_id, int plan_id, Tensor[] tensors, SymInt
 
 
 def _define() -> Any:
-    library = torch.library.Library("kernelpick", "FRAGMENT")
-    library.define(SCHEMA)
-    library.impl("functional_launch", _functional_launch, "CompositeExplicitAutograd")
+    library = torch.library.Library("kernelpick", "FRAGMENT")  # type: ignore[no-untyped-call]
+    library.define(SCHEMA)  # type: ignore[no-untyped-call]
+    library.impl("functional_launch", _functional_launch, "CompositeExplicitAutograd")  # type: ignore[no-untyped-call]
     torch.library.register_fake("kernelpick::functional_launch", _functional_launch_fake, lib=library)
     return library
 

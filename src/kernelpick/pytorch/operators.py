@@ -22,7 +22,7 @@ from typing import Any, Literal
 import torch
 
 from kernelpick import settings
-from kernelpick.errors import OperatorError
+from kernelpick.errors import MutatesArgsError, OperatorError
 from kernelpick.pytorch import schema as schemas
 from kernelpick.pytorch.fast_path import DISPATCH, INTERPRET, route
 from kernelpick.pytorch.functionalize import functionalize_call
@@ -243,8 +243,6 @@ class Operator:
         seen = infer_mutations(Recording(arguments, tuple(launches), output, {}), self._parameters)
         undeclared = [n for n in seen.mutated if n not in self._mutated]
         if undeclared and seen.certain:
-            from kernelpick.errors import MutatesArgsError
-
             raise MutatesArgsError(
                 f"op `{self.name}` was registered as mutating {self._mutated or 'nothing'}, but with these inputs "
                 + "; ".join(seen.why(n) for n in undeclared)

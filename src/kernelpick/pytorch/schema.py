@@ -83,15 +83,22 @@ def with_mutations(op_name: str, schema: str, mutated: Sequence[str]) -> str:
     for index, name in enumerate(parameter_names(op_name, schema)):
         pattern = re.compile(_TENSOR_ARGUMENT.format(name=re.escape(name)))
         annotation = f"(a{index}!)" if name in mutated else ""
-        text = pattern.sub(
-            lambda m, a=annotation, n=name: f"Tensor{a}{m.group(2) or ''}{m.group(3)}{n}", text, count=1
-        )
+        text = pattern.sub(_annotate(annotation, name), text, count=1)
     if declared_mutations(op_name, text) != tuple(n for n in parameter_names(op_name, text) if n in mutated):
         raise OperatorError(
             f"op `{op_name}`: could not mark {', '.join(mutated)} as written in schema {schema!r}; "
             "only Tensor, Tensor? and Tensor[] arguments can be mutated"
         )
     return text
+
+
+def _annotate(annotation: str, name: str) -> Callable[[re.Match[str]], str]:
+    """The replacement of one `Tensor... name` match: the same type with `annotation` as its alias set."""
+
+    def replace(match: re.Match[str]) -> str:
+        return f"Tensor{annotation}{match.group(2) or ''}{match.group(3)}{name}"
+
+    return replace
 
 
 def bind(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,74 @@
+"""Operators, launch and functional on a real GPU: eager fast path, torch.compile with Inductor, torch.export."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch._dynamo
+import torch._dynamo.testing
+import triton
+
+import kernelpick
+from kernelpick.pytorch.fast_path import DIRECT, route
+from tests.pytorch.kernels import BLOCK, add, add_and_increment_, increment_, increment_kernel, increment_row_
+
+pytestmark = pytest.mark.gpu
+
+tuned_increment = kernelpick.autotune(
+    [triton.Config({"BLOCK": 128}), triton.Config({"BLOCK": 1024})], key=["n"]
+)(increment_kernel)
+
+
+def model(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    z = add(x, y)
+    increment_(z)
+    w = add_and_increment_(z, y)
+    increment_row_(x.view(8, -1), 3)
+    n = w.numel()
+    kernelpick.launch(tuned_increment, lambda meta: (triton.cdiv(n, meta["BLOCK"]),), w, n)
+    out = kernelpick.functional(increment_kernel)[(triton.cdiv(n, BLOCK),)](w, n, BLOCK=BLOCK)["x_ptr"]
+    return out * 2 + z
+
+
+def inputs() -> tuple[torch.Tensor, torch.Tensor]:
+    generator = torch.Generator(device="cuda").manual_seed(0)
+    return (
+        torch.randn(4096, device="cuda", generator=generator),
+        torch.randn(4096, device="cuda", generator=generator),
+    )
+
+
+def run(fn):  # type: ignore[no-untyped-def]
+    x, y = inputs()
+    return fn(x, y), x, y
+
+
+def test_eager_runs_on_the_gpu_without_the_dispatcher(monkeypatch: pytest.MonkeyPatch) -> None:
+    x, y = inputs()
+    assert route((x, y), {}, True) == DIRECT
+    torch.testing.assert_close(add(x, y), x + y)
+    monkeypatch.setattr(add, "_overload", lambda *a, **k: pytest.fail("went through the dispatcher"))
+    torch.testing.assert_close(add(x, y), x + y)
+    version = x._version
+    increment_(x)
+    assert x._version > version
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+def test_compiled_and_exported_equal_eager_on_the_gpu(backend: str) -> None:
+    expected = run(model)
+    torch._dynamo.reset()
+    counter = torch._dynamo.testing.CompileCounterWithBackend(backend)
+    for actual, wanted in zip(
+        run(torch.compile(model, backend=counter, fullgraph=True)), expected, strict=True
+    ):
+        torch.testing.assert_close(actual, wanted)
+    assert counter.frame_count == 1
+
+    class Wrapper(torch.nn.Module):
+        def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+            return model(x, y)
+
+    exported = torch.export.export(Wrapper(), inputs()).module()
+    for actual, wanted in zip(run(exported), expected, strict=True):
+        torch.testing.assert_close(actual, wanted)
