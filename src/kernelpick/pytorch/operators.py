@@ -17,7 +17,7 @@ import functools
 import logging
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, overload
 
 import torch
 
@@ -47,6 +47,30 @@ _grad_enabled = torch.is_grad_enabled
 _bump = torch.autograd.graph.increment_version
 
 
+@overload
+def op(
+    name: str,
+    fn: Callable[..., Any],
+    /,
+    *,
+    mutates_args: Infer | Iterable[str] = ...,
+    schema: str | None = ...,
+    example_inputs: Sequence[Any] | None = ...,
+) -> Operator: ...
+
+
+@overload
+def op(
+    name: str,
+    fn: None = None,
+    /,
+    *,
+    mutates_args: Infer | Iterable[str] = ...,
+    schema: str | None = ...,
+    example_inputs: Sequence[Any] | None = ...,
+) -> Callable[[Callable[..., Any]], Operator]: ...
+
+
 def op(
     name: str,
     fn: Callable[..., Any] | None = None,
@@ -55,7 +79,7 @@ def op(
     mutates_args: Infer | Iterable[str] = "infer",
     schema: str | None = None,
     example_inputs: Sequence[Any] | None = None,
-) -> Any:
+) -> Operator | Callable[[Callable[..., Any]], Operator]:
     """Register a function that launches Triton kernels as a PyTorch operator `name` ("namespace::name").
 
     Used as `@kernelpick.op("mylib::add")` or `kernelpick.op("mylib::add", add)`. The function takes
