@@ -231,3 +231,26 @@ def test_facts_before_registration_say_how_to_register() -> None:
         op.overload  # noqa: B018
     assert op.register(torch.zeros(1)) is op and op.mutates_args == ("x",)
     assert op.__name__ == "increment_all" and "mutates_args=('x',)" in repr(op)
+
+
+def test_tensor_lists_keyword_only_arguments_and_several_outputs() -> None:
+    def split_increment(
+        xs: list[torch.Tensor], extra: torch.Tensor, *, times: int = 1
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        for _ in range(times):
+            increment_all(xs[1])
+            increment_all(extra)
+        return xs[0] * 2, torch.empty_like(extra)
+
+    with pytest.raises(OperatorError, match=r"cannot be keyword-only.*`extra`"):
+        kernelpick.op(fresh("keyword"), schema="(Tensor x, *, Tensor extra) -> ()")(lambda x, *, extra: None)
+    op = kernelpick.op(fresh("lists"))(split_increment)
+    a, b, extra = torch.zeros(3), torch.zeros(3), torch.zeros(2)
+    versions = (a._version, b._version)
+    doubled, _ = op([a, b], extra=extra, times=1)
+    assert op.mutates_args == ("xs", "extra") and "Tensor(a0!)[] xs" in op.schema
+    assert torch.equal(b, torch.ones(3)) and torch.equal(extra, torch.ones(2)) and torch.equal(doubled, a * 2)
+    assert a._version > versions[0] and b._version > versions[1], "every tensor of a written list is bumped"
+    compiled = torch.compile(lambda p, q, e: op([p, q], e, times=1)[0], backend="aot_eager", fullgraph=True)
+    compiled(a, b, extra)
+    assert torch.equal(b, torch.full((3,), 2.0)) and torch.equal(extra, torch.full((2,), 2.0))

@@ -146,6 +146,12 @@ class Operator:
         self._tensor_parameters = schemas.tensor_parameters(name, self._base_schema)
         self._parameters = schemas.parameter_names(name, self._base_schema)
         self._keyword_only = schemas.keyword_only(name, self._base_schema)
+        tensors_by_keyword = [n for n in self._tensor_parameters if n in self._keyword_only]
+        if tensors_by_keyword:  # torch.library.custom_op refuses them
+            raise OperatorError(
+                f"op `{name}`: tensor parameters cannot be keyword-only in a PyTorch custom operator, but "
+                f"{', '.join(f'`{n}`' for n in tensors_by_keyword)} are; move them before the `*`"
+            )
         self._declared = _declared(name, mutates_args, schemas.declared_mutations(name, self._base_schema))
         self._lock = threading.RLock()
         self._user_fake: Callable[..., Any] | None = None
