@@ -12,6 +12,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 
 import kernelpick
 from kernelpick.errors import OperatorError
+from kernelpick.pytorch.traced import DYNAMO_TAKES_KERNELS
 from tests.pytorch.kernels import BLOCK, add_kernel, blocks, increment_kernel, strided_copy_kernel
 
 tuned_increment = kernelpick.autotune([triton.Config({"BLOCK": 4}), triton.Config({"BLOCK": 16})], key=["n"])(
@@ -76,6 +77,9 @@ class Wrapper(torch.nn.Module):
         return pipeline(x, y)
 
 
+@pytest.mark.skipif(
+    not DYNAMO_TAKES_KERNELS, reason="this torch's Dynamo cannot pass kernel objects to kernelpick"
+)
 @pytest.mark.parametrize("dynamic", [False, True])
 def test_compiled_without_graph_breaks_equals_eager(dynamic: bool) -> None:
     expected = run(pipeline)
