@@ -36,7 +36,8 @@ _transforms = getattr(torch._C, "_are_functorch_transforms_active", lambda: Fals
 def launch(kernel: Any, grid: Any, *args: Any, **kwargs: Any) -> None:
     """Launch `kernel[grid](*args, **kwargs)` in place, in a way every PyTorch tracer understands.
 
-    In eager mode this is the launch itself (CPU tensors run in Triton's interpreter). Under
+    In eager mode this is the launch itself (CPU tensors run in Triton's interpreter) and, like
+    `kernel[grid](...)`, it leaves autograd's version counters alone. Under
     `torch.compile`, `torch.export`, `make_fx`, fake tensors or functionalization, it records the
     functional form plus a `copy_` into each tensor the kernel writes.
 
