@@ -33,3 +33,11 @@ class AnalysisError(KernelpickError, ValueError):
 
 class StoreError(KernelpickError, RuntimeError):
     """The result store could not be opened, read or written."""
+
+
+class OperatorError(KernelpickError, ValueError):
+    """A kernelpick PyTorch operator or launch was declared or called in a way that cannot work."""
+
+
+class MutatesArgsError(OperatorError):
+    """An operator's explicit `mutates_args` disagrees with what its kernels were found to write."""

@@ -79,6 +79,11 @@ class Settings:
         100.0,
         "Selection on a GPU: run the choices in turn this long before timing any (clocks up).",
     )
+    op_fast_path: bool = _setting(
+        "KERNELPICK_OP_FAST_PATH",
+        True,
+        "Eager calls of a kernelpick.op skip PyTorch's dispatcher when nothing traces (read at registration).",
+    )
 
 
 _ENV_NAMES = {f.name: f.metadata["env"] for f in fields(Settings)}

@@ -1,0 +1,270 @@
+"""Per-call host time of a `kernelpick.op` against calling its function directly, eager and compiled (issue 6).
+
+On a small problem (a vector add of N elements, one launch), each variant is called in a loop and
+the wall time per call is taken after a final synchronize; the GPU kernel is far shorter than the
+host work, so this is the host cost of a call. Variants take turns sample by sample. Variants:
+
+  eager
+    direct        the user's function called directly: torch.empty_like + add_kernel[grid](...)
+    raw launch    add_kernel[grid](...) alone, output preallocated (the floor)
+    kernelpick.op the operator, eager fast path (dispatcher skipped when nothing traces)
+    torch.ops     the same operator through PyTorch's dispatcher (torch.ops.<ns>.<name>)
+    triton_op     torch.library.triton_op + wrap_triton, PyTorch's own way (for reference)
+    in place: direct vs kernelpick.op for x += 1 (the op also bumps x's version counter)
+  compiled (torch.compile, default Inductor backend, fullgraph=True)
+    direct        a compiled function launching the kernel itself (Dynamo's user-kernel support)
+    kernelpick.op a compiled function calling the operator
+
+  no kernel (also on CPU): the same three ways of calling functions that allocate (or write in
+    place) without launching anything: the wrapper's own cost, free of launch-time noise.
+
+Without a GPU only the no-kernel variants run (Triton's interpreter would dwarf everything). Writes bench/results/op_overhead-<device>.json and
+prints a table last.
+
+Run: PYTHONPATH=src python bench/op_overhead.py [--n 4096] [--calls 2000] [--repeats 25]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch  # at module level: the operators' annotations name it
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import environment, write_result
+
+TARGET_EXTRA_US = 5.0
+
+
+def per_call_us(
+    variants: dict[str, Callable[[], Any]], calls: int, repeats: int, sync: Callable[[], None]
+) -> dict[str, list[float]]:
+    """Microseconds per call of each variant: `repeats` samples of `calls` back-to-back calls each.
+
+    The variants take turns sample by sample (interleaved), so that drift in clocks or load during
+    the run falls on all of them alike.
+    """
+    for call in variants.values():  # warm-up: compilation, caches, the allocator
+        for _ in range(min(calls, 200)):
+            call()
+    sync()
+    samples: dict[str, list[float]] = {name: [] for name in variants}
+    gc.disable()
+    try:
+        for repeat in range(repeats):
+            names = list(variants)
+            names = names[repeat % len(names) :] + names[: repeat % len(names)]  # rotate the order
+            for name in names:
+                call = variants[name]
+                sync()
+                start = time.perf_counter()
+                for _ in range(calls):
+                    call()
+                sync()
+                samples[name].append((time.perf_counter() - start) / calls * 1e6)
+    finally:
+        gc.enable()
+    return samples
+
+
+def build(device: str) -> dict[str, Any]:
+    """The kernels, the operators and the functions under test."""
+    import triton
+    import triton.language as tl
+
+    import kernelpick
+
+    @triton.jit
+    def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offsets < n
+        x = tl.load(x_ptr + offsets, mask=mask)
+        tl.store(out_ptr + offsets, x + tl.load(y_ptr + offsets, mask=mask), mask=mask)
+
+    @triton.jit
+    def increment_kernel(x_ptr, n, BLOCK: tl.constexpr):
+        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offsets < n
+        tl.store(x_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) + 1, mask=mask)
+
+    def add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        out = torch.empty_like(x)
+        n = x.numel()
+        add_kernel[(triton.cdiv(n, 1024),)](x, y, out, n, BLOCK=1024)
+        return out
+
+    def increment_(x: torch.Tensor) -> None:
+        n = x.numel()
+        increment_kernel[(triton.cdiv(n, 1024),)](x, n, BLOCK=1024)
+
+    def nothing(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:  # the CPU stand-in: no launch
+        return torch.empty_like(x)
+
+    def nothing_(x: torch.Tensor) -> None:  # the CPU stand-in of an in-place kernel: a cheap write
+        x.zero_()
+
+    parts: dict[str, Any] = {
+        "add_kernel": add_kernel,
+        "add": add,
+        "increment_": increment_,
+        "nothing": nothing,
+        "nothing_": nothing_,
+        "op_nothing": kernelpick.op(f"bench_overhead::nothing_{device}")(nothing),
+        "op_nothing_": kernelpick.op(f"bench_overhead::nothing__{device}")(nothing_),
+    }
+    if device == "cuda":
+        parts["op_add"] = kernelpick.op("bench_overhead::add")(add)
+        parts["op_increment_"] = kernelpick.op("bench_overhead::increment_")(increment_)
+
+        from torch.library import triton_op, wrap_triton
+
+        @triton_op("bench_overhead::triton_op_add", mutates_args=())
+        def triton_op_add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+            out = torch.empty_like(x)
+            n = x.numel()
+            wrap_triton(add_kernel)[(triton.cdiv(n, 1024),)](x, y, out, n, BLOCK=1024)
+            return out
+
+        parts["triton_op_add"] = triton_op_add
+    return parts
+
+
+def measure(n: int, calls: int, repeats: int) -> dict[str, Any]:
+    import triton
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    parts = build(device)
+    x = torch.randn(n, device=device)
+    y = torch.randn(n, device=device)
+    out = torch.empty_like(x)
+    nothing, op_nothing, nothing_, op_nothing_ = (
+        parts["nothing"],
+        parts["op_nothing"],
+        parts["nothing_"],
+        parts["op_nothing_"],
+    )
+    op_nothing(x, y)
+    op_nothing_(x.clone())
+    variants: dict[str, Callable[[], Any]] = {
+        "eager/no kernel direct": lambda: nothing(x, y),
+        "eager/no kernel kernelpick.op": lambda: op_nothing(x, y),
+        "eager/no kernel torch.ops": lambda: op_nothing.overload(x, y),
+        "eager/no kernel in place direct": lambda: nothing_(x),
+        "eager/no kernel in place kernelpick.op": lambda: op_nothing_(x),
+        "eager/no kernel in place torch.ops": lambda: op_nothing_.overload(x),
+    }
+    if device == "cuda":
+        add, op_add, increment_, op_increment_ = (
+            parts["add"],
+            parts["op_add"],
+            parts["increment_"],
+            parts["op_increment_"],
+        )
+        torch.testing.assert_close(op_add(x, y), x + y)  # the operators compute what the functions do
+        torch.testing.assert_close(op_add.overload(x, y), x + y)
+        op_increment_(x.clone())
+        overload_add, overload_increment_ = op_add.overload, op_increment_.overload
+        add_kernel = parts["add_kernel"]
+        grid = (triton.cdiv(n, 1024),)
+        compiled_direct = torch.compile(lambda a, b: add(a, b), fullgraph=True)
+        compiled_op = torch.compile(lambda a, b: op_add(a, b), fullgraph=True)
+        torch.testing.assert_close(compiled_op(x, y), x + y)
+        torch.testing.assert_close(compiled_direct(x, y), x + y)
+        variants.update(
+            {
+                "eager/raw launch": lambda: add_kernel[grid](x, y, out, n, BLOCK=1024),
+                "eager/direct": lambda: add(x, y),
+                "eager/kernelpick.op": lambda: op_add(x, y),
+                "eager/torch.ops": lambda: overload_add(x, y),
+                "eager/triton_op": lambda: parts["triton_op_add"](x, y),
+                "eager/in place direct": lambda: increment_(x),
+                "eager/in place kernelpick.op": lambda: op_increment_(x),
+                "eager/in place torch.ops": lambda: overload_increment_(x),
+                "compiled/direct": lambda: compiled_direct(x, y),
+                "compiled/kernelpick.op": lambda: compiled_op(x, y),
+            }
+        )
+
+    samples = per_call_us(variants, calls, repeats, sync)
+    medians = {name: statistics.median(values) for name, values in samples.items()}
+    extra = {
+        "no kernel: op - direct": medians["eager/no kernel kernelpick.op"]
+        - medians["eager/no kernel direct"],
+        "no kernel: torch.ops - direct": medians["eager/no kernel torch.ops"]
+        - medians["eager/no kernel direct"],
+        "no kernel, in place: op - direct": medians["eager/no kernel in place kernelpick.op"]
+        - medians["eager/no kernel in place direct"],
+    }
+    headline = "no kernel: op - direct"
+    if device == "cuda":
+        headline = "eager op - direct"
+        extra.update(
+            {
+                "eager op - direct": medians["eager/kernelpick.op"] - medians["eager/direct"],
+                "eager torch.ops - direct": medians["eager/torch.ops"] - medians["eager/direct"],
+                "eager triton_op - direct": medians["eager/triton_op"] - medians["eager/direct"],
+                "eager in place op - direct": medians["eager/in place kernelpick.op"]
+                - medians["eager/in place direct"],
+                "compiled op - compiled direct": medians["compiled/kernelpick.op"]
+                - medians["compiled/direct"],
+            }
+        )
+    return {
+        "device": device,
+        "n": n,
+        "calls_per_sample": calls,
+        "samples_us": samples,
+        "median_us": medians,
+        "extra_us": extra,
+        "target_extra_eager_us": TARGET_EXTRA_US,
+        "headline": headline,
+        "meets_target": extra[headline] <= TARGET_EXTRA_US,
+        "note": (
+            "GPU: host time per call of a vector add, kernel included; 'no kernel' variants: functions that "
+            "allocate (or write) without launching, the wrapper's own cost"
+            if device == "cuda"
+            else "CPU: only functions that launch nothing (Triton's interpreter would dominate everything); "
+            "the op's CPU path also routes launches to the interpreter around each call"
+        ),
+    }
+
+
+def table(result: dict[str, Any]) -> str:
+    lines = [
+        f"per-call host time, n={result['n']} ({result['device']}), median of {result['calls_per_sample']}-call samples"
+    ]
+    for name, value in result["median_us"].items():
+        lines.append(f"  {name:<40} {value:9.2f} us")
+    for name, value in result["extra_us"].items():
+        lines.append(f"  extra: {name:<33} {value:+9.2f} us")
+    verdict = "meets" if result["meets_target"] else "MISSES"
+    lines.append(
+        f"  eager target <= {result['target_extra_eager_us']} us extra ({result['headline']}): {verdict}"
+    )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--n", type=int, default=4096, help="vector length (default 4096)")
+    parser.add_argument("--calls", type=int, default=2000, help="calls per sample (default 2000)")
+    parser.add_argument("--repeats", type=int, default=25, help="samples per variant (default 25)")
+    args = parser.parse_args()
+    result = measure(args.n, args.calls, args.repeats)
+    path = write_result("op_overhead", {"environment": environment(), **result})
+    print(f"wrote {path}")
+    print(table(result))
+
+
+if __name__ == "__main__":
+    main()
