@@ -42,8 +42,8 @@ from pathlib import Path
 from typing import Any
 
 M_VALUES = (16, 128, 2048, 8192)
-#: (N, K) of Llama-3 projections: 8B qkv, o, gate+up, down; 70B gate (or up), down.
-NK_PAIRS = ((6144, 4096), (4096, 4096), (28672, 4096), (4096, 14336), (28672, 8192), (8192, 28672))
+#: (N, K) of Llama-3 projections: 8B qkv, o, gate+up, down; 70B qkv, down.
+NK_PAIRS = ((6144, 4096), (4096, 4096), (28672, 4096), (4096, 14336), (10240, 8192), (8192, 28672))
 SHAPES = [(m, n, k) for m in M_VALUES for n, k in NK_PAIRS]
 TARGETS = {
     "pick_vs_best_min": 0.99,

@@ -69,6 +69,7 @@ def precompile(
     interpreter: bool,
     workers: int,
     mode: str = "thread",
+    timings: dict[str, float] | None = None,
 ) -> list[CompileOutcome]:
     """Compile `kernel` for `args` under every config, in parallel.
 
@@ -81,6 +82,8 @@ def precompile(
         interpreter: True on CPU devices: lower to TTIR only.
         workers: configs compiled at once.
         mode: "thread" or "process" (see the module docstring).
+        timings: where the process mode records the seconds of its two steps, compiling in the
+            children and loading their results (for tuning reports).
 
     Returns:
         One outcome per config, in order. Successfully compiled kernels are in Triton's caches, so
@@ -92,7 +95,11 @@ def precompile(
         return _lower_all(kernel, args, kwargs, configs, workers)
     # The forked mode queues job numbers in one pipe buffer (64 KiB): plenty for any real space.
     if mode == "process" and workers > 1 and hasattr(os, "fork") and len(configs) < 16_000:
-        return _compile_all(kernel, args, kwargs, configs, grid, _ForkedExecutor(workers))
+        forked = _ForkedExecutor(workers)
+        outcomes = _compile_all(kernel, args, kwargs, configs, grid, forked)
+        if timings is not None:
+            timings.update(forked.timings)
+        return outcomes
     with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="kernelpick-compile") as pool:
         return _compile_all(kernel, args, kwargs, configs, grid, pool)
 
@@ -185,6 +192,7 @@ class _ForkedExecutor(Executor):
     def __init__(self, workers: int) -> None:
         self.workers = workers
         self.jobs: list[tuple[Callable[[], Any], Future[Any]]] = []
+        self.timings: dict[str, float] = {}  # seconds: compiling in children, loading in the parent
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
         future: Future[Any] = Future()
@@ -192,7 +200,11 @@ class _ForkedExecutor(Executor):
         return future
 
     def run(self) -> None:
+        started = time.perf_counter()
         reports = self._run_children()
+        self.timings["compile_children"] = time.perf_counter() - started
+        started = time.perf_counter()
+        compiled = []
         for index, (job, future) in enumerate(self.jobs):
             report = reports.get(index)
             if report is None:
@@ -203,10 +215,23 @@ class _ForkedExecutor(Executor):
                 kind = OutOfResources if report["type"] == "OutOfResources" else ChildCompileError
                 future.set_exception(kind(f"{report['type']}: {report['error']}"))
             else:
-                try:
-                    future.set_result(job())  # a hit in Triton's cache, filled by the child
-                except Exception as error:
-                    future.set_exception(error)
+                compiled.append((job, future))
+
+        def load(job: Callable[[], Any]) -> tuple[Any, BaseException | None]:
+            try:
+                return job(), None  # a hit in Triton's cache, filled by the child
+            except Exception as error:
+                return None, error
+
+        # Loading is mostly file reads: a few threads overlap them.
+        with ThreadPoolExecutor(max_workers=max(1, min(8, len(compiled)))) as pool:
+            loaded = list(pool.map(load, [job for job, _ in compiled]))
+        for (_, future), (kernel, error) in zip(compiled, loaded):
+            if error is None:
+                future.set_result(kernel)
+            else:
+                future.set_exception(error)
+        self.timings["compile_load"] = time.perf_counter() - started
 
     def _run_children(self) -> dict[int, dict[str, Any]]:
         count = min(self.workers, len(self.jobs))

@@ -241,6 +241,7 @@ class Autotuner(KernelInterface[Any]):
         kwargs: Mapping[str, Any],
         grid: Any,
         device: DeviceInfo,
+        timings: dict[str, float] | None = None,
     ) -> Iterable[Any]:
         return precompile(
             self.fn,
@@ -251,6 +252,7 @@ class Autotuner(KernelInterface[Any]):
             interpreter=device.interpreter,
             workers=self.workers or settings.compile_workers(),
             mode=settings.current().compile_mode,
+            timings=timings,
         )
 
     def _tune(self, key: tuple[Any, ...], args: tuple[Any, ...], kwargs: dict[str, Any], grid: Any) -> _Entry:
@@ -364,7 +366,7 @@ class Autotuner(KernelInterface[Any]):
         with TuningProgress(f"compiling {self.name}", total=2 * len(configs)) as progress:
             phases["copy_inputs"] = time.perf_counter() - started
             started = time.perf_counter()
-            outcomes = self._compile(configs, bench_args, bench_kwargs, grid, device)
+            outcomes = self._compile(configs, bench_args, bench_kwargs, grid, device, phases)
             phases["compile"] = time.perf_counter() - started
             started = time.perf_counter()
             progress.advance(len(configs), f"benchmarking {self.name}")
