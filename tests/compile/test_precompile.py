@@ -152,3 +152,29 @@ def test_gpu_compiles_in_parallel_and_reports_the_bad_config(mode: str) -> None:
     )
     assert [o.status for o in outcomes] == ["ok", "compile_error", "ok"]
     assert "power of 2" in outcomes[1].message
+
+
+def test_meanwhile_runs_exactly_once_on_every_path() -> None:
+    calls: list[int] = []
+    x = torch.ones(64)
+    precompile(
+        add_kernel,
+        (x, x, x, 64),
+        {},
+        [Config({"BLOCK": 64})],
+        grid=(1,),
+        interpreter=True,
+        workers=1,
+        meanwhile=lambda: calls.append(1),
+    )
+    precompile(
+        add_kernel,
+        (x, x, x, 64),
+        {},
+        [],
+        grid=(1,),
+        interpreter=True,
+        workers=1,
+        meanwhile=lambda: calls.append(2),
+    )
+    assert calls == [1, 2]

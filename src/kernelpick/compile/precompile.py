@@ -70,6 +70,7 @@ def precompile(
     workers: int,
     mode: str = "thread",
     timings: dict[str, float] | None = None,
+    meanwhile: Callable[[], object] | None = None,
 ) -> list[CompileOutcome]:
     """Compile `kernel` for `args` under every config, in parallel.
 
@@ -84,24 +85,25 @@ def precompile(
         mode: "thread" or "process" (see the module docstring).
         timings: where the process mode records the seconds of its two steps, compiling in the
             children and loading their results (for tuning reports).
+        meanwhile: work for this thread to do while the compilers run (called exactly once).
 
     Returns:
         One outcome per config, in order. Successfully compiled kernels are in Triton's caches, so
         the first launch of each config does not compile again.
     """
-    if not configs:
-        return []
-    if interpreter:
-        return _lower_all(kernel, args, kwargs, configs, workers)
+    if not configs or interpreter:
+        if meanwhile is not None:
+            meanwhile()
+        return _lower_all(kernel, args, kwargs, configs, workers) if configs else []
     # The forked mode queues job numbers in one pipe buffer (64 KiB): plenty for any real space.
     if mode == "process" and workers > 1 and hasattr(os, "fork") and len(configs) < 16_000:
         forked = _ForkedExecutor(workers)
-        outcomes = _compile_all(kernel, args, kwargs, configs, grid, forked)
+        outcomes = _compile_all(kernel, args, kwargs, configs, grid, forked, meanwhile)
         if timings is not None:
             timings.update(forked.timings)
         return outcomes
     with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="kernelpick-compile") as pool:
-        return _compile_all(kernel, args, kwargs, configs, grid, pool)
+        return _compile_all(kernel, args, kwargs, configs, grid, pool, meanwhile)
 
 
 def _lower_all(
@@ -138,6 +140,7 @@ def _compile_all(
     configs: Sequence[Config],
     grid: Any,
     executor: Executor,
+    meanwhile: Callable[[], object] | None = None,
 ) -> list[CompileOutcome]:
     from triton.runtime._async_compile import AsyncCompileMode
 
@@ -156,12 +159,16 @@ def _compile_all(
                 pending.append(None)
                 outcomes.append(CompileOutcome(status, message, time.perf_counter() - start))
         if isinstance(executor, _ForkedExecutor):
-            executor.run()
+            executor.run(meanwhile)
+        elif meanwhile is not None:
+            meanwhile()  # while the pool's threads compile
         for index, future_kernel in enumerate(pending):
             if future_kernel is None:
                 continue
             try:
-                future_kernel.result()
+                # A config compiled earlier in this process comes back as the kernel itself.
+                if hasattr(future_kernel, "result"):
+                    future_kernel.result()
             except Exception as error:
                 status, message = classify(error)
                 outcomes[index] = CompileOutcome(status, message, time.perf_counter() - start)
@@ -199,9 +206,9 @@ class _ForkedExecutor(Executor):
         self.jobs.append((lambda: fn(*args, **kwargs), future))
         return future
 
-    def run(self) -> None:
+    def run(self, meanwhile: Callable[[], object] | None = None) -> None:
         started = time.perf_counter()
-        reports = self._run_children()
+        reports = self._run_children(meanwhile)
         self.timings["compile_children"] = time.perf_counter() - started
         started = time.perf_counter()
         compiled = []
@@ -233,7 +240,7 @@ class _ForkedExecutor(Executor):
                 future.set_exception(error)
         self.timings["compile_load"] = time.perf_counter() - started
 
-    def _run_children(self) -> dict[int, dict[str, Any]]:
+    def _run_children(self, meanwhile: Callable[[], object] | None) -> dict[int, dict[str, Any]]:
         count = min(self.workers, len(self.jobs))
         # Children take job numbers from a shared pipe, one at a time, so that a child that drew
         # quick configs goes on to the next instead of idling while another works through slow ones.
@@ -252,6 +259,8 @@ class _ForkedExecutor(Executor):
                 os.close(write_end)
                 children.append((pid, read_end))
         os.close(queue_read)
+        if meanwhile is not None:
+            meanwhile()  # while the children compile
         reports: dict[int, dict[str, Any]] = {}
         for pid, read_end in children:
             with os.fdopen(read_end, "r") as stream:

@@ -201,6 +201,8 @@ class Autotuner(KernelInterface[Any]):
         try:  # Dispatcher.lookup, inlined: this is the path every tuned call takes
             entry = dispatch.fast[dispatch.fast_key(args, kwargs)]
         except (LookupError, AttributeError, TypeError):
+            entry = None
+        if entry is None:  # outside the except block: errors from tuning carry no unrelated context
             entry = self._slow_lookup(args, kwargs, grid)
         config, run, launch_kwargs = entry
         self.best_config = config
@@ -242,6 +244,7 @@ class Autotuner(KernelInterface[Any]):
         grid: Any,
         device: DeviceInfo,
         timings: dict[str, float] | None = None,
+        meanwhile: Callable[[], object] | None = None,
     ) -> Iterable[Any]:
         return precompile(
             self.fn,
@@ -253,6 +256,7 @@ class Autotuner(KernelInterface[Any]):
             workers=self.workers or settings.compile_workers(),
             mode=settings.current().compile_mode,
             timings=timings,
+            meanwhile=meanwhile,
         )
 
     def _tune(self, key: tuple[Any, ...], args: tuple[Any, ...], kwargs: dict[str, Any], grid: Any) -> _Entry:
@@ -354,20 +358,27 @@ class Autotuner(KernelInterface[Any]):
         device: DeviceInfo,
         phases: dict[str, float],
     ) -> dict[Config, BenchmarkResult]:
-        started = time.perf_counter()
-        written, read = self.accesses(args, kwargs)
-        phases["analysis"] = time.perf_counter() - started
-        started = time.perf_counter()
-        scratch = ScratchArguments(named, written, zeroed=self.reset_to_zero, read=read)
-        bench_args = tuple(scratch.arguments[n] for n in self.arg_names[: len(args)])
-        bench_kwargs = {k: scratch.arguments.get(k, v) for k, v in kwargs.items()}
+        accesses: list[tuple[list[str], list[str] | None]] = []
+
+        def analyze_meanwhile() -> None:  # runs while the compilers work
+            started = time.perf_counter()
+            accesses.append(self.accesses(args, kwargs))
+            phases["analysis"] = time.perf_counter() - started
+
         launch = launcher(self.fn, device.interpreter)
         results: dict[Config, BenchmarkResult] = {}
         with TuningProgress(f"compiling {self.name}", total=2 * len(configs)) as progress:
-            phases["copy_inputs"] = time.perf_counter() - started
+            # Compiling needs only the arguments' types, and a warm-up call launches nothing: the
+            # real arguments serve, and the copies are made once the analysis says which.
             started = time.perf_counter()
-            outcomes = self._compile(configs, bench_args, bench_kwargs, grid, device, phases)
+            outcomes = self._compile(configs, args, kwargs, grid, device, phases, analyze_meanwhile)
             phases["compile"] = time.perf_counter() - started
+            started = time.perf_counter()
+            written, read = accesses[0]
+            scratch = ScratchArguments(named, written, zeroed=self.reset_to_zero, read=read)
+            bench_args = tuple(scratch.arguments[n] for n in self.arg_names[: len(args)])
+            bench_kwargs = {k: scratch.arguments.get(k, v) for k, v in kwargs.items()}
+            phases["copy_inputs"] = time.perf_counter() - started
             started = time.perf_counter()
             progress.advance(len(configs), f"benchmarking {self.name}")
             runs = []
