@@ -32,7 +32,6 @@ import json
 import math
 import os
 import platform
-import re
 import statistics
 import sys
 import tempfile
@@ -106,7 +105,10 @@ class Suite:
         self.do_bench = triton.testing.do_bench
         self.device = torch.device("cuda", torch.cuda.current_device())
         self.props = torch.cuda.get_device_properties(self.device)
-        self.label = re.sub(r"[^a-z0-9]+", "-", self.props.name.lower()).strip("-")
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from common import device_slug
+
+        self.label = device_slug(self.props.name)  # "h200", as the other result files
 
     # -- measuring -----------------------------------------------------------------------------
     def sync(self) -> None:

@@ -52,7 +52,7 @@ class Settings:
     )
     warmup_ms: float = _setting("KERNELPICK_WARMUP_MS", 1.0, "Warm-up time per config before it is timed.")
     rep_ms: float = _setting(
-        "KERNELPICK_REP_MS", 6.0, "Timed runs per config in the first round, in milliseconds."
+        "KERNELPICK_REP_MS", 10.0, "Timed runs per config in the first round, in milliseconds."
     )
     confirm_top: int = _setting(
         "KERNELPICK_CONFIRM_TOP",
@@ -61,7 +61,7 @@ class Settings:
     )
     screen_cutoff: float = _setting(
         "KERNELPICK_SCREEN_CUTOFF",
-        0.2,
+        0.3,
         "First round: stop timing a config after 3 runs when they are this fraction slower than the best so far.",
     )
     confirm_within: float = _setting(
@@ -70,7 +70,7 @@ class Settings:
         "Second round: only configs within this fraction of the first round's best median.",
     )
     confirm_rep_ms: float = _setting(
-        "KERNELPICK_CONFIRM_REP_MS", 30.0, "Timed runs per config in the second round, in milliseconds."
+        "KERNELPICK_CONFIRM_REP_MS", 40.0, "Timed runs per config in the second round, in milliseconds."
     )
     min_reps: int = _setting("KERNELPICK_MIN_REPS", 5, "Fewest timed runs of a config, however slow it is.")
     max_reps: int = _setting("KERNELPICK_MAX_REPS", 1000, "Most timed runs of a config in one round.")
