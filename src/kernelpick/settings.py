@@ -74,6 +74,26 @@ class Settings:
     )
     min_reps: int = _setting("KERNELPICK_MIN_REPS", 5, "Fewest timed runs of a config, however slow it is.")
     max_reps: int = _setting("KERNELPICK_MAX_REPS", 1000, "Most timed runs of a config in one round.")
+    isolate: Toggle = _setting(
+        "KERNELPICK_ISOLATE",
+        "auto",
+        "Benchmark in worker processes that a crashing or hanging candidate cannot take down: auto (on with a GPU), on, off.",
+    )
+    compile_timeout_s: float = _setting(
+        "KERNELPICK_COMPILE_TIMEOUT",
+        300.0,
+        "Seconds one config may take to compile before it is given up (isolated).",
+    )
+    bench_timeout_s: float = _setting(
+        "KERNELPICK_BENCH_TIMEOUT",
+        60.0,
+        "Seconds one candidate may take in a worker, first run, checks and timing included, before it is killed.",
+    )
+    devices: str = _setting(
+        "KERNELPICK_DEVICES",
+        "",
+        "GPUs that benchmark in parallel when isolated, e.g. '0,1' (default: every visible GPU of the model tuned for).",
+    )
     select_warmup_ms: float = _setting(
         "KERNELPICK_SELECT_WARMUP_MS",
         100.0,

@@ -16,6 +16,8 @@ from __future__ import annotations
 import json
 import logging
 import os
+import selectors
+import signal
 import time
 import traceback
 import warnings
@@ -31,7 +33,7 @@ if TYPE_CHECKING:  # a runtime import would be circular: kernelpick.tune imports
 
 log = logging.getLogger("kernelpick.compile")
 
-CompileStatus = Literal["ok", "compile_error", "out_of_resources", "crashed"]
+CompileStatus = Literal["ok", "compile_error", "out_of_resources", "crashed", "timeout"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +56,8 @@ def classify(error: BaseException) -> tuple[CompileStatus, str]:
     status: CompileStatus = "out_of_resources" if name == "OutOfResources" else "compile_error"
     if isinstance(error, CompilerCrashed):
         status = "crashed"
+    elif isinstance(error, CompileTimeout):
+        status = "timeout"
     if len(text) > 2000:
         text = text[:1000] + "\n...\n" + text[-1000:]
     return status, f"{name}: {text}" if not text.startswith(name) else text
@@ -71,6 +75,7 @@ def precompile(
     mode: str = "thread",
     timings: dict[str, float] | None = None,
     meanwhile: Callable[[], object] | None = None,
+    timeout_s: float | None = None,
 ) -> list[CompileOutcome]:
     """Compile `kernel` for `args` under every config, in parallel.
 
@@ -86,6 +91,8 @@ def precompile(
         timings: where the process mode records the seconds of its two steps, compiling in the
             children and loading their results (for tuning reports).
         meanwhile: work for this thread to do while the compilers run (called exactly once).
+        timeout_s: in the process mode, how long one config may compile before its compiler is
+            killed and the config recorded as `timeout`.
 
     Returns:
         One outcome per config, in order. Successfully compiled kernels are in Triton's caches, so
@@ -96,8 +103,8 @@ def precompile(
             meanwhile()
         return _lower_all(kernel, args, kwargs, configs, workers) if configs else []
     # The forked mode queues job numbers in one pipe buffer (64 KiB): plenty for any real space.
-    if mode == "process" and workers > 1 and hasattr(os, "fork") and len(configs) < 16_000:
-        forked = _ForkedExecutor(workers)
+    if mode == "process" and hasattr(os, "fork") and len(configs) < 16_000:
+        forked = _ForkedExecutor(workers, timeout_s)
         outcomes = _compile_all(kernel, args, kwargs, configs, grid, forked, meanwhile)
         if timings is not None:
             timings.update(forked.timings)
@@ -189,6 +196,10 @@ class CompilerCrashed(ChildCompileError):
     """The forked child compiling a config died before reporting on it; `classify` maps it to crashed."""
 
 
+class CompileTimeout(ChildCompileError):
+    """A config compiled for longer than the compile timeout; its compiler was killed."""
+
+
 class _ForkedExecutor(Executor):
     """Collects Triton's compile calls, runs them in forked children, then loads the results.
 
@@ -196,8 +207,9 @@ class _ForkedExecutor(Executor):
     reported as crashed, and the parent never runs them.
     """
 
-    def __init__(self, workers: int) -> None:
+    def __init__(self, workers: int, timeout_s: float | None = None) -> None:
         self.workers = workers
+        self.timeout_s = timeout_s
         self.jobs: list[tuple[Callable[[], Any], Future[Any]]] = []
         self.timings: dict[str, float] = {}  # seconds: compiling in children, loading in the parent
 
@@ -219,8 +231,13 @@ class _ForkedExecutor(Executor):
                     CompilerCrashed("the compiler process crashed while compiling this config")
                 )
             elif report["error"] is not None:
-                kind = OutOfResources if report["type"] == "OutOfResources" else ChildCompileError
-                future.set_exception(kind(f"{report['type']}: {report['error']}"))
+                kind = {"OutOfResources": OutOfResources, "CompileTimeout": CompileTimeout}.get(
+                    report["type"], ChildCompileError
+                )
+                message = (
+                    report["error"] if kind is CompileTimeout else f"{report['type']}: {report['error']}"
+                )
+                future.set_exception(kind(message))
             else:
                 compiled.append((job, future))
 
@@ -261,13 +278,55 @@ class _ForkedExecutor(Executor):
         os.close(queue_read)
         if meanwhile is not None:
             meanwhile()  # while the children compile
+        return self._collect(children)
+
+    def _collect(self, children: list[tuple[int, int]]) -> dict[int, dict[str, Any]]:
+        """Read every child's reports; kill a child whose current config outlives `timeout_s`."""
         reports: dict[int, dict[str, Any]] = {}
+        watch = selectors.DefaultSelector()
+        state = {}  # read end -> [pid, buffered bytes, config in progress, when it started]
         for pid, read_end in children:
-            with os.fdopen(read_end, "r") as stream:
-                for line in stream:
+            watch.register(read_end, selectors.EVENT_READ)
+            state[read_end] = [pid, b"", None, time.monotonic()]
+        while state:
+            busy = [s[3] for s in state.values() if s[2] is not None]
+            wait = (
+                None
+                if self.timeout_s is None or not busy
+                else max(0.0, min(busy) + self.timeout_s - time.monotonic())
+            )
+            for key, _ in watch.select(wait):
+                fd = key.fd
+                chunk = os.read(fd, 65536)
+                entry = state[fd]
+                if not chunk:  # the child is done (or died)
+                    watch.unregister(fd)
+                    os.close(fd)
+                    os.waitpid(entry[0], 0)
+                    del state[fd]
+                    continue
+                *lines, entry[1] = (entry[1] + chunk).split(b"\n")
+                for line in lines:
                     report = json.loads(line)
-                    reports[report["index"]] = report
-            os.waitpid(pid, 0)
+                    if report.get("started"):
+                        entry[2], entry[3] = report["index"], time.monotonic()
+                    else:
+                        reports[report["index"]] = report
+                        entry[2] = None
+            if self.timeout_s is None:
+                continue
+            for fd, entry in list(state.items()):
+                if entry[2] is not None and time.monotonic() - entry[3] > self.timeout_s:
+                    os.kill(entry[0], signal.SIGKILL)
+                    reports[entry[2]] = {
+                        "index": entry[2],
+                        "error": f"compiling took over {self.timeout_s:g} s; the compiler was killed",
+                        "type": "CompileTimeout",
+                    }
+                    watch.unregister(fd)
+                    os.close(fd)
+                    os.waitpid(entry[0], 0)
+                    del state[fd]
         return reports
 
     def _child(self, queue: int, write_end: int) -> None:  # pragma: no cover - child only
@@ -277,6 +336,8 @@ class _ForkedExecutor(Executor):
                 # Reads of 4 bytes from a pipe are atomic: each job number goes to exactly one child.
                 while len(number := os.read(queue, 4)) == 4:
                     index = int.from_bytes(number, "little")
+                    stream.write(json.dumps({"index": index, "started": True}) + "\n")
+                    stream.flush()
                     try:
                         self.jobs[index][0]()
                         report = {"index": index, "error": None, "type": None}

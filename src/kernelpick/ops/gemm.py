@@ -24,6 +24,7 @@ from kernelpick.select.selector import Selector
 from kernelpick.select.signature import Signature
 from kernelpick.select.template_choice import template
 from kernelpick.select.verify import tf32_allowed
+from kernelpick.workers.references import Reference
 
 #: Activations `addmm` can fuse, as Triton expressions over `acc`.
 ACTIVATIONS: dict[str | None, str | None] = {
@@ -162,7 +163,9 @@ def selector(name: str) -> Selector:
         raise ConfigError(f"kernelpick.ops has no operation {name!r}; it has {', '.join(_BUILDERS)}")
     with _lock:
         if name not in _selectors:
-            _selectors[name] = _BUILDERS[name]()
+            built = _BUILDERS[name]()
+            built.importable_as = Reference(__name__, "selector", call=(name,))  # how workers find it
+            _selectors[name] = built
         return _selectors[name]
 
 

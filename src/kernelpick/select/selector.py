@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import contextvars
 import logging
+import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -29,18 +30,21 @@ from kernelpick.errors import ConfigError, NoValidChoices
 from kernelpick.report import TuningProgress, headline, print_table
 from kernelpick.select.choice import Choice, ChoiceSpace, ExternChoice, qualified_name
 from kernelpick.select.inputs import ExampleInputs, InputGen, preserved_rng
+from kernelpick.select.isolated import measure_in_worker, measure_in_workers
 from kernelpick.select.record import ChoiceResult, SelectionRecord
 from kernelpick.select.signature import POSITIONAL_KEYS, Signature, signature_key, value_key
 from kernelpick.select.timing import CallPathTimer
 from kernelpick.select.verify import Tolerance, compare, tf32_allowed
 from kernelpick.store import ResultStore, StoredResult, TuningKey, default_store
+from kernelpick.workers import IsolationError, Reference
+from kernelpick.workers.plan import isolation_wanted
 
 log = logging.getLogger("kernelpick.select")
 
 #: Part of every store key: bump when the way choices are verified or timed changes.
 SELECTION_VERSION = "select-1"
 
-Reference = str | Choice | ChoiceSpace | Callable[..., Any] | None
+VerifyAgainst = str | Choice | ChoiceSpace | Callable[..., Any] | None
 
 
 class Selector:
@@ -61,6 +65,9 @@ class Selector:
         store: where to remember results (default: the SQLite store under `KERNELPICK_CACHE_DIR`).
         cache: remember results across processes (also `KERNELPICK_CACHE`).
         timer: how to time (default: CUDA events on GPUs, the wall clock on CPUs).
+        isolate: measure choices in worker processes, one per GPU, that a choice crashing, hanging
+            or breaking its CUDA context cannot take down (default: `KERNELPICK_ISOLATE`, on with a
+            GPU). The selector must then be importable: bound to a module-level name.
 
     Calls take the operation's inputs, `selector(*inputs, **kwargs)`. Tensors select a tuning by
     device, dtype, size, strides and storage offset; other values by value (so they must be
@@ -76,15 +83,21 @@ class Selector:
         choices: Sequence[ChoiceSpace],
         *,
         key: Callable[..., Any] | None = None,
-        reference: Reference = None,
+        reference: VerifyAgainst = None,
         verify: bool = True,
         input_gen: InputGen | None = None,
         tolerance: Tolerance | None = None,
         store: ResultStore | None = None,
         cache: bool = True,
         timer: Timer | None = None,
+        isolate: bool | None = None,
     ) -> None:
         self.name = name
+        self.isolate = isolate
+        #: The module that made this selector: where a worker process looks for it by name.
+        self.defined_in: str | None = sys._getframe(1).f_globals.get("__name__")
+        #: How a worker process finds this selector, when not by a module-level name (set by factories).
+        self.importable_as: Reference | None = None
         self.spaces: list[ChoiceSpace] = [_as_space(c) for c in choices]
         if not self.spaces:
             raise ConfigError(f"selector `{name}` has no choices: give it at least one")
@@ -256,6 +269,28 @@ class Selector:
         )
 
     def _measure(
+        self,
+        todo: list[Choice],
+        choices: list[Choice],
+        signature: Signature,
+        inputs: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> tuple[dict[str, BenchmarkResult], str | None]:
+        if isolation_wanted(signature.device, self.isolate):
+            try:
+                with TuningProgress(f"selecting {self.name} in workers", total=len(todo)) as progress:
+                    results = measure_in_workers(self, todo, signature, inputs, kwargs, progress.advance)
+                reference = self._reference(choices, signature) if self.verify else None
+                return results, None if reference is None else reference[0]
+            except IsolationError as error:
+                log.warning("%s: measuring in this process, not in workers: %s", self.name, error)
+        return self._measure_here(todo, choices, signature, inputs, kwargs)
+
+    def measure_in_worker(self, request: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+        """Measure choices for a caller in another process (see `kernelpick.select.isolated`)."""
+        return measure_in_worker(self, request)
+
+    def _measure_here(
         self,
         todo: list[Choice],
         choices: list[Choice],

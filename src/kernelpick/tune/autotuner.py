@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -31,8 +32,11 @@ from kernelpick.report import TuningProgress, autotune_table, headline, print_ta
 from kernelpick.store import ResultStore, StoredResult, TuningKey, default_store
 from kernelpick.tune.config import Config
 from kernelpick.tune.dispatch import Dispatcher
+from kernelpick.tune.isolated import benchmark_in_workers, measure_in_worker
 from kernelpick.tune.prune import Pruner
 from kernelpick.tune.record import TuningRecord
+from kernelpick.workers import IsolationError
+from kernelpick.workers.plan import isolation_wanted
 
 log = logging.getLogger("kernelpick.tune")
 
@@ -55,6 +59,7 @@ def autotune(
     cache: bool = True,
     workers: int | None = None,
     store: ResultStore | None = None,
+    isolate: bool | None = None,
     warmup: float | None = None,
     rep: float | None = None,
     use_cuda_graph: bool = False,
@@ -76,6 +81,9 @@ def autotune(
         cache: remember results in the result store across processes (also `KERNELPICK_CACHE`).
         workers: configs compiled at once (default: `KERNELPICK_COMPILE_WORKERS`, else one per CPU core).
         store: where to remember results (default: the SQLite store under `KERNELPICK_CACHE_DIR`).
+        isolate: benchmark in worker processes, one per GPU, that a config crashing, hanging or
+            breaking its CUDA context cannot take down (default: `KERNELPICK_ISOLATE`, on with a GPU).
+            The kernel must be importable: bound to a module-level name.
         warmup: warm-up milliseconds per config (Triton's deprecated argument; default from settings).
         rep: timed milliseconds per config (likewise).
         use_cuda_graph: time with `triton.testing.do_bench_cudagraph`.
@@ -88,6 +96,7 @@ def autotune(
     del cache_results
 
     def decorator(fn: Any) -> Autotuner:
+        defined_in = sys._getframe(1).f_globals.get("__name__")  # where a worker looks for it
         timer: Timer | None = None
         if do_bench is not None:
             timer = UserBenchTimer(do_bench)
@@ -97,7 +106,7 @@ def autotune(
             timer = UserBenchTimer(
                 functools.partial(triton.testing.do_bench_cudagraph, rep=rep if rep is not None else 100)
             )
-        return Autotuner(
+        tuner = Autotuner(
             fn,
             configs,
             key,
@@ -110,9 +119,12 @@ def autotune(
             cache=cache,
             workers=workers,
             store=store,
+            isolate=isolate,
             warmup_ms=warmup,
             rep_ms=rep,
         )
+        tuner.defined_in = defined_in
+        return tuner
 
     return decorator
 
@@ -145,6 +157,7 @@ class Autotuner(KernelInterface[Any]):
         cache: bool = True,
         workers: int | None = None,
         store: ResultStore | None = None,
+        isolate: bool | None = None,
         warmup_ms: float | None = None,
         rep_ms: float | None = None,
     ) -> None:
@@ -175,6 +188,9 @@ class Autotuner(KernelInterface[Any]):
         self.use_store = cache
         self.workers = workers
         self.store = store
+        self.isolate = isolate
+        #: The module that made this tuned kernel: where a worker process looks for it by name.
+        self.defined_in: str | None = getattr(self.base_fn, "__module__", None)
         self.warmup_ms, self.rep_ms = warmup_ms, rep_ms
         tuned = {name for config in self.configs for name in config.kwargs}
         given = {p.name for p in self.base_fn.params if p.is_constexpr} - tuned
@@ -358,6 +374,11 @@ class Autotuner(KernelInterface[Any]):
         device: DeviceInfo,
         phases: dict[str, float],
     ) -> dict[Config, BenchmarkResult]:
+        if isolation_wanted(device, self.isolate):
+            try:
+                return benchmark_in_workers(self, configs, args, kwargs, named, grid, device, phases)
+            except IsolationError as error:
+                log.warning("%s: benchmarking in this process, not in workers: %s", self.name, error)
         accesses: list[tuple[list[str], list[str] | None]] = []
 
         def analyze_meanwhile() -> None:  # runs while the compilers work
@@ -395,6 +416,10 @@ class Autotuner(KernelInterface[Any]):
             results.update({run.config: result for run, result in zip(runs, measured)})
             phases["benchmark"] = time.perf_counter() - started
         return {c: results[c] for c in configs}
+
+    def measure_in_worker(self, request: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+        """Benchmark configs for a caller in another process (see `kernelpick.tune.isolated`)."""
+        return measure_in_worker(self, request)
 
     def _budget_overrides(self) -> dict[str, Any]:
         overrides: dict[str, Any] = {}
@@ -439,6 +464,8 @@ class _ConfigRun:
     ) -> None:
         self.name = str(config)
         self.config = config
+        if isinstance(grid, Mapping):  # one grid per config, evaluated where the kernel was called
+            grid = grid[config]
         self._launch = functools.partial(launch, *args, grid=grid, **kwargs, **config.all_kwargs())
         self._scratch = scratch
         self._hooks = [h for h in (config.pre_hook, tuner.pre_hook) if h is not None]

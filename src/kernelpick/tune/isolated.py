@@ -1,0 +1,132 @@
+"""Autotuning in worker processes: the caller compiles, workers benchmark, one config at a time.
+
+The caller compiles every config first, in forked compilers (a compiler that crashes or hangs takes
+down only its own config); the workers, one per GPU, then load the kernels from Triton's cache and
+time them on arguments re-created from their metadata. A config that hangs, crashes its worker or
+breaks its CUDA context is recorded as `timeout` or `crashed`; the caller's process and its CUDA
+context never run it.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from kernelpick import settings
+from kernelpick.bench.device import DeviceInfo, describe
+from kernelpick.bench.result import BenchmarkResult
+from kernelpick.compile.precompile import precompile
+from kernelpick.report import TuningProgress
+from kernelpick.tune.config import Config
+from kernelpick.workers import IsolationError, pool_for, reference_to
+from kernelpick.workers.plan import worker_devices, worker_settings
+from kernelpick.workers.problems import describe_arguments, rebuild_arguments
+
+if TYPE_CHECKING:
+    from kernelpick.tune.autotuner import Autotuner
+
+
+def grids_by_config(grid: Any, named: Mapping[str, Any], configs: Sequence[Config]) -> dict[str, list[int]]:
+    """Each config's launch grid, evaluated here: a grid function cannot travel to a worker.
+
+    Raises:
+        IsolationError: the grid function failed for a config (it needs values Triton adds itself).
+    """
+    grids = {}
+    for config in configs:
+        try:
+            value = grid({**named, **config.kwargs}) if callable(grid) else grid
+        except Exception as error:
+            raise IsolationError(f"the grid could not be evaluated outside a launch: {error}") from error
+        grids[config.digest] = [int(n) for n in value]
+    return grids
+
+
+def benchmark_in_workers(
+    tuner: Autotuner,
+    configs: list[Config],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    named: dict[str, Any],
+    grid: Any,
+    device: DeviceInfo,
+    phases: dict[str, float],
+) -> dict[Config, BenchmarkResult]:
+    """Compile here, benchmark in workers.
+
+    Raises:
+        IsolationError: the kernel or its arguments cannot go to a worker (then measure in-process).
+    """
+    reference = reference_to(tuner, tuner.defined_in)
+    current = settings.current()
+    results: dict[Config, BenchmarkResult] = {}
+    with (
+        tempfile.TemporaryDirectory(prefix="kernelpick-") as payload,
+        TuningProgress(f"compiling {tuner.name}", total=2 * len(configs)) as progress,
+    ):
+        problem = {
+            "arguments": describe_arguments(named, Path(payload)),
+            "positional": tuner.arg_names[: len(args)],
+            "keywords": list(kwargs),
+            "grids": grids_by_config(grid, named, configs),
+        }
+        started = time.perf_counter()
+        outcomes = precompile(
+            tuner.fn,
+            args,
+            kwargs,
+            configs,
+            grid=grid,
+            interpreter=device.interpreter,
+            workers=tuner.workers or settings.compile_workers(),
+            mode="process",
+            timings=phases,
+            timeout_s=current.compile_timeout_s,
+        )
+        phases["compile"] = time.perf_counter() - started
+        progress.advance(len(configs), f"benchmarking {tuner.name} in workers")
+        compiled = []
+        for config, outcome in zip(configs, outcomes):
+            if outcome.ok:
+                compiled.append(config)
+            else:
+                results[config] = BenchmarkResult.failed(outcome.status, outcome.message)
+        request = {
+            "target": reference.to_data(),
+            "device": device.type,
+            "problem": problem,
+            "settings": {**worker_settings(), **tuner._budget_overrides(), "confirm_top": 0},
+        }
+        started = time.perf_counter()
+        measured = pool_for(worker_devices(device)).measure(
+            request,
+            [c.digest for c in compiled],
+            timeout_s=current.bench_timeout_s,
+            confirm_top=0 if device.interpreter else current.confirm_top,
+            confirm_within=current.confirm_within,
+            on_done=progress.advance,
+        )
+        phases["benchmark"] = time.perf_counter() - started
+    results.update({c: measured[c.digest] for c in compiled})
+    return {c: results[c] for c in configs}
+
+
+def measure_in_worker(tuner: Autotuner, request: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """A worker's side: re-create the arguments, benchmark the requested configs, answer by digest."""
+    problem = request["problem"]
+    device = torch.device(request["device"])
+    named = rebuild_arguments(problem["arguments"], device)
+    args = tuple(named[name] for name in problem["positional"])
+    kwargs = {name: named[name] for name in problem["keywords"]}
+    known = {c.digest: c for c in tuner.prune(tuner.configs, named, kwargs)}
+    configs = [known[digest] for digest in request["candidates"]]
+    grids = {known[digest]: tuple(value) for digest, value in problem["grids"].items() if digest in known}
+    overrides = {"confirm_top": len(configs), "confirm_within": 1e9} if request.get("confirm") else {}
+    with settings.override(**overrides):
+        results = tuner._benchmark(configs, args, kwargs, named, grids, describe(device), {})
+    return {config.digest: result.to_dict() for config, result in results.items()}

@@ -1,0 +1,77 @@
+"""The worker process: `python -m kernelpick.workers.main FD` reads requests on stdin, answers on FD.
+
+Each request names its target (an autotuned kernel, a selector) by reference, describes the problem
+as plain data, and lists candidates; the answer holds one result per candidate. After a candidate
+left the CUDA context broken (an illegal address, a launch failure), the worker says so and exits,
+so that its pool starts a fresh one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import traceback
+from typing import IO, Any
+
+
+def _send(stream: IO[str], message: dict[str, Any]) -> None:
+    stream.write(json.dumps(message) + "\n")
+    stream.flush()
+
+
+def _cuda_error(torch: Any) -> str | None:
+    """What is wrong with this process's CUDA context, if anything."""
+    if not torch.cuda.is_available() or not torch.cuda.is_initialized():
+        return None
+    try:
+        torch.cuda.synchronize()
+        torch.ones(1, device="cuda").add_(1).item()
+    except Exception as error:
+        return f"{type(error).__name__}: {error}".strip()
+    return None
+
+
+def serve(messages: IO[str]) -> int:
+    import torch
+
+    from kernelpick import settings
+    from kernelpick.workers import plan
+    from kernelpick.workers.references import Reference, resolve
+
+    plan.inside_worker = True
+    name = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
+    _send(messages, {"ready": True, "pid": os.getpid(), "device": name})
+    for line in sys.stdin:
+        request = json.loads(line)
+        try:
+            target = resolve(Reference.from_data(request["target"]))
+            with settings.override(**request.get("settings", {})):
+                results = target.measure_in_worker(request)
+        except Exception as error:  # the request itself is unusable: the caller measures in-process
+            _send(
+                messages, {"error": f"{type(error).__name__}: {error}", "traceback": traceback.format_exc()}
+            )
+            continue
+        broken = _cuda_error(torch)
+        if broken is not None:
+            for candidate in request["candidates"]:
+                results[candidate] = {
+                    "status": "crashed",
+                    "timing": None,
+                    "message": f"it left the CUDA context broken ({broken}); the worker was restarted",
+                }
+        _send(messages, {"results": results})
+        if broken is not None:
+            return 3  # a broken context cannot run anything again
+    return 0
+
+
+def main() -> int:
+    # Messages go through their own pipe: what benchmarked code prints on stdout cannot garble them.
+    with os.fdopen(int(sys.argv[1]), "w") as messages:
+        return serve(messages)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,64 @@
+"""When to isolate, on which devices, and with which settings a worker runs."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from kernelpick import settings
+from kernelpick.bench.device import DeviceInfo, describe
+from kernelpick.errors import SettingsError
+
+#: True in a worker process: what it measures, it measures itself.
+inside_worker = False
+
+
+def isolation_wanted(device: DeviceInfo, requested: bool | None) -> bool:
+    """`requested` when given, else the `KERNELPICK_ISOLATE` setting (auto: on for GPUs); never in a worker."""
+    if inside_worker:
+        return False
+    if requested is not None:
+        return requested
+    mode = settings.current().isolate
+    return mode == "on" or (mode == "auto" and not device.interpreter)
+
+
+def worker_devices(device: DeviceInfo) -> list[int | None]:
+    """The GPUs that measure in parallel: those of `KERNELPICK_DEVICES` (default: every visible GPU)
+    of the model tuned for, since results from another model would not be comparable.
+
+    Raises:
+        SettingsError: `KERNELPICK_DEVICES` is not a comma-separated list of visible GPU indices.
+    """
+    if device.interpreter:
+        return [None]
+    count = torch.cuda.device_count()
+    text = settings.current().devices.strip()
+    try:
+        wanted = [int(part) for part in text.split(",") if part.strip()] if text else list(range(count))
+    except ValueError:
+        raise SettingsError(
+            f"KERNELPICK_DEVICES={text!r} is not a comma-separated list of GPU indices"
+        ) from None
+    invalid = [index for index in wanted if not 0 <= index < count]
+    if invalid:
+        raise SettingsError(
+            f"KERNELPICK_DEVICES names GPU {invalid[0]}, but GPUs 0 to {count - 1} are visible"
+        )
+    same = [i for i in wanted if describe(torch.device("cuda", i)).name == device.name]
+    return list(same or [device.index])
+
+
+def worker_settings() -> dict[str, Any]:
+    """The caller's settings as plain data, for a worker: no nested isolation, compiles in threads
+    (the caller compiled every config already; a worker only loads them from Triton's cache)."""
+    data = {
+        field.name: str(value) if isinstance(value, Path) else value
+        for field in dataclasses.fields(settings.Settings)
+        if (value := getattr(settings.current(), field.name)) is not None
+    }
+    data.update(isolate="off", compile_mode="thread", cache_dir=str(settings.cache_dir()))
+    return data

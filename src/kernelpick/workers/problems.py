@@ -1,0 +1,97 @@
+"""Arguments as plain data, and back: how a worker re-creates a tuning problem in its own process.
+
+Tensors travel as metadata (dtype, sizes, strides, offset, storage length) and are re-created in the
+worker. Floating-point tensors get random values, as selection's example inputs do; integer and
+boolean tensors, often indices or offsets a kernel follows, keep their real values, written to a
+file of the caller's private temporary folder and read back with `torch.load(weights_only=True)`.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from kernelpick.select.inputs import EXAMPLE_SEED, example_tensor
+from kernelpick.select.signature import TensorSpec
+from kernelpick.workers.references import IsolationError
+
+_PLAIN = (type(None), bool, int, float, str)
+_files = itertools.count()
+
+
+def _dtype(name: str) -> torch.dtype:
+    dtype = getattr(torch, name, None)
+    if not isinstance(dtype, torch.dtype):
+        raise IsolationError(f"unknown dtype {name!r}")
+    return dtype
+
+
+def describe_value(value: Any, payload_dir: Path) -> dict[str, Any]:
+    """One argument as plain data.
+
+    Raises:
+        IsolationError: the value cannot travel to another process (an arbitrary object).
+    """
+    if isinstance(value, torch.Tensor):
+        spec = TensorSpec.of(value)
+        data: dict[str, Any] = {
+            "kind": "tensor",
+            **spec.to_data(),
+            "storage": spec.storage_length,
+            "device": value.device.type,
+        }
+        if not (value.dtype.is_floating_point or value.dtype.is_complex):
+            path = payload_dir / f"tensor-{next(_files)}.pt"
+            flat = torch.empty(0, dtype=value.dtype, device=value.device).set_(
+                value.untyped_storage(), 0, (spec.storage_length,), (1,)
+            )
+            torch.save(flat.detach().cpu().clone(), path)
+            data["values"] = str(path)
+        return data
+    if isinstance(value, _PLAIN):
+        return {"kind": "value", "value": value}
+    if isinstance(value, (tuple, list)):
+        return {"kind": type(value).__name__, "items": [describe_value(v, payload_dir) for v in value]}
+    if type(value).__module__.startswith("triton") and hasattr(value, "primitive_bitwidth"):
+        return {"kind": "triton_dtype", "name": str(value)}
+    raise IsolationError(
+        f"an argument of type {type(value).__name__} cannot be sent to a worker process: "
+        "pass tensors, numbers, strings or Triton dtypes (or isolate=False)"
+    )
+
+
+def rebuild_value(data: Mapping[str, Any], device: torch.device, generator: torch.Generator) -> Any:
+    """The argument `describe_value` described, re-created on `device`."""
+    kind = data["kind"]
+    if kind == "value":
+        return data["value"]
+    if kind in ("tuple", "list"):
+        items = [rebuild_value(item, device, generator) for item in data["items"]]
+        return tuple(items) if kind == "tuple" else items
+    if kind == "triton_dtype":
+        import triton.language as tl
+
+        return getattr(tl, data["name"])
+    spec = TensorSpec(
+        _dtype(data["dtype"]), tuple(data["size"]), tuple(data["stride"]), int(data["offset"]), device
+    )
+    if data.get("values") is None:
+        return example_tensor(spec, generator)
+    flat = torch.load(data["values"], weights_only=True).to(device)
+    return flat.as_strided(spec.size, spec.stride, spec.offset)
+
+
+def describe_arguments(values: Mapping[str, Any], payload_dir: Path) -> dict[str, Any]:
+    """Named arguments as plain data (see `describe_value`)."""
+    return {name: describe_value(value, payload_dir) for name, value in values.items()}
+
+
+def rebuild_arguments(data: Mapping[str, Any], device: torch.device) -> dict[str, Any]:
+    """Named arguments re-created on `device`, with random floating-point values from a fixed seed."""
+    generator = torch.Generator(device=device)
+    generator.manual_seed(EXAMPLE_SEED)
+    return {name: rebuild_value(value, device, generator) for name, value in data.items()}

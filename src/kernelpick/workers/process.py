@@ -1,0 +1,170 @@
+"""One worker process: started once, fed requests as JSON lines, watched, killed and restarted.
+
+Messages come back through a pipe of their own, so that whatever the benchmarked code prints cannot
+garble them; its output (stdout and stderr together) is kept, the last lines of it, for the reason
+of a crash.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import logging
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from kernelpick.workers.references import IsolationError
+
+log = logging.getLogger("kernelpick.workers")
+
+#: How long a new worker may take to import torch, Triton and kernelpick and say it is ready.
+START_TIMEOUT_S = 180.0
+_TAIL_LINES = 40
+
+
+class WorkerDied(Exception):
+    """The worker process ended; `tail` holds the last lines it printed."""
+
+    def __init__(self, code: int | None, tail: str) -> None:
+        self.code, self.tail = code, tail
+        super().__init__(f"worker exited with {describe_exit(code)}")
+
+
+def describe_exit(code: int | None) -> str:
+    if code is None:
+        return "no exit status"
+    if code < 0:
+        try:
+            return f"signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"signal {-code}"
+    return f"exit code {code}"
+
+
+class WorkerProcess:
+    """A `python -m kernelpick.workers.main` process bound to one device.
+
+    Args:
+        device: the GPU index it owns (it sees only that GPU, as `cuda:0`), or None for the CPU.
+        messages: where its messages go, as `(slot, message)`; `slot` tells workers apart.
+        slot: this worker's number in its pool.
+        environment: extra environment variables for it.
+    """
+
+    def __init__(
+        self,
+        device: int | None,
+        messages: queue.Queue[tuple[int, int, dict[str, Any] | None]],
+        slot: int,
+        environment: Mapping[str, str] | None = None,
+    ) -> None:
+        self.device = device
+        self.slot = slot
+        self._messages = messages
+        self._environment = dict(environment or {})
+        self._tail: collections.deque[str] = collections.deque(maxlen=_TAIL_LINES)
+        self._process: subprocess.Popen[bytes] | None = None
+        self.generation = 0  # bumped at every start: messages of a dead predecessor are ignored
+        self.info: dict[str, Any] = {}
+
+    @property
+    def alive(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
+    def start(self) -> None:
+        """Start the process and wait until it has imported everything and said so.
+
+        Raises:
+            IsolationError: it did not start (the message holds its output).
+        """
+        self.generation += 1
+        self._tail.clear()
+        read_end, write_end = os.pipe()
+        environment = {**os.environ, **self._environment}
+        environment.pop("TRITON_INTERPRET", None)
+        # The worker imports what the caller can: the caller's import path, entries added at run time included.
+        environment["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p and os.path.isdir(p))
+        if self.device is not None:
+            environment["CUDA_VISIBLE_DEVICES"] = str(self.device)
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", "kernelpick.workers.main", str(write_end)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            pass_fds=(write_end,),
+            env=environment,
+            start_new_session=True,  # a signal meant for the caller's terminal does not hit it
+        )
+        os.close(write_end)
+        self.info = {}
+        ready = threading.Event()
+        threading.Thread(
+            target=self._read_messages, args=(read_end, self.generation, ready), daemon=True
+        ).start()
+        threading.Thread(target=self._read_output, args=(self._process,), daemon=True).start()
+        if not ready.wait(START_TIMEOUT_S):
+            self.kill()
+            raise IsolationError(f"a worker did not start in {START_TIMEOUT_S:.0f} s:\n{self.tail()}")
+        if not self.info:
+            code = self._process.wait()
+            raise IsolationError(f"a worker failed to start ({describe_exit(code)}):\n{self.tail()}")
+
+    def send(self, request: Mapping[str, Any]) -> None:
+        assert self._process is not None and self._process.stdin is not None
+        self._process.stdin.write(json.dumps(request).encode() + b"\n")
+        self._process.stdin.flush()
+
+    def kill(self) -> None:
+        """End the process at once (it may be hung in a kernel or a C extension)."""
+        if self._process is None:
+            return
+        if self._process.poll() is None:
+            try:
+                os.killpg(self._process.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                self._process.kill()
+        self._process.wait()
+
+    def exit_code(self) -> int | None:
+        return None if self._process is None else self._process.wait()
+
+    def stop(self) -> None:
+        """Ask the process to end; kill it if it does not."""
+        if self._process is None or self._process.poll() is not None:
+            return
+        try:
+            assert self._process.stdin is not None
+            self._process.stdin.close()
+            self._process.wait(timeout=5)
+        except (OSError, subprocess.TimeoutExpired):
+            self.kill()
+
+    def tail(self) -> str:
+        return "\n".join(self._tail)
+
+    def _read_messages(self, read_end: int, generation: int, ready: threading.Event) -> None:
+        with os.fdopen(read_end, "rb") as stream:
+            for line in stream:
+                try:
+                    message = json.loads(line)
+                except json.JSONDecodeError:
+                    log.warning("worker %s sent an unreadable message: %r", self.slot, line[:200])
+                    continue
+                if "ready" in message:
+                    self.info = message
+                    ready.set()
+                else:
+                    self._messages.put((self.slot, generation, message))
+        ready.set()  # a worker that died while starting wakes its starter too
+        self._messages.put((self.slot, generation, None))  # the process is gone
+
+    def _read_output(self, process: subprocess.Popen[bytes]) -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            self._tail.append(line.decode(errors="replace").rstrip())

@@ -1,0 +1,83 @@
+"""Choices and kernels that fail in every way a benchmark can fail, for the isolation tests.
+
+Module-level, so that worker processes can import them.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import time
+
+import torch
+import triton
+import triton.language as tl
+
+import kernelpick
+
+
+def add_slowly(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    time.sleep(0.002)
+    return a + b
+
+
+def add_and_abort(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    os.abort()
+
+
+def add_and_segfault(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    ctypes.string_at(0)  # reads address 0: SIGSEGV
+    return a + b
+
+
+def add_forever(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    while True:
+        time.sleep(1)
+
+
+def add_and_raise(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    raise RuntimeError("this choice always fails")
+
+
+def subtract_quickly(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return a - b  # fast and wrong
+
+
+FAULTY_ADD = kernelpick.Selector(
+    "faulty_add",
+    [
+        kernelpick.extern(add_slowly, name="slow but right"),
+        kernelpick.extern(add_and_abort, name="aborts"),
+        kernelpick.extern(add_and_segfault, name="segfaults"),
+        kernelpick.extern(add_forever, name="hangs"),
+        kernelpick.extern(add_and_raise, name="raises"),
+        kernelpick.extern(subtract_quickly, name="wrong"),
+        kernelpick.extern(torch.add, name="torch.add"),
+    ],
+    isolate=True,
+)
+
+
+@kernelpick.autotune(
+    configs=[
+        kernelpick.Config({"BLOCK": 64, "SPIN": False}),
+        kernelpick.Config({"BLOCK": 128, "SPIN": False}),
+        kernelpick.Config({"BLOCK": 128, "SPIN": True}),
+    ],
+    key=["n"],
+    isolate=True,
+)
+@triton.jit
+def add_or_spin(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr, SPIN: tl.constexpr):
+    """out = x + y; with SPIN, a loop that never ends first."""
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    if SPIN:
+        count = tl.program_id(0) * 0
+        while count >= 0:
+            count += 1
+    tl.store(
+        out_ptr + offsets,
+        tl.load(x_ptr + offsets, mask=mask) + tl.load(y_ptr + offsets, mask=mask),
+        mask=mask,
+    )

@@ -1,0 +1,114 @@
+"""Planted faults: choices and configs that abort, segfault, hang, raise or lie, measured in workers.
+
+Every run completes, picks the right winner, records the right statuses, and leaves the caller healthy.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+import triton
+
+import kernelpick
+from kernelpick import settings
+from kernelpick.workers import pool_for
+from tests.workers import faulty
+
+pytestmark = pytest.mark.slow
+
+
+def test_a_selector_survives_every_kind_of_faulty_choice() -> None:
+    a, b = torch.randn(256), torch.randn(256)
+    with settings.override(bench_timeout_s=8.0):
+        out = faulty.FAULTY_ADD(a, b)
+    torch.testing.assert_close(out, a + b)
+    statuses = {row.name: row.result.status for row in faulty.FAULTY_ADD.last_selection.results}
+    assert statuses == {
+        "slow but right": "ok",
+        "aborts": "crashed",
+        "segfaults": "crashed",
+        "hangs": "timeout",
+        "raises": "runtime_error",
+        "wrong": "wrong_result",
+        "torch.add": "ok",
+    }
+    messages = {row.name: row.result.message for row in faulty.FAULTY_ADD.last_selection.results}
+    assert "SIGABRT" in messages["aborts"] and "SIGSEGV" in messages["segfaults"]
+    assert "took over 8 s" in messages["hangs"]
+    assert "this choice always fails" in messages["raises"]
+    assert faulty.FAULTY_ADD.last_selection.best == "torch.add"
+    assert torch.ones(3).sum().item() == 3.0  # the caller is healthy
+
+
+def test_an_autotuned_config_that_never_ends_is_killed_and_the_others_win() -> None:
+    x, y = torch.randn(300), torch.randn(300)
+    out = torch.empty(300)
+    with settings.override(bench_timeout_s=8.0):
+        faulty.add_or_spin[lambda meta: (triton.cdiv(300, meta["BLOCK"]),)](x, y, out, 300)
+    torch.testing.assert_close(out, x + y)
+    statuses = {
+        (c.kwargs["BLOCK"], c.kwargs["SPIN"]): r.status
+        for c, r in faulty.add_or_spin.last_tuning.results.items()
+    }
+    assert statuses == {(64, False): "ok", (128, False): "ok", (128, True): "timeout"}
+    assert not faulty.add_or_spin.best_config.kwargs["SPIN"]
+
+
+def test_workers_are_started_once_and_reused() -> None:
+    pool = pool_for([None])
+    pool.start()
+    pids = [w.info["pid"] for w in pool.workers]
+    a, b = torch.randn(8), torch.randn(8)
+    selector = kernelpick.Selector(
+        "reused", [kernelpick.extern(faulty.add_slowly), kernelpick.extern(torch.add)]
+    )
+    faulty.REUSED = selector  # module-level, so a worker can import it
+    try:
+        with settings.override(isolate="on"):
+            selector(a, b)
+    finally:
+        del faulty.REUSED
+    assert [w.info["pid"] for w in pool.workers] == pids
+
+
+def test_a_selector_a_worker_cannot_import_is_measured_here_with_a_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    local = kernelpick.Selector("local", [kernelpick.extern(torch.add)], isolate=True)
+    a = torch.randn(4)
+    with caplog.at_level(logging.WARNING, logger="kernelpick.select"):
+        torch.testing.assert_close(local(a, a), a + a)
+    assert "not in workers" in caplog.text and "module-level name" in caplog.text
+
+
+SCRIPT = """
+import torch
+import kernelpick
+
+def double(x):
+    return x * 2
+
+DOUBLE = kernelpick.Selector("double", [kernelpick.extern(double), kernelpick.extern(torch.add)],
+                             reference="double", isolate=True, input_gen=None)
+
+if __name__ == "__main__":
+    x = torch.randn(16)
+    print(DOUBLE.tune(x).best, flush=True)
+"""
+
+
+def test_a_selector_defined_in_a_script_is_found_by_path(tmp_path: Path) -> None:
+    script = tmp_path / "my_script.py"
+    script.write_text(textwrap.dedent(SCRIPT))
+    env = {**os.environ, "KERNELPICK_CACHE_DIR": str(tmp_path / "cache")}
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "double"
+    assert "not in workers" not in done.stderr
