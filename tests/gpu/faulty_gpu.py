@@ -1,0 +1,32 @@
+"""A kernel whose configs fail on a GPU in the ways isolation must survive (module-level for workers)."""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+import kernelpick
+
+
+@triton.jit
+def copy_or_fault(x_ptr, out_ptr, n, BLOCK: tl.constexpr, FAULT: tl.constexpr):
+    """out = x; FAULT 1 stores far out of bounds (an illegal address), 2 never ends."""
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    values = tl.load(x_ptr + offsets, mask=mask)
+    target = offsets.to(tl.int64)
+    if FAULT == 1:
+        target += 1 << 40
+    if FAULT == 2:
+        spin = tl.program_id(0) * 0
+        while spin >= 0:
+            spin += 1
+    tl.store(out_ptr + target, values, mask=mask)
+
+
+COPY = kernelpick.autotune(
+    [kernelpick.Config({"BLOCK": 256, "FAULT": f}) for f in (0, 1, 2)]
+    + [kernelpick.Config({"BLOCK": 1024, "FAULT": 0})],
+    key=["n"],
+    isolate=True,
+)(copy_or_fault)
