@@ -226,6 +226,17 @@ def cache_dir() -> Path:
     return path
 
 
+def child_environment(changes: Mapping[str, str | None]) -> dict[str, str]:
+    """This process's environment with `changes` (None removes a variable), for a process it starts."""
+    environment = dict(os.environ)
+    for name, value in changes.items():
+        if value is None:
+            environment.pop(name, None)
+        else:
+            environment[name] = value
+    return environment
+
+
 def compile_workers() -> int:
     """How many configs to compile at once."""
     return current().compile_workers or os.cpu_count() or 1

@@ -19,6 +19,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
+from kernelpick import settings
 from kernelpick.workers.references import IsolationError
 
 log = logging.getLogger("kernelpick.workers")
@@ -86,12 +87,15 @@ class WorkerProcess:
         self.generation += 1
         self._tail.clear()
         read_end, write_end = os.pipe()
-        environment = {**os.environ, **self._environment}
-        environment.pop("TRITON_INTERPRET", None)
-        # The worker imports what the caller can: the caller's import path, entries added at run time included.
-        environment["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p and os.path.isdir(p))
+        changes: dict[str, str | None] = {
+            "TRITON_INTERPRET": None,
+            # The worker imports what the caller can: its import path, entries added at run time too.
+            "PYTHONPATH": os.pathsep.join(p for p in sys.path if p and os.path.isdir(p)),
+            **self._environment,
+        }
         if self.device is not None:
-            environment["CUDA_VISIBLE_DEVICES"] = str(self.device)
+            changes["CUDA_VISIBLE_DEVICES"] = str(self.device)
+        environment = settings.child_environment(changes)
         self._process = subprocess.Popen(
             [sys.executable, "-m", "kernelpick.workers.main", str(write_end)],
             stdin=subprocess.PIPE,
