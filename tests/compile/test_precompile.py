@@ -178,3 +178,16 @@ def test_meanwhile_runs_exactly_once_on_every_path() -> None:
         meanwhile=lambda: calls.append(2),
     )
     assert calls == [1, 2]
+
+
+def test_a_config_compiling_past_the_timeout_is_killed_and_the_others_finish() -> None:
+    import time as clock
+
+    executor = _ForkedExecutor(workers=2, timeout_s=1.0)
+    futures = [executor.submit(job) for job in (lambda: "a", lambda: clock.sleep(60), lambda: "c")]
+    started = clock.monotonic()
+    executor.run()
+    assert clock.monotonic() - started < 30
+    assert futures[0].result() == "a" and futures[2].result() == "c"
+    status, message = classify(futures[1].exception())
+    assert status == "timeout" and "took over 1 s" in message

@@ -200,6 +200,16 @@ class CompileTimeout(ChildCompileError):
     """A config compiled for longer than the compile timeout; its compiler was killed."""
 
 
+@dataclass(slots=True)
+class _Child:
+    """A forked compiler: its process, unread output, and the config it is compiling since when."""
+
+    pid: int
+    pending: bytes = b""
+    config: int | None = None
+    since: float = 0.0
+
+
 class _ForkedExecutor(Executor):
     """Collects Triton's compile calls, runs them in forked children, then loads the results.
 
@@ -284,50 +294,47 @@ class _ForkedExecutor(Executor):
         """Read every child's reports; kill a child whose current config outlives `timeout_s`."""
         reports: dict[int, dict[str, Any]] = {}
         watch = selectors.DefaultSelector()
-        state = {}  # read end -> [pid, buffered bytes, config in progress, when it started]
+        running: dict[int, _Child] = {}  # by read end
         for pid, read_end in children:
             watch.register(read_end, selectors.EVENT_READ)
-            state[read_end] = [pid, b"", None, time.monotonic()]
-        while state:
-            busy = [s[3] for s in state.values() if s[2] is not None]
-            wait = (
-                None
-                if self.timeout_s is None or not busy
-                else max(0.0, min(busy) + self.timeout_s - time.monotonic())
-            )
+            running[read_end] = _Child(pid)
+        while running:
+            busy = [child.since for child in running.values() if child.config is not None]
+            wait = None
+            if self.timeout_s is not None and busy:
+                wait = max(0.0, min(busy) + self.timeout_s - time.monotonic())
             for key, _ in watch.select(wait):
-                fd = key.fd
-                chunk = os.read(fd, 65536)
-                entry = state[fd]
+                child = running[key.fd]
+                chunk = os.read(key.fd, 65536)
                 if not chunk:  # the child is done (or died)
-                    watch.unregister(fd)
-                    os.close(fd)
-                    os.waitpid(entry[0], 0)
-                    del state[fd]
+                    self._forget(watch, running, key.fd)
                     continue
-                *lines, entry[1] = (entry[1] + chunk).split(b"\n")
+                *lines, child.pending = (child.pending + chunk).split(b"\n")
                 for line in lines:
                     report = json.loads(line)
                     if report.get("started"):
-                        entry[2], entry[3] = report["index"], time.monotonic()
+                        child.config, child.since = report["index"], time.monotonic()
                     else:
                         reports[report["index"]] = report
-                        entry[2] = None
-            if self.timeout_s is None:
-                continue
-            for fd, entry in list(state.items()):
-                if entry[2] is not None and time.monotonic() - entry[3] > self.timeout_s:
-                    os.kill(entry[0], signal.SIGKILL)
-                    reports[entry[2]] = {
-                        "index": entry[2],
+                        child.config = None
+            for fd, child in list(running.items()):
+                if self.timeout_s is None or child.config is None:
+                    continue
+                if time.monotonic() - child.since > self.timeout_s:
+                    os.kill(child.pid, signal.SIGKILL)
+                    reports[child.config] = {
+                        "index": child.config,
                         "error": f"compiling took over {self.timeout_s:g} s; the compiler was killed",
                         "type": "CompileTimeout",
                     }
-                    watch.unregister(fd)
-                    os.close(fd)
-                    os.waitpid(entry[0], 0)
-                    del state[fd]
+                    self._forget(watch, running, fd)
         return reports
+
+    @staticmethod
+    def _forget(watch: selectors.BaseSelector, running: dict[int, _Child], fd: int) -> None:
+        watch.unregister(fd)
+        os.close(fd)
+        os.waitpid(running.pop(fd).pid, 0)
 
     def _child(self, queue: int, write_end: int) -> None:  # pragma: no cover - child only
         code = 0
@@ -340,7 +347,7 @@ class _ForkedExecutor(Executor):
                     stream.flush()
                     try:
                         self.jobs[index][0]()
-                        report = {"index": index, "error": None, "type": None}
+                        report: dict[str, Any] = {"index": index, "error": None, "type": None}
                     except Exception as error:
                         report = {"index": index, "error": str(error)[:4000], "type": type(error).__name__}
                     stream.write(json.dumps(report) + "\n")
