@@ -88,8 +88,10 @@ def run_demo() -> DemoRun:
     generator = torch.Generator(device=device).manual_seed(0)
     dtype = torch.float16 if gpu else torch.float32
 
-    matmul = autotune(matmul_configs(gpu), key=["M", "N", "K"])(matmul_kernel)
-    add = autotune(add_configs(gpu), key=["n"])(add_kernel)
+    # Made anew on every run, to show the store at work: local objects, which worker processes
+    # cannot import, so they are measured in this process.
+    matmul = autotune(matmul_configs(gpu), key=["M", "N", "K"], isolate=False)(matmul_kernel)
+    add = autotune(add_configs(gpu), key=["n"], isolate=False)(add_kernel)
 
     a = torch.randn(size, size, device=device, dtype=dtype, generator=generator)
     b = torch.randn(size, size, device=device, dtype=dtype, generator=generator)
