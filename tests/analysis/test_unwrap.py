@@ -10,7 +10,7 @@ import triton
 from access_corpus import copy, f32
 
 from kernelpick.analysis import analyze, clear_cache
-from kernelpick.analysis.unwrap import innermost, unwrap
+from kernelpick.compile.unwrap import innermost, unwrap
 from kernelpick.errors import AnalysisError
 
 

@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from kernelpick.analysis.kernel_access import KernelAccess, analyze
-from kernelpick.analysis.unwrap import innermost, is_interpreted, unwrap
+from kernelpick.compile.unwrap import innermost, is_interpreted, unwrap
 from kernelpick.errors import AnalysisError
 
 #: Tensor element types by the names a user may write.

@@ -17,8 +17,8 @@ from triton.compiler.compiler import make_backend
 from kernelpick.analysis.access import find_accesses
 from kernelpick.analysis.functions import convert_module
 from kernelpick.analysis.parameters import ttir_parameter_names
-from kernelpick.analysis.unwrap import Unwrapped, is_interpreted, unwrap
 from kernelpick.compile.target import Specialization, bind_arguments, default_target, specialize
+from kernelpick.compile.unwrap import Unwrapped, is_interpreted, unwrap
 from kernelpick.errors import AnalysisError
 
 logger = logging.getLogger("kernelpick.analysis")

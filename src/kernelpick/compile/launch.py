@@ -15,6 +15,8 @@ from typing import Any
 from triton.runtime.interpreter import InterpretedFunction
 from triton.runtime.jit import JITFunction
 
+from kernelpick.compile.unwrap import innermost, unwrap
+
 _keep_alive: dict[int, tuple[JITFunction[Any], InterpretedFunction[Any]]] = {}
 _lock = threading.RLock()
 #: Held while `triton.language` is patched for the interpreter; Triton's code generation takes it too,
@@ -56,16 +58,19 @@ def interpreting() -> Iterator[None]:
 
 
 def interpret(kernel: Any, *args: Any, grid: Any, **kwargs: Any) -> Any:
-    """Launch `kernel` (a `triton.jit` function, possibly under `triton.heuristics`) in the interpreter."""
-    while not isinstance(kernel, (JITFunction, InterpretedFunction)):
-        values = getattr(kernel, "values", None)  # triton.heuristics
-        if values is None or not hasattr(kernel, "fn"):
+    """Launch `kernel` (a `triton.jit` function, possibly under `triton.heuristics`) in the interpreter.
+
+    Raises:
+        TypeError: `kernel` is not a Triton kernel or a wrapper of one.
+        RuntimeError: a `triton.heuristics` function raised for these arguments.
+    """
+    if not isinstance(kernel, (JITFunction, InterpretedFunction)):
+        if not isinstance(innermost(kernel), (JITFunction, InterpretedFunction)):
             raise TypeError(f"cannot run {type(kernel).__name__} in Triton's interpreter")
-        named = {**dict(zip(kernel.arg_names, args)), **kwargs}
-        for name, heuristic in values.items():
-            kwargs[name] = heuristic(named)
-            named[name] = kwargs[name]
-        kernel = kernel.fn
+        unwrapped = unwrap(kernel, args, kwargs)
+        if unwrapped.problem:
+            raise RuntimeError(unwrapped.problem)
+        kernel, kwargs = unwrapped.kernel, unwrapped.kwargs
     function = kernel if isinstance(kernel, InterpretedFunction) else _interpreted_function(kernel)
     with interpreting():
         return function.run(*args, grid=grid, warmup=False, **kwargs)

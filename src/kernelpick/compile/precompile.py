@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from kernelpick.compile.target import FALLBACK_TARGET, as_jit_function, specialize
+from kernelpick.compile.unwrap import unwrap
 
 if TYPE_CHECKING:  # a runtime import would be circular: kernelpick.tune imports this module
     from kernelpick.tune.config import Config
@@ -132,12 +133,10 @@ def _lower_all(
 
 def _resolve(kernel: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
     """Unwrap `triton.heuristics` layers, adding the values they compute to `kwargs`."""
-    while hasattr(kernel, "values") and hasattr(kernel, "fn"):
-        named = {**dict(zip(kernel.arg_names, args)), **kwargs}
-        for name, heuristic in kernel.values.items():
-            kwargs[name] = named[name] = heuristic(named)
-        kernel = kernel.fn
-    return as_jit_function(kernel), kwargs
+    unwrapped = unwrap(kernel, args, kwargs)
+    if unwrapped.problem:
+        raise RuntimeError(unwrapped.problem)
+    return as_jit_function(unwrapped.kernel), unwrapped.kwargs
 
 
 def _compile_all(

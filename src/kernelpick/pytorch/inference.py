@@ -11,7 +11,7 @@ import torch
 from torch.multiprocessing.reductions import StorageWeakRef
 
 from kernelpick.analysis import analyze
-from kernelpick.analysis.unwrap import innermost
+from kernelpick.compile.unwrap import innermost
 from kernelpick.errors import AnalysisError, MutatesArgsError, OperatorError
 from kernelpick.pytorch.hooks import Launch
 from kernelpick.pytorch.recording import Recording, isolated

@@ -8,8 +8,8 @@ from typing import Any
 
 import torch
 
-from kernelpick.analysis.unwrap import innermost, unwrap
 from kernelpick.compile.launch import interpret
+from kernelpick.compile.unwrap import innermost, unwrap
 from kernelpick.errors import KernelpickError, OperatorError
 from kernelpick.pytorch.hooks import Launch, handling_launches, keep_installed, swap_handler
 

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 import torch
 
 from kernelpick.analysis import analyze
-from kernelpick.analysis.unwrap import innermost
+from kernelpick.compile.unwrap import innermost
 from kernelpick.errors import AnalysisError, OperatorError
 from kernelpick.pytorch.library import LaunchPlan, Slot, functional_launch
 from kernelpick.pytorch.recording import isolated

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from triton.runtime.jit import JITFunction, KernelInterface
+from triton.runtime.jit import KernelInterface
 
 from kernelpick import settings
 from kernelpick.analysis import analyze
@@ -27,6 +27,7 @@ from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.timers import Timer, TimingBudget, UserBenchTimer, timer_for
 from kernelpick.compile.launch import interpreted_runner, launcher
 from kernelpick.compile.precompile import precompile
+from kernelpick.compile.unwrap import innermost
 from kernelpick.errors import ConfigError, KernelpickError, NoValidConfigs
 from kernelpick.report import TuningProgress, autotune_table, headline, print_table
 from kernelpick.store import ResultStore, StoredResult, TuningKey, default_store
@@ -129,12 +130,6 @@ def autotune(
     return decorator
 
 
-def _innermost(fn: Any) -> Any:
-    while not isinstance(fn, JITFunction) and hasattr(fn, "fn"):
-        fn = fn.fn
-    return fn
-
-
 class Autotuner(KernelInterface[Any]):
     """A tuned kernel: launch it as `kernel[grid](*args, **kwargs)`, like the kernel it wraps.
 
@@ -162,7 +157,7 @@ class Autotuner(KernelInterface[Any]):
         rep_ms: float | None = None,
     ) -> None:
         self.fn = fn
-        self.base_fn = _innermost(fn)
+        self.base_fn = innermost(fn)
         if not hasattr(self.base_fn, "arg_names"):
             raise ConfigError(f"kernelpick.autotune expects a @triton.jit function, got {type(fn).__name__}")
         self.arg_names: list[str] = list(self.base_fn.arg_names)
