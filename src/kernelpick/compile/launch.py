@@ -85,9 +85,12 @@ def interpreted_runner(kernel: Any) -> Callable[..., Any]:
     return run
 
 
+def runner(kernel: Any, interpreter: bool) -> Callable[..., Any]:
+    """`kernel`'s `run(*args, grid=, warmup=, **kwargs)`: Triton's own on a GPU, the interpreter's on a CPU."""
+    return interpreted_runner(kernel) if interpreter else kernel.run
+
+
 def launcher(kernel: Any, interpreter: bool) -> Callable[..., Any]:
     """A function launching `kernel` as `launch(*args, grid=grid, **kwargs)` on a GPU or in the interpreter."""
-    if interpreter:
-        return lambda *args, grid, **kwargs: interpret(kernel, *args, grid=grid, **kwargs)
-    run = kernel.run
+    run = runner(kernel, interpreter)
     return lambda *args, grid, **kwargs: run(*args, grid=grid, warmup=False, **kwargs)

@@ -25,7 +25,7 @@ from kernelpick.bench.device import DeviceInfo, describe, device_of
 from kernelpick.bench.inputs import ScratchArguments, tensor_of
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.timers import Timer, TimingBudget, UserBenchTimer, timer_for
-from kernelpick.compile.launch import interpreted_runner, launcher
+from kernelpick.compile.launch import runner
 from kernelpick.compile.precompile import precompile
 from kernelpick.compile.unwrap import innermost
 from kernelpick.errors import ConfigError, KernelpickError, NoValidConfigs
@@ -297,7 +297,7 @@ class Autotuner(KernelInterface[Any]):
                 self.name, key, device, results, best, time.perf_counter() - start, from_store, phases
             )
             self._finish(key, record)
-            run = interpreted_runner(self.fn) if device.interpreter else self.fn.run
+            run = runner(self.fn, device.interpreter)
             entry = self._dispatch.entries[key] = (best, run, dict(best.all_kwargs()))
             return entry
 
@@ -381,7 +381,7 @@ class Autotuner(KernelInterface[Any]):
             accesses.append(self.accesses(args, kwargs))
             phases["analysis"] = time.perf_counter() - started
 
-        launch = launcher(self.fn, device.interpreter)
+        run = runner(self.fn, device.interpreter)
         results: dict[Config, BenchmarkResult] = {}
         with TuningProgress(f"compiling {self.name}", total=2 * len(configs)) as progress:
             # Compiling needs only the arguments' types, and a warm-up call launches nothing: the
@@ -400,7 +400,7 @@ class Autotuner(KernelInterface[Any]):
             runs = []
             for config, outcome in zip(configs, outcomes):
                 if outcome.ok:
-                    runs.append(_ConfigRun(self, config, launch, bench_args, bench_kwargs, grid, scratch))
+                    runs.append(_ConfigRun(self, config, run, bench_args, bench_kwargs, grid, scratch))
                 else:
                     results[config] = BenchmarkResult.failed(outcome.status, outcome.message)
             with settings.override(**self._budget_overrides()):
@@ -451,7 +451,7 @@ class _ConfigRun:
         self,
         tuner: Autotuner,
         config: Config,
-        launch: Callable[..., Any],
+        run: Callable[..., Any],
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
         grid: Any,
@@ -461,7 +461,7 @@ class _ConfigRun:
         self.config = config
         if isinstance(grid, Mapping):  # one grid per config, evaluated where the kernel was called
             grid = grid[config]
-        self._launch = functools.partial(launch, *args, grid=grid, **kwargs, **config.all_kwargs())
+        self._launch = functools.partial(run, *args, grid=grid, warmup=False, **kwargs, **config.all_kwargs())
         self._scratch = scratch
         self._hooks = [h for h in (config.pre_hook, tuner.pre_hook) if h is not None]
         self._post_hook = tuner.post_hook
