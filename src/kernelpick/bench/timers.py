@@ -83,8 +83,8 @@ class Timer(Protocol):
 class CudaEventTimer:
     """CUDA events around each run; the L2 cache is flushed before each run by writing twice its size."""
 
-    #: Bytes written per flush, in multiples of the device's L2 size. With one L2's worth, a probe on an
-    #: H200 measured a memory-bound addmm + gelu at 41 µs; with 4x (and with do_bench's 256 MB), 26 µs.
+    #: Bytes written per flush, in multiples of the device's L2 size: one L2's worth, written once,
+    #: need not evict every line the previous run left (replacement is not strictly LRU), so twice it.
     FLUSH_L2_MULTIPLE = 2
 
     def __init__(self, device: DeviceInfo) -> None:

@@ -455,9 +455,8 @@ def _budgets(device: DeviceInfo) -> dict[str, Any]:
 def _warm_up(runs: Sequence[_ChoiceRun], device: DeviceInfo) -> None:
     """Run the choices in turn for `select_warmup_ms` (at least once each) before any is timed.
 
-    After compilation the GPU has idled and clocked down: without this, whichever choice is timed
-    first (the library kernel, usually) ran measurably slower on an H200 than the same call a
-    moment later, and lost for it.
+    After compilation the GPU has idled and may have clocked down: without this, whichever choice
+    is timed first (the library kernel, usually) would be timed on idle clocks and could lose for it.
     """
     deadline = time.perf_counter() + settings.current().select_warmup_ms / 1e3
     while True:
