@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from kernelpick import ops, settings
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from kernelpick import settings
 from kernelpick.analysis import KernelAccess, analyze
 from kernelpick.bench import BenchmarkResult, TimingSummary
 from kernelpick.errors import (
@@ -16,7 +19,6 @@ from kernelpick.errors import (
     SettingsError,
     StoreError,
 )
-from kernelpick.pytorch import Operator, functional, launch, op
 from kernelpick.select import (
     Epilogue,
     SelectionRecord,
@@ -28,7 +30,35 @@ from kernelpick.select import (
 )
 from kernelpick.tune import Autotuner, Config, TuningRecord, autotune
 
+if TYPE_CHECKING:
+    from kernelpick import ops
+    from kernelpick.pytorch import Operator, functional, launch, op
+
 __version__ = "0.1.0"
+
+# Imported on first use: the PyTorch integration imports torch._dynamo, and the GEMM ops render
+# templates, which together double the time `import kernelpick` takes (worker processes import it too).
+_LAZY = {
+    "Operator": "kernelpick.pytorch",
+    "functional": "kernelpick.pytorch",
+    "launch": "kernelpick.pytorch",
+    "op": "kernelpick.pytorch",
+    "ops": None,
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'kernelpick' has no attribute {name!r}")
+    module = _LAZY[name]
+    value = (
+        importlib.import_module(f"kernelpick.{name}")
+        if module is None
+        else getattr(importlib.import_module(module), name)
+    )
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "AnalysisError",
