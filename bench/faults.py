@@ -47,7 +47,8 @@ def faulty_matmul(
         b = tl.load(b_ptr + (k * BLOCK_K + offs_k)[:, None] * stride_bk + offs_n[None, :] * stride_bn)
         acc = tl.dot(a, b, acc)
     if FAULT == 2:
-        spin = tl.program_id(0) * 0
+        # 64 bits: a 32-bit counter wraps to negative after 2**31 steps, about a second on a GPU.
+        spin = tl.program_id(0).to(tl.int64) * 0
         while spin >= 0:
             spin += 1
     if FAULT == 3:
@@ -125,7 +126,7 @@ def main() -> None:
     a = torch.randn(SIZE, SIZE, device="cuda", dtype=torch.float16)
     b = torch.randn(SIZE, SIZE, device="cuda", dtype=torch.float16)
     report: dict[str, Any] = {"environment": environment(), "size": SIZE}
-    with tempfile.TemporaryDirectory() as cache, settings.override(cache_dir=cache, bench_timeout_s=30.0):
+    with tempfile.TemporaryDirectory() as cache, settings.override(cache_dir=cache, bench_timeout_s=15.0):
         c = torch.empty(SIZE, SIZE, device="cuda", dtype=torch.float16)
         start = time.perf_counter()
         TUNED[grid](

@@ -1,7 +1,8 @@
 """Tuning on 1 GPU vs 2 (issue 5): the 48-config bf16 matmul space of the foundation bench, 8 shapes.
 
-Each run is a fresh process with fresh caches; the only difference is KERNELPICK_DEVICES ("0" or
-"0,1"). Isolation is on (it is what spreads candidates over GPUs). Run on the 2-GPU machine:
+Each run is a fresh process with fresh caches; isolated runs differ only in KERNELPICK_DEVICES ("0"
+or "0,1"). A third run tunes in the caller's process (KERNELPICK_ISOLATE=off, one GPU): against the
+isolated run on GPU 0 it gives what isolation costs on a real workload. Run on the 2-GPU machine:
 PYTHONPATH=src:. python bench/multi_gpu.py — writes bench/results/multi_gpu-<device>.json.
 """
 
@@ -27,7 +28,7 @@ import kernelpick  # noqa: E402
 from kernelpick.demo import matmul_kernel  # noqa: E402
 
 # Module-level, so that the worker processes can import it from this script.
-TUNED = kernelpick.autotune(triton_configs(), key=["M", "N", "K"], isolate=True)(matmul_kernel)
+TUNED = kernelpick.autotune(triton_configs(), key=["M", "N", "K"])(matmul_kernel)
 
 
 def grid(meta: dict[str, Any]) -> tuple[int]:
@@ -39,7 +40,7 @@ def grid(meta: dict[str, Any]) -> tuple[int]:
 def role() -> dict[str, Any]:
     import torch
 
-    seconds = []
+    seconds, phases, picks = [], [], []
     for m, n, k in SHAPES:
         a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
         b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
@@ -50,7 +51,10 @@ def role() -> dict[str, Any]:
         )
         torch.cuda.synchronize()
         seconds.append(time.perf_counter() - start)
-    return {"seconds_per_shape": seconds, "total_s": sum(seconds)}
+        record = TUNED.last_tuning
+        phases.append(record.phases)
+        picks.append({"config": str(record.best), "median_ms": record.results[record.best].median_ms})
+    return {"seconds_per_shape": seconds, "total_s": sum(seconds), "phases": phases, "picks": picks}
 
 
 def main() -> None:
@@ -62,17 +66,24 @@ def main() -> None:
     from common import environment, run_role, write_result
 
     report: dict[str, Any] = {"environment": environment(), "shapes": SHAPES}
-    for devices in ("0", "0,1"):
+    runs = {"0": ("0", "on"), "0,1": ("0,1", "on"), "in-process": ("0", "off")}
+    for name, (devices, isolate) in runs.items():
         work = tempfile.mkdtemp()
         env = {
             "KERNELPICK_DEVICES": devices,
+            "KERNELPICK_ISOLATE": isolate,
             "KERNELPICK_CACHE_DIR": f"{work}/kp",
             "TRITON_CACHE_DIR": f"{work}/triton",
         }
-        report[devices] = run_role(Path(__file__), "tune", env)
-        print(f"devices {devices}: {report[devices]['total_s']:.1f} s", flush=True)
+        report[name] = run_role(Path(__file__), "tune", env)
+        shapes = ", ".join(f"{s:.2f}" for s in report[name]["seconds_per_shape"])
+        print(f"{name}: {report[name]['total_s']:.1f} s ({shapes})", flush=True)
     report["speedup"] = report["0"]["total_s"] / report["0,1"]["total_s"]
-    print(f"wrote {write_result('multi_gpu', report)}; 2 GPUs {report['speedup']:.2f}x faster than 1")
+    report["isolation_overhead_s"] = report["0"]["total_s"] - report["in-process"]["total_s"]
+    print(
+        f"wrote {write_result('multi_gpu', report)}; 2 GPUs {report['speedup']:.2f}x faster than 1; "
+        f"isolation costs {report['isolation_overhead_s']:.1f} s over {len(SHAPES)} x 48 configs"
+    )
 
 
 if __name__ == "__main__":

@@ -7,7 +7,8 @@ from collections.abc import Sequence
 
 import pytest
 
-from kernelpick.bench.benchmarker import benchmark, classify_run_error
+from kernelpick import settings
+from kernelpick.bench.benchmarker import benchmark, budgets_for, classify_run_error
 from kernelpick.bench.timers import Benchmarkable, TimingBudget, WallClockTimer
 
 QUICK = TimingBudget(warmup_ms=0.0, rep_ms=0.0, min_reps=3, max_reps=3)
@@ -211,6 +212,49 @@ def test_first_round_cutoff_follows_the_best_so_far() -> None:
     timer = ScriptedTimer({"a": 2.0, "b": 1.0, "c": 3.0}, {})
     benchmark([Sleeper(n, 0.0) for n in "abc"], timer, screening=QUICK, cutoff=0.5)
     assert timer.cutoffs == [None, 3.0, 1.5]  # none for the first, then 1.5x the best so far
+
+
+def test_the_cutoff_starts_from_a_best_measured_elsewhere() -> None:
+    # A worker timing one candidate of many is told the fastest median the others found so far.
+    timer = ScriptedTimer({"a": 2.0, "b": 1.0}, {})
+    benchmark([Sleeper(n, 0.0) for n in "ab"], timer, screening=QUICK, cutoff=0.5, best_ms=0.5)
+    assert timer.cutoffs == [0.75, 0.75]
+
+
+def test_without_a_first_round_every_candidate_is_timed_interleaved() -> None:
+    # A worker asked to time finalists again skips the first round it (or another worker) ran.
+    timer = ScriptedTimer({}, {"a": 2.0, "b": 1.0})
+    confirming = TimingBudget(0.0, 20.0, 10, 100)
+    results = benchmark([Sleeper(n, 0.0) for n in "ab"], timer, screening=None, confirming=confirming)
+    assert timer.measured == [] and timer.interleaved == [["a", "b"]]
+    assert [r.median_ms for r in results] == [2.0, 1.0]
+
+
+def test_a_failing_round_without_a_first_round_fails_every_candidate() -> None:
+    class FailingSecondRound(ScriptedTimer):
+        def measure_interleaved(
+            self, candidates: Sequence[Benchmarkable], budget: TimingBudget
+        ) -> list[list[float]]:
+            raise RuntimeError("device lost")
+
+    results = benchmark([Sleeper("a", 0.0)], FailingSecondRound({}, {}), screening=None, confirming=QUICK)
+    assert [(r.status, r.message) for r in results] == [("runtime_error", "RuntimeError: device lost")]
+    with pytest.raises(ValueError, match="screening budget, a confirming budget"):
+        benchmark([Sleeper("a", 0.0)], WallClockTimer(), screening=None)
+
+
+def test_gpu_budgets_come_from_the_settings() -> None:
+    from kernelpick.bench.device import DeviceInfo
+
+    gpu = DeviceInfo("cuda", 0, "NVIDIA H200", (9, 0), 60 << 20, 132)
+    with settings.override(rep_ms=7.0, confirm_top=3, confirm_within=0.05, screen_cutoff=0.2):
+        budgets = budgets_for(gpu, QUICK)
+    assert budgets["screening"].rep_ms == 7.0
+    assert budgets["confirm_top"] == 3 and budgets["confirm_within"] == 0.05
+    assert budgets["cutoff"] == 0.2
+    assert budgets["confirming"].min_reps >= 10
+    cpu = DeviceInfo("cpu", None, "cpu", None, 0, 0)
+    assert budgets_for(cpu, QUICK) == {"screening": QUICK}
 
 
 def test_wall_clock_timer_stops_early_past_the_cutoff() -> None:

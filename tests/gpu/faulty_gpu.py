@@ -18,7 +18,8 @@ def copy_or_fault(x_ptr, out_ptr, n, BLOCK: tl.constexpr, FAULT: tl.constexpr):
     if FAULT == 1:
         target += 1 << 40
     if FAULT == 2:
-        spin = tl.program_id(0) * 0
+        # 64 bits: a 32-bit counter wraps to negative after 2**31 steps, about a second on a GPU.
+        spin = tl.program_id(0).to(tl.int64) * 0
         while spin >= 0:
             spin += 1
     tl.store(out_ptr + target, values, mask=mask)

@@ -380,20 +380,6 @@ def test_user_given_do_bench_is_used() -> None:
     torch.testing.assert_close(x, torch.full((32,), 2.0))
 
 
-def test_gpu_budgets_come_from_the_settings() -> None:
-    from kernelpick.bench.device import DeviceInfo
-    from kernelpick.tune.autotuner import benchmark_budgets
-
-    gpu = DeviceInfo("cuda", 0, "NVIDIA H200", (9, 0), 60 << 20, 132)
-    with settings.override(rep_ms=7.0, confirm_top=3, confirm_within=0.05):
-        budgets = benchmark_budgets(gpu)
-    assert budgets["screening"].rep_ms == 7.0
-    assert budgets["confirm_top"] == 3 and budgets["confirm_within"] == 0.05
-    assert budgets["confirming"].min_reps >= 10
-    cpu = DeviceInfo("cpu", None, "cpu", None, 0, 0)
-    assert set(benchmark_budgets(cpu)) == {"screening"}
-
-
 def test_the_analysis_decides_what_is_copied_and_what_is_restored() -> None:
     add = kernelpick.autotune(SPACE, key=["n"])(add_kernel)
     x = torch.randn(64)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import ctypes
 import os
 import time
+from typing import Any
 
 import torch
 import triton
@@ -81,3 +82,50 @@ def add_or_spin(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr, SPIN: tl.constexp
         tl.load(x_ptr + offsets, mask=mask) + tl.load(y_ptr + offsets, mask=mask),
         mask=mask,
     )
+
+
+@triton.jit
+def add_blocks(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)  # BLOCK must be a power of 2
+    mask = offsets < n
+    tl.store(
+        out_ptr + offsets,
+        tl.load(x_ptr + offsets, mask=mask) + tl.load(y_ptr + offsets, mask=mask),
+        mask=mask,
+    )
+
+
+def bind_add(a: torch.Tensor, b: torch.Tensor) -> tuple[tuple[Any, ...], torch.Tensor]:
+    out = torch.empty_like(a)
+    return (a, b, out, a.numel()), out
+
+
+def bind_and_segfault(a: torch.Tensor, b: torch.Tensor) -> tuple[tuple[Any, ...], torch.Tensor]:
+    ctypes.string_at(0)  # compiling this choice binds its arguments first: the compiling worker dies
+    return bind_add(a, b)
+
+
+def _blocks(meta: dict[str, Any]) -> tuple[int]:
+    return (triton.cdiv(meta["n"], meta["BLOCK"]),)
+
+
+COMPILED_ADD = kernelpick.Selector(
+    "compiled_add",
+    [
+        kernelpick.extern(torch.add, name="torch.add"),
+        kernelpick.triton_choice(
+            add_blocks,
+            grid=_blocks,
+            configs=[kernelpick.Config({"BLOCK": 64}), kernelpick.Config({"BLOCK": 48})],
+            bind=bind_add,
+        ),
+        kernelpick.triton_choice(
+            add_blocks,
+            grid=_blocks,
+            configs=[kernelpick.Config({"BLOCK": 128})],
+            bind=bind_and_segfault,
+            name="segfaults binding",
+        ),
+    ],
+    isolate=True,
+)

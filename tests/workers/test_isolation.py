@@ -47,6 +47,23 @@ def test_a_selector_survives_every_kind_of_faulty_choice() -> None:
     assert torch.ones(3).sum().item() == 3.0  # the caller is healthy
 
 
+def test_choices_compile_in_the_workers_first_and_a_compiler_death_is_survived() -> None:
+    # The prepare step compiles every Triton choice in one worker; the segfaulting bind kills it
+    # there, so every choice is compiled again one by one, and only the culprit is blamed.
+    a, b = torch.randn(300), torch.randn(300)
+    torch.testing.assert_close(faulty.COMPILED_ADD(a, b), a + b)
+    statuses = {
+        row.name.split(",")[0]: row.result.status for row in faulty.COMPILED_ADD.last_selection.results
+    }
+    assert statuses == {
+        "torch.add": "ok",
+        "add_blocks BLOCK=64": "ok",
+        "add_blocks BLOCK=48": "compile_error",
+        "segfaults binding BLOCK=128": "crashed",
+    }
+    assert torch.ones(3).sum().item() == 3.0
+
+
 def test_an_autotuned_config_that_never_ends_is_killed_and_the_others_win() -> None:
     x, y = torch.randn(300), torch.randn(300)
     out = torch.empty(300)

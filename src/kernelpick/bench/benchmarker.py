@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from typing import Any
 
+from kernelpick import settings
+from kernelpick.bench.device import DeviceInfo
 from kernelpick.bench.result import BenchmarkResult, Status
 from kernelpick.bench.stats import TimingSummary
 from kernelpick.bench.timers import Benchmarkable, Timer, TimingBudget
@@ -26,11 +29,12 @@ def benchmark(
     candidates: Sequence[Benchmarkable],
     timer: Timer,
     *,
-    screening: TimingBudget,
+    screening: TimingBudget | None,
     confirming: TimingBudget | None = None,
     confirm_top: int = 0,
     confirm_within: float = 0.1,
     cutoff: float | None = None,
+    best_ms: float = float("inf"),
     on_done: Callable[[], object] | None = None,
 ) -> list[BenchmarkResult]:
     """Time every candidate; a candidate that raises is recorded with its reason, never chosen.
@@ -38,7 +42,8 @@ def benchmark(
     Args:
         candidates: what to time; each is set up and torn down around every run, outside the timing.
         timer: how to time.
-        screening: the budget of the first round, for every candidate.
+        screening: the budget of the first round, for every candidate (None: no first round; every
+            candidate is timed in the second round, which then needs `confirming`).
         confirming: the budget of the second round, for the `confirm_top` fastest (None: no second round).
         confirm_top: at most how many of the fastest to time again, interleaved and longer, so that the
             pick between near-equal candidates rests on more than a brief first look (0 or 1: no second round).
@@ -46,13 +51,19 @@ def benchmark(
             are timed again.
         cutoff: in the first round, a candidate whose first runs are slower than the best so far by
             more than this fraction is timed no further (None: every candidate gets its full budget).
+        best_ms: the fastest median known before this call (measured elsewhere: another worker), for
+            the cutoff.
         on_done: called after each candidate of the first round (for progress bars).
 
     Returns:
         One result per candidate, in order.
     """
+    if screening is None:
+        if confirming is None:
+            raise ValueError("benchmark() needs a screening budget, a confirming budget, or both")
+        return _confirmed(candidates, timer, confirming, range(len(candidates)), {})
     results: list[BenchmarkResult] = []
-    best = float("inf")
+    best = best_ms
     for candidate in candidates:
         limit = None if cutoff is None or best == float("inf") else best * (1.0 + cutoff)
         try:
@@ -72,11 +83,46 @@ def benchmark(
         limit = results[fastest[0]].median_ms * (1.0 + confirm_within)
         fastest = [i for i in fastest if results[i].median_ms <= limit]
     if confirming is not None and len(fastest) >= 2:
-        try:
-            samples = timer.measure_interleaved([candidates[i] for i in fastest], confirming)
-        except Exception as error:  # keep the first round's figures
-            log.warning("second benchmark round failed, keeping the first round's timings: %s", error)
-        else:
-            for index, runs in zip(fastest, samples):
-                results[index] = BenchmarkResult("ok", TimingSummary.of(runs))
+        return _confirmed(candidates, timer, confirming, fastest, dict(enumerate(results)))
     return results
+
+
+def _confirmed(
+    candidates: Sequence[Benchmarkable],
+    timer: Timer,
+    budget: TimingBudget,
+    chosen: Sequence[int],
+    first: dict[int, BenchmarkResult],
+) -> list[BenchmarkResult]:
+    """`first` with the `chosen` candidates timed again together, interleaved.
+
+    If that round fails, the first round's figures stand; without a first round, every chosen
+    candidate gets the failure as its result.
+    """
+    try:
+        samples = timer.measure_interleaved([candidates[i] for i in chosen], budget)
+    except Exception as error:
+        if len(first) == len(candidates):
+            log.warning("second benchmark round failed, keeping the first round's timings: %s", error)
+            return [first[i] for i in range(len(candidates))]
+        status, message = classify_run_error(error)
+        return [first.get(i) or BenchmarkResult.failed(status, message) for i in range(len(candidates))]
+    for index, runs in zip(chosen, samples):
+        first[index] = BenchmarkResult("ok", TimingSummary.of(runs))
+    return [first[i] for i in range(len(candidates))]
+
+
+def budgets_for(device: DeviceInfo, interpreted: TimingBudget) -> dict[str, Any]:
+    """The keyword arguments of `benchmark()` for a device, from the settings: on GPUs, a first round
+    with a cutoff and a second, interleaved round for the closest few; elsewhere one round of
+    `interpreted` (Triton's interpreter and CPU functions: timings that rank, never predict)."""
+    if device.interpreter:
+        return {"screening": interpreted}
+    current = settings.current()
+    return {
+        "screening": TimingBudget.screening(),
+        "confirming": TimingBudget.confirming(),
+        "confirm_top": current.confirm_top,
+        "confirm_within": current.confirm_within,
+        "cutoff": current.screen_cutoff,
+    }

@@ -46,6 +46,29 @@ class TimingSummary:
             outliers=len(ordered) - len(kept),
         )
 
+    @classmethod
+    def combine(cls, parts: Sequence[TimingSummary]) -> TimingSummary:
+        """One summary of several taken alike (the same candidates, interleaved, on GPUs of one model):
+        medians and spreads are averaged, runs and outliers added up.
+
+        Raises:
+            ValueError: no parts.
+        """
+        if not parts:
+            raise ValueError("no timings to combine")
+        if len(parts) == 1:
+            return parts[0]
+        runs = sum(p.runs - p.outliers for p in parts)
+        return cls(
+            median_ms=statistics.fmean(p.median_ms for p in parts),
+            mean_ms=sum(p.mean_ms * (p.runs - p.outliers) for p in parts) / max(runs, 1),
+            min_ms=min(p.min_ms for p in parts),
+            max_ms=max(p.max_ms for p in parts),
+            iqr_ms=statistics.fmean(p.iqr_ms for p in parts),
+            runs=sum(p.runs for p in parts),
+            outliers=sum(p.outliers for p in parts),
+        )
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 

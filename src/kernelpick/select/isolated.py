@@ -1,13 +1,17 @@
-"""Selection in worker processes: each choice compiled, checked and timed in a worker, one at a time.
+"""Selection in worker processes: the choices compiled by the workers together, then each checked
+and timed in a worker, one at a time.
 
 A choice that crashes its worker (a segfault, an abort), hangs, or breaks the worker's CUDA context
 gets status `crashed` or `timeout` with the end of the worker's output; the caller never runs it.
+Compiling (rendering templates, Triton's compiler) runs first, on many threads of every worker: it
+launches nothing, and a worker that dies compiling only makes the choices compile again one by one.
 """
 
 from __future__ import annotations
 
 import tempfile
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -15,12 +19,13 @@ import torch
 
 from kernelpick import settings
 from kernelpick.bench.result import BenchmarkResult
-from kernelpick.select.choice import Choice
+from kernelpick.select.choice import Choice, ExternChoice
 from kernelpick.select.inputs import EXAMPLE_SEED
 from kernelpick.select.signature import Signature
+from kernelpick.select.timing import selection_budgets
 from kernelpick.workers import pool_for, reference_to
-from kernelpick.workers.plan import worker_devices, worker_settings
-from kernelpick.workers.problems import describe_value, rebuild_value
+from kernelpick.workers.plan import step_budgets, worker_devices, worker_settings
+from kernelpick.workers.problems import describe_value, rebuild_value, reused
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -55,31 +60,62 @@ def measure_in_workers(
             "target": reference.to_data(),
             "device": device.type,
             "problem": problem,
-            "settings": {**worker_settings(), "confirm_top": 0},
+            "settings": worker_settings(),
         }
+        compiled = [c for c in todo if not isinstance(c, ExternChoice)]
         return pool_for(worker_devices(device)).measure(
             request,
             [c.digest for c in todo],
             timeout_s=current.bench_timeout_s,
+            prepare_timeout_s=current.compile_timeout_s if compiled else None,
             confirm_top=0 if device.interpreter else current.confirm_top,
             confirm_within=current.confirm_within,
             on_done=on_done,
         )
 
 
+@dataclass(slots=True)
+class _Problem:
+    """A selection problem re-created in a worker: inputs, signature, choices; warmed up yet or not."""
+
+    inputs: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    signature: Signature
+    choices: list[Choice]
+    by_digest: dict[str, Choice]
+    warmed: bool = False
+
+
 def measure_in_worker(selector: Selector, request: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """A worker's side: re-create the inputs, expand the choices, measure the requested ones."""
-    problem = request["problem"]
+    """A worker's side: re-create the inputs and expand the choices (once for consecutive requests of
+    one problem); then compile the requested choices (the prepare step, answering with failures
+    only) or measure them."""
     device = torch.device(request["device"])
-    generator = torch.Generator(device=device)
-    generator.manual_seed(EXAMPLE_SEED)
-    inputs = tuple(rebuild_value(v, device, generator) for v in problem["inputs"])
-    kwargs = {name: rebuild_value(v, device, generator) for name, v in problem["kwargs"].items()}
-    signature = Signature.of(inputs, kwargs, selector.key)
-    choices = selector._expand(signature)
-    by_digest = {c.digest: c for c in choices}
-    todo = [by_digest[digest] for digest in request["candidates"]]
-    overrides = {"confirm_top": len(todo)} if request.get("confirm") else {}
-    with settings.override(**overrides):
-        results, _ = selector._measure_here(todo, choices, signature, inputs, kwargs)
+
+    def rebuild() -> _Problem:
+        problem = request["problem"]
+        generator = torch.Generator(device=device)
+        generator.manual_seed(EXAMPLE_SEED)
+        inputs = tuple(rebuild_value(v, device, generator) for v in problem["inputs"])
+        kwargs = {name: rebuild_value(v, device, generator) for name, v in problem["kwargs"].items()}
+        signature = Signature.of(inputs, kwargs, selector.key)
+        choices = selector._expand(signature)
+        return _Problem(inputs, kwargs, signature, choices, {c.digest: c for c in choices})
+
+    state = reused([selector.name, request["device"], request["problem"]], rebuild)
+    todo = [state.by_digest[digest] for digest in request["candidates"]]
+    if request.get("step") == "prepare":
+        outcomes = selector._compile_only(todo, state.signature, state.inputs, state.kwargs)
+        failed = {
+            c.digest: BenchmarkResult.failed(o.status, o.message) for c, o in zip(todo, outcomes) if not o.ok
+        }
+        return {digest: result.to_dict() for digest, result in failed.items()}
+    budgets = step_budgets(request, selection_budgets(state.signature.device))
+    # The GPU warms up once per problem: later requests follow one another closely.
+    warm_up = {} if not state.warmed else {"select_warmup_ms": 0.0}
+    with settings.override(**warm_up):
+        results, _ = selector._measure_here(
+            todo, state.choices, state.signature, state.inputs, state.kwargs, budgets
+        )
+    state.warmed = True
     return {digest: result.to_dict() for digest, result in results.items()}

@@ -24,7 +24,7 @@ from kernelpick import settings
 from kernelpick.bench.benchmarker import benchmark, classify_run_error
 from kernelpick.bench.device import DeviceInfo
 from kernelpick.bench.result import BenchmarkResult
-from kernelpick.bench.timers import Timer, TimingBudget, timer_for
+from kernelpick.bench.timers import Timer, timer_for
 from kernelpick.compile.precompile import CompileOutcome, classify
 from kernelpick.errors import ConfigError, NoValidChoices
 from kernelpick.report import TuningProgress, headline, print_table
@@ -33,7 +33,7 @@ from kernelpick.select.inputs import ExampleInputs, InputGen, preserved_rng
 from kernelpick.select.isolated import measure_in_worker, measure_in_workers
 from kernelpick.select.record import ChoiceResult, SelectionRecord
 from kernelpick.select.signature import POSITIONAL_KEYS, Signature, signature_key, value_key
-from kernelpick.select.timing import CallPathTimer
+from kernelpick.select.timing import CallPathTimer, selection_budgets
 from kernelpick.select.verify import Tolerance, compare, tf32_allowed
 from kernelpick.store import ResultStore, StoredResult, TuningKey, default_store
 from kernelpick.workers import IsolationError, Reference
@@ -297,7 +297,9 @@ class Selector:
         signature: Signature,
         inputs: tuple[Any, ...],
         kwargs: dict[str, Any],
+        budgets: Mapping[str, Any] | None = None,
     ) -> tuple[dict[str, BenchmarkResult], str | None]:
+        """Compile, verify and time `todo` here; `budgets` as for `Autotuner._benchmark`."""
         device = signature.device
         tensors = [v for v in (*inputs, *kwargs.values()) if isinstance(v, torch.Tensor)]
         results: dict[str, BenchmarkResult] = {}
@@ -322,9 +324,19 @@ class Selector:
                 if not device.interpreter:
                     _warm_up(runs, device)
                 timer = CallPathTimer(self.timer or timer_for(device))
-                measured = benchmark(runs, timer, on_done=progress.advance, **_budgets(device))
+                measured = benchmark(
+                    runs, timer, on_done=progress.advance, **(budgets or selection_budgets(device))
+                )
                 results.update({run.digest: r for run, r in zip(runs, measured)})
         return results, None if reference is None else reference[0]
+
+    def _compile_only(
+        self, todo: list[Choice], signature: Signature, inputs: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> list[CompileOutcome]:
+        """Compile `todo` for these inputs, running nothing (a worker's prepare step)."""
+        tensors = [v for v in (*inputs, *kwargs.values()) if isinstance(v, torch.Tensor)]
+        with preserved_rng(tensors[0].device if tensors else torch.device("cpu")):
+            return self._precompile(todo, ExampleInputs(inputs, kwargs, self.input_gen), signature)
 
     def _precompile(
         self, todo: list[Choice], example: ExampleInputs, signature: Signature
@@ -437,19 +449,6 @@ def _as_space(choice: Any) -> ChoiceSpace:
         f"{choice!r} is not a choice: wrap functions with kernelpick.extern, Triton kernels with "
         "kernelpick.triton_choice and templates with kernelpick.template"
     )
-
-
-def _budgets(device: DeviceInfo) -> dict[str, Any]:
-    s = settings.current()
-    if device.interpreter:
-        # Interpreted kernels take tens of milliseconds a run: two runs rank them; fast CPU
-        # functions still get as many runs as `rep_ms` allows.
-        return {"screening": TimingBudget(s.warmup_ms, s.rep_ms, min(2, s.min_reps), s.max_reps)}
-    return {
-        "screening": TimingBudget.screening(),
-        "confirming": TimingBudget.confirming(),
-        "confirm_top": s.confirm_top,
-    }
 
 
 def _warm_up(runs: Sequence[_ChoiceRun], device: DeviceInfo) -> None:

@@ -9,8 +9,20 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from typing import Any
 
+from kernelpick import settings
+from kernelpick.bench.benchmarker import budgets_for
+from kernelpick.bench.device import DeviceInfo
 from kernelpick.bench.timers import Benchmarkable, Timer, TimingBudget
+
+
+def selection_budgets(device: DeviceInfo) -> dict[str, Any]:
+    """The keyword arguments of `benchmark()` for selection: the autotuner's on GPUs; on CPUs, at
+    least two runs (interpreted kernels take tens of milliseconds a run and two rank them) and as
+    many as `rep_ms` allows for fast CPU functions."""
+    s = settings.current()
+    return budgets_for(device, TimingBudget(s.warmup_ms, s.rep_ms, min(2, s.min_reps), s.max_reps))
 
 
 class _HostTimed:

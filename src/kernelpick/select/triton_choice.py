@@ -11,7 +11,14 @@ from kernelpick import settings
 from kernelpick.compile.launch import launcher
 from kernelpick.compile.precompile import CompileOutcome, classify, precompile
 from kernelpick.errors import ConfigError
-from kernelpick.select.choice import Choice, ConfigSource, bound_arguments, configs_for, short_hash
+from kernelpick.select.choice import (
+    Choice,
+    ConfigSource,
+    bound_arguments,
+    configs_for,
+    qualified_name,
+    short_hash,
+)
 from kernelpick.select.inputs import ExampleInputs
 from kernelpick.select.signature import Signature
 from kernelpick.tune.config import Config
@@ -65,8 +72,9 @@ class TritonKernelChoice:
         self.space = space
         self.config = config
         self._name = f"{space.name} {config}" if str(config) else space.name
-        # JITFunction.cache_key hashes the kernel's source and the @triton.jit helpers it calls.
-        self._digest = short_hash("triton", space.jit.cache_key, config.identity)
+        # JITFunction.cache_key hashes the kernel's source and the @triton.jit helpers it calls; the
+        # same kernel bound to the inputs another way is another implementation.
+        self._digest = short_hash("triton", space.jit.cache_key, qualified_name(space.bind), config.identity)
 
     @property
     def name(self) -> str:

@@ -20,7 +20,7 @@ from triton.runtime.jit import KernelInterface
 
 from kernelpick import settings
 from kernelpick.analysis import analyze
-from kernelpick.bench.benchmarker import benchmark
+from kernelpick.bench.benchmarker import benchmark, budgets_for
 from kernelpick.bench.device import DeviceInfo, describe, device_of
 from kernelpick.bench.inputs import ScratchArguments, tensor_of
 from kernelpick.bench.result import BenchmarkResult
@@ -368,7 +368,13 @@ class Autotuner(KernelInterface[Any]):
         grid: Any,
         device: DeviceInfo,
         phases: dict[str, float],
+        budgets: Mapping[str, Any] | None = None,
     ) -> dict[Config, BenchmarkResult]:
+        """Compile and time `configs`, in workers when isolation is wanted.
+
+        `budgets` replaces the keyword arguments of `benchmark()` the settings give (a worker times
+        one round of a measurement spread over several).
+        """
         if isolation_wanted(device, self.isolate):
             try:
                 return benchmark_in_workers(self, configs, args, kwargs, named, grid, device, phases)
@@ -404,9 +410,11 @@ class Autotuner(KernelInterface[Any]):
                 else:
                     results[config] = BenchmarkResult.failed(outcome.status, outcome.message)
             with settings.override(**self._budget_overrides()):
-                budgets = benchmark_budgets(device)
                 measured = benchmark(
-                    runs, self.timer or timer_for(device), on_done=progress.advance, **budgets
+                    runs,
+                    self.timer or timer_for(device),
+                    on_done=progress.advance,
+                    **(budgets or budgets_for(device, TimingBudget.interpreted())),
                 )
             results.update({run.config: result for run, result in zip(runs, measured)})
             phases["benchmark"] = time.perf_counter() - started
@@ -478,20 +486,6 @@ class _ConfigRun:
     def teardown(self) -> None:
         if self._post_hook is not None:
             self._post_hook(self._named, exception=None)
-
-
-def benchmark_budgets(device: DeviceInfo) -> dict[str, Any]:
-    """The keyword arguments of `benchmark()` for a device: two rounds on GPUs, a few runs in the interpreter."""
-    if device.interpreter:
-        return {"screening": TimingBudget.interpreted()}
-    current = settings.current()
-    return {
-        "screening": TimingBudget.screening(),
-        "confirming": TimingBudget.confirming(),
-        "confirm_top": current.confirm_top,
-        "confirm_within": current.confirm_within,
-        "cutoff": current.screen_cutoff,
-    }
 
 
 def _describe_key(names: Sequence[str], key: tuple[Any, ...]) -> str:

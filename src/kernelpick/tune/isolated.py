@@ -12,20 +12,23 @@ from __future__ import annotations
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
 
 from kernelpick import settings
+from kernelpick.bench.benchmarker import budgets_for
 from kernelpick.bench.device import DeviceInfo, describe
 from kernelpick.bench.result import BenchmarkResult
+from kernelpick.bench.timers import TimingBudget
 from kernelpick.compile.precompile import precompile
 from kernelpick.report import TuningProgress
 from kernelpick.tune.config import Config
 from kernelpick.workers import IsolationError, pool_for, reference_to
-from kernelpick.workers.plan import worker_devices, worker_settings
-from kernelpick.workers.problems import describe_arguments, rebuild_arguments
+from kernelpick.workers.plan import step_budgets, worker_devices, worker_settings
+from kernelpick.workers.problems import describe_arguments, rebuild_arguments, reused
 
 if TYPE_CHECKING:
     from kernelpick.tune.autotuner import Autotuner
@@ -64,6 +67,8 @@ def benchmark_in_workers(
     """
     reference = reference_to(tuner, tuner.defined_in)
     current = settings.current()
+    pool = pool_for(worker_devices(device))
+    pool.start_soon()  # the workers start while the configs compile
     results: dict[Config, BenchmarkResult] = {}
     with (
         tempfile.TemporaryDirectory(prefix="kernelpick-") as payload,
@@ -100,10 +105,10 @@ def benchmark_in_workers(
             "target": reference.to_data(),
             "device": device.type,
             "problem": problem,
-            "settings": {**worker_settings(), **tuner._budget_overrides(), "confirm_top": 0},
+            "settings": {**worker_settings(), **tuner._budget_overrides()},
         }
         started = time.perf_counter()
-        measured = pool_for(worker_devices(device)).measure(
+        measured = pool.measure(
             request,
             [c.digest for c in compiled],
             timeout_s=current.bench_timeout_s,
@@ -116,17 +121,34 @@ def benchmark_in_workers(
     return {c: results[c] for c in configs}
 
 
+@dataclass(frozen=True, slots=True)
+class _Problem:
+    """A tuning problem re-created in a worker: the arguments, and the configs by digest."""
+
+    named: dict[str, Any]
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    configs: dict[str, Config]
+    grids: dict[Config, tuple[int, ...]]
+
+
 def measure_in_worker(tuner: Autotuner, request: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """A worker's side: re-create the arguments, benchmark the requested configs, answer by digest."""
-    problem = request["problem"]
+    """A worker's side: re-create the arguments (once for consecutive requests of one problem),
+    benchmark the requested configs, answer by digest."""
     device = torch.device(request["device"])
-    named = rebuild_arguments(problem["arguments"], device)
-    args = tuple(named[name] for name in problem["positional"])
-    kwargs = {name: named[name] for name in problem["keywords"]}
-    known = {c.digest: c for c in tuner.prune(tuner.configs, named, kwargs)}
-    configs = [known[digest] for digest in request["candidates"]]
-    grids = {known[digest]: tuple(value) for digest, value in problem["grids"].items() if digest in known}
-    overrides = {"confirm_top": len(configs), "confirm_within": 1e9} if request.get("confirm") else {}
-    with settings.override(**overrides):
-        results = tuner._benchmark(configs, args, kwargs, named, grids, describe(device), {})
+
+    def rebuild() -> _Problem:
+        problem = request["problem"]
+        named = rebuild_arguments(problem["arguments"], device)
+        args = tuple(named[name] for name in problem["positional"])
+        kwargs = {name: named[name] for name in problem["keywords"]}
+        known = {c.digest: c for c in tuner.prune(tuner.configs, named, kwargs)}
+        grids = {known[d]: tuple(value) for d, value in problem["grids"].items() if d in known}
+        return _Problem(named, args, kwargs, known, grids)
+
+    state = reused([tuner.name, request["device"], request["problem"]], rebuild)
+    configs = [state.configs[digest] for digest in request["candidates"]]
+    info = describe(device)
+    budgets = step_budgets(request, budgets_for(info, TimingBudget.interpreted()))
+    results = tuner._benchmark(configs, state.args, state.kwargs, state.named, state.grids, info, {}, budgets)
     return {config.digest: result.to_dict() for config, result in results.items()}

@@ -50,7 +50,12 @@ def serve(messages: IO[str]) -> int:
                 results = target.measure_in_worker(request)
         except Exception as error:  # the request itself is unusable: the caller measures in-process
             _send(
-                messages, {"error": f"{type(error).__name__}: {error}", "traceback": traceback.format_exc()}
+                messages,
+                {
+                    "id": request.get("id"),
+                    "error": f"{type(error).__name__}: {error}",
+                    "traceback": traceback.format_exc(),
+                },
             )
             continue
         broken = _cuda_error(torch)
@@ -61,7 +66,10 @@ def serve(messages: IO[str]) -> int:
                     "timing": None,
                     "message": f"it left the CUDA context broken ({broken}); the worker was restarted",
                 }
-        _send(messages, {"results": results})
+        answer = {"id": request.get("id"), "results": results}
+        if broken is not None:
+            answer["exiting"] = True  # its pool must not send it anything more
+        _send(messages, answer)
         if broken is not None:
             return 3  # a broken context cannot run anything again
     return 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +51,23 @@ def worker_devices(device: DeviceInfo) -> list[int | None]:
         )
     same = [i for i in wanted if describe(torch.device("cuda", i)).name == device.name]
     return list(same or [device.index])
+
+
+def step_budgets(request: Mapping[str, Any], budgets: Mapping[str, Any]) -> dict[str, Any]:
+    """The keyword arguments of `benchmark()` for one worker's step of a measurement (see `pool`).
+
+    Screening: the first round only, its cutoff starting from the fastest median the pool found so
+    far. Confirming: the second round only, with this worker's share of the runs.
+    """
+    if request.get("step") == "confirm":
+        confirming = budgets.get("confirming") or budgets["screening"]
+        share = float(request.get("share", 1.0))
+        return {
+            "screening": None,
+            "confirming": dataclasses.replace(confirming, rep_ms=confirming.rep_ms * share),
+        }
+    best = request.get("best_ms")
+    return {**budgets, "confirm_top": 0, "best_ms": float("inf") if best is None else float(best)}
 
 
 def worker_settings() -> dict[str, Any]:

@@ -1,30 +1,50 @@
 """Worker pools: one worker process per device, started once and reused, and the isolated measurement.
 
-A measurement sends one candidate at a time to whichever worker is free, so that a candidate that
-hangs or kills its worker is known by name: it gets status `timeout` or `crashed` with the end of
-the worker's output, the worker is started again, and the rest go on. The fastest few are then
-timed again together on one worker, so that the final ranking never compares two GPUs.
+A measurement has up to three steps:
+
+1. prepare (optional): the workers compile the candidates between them, many at once, each worker
+   its share, into Triton's on-disk cache; a candidate that fails to compile is done with. A
+   worker that dies here only loses the head start: its share is compiled again in step 2.
+2. screen: one candidate at a time goes to whichever worker is free, so that a candidate that hangs
+   or kills its worker is known by name: it gets status `timeout` or `crashed` with the end of the
+   worker's output, the worker is started again, and the rest go on. Each request carries the
+   fastest median found so far, so that a worker stops timing a clearly slower candidate early.
+3. confirm: the fastest few are timed again, interleaved, on every worker at once, each running its
+   share of the runs; a candidate's figures are then combined over the workers. Every finalist runs
+   on every GPU alike, so the ranking never rests on one GPU being faster than another.
 """
 
 from __future__ import annotations
 
 import atexit
 import collections
+import itertools
 import logging
 import queue
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 from kernelpick.bench.result import BenchmarkResult
+from kernelpick.bench.stats import TimingSummary
 from kernelpick.workers.process import WorkerProcess, describe_exit
 from kernelpick.workers.references import IsolationError
 
 log = logging.getLogger("kernelpick.workers")
 
 _Message = tuple[int, int, "dict[str, Any] | None"]
+
+
+@dataclass(frozen=True, slots=True)
+class _Busy:
+    """What a busy worker is doing: the candidate (or "" for several), until when, which request."""
+
+    candidate: str
+    deadline: float
+    request: int
 
 
 class WorkerPool:
@@ -34,14 +54,54 @@ class WorkerPool:
         self._messages: queue.Queue[_Message] = queue.Queue()
         self.workers = [WorkerProcess(device, self._messages, slot) for slot, device in enumerate(devices)]
         self._lock = threading.Lock()
+        self._requests = itertools.count()
+        self._start_lock = threading.Lock()
+        self._starting: Future[None] | None = None
 
     def start(self) -> None:
-        """Start every worker that is not running (all at once: each takes seconds to import torch)."""
-        stopped = [w for w in self.workers if not w.alive]
-        if not stopped:
+        """Start every worker that is not running (all at once: each takes seconds to import torch).
+
+        Raises:
+            IsolationError: a worker did not start.
+        """
+        with self._start_lock:
+            stopped = [w for w in self.workers if not w.alive]
+            if not stopped:
+                return
+            with ThreadPoolExecutor(max_workers=len(stopped)) as starter:
+                list(starter.map(lambda worker: worker.start(), stopped))
+
+    def start_soon(self) -> None:
+        """Start the workers in the background (while the caller compiles, say): the next
+        measurement waits for them, and raises what starting them raised."""
+        if self._starting is not None or all(w.alive for w in self.workers):
             return
-        with ThreadPoolExecutor(max_workers=len(stopped)) as starter:
-            list(starter.map(lambda worker: worker.start(), stopped))
+        starting: Future[None] = Future()
+
+        def start() -> None:
+            try:
+                self.start()
+            except BaseException as error:
+                starting.set_exception(error)
+            else:
+                starting.set_result(None)
+
+        self._starting = starting
+        threading.Thread(target=start, name="kernelpick-workers-start", daemon=True).start()
+
+    def _started(self) -> None:
+        starting, self._starting = self._starting, None
+        if starting is not None:
+            starting.result()  # an IsolationError of the background start is this measurement's
+        self.start()
+
+    def _send(
+        self, worker: WorkerProcess, request: Mapping[str, Any], candidate: str, timeout_s: float
+    ) -> _Busy:
+        """Send `request` to `worker`; what to wait for: its answer, until the deadline."""
+        number = next(self._requests)
+        worker.send({**request, "id": number})
+        return _Busy(candidate, time.monotonic() + timeout_s, number)
 
     def close(self) -> None:
         for worker in self.workers:
@@ -53,16 +113,19 @@ class WorkerPool:
         candidates: Sequence[str],
         *,
         timeout_s: float,
+        prepare_timeout_s: float | None = None,
         confirm_top: int = 0,
         confirm_within: float = 0.1,
         on_done: Callable[[], object] | None = None,
     ) -> dict[str, BenchmarkResult]:
-        """Measure each candidate in a worker; then time the closest few again together, on one worker.
+        """Measure each candidate in a worker; then time the closest few again together on all of them.
 
         Args:
             request: what every worker needs to rebuild the problem (target, kind, problem, settings).
             candidates: the ids of the candidates to measure (config or choice digests).
             timeout_s: how long one candidate may take, compiling and timing included.
+            prepare_timeout_s: how long the workers may compile their shares in the prepare step
+                (None: no prepare step; the caller compiled already, or each worker compiles as it goes).
             confirm_top: at most how many of the fastest to time again together (0 or 1: none).
             confirm_within: only candidates within this fraction of the best are timed again.
             on_done: called after each candidate.
@@ -72,15 +135,57 @@ class WorkerPool:
                 import the target): the caller should measure in its own process instead.
         """
         with self._lock:
-            self.start()
-            results = self._screen(request, candidates, timeout_s, on_done)
-            ranked = sorted((c for c in candidates if results[c].ok), key=lambda c: results[c].median_ms)
+            self._started()
+            results: dict[str, BenchmarkResult] = {}
+            if prepare_timeout_s is not None and candidates:
+                results = self._prepare(request, candidates, prepare_timeout_s)
+                for _ in results:
+                    if on_done is not None:
+                        on_done()
+            todo = [c for c in candidates if c not in results]
+            results.update(self._screen(request, todo, timeout_s, on_done))
+            ranked = sorted((c for c in todo if results[c].ok), key=lambda c: results[c].median_ms)
             if confirm_top > 1 and len(ranked) > 1:
                 limit = results[ranked[0]].median_ms * (1 + confirm_within)
                 closest = [c for c in ranked[:confirm_top] if results[c].median_ms <= limit]
                 if len(closest) > 1:
                     results.update(self._confirm(request, closest, timeout_s * len(closest)))
-            return results
+            return {c: results[c] for c in candidates}
+
+    def _prepare(
+        self, request: Mapping[str, Any], candidates: Sequence[str], timeout_s: float
+    ) -> dict[str, BenchmarkResult]:
+        """Step 1: every worker compiles its share; the failures, by candidate."""
+        live = [w for w in self.workers if w.alive]
+        shares = {w.slot: list(candidates[i :: len(live)]) for i, w in enumerate(live)}
+        busy: dict[int, _Busy] = {}
+        for worker in live:
+            if shares[worker.slot]:
+                step = {**request, "candidates": shares[worker.slot], "step": "prepare"}
+                busy[worker.slot] = self._send(worker, step, "", timeout_s)
+        failed: dict[str, BenchmarkResult] = {}
+        while busy:
+            message = self._next_message(busy)
+            if message is None:  # the deadline passed: those compile again, one by one, in step 2
+                for slot in busy:
+                    self.workers[slot].kill()
+                log.warning(
+                    "compiling in the workers took over %g s; going on one candidate at a time", timeout_s
+                )
+                break
+            slot, body = message
+            del busy[slot]
+            if body is None:
+                log.warning(
+                    "a worker died while compiling %d candidates; going on one at a time: %s",
+                    len(shares[slot]),
+                    _failure(self.workers[slot], body, {}),
+                )
+            elif "error" in body:
+                raise IsolationError(f"a worker could not run the measurement: {body['error']}")
+            else:
+                failed.update({c: BenchmarkResult.from_dict(r) for c, r in body["results"].items()})
+        return failed
 
     def _screen(
         self,
@@ -89,9 +194,10 @@ class WorkerPool:
         timeout_s: float,
         on_done: Callable[[], object] | None,
     ) -> dict[str, BenchmarkResult]:
+        """Step 2: one candidate at a time to whichever worker is free."""
         results: dict[str, BenchmarkResult] = {}
         pending = collections.deque(candidates)
-        busy: dict[int, tuple[str, float]] = {}
+        busy: dict[int, _Busy] = {}
         while pending or busy:
             for worker in self.workers:
                 if not pending:
@@ -101,15 +207,16 @@ class WorkerPool:
                 if not worker.alive:
                     worker.start()
                 candidate = pending.popleft()
-                worker.send({**request, "candidates": [candidate], "confirm": False})
-                busy[worker.slot] = (candidate, time.monotonic() + timeout_s)
+                fastest = min((r.median_ms for r in results.values() if r.ok), default=None)
+                step = {**request, "candidates": [candidate], "step": "screen", "best_ms": fastest}
+                busy[worker.slot] = self._send(worker, step, candidate, timeout_s)
             message = self._next_message(busy)
             if message is None:  # a deadline passed
-                for slot, (candidate, deadline) in list(busy.items()):
-                    if time.monotonic() >= deadline:
+                for slot, waiting in list(busy.items()):
+                    if time.monotonic() >= waiting.deadline:
                         worker = self.workers[slot]
                         worker.kill()
-                        results[candidate] = BenchmarkResult.failed(
+                        results[waiting.candidate] = BenchmarkResult.failed(
                             "timeout",
                             f"took over {timeout_s:g} s; the worker was killed{_output(worker.tail())}",
                         )
@@ -118,7 +225,7 @@ class WorkerPool:
                             on_done()
                 continue
             slot, body = message
-            candidate, _ = busy.pop(slot)
+            candidate = busy.pop(slot).candidate
             results[candidate] = self._result(slot, candidate, body)
             if on_done is not None:
                 on_done()
@@ -127,41 +234,63 @@ class WorkerPool:
     def _confirm(
         self, request: Mapping[str, Any], candidates: list[str], timeout_s: float
     ) -> dict[str, BenchmarkResult]:
-        worker = self.workers[0]
-        try:
-            if not worker.alive:
-                worker.start()
-            worker.send({**request, "candidates": candidates, "confirm": True})
-            busy = {worker.slot: ("", time.monotonic() + timeout_s)}
+        """Step 3: the finalists again, interleaved, on every worker, each running its share of the runs."""
+        busy: dict[int, _Busy] = {}
+        for worker in self.workers:
+            try:
+                if not worker.alive:
+                    worker.start()
+            except IsolationError as error:
+                log.warning("a worker did not start again for the second round: %s", error)
+                continue
+            step = {**request, "candidates": candidates, "step": "confirm", "share": 1.0 / len(self.workers)}
+            busy[worker.slot] = self._send(worker, step, "", timeout_s)
+        # Only workers that timed every finalist count: each finalist then runs on the same GPUs.
+        complete: list[dict[str, TimingSummary]] = []
+        while busy:
             message = self._next_message(busy)
-        except IsolationError as error:
-            log.warning("second round failed, keeping the first round's timings: %s", error)
+            if message is None:
+                for slot in busy:
+                    self.workers[slot].kill()
+                log.warning(
+                    "second round took over %g s on %d worker(s); using the others'", timeout_s, len(busy)
+                )
+                break
+            slot, body = message
+            del busy[slot]
+            found = {} if body is None else body.get("results", {})
+            timed = {c: BenchmarkResult.from_dict(found.get(c, _MISSING)).timing for c in candidates}
+            if all(timed.values()):
+                complete.append(timed)  # type: ignore[arg-type]
+            else:
+                log.warning("second round failed on a worker: %s", _failure(self.workers[slot], body, found))
+        if not complete:
+            log.warning("second round failed, keeping the first round's timings")
             return {}
-        if message is None or message[1] is None or "results" not in message[1]:
-            worker.kill()
-            log.warning("second round failed, keeping the first round's timings:%s", _output(worker.tail()))
-            return {}
-        found = message[1]["results"]
-        confirmed = {c: BenchmarkResult.from_dict(found[c]) for c in candidates if c in found}
-        return {c: r for c, r in confirmed.items() if r.ok}
+        return {
+            c: BenchmarkResult("ok", TimingSummary.combine([part[c] for part in complete]))
+            for c in candidates
+        }
 
-    def _next_message(
-        self, busy: Mapping[int, tuple[str, float]]
-    ) -> tuple[int, dict[str, Any] | None] | None:
-        """The next message from a busy worker, or None once the nearest deadline passes."""
+    def _next_message(self, busy: Mapping[int, _Busy]) -> tuple[int, dict[str, Any] | None] | None:
+        """The next answer of a busy worker (None for its death), or None once the nearest deadline passes."""
         while True:
             if not busy:
                 return None
-            remaining = min(deadline for _, deadline in busy.values()) - time.monotonic()
+            remaining = min(waiting.deadline for waiting in busy.values()) - time.monotonic()
             if remaining <= 0:
                 return None
             try:
                 slot, generation, body = self._messages.get(timeout=remaining)
             except queue.Empty:
                 return None
-            if slot in busy and generation == self.workers[slot].generation:
+            current = slot in busy and generation == self.workers[slot].generation
+            if current and (body is None or body.get("id") == busy[slot].request):
+                if body is not None and body.get("exiting"):
+                    self.workers[slot].kill()  # it is on its way out: the next use starts another
                 return slot, body
-            # A message from a worker that was killed and replaced meanwhile: stale.
+            # Stale: from a worker killed and replaced meanwhile, or the answer to a request given
+            # up on (a measurement that stopped early).
 
     def _result(self, slot: int, candidate: str, body: dict[str, Any] | None) -> BenchmarkResult:
         worker = self.workers[slot]
@@ -173,6 +302,19 @@ class WorkerPool:
         if "error" in body:
             raise IsolationError(f"a worker could not run the measurement: {body['error']}")
         return BenchmarkResult.from_dict(body["results"][candidate])
+
+
+_MISSING = {"status": "runtime_error", "timing": None, "message": "no result"}
+
+
+def _failure(worker: WorkerProcess, body: Mapping[str, Any] | None, results: Mapping[str, Any]) -> str:
+    """Why a worker's answer is no use, for a log line."""
+    if body is None:
+        return f"it died ({describe_exit(worker.exit_code())}){_output(worker.tail())}"
+    if "error" in body:
+        return f"{body['error']}\n{body.get('traceback', '')}"
+    reasons = {r.get("message", "") for r in results.values() if r.get("status") != "ok"}
+    return "; ".join(sorted(reasons)) or "finalists missing from its answer"
 
 
 def _output(tail: str) -> str:

@@ -9,9 +9,10 @@ file of the caller's private temporary folder and read back with `torch.load(wei
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping
+import json
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 
@@ -21,6 +22,8 @@ from kernelpick.workers.references import IsolationError
 
 _PLAIN = (type(None), bool, int, float, str)
 _files = itertools.count()
+_T = TypeVar("_T")
+_last: tuple[str, Any] | None = None
 
 
 def _dtype(name: str) -> torch.dtype:
@@ -95,3 +98,15 @@ def rebuild_arguments(data: Mapping[str, Any], device: torch.device) -> dict[str
     generator = torch.Generator(device=device)
     generator.manual_seed(EXAMPLE_SEED)
     return {name: rebuild_value(value, device, generator) for name, value in data.items()}
+
+
+def reused(description: Any, build: Callable[[], _T]) -> _T:
+    """What `build()` makes for the problem `description` (plain data), made once while consecutive
+    requests to this worker describe the same problem: re-creating inputs, rendering templates and
+    warming up per candidate would cost more than timing many of them."""
+    global _last
+    key = json.dumps(description, sort_keys=True, default=str)
+    if _last is None or _last[0] != key:
+        _last = None  # let the old problem's tensors go before the new ones are made
+        _last = (key, build())
+    return _last[1]  # type: ignore[no-any-return]

@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -112,12 +113,19 @@ class WorkerProcess:
             target=self._read_messages, args=(read_end, self.generation, ready), daemon=True
         ).start()
         threading.Thread(target=self._read_output, args=(self._process,), daemon=True).start()
+        started = time.perf_counter()
         if not ready.wait(START_TIMEOUT_S):
             self.kill()
             raise IsolationError(f"a worker did not start in {START_TIMEOUT_S:.0f} s:\n{self.tail()}")
         if not self.info:
             code = self._process.wait()
             raise IsolationError(f"a worker failed to start ({describe_exit(code)}):\n{self.tail()}")
+        log.info(
+            "worker %d (%s) started in %.1f s",
+            self.slot,
+            self.info.get("device"),
+            time.perf_counter() - started,
+        )
 
     def send(self, request: Mapping[str, Any]) -> None:
         assert self._process is not None and self._process.stdin is not None

@@ -1,0 +1,168 @@
+"""workers/pool.py with scripted workers: the three steps of a measurement, and what each worker is told."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import pytest
+
+from kernelpick.workers.pool import WorkerPool
+
+Answer = Callable[[dict[str, Any]], "dict[str, Any] | None"]
+
+
+def timed(median_ms: float, runs: int = 10) -> dict[str, Any]:
+    timing = {
+        "median_ms": median_ms,
+        "mean_ms": median_ms,
+        "min_ms": median_ms,
+        "max_ms": median_ms,
+        "iqr_ms": 0.0,
+        "runs": runs,
+        "outliers": 0,
+    }
+    return {"status": "ok", "timing": timing, "message": ""}
+
+
+class ScriptedWorker:
+    """Stands in for a `WorkerProcess`: answers each request at once with `answer(request)`
+    (None: it dies), and records the requests."""
+
+    def __init__(self, pool: WorkerPool, slot: int, answer: Answer) -> None:
+        self.pool, self.slot, self.answer = pool, slot, answer
+        self.generation = 1
+        self.alive = True
+        self.requests: list[dict[str, Any]] = []
+
+    def start(self) -> None:
+        self.generation += 1
+        self.alive = True
+
+    def send(self, request: Mapping[str, Any]) -> None:
+        self.requests.append(dict(request))
+        body = self.answer(dict(request))
+        if body is None:
+            self.alive = False
+        else:
+            body = {"id": request["id"], **body}
+        self.pool._messages.put((self.slot, self.generation, body))
+
+    def kill(self) -> None:
+        self.alive = False
+
+    def exit_code(self) -> int:
+        return -11
+
+    def tail(self) -> str:
+        return "worker output"
+
+    def stop(self) -> None:
+        pass
+
+
+def scripted(*answers: Answer) -> tuple[WorkerPool, list[ScriptedWorker]]:
+    pool = WorkerPool([])
+    workers = [ScriptedWorker(pool, slot, answer) for slot, answer in enumerate(answers)]
+    pool.workers = workers  # type: ignore[assignment]
+    return pool, workers
+
+
+MEDIANS = {"a": 3.0, "b": 1.0, "c": 1.05, "d": 2.0}
+
+
+def screen_by_median(request: dict[str, Any]) -> dict[str, Any]:
+    if request["step"] == "confirm":
+        return {"results": {c: timed(MEDIANS[c] * 2) for c in request["candidates"]}}
+    if request["step"] == "prepare":
+        return {"results": {}}
+    return {"results": {c: timed(MEDIANS[c]) for c in request["candidates"]}}
+
+
+def test_each_screening_request_carries_the_fastest_median_so_far() -> None:
+    pool, (worker,) = scripted(screen_by_median)
+    results = pool.measure({}, list(MEDIANS), timeout_s=5.0)
+    assert [r["best_ms"] for r in worker.requests] == [None, 3.0, 1.0, 1.0]
+    assert [r["candidates"] for r in worker.requests] == [["a"], ["b"], ["c"], ["d"]]
+    assert {c: r.median_ms for c, r in results.items()} == MEDIANS
+
+
+def test_finalists_are_timed_again_on_every_worker_and_combined() -> None:
+    def slower_gpu(request: dict[str, Any]) -> dict[str, Any]:
+        if request["step"] == "confirm":  # the same ranking, 10 % slower across the board
+            return {"results": {c: timed(MEDIANS[c] * 2.2) for c in request["candidates"]}}
+        return screen_by_median(request)
+
+    pool, workers = scripted(screen_by_median, slower_gpu)
+    results = pool.measure({}, list(MEDIANS), timeout_s=5.0, confirm_top=3, confirm_within=0.1)
+    confirms = [r for w in workers for r in w.requests if r["step"] == "confirm"]
+    assert [(r["candidates"], r["share"]) for r in confirms] == [(["b", "c"], 0.5), (["b", "c"], 0.5)]
+    assert results["b"].median_ms == pytest.approx(2.1)  # the mean of 2.0 and 2.2
+    assert results["b"].timing is not None and results["b"].timing.runs == 20
+    assert results["a"].median_ms == 3.0  # not a finalist: its first figures stand
+
+
+def test_a_second_round_that_fails_on_one_worker_uses_the_others(caplog: pytest.LogCaptureFixture) -> None:
+    def dies_confirming(request: dict[str, Any]) -> dict[str, Any] | None:
+        return None if request["step"] == "confirm" else screen_by_median(request)
+
+    pool, _ = scripted(screen_by_median, dies_confirming)
+    with caplog.at_level(logging.WARNING, logger="kernelpick.workers"):
+        results = pool.measure({}, list(MEDIANS), timeout_s=5.0, confirm_top=3, confirm_within=0.1)
+    assert results["b"].median_ms == 2.0 and results["c"].median_ms == 2.1  # the first worker's
+    assert "second round failed on a worker" in caplog.text
+
+
+def test_a_second_round_that_fails_everywhere_keeps_the_first_rounds_figures(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def dies_confirming(request: dict[str, Any]) -> dict[str, Any] | None:
+        return None if request["step"] == "confirm" else screen_by_median(request)
+
+    pool, _ = scripted(dies_confirming, dies_confirming)
+    with caplog.at_level(logging.WARNING, logger="kernelpick.workers"):
+        results = pool.measure({}, list(MEDIANS), timeout_s=5.0, confirm_top=3, confirm_within=0.1)
+    assert {c: r.median_ms for c, r in results.items()} == MEDIANS
+    assert "keeping the first round's timings" in caplog.text
+
+
+def test_prepare_splits_the_candidates_and_its_failures_are_final() -> None:
+    def rejects_d(request: dict[str, Any]) -> dict[str, Any]:
+        if request["step"] == "prepare":
+            failed = {"status": "compile_error", "timing": None, "message": "bad block"}
+            return {"results": {c: failed for c in request["candidates"] if c == "d"}}
+        return screen_by_median(request)
+
+    pool, workers = scripted(rejects_d, rejects_d)
+    done: list[int] = []
+    results = pool.measure(
+        {}, list(MEDIANS), timeout_s=5.0, prepare_timeout_s=5.0, on_done=lambda: done.append(1)
+    )
+    prepares = [r["candidates"] for w in workers for r in w.requests if r["step"] == "prepare"]
+    assert prepares == [["a", "c"], ["b", "d"]]
+    assert results["d"].status == "compile_error"
+    screened = sorted(
+        c for w in workers for r in w.requests if r["step"] == "screen" for c in r["candidates"]
+    )
+    assert screened == ["a", "b", "c"]
+    assert len(done) == 4
+
+
+def test_a_worker_dying_while_compiling_only_loses_its_head_start(caplog: pytest.LogCaptureFixture) -> None:
+    def dies_preparing(request: dict[str, Any]) -> dict[str, Any] | None:
+        return None if request["step"] == "prepare" else screen_by_median(request)
+
+    pool, _ = scripted(dies_preparing)
+    with caplog.at_level(logging.WARNING, logger="kernelpick.workers"):
+        results = pool.measure({}, list(MEDIANS), timeout_s=5.0, prepare_timeout_s=5.0)
+    assert {c: r.median_ms for c, r in results.items()} == MEDIANS
+    assert "died while compiling" in caplog.text
+
+
+def test_answers_to_requests_given_up_on_are_ignored() -> None:
+    pool, (worker,) = scripted(screen_by_median)
+    # An answer left over from an earlier, abandoned measurement: same worker, same generation.
+    pool._messages.put((0, worker.generation, {"id": -1, "results": {"a": timed(0.001)}}))
+    results = pool.measure({}, ["a"], timeout_s=5.0)
+    assert results["a"].median_ms == 3.0
