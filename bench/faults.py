@@ -47,10 +47,15 @@ def faulty_matmul(
         b = tl.load(b_ptr + (k * BLOCK_K + offs_k)[:, None] * stride_bk + offs_n[None, :] * stride_bn)
         acc = tl.dot(a, b, acc)
     if FAULT == 2:
-        # 64 bits: a 32-bit counter wraps to negative after 2**31 steps, about a second on a GPU.
+        # A loop without side effects is dead code to the compiler, however long it would run:
+        # the store keeps it. 64 bits: a 32-bit counter wraps to negative in about a second.
         spin = tl.program_id(0).to(tl.int64) * 0
         while spin >= 0:
             spin += 1
+            tl.store(
+                c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn,
+                acc.to(c_ptr.dtype.element_ty),
+            )
     if FAULT == 3:
         acc = acc * 2
     offset = offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
@@ -121,7 +126,11 @@ def healthy() -> bool:
 
 
 def main() -> None:
+    import logging
+
     from common import environment, write_result
+
+    logging.basicConfig(level=logging.INFO, format="%(relativeCreated)8.0f ms %(name)s: %(message)s")
 
     a = torch.randn(SIZE, SIZE, device="cuda", dtype=torch.float16)
     b = torch.randn(SIZE, SIZE, device="cuda", dtype=torch.float16)

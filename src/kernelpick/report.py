@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Sequence
 from types import TracebackType
@@ -85,7 +86,10 @@ def print_table(table: Table) -> None:
 
 
 class TuningProgress:
-    """A progress bar that shows itself only when the work takes over `PROGRESS_AFTER_SECONDS`."""
+    """A progress bar that shows itself only when the work takes over `PROGRESS_AFTER_SECONDS`.
+
+    `advance` may be called from several threads (compiling and benchmarking overlap).
+    """
 
     def __init__(self, description: str, total: int) -> None:
         self.description = description
@@ -97,11 +101,16 @@ class TuningProgress:
         mode = settings.current().progress
         self._console = console(stderr=True)
         self._enabled = mode == "on" or (mode == "auto" and self._console.is_terminal)
+        self._lock = threading.Lock()
 
     def __enter__(self) -> TuningProgress:
         return self
 
     def advance(self, steps: int = 1, description: str | None = None) -> None:
+        with self._lock:
+            self._advance(steps, description)
+
+    def _advance(self, steps: int, description: str | None) -> None:
         self.done += steps
         if description is not None:
             self.description = description

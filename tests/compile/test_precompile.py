@@ -191,3 +191,53 @@ def test_a_config_compiling_past_the_timeout_is_killed_and_the_others_finish() -
     assert futures[0].result() == "a" and futures[2].result() == "c"
     status, message = classify(futures[1].exception())
     assert status == "timeout" and "took over 1 s" in message
+
+
+def test_each_compiled_config_is_announced_as_its_child_reports_it() -> None:
+    import time as clock
+
+    executor = _ForkedExecutor(workers=2)
+    announced: list[tuple[int, float]] = []
+    executor.on_compiled = lambda index: announced.append((index, clock.monotonic()))
+    # Jobs 0..2 belong to configs 5, 7 and 9 (configs compiled earlier submit no job).
+    executor.configs = [5, 7, 9]
+    jobs = [lambda: "quick", _fails, lambda: clock.sleep(1.5)]
+    for job in jobs:
+        executor.submit(job)
+    started = clock.monotonic()
+    executor.run()
+    assert sorted(index for index, _ in announced) == [5, 9]  # the failure is not announced
+    quick = dict(announced)[5]
+    assert quick - started < 1.0  # before the slow one finished, not at the end
+
+
+@pytest.mark.gpu
+def test_gpu_configs_are_announced_as_they_compile() -> None:
+    x = torch.ones(1000, device="cuda")
+    configs = [Config({"BLOCK": 128}), Config({"BLOCK": 48}), Config({"BLOCK": 512}, num_warps=8)]
+    announced: list[int] = []
+    precompile(
+        add_kernel,
+        (x, x, x, 1000),
+        {},
+        configs,
+        grid=(8,),
+        interpreter=False,
+        workers=2,
+        mode="process",
+        on_compiled=announced.append,
+    )
+    assert sorted(announced) == [0, 2]
+    again: list[int] = []  # compiled already: announced at once
+    precompile(
+        add_kernel,
+        (x, x, x, 1000),
+        {},
+        configs,
+        grid=(8,),
+        interpreter=False,
+        workers=2,
+        mode="process",
+        on_compiled=again.append,
+    )
+    assert sorted(again) == [0, 2]

@@ -18,10 +18,12 @@ def copy_or_fault(x_ptr, out_ptr, n, BLOCK: tl.constexpr, FAULT: tl.constexpr):
     if FAULT == 1:
         target += 1 << 40
     if FAULT == 2:
-        # 64 bits: a 32-bit counter wraps to negative after 2**31 steps, about a second on a GPU.
+        # A loop without side effects is dead code to the compiler, however long it would run:
+        # the store keeps it. 64 bits: a 32-bit counter wraps to negative in about a second.
         spin = tl.program_id(0).to(tl.int64) * 0
         while spin >= 0:
             spin += 1
+            tl.store(out_ptr + offsets, values, mask=mask)
     tl.store(out_ptr + target, values, mask=mask)
 
 

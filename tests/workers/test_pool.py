@@ -166,3 +166,49 @@ def test_answers_to_requests_given_up_on_are_ignored() -> None:
     pool._messages.put((0, worker.generation, {"id": -1, "results": {"a": timed(0.001)}}))
     results = pool.measure({}, ["a"], timeout_s=5.0)
     assert results["a"].median_ms == 3.0
+
+
+def test_candidates_fed_while_measuring_are_screened_as_they_arrive() -> None:
+    import threading
+
+    pool, (worker,) = scripted(screen_by_median)
+    feed = pool.feed()
+
+    def compile_slowly() -> None:  # as the compilers would announce them
+        for candidate in MEDIANS:
+            feed.put(candidate)
+        feed.close()
+
+    threading.Thread(target=compile_slowly).start()
+    results = pool.measure({}, feed, timeout_s=5.0, confirm_top=2, confirm_within=0.1)
+    assert list(results) == list(MEDIANS)
+    assert [r["step"] for r in worker.requests] == ["screen"] * 4 + ["confirm"]
+    assert results["b"].median_ms == 2.0  # confirmed
+
+
+def test_a_feed_that_closes_empty_ends_the_measurement() -> None:
+    pool, (worker,) = scripted(screen_by_median)
+    feed = pool.feed()
+    feed.close()
+    assert pool.measure({}, feed, timeout_s=5.0) == {}
+    assert worker.requests == []
+
+
+def test_an_error_answer_fails_only_its_candidate_once_others_were_measured() -> None:
+    def breaks_on_c(request: dict[str, Any]) -> dict[str, Any]:
+        if request["candidates"] == ["c"]:
+            return {"error": "RuntimeError: something in kernelpick", "traceback": "..."}
+        return screen_by_median(request)
+
+    pool, _ = scripted(breaks_on_c)
+    results = pool.measure({}, list(MEDIANS), timeout_s=5.0)
+    assert results["c"].status == "runtime_error" and "something in kernelpick" in results["c"].message
+    assert results["b"].ok and results["d"].ok
+
+
+def test_an_error_answer_to_the_first_request_means_the_workers_cannot_do_it() -> None:
+    from kernelpick.workers import IsolationError
+
+    pool, _ = scripted(lambda request: {"error": "ModuleNotFoundError: No module named 'user_code'"})
+    with pytest.raises(IsolationError, match="user_code"):
+        pool.measure({}, list(MEDIANS), timeout_s=5.0)

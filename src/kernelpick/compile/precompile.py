@@ -77,6 +77,7 @@ def precompile(
     timings: dict[str, float] | None = None,
     meanwhile: Callable[[], object] | None = None,
     timeout_s: float | None = None,
+    on_compiled: Callable[[int], object] | None = None,
 ) -> list[CompileOutcome]:
     """Compile `kernel` for `args` under every config, in parallel.
 
@@ -94,6 +95,9 @@ def precompile(
         meanwhile: work for this thread to do while the compilers run (called exactly once).
         timeout_s: in the process mode, how long one config may compile before its compiler is
             killed and the config recorded as `timeout`.
+        on_compiled: called with a config's index as soon as it is known to have compiled, before
+            the others are done in the process mode (another process can then load it from Triton's
+            on-disk cache); at the end in the other modes. Called from this thread.
 
     Returns:
         One outcome per config, in order. Successfully compiled kernels are in Triton's caches, so
@@ -102,16 +106,22 @@ def precompile(
     if not configs or interpreter:
         if meanwhile is not None:
             meanwhile()
-        return _lower_all(kernel, args, kwargs, configs, workers) if configs else []
+        outcomes = _lower_all(kernel, args, kwargs, configs, workers) if configs else []
     # The forked mode queues job numbers in one pipe buffer (64 KiB): plenty for any real space.
-    if mode == "process" and hasattr(os, "fork") and len(configs) < 16_000:
+    elif mode == "process" and hasattr(os, "fork") and len(configs) < 16_000:
         forked = _ForkedExecutor(workers, timeout_s)
-        outcomes = _compile_all(kernel, args, kwargs, configs, grid, forked, meanwhile)
+        outcomes = _compile_all(kernel, args, kwargs, configs, grid, forked, meanwhile, on_compiled)
         if timings is not None:
             timings.update(forked.timings)
         return outcomes
-    with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="kernelpick-compile") as pool:
-        return _compile_all(kernel, args, kwargs, configs, grid, pool, meanwhile)
+    else:
+        with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="kernelpick-compile") as pool:
+            outcomes = _compile_all(kernel, args, kwargs, configs, grid, pool, meanwhile)
+    if on_compiled is not None:
+        for index, outcome in enumerate(outcomes):
+            if outcome.ok:
+                on_compiled(index)
+    return outcomes
 
 
 def _lower_all(
@@ -147,24 +157,36 @@ def _compile_all(
     grid: Any,
     executor: Executor,
     meanwhile: Callable[[], object] | None = None,
+    on_compiled: Callable[[int], object] | None = None,
 ) -> list[CompileOutcome]:
+    """Compile in `executor`; `on_compiled` only with a `_ForkedExecutor` (see `precompile`)."""
     from triton.runtime._async_compile import AsyncCompileMode
 
     start = time.perf_counter()
     pending: list[Any] = []
     outcomes: list[CompileOutcome | None] = []
+    early: list[int] = []  # configs known to be compiled before any child runs
     # ignore_errors: failures are collected below; Triton 3.6 would re-raise them on exit and then
     # leave its async mode switched on for this thread.
     with AsyncCompileMode(executor, ignore_errors=True):
-        for config in configs:
+        for index, config in enumerate(configs):
             try:
+                jobs = len(getattr(executor, "jobs", ()))
                 pending.append(kernel.warmup(*args, grid=grid, **kwargs, **config.all_kwargs()))
                 outcomes.append(None)
+                if isinstance(executor, _ForkedExecutor):
+                    if len(executor.jobs) > jobs:
+                        executor.configs.append(index)
+                    else:  # compiled earlier in this process (or in Triton's cache): nothing to wait for
+                        early.append(index)
             except Exception as error:  # code generation can fail before anything is submitted
                 status, message = classify(error)
                 pending.append(None)
                 outcomes.append(CompileOutcome(status, message, time.perf_counter() - start))
         if isinstance(executor, _ForkedExecutor):
+            for index in early if on_compiled is not None else ():
+                on_compiled(index)
+            executor.on_compiled = on_compiled
             executor.run(meanwhile)
         elif meanwhile is not None:
             meanwhile()  # while the pool's threads compile
@@ -220,6 +242,8 @@ class _ForkedExecutor(Executor):
         self.workers = workers
         self.timeout_s = timeout_s
         self.jobs: list[tuple[Callable[[], Any], Future[Any]]] = []
+        self.configs: list[int] = []  # the config index of each job
+        self.on_compiled: Callable[[int], object] | None = None  # with a config index, as each compiles
         self.timings: dict[str, float] = {}  # seconds: compiling in children, loading in the parent
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
@@ -316,6 +340,8 @@ class _ForkedExecutor(Executor):
                     else:
                         reports[report["index"]] = report
                         child.config = None
+                        if report["error"] is None and self.on_compiled is not None:
+                            self.on_compiled(self.configs[report["index"]])
             for fd, child in list(running.items()):
                 if self.timeout_s is None or child.config is None:
                     continue

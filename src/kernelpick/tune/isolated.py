@@ -1,17 +1,19 @@
 """Autotuning in worker processes: the caller compiles, workers benchmark, one config at a time.
 
-The caller compiles every config first, in forked compilers (a compiler that crashes or hangs takes
-down only its own config); the workers, one per GPU, then load the kernels from Triton's cache and
-time them on arguments re-created from their metadata. A config that hangs, crashes its worker or
+The caller compiles the configs in forked compilers (a compiler that crashes or hangs takes down
+only its own config); as each one compiles, a worker (one per GPU) loads it from Triton's on-disk
+cache and times it on arguments re-created from their metadata, while the others still compile. A config that hangs, crashes its worker or
 breaks its CUDA context is recorded as `timeout` or `crashed`; the caller's process and its CUDA
 context never run it.
 """
 
 from __future__ import annotations
 
+import contextvars
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,7 +25,7 @@ from kernelpick.bench.benchmarker import budgets_for
 from kernelpick.bench.device import DeviceInfo, describe
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.timers import TimingBudget
-from kernelpick.compile.precompile import precompile
+from kernelpick.compile.precompile import CompileOutcome, precompile
 from kernelpick.report import TuningProgress
 from kernelpick.tune.config import Config
 from kernelpick.workers import IsolationError, pool_for, reference_to
@@ -80,44 +82,61 @@ def benchmark_in_workers(
             "keywords": list(kwargs),
             "grids": grids_by_config(grid, named, configs),
         }
-        started = time.perf_counter()
-        outcomes = precompile(
-            tuner.fn,
-            args,
-            kwargs,
-            configs,
-            grid=grid,
-            interpreter=device.interpreter,
-            workers=tuner.workers or settings.compile_workers(),
-            mode="process",
-            timings=phases,
-            timeout_s=current.compile_timeout_s,
-        )
-        phases["compile"] = time.perf_counter() - started
-        progress.advance(len(configs), f"benchmarking {tuner.name} in workers")
-        compiled = []
-        for config, outcome in zip(configs, outcomes):
-            if outcome.ok:
-                compiled.append(config)
-            else:
-                results[config] = BenchmarkResult.failed(outcome.status, outcome.message)
         request = {
             "target": reference.to_data(),
             "device": device.type,
             "problem": problem,
             "settings": {**worker_settings(), **tuner._budget_overrides()},
         }
+        feed = pool.feed()
+        outcomes: list[CompileOutcome] = []
+
+        def compiled(index: int) -> None:  # a worker can load it from Triton's cache now
+            feed.put(configs[index].digest)
+            progress.advance()
+
+        def compile_all() -> None:
+            started = time.perf_counter()
+            try:
+                outcomes.extend(
+                    precompile(
+                        tuner.fn,
+                        args,
+                        kwargs,
+                        configs,
+                        grid=grid,
+                        interpreter=device.interpreter,
+                        workers=tuner.workers or settings.compile_workers(),
+                        mode="process",
+                        timings=phases,
+                        timeout_s=current.compile_timeout_s,
+                        on_compiled=compiled,
+                    )
+                )
+            finally:
+                phases["compile"] = time.perf_counter() - started
+                feed.close()
+
         started = time.perf_counter()
-        measured = pool.measure(
-            request,
-            [c.digest for c in compiled],
-            timeout_s=current.bench_timeout_s,
-            confirm_top=0 if device.interpreter else current.confirm_top,
-            confirm_within=current.confirm_within,
-            on_done=progress.advance,
-        )
+        with ThreadPoolExecutor(1, thread_name_prefix="kernelpick-compile") as compiler:
+            compiling = compiler.submit(contextvars.copy_context().run, compile_all)
+            try:
+                measured = pool.measure(
+                    request,
+                    feed,
+                    timeout_s=current.bench_timeout_s,
+                    confirm_top=0 if device.interpreter else current.confirm_top,
+                    confirm_within=current.confirm_within,
+                    on_done=progress.advance,
+                )
+            finally:
+                compiling.result()  # the compilers' own failure, if any, comes first
         phases["benchmark"] = time.perf_counter() - started
-    results.update({c: measured[c.digest] for c in compiled})
+        for config, outcome in zip(configs, outcomes):
+            if not outcome.ok:
+                results[config] = BenchmarkResult.failed(outcome.status, outcome.message)
+                progress.advance(2)
+    results.update({c: measured[c.digest] for c in configs if c.digest in measured})
     return {c: results[c] for c in configs}
 
 

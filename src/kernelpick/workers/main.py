@@ -44,22 +44,25 @@ def serve(messages: IO[str]) -> int:
     _send(messages, {"ready": True, "pid": os.getpid(), "device": name})
     for line in sys.stdin:
         request = json.loads(line)
+        failure = None
         try:
             target = resolve(Reference.from_data(request["target"]))
             with settings.override(**request.get("settings", {})):
                 results = target.measure_in_worker(request)
-        except Exception as error:  # the request itself is unusable: the caller measures in-process
+        except Exception as error:
+            failure, results = error, {}
+        broken = _cuda_error(torch)
+        if failure is not None and broken is None:  # the request itself is unusable
             _send(
                 messages,
                 {
                     "id": request.get("id"),
-                    "error": f"{type(error).__name__}: {error}",
-                    "traceback": traceback.format_exc(),
+                    "error": f"{type(failure).__name__}: {failure}",
+                    "traceback": "".join(traceback.format_exception(failure)),
                 },
             )
             continue
-        broken = _cuda_error(torch)
-        if broken is not None:
+        if broken is not None:  # a candidate broke the context, whatever else went wrong after
             for candidate in request["candidates"]:
                 results[candidate] = {
                     "status": "crashed",

@@ -107,10 +107,14 @@ class WorkerPool:
         for worker in self.workers:
             worker.stop()
 
+    def feed(self) -> Feed:
+        """Candidates for a measurement that are not all known when it starts (see `Feed`)."""
+        return Feed(self._messages)
+
     def measure(
         self,
         request: Mapping[str, Any],
-        candidates: Sequence[str],
+        candidates: Sequence[str] | Feed,
         *,
         timeout_s: float,
         prepare_timeout_s: float | None = None,
@@ -122,7 +126,8 @@ class WorkerPool:
 
         Args:
             request: what every worker needs to rebuild the problem (target, kind, problem, settings).
-            candidates: the ids of the candidates to measure (config or choice digests).
+            candidates: the ids of the candidates to measure (config or choice digests), or a
+                `Feed` that delivers them as they become ready (no prepare step then).
             timeout_s: how long one candidate may take, compiling and timing included.
             prepare_timeout_s: how long the workers may compile their shares in the prepare step
                 (None: no prepare step; the caller compiled already, or each worker compiles as it goes).
@@ -137,20 +142,26 @@ class WorkerPool:
         with self._lock:
             self._started()
             results: dict[str, BenchmarkResult] = {}
-            if prepare_timeout_s is not None and candidates:
-                results = self._prepare(request, candidates, prepare_timeout_s)
+            if isinstance(candidates, Feed):
+                feed, known = candidates, []
+            else:
+                feed, known = None, list(candidates)
+            if known and prepare_timeout_s is not None:
+                results = self._prepare(request, known, prepare_timeout_s)
                 for _ in results:
                     if on_done is not None:
                         on_done()
-            todo = [c for c in candidates if c not in results]
-            results.update(self._screen(request, todo, timeout_s, on_done))
+            todo = [c for c in known if c not in results]
+            screened = self._screen(request, todo, timeout_s, on_done, feed)
+            results.update(screened)
+            todo = list(screened)
             ranked = sorted((c for c in todo if results[c].ok), key=lambda c: results[c].median_ms)
             if confirm_top > 1 and len(ranked) > 1:
                 limit = results[ranked[0]].median_ms * (1 + confirm_within)
                 closest = [c for c in ranked[:confirm_top] if results[c].median_ms <= limit]
                 if len(closest) > 1:
                     results.update(self._confirm(request, closest, timeout_s * len(closest)))
-            return {c: results[c] for c in candidates}
+            return {c: results[c] for c in [*known, *(c for c in todo if c not in known)]}
 
     def _prepare(
         self, request: Mapping[str, Any], candidates: Sequence[str], timeout_s: float
@@ -193,12 +204,14 @@ class WorkerPool:
         candidates: Sequence[str],
         timeout_s: float,
         on_done: Callable[[], object] | None,
+        feed: Feed | None = None,
     ) -> dict[str, BenchmarkResult]:
-        """Step 2: one candidate at a time to whichever worker is free."""
+        """Step 2: one candidate at a time to whichever worker is free (and more from `feed`)."""
         results: dict[str, BenchmarkResult] = {}
         pending = collections.deque(candidates)
         busy: dict[int, _Busy] = {}
-        while pending or busy:
+        feeding = feed is not None
+        while pending or busy or feeding:
             for worker in self.workers:
                 if not pending:
                     break
@@ -210,7 +223,13 @@ class WorkerPool:
                 fastest = min((r.median_ms for r in results.values() if r.ok), default=None)
                 step = {**request, "candidates": [candidate], "step": "screen", "best_ms": fastest}
                 busy[worker.slot] = self._send(worker, step, candidate, timeout_s)
-            message = self._next_message(busy)
+            message = self._next_message(busy, feeding)
+            if message is not None and message[0] == _FEED:
+                fed = message[1] or {}
+                if "candidate" in fed:
+                    pending.append(fed["candidate"])
+                feeding = "closed" not in fed
+                continue
             if message is None:  # a deadline passed
                 for slot, waiting in list(busy.items()):
                     if time.monotonic() >= waiting.deadline:
@@ -226,7 +245,7 @@ class WorkerPool:
                 continue
             slot, body = message
             candidate = busy.pop(slot).candidate
-            results[candidate] = self._result(slot, candidate, body)
+            results[candidate] = self._result(slot, candidate, body, first=not results)
             if on_done is not None:
                 on_done()
         return results
@@ -272,18 +291,27 @@ class WorkerPool:
             for c in candidates
         }
 
-    def _next_message(self, busy: Mapping[int, _Busy]) -> tuple[int, dict[str, Any] | None] | None:
-        """The next answer of a busy worker (None for its death), or None once the nearest deadline passes."""
+    def _next_message(
+        self, busy: Mapping[int, _Busy], feeding: bool = False
+    ) -> tuple[int, dict[str, Any] | None] | None:
+        """The next answer of a busy worker (None for its death) or, while `feeding`, of the feed;
+        None once the nearest deadline passes."""
         while True:
-            if not busy:
+            if not busy and not feeding:
                 return None
-            remaining = min(waiting.deadline for waiting in busy.values()) - time.monotonic()
-            if remaining <= 0:
-                return None
+            remaining = None
+            if busy:
+                remaining = min(waiting.deadline for waiting in busy.values()) - time.monotonic()
+                if remaining <= 0:
+                    return None
             try:
                 slot, generation, body = self._messages.get(timeout=remaining)
             except queue.Empty:
                 return None
+            if slot == _FEED:
+                if feeding:
+                    return slot, body
+                continue
             current = slot in busy and generation == self.workers[slot].generation
             if current and (body is None or body.get("id") == busy[slot].request):
                 if body is not None and body.get("exiting"):
@@ -292,7 +320,17 @@ class WorkerPool:
             # Stale: from a worker killed and replaced meanwhile, or the answer to a request given
             # up on (a measurement that stopped early).
 
-    def _result(self, slot: int, candidate: str, body: dict[str, Any] | None) -> BenchmarkResult:
+    def _result(
+        self, slot: int, candidate: str, body: dict[str, Any] | None, *, first: bool
+    ) -> BenchmarkResult:
+        """A screened candidate's result from its worker's answer.
+
+        Raises:
+            IsolationError: the first answer of a measurement says the request is unusable (the
+                target does not import, say). Later, the same request worked for other candidates,
+                so such an answer is this candidate's failure: the caller never runs a candidate
+                in its own process once workers have started on them.
+        """
         worker = self.workers[slot]
         if body is None:
             code = worker.exit_code()
@@ -300,11 +338,28 @@ class WorkerPool:
                 "crashed", f"the worker died ({describe_exit(code)}) while running it{_output(worker.tail())}"
             )
         if "error" in body:
-            raise IsolationError(f"a worker could not run the measurement: {body['error']}")
+            if first:
+                raise IsolationError(f"a worker could not run the measurement: {body['error']}")
+            return BenchmarkResult.failed("runtime_error", f"{body['error']}\n{body.get('traceback', '')}")
         return BenchmarkResult.from_dict(body["results"][candidate])
 
 
 _MISSING = {"status": "runtime_error", "timing": None, "message": "no result"}
+_FEED = -1  # the slot of messages from a feed
+
+
+class Feed:
+    """Candidates delivered while a measurement runs: `put` each as it becomes ready (compiled),
+    then `close` (always: the measurement ends only then). Safe to call from any thread."""
+
+    def __init__(self, messages: queue.Queue[_Message]) -> None:
+        self._messages = messages
+
+    def put(self, candidate: str) -> None:
+        self._messages.put((_FEED, 0, {"candidate": candidate}))
+
+    def close(self) -> None:
+        self._messages.put((_FEED, 0, {"closed": True}))
 
 
 def _failure(worker: WorkerProcess, body: Mapping[str, Any] | None, results: Mapping[str, Any]) -> str:
