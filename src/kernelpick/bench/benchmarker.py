@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
-from typing import Any
+import statistics
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from kernelpick import settings
 from kernelpick.bench.device import DeviceInfo
@@ -13,6 +14,7 @@ from kernelpick.bench.stats import TimingSummary
 from kernelpick.bench.timers import Benchmarkable, Timer, TimingBudget
 
 log = logging.getLogger("kernelpick.bench")
+_K = TypeVar("_K")
 
 
 def classify_run_error(error: BaseException) -> tuple[Status, str]:
@@ -107,9 +109,35 @@ def _confirmed(
             return [first[i] for i in range(len(candidates))]
         status, message = classify_run_error(error)
         return [first.get(i) or BenchmarkResult.failed(status, message) for i in range(len(candidates))]
-    for index, runs in zip(chosen, samples):
-        first[index] = BenchmarkResult("ok", TimingSummary.of(runs))
-    return [first[i] for i in range(len(candidates))]
+    confirmed = {index: BenchmarkResult("ok", TimingSummary.of(runs)) for index, runs in zip(chosen, samples)}
+    return (
+        [r for _, r in sorted(on_one_scale(first, confirmed).items())]
+        if first
+        else [confirmed[i] for i in chosen]
+    )
+
+
+def on_one_scale(
+    first: Mapping[_K, BenchmarkResult], second: Mapping[_K, BenchmarkResult]
+) -> dict[_K, BenchmarkResult]:
+    """`first` with the `second` round's results in, and every other first-round figure multiplied
+    by the finalists' median ratio of second to first round.
+
+    The second round runs the finalists back to back for longer, and a GPU at its power limit
+    clocks down: its figures run a few percent above the first round's. Compared as they are, a
+    candidate left out of the second round would beat the finalists on that offset alone. Rescaled,
+    it ranks against them as it did in the first round; and the winner is always a finalist.
+    """
+    ratios = [
+        r.median_ms / first[k].median_ms for k, r in second.items() if r.ok and k in first and first[k].ok
+    ]
+    factor = statistics.median(ratios) if ratios else 1.0
+    merged = dict(first)
+    for key, result in first.items():
+        if key not in second and result.timing is not None:
+            merged[key] = BenchmarkResult("ok", result.timing.scaled(factor))
+    merged.update(second)
+    return merged
 
 
 def budgets_for(device: DeviceInfo, interpreted: TimingBudget) -> dict[str, Any]:

@@ -69,6 +69,18 @@ class TimingSummary:
             outliers=sum(p.outliers for p in parts),
         )
 
+    def scaled(self, factor: float) -> TimingSummary:
+        """These figures times `factor` (screening figures put on the scale of a second round)."""
+        return TimingSummary(
+            median_ms=self.median_ms * factor,
+            mean_ms=self.mean_ms * factor,
+            min_ms=self.min_ms * factor,
+            max_ms=self.max_ms * factor,
+            iqr_ms=self.iqr_ms * factor,
+            runs=self.runs,
+            outliers=self.outliers,
+        )
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 

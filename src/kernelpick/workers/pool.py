@@ -28,6 +28,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from kernelpick.bench.benchmarker import on_one_scale
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.stats import TimingSummary
 from kernelpick.workers.process import WorkerProcess, describe_exit
@@ -160,7 +161,7 @@ class WorkerPool:
                 limit = results[ranked[0]].median_ms * (1 + confirm_within)
                 closest = [c for c in ranked[:confirm_top] if results[c].median_ms <= limit]
                 if len(closest) > 1:
-                    results.update(self._confirm(request, closest, timeout_s * len(closest)))
+                    results = on_one_scale(results, self._confirm(request, closest, timeout_s * len(closest)))
             return {c: results[c] for c in [*known, *(c for c in todo if c not in known)]}
 
     def _prepare(
