@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
+import pytest
+
 from kernelpick.bench.timers import Benchmarkable, TimingBudget
 from kernelpick.select.timing import CallPathTimer
 
@@ -63,3 +65,18 @@ def test_device_bound_runs_count_their_device_time() -> None:
 def test_interleaved_rounds_combine_per_candidate() -> None:
     samples = CallPathTimer(DeviceTimer(0.01)).measure_interleaved([Sleeper(), Sleeper()], BUDGET)
     assert [len(s) for s in samples] == [4, 4] and min(map(min, samples)) >= 2.0
+
+
+def test_on_a_gpu_the_device_is_drained_after_each_run_outside_the_timing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Otherwise the host runs ahead until a launch blocks on a full queue, and that wait (the
+    # device's own time, the L2 flushes' too) would count as the call's host time.
+    import torch
+
+    drained: list[object] = []
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: drained.append(device))
+    timer = DeviceTimer(0.01)
+    timer.device = torch.device("cuda", 0)  # type: ignore[attr-defined]
+    CallPathTimer(timer).measure(Sleeper(), BUDGET)
+    assert drained == [torch.device("cuda", 0)] * 4  # once per timed run, from its teardown

@@ -7,9 +7,12 @@ part of what is being chosen, so each timed run counts as the larger of the two.
 
 from __future__ import annotations
 
+import functools
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
+
+import torch
 
 from kernelpick import settings
 from kernelpick.bench.benchmarker import budgets_for
@@ -26,11 +29,17 @@ def selection_budgets(device: DeviceInfo) -> dict[str, Any]:
 
 
 class _HostTimed:
-    """A candidate whose every `run` also records the host time it took to return."""
+    """A candidate whose every `run` also records the host time it took to return.
 
-    def __init__(self, candidate: Benchmarkable) -> None:
+    `drain` runs after each run, outside the timing: on a GPU it waits for the device, so that
+    the host never gets so far ahead that a launch blocks on a full queue, which would count the
+    device's time (the L2 flush's too) as host time.
+    """
+
+    def __init__(self, candidate: Benchmarkable, drain: Callable[[], object] | None = None) -> None:
         self.name = candidate.name
         self.candidate = candidate
+        self.drain = drain
         self.host_ms: list[float] = []
 
     def setup(self) -> object:
@@ -43,7 +52,10 @@ class _HostTimed:
         return result
 
     def teardown(self) -> object:
-        return self.candidate.teardown()
+        result = self.candidate.teardown()
+        if self.drain is not None:
+            self.drain()
+        return result
 
 
 def _combine(device_ms: list[float], host_ms: list[float]) -> list[float]:
@@ -57,16 +69,22 @@ class CallPathTimer:
 
     def __init__(self, timer: Timer) -> None:
         self.timer = timer
+        device = getattr(timer, "device", None)
+        self._drain = (
+            functools.partial(torch.cuda.synchronize, device)
+            if isinstance(device, torch.device) and device.type == "cuda"
+            else None
+        )
 
     def measure(
         self, candidate: Benchmarkable, budget: TimingBudget, cutoff_ms: float | None = None
     ) -> list[float]:
-        wrapped = _HostTimed(candidate)
+        wrapped = _HostTimed(candidate, self._drain)
         return _combine(self.timer.measure(wrapped, budget, cutoff_ms), wrapped.host_ms)
 
     def measure_interleaved(
         self, candidates: Sequence[Benchmarkable], budget: TimingBudget
     ) -> list[list[float]]:
-        wrapped = [_HostTimed(c) for c in candidates]
+        wrapped = [_HostTimed(c, self._drain) for c in candidates]
         samples = self.timer.measure_interleaved(wrapped, budget)
         return [_combine(runs, w.host_ms) for runs, w in zip(samples, wrapped)]
