@@ -238,13 +238,18 @@ class Suite:
         ops.mm(a, b)
         chosen = ops.selector("mm").implementation(a, b)
 
-        def per_call_us(fn: Callable[..., Any], calls: int = 3000) -> float:
-            self.sync()
-            start = time.perf_counter()
+        def per_call_us(fn: Callable[..., Any], calls: int = 1000) -> float:
+            # The host time of each call on an idle GPU: a loop of calls without waits measures
+            # the device instead whenever the kernel takes longer than its launch, and then the
+            # difference between two such loops is not the dispatch cost (it read 8.9 us so).
+            seconds = []
             for _ in range(calls):
+                self.sync()
+                start = time.perf_counter()
                 fn(a, b)
+                seconds.append(time.perf_counter() - start)
             self.sync()
-            return (time.perf_counter() - start) * 1e6 / calls
+            return statistics.median(seconds) * 1e6
 
         through, direct = [], []
         for _ in range(7):  # interleaved batches; the quietest of each counts

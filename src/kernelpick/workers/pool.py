@@ -207,12 +207,23 @@ class WorkerPool:
         on_done: Callable[[], object] | None,
         feed: Feed | None = None,
     ) -> dict[str, BenchmarkResult]:
-        """Step 2: one candidate at a time to whichever worker is free (and more from `feed`)."""
+        """Step 2: one candidate at a time to whichever worker is free (and more from `feed`).
+
+        The first candidate each worker screens is screened again at the end: on an H200 the first
+        one ran up to 13 % slow (the GPU idled while the choices compiled), so that cuBLAS, listed
+        first, lost to choices it beats. Its second figure, taken like everyone else's, counts.
+        """
         results: dict[str, BenchmarkResult] = {}
         pending = collections.deque(candidates)
         busy: dict[int, _Busy] = {}
         feeding = feed is not None
-        while pending or busy or feeding:
+        firsts: dict[int, str] = {}  # the first candidate each worker screened
+        again: set[str] | None = None  # those, once queued for their second screening
+        while pending or busy or feeding or again is None:
+            if not (pending or busy or feeding):
+                again = {c for c in firsts.values() if results[c].ok and len(firsts) < len(results)}
+                pending.extend(sorted(again))
+                continue
             for worker in self.workers:
                 if not pending:
                     break
@@ -221,7 +232,10 @@ class WorkerPool:
                 if not worker.alive:
                     worker.start()
                 candidate = pending.popleft()
+                firsts.setdefault(worker.slot, candidate)
                 fastest = min((r.median_ms for r in results.values() if r.ok), default=None)
+                if again is not None:
+                    fastest = None  # a second look, not a race against its own first figure
                 step = {**request, "candidates": [candidate], "step": "screen", "best_ms": fastest}
                 busy[worker.slot] = self._send(worker, step, candidate, timeout_s)
             message = self._next_message(busy, feeding)
@@ -236,17 +250,24 @@ class WorkerPool:
                     if time.monotonic() >= waiting.deadline:
                         worker = self.workers[slot]
                         worker.kill()
+                        del busy[slot]
+                        if again is not None:  # a second look that hung: the first figure stands
+                            continue
                         results[waiting.candidate] = BenchmarkResult.failed(
                             "timeout",
                             f"took over {timeout_s:g} s; the worker was killed{_output(worker.tail())}",
                         )
-                        del busy[slot]
                         if on_done is not None:
                             on_done()
                 continue
             slot, body = message
             candidate = busy.pop(slot).candidate
-            results[candidate] = self._result(slot, candidate, body, first=not results)
+            result = self._result(slot, candidate, body, first=not results)
+            if again is not None:
+                if result.ok:
+                    results[candidate] = result
+                continue
+            results[candidate] = result
             if on_done is not None:
                 on_done()
         return results
