@@ -32,7 +32,8 @@ from kernelpick.tune import Autotuner, Config, TuningRecord, autotune
 
 if TYPE_CHECKING:
     from kernelpick import ops
-    from kernelpick.pytorch import Operator, functional, launch, op
+    from kernelpick.pytorch import Operator, op
+    from kernelpick.pytorch.functional import functional, launch
 
 __version__ = "0.1.0"
 

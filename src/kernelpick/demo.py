@@ -146,7 +146,7 @@ class DemoRun:
             "interpreter": self.device.interpreter,
             "n_configs": sum(max(1, len(r.results)) for r in self.records.values()),
             "n_failed": sum(len(r.failed) for r in self.records.values()),
-            "best_config": {name: r.best.to_dict() for name, r in self.records.items()},
+            "best_config": {name: r.best.to_data() for name, r in self.records.items()},
             "tuning_seconds": self.seconds,
             "cache_hit": self.cache_hit,
         }

@@ -9,7 +9,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from kernelpick import settings
@@ -97,7 +97,7 @@ class TuningProgress:
         self.done = 0
         self._started = time.perf_counter()
         self._bar: Progress | None = None
-        self._task = None
+        self._task: TaskID | None = None
         mode = settings.current().progress
         self._console = console(stderr=True)
         self._enabled = mode == "on" or (mode == "auto" and self._console.is_terminal)

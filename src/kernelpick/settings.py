@@ -136,7 +136,7 @@ def _parse(name: str, annotation: Any, raw: object) -> Any:
         raise SettingsError(f"{env}={raw!r} is not a boolean: use 1/0, true/false, yes/no or on/off")
     if annotation is int or annotation is float:
         try:
-            value = annotation(raw)
+            value = annotation(raw if isinstance(raw, (int, float)) else str(raw))
         except (TypeError, ValueError):
             kind = "an integer" if annotation is int else "a number"
             raise SettingsError(f"{env}={raw!r} is not {kind}") from None

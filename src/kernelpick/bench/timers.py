@@ -88,13 +88,14 @@ class CudaEventTimer:
     FLUSH_L2_MULTIPLE = 2
 
     def __init__(self, device: DeviceInfo) -> None:
-        self.device = torch.device("cuda", device.index)
+        self.device = torch.device("cuda", device.index if device.index is not None else 0)
         size = max(device.l2_bytes, 1 << 20) * self.FLUSH_L2_MULTIPLE
         self._flush_buffer = torch.empty(size, dtype=torch.int8, device=self.device)
 
     def _events(self, count: int) -> list[tuple[Any, Any]]:
         return [
-            (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(count)
+            (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))  # type: ignore[no-untyped-call]
+            for _ in range(count)
         ]
 
     def _timed(self, candidate: Benchmarkable, events: tuple[Any, Any]) -> None:

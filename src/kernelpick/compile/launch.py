@@ -50,11 +50,11 @@ def interpreting() -> Iterator[None]:
     """Let `@triton.jit` helpers be called from interpreted kernels, for the duration of the block."""
     with _lock:
         original = JITFunction.__call__
-        JITFunction.__call__ = _device_call  # type: ignore[method-assign,assignment]
+        JITFunction.__call__ = _device_call
         try:
             yield
         finally:
-            JITFunction.__call__ = original  # type: ignore[method-assign]
+            JITFunction.__call__ = original
 
 
 def interpret(kernel: Any, *args: Any, grid: Any, **kwargs: Any) -> Any:

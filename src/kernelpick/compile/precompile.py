@@ -184,8 +184,9 @@ def _compile_all(
                 pending.append(None)
                 outcomes.append(CompileOutcome(status, message, time.perf_counter() - start))
         if isinstance(executor, _ForkedExecutor):
-            for index in early if on_compiled is not None else ():
-                on_compiled(index)
+            if on_compiled is not None:
+                for index in early:
+                    on_compiled(index)
             executor.on_compiled = on_compiled
             executor.run(meanwhile)
         elif meanwhile is not None:

@@ -161,7 +161,7 @@ class TemplateChoice:
             "kind": "template",
             "name": self._name,
             "template": self.space.template.name,
-            "config": self.config.to_dict(),
+            "config": self.config.to_data(),
             "epilogue": None if self.epilogue is None else self.epilogue.expression,
             "source_sha256": self.rendered.digest,
         }

@@ -89,7 +89,7 @@ class TritonKernelChoice:
             "kind": "triton",
             "name": self._name,
             "kernel": self.space.name,
-            "config": self.config.to_dict(),
+            "config": self.config.to_data(),
         }
 
     def precompile(self, example: ExampleInputs, signature: Signature) -> CompileOutcome:

@@ -130,7 +130,7 @@ def autotune(
     return decorator
 
 
-class Autotuner(KernelInterface[Any]):
+class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untyped here
     """A tuned kernel: launch it as `kernel[grid](*args, **kwargs)`, like the kernel it wraps.
 
     After a call, `best_config` is the config it ran with, `configs_timings` the median milliseconds of
@@ -201,7 +201,7 @@ class Autotuner(KernelInterface[Any]):
         self.last_tuning: TuningRecord | None = None
         self.best_config: Config | None = None
         self.configs_timings: dict[Config, float] = {}
-        functools.update_wrapper(self, self.base_fn.fn)  # type: ignore[arg-type]
+        functools.update_wrapper(self, self.base_fn.fn)
 
     # -- the hot path -------------------------------------------------------------------------
     def __getitem__(self, grid: Any) -> Callable[..., Any]:
@@ -272,7 +272,7 @@ class Autotuner(KernelInterface[Any]):
 
     def _tune(self, key: tuple[Any, ...], args: tuple[Any, ...], kwargs: dict[str, Any], grid: Any) -> _Entry:
         with self._lock:
-            entry = self._dispatch.entries.get(key)
+            entry: _Entry | None = self._dispatch.entries.get(key)
             if entry is not None:  # another thread tuned it meanwhile
                 return entry
             start = time.perf_counter()

@@ -97,6 +97,12 @@ class Config:
         """Plain data: `{"kwargs": {...}, "num_warps": 4, ...}`."""
         return {"kwargs": dict(self.kwargs), **self.options()}
 
+    def to_data(self) -> dict[str, Any]:
+        """`to_dict()` as JSON-safe data, for reports: meta-parameter values that JSON has no type
+        for (Triton dtypes, say) become "type:value" strings."""
+        data: dict[str, Any] = json.loads(self._identity)
+        return data
+
     @property
     def identity(self) -> str:
         """Canonical JSON of meta-parameters and options; equal configs have equal identities."""

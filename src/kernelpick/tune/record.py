@@ -39,11 +39,11 @@ class TuningRecord:
             "kernel": self.kernel,
             "device": self.device.name,
             "interpreter": self.device.interpreter,
-            "best_config": self.best.to_dict(),
+            "best_config": self.best.to_data(),
             "tuning_seconds": self.seconds,
             "cache_hit": self.from_store,
             "n_configs": max(1, len(self.results)),
             "n_failed": len(self.failed),
             "phases": dict(self.phases),
-            "results": [{"config": c.to_dict(), **r.to_dict()} for c, r in self.results.items()],
+            "results": [{"config": c.to_data(), **r.to_dict()} for c, r in self.results.items()],
         }

@@ -50,7 +50,7 @@ def worker_devices(device: DeviceInfo) -> list[int | None]:
             f"KERNELPICK_DEVICES names GPU {invalid[0]}, but GPUs 0 to {count - 1} are visible"
         )
     same = [i for i in wanted if describe(torch.device("cuda", i)).name == device.name]
-    return list(same or [device.index])
+    return list(same or [device.index if device.index is not None else 0])
 
 
 def step_budgets(request: Mapping[str, Any], budgets: Mapping[str, Any]) -> dict[str, Any]:

@@ -109,4 +109,5 @@ def reused(description: Any, build: Callable[[], _T]) -> _T:
     if _last is None or _last[0] != key:
         _last = None  # let the old problem's tensors go before the new ones are made
         _last = (key, build())
-    return _last[1]  # type: ignore[no-any-return]
+    value: _T = _last[1]
+    return value

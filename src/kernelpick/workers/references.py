@@ -64,8 +64,8 @@ def reference_to(target: Any, module: str | None = None) -> Reference:
     if isinstance(preset, Reference):
         return preset
     name = module or getattr(target, "__module__", None)
-    loaded = sys.modules.get(name) if name else None
-    if loaded is None:
+    loaded = sys.modules.get(name) if isinstance(name, str) else None
+    if loaded is None or not isinstance(name, str):
         raise IsolationError(f"{target!r} has no module to be imported from")
     attribute = getattr(target, "__qualname__", None)
     if not (
