@@ -29,6 +29,7 @@ from kernelpick.select import (
     triton_choice,
 )
 from kernelpick.tune import Autotuner, Config, TuningRecord, autotune
+from kernelpick.workers import start_workers
 
 if TYPE_CHECKING:
     from kernelpick import ops
@@ -91,6 +92,7 @@ __all__ = [
     "op",
     "ops",
     "settings",
+    "start_workers",
     "template",
     "triton_choice",
 ]

@@ -129,3 +129,10 @@ COMPILED_ADD = kernelpick.Selector(
     ],
     isolate=True,
 )
+
+
+# Well-behaved selectors for the tests of the workers themselves (isolated by the tests' settings).
+REUSED = kernelpick.Selector("reused", [kernelpick.extern(add_slowly), kernelpick.extern(torch.add)])
+STARTED_AHEAD = kernelpick.Selector(
+    "started_ahead", [kernelpick.extern(add_slowly), kernelpick.extern(torch.add)]
+)

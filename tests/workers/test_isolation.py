@@ -78,20 +78,14 @@ def test_an_autotuned_config_that_never_ends_is_killed_and_the_others_win() -> N
     assert not faulty.add_or_spin.best_config.kwargs["SPIN"]
 
 
-def test_workers_are_started_once_and_reused() -> None:
+def test_workers_are_started_once_and_reused(caplog: pytest.LogCaptureFixture) -> None:
     pool = pool_for([None])
     pool.start()
     pids = [w.info["pid"] for w in pool.workers]
     a, b = torch.randn(8), torch.randn(8)
-    selector = kernelpick.Selector(
-        "reused", [kernelpick.extern(faulty.add_slowly), kernelpick.extern(torch.add)]
-    )
-    faulty.REUSED = selector  # module-level, so a worker can import it
-    try:
-        with settings.override(isolate="on"):
-            selector(a, b)
-    finally:
-        del faulty.REUSED
+    with settings.override(isolate="on"), caplog.at_level(logging.WARNING, logger="kernelpick"):
+        torch.testing.assert_close(faulty.REUSED(a, b), a + b)
+    assert "not in workers" not in caplog.text  # measured in the workers, not here
     assert [w.info["pid"] for w in pool.workers] == pids
 
 
@@ -129,3 +123,18 @@ def test_a_selector_defined_in_a_script_is_found_by_path(tmp_path: Path) -> None
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip().splitlines()[-1] == "double"
     assert "not in workers" not in done.stderr
+
+
+def test_workers_can_be_started_ahead_of_the_first_tuning(caplog: pytest.LogCaptureFixture) -> None:
+    with settings.override(isolate="off"):
+        assert kernelpick.start_workers("cpu") is False  # not wanted: nothing is started
+    with settings.override(isolate="on"):
+        assert kernelpick.start_workers("cpu", wait=True) is True
+        pool = pool_for([None])
+        assert all(worker.alive for worker in pool.workers)
+        pids = [w.info["pid"] for w in pool.workers]
+        a, b = torch.randn(8), torch.randn(8)
+        with caplog.at_level(logging.WARNING, logger="kernelpick"):
+            torch.testing.assert_close(faulty.STARTED_AHEAD(a, b), a + b)
+    assert "not in workers" not in caplog.text  # measured in the workers, not here
+    assert [w.info["pid"] for w in pool.workers] == pids  # the tuning used them

@@ -80,3 +80,36 @@ def worker_settings() -> dict[str, Any]:
     }
     data.update(isolate="off", compile_mode="thread", cache_dir=str(settings.cache_dir()))
     return data
+
+
+def start_workers(device: torch.device | str | None = None, *, wait: bool = False) -> bool:
+    """Start the isolation workers for `device` now, so that the first tuning does not wait for them.
+
+    Each worker imports torch and Triton and makes a CUDA context: seconds, once per process. A
+    long-running job can start them while it loads its model or data. The workers are those a
+    tuning on `device` would use (`KERNELPICK_DEVICES`, GPUs of its model).
+
+    Args:
+        device: the device tuning will run on (default: the current GPU, else the CPU).
+        wait: block until every worker is ready (default: start them in the background; the next
+            tuning waits for them if it comes first).
+
+    Returns:
+        Whether workers are wanted there (`KERNELPICK_ISOLATE`): False means nothing was started.
+
+    Raises:
+        IsolationError: with `wait`, a worker did not start.
+    """
+    from kernelpick.workers.pool import pool_for
+
+    if device is None:
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    info = describe(torch.device(device))
+    if not isolation_wanted(info, None):
+        return False
+    pool = pool_for(worker_devices(info))
+    if wait:
+        pool.start()
+    else:
+        pool.start_soon()
+    return True
