@@ -86,6 +86,22 @@ def test_a_callable_grid_sees_the_meta_parameters() -> None:
     assert torch.equal(out, torch.full((70,), 2.0))
 
 
+def test_a_callable_grid_gets_the_plain_arguments_as_on_a_gpu() -> None:
+    # Triton 3.6's interpreter would pass one-element arrays, which NumPy 2.4 cannot make a loop
+    # bound of once `triton.cdiv` has run on them.
+    seen: dict[str, object] = {}
+
+    def grid(meta: dict[str, object]) -> tuple[int]:
+        seen.update(meta)
+        return (triton.cdiv(meta["n"], meta["BLOCK"]),)  # type: ignore[arg-type]
+
+    x, y, out = torch.ones(70), torch.ones(70), torch.zeros(70)
+    interpret(add_kernel, x, y, out, 70, BLOCK=16, num_warps=4, grid=grid)
+    assert torch.equal(out, torch.full((70,), 2.0))
+    assert seen["n"] == 70 and type(seen["n"]) is int and seen["BLOCK"] == 16
+    assert seen["x_ptr"] is x and "num_warps" not in seen  # arguments only, as Triton's launch
+
+
 def test_helpers_reductions_and_cdiv_are_interpreted() -> None:
     x = torch.randn(5, 37)
     assert torch.allclose(run_row_sum(x), 2.0 * x.sum(dim=1), atol=1e-5)

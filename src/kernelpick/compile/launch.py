@@ -7,6 +7,7 @@ are interpreted too, through a scoped patch of `JITFunction.__call__` held for t
 
 from __future__ import annotations
 
+import inspect
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -72,6 +73,15 @@ def interpret(kernel: Any, *args: Any, grid: Any, **kwargs: Any) -> Any:
             raise RuntimeError(unwrapped.problem)
         kernel, kwargs = unwrapped.kernel, unwrapped.kwargs
     function = kernel if isinstance(kernel, InterpretedFunction) else _interpreted_function(kernel)
+    if callable(grid):
+        # Evaluated here, on the plain arguments, as a GPU launch does: Triton 3.6's interpreter
+        # passes the grid function its arguments as one-element arrays, and NumPy 2.4 refuses to
+        # turn the result (`triton.cdiv(n, BLOCK)`) into a loop bound.
+        signature = inspect.signature(function.fn)
+        named = {k: v for k, v in kwargs.items() if k in signature.parameters}  # not num_warps, ...
+        bound = signature.bind_partial(*args, **named)
+        bound.apply_defaults()
+        grid = tuple(int(n) for n in grid(dict(bound.arguments)))
     with interpreting():
         return function.run(*args, grid=grid, warmup=False, **kwargs)
 
