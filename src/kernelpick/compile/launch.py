@@ -46,16 +46,40 @@ def _device_call(self: JITFunction[Any], *args: Any, **kwargs: Any) -> Any:
         scope.restore()
 
 
+def _scalar_index(self: Any) -> int:
+    # A scalar is a one-element array in the interpreter; NumPy 2.4 refuses int() of one that is
+    # not 0-d, as Triton 3.6 makes them: `range(tl.cdiv(K, BLOCK_K))` then fails.
+    return int(self.handle.data.reshape(-1)[0]) if self.handle.data.size == 1 else int(self.handle.data)
+
+
+def _patch_tensor_with_scalar_index(patch: Callable[..., Any]) -> Callable[..., Any]:
+    def patched(tensor: Any, scope: Any) -> Any:
+        result = patch(tensor, scope)
+        scope.set_attr(tensor, "__index__", _scalar_index)  # restored with the rest of the scope
+        return result
+
+    return patched
+
+
 @contextmanager
 def interpreting() -> Iterator[None]:
-    """Let `@triton.jit` helpers be called from interpreted kernels, for the duration of the block."""
+    """Let `@triton.jit` helpers be called from interpreted kernels, for the duration of the block
+    (and, on Triton versions whose interpreter turns scalars into loop bounds with `int()`, let it
+    do so with NumPy 2.4)."""
+    from triton.runtime import interpreter
+
     with _lock:
         original = JITFunction.__call__
         JITFunction.__call__ = _device_call
+        patch_tensor = getattr(interpreter, "_patch_lang_tensor", None)
+        if patch_tensor is not None:
+            interpreter._patch_lang_tensor = _patch_tensor_with_scalar_index(patch_tensor)
         try:
             yield
         finally:
             JITFunction.__call__ = original
+            if patch_tensor is not None:
+                interpreter._patch_lang_tensor = patch_tensor
 
 
 def interpret(kernel: Any, *args: Any, grid: Any, **kwargs: Any) -> Any:
