@@ -152,17 +152,15 @@ class WorkerPool:
                 for _ in results:
                     if on_done is not None:
                         on_done()
-            todo = [c for c in known if c not in results]
-            screened = self._screen(request, todo, timeout_s, on_done, feed)
+            screened = self._screen(request, [c for c in known if c not in results], timeout_s, on_done, feed)
             results.update(screened)
-            todo = list(screened)
-            ranked = sorted((c for c in todo if results[c].ok), key=lambda c: results[c].median_ms)
+            ranked = sorted((c for c in screened if results[c].ok), key=lambda c: results[c].median_ms)
             if confirm_top > 1 and len(ranked) > 1:
                 limit = results[ranked[0]].median_ms * (1 + confirm_within)
                 closest = [c for c in ranked[:confirm_top] if results[c].median_ms <= limit]
                 if len(closest) > 1:
                     results = on_one_scale(results, self._confirm(request, closest, timeout_s * len(closest)))
-            return {c: results[c] for c in [*known, *(c for c in todo if c not in known)]}
+            return {c: results[c] for c in known or screened}
 
     def _prepare(
         self, request: Mapping[str, Any], candidates: Sequence[str], timeout_s: float
