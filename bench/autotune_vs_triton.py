@@ -60,12 +60,11 @@ def make_inputs(size: int):  # type: ignore[no-untyped-def]
 def launch(kernel, a, b, c):  # type: ignore[no-untyped-def]
     import triton
 
-    m, k = a.shape
-    _, n = b.shape
+    from kernelpick.demo import matmul_arguments
+
+    m, n = a.shape[0], b.shape[1]
     grid = lambda meta: (triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"]),)  # noqa: E731
-    kernel[grid](
-        a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1)
-    )
+    kernel[grid](*matmul_arguments(a, b, c))
 
 
 def make_tuner(which: str):  # type: ignore[no-untyped-def]
@@ -111,31 +110,18 @@ def role_first_call(which: str) -> dict[str, Any]:
 
     a, b, c = make_inputs(SIZE)
     if which == "raw":
-        from kernelpick.demo import matmul_kernel
+        from kernelpick.demo import matmul_arguments, matmul_kernel
 
         best = json.loads(os.environ["BENCH_BEST"])
         import triton
 
+        args = matmul_arguments(a, b, c)
+
         def call() -> None:
-            m, n, k = SIZE, SIZE, SIZE
-            grid = (triton.cdiv(m, best["BLOCK_M"]) * triton.cdiv(n, best["BLOCK_N"]),)
-            matmul_kernel[grid](
-                a,
-                b,
-                c,
-                m,
-                n,
-                k,
-                a.stride(0),
-                a.stride(1),
-                b.stride(0),
-                b.stride(1),
-                c.stride(0),
-                c.stride(1),
-                **best,
-            )
+            grid = (triton.cdiv(SIZE, best["BLOCK_M"]) * triton.cdiv(SIZE, best["BLOCK_N"]),)
+            matmul_kernel[grid](*args, **best)
     else:
-        from kernelpick.demo import matmul_kernel
+        from kernelpick.demo import matmul_arguments, matmul_kernel
 
         kernel = make_tuner("kernelpick")
         # Time Triton's own share of the first call (loading the binary from Triton's cache, hashing
@@ -192,26 +178,13 @@ def role_per_call() -> dict[str, Any]:
     import torch
     import triton
 
-    from kernelpick.demo import matmul_kernel
+    from kernelpick.demo import matmul_arguments, matmul_kernel
 
     a, b, c = make_inputs(SMALL)
     fixed = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8, "num_warps": 4, "num_stages": 3}
     ours = make_tuner("kernelpick")
     theirs = make_tuner("triton")
-    args = (
-        a,
-        b,
-        c,
-        SMALL,
-        SMALL,
-        SMALL,
-        a.stride(0),
-        a.stride(1),
-        b.stride(0),
-        b.stride(1),
-        c.stride(0),
-        c.stride(1),
-    )
+    args = matmul_arguments(a, b, c)
     grid = lambda meta: (triton.cdiv(SMALL, meta["BLOCK_M"]) * triton.cdiv(SMALL, meta["BLOCK_N"]),)  # noqa: E731
     calls = {
         "raw": lambda: matmul_kernel[grid](*args, **fixed),
@@ -240,33 +213,20 @@ def role_truth() -> dict[str, Any]:
     import torch
     import triton
 
-    from kernelpick.demo import matmul_kernel
+    from kernelpick.demo import matmul_arguments, matmul_kernel
 
     a, b, c = make_inputs(SIZE)
     flops = 2 * SIZE**3
     flush = torch.empty(torch.cuda.get_device_properties(0).L2_cache_size, dtype=torch.int8, device="cuda")
     configs = triton_configs()
+    args = matmul_arguments(a, b, c)
     runs = {}
     for cfg in configs:
         kw = {**cfg.kwargs, "num_warps": cfg.num_warps, "num_stages": cfg.num_stages}
         grid = (triton.cdiv(SIZE, kw["BLOCK_M"]) * triton.cdiv(SIZE, kw["BLOCK_N"]),)
 
         def run(kw=kw, grid=grid) -> None:  # type: ignore[no-untyped-def]
-            matmul_kernel[grid](
-                a,
-                b,
-                c,
-                SIZE,
-                SIZE,
-                SIZE,
-                a.stride(0),
-                a.stride(1),
-                b.stride(0),
-                b.stride(1),
-                c.stride(0),
-                c.stride(1),
-                **kw,
-            )
+            matmul_kernel[grid](*args, **kw)
 
         try:
             run()

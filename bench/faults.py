@@ -25,6 +25,7 @@ sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve
 
 import kernelpick  # noqa: E402
 from kernelpick import settings  # noqa: E402
+from kernelpick.demo import matmul_arguments  # noqa: E402
 
 SIZE = 2048
 
@@ -81,9 +82,7 @@ TUNED = kernelpick.autotune(SPACE, key=["M", "N", "K"], isolate=True)(faulty_mat
 
 def bind(a: torch.Tensor, b: torch.Tensor) -> tuple[tuple[Any, ...], torch.Tensor]:
     c = torch.empty(a.shape[0], b.shape[1], device=a.device, dtype=a.dtype)
-    m, k = a.shape
-    n = b.shape[1]
-    return (a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1)), c
+    return matmul_arguments(a, b, c), c  # the demo's matmul takes the same arguments
 
 
 def exhaust_memory(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -138,20 +137,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as cache, settings.override(cache_dir=cache, bench_timeout_s=15.0):
         c = torch.empty(SIZE, SIZE, device="cuda", dtype=torch.float16)
         start = time.perf_counter()
-        TUNED[grid](
-            a,
-            b,
-            c,
-            SIZE,
-            SIZE,
-            SIZE,
-            a.stride(0),
-            a.stride(1),
-            b.stride(0),
-            b.stride(1),
-            c.stride(0),
-            c.stride(1),
-        )
+        TUNED[grid](*matmul_arguments(a, b, c))
         torch.cuda.synchronize()
         record = TUNED.last_tuning
         report["autotune"] = {

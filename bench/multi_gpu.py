@@ -25,7 +25,7 @@ SHAPES = [(1024, 1024, 1024), (2048, 2048, 2048), (4096, 4096, 4096), (8192, 819
 from autotune_vs_triton import triton_configs  # noqa: E402
 
 import kernelpick  # noqa: E402
-from kernelpick.demo import matmul_kernel  # noqa: E402
+from kernelpick.demo import matmul_arguments, matmul_kernel  # noqa: E402
 
 # Module-level, so that the worker processes can import it from this script.
 TUNED = kernelpick.autotune(triton_configs(), key=["M", "N", "K"])(matmul_kernel)
@@ -56,9 +56,7 @@ def role() -> dict[str, Any]:
         b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
         c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
         start = time.perf_counter()
-        TUNED[grid](
-            a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1)
-        )
+        TUNED[grid](*matmul_arguments(a, b, c))
         torch.cuda.synchronize()
         seconds.append(time.perf_counter() - start)
         record = TUNED.last_tuning

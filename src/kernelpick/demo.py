@@ -49,6 +49,12 @@ def matmul_kernel(
     tl.store(c_ptrs, c, mask=(offs_cm[:, None] < M) & (offs_cn[None, :] < N))
 
 
+def matmul_arguments(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> tuple[Any, ...]:
+    """`matmul_kernel`'s arguments for C = A @ B, meta-parameters left out."""
+    (m, k), n = a.shape, b.shape[1]
+    return (a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1))
+
+
 @triton.jit
 def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
     """out = x + y."""
@@ -102,18 +108,7 @@ def run_demo() -> DemoRun:
 
     start = time.perf_counter()
     matmul[lambda meta: (triton.cdiv(size, meta["BLOCK_M"]) * triton.cdiv(size, meta["BLOCK_N"]),)](
-        a,
-        b,
-        c,
-        size,
-        size,
-        size,
-        a.stride(0),
-        a.stride(1),
-        b.stride(0),
-        b.stride(1),
-        c.stride(0),
-        c.stride(1),
+        *matmul_arguments(a, b, c)
     )
     add[lambda meta: (triton.cdiv(length, meta["BLOCK"]),)](x, y, out, length)
     if gpu:

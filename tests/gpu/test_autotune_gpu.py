@@ -8,7 +8,7 @@ import triton
 
 import kernelpick
 from kernelpick import settings
-from kernelpick.demo import matmul_kernel
+from kernelpick.demo import matmul_arguments, matmul_kernel
 from kernelpick.store import MemoryStore
 from tests.tune.kernels import accumulate_kernel, grid_1d, increment_kernel
 
@@ -16,12 +16,9 @@ pytestmark = pytest.mark.gpu
 
 
 def _matmul(kernel, a, b, c):  # type: ignore[no-untyped-def]
-    m, k = a.shape
-    n = b.shape[1]
+    m, n = a.shape[0], b.shape[1]
     grid = lambda meta: (triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"]),)  # noqa: E731
-    kernel[grid](
-        a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1)
-    )
+    kernel[grid](*matmul_arguments(a, b, c))
 
 
 SPACE = [
