@@ -14,17 +14,7 @@ from triton.runtime.jit import JITFunction
 
 from kernelpick.compile.launch import interpret, interpreted_runner, launcher
 from kernelpick.compile.target import specialize
-
-
-@triton.jit
-def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
-    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offsets < n
-    tl.store(
-        out_ptr + offsets,
-        tl.load(x_ptr + offsets, mask=mask) + tl.load(y_ptr + offsets, mask=mask),
-        mask=mask,
-    )
+from tests.tune.kernels import add_kernel
 
 
 @triton.jit

@@ -7,21 +7,10 @@ from typing import Any
 import pytest
 import torch
 import triton
-import triton.language as tl
+from tests.tune.kernels import add_kernel
 
 from kernelpick import Config, Selector, extern, triton_choice
 from kernelpick.errors import ConfigError
-
-
-@triton.jit
-def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):  # type: ignore[no-untyped-def]
-    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offsets < n
-    tl.store(
-        out_ptr + offsets,
-        tl.load(x_ptr + offsets, mask=mask) + tl.load(y_ptr + offsets, mask=mask),
-        mask=mask,
-    )
 
 
 def bind(x: torch.Tensor, y: torch.Tensor) -> tuple[tuple[Any, ...], torch.Tensor]:
