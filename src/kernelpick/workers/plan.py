@@ -12,6 +12,7 @@ import torch
 from kernelpick import settings
 from kernelpick.bench.device import DeviceInfo, describe
 from kernelpick.errors import SettingsError
+from kernelpick.workers.pool import pool_for
 
 #: True in a worker process: what it measures, it measures itself.
 inside_worker = False
@@ -100,8 +101,6 @@ def start_workers(device: torch.device | str | None = None, *, wait: bool = Fals
     Raises:
         IsolationError: with `wait`, a worker did not start.
     """
-    from kernelpick.workers.pool import pool_for
-
     if device is None:
         device = "cuda" if torch.cuda.is_available() else "cpu"
     info = describe(torch.device(device))

@@ -216,11 +216,12 @@ class WorkerPool:
         busy: dict[int, _Busy] = {}
         feeding = feed is not None
         firsts: dict[int, str] = {}  # the first candidate each worker screened
-        again: set[str] | None = None  # those, once queued for their second screening
-        while pending or busy or feeding or again is None:
+        second_look = False  # True once the firsts are queued again
+        while pending or busy or feeding or not second_look:
             if not (pending or busy or feeding):
-                again = {c for c in firsts.values() if results[c].ok and len(firsts) < len(results)}
-                pending.extend(sorted(again))
+                second_look = True
+                if len(firsts) < len(results):  # else every candidate was a first: nothing to fix
+                    pending.extend(sorted(c for c in set(firsts.values()) if results[c].ok))
                 continue
             for worker in self.workers:
                 if not pending:
@@ -231,9 +232,12 @@ class WorkerPool:
                     worker.start()
                 candidate = pending.popleft()
                 firsts.setdefault(worker.slot, candidate)
-                fastest = min((r.median_ms for r in results.values() if r.ok), default=None)
-                if again is not None:
-                    fastest = None  # a second look, not a race against its own first figure
+                # A second look is not a race against its own first figure: no cutoff.
+                fastest = (
+                    None
+                    if second_look
+                    else min((r.median_ms for r in results.values() if r.ok), default=None)
+                )
                 step = {**request, "candidates": [candidate], "step": "screen", "best_ms": fastest}
                 busy[worker.slot] = self._send(worker, step, candidate, timeout_s)
             message = self._next_message(busy, feeding)
@@ -249,7 +253,7 @@ class WorkerPool:
                         worker = self.workers[slot]
                         worker.kill()
                         del busy[slot]
-                        if again is not None:  # a second look that hung: the first figure stands
+                        if second_look:  # one that hung: the first figure stands
                             continue
                         results[waiting.candidate] = BenchmarkResult.failed(
                             "timeout",
@@ -261,7 +265,7 @@ class WorkerPool:
             slot, body = message
             candidate = busy.pop(slot).candidate
             result = self._result(slot, candidate, body, first=not results)
-            if again is not None:
+            if second_look:
                 if result.ok:
                     results[candidate] = result
                 continue
