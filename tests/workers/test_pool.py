@@ -237,3 +237,12 @@ def test_an_error_answer_to_the_first_request_means_the_workers_cannot_do_it() -
     pool, _ = scripted(lambda request: {"error": "ModuleNotFoundError: No module named 'user_code'"})
     with pytest.raises(IsolationError, match="user_code"):
         pool.measure({}, list(MEDIANS), timeout_s=5.0)
+
+
+def test_an_answer_that_came_in_time_counts_even_if_it_is_read_late() -> None:
+    # Restarting a worker blocks the pool for seconds; answers that arrived meanwhile, before
+    # their deadline, must not be taken for timeouts. Here the deadline has passed when the pool
+    # looks (timeout 0), but the answer is already waiting.
+    pool, _ = scripted(screen_by_median)
+    results = pool.measure({}, ["a"], timeout_s=0.0)
+    assert results["a"].ok and results["a"].median_ms == 3.0

@@ -325,9 +325,9 @@ class WorkerPool:
                 return None
             remaining = None
             if busy:
-                remaining = min(waiting.deadline for waiting in busy.values()) - time.monotonic()
-                if remaining <= 0:
-                    return None
+                # Past the deadline, what already arrived is still read (timeout 0): the pool may
+                # have been busy restarting a worker while the answer came in.
+                remaining = max(0.0, min(waiting.deadline for waiting in busy.values()) - time.monotonic())
             try:
                 slot, generation, body = self._messages.get(timeout=remaining)
             except queue.Empty:
