@@ -136,3 +136,17 @@ REUSED = kernelpick.Selector("reused", [kernelpick.extern(add_slowly), kernelpic
 STARTED_AHEAD = kernelpick.Selector(
     "started_ahead", [kernelpick.extern(add_slowly), kernelpick.extern(torch.add)]
 )
+
+
+def plus_one(x: torch.Tensor) -> torch.Tensor:
+    return x + 1.0
+
+
+def plus_tf32_switch(x: torch.Tensor) -> torch.Tensor:
+    """x + 1 where torch's TF32 switch is on, x + 0 where it is off: right only as the caller set it."""
+    return x + float(torch.backends.cuda.matmul.allow_tf32)
+
+
+TF32_SWITCH = kernelpick.Selector(
+    "tf32_switch", [kernelpick.extern(plus_one), kernelpick.extern(plus_tf32_switch)]
+)

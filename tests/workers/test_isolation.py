@@ -138,3 +138,18 @@ def test_workers_can_be_started_ahead_of_the_first_tuning(caplog: pytest.LogCapt
             torch.testing.assert_close(faulty.STARTED_AHEAD(a, b), a + b)
     assert "not in workers" not in caplog.text  # measured in the workers, not here
     assert [w.info["pid"] for w in pool.workers] == pids  # the tuning used them
+
+
+def test_workers_verify_under_the_callers_tf32_switch() -> None:
+    # Whether float32 products may use TF32 sets the reference's values and the tolerance: a
+    # worker left at torch's default rejected every TF32 template of kernelpick.ops on an H200.
+    x = torch.randn(8)
+    previous = torch.backends.cuda.matmul.allow_tf32
+    try:
+        torch.backends.cuda.matmul.allow_tf32 = True
+        with settings.override(isolate="on"):
+            faulty.TF32_SWITCH(x)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = previous
+    statuses = {row.name: row.result.status for row in faulty.TF32_SWITCH.last_selection.results}
+    assert statuses == {"plus_one": "ok", "plus_tf32_switch": "ok"}

@@ -23,6 +23,7 @@ from kernelpick.select.choice import Choice, ExternChoice
 from kernelpick.select.inputs import EXAMPLE_SEED
 from kernelpick.select.signature import Signature
 from kernelpick.select.timing import selection_budgets
+from kernelpick.select.verify import tf32_allowed
 from kernelpick.workers import pool_for, reference_to
 from kernelpick.workers.plan import step_budgets, worker_devices, worker_settings
 from kernelpick.workers.problems import describe_value, rebuild_value, reused
@@ -61,6 +62,9 @@ def measure_in_workers(
             "device": device.type,
             "problem": problem,
             "settings": worker_settings(),
+            # torch's TF32 switch decides what the reference computes and how closely a float32
+            # output must match it: the worker must see the caller's.
+            "allow_tf32": tf32_allowed(),
         }
         compiled = [c for c in todo if not isinstance(c, ExternChoice)]
         return pool_for(worker_devices(device)).measure(
@@ -102,6 +106,8 @@ def measure_in_worker(selector: Selector, request: Mapping[str, Any]) -> dict[st
         choices = selector._expand(signature)
         return _Problem(inputs, kwargs, signature, choices, {c.digest: c for c in choices})
 
+    if "allow_tf32" in request:  # a worker serves one caller: its switch stays set as the caller's
+        torch.backends.cuda.matmul.allow_tf32 = bool(request["allow_tf32"])
     state = reused([selector.name, request["device"], request["problem"]], rebuild)
     todo = [state.by_digest[digest] for digest in request["candidates"]]
     if request.get("step") == "prepare":
