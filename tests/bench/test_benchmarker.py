@@ -8,7 +8,9 @@ from collections.abc import Sequence
 import pytest
 
 from kernelpick import settings
-from kernelpick.bench.benchmarker import benchmark, budgets_for, classify_run_error
+from kernelpick.bench.benchmarker import benchmark, budgets_for, classify_run_error, finalists
+from kernelpick.bench.result import BenchmarkResult
+from kernelpick.bench.stats import TimingSummary
 from kernelpick.bench.timers import Benchmarkable, TimingBudget, WallClockTimer
 
 QUICK = TimingBudget(warmup_ms=0.0, rep_ms=0.0, min_reps=3, max_reps=3)
@@ -164,6 +166,20 @@ def test_second_round_retimes_only_candidates_close_to_the_best(
         confirm_within=confirm_within,
     )
     assert timer.interleaved == retimed
+
+
+def test_a_noisy_screen_does_not_keep_a_fast_candidate_out_of_the_final() -> None:
+    # As on an H200: cuBLAS screened steadily at 0.074 ms; a Triton GEMM's median read 0.082 ms
+    # though its fastest runs took 0.071 ms, and it won once timed for longer.
+    noisy = TimingSummary.of([0.071, 0.072, 0.082, 0.085, 0.086])
+    steady = TimingSummary.of([0.074] * 5)
+    slow = TimingSummary.of([0.090, 0.091, 0.092])
+    results = {
+        n: BenchmarkResult("ok", t) for n, t in (("cublas", steady), ("triton", noisy), ("slow", slow))
+    }
+    assert finalists(results, top=4, within=0.1) == ["cublas", "triton"]
+    assert finalists(results, top=1, within=0.1) == ["cublas"]
+    assert finalists({"x": BenchmarkResult.failed("crashed", "")}, top=4, within=0.1) == []
 
 
 def test_confirm_top_still_caps_the_close_candidates() -> None:

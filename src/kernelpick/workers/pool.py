@@ -28,7 +28,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from kernelpick.bench.benchmarker import on_one_scale
+from kernelpick.bench.benchmarker import finalists, on_one_scale
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.stats import TimingSummary
 from kernelpick.workers.process import WorkerProcess, describe_exit
@@ -133,7 +133,8 @@ class WorkerPool:
             prepare_timeout_s: how long the workers may compile their shares in the prepare step
                 (None: no prepare step; the caller compiled already, or each worker compiles as it goes).
             confirm_top: at most how many of the fastest to time again together (0 or 1: none).
-            confirm_within: only candidates within this fraction of the best are timed again.
+            confirm_within: only candidates that ran within this fraction of the best median are
+                timed again (`kernelpick.bench.benchmarker.finalists`).
             on_done: called after each candidate.
 
         Raises:
@@ -154,12 +155,9 @@ class WorkerPool:
                         on_done()
             screened = self._screen(request, [c for c in known if c not in results], timeout_s, on_done, feed)
             results.update(screened)
-            ranked = sorted((c for c in screened if results[c].ok), key=lambda c: results[c].median_ms)
-            if confirm_top > 1 and len(ranked) > 1:
-                limit = results[ranked[0]].median_ms * (1 + confirm_within)
-                closest = [c for c in ranked[:confirm_top] if results[c].median_ms <= limit]
-                if len(closest) > 1:
-                    results = on_one_scale(results, self._confirm(request, closest, timeout_s * len(closest)))
+            closest = finalists({c: results[c] for c in screened}, confirm_top, confirm_within)
+            if len(closest) > 1:
+                results = on_one_scale(results, self._confirm(request, closest, timeout_s * len(closest)))
             return {c: results[c] for c in known or screened}
 
     def _prepare(
