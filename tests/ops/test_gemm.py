@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 import torch.nn.functional as F
 
 from kernelpick import Config, Selector, extern, ops, template
+from kernelpick.bench.device import DeviceInfo
 from kernelpick.errors import ConfigError
-from kernelpick.ops.gemm import torch_addmm
+from kernelpick.ops.gemm import HalfPrecisionOnly, torch_addmm
 from kernelpick.ops.gemm_templates import PERSISTENT_TMA_GEMM
 from kernelpick.select.record import SelectionRecord
+from kernelpick.select.signature import Signature
 
 
 def record_of(name: str) -> SelectionRecord:
@@ -54,6 +58,35 @@ def test_addmm_fuses_bias_and_activation(activation: str | None) -> None:
     expected = "bias" if activation is None else f"bias+{activation}"
     assert rows and all(name.startswith(f"triton_addmm[{expected}]") for name in rows)
     assert all(r.result.ok for r in record.results), [(r.name, r.result.message) for r in record.results]
+
+
+def test_addmm_relu_also_offers_cublaslt_fused_epilogue() -> None:
+    bias, a, b = torch.randn(24), torch.randn(16, 32), torch.randn(32, 24)
+    torch.testing.assert_close(ops.addmm(bias, a, b, activation="relu"), F.relu(torch.addmm(bias, a, b)))
+    results = {r.name: r.result for r in record_of("addmm_relu").results}
+    assert results["torch._addmm_activation[relu]"].ok
+
+
+def _gpu_signature(dtype: torch.dtype) -> Signature:
+    bias, a, b = (
+        torch.randn(24, dtype=dtype),
+        torch.randn(16, 32, dtype=dtype),
+        torch.randn(32, 24, dtype=dtype),
+    )
+    gpu = DeviceInfo("cuda", 0, "NVIDIA H200", (9, 0), 50 << 20, 132)
+    return dataclasses.replace(Signature.of((bias, a, b), {}), device=gpu)
+
+
+def test_tanh_gelu_epilogue_is_offered_for_half_precision_on_gpus_only() -> None:
+    [space] = [s for s in ops.selector("addmm_gelu").spaces if isinstance(s, HalfPrecisionOnly)]
+    assert space.name == "torch._addmm_activation[gelu_tanh]"
+    assert [c.name for c in space.choices_for(_gpu_signature(torch.bfloat16))] == [space.name]
+    assert space.choices_for(_gpu_signature(torch.float16))
+    # float32 keeps exact GELU: the approximation's ~3e-4 is above a float32 output's rounding
+    assert space.choices_for(_gpu_signature(torch.float32)) == []
+    bias, a, b = torch.randn(24), torch.randn(16, 32), torch.randn(32, 24)
+    ops.addmm(bias, a, b, activation="gelu")
+    assert space.name not in {r.name for r in record_of("addmm_gelu").results}  # CPU: not offered
 
 
 def test_addmm_takes_every_bias_torch_broadcasts() -> None:

@@ -50,6 +50,22 @@ def test_addmm_on_a_gpu(activation: str | None) -> None:
     assert failures("addmm" if activation is None else f"addmm_{activation}") == {}
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_cublaslt_gelu_epilogue_is_offered_and_verified_in_half_precision_only(dtype: torch.dtype) -> None:
+    # (float32 goes to `addmm_gelu` while TF32 is off, torch's default)
+    bias = torch.randn(384, device="cuda", dtype=dtype)
+    a = torch.randn(64, 512, device="cuda", dtype=dtype)
+    b = torch.randn(384, 512, device="cuda", dtype=dtype).t()
+    ops.addmm(bias, a, b, activation="gelu")
+    record = ops.selector("addmm_gelu").last_selection
+    assert record is not None
+    results = {r.name: r.result for r in record.results}
+    if dtype is torch.bfloat16:
+        assert results["torch._addmm_activation[gelu_tanh]"].ok
+    else:
+        assert "torch._addmm_activation[gelu_tanh]" not in results
+
+
 def test_bmm_on_a_gpu() -> None:
     a = torch.randn(4, 128, 256, device="cuda", dtype=torch.float16)
     b = torch.randn(4, 256, 192, device="cuda", dtype=torch.float16)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from kernelpick.errors import ConfigError
 from kernelpick.ops.gemm_configs import gemm_configs, persistent_configs
 from kernelpick.ops.gemm_templates import GEMM, PERSISTENT_TMA_GEMM
-from kernelpick.select.choice import extern
+from kernelpick.select.choice import Choice, ExternChoice, extern
 from kernelpick.select.render import Epilogue
 from kernelpick.select.selector import Selector
 from kernelpick.select.signature import Signature
@@ -69,6 +69,48 @@ def torch_addmm(
     return out
 
 
+def addmm_relu_lt(bias: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """`relu(bias + a @ b)` in one cuBLASLt call (its bias+ReLU epilogue) where torch can use it."""
+    return torch._addmm_activation(bias, a, b)
+
+
+def addmm_gelu_tanh_lt(bias: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """`gelu(bias + a @ b)` in one cuBLASLt call: its GELU epilogue is the tanh approximation."""
+    return torch._addmm_activation(bias, a, b, use_gelu=True)
+
+
+_HALF = (torch.float16, torch.bfloat16)
+
+
+class HalfPrecisionOnly:
+    """A choice offered only for fp16/bf16 inputs on a GPU.
+
+    cuBLASLt's GELU epilogue is tanh-approximated: it differs from exact GELU by at most ~3e-4,
+    well inside a half-precision output's rounding (a bf16 value near 2 is exact to ~8e-3) but not
+    a float32 one's, so it is not offered there. Verification still checks every output.
+    """
+
+    def __init__(self, choice: ExternChoice) -> None:
+        self.choice = choice
+
+    @property
+    def name(self) -> str:
+        return self.choice.name
+
+    def choices_for(self, signature: Signature) -> Sequence[Choice]:
+        b = signature.tensor(2)
+        return [self.choice] if b.dtype in _HALF and not signature.device.interpreter else []
+
+
+def _library_fused(activation: str | None) -> list[Any]:
+    """cuBLASLt's one-call `addmm` + activation, where torch has one."""
+    if activation == "relu":
+        return [extern(addmm_relu_lt, name="torch._addmm_activation[relu]")]
+    if activation == "gelu":
+        return [HalfPrecisionOnly(extern(addmm_gelu_tanh_lt, name="torch._addmm_activation[gelu_tanh]"))]
+    return []
+
+
 def _build_mm(tf32: bool) -> Selector:
     return Selector(
         "kernelpick.ops.mm" + ("_tf32" if tf32 else ""),
@@ -95,6 +137,7 @@ def _build_addmm(activation: str | None, tf32: bool) -> Selector:
         "kernelpick.ops.addmm" + suffix,
         [
             extern(reference, name="torch.addmm" + ("" if activation is None else f"+{activation}")),
+            *_library_fused(activation),
             template(
                 GEMM,
                 configs=gemm_configs(1, 2),
@@ -184,6 +227,10 @@ def addmm(
     bias: torch.Tensor, a: torch.Tensor, b: torch.Tensor, *, activation: str | None = None
 ) -> torch.Tensor:
     """`activation(bias + a @ b)` with the bias and activation fused into the Triton templates' epilogue.
+
+    Choices: `torch.addmm` then the activation (the reference), the Triton templates with the bias
+    and activation fused, and for "relu" and "gelu" cuBLASLt's fused epilogue
+    (`torch._addmm_activation`; for "gelu" only in fp16/bf16, as its GELU is the tanh approximation).
 
     Args:
         bias: broadcast to (M, N), like `torch.addmm`'s input (e.g. a vector of N).

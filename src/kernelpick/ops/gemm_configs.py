@@ -20,7 +20,10 @@ Tile = tuple[int, int, int, int, int]
 
 #: For M up to 128 (decode, small batches): thin tiles along M, wide along N and K.
 SMALL_M: tuple[Tile, ...] = (
+    (16, 32, 128, 6, 4),  # narrow N: enough programs to stream the weights at small N
+    (16, 32, 256, 6, 4),
     (16, 64, 128, 4, 4),
+    (16, 64, 256, 4, 4),
     (16, 128, 128, 4, 4),
     (16, 64, 256, 3, 4),
     (16, 128, 64, 5, 4),
