@@ -31,7 +31,7 @@ from kernelpick.workers.problems import describe_value, rebuild_value, reused
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from kernelpick.select.selector import Selector
+    from kernelpick.select.selector import Checking, Selector
 
 
 def measure_in_workers(
@@ -80,13 +80,15 @@ def measure_in_workers(
 
 @dataclass(slots=True)
 class _Problem:
-    """A selection problem re-created in a worker: inputs, signature, choices; warmed up yet or not."""
+    """A selection problem re-created in a worker: inputs, signature, choices; the example inputs
+    and reference output (once a candidate was measured); warmed up yet or not."""
 
     inputs: tuple[Any, ...]
     kwargs: dict[str, Any]
     signature: Signature
     choices: list[Choice]
     by_digest: dict[str, Choice]
+    checking: Checking | None = None
     warmed: bool = False
 
 
@@ -108,7 +110,8 @@ def measure_in_worker(selector: Selector, request: Mapping[str, Any]) -> dict[st
 
     if "allow_tf32" in request:  # a worker serves one caller: its switch stays set as the caller's
         torch.backends.cuda.matmul.allow_tf32 = bool(request["allow_tf32"])
-    state = reused([selector.name, request["device"], request["problem"]], rebuild)
+    # The TF32 switch is part of the problem: it sets what the reference computes.
+    state = reused([selector.name, request["device"], request["problem"], request.get("allow_tf32")], rebuild)
     todo = [state.by_digest[digest] for digest in request["candidates"]]
     if request.get("step") == "prepare":
         outcomes = selector._compile_only(todo, state.signature, state.inputs, state.kwargs)
@@ -119,9 +122,11 @@ def measure_in_worker(selector: Selector, request: Mapping[str, Any]) -> dict[st
     budgets = step_budgets(request, selection_budgets(state.signature.device))
     # The GPU warms up once per problem: later requests follow one another closely.
     warm_up = {} if not state.warmed else {"select_warmup_ms": 0.0}
+    if state.checking is None:
+        state.checking = selector.checking_for(state.choices, state.signature, state.inputs, state.kwargs)
     with settings.override(**warm_up):
         results, _ = selector._measure_here(
-            todo, state.choices, state.signature, state.inputs, state.kwargs, budgets
+            todo, state.choices, state.signature, state.inputs, state.kwargs, budgets, state.checking
         )
     state.warmed = True
     return {digest: result.to_dict() for digest, result in results.items()}

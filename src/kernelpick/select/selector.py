@@ -16,6 +16,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -298,23 +299,24 @@ class Selector:
         inputs: tuple[Any, ...],
         kwargs: dict[str, Any],
         budgets: Mapping[str, Any] | None = None,
+        checking: Checking | None = None,
     ) -> tuple[dict[str, BenchmarkResult], str | None]:
-        """Compile, verify and time `todo` here; `budgets` as for `Autotuner._benchmark`."""
+        """Compile, verify and time `todo` here; `budgets` as for `Autotuner._benchmark`;
+        `checking` from `checking_for` (made here when None)."""
         device = signature.device
-        tensors = [v for v in (*inputs, *kwargs.values()) if isinstance(v, torch.Tensor)]
         results: dict[str, BenchmarkResult] = {}
         # Tuning never moves the caller's random state, whatever the choices or input_gen draw.
-        with preserved_rng(tensors[0].device if tensors else torch.device("cpu")):
-            example = ExampleInputs(inputs, kwargs, self.input_gen)
+        with preserved_rng(_device_of(inputs, kwargs)):
+            if checking is None:
+                checking = self.checking_for(choices, signature, inputs, kwargs)
+            example, reference = checking.example, checking.reference
             with TuningProgress(f"compiling {self.name}", total=2 * len(todo)) as progress:
                 outcomes = self._precompile(todo, example, signature)
                 progress.advance(len(todo), f"verifying and benchmarking {self.name}")
-                reference = self._reference(choices, signature) if self.verify else None
-                expected, reference_error = self._expected(reference, example, device)
                 runs: list[_ChoiceRun] = []
                 for choice, outcome in zip(todo, outcomes):
                     result, run = self._first_run(
-                        choice, outcome, example, signature, reference, expected, reference_error
+                        choice, outcome, example, signature, reference, checking.expected, checking.error
                     )
                     if run is None:
                         assert result is not None
@@ -330,12 +332,25 @@ class Selector:
                 results.update({run.digest: r for run, r in zip(runs, measured)})
         return results, None if reference is None else reference[0]
 
+    def checking_for(
+        self, choices: list[Choice], signature: Signature, inputs: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Checking:
+        """The example inputs for these inputs, and the reference's output on them (if verifying).
+
+        A worker keeps it for the requests of one problem: the reference then runs once, not
+        once per candidate (for the largest GEMM of the suite, a 5 ms product each time).
+        """
+        with preserved_rng(_device_of(inputs, kwargs)):
+            example = ExampleInputs(inputs, kwargs, self.input_gen)
+            reference = self._reference(choices, signature) if self.verify else None
+            expected, error = self._expected(reference, example, signature.device)
+        return Checking(example, reference, expected, error)
+
     def _compile_only(
         self, todo: list[Choice], signature: Signature, inputs: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> list[CompileOutcome]:
         """Compile `todo` for these inputs, running nothing (a worker's prepare step)."""
-        tensors = [v for v in (*inputs, *kwargs.values()) if isinstance(v, torch.Tensor)]
-        with preserved_rng(tensors[0].device if tensors else torch.device("cpu")):
+        with preserved_rng(_device_of(inputs, kwargs)):
             return self._precompile(todo, ExampleInputs(inputs, kwargs, self.input_gen), signature)
 
     def _precompile(
@@ -417,6 +432,25 @@ class Selector:
 
     def __repr__(self) -> str:
         return f"Selector({self.name!r}, choices=[{', '.join(s.name for s in self.spaces)}])"
+
+
+@dataclass(frozen=True, slots=True)
+class Checking:
+    """What checking a choice's output takes: example inputs and the reference's output on them.
+
+    `reference` is (name, callable) of the reference choice, None when not verifying; `error`
+    says why the reference itself failed on these inputs (then nothing can be verified).
+    """
+
+    example: ExampleInputs
+    reference: tuple[str, Callable[..., Any]] | None
+    expected: Any
+    error: str | None
+
+
+def _device_of(inputs: tuple[Any, ...], kwargs: dict[str, Any]) -> torch.device:
+    tensors = [v for v in (*inputs, *kwargs.values()) if isinstance(v, torch.Tensor)]
+    return tensors[0].device if tensors else torch.device("cpu")
 
 
 class _ChoiceRun:
