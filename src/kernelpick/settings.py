@@ -67,7 +67,7 @@ class Settings:
     confirm_within: float = _setting(
         "KERNELPICK_CONFIRM_WITHIN",
         0.1,
-        "Second round: only configs within this fraction of the first round's best median.",
+        "Second round: only configs whose fastest first-round run is within this fraction of the best median.",
     )
     confirm_rep_ms: float = _setting(
         "KERNELPICK_CONFIRM_REP_MS", 40.0, "Timed runs per config in the second round, in milliseconds."
