@@ -15,7 +15,7 @@ measures, with empty caches (fresh KERNELPICK_CACHE_DIR, TRITON_CACHE_DIR, TORCH
   "max-autotune-no-cudagraphs")` (compile and autotune);
 - kernel time: `triton.testing.do_bench` medians (L2 flushed), in interleaved rounds;
 - per-call time of back-to-back calls (launch overhead included, no flush);
-- the fused epilogue: `kernelpick.ops.addmm(bias, x, W.T, activation="gelu")` against
+- the fused epilogues: `kernelpick.ops.addmm(bias, x, W.T, activation=...)` for gelu and relu against
   `gelu(torch.addmm(...))`;
 - once, the dispatch overhead: `kernelpick.ops.mm` against calling its chosen implementation directly.
 
@@ -63,7 +63,15 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--rep-ms", type=int, default=50, help="do_bench rep per round, in ms")
     parser.add_argument("--skip-inductor", action="store_true", help="leave torch.compile out")
     parser.add_argument(
-        "--no-epilogue", action="store_true", help="leave the fused addmm+gelu comparison out"
+        "--no-epilogue", action="store_true", help="leave the fused addmm+activation comparisons out"
+    )
+    parser.add_argument(
+        "--activations", default="gelu,relu", help="comma-separated activations of the fused comparisons"
+    )
+    parser.add_argument(
+        "--epilogue-only",
+        action="store_true",
+        help="only the fused comparisons (no mm, Inductor or dispatch), into gemm_epilogue-<device>.json",
     )
     parser.add_argument(
         "--warm-caches", action="store_true", help="keep existing caches (tuning times then mean little)"
@@ -214,21 +222,30 @@ class Suite:
             name: self.back_to_back_us(fn, entry["kernel_ms"][name]) for name, fn in fns.items()
         }
         if not self.args.no_epilogue:
-            entry["epilogue"] = self.epilogue(a, b, bias)
+            entry.update(self.epilogues(a, b, bias))
         return entry
 
-    def epilogue(self, a: Any, b: Any, bias: Any) -> dict[str, Any]:
+    def epilogues(self, a: Any, b: Any, bias: Any) -> dict[str, Any]:
+        """`epilogue` (gelu, as in earlier files) and `epilogue_<activation>` for the others."""
+        found = {}
+        for activation in filter(None, self.args.activations.split(",")):
+            key = "epilogue" if activation == "gelu" else f"epilogue_{activation}"
+            found[key] = self.epilogue(a, b, bias, activation)
+        return found
+
+    def epilogue(self, a: Any, b: Any, bias: Any, activation: str) -> dict[str, Any]:
         torch, ops = self.torch, self.kernelpick.ops
-        functional = torch.nn.functional
-        tune_s, fused_out = self.first_call_seconds(lambda: ops.addmm(bias, a, b, activation="gelu"))
-        record = ops.selector("addmm_gelu").last_selection
-        unfused = lambda: functional.gelu(torch.addmm(bias, a, b))  # noqa: E731
+        apply = {"gelu": torch.nn.functional.gelu, "relu": torch.relu, "silu": torch.nn.functional.silu}
+        act = apply[activation]
+        tune_s, fused_out = self.first_call_seconds(lambda: ops.addmm(bias, a, b, activation=activation))
+        record = ops.selector(f"addmm_{activation}").last_selection
+        unfused = lambda: act(torch.addmm(bias, a, b))  # noqa: E731
         samples = self.kernel_ms(
-            {"unfused": unfused, "fused": lambda: ops.addmm(bias, a, b, activation="gelu")}
+            {"unfused": unfused, "fused": lambda: ops.addmm(bias, a, b, activation=activation)}
         )
         medians = {name: statistics.median(s) for name, s in samples.items()}
         return {
-            "activation": "gelu",
+            "activation": activation,
             "tuning_s": tune_s,
             "choice": record.best,
             "kernel_ms_rounds": samples,
@@ -311,6 +328,9 @@ def summarize(shapes: list[dict[str, Any]], dispatch: dict[str, Any] | None) -> 
         "geomean_vs_cublas": geomean(vs_cublas),
         "fused_vs_unfused_geomean": geomean(fused),
         "fused_vs_unfused_min": min(fused) if fused else None,
+        "fused_relu_vs_unfused_geomean": geomean(
+            [e["epilogue_relu"]["speedup"] for e in shapes if "epilogue_relu" in e]
+        ),
         "tuning_s_kernelpick": kp_tuning,
         "tuning_s_kernelpick_all_shapes": kp_total,
         "tuning_s_inductor": inductor_tuning,
@@ -394,6 +414,36 @@ def plot(shapes: list[dict[str, Any]], path: Path) -> bool:
     return True
 
 
+def epilogue_only(suite: Suite, shapes: list[tuple[int, int, int]], caches: dict[str, str]) -> int:
+    """The fused comparisons alone, into gemm_epilogue-<device>.json."""
+    args = suite.args
+    path = args.out / f"gemm_epilogue-{suite.label}.json"
+    results: dict[str, Any] = {"runs": [suite.environment(caches)], "shapes": []}
+    for m, n, k in shapes:
+        print(f"[{m}x{n}x{k}] fused epilogues ...", flush=True)
+        a, b, bias = suite.operands(m, n, k)
+        entry = {"m": m, "n": n, "k": k, "layout": args.layout, "dtype": "bfloat16"}
+        entry.update(suite.epilogues(a, b, bias))
+        results["shapes"].append(entry)
+        path.write_text(json.dumps(results, indent=1))
+    summary: dict[str, Any] = {}
+    keys = [key for key in results["shapes"][0] if key.startswith("epilogue")] if results["shapes"] else []
+    for key in keys:
+        speedups = [e[key]["speedup"] for e in results["shapes"]]
+        summary[key] = {"geomean": geomean(speedups), "min": min(speedups), "max": max(speedups)}
+    results["summary"] = summary
+    path.write_text(json.dumps(results, indent=1))
+    for e in results["shapes"]:
+        fused = "  ".join(
+            f"{e[key]['activation']} {e[key]['speedup']:.3f} ({e[key]['choice'][:34]})"
+            for key in e
+            if key.startswith("epilogue")
+        )
+        print(f"{e['m']:>5} {e['n']:>6} {e['k']:>6} | {fused}")
+    print(f"\nwrote {path}\n{summary}")
+    return 0
+
+
 def main() -> int:
     args = parse()
     caches = fresh_caches(args)
@@ -402,6 +452,8 @@ def main() -> int:
     shapes = [s for i, s in enumerate(SHAPES) if s[0] in wanted_m and (not indices or i in indices)]
     suite = Suite(args)
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.epilogue_only:
+        return epilogue_only(suite, shapes, caches)
     path = args.out / f"gemm_suite-{suite.label}.json"
     results: dict[str, Any] = {} if args.fresh or not path.exists() else json.loads(path.read_text())
     runs = results.setdefault("runs", [])
