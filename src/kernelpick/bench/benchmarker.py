@@ -125,8 +125,7 @@ def finalists(results: Mapping[_K, BenchmarkResult], top: int, within: float) ->
     if not ranked:
         return []
     limit = results[ranked[0]].median_ms * (1.0 + within)
-    timings = [(k, results[k].timing) for k in ranked]
-    return [k for k, timing in timings if timing is not None and timing.min_ms <= limit][:top]
+    return [k for k in ranked if (timing := results[k].timing) is not None and timing.min_ms <= limit][:top]
 
 
 def on_one_scale(
