@@ -16,7 +16,8 @@ measures, with empty caches (fresh KERNELPICK_CACHE_DIR, TRITON_CACHE_DIR, TORCH
 - kernel time: `triton.testing.do_bench` medians (L2 flushed), in interleaved rounds;
 - per-call time of back-to-back calls (launch overhead included, no flush);
 - the fused epilogues: `kernelpick.ops.addmm(bias, x, W.T, activation=...)` for gelu and relu against
-  `gelu(torch.addmm(...))`;
+  the activation applied to `torch.addmm(...)` (`--epilogue-only` measures these alone, into
+  gemm_epilogue-<device>.json);
 - once, the dispatch overhead: `kernelpick.ops.mm` against calling its chosen implementation directly.
 
 Results go to bench/results/gemm_suite-<device>.json (date, versions, raw figures, the targets),
