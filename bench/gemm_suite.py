@@ -133,9 +133,9 @@ class Suite:
     def kernel_ms(self, fns: dict[str, Callable[[], Any]]) -> dict[str, list[float]]:
         """do_bench medians, the implementations taking turns round by round (drift hits all alike).
 
-        Each round starts with the next implementation: timed always first, cuBLAS read 1-2 % faster
-        than the same cuBLAS kernel picked by kernelpick and timed right after it (an H200 at its
-        power limit likely clocks down over a round of large GEMMs).
+        Each round starts with the next implementation: timed always first, cuBLAS read up to 1.6 %
+        faster than the same cuBLAS kernel picked by kernelpick and timed right after it
+        (results/gemm_suite-h200-before-finalists.json, 2048x28672x4096).
         """
         samples: dict[str, list[float]] = {name: [] for name in fns}
         names = list(fns)

@@ -15,6 +15,7 @@ from kernelpick.ops.gemm import HalfPrecisionOnly, torch_addmm
 from kernelpick.ops.gemm_templates import PERSISTENT_TMA_GEMM
 from kernelpick.select.record import SelectionRecord
 from kernelpick.select.signature import Signature
+from kernelpick.select.verify import tolerance_for
 
 
 def record_of(name: str) -> SelectionRecord:
@@ -82,11 +83,23 @@ def test_tanh_gelu_epilogue_is_offered_for_half_precision_on_gpus_only() -> None
     assert space.name == "torch._addmm_activation[gelu_tanh]"
     assert [c.name for c in space.choices_for(_gpu_signature(torch.bfloat16))] == [space.name]
     assert space.choices_for(_gpu_signature(torch.float16))
-    # float32 keeps exact GELU: the approximation's ~3e-4 is above a float32 output's rounding
+    # float32 keeps exact GELU: it resolves the approximation's difference
     assert space.choices_for(_gpu_signature(torch.float32)) == []
     bias, a, b = torch.randn(24), torch.randn(16, 32), torch.randn(32, 24)
     ops.addmm(bias, a, b, activation="gelu")
     assert space.name not in {r.name for r in record_of("addmm_gelu").results}  # CPU: not offered
+
+
+def test_tanh_gelu_differs_from_exact_gelu_within_half_precision_tolerance_only() -> None:
+    # What HalfPrecisionOnly rests on: at most 4.7e-4 apart, inside the tolerance of fp16 and bf16
+    # outputs of unit RMS, outside float32's.
+    x = torch.linspace(-10, 10, 200_001, dtype=torch.float64)
+    difference = (F.gelu(x, approximate="tanh") - F.gelu(x)).abs()
+    worst = int(difference.argmax())
+    assert 4.6e-4 < float(difference[worst]) < 4.8e-4 and abs(abs(float(x[worst])) - 2.7) < 0.01
+    tolerance = {dtype: tolerance_for(dtype) for dtype in (torch.float16, torch.bfloat16, torch.float32)}
+    assert all(float(difference[worst]) < tolerance[dtype].atol for dtype in (torch.float16, torch.bfloat16))
+    assert float(difference[worst]) > tolerance[torch.float32].atol
 
 
 def test_addmm_takes_every_bias_torch_broadcasts() -> None:

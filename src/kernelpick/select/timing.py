@@ -42,7 +42,9 @@ class _HostTimed:
     `lead` runs before each run's setup: on a GPU it queues a short busy kernel. After a drain
     the GPU is idle, and once it is through the L2 flush it would wait at the start event for the
     host to launch the run, counting that launch as device time; the lead keeps it busy until the
-    run is queued. (Without it, selection in workers timed a 95 µs H200 GEMM at 93-118 µs.)
+    run is queued. (Without it, selection in workers timed cuBLAS at 2048x4096x4096 on an H200 at a
+    median of 118 µs, fastest run 93 µs; with it, 92 µs: bench/results/gemm_suite-h200-before-lead.json
+    and gemm_suite-h200.json.)
     """
 
     def __init__(
