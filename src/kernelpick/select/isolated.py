@@ -20,7 +20,7 @@ import torch
 from kernelpick import settings
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.select.choice import Choice, ExternChoice
-from kernelpick.select.inputs import EXAMPLE_SEED
+from kernelpick.select.inputs import EXAMPLE_SEED, ExampleInputs
 from kernelpick.select.signature import Signature
 from kernelpick.select.timing import selection_budgets
 from kernelpick.select.verify import tf32_allowed
@@ -80,14 +80,14 @@ def measure_in_workers(
 
 @dataclass(slots=True)
 class _Problem:
-    """A selection problem re-created in a worker: inputs, signature, choices; the example inputs
-    and reference output (once a candidate was measured); warmed up yet or not."""
+    """A selection problem re-created in a worker: inputs, signature, choices, the example inputs
+    that compiling and measuring share; the reference's output once a candidate was measured;
+    warmed up yet or not."""
 
-    inputs: tuple[Any, ...]
-    kwargs: dict[str, Any]
     signature: Signature
     choices: list[Choice]
     by_digest: dict[str, Choice]
+    example: ExampleInputs
     checking: Checking | None = None
     warmed: bool = False
 
@@ -106,7 +106,8 @@ def measure_in_worker(selector: Selector, request: Mapping[str, Any]) -> dict[st
         kwargs = {name: rebuild_value(v, device, generator) for name, v in problem["kwargs"].items()}
         signature = Signature.of(inputs, kwargs, selector.key)
         choices = selector._expand(signature)
-        return _Problem(inputs, kwargs, signature, choices, {c.digest: c for c in choices})
+        example = ExampleInputs(inputs, kwargs, selector.input_gen)
+        return _Problem(signature, choices, {c.digest: c for c in choices}, example)
 
     if "allow_tf32" in request:  # a worker serves one caller: its switch stays set as the caller's
         torch.backends.cuda.matmul.allow_tf32 = bool(request["allow_tf32"])
@@ -114,7 +115,7 @@ def measure_in_worker(selector: Selector, request: Mapping[str, Any]) -> dict[st
     state = reused([selector.name, request["device"], request["problem"], request.get("allow_tf32")], rebuild)
     todo = [state.by_digest[digest] for digest in request["candidates"]]
     if request.get("step") == "prepare":
-        outcomes = selector._compile_only(todo, state.signature, state.inputs, state.kwargs)
+        outcomes = selector._precompile(todo, state.example, state.signature)
         failed = {
             c.digest: BenchmarkResult.failed(o.status, o.message) for c, o in zip(todo, outcomes) if not o.ok
         }
@@ -123,10 +124,8 @@ def measure_in_worker(selector: Selector, request: Mapping[str, Any]) -> dict[st
     # The GPU warms up once per problem: later requests follow one another closely.
     warm_up = {} if not state.warmed else {"select_warmup_ms": 0.0}
     if state.checking is None:
-        state.checking = selector.checking_for(state.choices, state.signature, state.inputs, state.kwargs)
+        state.checking = selector.checking_for(state.choices, state.signature, state.example)
     with settings.override(**warm_up):
-        results, _ = selector._measure_here(
-            todo, state.choices, state.signature, state.inputs, state.kwargs, budgets, state.checking
-        )
+        results, _ = selector._measure_here(todo, state.choices, state.signature, state.checking, budgets)
     state.warmed = True
     return {digest: result.to_dict() for digest, result in results.items()}

@@ -285,7 +285,13 @@ class Selector:
                 return results, None if reference is None else reference[0]
             except IsolationError as error:
                 log.warning("%s: measuring in this process, not in workers: %s", self.name, error)
-        return self._measure_here(todo, choices, signature, inputs, kwargs)
+        tensors = [v for v in (*inputs, *kwargs.values()) if isinstance(v, torch.Tensor)]
+        # Tuning never moves the caller's random state, whatever the choices or input_gen draw.
+        with preserved_rng(tensors[0].device if tensors else torch.device("cpu")):
+            example = ExampleInputs(inputs, kwargs, self.input_gen)
+            return self._measure_here(
+                todo, choices, signature, self.checking_for(choices, signature, example)
+            )
 
     def measure_in_worker(self, request: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
         """Measure choices for a caller in another process (see `kernelpick.select.isolated`)."""
@@ -296,62 +302,45 @@ class Selector:
         todo: list[Choice],
         choices: list[Choice],
         signature: Signature,
-        inputs: tuple[Any, ...],
-        kwargs: dict[str, Any],
+        checking: Checking,
         budgets: Mapping[str, Any] | None = None,
-        checking: Checking | None = None,
     ) -> tuple[dict[str, BenchmarkResult], str | None]:
-        """Compile, verify and time `todo` here; `budgets` as for `Autotuner._benchmark`;
-        `checking` from `checking_for` (made here when None)."""
+        """Compile, verify and time `todo` here on `checking`'s example inputs; `budgets` as for
+        `Autotuner._benchmark`."""
         device = signature.device
         results: dict[str, BenchmarkResult] = {}
-        # Tuning never moves the caller's random state, whatever the choices or input_gen draw.
-        with preserved_rng(_device_of(inputs, kwargs)):
-            if checking is None:
-                checking = self.checking_for(choices, signature, inputs, kwargs)
-            example, reference = checking.example, checking.reference
-            with TuningProgress(f"compiling {self.name}", total=2 * len(todo)) as progress:
-                outcomes = self._precompile(todo, example, signature)
-                progress.advance(len(todo), f"verifying and benchmarking {self.name}")
-                runs: list[_ChoiceRun] = []
-                for choice, outcome in zip(todo, outcomes):
-                    result, run = self._first_run(
-                        choice, outcome, example, signature, reference, checking.expected, checking.error
-                    )
-                    if run is None:
-                        assert result is not None
-                        results[choice.digest] = result
-                    else:
-                        runs.append(run)
-                if not device.interpreter:
-                    _warm_up(runs, device)
-                timer = CallPathTimer(self.timer or timer_for(device))
-                measured = benchmark(
-                    runs, timer, on_done=progress.advance, **(budgets or selection_budgets(device))
+        example, reference = checking.example, checking.reference
+        with TuningProgress(f"compiling {self.name}", total=2 * len(todo)) as progress:
+            outcomes = self._precompile(todo, example, signature)
+            progress.advance(len(todo), f"verifying and benchmarking {self.name}")
+            runs: list[_ChoiceRun] = []
+            for choice, outcome in zip(todo, outcomes):
+                result, run = self._first_run(
+                    choice, outcome, example, signature, reference, checking.expected, checking.error
                 )
-                results.update({run.digest: r for run, r in zip(runs, measured)})
+                if run is None:
+                    assert result is not None
+                    results[choice.digest] = result
+                else:
+                    runs.append(run)
+            if not device.interpreter:
+                _warm_up(runs, device)
+            timer = CallPathTimer(self.timer or timer_for(device))
+            measured = benchmark(
+                runs, timer, on_done=progress.advance, **(budgets or selection_budgets(device))
+            )
+            results.update({run.digest: r for run, r in zip(runs, measured)})
         return results, None if reference is None else reference[0]
 
-    def checking_for(
-        self, choices: list[Choice], signature: Signature, inputs: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> Checking:
-        """The example inputs for these inputs, and the reference's output on them (if verifying).
+    def checking_for(self, choices: list[Choice], signature: Signature, example: ExampleInputs) -> Checking:
+        """The reference's output on `example` (if verifying), and what else checking a choice takes.
 
         A worker keeps it for the requests of one problem: the reference then runs once, not
         once per candidate (for the largest GEMM of the suite, a 5 ms product each time).
         """
-        with preserved_rng(_device_of(inputs, kwargs)):
-            example = ExampleInputs(inputs, kwargs, self.input_gen)
-            reference = self._reference(choices, signature) if self.verify else None
-            expected, error = self._expected(reference, example, signature.device)
+        reference = self._reference(choices, signature) if self.verify else None
+        expected, error = self._expected(reference, example, signature.device)
         return Checking(example, reference, expected, error)
-
-    def _compile_only(
-        self, todo: list[Choice], signature: Signature, inputs: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> list[CompileOutcome]:
-        """Compile `todo` for these inputs, running nothing (a worker's prepare step)."""
-        with preserved_rng(_device_of(inputs, kwargs)):
-            return self._precompile(todo, ExampleInputs(inputs, kwargs, self.input_gen), signature)
 
     def _precompile(
         self, todo: list[Choice], example: ExampleInputs, signature: Signature
@@ -446,11 +435,6 @@ class Checking:
     reference: tuple[str, Callable[..., Any]] | None
     expected: Any
     error: str | None
-
-
-def _device_of(inputs: tuple[Any, ...], kwargs: dict[str, Any]) -> torch.device:
-    tensors = [v for v in (*inputs, *kwargs.values()) if isinstance(v, torch.Tensor)]
-    return tensors[0].device if tensors else torch.device("cpu")
 
 
 class _ChoiceRun:
