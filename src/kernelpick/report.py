@@ -33,39 +33,61 @@ PROGRESS_AFTER_SECONDS = 1.0
 
 
 def autotune_table(
-    title: str, rows: Sequence[tuple[str, BenchmarkResult]], device: DeviceInfo, seconds: float | None = None
+    title: str,
+    rows: Sequence[tuple[str, BenchmarkResult]],
+    device: DeviceInfo,
+    seconds: float | None = None,
+    *,
+    best: str | None = None,
+    note: str = "",
 ) -> Table:
-    """A table of candidates, fastest first: median, % of best (best = 100%), status and reason."""
-    ok = [r.median_ms for _, r in rows if r.ok]
-    best = min(ok) if ok else None
+    """A table of candidates, lowest cost first.
+
+    Columns: the cost of a call (device or host time, the larger), its share of the lowest cost,
+    the device median, the host time per call (selection), the spread (half the interquartile
+    range, % of the median), the timed runs, the timer, and the status with its reason. `best`
+    marks what was picked; `note` says why, when that is not the fastest.
+    """
+    ok = [r.cost_ms for _, r in rows if r.ok]
+    lowest = min(ok) if ok else None
     timing = "" if seconds is None else f" in {seconds:.2f} s"
     table = Table(
         title=f"AUTOTUNE {title} on {device.label}: {len(rows)} candidates{timing}",
         title_justify="left",
+        caption=note or None,
+        caption_justify="left",
         box=None,
         pad_edge=False,
     )
-    table.add_column("candidate")
-    table.add_column("median ms", justify="right")
-    table.add_column("% of best", justify="right")
+    for column in ("candidate", "ms/call", "% of best", "device ms", "host ms", "± %", "runs", "timer"):
+        table.add_column(column, justify="left" if column in ("candidate", "timer") else "right")
     table.add_column("status")
-    for name, result in sorted(rows, key=lambda row: row[1].median_ms):
-        if result.ok and best is not None:
-            median = f"{result.median_ms:.4f}"
-            share = f"{100 * best / result.median_ms:.1f}%"
-        else:
-            median = share = "-"
+    for name, result in sorted(rows, key=lambda row: row[1].cost_ms):
+        timing_cells = ["-"] * 7
+        if result.timing is not None and lowest is not None:
+            t = result.timing
+            timing_cells = [
+                f"{t.cost_ms:.4f}",
+                f"{100 * lowest / t.cost_ms:.1f}%",
+                f"{t.median_ms:.4f}",
+                "-" if t.host_ms is None else f"{t.host_ms:.4f}",
+                f"{100 * t.spread:.1f}",
+                str(t.runs),
+                t.timer or "-",
+            ]
         status = result.status + (" (stored)" if result.from_store else "")
+        if name == best:
+            status += ", picked"
         if result.message:
             status += f": {headline(result.message)}"
-        table.add_row(name, median, share, status)
+        table.add_row(name, *timing_cells, status)
     return table
 
 
 def record_table(title: str, record: TuningRecord) -> Table:
     """The AUTOTUNE table of one tuning record."""
     rows = [(str(config), result) for config, result in record.results.items()]
-    return autotune_table(title, rows, record.device, record.seconds)
+    return autotune_table(title, rows, record.device, record.seconds, best=str(record.best), note=record.note)
 
 
 def headline(message: str, limit: int = 100) -> str:

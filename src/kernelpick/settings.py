@@ -20,6 +20,7 @@ from kernelpick.errors import SettingsError
 
 CompileMode = Literal["thread", "process"]
 Toggle = Literal["auto", "on", "off"]
+TimerName = Literal["auto", "cudagraph", "profiler", "events"]
 
 
 def _setting(env: str, default: Any, doc: str) -> Any:
@@ -94,6 +95,11 @@ class Settings:
         "",
         "GPUs that benchmark in parallel when isolated, e.g. '0,1' (default: every visible GPU of the model tuned for).",
     )
+    timer: TimerName = _setting(
+        "KERNELPICK_TIMER",
+        "auto",
+        "How GPU time is measured: cudagraph (replays, flush time taken off), profiler (kernel durations), events; auto: cudagraph.",
+    )
     select_warmup_ms: float = _setting(
         "KERNELPICK_SELECT_WARMUP_MS",
         100.0,
@@ -122,9 +128,16 @@ def _parse(name: str, annotation: Any, raw: object) -> Any:
         return _parse(name, inner[0], raw)
     if origin is Literal:
         choices = typing.get_args(annotation)
-        if raw not in choices:
-            raise SettingsError(f"{env}={raw!r} is not one of {', '.join(map(repr, choices))}")
-        return raw
+        text = str(raw).strip().lower() if isinstance(raw, (str, bool)) else raw
+        if "on" in choices and "off" in choices and text not in choices:  # a toggle: booleans too
+            if raw is True or text in _TRUE:
+                return "on"
+            if raw is False or text in _FALSE - {""}:
+                return "off"
+        if text not in choices:
+            hint = ", or a boolean (1/0, true/false, yes/no)" if "on" in choices else ""
+            raise SettingsError(f"{env}={raw!r} is not one of {', '.join(map(repr, choices))}{hint}")
+        return text
     if annotation is bool:
         if isinstance(raw, bool):
             return raw

@@ -284,13 +284,19 @@ def test_gpu_budgets_come_from_the_settings() -> None:
 
     gpu = DeviceInfo("cuda", 0, "NVIDIA H200", (9, 0), 60 << 20, 132)
     with settings.override(rep_ms=7.0, confirm_top=3, confirm_within=0.05, screen_cutoff=0.2):
-        budgets = budgets_for(gpu, QUICK)
+        budgets = budgets_for(gpu)
+        selection = budgets_for(gpu, per_call=True)
     assert budgets["screening"].rep_ms == 7.0
     assert budgets["confirm_top"] == 3 and budgets["confirm_within"] == 0.05
     assert budgets["cutoff"] == 0.2
     assert budgets["confirming"].min_reps >= 10
+    # Configs of one kernel share one launcher: only selection measures the host's share of a call.
+    assert "host_time" not in budgets and callable(selection["host_time"])
     cpu = DeviceInfo("cpu", None, "cpu", None, 0, 0)
-    assert budgets_for(cpu, QUICK) == {"screening": QUICK}
+    assert budgets_for(cpu) == {"screening": TimingBudget.interpreted()}
+    with settings.override(rep_ms=3.0, min_reps=5):
+        assert budgets_for(cpu, per_call=True)["screening"].min_reps == 2
+        assert budgets_for(cpu, per_call=True)["screening"].rep_ms == 3.0
 
 
 def test_wall_clock_timer_stops_early_past_the_cutoff() -> None:

@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 
+from kernelpick.bench.result import BenchmarkResult
+from kernelpick.bench.stats import TimingSummary
 from kernelpick.workers.pool import WorkerPool
 
 Answer = Callable[[dict[str, Any]], "dict[str, Any] | None"]
@@ -83,33 +85,27 @@ def screen_by_median(request: dict[str, Any]) -> dict[str, Any]:
 def test_each_screening_request_carries_the_fastest_median_so_far() -> None:
     pool, (worker,) = scripted(screen_by_median)
     results = pool.measure({}, list(MEDIANS), timeout_s=5.0)
-    assert [r["best_ms"] for r in worker.requests] == [None, 3.0, 1.0, 1.0, None]
-    # The first one is screened again at the end (see the next test).
-    assert [r["candidates"] for r in worker.requests] == [["a"], ["b"], ["c"], ["d"], ["a"]]
+    assert [r["best_ms"] for r in worker.requests] == [None, 3.0, 1.0, 1.0]
+    assert [r["candidates"] for r in worker.requests] == [["a"], ["b"], ["c"], ["d"]]
     assert {c: r.median_ms for c, r in results.items()} == MEDIANS
 
 
-def test_the_first_candidate_each_worker_screens_is_screened_again_last() -> None:
-    # A GPU that idled while the choices compiled runs the first one slow (cuBLAS, listed first).
-    seen: list[str] = []
-
-    def cold_start(request: dict[str, Any]) -> dict[str, Any]:
+def test_the_cutoff_is_the_lowest_cost_so_far_host_time_included() -> None:
+    def host_bound(request: dict[str, Any]) -> dict[str, Any]:
         (candidate,) = request["candidates"]
-        seen.append(candidate)
-        slow = 1.13 if len(seen) == 1 else 1.0
-        return {"results": {candidate: timed(MEDIANS[candidate] * slow)}}
+        timing = TimingSummary.of([MEDIANS[candidate]] * 3).with_host(5.0 if candidate == "b" else None)
+        return {"results": {candidate: BenchmarkResult("ok", timing).to_dict()}}
 
-    pool, _ = scripted(cold_start)
-    results = pool.measure({}, ["b", "c", "a", "d"], timeout_s=5.0)
-    assert seen == ["b", "c", "a", "d", "b"]
-    assert results["b"].median_ms == 1.0  # its second figure
-    assert list(results) == ["b", "c", "a", "d"]
+    pool, (worker,) = scripted(host_bound)
+    pool.measure({}, ["a", "b", "c"], timeout_s=5.0)
+    # b runs 1 ms on the device but 5 ms on the host: a (3 ms) stays the fastest so far.
+    assert [r["best_ms"] for r in worker.requests] == [None, 3.0, 3.0]
 
 
-def test_a_single_candidate_is_not_screened_twice() -> None:
+def test_every_candidate_is_screened_once() -> None:
     pool, (worker,) = scripted(screen_by_median)
-    pool.measure({}, ["a"], timeout_s=5.0)
-    assert len(worker.requests) == 1
+    pool.measure({}, ["b", "c", "a", "d"], timeout_s=5.0)
+    assert [r["candidates"] for r in worker.requests] == [["b"], ["c"], ["a"], ["d"]]
 
 
 def test_finalists_are_timed_again_on_every_worker_and_combined() -> None:
@@ -207,7 +203,7 @@ def test_candidates_fed_while_measuring_are_screened_as_they_arrive() -> None:
     threading.Thread(target=compile_slowly).start()
     results = pool.measure({}, feed, timeout_s=5.0, confirm_top=2, confirm_within=0.1)
     assert list(results) == list(MEDIANS)
-    assert [r["step"] for r in worker.requests] == ["screen"] * 5 + ["confirm"]
+    assert [r["step"] for r in worker.requests] == ["screen"] * 4 + ["confirm"]
     assert results["b"].median_ms == 2.0  # confirmed
 
 

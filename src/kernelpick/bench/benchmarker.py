@@ -1,7 +1,13 @@
-"""Benchmark candidates in two rounds: all of them briefly, then the fastest few again, interleaved."""
+"""Benchmark candidates in two rounds: all of them briefly, then the fastest few again, interleaved.
+
+This is the one place that decides how candidates are measured, for autotuning and selection alike,
+in the caller's process and in worker processes: the timer (`bench/timers.py`), the rounds and their
+budgets, the host time of a call (`bench/host.py`), and the statistics kept with every result.
+"""
 
 from __future__ import annotations
 
+import functools
 import logging
 import statistics
 from collections.abc import Callable, Mapping, Sequence
@@ -9,12 +15,20 @@ from typing import Any, TypeVar
 
 from kernelpick import settings
 from kernelpick.bench.device import DeviceInfo
+from kernelpick.bench.host import host_ms
 from kernelpick.bench.result import BenchmarkResult, Status
 from kernelpick.bench.stats import TimingSummary
 from kernelpick.bench.timers import Benchmarkable, Timer, TimingBudget
 
 log = logging.getLogger("kernelpick.bench")
 _K = TypeVar("_K")
+
+#: Part of every store key: bump when the way candidates are measured changes, so that results
+#: measured the old way are measured again rather than compared with new ones.
+MEASUREMENT_VERSION = "measure-2"
+
+#: Host time of one call of a candidate, given its device time (see `bench/host.py`).
+HostTimer = Callable[[Benchmarkable, float], float]
 
 
 def classify_run_error(error: BaseException) -> tuple[Status, str]:
@@ -38,6 +52,7 @@ def benchmark(
     cutoff: float | None = None,
     best_ms: float = float("inf"),
     on_done: Callable[[], object] | None = None,
+    host_time: HostTimer | None = None,
 ) -> list[BenchmarkResult]:
     """Time every candidate; a candidate that raises is recorded with its reason, never chosen.
 
@@ -53,9 +68,11 @@ def benchmark(
             first round are timed again (see `finalists`).
         cutoff: in the first round, a candidate whose first runs are slower than the best so far by
             more than this fraction is timed no further (None: every candidate gets its full budget).
-        best_ms: the fastest median known before this call (measured elsewhere: another worker), for
+        best_ms: the lowest cost known before this call (measured elsewhere: another worker), for
             the cutoff.
         on_done: called after each candidate of the first round (for progress bars).
+        host_time: measures a candidate's host time per call after its first round (None: device
+            time alone is its cost, as for the configs of one kernel, which share one launcher).
 
     Returns:
         One result per candidate, in order.
@@ -69,9 +86,13 @@ def benchmark(
     for candidate in candidates:
         limit = None if cutoff is None or best == float("inf") else best * (1.0 + cutoff)
         try:
-            summary = TimingSummary.of(timer.measure(candidate, screening, limit))
+            summary = TimingSummary.of(
+                timer.measure(candidate, screening, limit), timer_used(timer, candidate)
+            )
+            if host_time is not None:
+                summary = summary.with_host(host_time(candidate, summary.median_ms))
             results.append(BenchmarkResult("ok", summary))
-            best = min(best, summary.median_ms)
+            best = min(best, summary.cost_ms)
         except Exception as error:  # failures are data
             status, message = classify_run_error(error)
             log.debug("candidate %s failed: %s", candidate.name, message)
@@ -104,7 +125,10 @@ def _confirmed(
             return [first[i] for i in range(len(candidates))]
         status, message = classify_run_error(error)
         return [first.get(i) or BenchmarkResult.failed(status, message) for i in range(len(candidates))]
-    confirmed = {index: BenchmarkResult("ok", TimingSummary.of(runs)) for index, runs in zip(chosen, samples)}
+    confirmed = {
+        index: BenchmarkResult("ok", TimingSummary.of(runs, timer_used(timer, candidates[index])))
+        for index, runs in zip(chosen, samples)
+    }
     return (
         [r for _, r in sorted(on_one_scale(first, confirmed).items())]
         if first
@@ -113,26 +137,31 @@ def _confirmed(
 
 
 def finalists(results: Mapping[_K, BenchmarkResult], top: int, within: float) -> list[_K]:
-    """The candidates worth a second round: at most `top`, fastest median first, each of which ran
-    at least once within `within` of the best median.
+    """The candidates worth a second round: at most `top`, lowest cost first, each of which ran at
+    least once within `within` of the lowest cost.
 
     A screen is brief, and on a GPU a few slow runs can lift a candidate's median by 10 % (an H200
     screened Triton GEMMs at 0.082 ms whose fastest runs took 0.071 ms, against cuBLAS at 0.074 ms).
     Admitting by the fastest run keeps such a candidate in the final, where longer interleaved runs
-    settle it; the median still orders the final and decides the winner.
+    settle it; the cost still orders the final and decides the winner.
     """
-    ranked = sorted((k for k, r in results.items() if r.ok), key=lambda k: results[k].median_ms)
+    ranked = sorted((k for k, r in results.items() if r.ok), key=lambda k: results[k].cost_ms)
     if not ranked:
         return []
-    limit = results[ranked[0]].median_ms * (1.0 + within)
-    return [k for k in ranked if (timing := results[k].timing) is not None and timing.min_ms <= limit][:top]
+    limit = results[ranked[0]].cost_ms * (1.0 + within)
+    return [
+        k
+        for k in ranked
+        if (timing := results[k].timing) is not None and max(timing.min_ms, timing.host_ms or 0.0) <= limit
+    ][:top]
 
 
 def on_one_scale(
     first: Mapping[_K, BenchmarkResult], second: Mapping[_K, BenchmarkResult]
 ) -> dict[_K, BenchmarkResult]:
     """`first` with the `second` round's results in, and every other first-round figure multiplied
-    by the finalists' median ratio of second to first round.
+    by the finalists' median ratio of second to first round. A second-round result without a host
+    time keeps its first round's (the host's share does not change between rounds).
 
     The second round runs the finalists back to back for longer, and a GPU at its power limit
     clocks down: its figures run a few percent above the first round's. Compared as they are, a
@@ -147,21 +176,60 @@ def on_one_scale(
     for key, result in first.items():
         if key not in second and result.timing is not None:
             merged[key] = BenchmarkResult("ok", result.timing.scaled(factor))
-    merged.update(second)
+    for key, result in second.items():
+        before = first.get(key)
+        if (
+            result.timing is not None
+            and result.timing.host_ms is None
+            and before is not None
+            and before.timing
+        ):
+            result = BenchmarkResult("ok", result.timing.with_host(before.timing.host_ms))
+        merged[key] = result
     return merged
 
 
-def budgets_for(device: DeviceInfo, interpreted: TimingBudget) -> dict[str, Any]:
-    """The keyword arguments of `benchmark()` for a device, from the settings: on GPUs, a first round
-    with a cutoff and a second, interleaved round for the closest few; elsewhere one round of
-    `interpreted` (Triton's interpreter and CPU functions: timings that rank, never predict)."""
-    if device.interpreter:
-        return {"screening": interpreted}
+def budgets_for(device: DeviceInfo, *, per_call: bool = False) -> dict[str, Any]:
+    """The keyword arguments of `benchmark()` for a device, from the settings.
+
+    On GPUs: a first round with a cutoff and a second, interleaved round for the closest few; with
+    `per_call` (selection: the choices reach the device through different host code), each
+    candidate's host time per call as well. On CPUs (Triton's interpreter, CPU functions: timings
+    that rank, never predict) one round: two runs of an autotuned config (interpreted kernels take
+    tens of milliseconds a run, and two rank them); for selection at least two runs, and as many as
+    `KERNELPICK_REP_MS` allows for fast CPU functions.
+    """
     current = settings.current()
-    return {
+    if device.interpreter:
+        if per_call:
+            return {
+                "screening": TimingBudget(
+                    current.warmup_ms, current.rep_ms, min(2, current.min_reps), current.max_reps
+                )
+            }
+        return {"screening": TimingBudget.interpreted()}
+    budgets: dict[str, Any] = {
         "screening": TimingBudget.screening(),
         "confirming": TimingBudget.confirming(),
         "confirm_top": current.confirm_top,
         "confirm_within": current.confirm_within,
         "cutoff": current.screen_cutoff,
     }
+    if per_call:
+        budgets["host_time"] = functools.partial(_host_time, device)
+    return budgets
+
+
+def _host_time(device: DeviceInfo, candidate: Benchmarkable, device_ms: float) -> float:
+    import torch
+
+    return host_ms(candidate.run, functools.partial(torch.cuda.synchronize, device.index), device_ms)
+
+
+def timer_used(timer: Timer, candidate: Benchmarkable) -> str:
+    """The name of the timer that timed `candidate`: a timer may fall back to CUDA events for a
+    candidate it cannot time its own way, and lists those in `fell_back`. (A timer of the user's
+    may have no name: its class names it.)"""
+    if candidate.name in getattr(timer, "fell_back", ()):
+        return "events"
+    return str(getattr(timer, "name", type(timer).__name__))

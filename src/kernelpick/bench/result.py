@@ -45,8 +45,14 @@ class BenchmarkResult:
 
     @property
     def median_ms(self) -> float:
-        """The median time, or infinity for a failed candidate (for sorting only: check `ok`)."""
+        """The median device time, or infinity for a failed candidate (for sorting only: check `ok`)."""
         return self.timing.median_ms if self.timing is not None else float("inf")
+
+    @property
+    def cost_ms(self) -> float:
+        """What a call costs (`TimingSummary.cost_ms`), or infinity for a failed candidate: candidates
+        are ranked by it."""
+        return self.timing.cost_ms if self.timing is not None else float("inf")
 
     @classmethod
     def failed(cls, status: Status, message: str) -> BenchmarkResult:

@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
 class TimingSummary:
-    """Milliseconds per run over `runs` timed runs, `outliers` of which were dropped (Tukey's fences)."""
+    """Milliseconds per run over `runs` timed runs, `outliers` of which were dropped (Tukey's fences).
+
+    The figures are device time, taken by the timer named in `timer` ("cudagraph", "profiler",
+    "events", "wallclock", "user"). `host_ms`, when measured, is the host time one call takes in a
+    stream of back-to-back calls: a call costs the larger of the two (`cost_ms`).
+    """
 
     median_ms: float
     mean_ms: float
@@ -19,9 +24,11 @@ class TimingSummary:
     iqr_ms: float
     runs: int
     outliers: int
+    timer: str = ""
+    host_ms: float | None = None
 
     @classmethod
-    def of(cls, samples_ms: Sequence[float]) -> TimingSummary:
+    def of(cls, samples_ms: Sequence[float], timer: str = "") -> TimingSummary:
         """Summarize raw per-run times.
 
         Raises:
@@ -44,7 +51,22 @@ class TimingSummary:
             iqr_ms=quartiles[2] - quartiles[0],
             runs=len(ordered),
             outliers=len(ordered) - len(kept),
+            timer=timer,
         )
+
+    @property
+    def cost_ms(self) -> float:
+        """What one call costs in a stream of calls: its device time or its host time, the larger."""
+        return self.median_ms if self.host_ms is None else max(self.median_ms, self.host_ms)
+
+    @property
+    def spread(self) -> float:
+        """How much runs vary, relative to the median: half the interquartile range over the median."""
+        return 0.5 * self.iqr_ms / self.median_ms if self.median_ms > 0 else 0.0
+
+    def with_host(self, host_ms: float | None) -> TimingSummary:
+        """These figures with the host time per call."""
+        return replace(self, host_ms=host_ms)
 
     @classmethod
     def combine(cls, parts: Sequence[TimingSummary]) -> TimingSummary:
@@ -59,6 +81,7 @@ class TimingSummary:
         if len(parts) == 1:
             return parts[0]
         runs = sum(p.runs - p.outliers for p in parts)
+        hosts = [p.host_ms for p in parts if p.host_ms is not None]
         return cls(
             median_ms=statistics.fmean(p.median_ms for p in parts),
             mean_ms=sum(p.mean_ms * (p.runs - p.outliers) for p in parts) / max(runs, 1),
@@ -67,18 +90,20 @@ class TimingSummary:
             iqr_ms=statistics.fmean(p.iqr_ms for p in parts),
             runs=sum(p.runs for p in parts),
             outliers=sum(p.outliers for p in parts),
+            timer=parts[0].timer,
+            host_ms=statistics.fmean(hosts) if hosts else None,
         )
 
     def scaled(self, factor: float) -> TimingSummary:
-        """These figures times `factor` (screening figures put on the scale of a second round)."""
-        return TimingSummary(
+        """These device figures times `factor` (screening figures put on the scale of a second round);
+        the host time is the host's and stays."""
+        return replace(
+            self,
             median_ms=self.median_ms * factor,
             mean_ms=self.mean_ms * factor,
             min_ms=self.min_ms * factor,
             max_ms=self.max_ms * factor,
             iqr_ms=self.iqr_ms * factor,
-            runs=self.runs,
-            outliers=self.outliers,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -86,4 +111,4 @@ class TimingSummary:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> TimingSummary:
-        return cls(**{k: data[k] for k in cls.__dataclass_fields__})
+        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})

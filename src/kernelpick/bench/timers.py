@@ -1,7 +1,20 @@
-"""Timers: CUDA events with the L2 cache flushed before each run, and a wall clock for CPU devices.
+"""Timers of device time: the protocol, CUDA events, a wall clock for CPU devices, and the choice among them.
 
 Every timer calls a candidate's `setup` before and `teardown` after each run, outside the timed
-region, warms up, then times each run on its own so that outliers can be dropped afterwards.
+region, flushes the L2 cache before each run on a GPU, warms up, and returns milliseconds per run.
+
+Which timer measures GPU work (`KERNELPICK_TIMER`):
+
+- `cudagraph` (`bench/graph_timer.py`): many runs captured in a CUDA graph, each after an L2 flush,
+  and replayed; a graph of the same setups and flushes without the runs is replayed beside it and its
+  time taken off. The host takes no part in what is timed, so a busy or slow host cannot inflate
+  a figure, and the GPU stays busy as in a real stream of calls.
+- `profiler` (`bench/profiler_timer.py`): the kernels' own durations, from CUPTI through
+  `torch.profiler` (as Inductor's `do_bench_using_profiling`): kernel time only, no launch gaps.
+- `events`: CUDA events around each run. The fallback for candidates that cannot be captured or
+  profiled (a run that synchronizes, a Python hook with side effects); it counts any wait for the
+  host's launch as device time.
+- `auto`: `cudagraph`, falling back to `events` per candidate.
 """
 
 from __future__ import annotations
@@ -20,7 +33,12 @@ from kernelpick.bench.device import DeviceInfo
 
 
 class Benchmarkable(Protocol):
-    """Anything that can be benchmarked: a timed `run` between untimed `setup` and `teardown`."""
+    """Anything that can be benchmarked: a timed `run` between untimed `setup` and `teardown`.
+
+    A candidate whose `setup`, `run` or `teardown` does work on the host that must happen at every
+    run (a Python hook with side effects) says so with `capturable = False`: it is then timed with
+    CUDA events, never replayed from a CUDA graph.
+    """
 
     name: str
 
@@ -65,7 +83,10 @@ class TimingBudget:
 
 
 class Timer(Protocol):
-    """Anything that times candidates; returns milliseconds per timed run."""
+    """Anything that times candidates; returns milliseconds per timed run, and says which timer it
+    was in `name`."""
+
+    name: str
 
     def measure(
         self, candidate: Benchmarkable, budget: TimingBudget, cutoff_ms: float | None = None
@@ -80,23 +101,37 @@ class Timer(Protocol):
         ...
 
 
+#: Bytes written per L2 flush, in multiples of the device's L2 size: one L2's worth, written once,
+#: need not evict every line the previous run left (replacement is not strictly LRU), so twice it.
+FLUSH_L2_MULTIPLE = 2
+
+
+def flush_buffer(device: DeviceInfo) -> torch.Tensor:
+    """The buffer whose zeroing flushes `device`'s L2 cache."""
+    size = max(device.l2_bytes, 1 << 20) * FLUSH_L2_MULTIPLE
+    return torch.empty(size, dtype=torch.int8, device=torch.device("cuda", device.index or 0))
+
+
+def timing_events(count: int) -> list[tuple[Any, Any]]:
+    """`count` pairs of timing CUDA events."""
+    return [
+        (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))  # type: ignore[no-untyped-call]
+        for _ in range(count)
+    ]
+
+
 class CudaEventTimer:
     """CUDA events around each run; the L2 cache is flushed before each run by writing twice its size."""
 
-    #: Bytes written per flush, in multiples of the device's L2 size: one L2's worth, written once,
-    #: need not evict every line the previous run left (replacement is not strictly LRU), so twice it.
-    FLUSH_L2_MULTIPLE = 2
+    name = "events"
 
     def __init__(self, device: DeviceInfo) -> None:
         self.device = torch.device("cuda", device.index if device.index is not None else 0)
-        size = max(device.l2_bytes, 1 << 20) * self.FLUSH_L2_MULTIPLE
-        self._flush_buffer = torch.empty(size, dtype=torch.int8, device=self.device)
+        self._flush_buffer = flush_buffer(device)
 
-    def _events(self, count: int) -> list[tuple[Any, Any]]:
-        return [
-            (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))  # type: ignore[no-untyped-call]
-            for _ in range(count)
-        ]
+    def flush(self) -> None:
+        """Evict what earlier runs left in the L2 cache (queued on the current stream)."""
+        self._flush_buffer.zero_()
 
     def _timed(self, candidate: Benchmarkable, events: tuple[Any, Any]) -> None:
         candidate.setup()
@@ -106,24 +141,25 @@ class CudaEventTimer:
         events[1].record()
         candidate.teardown()
 
-    def _first_runs(self, candidate: Benchmarkable) -> list[float]:
+    def first_runs(self, candidate: Benchmarkable) -> list[float]:
+        """A first, untimed run (it loads the kernel and surfaces launch errors), then three timed ones."""
         candidate.setup()
         candidate.run()  # the first run loads the kernel and surfaces launch errors
         candidate.teardown()
         torch.cuda.synchronize(self.device)
-        events = self._events(3)
-        for pair in events:
+        pairs = timing_events(3)
+        for pair in pairs:
             self._timed(candidate, pair)
         torch.cuda.synchronize(self.device)
-        return [float(s.elapsed_time(e)) for s, e in events]
+        return [float(s.elapsed_time(e)) for s, e in pairs]
 
     def _estimate(self, candidate: Benchmarkable) -> float:
-        return sorted(self._first_runs(candidate))[1]
+        return sorted(self.first_runs(candidate))[1]
 
     def measure(
         self, candidate: Benchmarkable, budget: TimingBudget, cutoff_ms: float | None = None
     ) -> list[float]:
-        first = self._first_runs(candidate)
+        first = self.first_runs(candidate)
         estimate = sorted(first)[1]
         if cutoff_ms is not None and estimate > cutoff_ms:
             return first  # clearly slower than the best so far: three runs say enough
@@ -131,27 +167,29 @@ class CudaEventTimer:
             candidate.setup()
             candidate.run()
             candidate.teardown()
-        events = self._events(budget.reps_for(estimate))
-        for pair in events:
+        pairs = timing_events(budget.reps_for(estimate))
+        for pair in pairs:
             self._timed(candidate, pair)
         torch.cuda.synchronize(self.device)
-        return [float(s.elapsed_time(e)) for s, e in events]
+        return [float(s.elapsed_time(e)) for s, e in pairs]
 
     def measure_interleaved(
         self, candidates: Sequence[Benchmarkable], budget: TimingBudget
     ) -> list[list[float]]:
         estimate = max(self._estimate(c) for c in candidates)
         reps = budget.reps_for(estimate)
-        events = [self._events(reps) for _ in candidates]
+        each = [timing_events(reps) for _ in candidates]
         for rep in range(reps):
-            for candidate, pairs in zip(candidates, events):
+            for candidate, pairs in zip(candidates, each):
                 self._timed(candidate, pairs[rep])
         torch.cuda.synchronize(self.device)
-        return [[float(s.elapsed_time(e)) for s, e in pairs] for pairs in events]
+        return [[float(s.elapsed_time(e)) for s, e in pairs] for pairs in each]
 
 
 class WallClockTimer:
     """`time.perf_counter` around each run, for CPU devices (Triton's interpreter, CPU library kernels)."""
+
+    name = "wallclock"
 
     @staticmethod
     def _timed(candidate: Benchmarkable) -> float:
@@ -186,6 +224,8 @@ class WallClockTimer:
 class UserBenchTimer:
     """Adapts a Triton-style `do_bench(kernel_call, quantiles)` function; it times setup and teardown too."""
 
+    name = "user"
+
     def __init__(self, do_bench: Callable[..., Any]) -> None:
         self.do_bench = do_bench
 
@@ -206,7 +246,21 @@ class UserBenchTimer:
         return [self.measure(c, budget) for c in candidates]
 
 
-@functools.cache
 def timer_for(device: DeviceInfo) -> Timer:
-    """The default timer for a device: CUDA events on GPUs, the wall clock elsewhere (one per device)."""
-    return WallClockTimer() if device.interpreter else CudaEventTimer(device)
+    """The timer `KERNELPICK_TIMER` names for a device (the wall clock on CPUs), one per device and name."""
+    return _timer(device, "wallclock" if device.interpreter else settings.current().timer)
+
+
+@functools.cache
+def _timer(device: DeviceInfo, name: str) -> Timer:
+    if name == "wallclock":
+        return WallClockTimer()
+    if name == "events":
+        return CudaEventTimer(device)
+    if name == "profiler":
+        from kernelpick.bench.profiler_timer import ProfilerTimer
+
+        return ProfilerTimer(device)
+    from kernelpick.bench.graph_timer import CudaGraphTimer
+
+    return CudaGraphTimer(device)

@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from kernelpick import settings
+from kernelpick.bench.benchmarker import budgets_for
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.select.choice import Choice, ExternChoice
 from kernelpick.select.inputs import EXAMPLE_SEED, ExampleInputs
 from kernelpick.select.signature import Signature
-from kernelpick.select.timing import selection_budgets
 from kernelpick.select.verify import tf32_allowed
 from kernelpick.workers import pool_for, reference_to
 from kernelpick.workers.plan import step_budgets, worker_devices, worker_settings
@@ -120,7 +120,7 @@ def measure_in_worker(selector: Selector, request: Mapping[str, Any]) -> dict[st
             c.digest: BenchmarkResult.failed(o.status, o.message) for c, o in zip(todo, outcomes) if not o.ok
         }
         return {digest: result.to_dict() for digest, result in failed.items()}
-    budgets = step_budgets(request, selection_budgets(state.signature.device))
+    budgets = step_budgets(request, budgets_for(state.signature.device, per_call=True))
     # The GPU warms up once per problem: later requests follow one another closely.
     warm_up = {} if not state.warmed else {"select_warmup_ms": 0.0}
     if state.checking is None:

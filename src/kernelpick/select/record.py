@@ -38,7 +38,8 @@ class SelectionRecord:
 
     `results` has every choice, measured now or read from the store, fastest first among those that
     worked; `best` is the winner's name; `reference` the name of what outputs were checked against
-    (None when nothing was verified); `from_store` is True when nothing had to be measured.
+    (None when nothing was verified); `from_store` is True when nothing had to be measured; `note`
+    says why the winner is not the fastest, when the reference was kept (`kernelpick.bench.pick`).
     """
 
     selector: str
@@ -49,6 +50,7 @@ class SelectionRecord:
     seconds: float
     from_store: bool
     reference: str | None = None
+    note: str = ""
     _by_name: dict[str, ChoiceResult] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -68,7 +70,14 @@ class SelectionRecord:
     def table(self) -> Table:
         """The AUTOTUNE table: choice, median, % of best, status."""
         rows = [(r.name, r.result) for r in self.results]
-        return autotune_table(f"{self.selector}{self.signature}", rows, self.device, self.seconds)
+        return autotune_table(
+            f"{self.selector}{self.signature}",
+            rows,
+            self.device,
+            self.seconds,
+            best=self.best,
+            note=self.note,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data, e.g. for JSON reports."""
@@ -79,6 +88,7 @@ class SelectionRecord:
             "interpreter": self.device.interpreter,
             "best": self.best,
             "reference": self.reference,
+            "note": self.note,
             "tuning_seconds": self.seconds,
             "cache_hit": self.from_store,
             "results": [r.to_dict() for r in self.results],
@@ -88,7 +98,7 @@ class SelectionRecord:
         """One line: the winner, its median and how many choices failed."""
         failed = len(self.failed)
         return (
-            f"{self.selector}{self.signature}: {self.best} ({self.winner.result.median_ms:.4f} ms) "
+            f"{self.selector}{self.signature}: {self.best} ({self.winner.result.cost_ms:.4f} ms) "
             f"of {len(self.results)} choices, {failed} failed"
             + (f" ({headline(next(iter(self.failed.values())).message, 60)})" if failed else "")
         )

@@ -22,8 +22,9 @@ from typing import Any
 import torch
 
 from kernelpick import settings
-from kernelpick.bench.benchmarker import benchmark, classify_run_error
+from kernelpick.bench.benchmarker import MEASUREMENT_VERSION, benchmark, budgets_for, classify_run_error
 from kernelpick.bench.device import DeviceInfo
+from kernelpick.bench.pick import pick
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.timers import Timer, timer_for
 from kernelpick.compile.precompile import CompileOutcome, classify
@@ -34,16 +35,16 @@ from kernelpick.select.inputs import ExampleInputs, InputGen, preserved_rng
 from kernelpick.select.isolated import measure_in_worker, measure_in_workers
 from kernelpick.select.record import ChoiceResult, SelectionRecord
 from kernelpick.select.signature import POSITIONAL_KEYS, Signature, signature_key, value_key
-from kernelpick.select.timing import CallPathTimer, selection_budgets
 from kernelpick.select.verify import Tolerance, compare, tf32_allowed
 from kernelpick.store import ResultStore, StoredResult, TuningKey, default_store
 from kernelpick.workers import IsolationError, Reference
-from kernelpick.workers.plan import isolation_wanted
+from kernelpick.workers.plan import isolation_wanted, start_workers_early
 
 log = logging.getLogger("kernelpick.select")
 
-#: Part of every store key: bump when the way choices are verified or timed changes.
-SELECTION_VERSION = "select-1"
+#: Part of every store key: bump when the way choices are verified changes (how they are timed is
+#: `MEASUREMENT_VERSION`'s).
+SELECTION_VERSION = f"select-1:{MEASUREMENT_VERSION}"
 
 VerifyAgainst = str | Choice | ChoiceSpace | Callable[..., Any] | None
 
@@ -59,6 +60,8 @@ class Selector:
             flag the choices depend on).
         reference: what outputs are checked against: a choice, the name of one of `choices`, or any
             function of the inputs (default: the first extern choice; none at all when there is no extern).
+            When it is one of the choices, it is also what runs unless another choice beats it by
+            more than the measured spread of the two (`kernelpick.bench.pick`).
         verify: check every choice's output against the reference; a wrong one gets `wrong_result`.
         input_gen: `input_gen(*inputs, **kwargs)` returns positional example inputs for benchmarking
             (default: random values with the real inputs' metadata).
@@ -119,6 +122,7 @@ class Selector:
         self._lock = threading.RLock()
         self.records: dict[tuple[Any, ...], SelectionRecord] = {}
         self.last_selection: SelectionRecord | None = None
+        start_workers_early(isolate)
 
     # -- the hot path -------------------------------------------------------------------------
     def __call__(self, *inputs: Any, **kwargs: Any) -> Any:
@@ -147,6 +151,10 @@ class Selector:
         if key not in self._calls:
             self._select(key, inputs, kwargs)
         return self.records[key]
+
+    def choices_for(self, *inputs: Any, **kwargs: Any) -> list[Choice]:
+        """The choices this selector picks from for inputs like these (expanded for their signature)."""
+        return self._expand(Signature.of(inputs, kwargs, self.key))
 
     def clear(self) -> None:
         """Forget this process's picks (the store keeps its results)."""
@@ -180,8 +188,17 @@ class Selector:
                         tuning_key,
                         [StoredResult(c.digest, c.description(), measured[c.digest]) for c in todo],
                     )
-            ranked = sorted(choices, key=lambda c: results[c.digest].median_ms)
+            ranked = sorted(choices, key=lambda c: results[c.digest].cost_ms)
             rows = tuple(ChoiceResult(c.name, c.digest, c.description(), results[c.digest]) for c in ranked)
+            note = ""
+            if any(results[c.digest].ok for c in choices):
+                by_digest = {c.digest: c for c in choices}
+                chosen = pick(
+                    results, self._reference_digest(choices), name=lambda digest: by_digest[digest].name
+                )
+                note = chosen.note
+                ranked.remove(by_digest[chosen.best])
+                ranked.insert(0, by_digest[chosen.best])
             winner, call = self._bind_winner(ranked, results, signature, rows)
             record = SelectionRecord(
                 self.name,
@@ -192,6 +209,7 @@ class Selector:
                 time.perf_counter() - start,
                 not todo,
                 reference,
+                note if winner.digest == ranked[0].digest else "",
             )
             self.records[key] = self.last_selection = record
             if settings.current().print_tables:
@@ -248,6 +266,18 @@ class Selector:
         if not (self.use_store and settings.current().cache):
             return None
         return self.store if self.store is not None else default_store()
+
+    def _reference_digest(self, choices: list[Choice]) -> str | None:
+        """The digest of the reference when it is one of `choices` (what runs unless clearly beaten)."""
+        wanted = self.reference
+        if wanted is None:
+            first = next((s for s in self.spaces if isinstance(s, ExternChoice)), None)
+            wanted = None if first is None else first.name
+        elif isinstance(wanted, (Choice, ChoiceSpace)):
+            wanted = wanted.name
+        if not isinstance(wanted, str):
+            return None  # a function of the inputs: it checks outputs, it is not a choice
+        return next((c.digest for c in choices if c.name == wanted), None)
 
     def _reference(
         self, choices: list[Choice], signature: Signature
@@ -325,9 +355,11 @@ class Selector:
                     runs.append(run)
             if not device.interpreter:
                 _warm_up(runs, device)
-            timer = CallPathTimer(self.timer or timer_for(device))
             measured = benchmark(
-                runs, timer, on_done=progress.advance, **(budgets or selection_budgets(device))
+                runs,
+                self.timer or timer_for(device),
+                on_done=progress.advance,
+                **(budgets or budgets_for(device, per_call=True)),
             )
             results.update({run.digest: r for run, r in zip(runs, measured)})
         return results, None if reference is None else reference[0]

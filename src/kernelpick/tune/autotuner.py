@@ -20,11 +20,12 @@ from triton.runtime.jit import KernelInterface
 
 from kernelpick import settings
 from kernelpick.analysis import analyze
-from kernelpick.bench.benchmarker import benchmark, budgets_for
+from kernelpick.bench.benchmarker import MEASUREMENT_VERSION, benchmark, budgets_for
 from kernelpick.bench.device import DeviceInfo, describe, device_of
 from kernelpick.bench.inputs import ScratchArguments, tensor_of
+from kernelpick.bench.pick import Pick, pick
 from kernelpick.bench.result import BenchmarkResult
-from kernelpick.bench.timers import Timer, TimingBudget, UserBenchTimer, timer_for
+from kernelpick.bench.timers import Timer, UserBenchTimer, timer_for
 from kernelpick.compile.launch import runner
 from kernelpick.compile.precompile import precompile
 from kernelpick.compile.unwrap import innermost
@@ -37,7 +38,7 @@ from kernelpick.tune.isolated import benchmark_in_workers, measure_in_worker
 from kernelpick.tune.prune import Pruner
 from kernelpick.tune.record import TuningRecord
 from kernelpick.workers import IsolationError
-from kernelpick.workers.plan import isolation_wanted
+from kernelpick.workers.plan import isolation_wanted, start_workers_early
 
 log = logging.getLogger("kernelpick.tune")
 
@@ -65,6 +66,7 @@ def autotune(
     rep: float | None = None,
     use_cuda_graph: bool = False,
     cache_results: bool = False,
+    default: Any = None,
 ) -> Callable[[Any], Autotuner]:
     """Tune a Triton kernel over `configs`, once per distinct value of `key`; a drop-in for `triton.autotune`.
 
@@ -89,10 +91,14 @@ def autotune(
         rep: timed milliseconds per config (likewise).
         use_cuda_graph: time with `triton.testing.do_bench_cudagraph`.
         cache_results: accepted for compatibility; kernelpick always caches when `cache` is True.
+        default: the config to keep unless another beats it by more than the measured spread of the
+            two (one of `configs`, or its index). Without it, the config that won the last tuning
+            for the key, when new configs are measured beside stored ones, is kept likewise.
 
     Raises:
         ConfigError: at decoration, for names in `key`, `reset_to_zero` or `restore_value` that are
-            not arguments of the kernel, or for objects in `configs` that are not configs.
+            not arguments of the kernel, for objects in `configs` that are not configs, or for a
+            `default` that is not one of them.
     """
     del cache_results
 
@@ -123,6 +129,7 @@ def autotune(
             isolate=isolate,
             warmup_ms=warmup,
             rep_ms=rep,
+            default=default,
         )
         tuner.defined_in = defined_in
         return tuner
@@ -155,6 +162,7 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
         isolate: bool | None = None,
         warmup_ms: float | None = None,
         rep_ms: float | None = None,
+        default: Any = None,
     ) -> None:
         self.fn = fn
         self.base_fn = innermost(fn)
@@ -173,6 +181,7 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
                     f"its arguments are {', '.join(self.arg_names)}"
                 )
         self.configs: list[Config] = [Config.of(c) for c in configs] or [Config({})]
+        self.default = _default_config(self.name, self.configs, default)
         self.keys = list(key)
         self.reset_to_zero = list(reset_to_zero)
         self.restore_value = list(restore_value)
@@ -202,6 +211,7 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
         self.best_config: Config | None = None
         self.configs_timings: dict[Config, float] = {}
         functools.update_wrapper(self, self.base_fn.fn)
+        start_workers_early(isolate)
 
     # -- the hot path -------------------------------------------------------------------------
     def __getitem__(self, grid: Any) -> Callable[..., Any]:
@@ -292,14 +302,34 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
             working = [c for c in configs if c not in results or results[c].ok]
             if not working:
                 raise NoValidConfigs(self._failure_report(key, results))
-            best = min(working, key=lambda c: results[c].median_ms if c in results else 0.0)
+            chosen = self._pick(working, results)
             record = TuningRecord(
-                self.name, key, device, results, best, time.perf_counter() - start, from_store, phases
+                self.name,
+                key,
+                device,
+                results,
+                chosen.best,
+                time.perf_counter() - start,
+                from_store,
+                phases,
+                chosen.note,
             )
+            best = chosen.best
             self._finish(key, record)
             run = runner(self.fn, device.interpreter)
             entry = self._dispatch.entries[key] = (best, run, dict(best.all_kwargs()))
             return entry
+
+    def _pick(self, working: list[Config], results: Mapping[Config, BenchmarkResult]) -> Pick[Config]:
+        """The config to run: the fastest, unless it does not clearly beat the reference (the user's
+        `default`, else the stored incumbent: the best of the stored results when others are new)."""
+        if not results:  # nothing was measured: a single config
+            return Pick(working[0], working[0], None, "")
+        reference = self.default if self.default in results else None
+        stored = [c for c, r in results.items() if r.ok and r.from_store]
+        if reference is None and stored and len(stored) < len(results):
+            reference = min(stored, key=lambda c: results[c].cost_ms)
+        return pick(results, reference)
 
     def _results(
         self,
@@ -316,7 +346,8 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
             return {}, False
         started = time.perf_counter()
         store = self._store()
-        tuning_key = TuningKey.make(self.name, self.base_fn.cache_key, device, key[:-1])
+        source = f"{MEASUREMENT_VERSION}:{self.base_fn.cache_key}"
+        tuning_key = TuningKey.make(self.name, source, device, key[:-1])
         stored = store.load(tuning_key) if store is not None else {}
         phases["store_read"] = time.perf_counter() - started
         results = {c: stored[c.digest].result for c in configs if c.digest in stored}
@@ -414,7 +445,7 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
                     runs,
                     self.timer or timer_for(device),
                     on_done=progress.advance,
-                    **(budgets or budgets_for(device, TimingBudget.interpreted())),
+                    **(budgets or budgets_for(device)),
                 )
             results.update({run.config: result for run, result in zip(runs, measured)})
             phases["benchmark"] = time.perf_counter() - started
@@ -440,7 +471,11 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
         if settings.current().print_tables and len(record.results) > 1:
             rows = [(str(c), r) for c, r in record.results.items()]
             title = f"{self.name}{_describe_key([name for _, name in self._key_positions], key)}"
-            print_table(autotune_table(title, rows, record.device, record.seconds))
+            print_table(
+                autotune_table(
+                    title, rows, record.device, record.seconds, best=str(record.best), note=record.note
+                )
+            )
         log.info("tuned %s for %s in %.2f s: %s", self.name, key, record.seconds, record.best)
 
     def _failure_report(self, key: tuple[Any, ...], results: Mapping[Config, BenchmarkResult]) -> str:
@@ -473,6 +508,8 @@ class _ConfigRun:
         self._scratch = scratch
         self._hooks = [h for h in (config.pre_hook, tuner.pre_hook) if h is not None]
         self._post_hook = tuner.post_hook
+        #: Hooks are the user's Python, to be called at every run: never replayed from a CUDA graph.
+        self.capturable = not self._hooks and self._post_hook is None
         self._named = {**scratch.arguments, **config.all_kwargs()}
 
     def setup(self) -> None:
@@ -486,6 +523,31 @@ class _ConfigRun:
     def teardown(self) -> None:
         if self._post_hook is not None:
             self._post_hook(self._named, exception=None)
+
+
+def _default_config(name: str, configs: Sequence[Config], default: Any) -> Config | None:
+    """The config `default` names (one of `configs`, or its index).
+
+    Raises:
+        ConfigError: it names none of them.
+    """
+    if default is None:
+        return None
+    if isinstance(default, int) and not isinstance(default, bool):
+        if not -len(configs) <= default < len(configs):
+            raise ConfigError(
+                f"default={default} of kernel `{name}` is not an index of its {len(configs)} configs"
+            )
+        return configs[default]
+    try:
+        wanted = Config.of(default)
+    except (ConfigError, TypeError):
+        wanted = None
+    if wanted not in configs:
+        raise ConfigError(
+            f"default of kernel `{name}` must be one of its configs or an index into them, got {default!r}"
+        )
+    return wanted
 
 
 def _describe_key(names: Sequence[str], key: tuple[Any, ...]) -> str:

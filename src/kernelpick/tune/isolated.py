@@ -24,7 +24,6 @@ from kernelpick import settings
 from kernelpick.bench.benchmarker import budgets_for
 from kernelpick.bench.device import DeviceInfo, describe
 from kernelpick.bench.result import BenchmarkResult
-from kernelpick.bench.timers import TimingBudget
 from kernelpick.compile.precompile import CompileOutcome, precompile
 from kernelpick.report import TuningProgress
 from kernelpick.tune.config import Config
@@ -168,6 +167,6 @@ def measure_in_worker(tuner: Autotuner, request: Mapping[str, Any]) -> dict[str,
     state = reused([tuner.name, request["device"], request["problem"]], rebuild)
     configs = [state.configs[digest] for digest in request["candidates"]]
     info = describe(device)
-    budgets = step_budgets(request, budgets_for(info, TimingBudget.interpreted()))
+    budgets = step_budgets(request, budgets_for(info))
     results = tuner._benchmark(configs, state.args, state.kwargs, state.named, state.grids, info, {}, budgets)
     return {config.digest: result.to_dict() for config, result in results.items()}

@@ -17,7 +17,8 @@ class TuningRecord:
 
     `results` holds every config considered, measured now or read from the store (empty when pruning
     left a single config: there was nothing to choose between); `from_store` is True when nothing had
-    to be measured.
+    to be measured; `note` says why `best` is not the fastest, when the reference was kept
+    (`kernelpick.bench.pick`).
     """
 
     kernel: str
@@ -28,6 +29,7 @@ class TuningRecord:
     seconds: float
     from_store: bool
     phases: Mapping[str, float] = field(default_factory=dict)  # seconds per step: compile, benchmark, ...
+    note: str = ""
 
     @property
     def failed(self) -> dict[Config, BenchmarkResult]:
@@ -40,6 +42,7 @@ class TuningRecord:
             "device": self.device.name,
             "interpreter": self.device.interpreter,
             "best_config": self.best.to_data(),
+            "note": self.note,
             "tuning_seconds": self.seconds,
             "cache_hit": self.from_store,
             "n_configs": max(1, len(self.results)),

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -14,8 +16,11 @@ from kernelpick.bench.device import DeviceInfo, describe
 from kernelpick.errors import SettingsError
 from kernelpick.workers.pool import pool_for
 
+log = logging.getLogger("kernelpick.workers")
+
 #: True in a worker process: what it measures, it measures itself.
 inside_worker = False
+_started_early = False
 
 
 def isolation_wanted(device: DeviceInfo, requested: bool | None) -> bool:
@@ -112,3 +117,27 @@ def start_workers(device: torch.device | str | None = None, *, wait: bool = Fals
     else:
         pool.start_soon()
     return True
+
+
+def start_workers_early(requested: bool | None) -> None:
+    """Start the isolation workers in the background if this process has a GPU and will want them.
+
+    Called when a tuned kernel or a selector is made (usually as the user's modules are imported):
+    each worker takes seconds to import torch and Triton and make its CUDA context, and that
+    happens while the program still sets up (loads its model or data), not in its first tuning.
+    Nothing happens with isolation off (`requested` False, `KERNELPICK_ISOLATE=off`), in a worker,
+    without a GPU, or after the first call.
+    """
+    global _started_early
+    if _started_early or inside_worker or requested is False or settings.current().isolate == "off":
+        return
+    _started_early = True
+
+    def start() -> None:
+        try:
+            if torch.cuda.is_available():
+                start_workers()
+        except Exception as error:  # the first tuning starts them, and says what went wrong
+            log.debug("workers not started early: %s", error)
+
+    threading.Thread(target=start, name="kernelpick-workers-early", daemon=True).start()

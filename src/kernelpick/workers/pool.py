@@ -203,24 +203,12 @@ class WorkerPool:
         on_done: Callable[[], object] | None,
         feed: Feed | None = None,
     ) -> dict[str, BenchmarkResult]:
-        """Step 2: one candidate at a time to whichever worker is free (and more from `feed`).
-
-        The first candidate each worker screens is screened again at the end: on an H200 the first
-        one ran up to 13 % slow (the GPU idled while the choices compiled), so that cuBLAS, listed
-        first, lost to choices it beats. Its second figure, taken like everyone else's, counts.
-        """
+        """Step 2: one candidate at a time to whichever worker is free (and more from `feed`)."""
         results: dict[str, BenchmarkResult] = {}
         pending = collections.deque(candidates)
         busy: dict[int, _Busy] = {}
         feeding = feed is not None
-        firsts: dict[int, str] = {}  # the first candidate each worker screened
-        second_look = False  # True once the firsts are queued again
-        while pending or busy or feeding or not second_look:
-            if not (pending or busy or feeding):
-                second_look = True
-                if len(firsts) < len(results):  # else every candidate was a first: nothing to fix
-                    pending.extend(sorted(c for c in set(firsts.values()) if results[c].ok))
-                continue
+        while pending or busy or feeding:
             for worker in self.workers:
                 if not pending:
                     break
@@ -229,13 +217,7 @@ class WorkerPool:
                 if not worker.alive:
                     worker.start()
                 candidate = pending.popleft()
-                firsts.setdefault(worker.slot, candidate)
-                # A second look is not a race against its own first figure: no cutoff.
-                fastest = (
-                    None
-                    if second_look
-                    else min((r.median_ms for r in results.values() if r.ok), default=None)
-                )
+                fastest = min((r.cost_ms for r in results.values() if r.ok), default=None)
                 step = {**request, "candidates": [candidate], "step": "screen", "best_ms": fastest}
                 busy[worker.slot] = self._send(worker, step, candidate, timeout_s)
             message = self._next_message(busy, feeding)
@@ -251,8 +233,6 @@ class WorkerPool:
                         worker = self.workers[slot]
                         worker.kill()
                         del busy[slot]
-                        if second_look:  # one that hung: the first figure stands
-                            continue
                         results[waiting.candidate] = BenchmarkResult.failed(
                             "timeout",
                             f"took over {timeout_s:g} s; the worker was killed{_output(worker.tail())}",
@@ -262,12 +242,7 @@ class WorkerPool:
                 continue
             slot, body = message
             candidate = busy.pop(slot).candidate
-            result = self._result(slot, candidate, body, first=not results)
-            if second_look:
-                if result.ok:
-                    results[candidate] = result
-                continue
-            results[candidate] = result
+            results[candidate] = self._result(slot, candidate, body, first=not results)
             if on_done is not None:
                 on_done()
         return results

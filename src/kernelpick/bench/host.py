@@ -1,0 +1,55 @@
+"""Host time per call: how long the host takes to issue one call in a stream of back-to-back calls.
+
+A call costs its device time or its host time, whichever is larger: a 5 µs kernel behind 20 µs of
+Python and launch overhead runs at 20 µs a call. Device timers leave the host out on purpose, so
+the host's share is measured apart, as a user's program incurs it: the exact callable, called
+back to back with no synchronization between calls, and the time until the last call returns
+(not until the device finishes) divided by the calls.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+
+#: Calls per batch: few enough that the device's launch queue (about a thousand entries) never
+#: fills, which would make the host wait for the device and count device time as host time.
+CALLS = 20
+#: Batches whose median is the figure.
+BATCHES = 5
+
+
+def host_ms(
+    run: Callable[[], object],
+    synchronize: Callable[[], object],
+    device_ms: float,
+    *,
+    calls: int = CALLS,
+    batches: int = BATCHES,
+) -> float:
+    """Milliseconds of host time per call of `run`.
+
+    One short batch first: a call whose host time is well under its device time (a large GEMM)
+    is device-bound, and that batch says enough. Otherwise `batches` batches of `calls` calls, each
+    after the device has caught up, and their median.
+
+    Args:
+        run: the call, exactly as the hot path makes it.
+        synchronize: waits for the device.
+        device_ms: the call's device time (its median), to skip the batches when it dominates.
+    """
+    first = _batch(run, synchronize, max(2, calls // 4))
+    if first < 0.5 * device_ms:
+        return first
+    return statistics.median(_batch(run, synchronize, calls) for _ in range(batches))
+
+
+def _batch(run: Callable[[], object], synchronize: Callable[[], object], calls: int) -> float:
+    synchronize()
+    start = time.perf_counter()
+    for _ in range(calls):
+        run()
+    elapsed = time.perf_counter() - start
+    synchronize()
+    return elapsed * 1e3 / calls

@@ -1,0 +1,76 @@
+"""The pick: the fastest candidate, unless it does not clearly beat the reference.
+
+A reference is what the user would run without kernelpick: a selector's first library choice
+(cuBLAS through `torch.mm`, say), an autotuned kernel's default config, or the config that won last
+time (the stored incumbent). A candidate replaces it only when it is faster by more than the
+measured spread of the two: a win inside the noise is no win, and picking it could make the
+program slower than doing nothing. The pick says which rule decided, for the AUTOTUNE table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from kernelpick.bench.result import BenchmarkResult
+
+K = TypeVar("K")
+
+
+@dataclass(frozen=True, slots=True)
+class Pick(Generic[K]):
+    """What runs (`best`), the lowest-cost candidate (`fastest`), the reference if any, and why,
+    in one sentence (`note`; empty when the fastest simply won)."""
+
+    best: K
+    fastest: K
+    reference: K | None
+    note: str
+
+    @property
+    def kept_reference(self) -> bool:
+        return self.best != self.fastest
+
+
+def margin(result: BenchmarkResult, reference: BenchmarkResult) -> float:
+    """How much faster `result` must be than `reference`, as a fraction of the reference's cost: the
+    larger of the two measured spreads (half the interquartile range over the median)."""
+    spreads = [r.timing.spread for r in (result, reference) if r.timing is not None]
+    return max(spreads, default=0.0)
+
+
+def pick(
+    results: Mapping[K, BenchmarkResult],
+    reference: K | None = None,
+    *,
+    name: Callable[[K], str] = str,
+    eligible: Callable[[K], bool] | None = None,
+) -> Pick[K]:
+    """The candidate to run.
+
+    Args:
+        results: every candidate's result; at least one must be ok.
+        reference: the candidate to keep unless another clearly beats it (None: the fastest wins).
+        name: how a candidate is named in the note.
+        eligible: which candidates may win (default: every one that is ok).
+
+    Raises:
+        ValueError: no candidate is ok.
+    """
+    ok = [k for k, r in results.items() if r.ok and (eligible is None or eligible(k))]
+    if not ok:
+        raise ValueError("no candidate worked")
+    fastest = min(ok, key=lambda k: results[k].cost_ms)
+    if reference is None or reference == fastest or reference not in results or not results[reference].ok:
+        return Pick(fastest, fastest, reference, "")
+    ours, theirs = results[fastest], results[reference]
+    gain = 1.0 - ours.cost_ms / theirs.cost_ms
+    needed = margin(ours, theirs)
+    if gain > needed:
+        return Pick(fastest, fastest, reference, "")
+    note = (
+        f"kept the reference {name(reference)}: {name(fastest)} was {100 * gain:.1f} % faster, "
+        f"within the measured spread of {100 * needed:.1f} %"
+    )
+    return Pick(reference, fastest, reference, note)

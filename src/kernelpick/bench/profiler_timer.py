@@ -1,0 +1,139 @@
+"""The profiler timer: each run's kernel time, from the kernels' own durations (CUPTI, through torch.profiler).
+
+Each run is queued as setup, L2 flush, marker, run, marker, teardown; the markers are tiny kernels
+of a name no candidate launches (`torch.cuda._sleep`'s `spin_kernel`), and a run's time is the sum
+of the durations of the device activities between its two markers: kernels, copies and memsets,
+with nothing of the gaps between them. This is what Inductor's `do_bench_using_profiling` measures.
+
+A profiler session costs milliseconds to start and read, and only one can run in a process: when
+another is running (the user profiles the program), or a run's kernels cannot be told apart, the
+candidate is timed with CUDA events instead, and its result says so.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from kernelpick.bench.device import DeviceInfo
+from kernelpick.bench.timers import Benchmarkable, CudaEventTimer, TimingBudget
+
+log = logging.getLogger("kernelpick.bench")
+
+#: The marker kernel's name, as the profiler reports it ("spin_kernel(long)").
+MARKER = "spin_kernel"
+
+
+class ProfilerTimer:
+    """Times each run as the summed durations of its device activities, read from the profiler."""
+
+    name = "profiler"
+
+    def __init__(self, device: DeviceInfo) -> None:
+        self.events = CudaEventTimer(device)
+        self.device = self.events.device
+        #: Candidates whose last measurement fell back to CUDA events (`benchmarker.timer_used`).
+        self.fell_back: set[str] = set()
+        self._warned = False
+
+    def measure(
+        self, candidate: Benchmarkable, budget: TimingBudget, cutoff_ms: float | None = None
+    ) -> list[float]:
+        first = self.events.first_runs(candidate)
+        estimate = sorted(first)[1]
+        if cutoff_ms is not None and estimate > cutoff_ms:
+            self.fell_back.add(candidate.name)  # its three runs were timed with events
+            return first
+        self._warm_up([candidate], budget.warmups_for(estimate))
+        profiled = self._profiled([candidate], budget.reps_for(estimate))
+        return profiled[0] if profiled is not None else self.events.measure(candidate, budget, cutoff_ms)
+
+    def measure_interleaved(
+        self, candidates: Sequence[Benchmarkable], budget: TimingBudget
+    ) -> list[list[float]]:
+        estimate = max(sorted(self.events.first_runs(c))[1] for c in candidates)
+        profiled = self._profiled(candidates, budget.reps_for(estimate))
+        return profiled if profiled is not None else self.events.measure_interleaved(candidates, budget)
+
+    def _warm_up(self, candidates: Sequence[Benchmarkable], runs: int) -> None:
+        for _ in range(runs):
+            for candidate in candidates:
+                candidate.setup()
+                candidate.run()
+                candidate.teardown()
+
+    def _profiled(self, candidates: Sequence[Benchmarkable], reps: int) -> list[list[float]] | None:
+        """Per candidate, `reps` run times in milliseconds (the candidates take turns), or None when
+        the profiler cannot be used here (they are then in `fell_back`)."""
+        from torch.profiler import ProfilerActivity, profile
+
+        names = {c.name for c in candidates}
+        self.fell_back -= names
+
+        try:
+            with profile(activities=[ProfilerActivity.CUDA]) as session:
+                for _ in range(reps):
+                    for candidate in candidates:
+                        candidate.setup()
+                        self.events.flush()
+                        _mark()
+                        candidate.run()
+                        _mark()
+                        candidate.teardown()
+                torch.cuda.synchronize(self.device)
+            spans = run_spans(_device_activities(session))
+        except RuntimeError as error:  # another profiler runs, or the activities could not be read
+            if not self._warned:
+                self._warned = True
+                log.warning("the profiler timer cannot run here (%s); timing with CUDA events", error)
+            self.fell_back |= names
+            return None
+        if len(spans) != reps * len(candidates):
+            log.info(
+                "the profiler saw %d runs where %d were queued; timing with CUDA events",
+                len(spans),
+                reps * len(candidates),
+            )
+            self.fell_back |= names
+            return None
+        return [spans[index :: len(candidates)] for index in range(len(candidates))]
+
+
+def run_spans(activities: Sequence[tuple[str, int, int]]) -> list[float]:
+    """Milliseconds of device activity between successive pairs of markers.
+
+    Args:
+        activities: (name, start, duration) in nanoseconds, of every device activity.
+    """
+    spans: list[float] = []
+    inside, total = False, 0
+    for name, _, duration in sorted(activities, key=lambda activity: activity[1]):
+        if MARKER in name:
+            if inside:
+                spans.append(total / 1e6)
+                total = 0
+            inside = not inside
+        elif inside:
+            total += duration
+    return spans
+
+
+def _mark() -> None:
+    torch.cuda._sleep(1)  # type: ignore[no-untyped-call]
+
+
+def _device_activities(session: Any) -> list[tuple[str, int, int]]:
+    """(name, start, duration) in nanoseconds of each device activity the session recorded."""
+    from torch.autograd import DeviceType
+
+    results = getattr(session.profiler, "kineto_results", None)
+    if results is None:
+        raise RuntimeError("the profiler returned no results")
+    return [
+        (event.name(), event.start_ns(), event.duration_ns())
+        for event in results.events()
+        if event.device_type() == DeviceType.CUDA
+    ]
