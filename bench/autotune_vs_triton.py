@@ -15,7 +15,6 @@ Writes bench/results/autotune_vs_triton-<device>.json. Run: python bench/autotun
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import os
 import sys
@@ -26,21 +25,8 @@ from typing import Any
 
 SIZE = 4096
 SMALL = 64
-SPACE = [
-    dict(BLOCK_M=m, BLOCK_N=n, BLOCK_K=k, GROUP_M=8, num_stages=s, num_warps=w)
-    for m, n, k, s, w in itertools.product((64, 128), (64, 128, 256), (32, 64), (3, 4), (4, 8))
-]
-
-
-def triton_configs():  # type: ignore[no-untyped-def]
-    import triton
-
-    return [
-        triton.Config(
-            {k: v for k, v in c.items() if k.isupper()}, num_stages=c["num_stages"], num_warps=c["num_warps"]
-        )
-        for c in SPACE
-    ]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from autotune_space import SPACE, triton_configs  # noqa: E402
 
 
 def config_name(config: Any) -> str:
@@ -77,10 +63,11 @@ def make_tuner(which: str):  # type: ignore[no-untyped-def]
 
     if which == "triton":
         return triton.autotune(triton_configs(), key=["M", "N", "K"])(triton.jit(matmul_kernel.fn))
-    import kernelpick
+    # Bound to a module-level name at import, as a user's module binds it: isolated workers can
+    # import it (a kernel made here, inside a function, would be measured in this process).
+    import tuned_matmul
 
-    # The defaults a user gets (KERNELPICK_ISOLATE from the role's environment).
-    return kernelpick.autotune(triton_configs(), key=["M", "N", "K"])(matmul_kernel)
+    return tuned_matmul.tuned_matmul
 
 
 # -- roles: each runs in a fresh process --------------------------------------------------------
@@ -118,6 +105,7 @@ def role_cold(which: str) -> dict[str, Any]:
         record = kernel.last_tuning
         data["statuses"] = {config_name(cfg): r.status for cfg, r in record.results.items()}
         data["medians_ms"] = {config_name(cfg): r.median_ms for cfg, r in record.results.items() if r.ok}
+        data["isolated"] = not any("not in workers" in m for m in messages)
         data["timers"] = sorted({r.timing.timer for r in record.results.values() if r.timing is not None})
         data["note"] = record.note
         data["from_store"] = record.from_store

@@ -13,7 +13,9 @@ measures, with empty caches (fresh KERNELPICK_CACHE_DIR, TRITON_CACHE_DIR, TORCH
 
 - tuning time: kernelpick's first call, and Inductor's first call of `torch.compile(mode=
   "max-autotune-no-cudagraphs")` (compile and autotune);
-- kernel time: `triton.testing.do_bench` medians (L2 flushed), in interleaved rounds;
+- kernel time: `triton.testing.do_bench` medians (L2 flushed), in interleaved rounds; cuBLAS is timed
+  twice per round (`torch` and `torch_again`, the same call), and the two figures' disagreement is the
+  suite's own noise on that shape: a pick is judged against the 0.99 target only where it is < 1 %;
 - per-call time of back-to-back calls (launch overhead included, no flush);
 - the fused epilogues: `kernelpick.ops.addmm(bias, x, W.T, activation=...)` for gelu and relu against
   the activation applied to `torch.addmm(...)` (`--epilogue-only` measures these alone, into
@@ -45,6 +47,9 @@ M_VALUES = (16, 128, 2048, 8192)
 #: (N, K) of Llama-3 projections: 8B qkv, o, gate+up, down; 70B qkv, down.
 NK_PAIRS = ((6144, 4096), (4096, 4096), (28672, 4096), (4096, 14336), (10240, 8192), (8192, 28672))
 SHAPES = [(m, n, k) for m in M_VALUES for n, k in NK_PAIRS]
+#: Shapes where two timings of the same cuBLAS call differ by this much or more are too noisy to judge
+#: a pick against the 0.99 target.
+NOISE_LIMIT = 0.01
 TARGETS = {
     "pick_vs_best_min": 0.99,
     "geomean_vs_cublas": 1.02,
@@ -109,6 +114,7 @@ class Suite:
         import triton.testing
 
         import kernelpick
+        import kernelpick.ops  # as a program imports what it uses: the workers start here
 
         self.args, self.torch, self.triton, self.kernelpick = args, torch, triton, kernelpick
         self.do_bench = triton.testing.do_bench
@@ -213,12 +219,14 @@ class Suite:
         fns: dict[str, Callable[[], Any]] = {
             "torch": lambda: torch.mm(a, b),
             "kernelpick": lambda: ops.mm(a, b),
+            "torch_again": lambda: torch.mm(a, b),  # the same call: the suite's own noise
         }
         if inductor_fn is not None:
             fns["inductor"] = inductor_fn
         samples = self.kernel_ms(fns)
         entry["kernel_ms_rounds"] = samples
         entry["kernel_ms"] = {name: statistics.median(s) for name, s in samples.items()}
+        entry["noise"] = abs(entry["kernel_ms"]["torch_again"] / entry["kernel_ms"]["torch"] - 1.0)
         entry["back_to_back_us"] = {
             name: self.back_to_back_us(fn, entry["kernel_ms"][name]) for name, fn in fns.items()
         }
@@ -310,12 +318,14 @@ class Suite:
 
 
 def summarize(shapes: list[dict[str, Any]], dispatch: dict[str, Any] | None) -> dict[str, Any]:
-    pick_vs_best, vs_cublas, fused = [], [], []
+    pick_vs_best, pick_vs_best_quiet, vs_cublas, fused = [], [], [], []
     kp_tuning = inductor_tuning = kp_total = 0.0
     for entry in shapes:
         ms = entry["kernel_ms"]
         best = min(v for name, v in ms.items() if name in ("torch", "inductor"))
         pick_vs_best.append(best / ms["kernelpick"])
+        if entry.get("noise", 0.0) < NOISE_LIMIT:
+            pick_vs_best_quiet.append(best / ms["kernelpick"])
         vs_cublas.append(ms["torch"] / ms["kernelpick"])
         if "epilogue" in entry:
             fused.append(entry["epilogue"]["speedup"])
@@ -326,6 +336,9 @@ def summarize(shapes: list[dict[str, Any]], dispatch: dict[str, Any] | None) -> 
     summary = {
         "shapes": len(shapes),
         "pick_vs_best_min": min(pick_vs_best) if pick_vs_best else None,
+        "pick_vs_best_min_quiet": min(pick_vs_best_quiet) if pick_vs_best_quiet else None,
+        "quiet_shapes": len(pick_vs_best_quiet),
+        "noise": sorted(e.get("noise", 0.0) for e in shapes),
         "geomean_vs_cublas": geomean(vs_cublas),
         "fused_vs_unfused_geomean": geomean(fused),
         "fused_vs_unfused_min": min(fused) if fused else None,
@@ -338,12 +351,24 @@ def summarize(shapes: list[dict[str, Any]], dispatch: dict[str, Any] | None) -> 
         "dispatch_us": None if dispatch is None else dispatch["overhead_us"],
     }
     summary["targets"] = {
-        "pick_vs_best_min >= 0.99": _meets(summary["pick_vs_best_min"], TARGETS["pick_vs_best_min"]),
+        "pick_vs_best_min >= 0.99 (shapes with noise < 1 %)": _meets(
+            summary["pick_vs_best_min_quiet"], TARGETS["pick_vs_best_min"]
+        ),
+        "pick_vs_best_min >= 0.99 (every shape)": _meets(
+            summary["pick_vs_best_min"], TARGETS["pick_vs_best_min"]
+        ),
         "geomean_vs_cublas >= 1.02": _meets(summary["geomean_vs_cublas"], TARGETS["geomean_vs_cublas"]),
         "fused_vs_unfused_geomean >= 1.1": _meets(
             summary["fused_vs_unfused_geomean"], TARGETS["fused_vs_unfused_geomean"]
         ),
         "tuning_s_kernelpick <= inductor": None if not inductor_tuning else kp_tuning <= inductor_tuning,
+        "tuning_s_kernelpick <= inductor, every shape": None
+        if not inductor_tuning
+        else all(
+            e["kernelpick"]["tuning_s"] <= e["inductor"]["compile_s"]
+            for e in shapes
+            if e["inductor"].get("compile_s") is not None
+        ),
         "dispatch_us <= 5": None
         if dispatch is None
         else dispatch["overhead_us"] <= TARGETS["dispatch_us_max"],
@@ -356,7 +381,7 @@ def _meets(value: float | None, target: float) -> bool | None:
 
 
 def print_table(shapes: list[dict[str, Any]], summary: dict[str, Any]) -> None:
-    header = f"{'M':>5} {'N':>6} {'K':>6} | {'cuBLAS ms':>9} {'Inductor':>9} {'kernelpick':>10} {'vs best':>7} {'vs cuBLAS':>9} | {'fused x':>7} | {'tune s kp/ind':>13} | pick"
+    header = f"{'M':>5} {'N':>6} {'K':>6} | {'cuBLAS ms':>9} {'Inductor':>9} {'kernelpick':>10} {'vs best':>7} {'vs cuBLAS':>9} {'noise':>6} | {'fused x':>7} | {'tune s kp/ind':>13} | pick"
     print(header)
     print("-" * len(header))
     for e in sorted(shapes, key=lambda e: (e["m"], e["n"], e["k"])):
@@ -367,7 +392,8 @@ def print_table(shapes: list[dict[str, Any]], summary: dict[str, Any]) -> None:
         ind_s = e["inductor"].get("compile_s")
         print(
             f"{e['m']:>5} {e['n']:>6} {e['k']:>6} | {ms['torch']:>9.4f} {inductor if inductor is None else f'{inductor:.4f}':>9} "
-            f"{ms['kernelpick']:>10.4f} {best / ms['kernelpick']:>7.3f} {ms['torch'] / ms['kernelpick']:>9.3f} | "
+            f"{ms['kernelpick']:>10.4f} {best / ms['kernelpick']:>7.3f} {ms['torch'] / ms['kernelpick']:>9.3f} "
+            f"{100 * e.get('noise', 0.0):>5.1f}% | "
             f"{'-' if fused is None else f'{fused:.3f}':>7} | "
             f"{e['kernelpick']['tuning_s']:>6.1f}/{'-' if ind_s is None else f'{ind_s:.1f}':<6} | {e['kernelpick']['choice'][:40]}"
         )

@@ -46,6 +46,17 @@ class Call:
         pass
 
 
+def back_to_back_ms(run: Any, torch: Any, calls: int = 200) -> float:
+    """Milliseconds per call of back-to-back calls, host and device together, no flush (as gemm_suite)."""
+    run()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(calls):
+        run()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - start) * 1e3 / calls
+
+
 def distribution(ratios: list[float]) -> dict[str, float]:
     errors = sorted(abs(r - 1.0) for r in ratios)
     return {
@@ -72,6 +83,7 @@ def main() -> int:
     import kernelpick
     from kernelpick.bench.benchmarker import budgets_for
     from kernelpick.bench.device import describe
+    from kernelpick.bench.host import host_ms
     from kernelpick.bench.timers import _timer
 
     device = torch.device("cuda", 0)
@@ -116,6 +128,9 @@ def main() -> int:
             started = time.perf_counter()
             entry["inductor_profiler_ms"] = float(do_bench_using_profiling(call.run))
             entry["inductor_profiler_s"] = time.perf_counter() - started
+            entry["selected_host_ms"] = row.result.timing.host_ms
+            entry["host_ms"] = host_ms(call.run, torch.cuda.synchronize, entry["inductor_profiler_ms"])
+            entry["back_to_back_ms"] = back_to_back_ms(call.run, torch)
             for name, timer in timers.items():
                 started = time.perf_counter()
                 samples = timer.measure(call, budgets["screening"])
@@ -127,7 +142,8 @@ def main() -> int:
             print(
                 f"  {row.name[:48]:48} selected {entry['selected_ms']:.4f}  do_bench {entry['do_bench_ms']:.4f}  "
                 f"profiler {entry['inductor_profiler_ms']:.4f}  graph {entry['cudagraph_ms']:.4f}  "
-                f"ours-prof {entry['profiler_ms']:.4f}  events {entry['events_ms']:.4f}",
+                f"ours-prof {entry['profiler_ms']:.4f}  events {entry['events_ms']:.4f}  "
+                f"host {entry['selected_host_ms'] or 0:.4f}/{entry['host_ms']:.4f}  b2b {entry['back_to_back_ms']:.4f}",
                 flush=True,
             )
     comparisons: dict[str, dict[str, float]] = {}

@@ -173,3 +173,33 @@ def test_compile_workers_zero_means_one_per_cpu() -> None:
         assert settings.compile_workers() == (os.cpu_count() or 1)
     with settings.override(compile_workers=3):
         assert settings.compile_workers() == 3
+
+
+@pytest.mark.parametrize(
+    ("spelling", "meaning"),
+    [
+        ("0", "off"),
+        ("1", "on"),
+        ("false", "off"),
+        ("TRUE", "on"),
+        ("no", "off"),
+        ("yes", "on"),
+        ("auto", "auto"),
+    ],
+)
+def test_toggles_take_the_usual_boolean_spellings(spelling: str, meaning: str) -> None:
+    assert settings.from_environ({"KERNELPICK_ISOLATE": spelling}).isolate == meaning
+
+
+def test_a_bad_toggle_names_the_variable_and_the_spellings() -> None:
+    with pytest.raises(
+        SettingsError, match=r"KERNELPICK_ISOLATE='maybe' is not one of 'auto', 'on', 'off', or a boolean"
+    ):
+        settings.from_environ({"KERNELPICK_ISOLATE": "maybe"})
+
+
+def test_the_timer_is_a_setting() -> None:
+    assert settings.from_environ({}).timer == "auto"
+    assert settings.from_environ({"KERNELPICK_TIMER": "profiler"}).timer == "profiler"
+    with pytest.raises(SettingsError, match="KERNELPICK_TIMER"):
+        settings.from_environ({"KERNELPICK_TIMER": "stopwatch"})

@@ -78,3 +78,37 @@ def test_dict_round_trip_through_json() -> None:
 def test_from_dict_ignores_unknown_fields() -> None:
     data = {**TimingSummary.of([1.0]).to_dict(), "added_later": 1}
     assert TimingSummary.from_dict(data) == TimingSummary.of([1.0])
+
+
+def test_a_call_costs_the_larger_of_device_and_host_time() -> None:
+    timing = TimingSummary.of([1.0, 1.0, 1.0], timer="cudagraph")
+    assert timing.timer == "cudagraph" and timing.host_ms is None and timing.cost_ms == 1.0
+    assert timing.with_host(3.0).cost_ms == 3.0
+    assert timing.with_host(0.5).cost_ms == 1.0
+
+
+def test_spread_is_half_the_interquartile_range_over_the_median() -> None:
+    timing = TimingSummary.of([0.9, 0.95, 1.0, 1.05, 1.1])
+    assert timing.spread == pytest.approx(0.5 * timing.iqr_ms / timing.median_ms)
+
+
+def test_timer_and_host_time_survive_the_store_and_rounds() -> None:
+    timing = TimingSummary.of([1.0, 2.0, 3.0], timer="profiler").with_host(0.5)
+    assert TimingSummary.from_dict(timing.to_dict()) == timing
+    assert timing.scaled(2.0).host_ms == 0.5 and timing.scaled(2.0).timer == "profiler"
+    combined = TimingSummary.combine([timing, timing.with_host(1.5)])
+    assert combined.host_ms == 1.0 and combined.timer == "profiler"
+
+
+def test_rows_stored_before_timers_were_named_still_load() -> None:
+    old = {
+        "median_ms": 1.0,
+        "mean_ms": 1.0,
+        "min_ms": 1.0,
+        "max_ms": 1.0,
+        "iqr_ms": 0.0,
+        "runs": 3,
+        "outliers": 0,
+    }
+    timing = TimingSummary.from_dict(old)
+    assert timing.timer == "" and timing.host_ms is None

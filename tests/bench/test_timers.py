@@ -233,3 +233,57 @@ def test_cuda_events_time_a_kernel() -> None:
     samples = CudaEventTimer(describe(x.device)).measure(Add(), TimingBudget(1.0, 5.0, 5, 100))
     assert len(samples) >= 5
     assert all(0.0 < s < 100.0 for s in samples)
+
+
+class Matmul:
+    """A bf16 GEMM as a Benchmarkable; `synchronize` makes it uncapturable."""
+
+    def __init__(self, size: int, synchronize: bool = False) -> None:
+        self.name = f"mm{size}{'-sync' if synchronize else ''}"
+        self.a = torch.randn(size, size, device="cuda", dtype=torch.bfloat16)
+        self.b = torch.randn(size, size, device="cuda", dtype=torch.bfloat16)
+        self.synchronize = synchronize
+
+    def setup(self) -> None:
+        pass
+
+    def run(self) -> None:
+        torch.mm(self.a, self.b)
+        if self.synchronize:
+            torch.cuda.synchronize()
+
+    def teardown(self) -> None:
+        pass
+
+
+@pytest.mark.gpu
+def test_graph_and_profiler_timers_agree_on_a_gemm() -> None:
+    import statistics
+
+    from kernelpick.bench.graph_timer import CudaGraphTimer
+    from kernelpick.bench.profiler_timer import ProfilerTimer
+
+    info = describe(torch.device("cuda", 0))
+    gemm = Matmul(4096)
+    budget = TimingBudget(1.0, 20.0, 5, 1000)
+    graph = statistics.median(CudaGraphTimer(info).measure(gemm, budget))
+    profiled = statistics.median(ProfilerTimer(info).measure(gemm, budget))
+    assert 0.05 < graph < 5.0
+    assert abs(graph / profiled - 1) < 0.05
+
+
+@pytest.mark.gpu
+def test_a_run_that_synchronizes_is_timed_with_events_and_labelled_so() -> None:
+    from kernelpick.bench.benchmarker import benchmark
+    from kernelpick.bench.graph_timer import CudaGraphTimer
+
+    timer = CudaGraphTimer(describe(torch.device("cuda", 0)))
+    plain, syncing = Matmul(1024), Matmul(1024, synchronize=True)
+    results = benchmark([plain, syncing], timer, screening=TimingBudget(0.5, 5.0, 5, 200))
+    assert [r.timing.timer for r in results if r.timing is not None] == ["cudagraph", "events"]
+    # The failed capture left the context and the random generator as they were.
+    torch.ones(1, device="cuda").add_(1).item()
+    torch.manual_seed(3)
+    first = torch.randn(8, device="cuda")
+    torch.manual_seed(3)
+    assert torch.equal(first, torch.randn(8, device="cuda"))

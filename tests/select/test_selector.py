@@ -415,3 +415,50 @@ def test_dispatch_overhead_is_a_few_microseconds() -> None:
             break
     print(f"\ndispatch overhead on this CPU: {', '.join(f'{a:.2f}' for a in attempts)} µs per call")
     assert min(attempts) < 5.0
+
+
+class NoisyTimer:
+    """Times each choice at a set median, its runs up to 4 % off (a spread of 3 %)."""
+
+    name = "scripted"
+
+    def __init__(self, medians: dict[str, float]) -> None:
+        self.medians = medians
+
+    def measure(self, candidate: Any, budget: Any, cutoff_ms: float | None = None) -> list[float]:
+        candidate.run()
+        median = self.medians[candidate.name]
+        return [median * 0.96, median * 0.98, median, median * 1.02, median * 1.04]
+
+    def measure_interleaved(self, candidates: Any, budget: Any) -> list[list[float]]:
+        return [self.measure(c, budget) for c in candidates]
+
+
+def test_the_reference_choice_runs_unless_another_beats_it_by_more_than_the_spread() -> None:
+    close = Selector(
+        "add",
+        [extern(slow_add), extern(fast_add)],
+        timer=NoisyTimer({"slow_add": 1.0, "fast_add": 0.99}),
+        cache=False,
+    )
+    close(*inputs())
+    record = close.last_selection
+    assert record is not None and record.best == "slow_add"  # the first extern is the reference
+    assert (
+        record.note
+        == "kept the reference slow_add: fast_add was 1.0 % faster, within the measured spread of 3.0 %"
+    )
+    terminal = console()
+    with terminal.capture() as captured:
+        terminal.print(record.table())
+    assert "kept the reference slow_add" in captured.get() and "ok, picked" in captured.get()
+
+    clear = Selector(
+        "add",
+        [extern(slow_add), extern(fast_add)],
+        timer=NoisyTimer({"slow_add": 1.0, "fast_add": 0.5}),
+        cache=False,
+    )
+    clear(*inputs())
+    assert clear.last_selection is not None and clear.last_selection.best == "fast_add"
+    assert clear.last_selection.note == ""

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Sequence
+import statistics
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +33,8 @@ log = logging.getLogger("kernelpick.bench")
 REPLAY_MS = 1.0
 #: Most runs captured in one graph (its memory grows with them, and long graphs add nothing).
 MAX_RUNS_PER_GRAPH = 100
+#: Replays that estimate a candidate's time, for the first round's cutoff and the replays to come.
+QUICK_REPLAYS = 3
 
 
 @dataclass(slots=True)
@@ -65,30 +68,34 @@ class CudaGraphTimer:
     def measure(
         self, candidate: Benchmarkable, budget: TimingBudget, cutoff_ms: float | None = None
     ) -> list[float]:
+        # The first runs load the kernel and surface launch errors. Timed with events, they can read
+        # far slow (a Triton launch's host time counts when it outlasts the flush), so they only
+        # size the graph; what is compared with the cutoff is replayed.
         first = self.events.first_runs(candidate)
-        estimate = sorted(first)[1]
-        if cutoff_ms is not None and estimate > cutoff_ms:
-            self.fell_back.add(candidate.name)  # its three runs were timed with events
-            return first  # clearly slower than the best so far: three runs say enough
-        graphs = self._capture(candidate, estimate, budget.warmups_for(estimate))
+        graphs = self._capture(candidate, sorted(first)[1], budget.warmups_for(sorted(first)[1]))
         if graphs is None:
             return self.events.measure(candidate, budget, cutoff_ms)
         try:
-            return self._replayed([graphs], self._replays([graphs], [estimate], budget))[0]
+            quick = self._replayed([graphs], QUICK_REPLAYS)[0]
+            estimate = statistics.median(quick)
+            if cutoff_ms is not None and estimate > cutoff_ms:
+                return quick  # clearly slower than the best so far: a few replays say enough
+            return quick + self._replayed([graphs], self._replays([graphs], [estimate], budget))[0]
         finally:
             graphs.release()
 
     def measure_interleaved(
         self, candidates: Sequence[Benchmarkable], budget: TimingBudget
     ) -> list[list[float]]:
-        estimates = [sorted(self.events.first_runs(c))[1] for c in candidates]
-        captured = [self._capture(c, e, budget.warmups_for(e)) for c, e in zip(candidates, estimates)]
+        firsts = [sorted(self.events.first_runs(c))[1] for c in candidates]
+        captured = [self._capture(c, e, budget.warmups_for(e)) for c, e in zip(candidates, firsts)]
         graphs = [g for g in captured if g is not None]
         uncaptured = [c for c, g in zip(candidates, captured) if g is None]
         try:
-            replayed = iter(
-                self._replayed(graphs, self._replays(graphs, estimates, budget)) if graphs else []
-            )
+            replayed: Iterator[list[float]] = iter([])
+            if graphs:
+                estimates = [statistics.median(q) for q in self._replayed(graphs, QUICK_REPLAYS)]
+                replayed = iter(self._replayed(graphs, self._replays(graphs, estimates, budget)))
             # The others take turns with CUDA events, after the graphs.
             timed = iter(self.events.measure_interleaved(uncaptured, budget) if uncaptured else [])
             return [next(replayed) if g is not None else next(timed) for g in captured]
@@ -125,6 +132,7 @@ class CudaGraphTimer:
         except Exception as error:
             torch.cuda.synchronize(self.device)
             _clear_error()
+            _release_generator(self.device)
             self.fell_back.add(candidate.name)
             if candidate.name not in self._reported:
                 self._reported.add(candidate.name)
@@ -176,6 +184,16 @@ class CudaGraphTimer:
                 ]
             )
         return samples
+
+
+def _release_generator(device: torch.device) -> None:
+    """Give the device's default random generator a fresh copy of its state: a capture that failed
+    never ended its capture on the generator, and every later random draw outside a graph would
+    fail ("Offset increment outside graph capture encountered unexpectedly"). The copy keeps the
+    seed and offset, so the random sequence goes on as if nothing happened."""
+    generator = torch.cuda.default_generators[device.index or 0]
+    if hasattr(generator, "clone_state") and hasattr(generator, "graphsafe_set_state"):
+        generator.graphsafe_set_state(generator.clone_state())
 
 
 def _clear_error() -> None:

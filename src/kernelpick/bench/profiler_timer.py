@@ -13,6 +13,7 @@ candidate is timed with CUDA events instead, and its result says so.
 from __future__ import annotations
 
 import logging
+import statistics
 from collections.abc import Sequence
 from typing import Any
 
@@ -25,6 +26,8 @@ log = logging.getLogger("kernelpick.bench")
 
 #: The marker kernel's name, as the profiler reports it ("spin_kernel(long)").
 MARKER = "spin_kernel"
+#: Profiled runs that estimate a candidate's time, for the first round's cutoff.
+QUICK_RUNS = 3
 
 
 class ProfilerTimer:
@@ -42,12 +45,15 @@ class ProfilerTimer:
     def measure(
         self, candidate: Benchmarkable, budget: TimingBudget, cutoff_ms: float | None = None
     ) -> list[float]:
-        first = self.events.first_runs(candidate)
-        estimate = sorted(first)[1]
-        if cutoff_ms is not None and estimate > cutoff_ms:
-            self.fell_back.add(candidate.name)  # its three runs were timed with events
-            return first
+        # The first runs load the kernel and surface launch errors; timed with events they can read
+        # far slow, so the cutoff is checked on a few profiled runs instead.
+        estimate = sorted(self.events.first_runs(candidate))[1]
         self._warm_up([candidate], budget.warmups_for(estimate))
+        quick = self._profiled([candidate], QUICK_RUNS) if cutoff_ms is not None else None
+        if quick is not None:
+            estimate = statistics.median(quick[0])
+            if estimate > cutoff_ms:  # type: ignore[operator]  # cutoff_ms is set: quick was made
+                return quick[0]
         profiled = self._profiled([candidate], budget.reps_for(estimate))
         return profiled[0] if profiled is not None else self.events.measure(candidate, budget, cutoff_ms)
 

@@ -36,6 +36,9 @@ log = logging.getLogger("kernelpick.compile")
 
 CompileStatus = Literal["ok", "compile_error", "out_of_resources", "crashed", "timeout"]
 
+#: How much lower forked compilers run than the process that forked them (`os.nice`).
+COMPILER_NICENESS = 5
+
 
 @dataclass(frozen=True, slots=True)
 class CompileOutcome:
@@ -90,8 +93,8 @@ def precompile(
         interpreter: True on CPU devices: lower to TTIR only.
         workers: configs compiled at once.
         mode: "thread" or "process" (see the module docstring).
-        timings: where the process mode records the seconds of its two steps, compiling in the
-            children and loading their results (for tuning reports).
+        timings: where the process mode records the seconds of its steps: Triton preparing every
+            compile here, compiling in the children and loading their results (for tuning reports).
         meanwhile: work for this thread to do while the compilers run (called exactly once).
         timeout_s: in the process mode, how long one config may compile before its compiler is
             killed and the config recorded as `timeout`.
@@ -184,6 +187,7 @@ def _compile_all(
                 pending.append(None)
                 outcomes.append(CompileOutcome(status, message, time.perf_counter() - start))
         if isinstance(executor, _ForkedExecutor):
+            executor.timings["compile_submit"] = time.perf_counter() - start
             if on_compiled is not None:
                 for index in early:
                     on_compiled(index)
@@ -365,6 +369,9 @@ class _ForkedExecutor(Executor):
     def _child(self, queue: int, write_end: int) -> None:  # pragma: no cover - child only
         code = 0
         try:
+            # Compilers fill every core; what waits on them must not wait for a core as well: the
+            # worker processes importing torch as they start, the parent feeding configs to them.
+            os.nice(COMPILER_NICENESS)
             with os.fdopen(write_end, "w") as stream:
                 # Reads of 4 bytes from a pipe are atomic: each job number goes to exactly one child.
                 while len(number := os.read(queue, 4)) == 4:

@@ -24,6 +24,7 @@ from kernelpick.select.selector import Selector
 from kernelpick.select.signature import Signature
 from kernelpick.select.template_choice import template
 from kernelpick.select.verify import tf32_allowed
+from kernelpick.workers.plan import start_early
 from kernelpick.workers.references import Reference
 
 #: Activations `addmm` can fuse, as Triton expressions over `acc`.
@@ -189,6 +190,9 @@ _ADDMM = {activation: "addmm" if activation is None else f"addmm_{activation}" f
 _ADDMM_TF32 = {activation: f"{name}_tf32" for activation, name in _ADDMM.items()}
 _selectors: dict[str, Selector] = {}
 _lock = threading.Lock()
+# The selectors are made on first use, but a program that imports the ops will tune them: its
+# workers start (and Triton's compiler warms up) now, while it still sets up.
+start_early(None)
 
 
 def selector(name: str) -> Selector:

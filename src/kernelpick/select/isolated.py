@@ -75,6 +75,7 @@ def measure_in_workers(
             confirm_top=0 if device.interpreter else current.confirm_top,
             confirm_within=current.confirm_within,
             on_done=on_done,
+            reference=selector.reference_digest(todo),
         )
 
 

@@ -38,7 +38,7 @@ from kernelpick.select.signature import POSITIONAL_KEYS, Signature, signature_ke
 from kernelpick.select.verify import Tolerance, compare, tf32_allowed
 from kernelpick.store import ResultStore, StoredResult, TuningKey, default_store
 from kernelpick.workers import IsolationError, Reference
-from kernelpick.workers.plan import isolation_wanted, start_workers_early
+from kernelpick.workers.plan import isolation_wanted, start_early
 
 log = logging.getLogger("kernelpick.select")
 
@@ -122,7 +122,7 @@ class Selector:
         self._lock = threading.RLock()
         self.records: dict[tuple[Any, ...], SelectionRecord] = {}
         self.last_selection: SelectionRecord | None = None
-        start_workers_early(isolate)
+        start_early(isolate)
 
     # -- the hot path -------------------------------------------------------------------------
     def __call__(self, *inputs: Any, **kwargs: Any) -> Any:
@@ -194,7 +194,7 @@ class Selector:
             if any(results[c.digest].ok for c in choices):
                 by_digest = {c.digest: c for c in choices}
                 chosen = pick(
-                    results, self._reference_digest(choices), name=lambda digest: by_digest[digest].name
+                    results, self.reference_digest(choices), name=lambda digest: by_digest[digest].name
                 )
                 note = chosen.note
                 ranked.remove(by_digest[chosen.best])
@@ -267,7 +267,7 @@ class Selector:
             return None
         return self.store if self.store is not None else default_store()
 
-    def _reference_digest(self, choices: list[Choice]) -> str | None:
+    def reference_digest(self, choices: list[Choice]) -> str | None:
         """The digest of the reference when it is one of `choices` (what runs unless clearly beaten)."""
         wanted = self.reference
         if wanted is None:
@@ -355,10 +355,12 @@ class Selector:
                     runs.append(run)
             if not device.interpreter:
                 _warm_up(runs, device)
+            keep = self.reference_digest(choices)
             measured = benchmark(
                 runs,
                 self.timer or timer_for(device),
                 on_done=progress.advance,
+                reference=next((i for i, run in enumerate(runs) if run.digest == keep), None),
                 **(budgets or budgets_for(device, per_call=True)),
             )
             results.update({run.digest: r for run, r in zip(runs, measured)})

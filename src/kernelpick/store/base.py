@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from kernelpick.bench.result import BenchmarkResult
@@ -40,7 +40,11 @@ class MemoryStore:
         self._rows: dict[str, dict[str, StoredResult]] = {}
 
     def load(self, key: TuningKey) -> dict[str, StoredResult]:
-        return dict(self._rows.get(key.digest, {}))
+        # What comes back was read from a store, as from any other (the stored incumbent is told so).
+        return {
+            candidate: replace(row, result=replace(row.result, from_store=True))
+            for candidate, row in self._rows.get(key.digest, {}).items()
+        }
 
     def save(self, key: TuningKey, results: Iterable[StoredResult]) -> None:
         self._rows.setdefault(key.digest, {}).update({r.candidate: r for r in results})

@@ -38,7 +38,7 @@ from kernelpick.tune.isolated import benchmark_in_workers, measure_in_worker
 from kernelpick.tune.prune import Pruner
 from kernelpick.tune.record import TuningRecord
 from kernelpick.workers import IsolationError
-from kernelpick.workers.plan import isolation_wanted, start_workers_early
+from kernelpick.workers.plan import isolation_wanted, start_early
 
 log = logging.getLogger("kernelpick.tune")
 
@@ -211,7 +211,7 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
         self.best_config: Config | None = None
         self.configs_timings: dict[Config, float] = {}
         functools.update_wrapper(self, self.base_fn.fn)
-        start_workers_early(isolate)
+        start_early(isolate)
 
     # -- the hot path -------------------------------------------------------------------------
     def __getitem__(self, grid: Any) -> Callable[..., Any]:
@@ -445,6 +445,7 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
                     runs,
                     self.timer or timer_for(device),
                     on_done=progress.advance,
+                    reference=next((i for i, run in enumerate(runs) if run.config == self.default), None),
                     **(budgets or budgets_for(device)),
                 )
             results.update({run.config: result for run, result in zip(runs, measured)})

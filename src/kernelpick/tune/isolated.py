@@ -127,6 +127,7 @@ def benchmark_in_workers(
                     confirm_top=0 if device.interpreter else current.confirm_top,
                     confirm_within=current.confirm_within,
                     on_done=progress.advance,
+                    reference=None if tuner.default is None else tuner.default.digest,
                 )
             finally:
                 compiling.result()  # the compilers' own failure, if any, comes first

@@ -119,25 +119,32 @@ def start_workers(device: torch.device | str | None = None, *, wait: bool = Fals
     return True
 
 
-def start_workers_early(requested: bool | None) -> None:
-    """Start the isolation workers in the background if this process has a GPU and will want them.
+def start_early(requested: bool | None) -> None:
+    """Get ready for the first tuning in the background, once per process, if it has a GPU: start the
+    isolation workers (unless isolation is off: `requested` False, `KERNELPICK_ISOLATE=off`) and warm
+    Triton's compiler up (`kernelpick.compile.warm`).
 
-    Called when a tuned kernel or a selector is made (usually as the user's modules are imported):
-    each worker takes seconds to import torch and Triton and make its CUDA context, and that
-    happens while the program still sets up (loads its model or data), not in its first tuning.
-    Nothing happens with isolation off (`requested` False, `KERNELPICK_ISOLATE=off`), in a worker,
-    without a GPU, or after the first call.
+    Called when a tuned kernel or a selector is made, usually as the user's modules are imported:
+    each worker takes seconds to import torch and Triton and make its CUDA context, and that happens
+    while the program still sets up (loads its model or data), not in its first tuning. Nothing
+    happens in a worker or without a GPU.
     """
     global _started_early
-    if _started_early or inside_worker or requested is False or settings.current().isolate == "off":
+    if _started_early or inside_worker:
         return
     _started_early = True
+    isolate = requested is not False and settings.current().isolate != "off"
 
     def start() -> None:
         try:
-            if torch.cuda.is_available():
+            if not torch.cuda.is_available():
+                return
+            if isolate:
                 start_workers()
-        except Exception as error:  # the first tuning starts them, and says what went wrong
-            log.debug("workers not started early: %s", error)
+            from kernelpick.compile.warm import warm_up_compiler
 
-    threading.Thread(target=start, name="kernelpick-workers-early", daemon=True).start()
+            warm_up_compiler()
+        except Exception as error:  # the first tuning does it again, and says what went wrong
+            log.debug("not ready early: %s", error)
+
+    threading.Thread(target=start, name="kernelpick-start-early", daemon=True).start()

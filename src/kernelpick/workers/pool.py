@@ -122,6 +122,7 @@ class WorkerPool:
         confirm_top: int = 0,
         confirm_within: float = 0.1,
         on_done: Callable[[], object] | None = None,
+        reference: str | None = None,
     ) -> dict[str, BenchmarkResult]:
         """Measure each candidate in a worker; then time the closest few again together on all of them.
 
@@ -136,6 +137,7 @@ class WorkerPool:
             confirm_within: only candidates that ran within this fraction of the best median are
                 timed again (`kernelpick.bench.benchmarker.finalists`).
             on_done: called after each candidate.
+            reference: the candidate always timed again with the closest few (`finalists`' `keep`).
 
         Raises:
             IsolationError: the workers cannot do the work at all (they do not start, or cannot
@@ -155,7 +157,7 @@ class WorkerPool:
                         on_done()
             screened = self._screen(request, [c for c in known if c not in results], timeout_s, on_done, feed)
             results.update(screened)
-            closest = finalists({c: results[c] for c in screened}, confirm_top, confirm_within)
+            closest = finalists({c: results[c] for c in screened}, confirm_top, confirm_within, reference)
             if len(closest) > 1:
                 results = on_one_scale(results, self._confirm(request, closest, timeout_s * len(closest)))
             return {c: results[c] for c in known or screened}

@@ -1,0 +1,42 @@
+"""bench/host.py: host time per call, from back-to-back calls with no wait between them."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from kernelpick.bench import host
+from kernelpick.bench.host import host_ms
+
+
+class Calls:
+    """A call of fixed host time; records when the device was waited for."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.log: list[str] = []
+
+    def run(self) -> None:
+        self.log.append("call")
+        time.sleep(self.seconds)
+
+    def synchronize(self) -> None:
+        self.log.append("sync")
+
+
+def test_a_device_bound_call_is_judged_by_one_short_batch() -> None:
+    calls = Calls(0.0002)
+    measured = host_ms(calls.run, calls.synchronize, device_ms=50.0)
+    assert measured == pytest.approx(0.2, rel=0.5)
+    assert calls.log.count("call") == host.CALLS // 4
+    assert calls.log[0] == "sync" and calls.log[-1] == "sync"  # the device caught up before and after
+
+
+def test_a_launch_bound_call_is_measured_in_batches_without_waits_between_calls() -> None:
+    calls = Calls(0.001)
+    measured = host_ms(calls.run, calls.synchronize, device_ms=0.01, calls=4, batches=3)
+    assert measured == pytest.approx(1.0, rel=0.5)
+    # one short batch (2 calls), then 3 batches of 4: a wait before and after each batch only
+    assert calls.log.count("call") == 2 + 3 * 4
+    assert calls.log == (["sync"] + ["call"] * 2 + ["sync"]) + (["sync"] + ["call"] * 4 + ["sync"]) * 3
