@@ -40,3 +40,18 @@ def test_a_launch_bound_call_is_measured_in_batches_without_waits_between_calls(
     # one short batch (2 calls), then 3 batches of 4: a wait before and after each batch only
     assert calls.log.count("call") == 2 + 3 * 4
     assert calls.log == (["sync"] + ["call"] * 2 + ["sync"]) + (["sync"] + ["call"] * 4 + ["sync"]) * 3
+
+
+def test_interference_in_one_batch_does_not_count() -> None:
+    calls = Calls(0.0)
+    slow_batches = iter([0.0, 0.004, 0.0005, 0.0005, 0.0005])  # the first is the short batch
+
+    def run() -> None:
+        calls.run()
+
+    def synchronize() -> None:
+        calls.seconds = next(slow_batches, 0.0005) if calls.log.count("sync") % 2 == 0 else calls.seconds
+        calls.synchronize()
+
+    measured = host_ms(run, synchronize, device_ms=0.0, calls=4, batches=4)
+    assert measured == pytest.approx(0.5, rel=0.6)  # not the 4 ms batch
