@@ -24,7 +24,7 @@ def console(stderr: bool = False) -> Console:
     """A console that keeps table rows on one line when writing to a file or a pipe."""
     made = Console(stderr=stderr, highlight=False)
     if not made.is_terminal:
-        made.width = 200
+        made.width = 300  # a table of nine columns with a long config name and reason
     return made
 
 

@@ -25,7 +25,7 @@ def test_the_reference_runs_once_per_problem_not_once_per_candidate(tmp_path: Pa
     )
     a, b = torch.randn(64), torch.randn(64)
     problem = {"inputs": [describe_value(a, tmp_path), describe_value(b, tmp_path)], "kwargs": {}}
-    [torch_add] = [c.digest for c in selector._expand(Signature.of((a, b), {})) if c.name == "torch.add"]
+    [torch_add] = [c.digest for c in selector.expand(Signature.of((a, b), {})) if c.name == "torch.add"]
     REFERENCE_CALLS.clear()
     for _ in range(3):  # consecutive requests of one problem, as the pool sends them
         request = {"device": "cpu", "problem": problem, "candidates": [torch_add], "step": "screen"}

@@ -148,7 +148,7 @@ class CudaGraphTimer:
         return _Graphs(timed, baseline, runs)
 
     def _graph(self, candidate: Benchmarkable, runs: int, *, timed: bool) -> Any:
-        graph = torch.cuda.CUDAGraph()  # type: ignore[no-untyped-call]
+        graph = torch.cuda.CUDAGraph()
         graph.capture_begin(capture_error_mode="thread_local")
         try:
             for _ in range(runs):

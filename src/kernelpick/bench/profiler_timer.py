@@ -133,7 +133,7 @@ def _mark() -> None:
 
 def _device_activities(session: Any) -> list[tuple[str, int, int]]:
     """(name, start, duration) in nanoseconds of each device activity the session recorded."""
-    from torch.autograd import DeviceType
+    from torch._C._autograd import DeviceType
 
     results = getattr(session.profiler, "kineto_results", None)
     if results is None:

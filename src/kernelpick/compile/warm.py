@@ -14,12 +14,15 @@ def warm_up_compiler() -> None:
     Raises:
         Exception: whatever Triton raises without a usable GPU backend (callers ignore it).
     """
-    try:
-        from triton.runtime.cache import triton_key
-    except ImportError:  # Triton 3.6 keeps it with the compiler
-        from triton.compiler.compiler import triton_key  # type: ignore[attr-defined,no-redef]
+    import importlib
+
     from triton.compiler.compiler import make_backend
     from triton.runtime import driver
 
-    triton_key()
+    # Triton 3.6 keeps `triton_key` with the compiler, later releases with the cache.
+    for module in ("triton.runtime.cache", "triton.compiler.compiler"):
+        triton_key = getattr(importlib.import_module(module), "triton_key", None)
+        if triton_key is not None:
+            triton_key()
+            break
     make_backend(driver.active.get_current_target()).hash()

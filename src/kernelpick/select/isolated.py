@@ -13,7 +13,7 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
@@ -23,7 +23,7 @@ from kernelpick.bench.result import BenchmarkResult
 from kernelpick.select.choice import Choice, ExternChoice
 from kernelpick.select.inputs import EXAMPLE_SEED, ExampleInputs
 from kernelpick.select.signature import Signature
-from kernelpick.select.verify import tf32_allowed
+from kernelpick.select.verify import Checking, tf32_allowed
 from kernelpick.workers import pool_for, reference_to
 from kernelpick.workers.plan import step_budgets, worker_devices, worker_settings
 from kernelpick.workers.problems import describe_value, rebuild_value, reused
@@ -31,11 +31,43 @@ from kernelpick.workers.problems import describe_value, rebuild_value, reused
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from kernelpick.select.selector import Checking, Selector
+    from kernelpick.compile.precompile import CompileOutcome
+    from kernelpick.select.inputs import InputGen
+
+
+class IsolatedSelector(Protocol):
+    """What selecting in workers takes of a selector (`kernelpick.Selector` is one): its identity,
+    how to expand, compile and measure its choices, and which one is the reference."""
+
+    name: str
+    key: Callable[..., Any] | None
+    input_gen: InputGen | None
+    defined_in: str | None
+
+    def expand(self, signature: Signature) -> list[Choice]: ...
+
+    def precompile_choices(
+        self, todo: list[Choice], example: ExampleInputs, signature: Signature
+    ) -> list[CompileOutcome]: ...
+
+    def checking_for(
+        self, choices: list[Choice], signature: Signature, example: ExampleInputs
+    ) -> Checking: ...
+
+    def measure_here(
+        self,
+        todo: list[Choice],
+        choices: list[Choice],
+        signature: Signature,
+        checking: Checking,
+        budgets: Mapping[str, Any] | None = None,
+    ) -> tuple[dict[str, BenchmarkResult], str | None]: ...
+
+    def reference_digest(self, choices: list[Choice]) -> str | None: ...
 
 
 def measure_in_workers(
-    selector: Selector,
+    selector: IsolatedSelector,
     todo: list[Choice],
     signature: Signature,
     inputs: tuple[Any, ...],
@@ -93,7 +125,7 @@ class _Problem:
     warmed: bool = False
 
 
-def measure_in_worker(selector: Selector, request: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+def measure_in_worker(selector: IsolatedSelector, request: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """A worker's side: re-create the inputs and expand the choices (once for consecutive requests of
     one problem); then compile the requested choices (the prepare step, answering with failures
     only) or measure them."""
@@ -106,7 +138,7 @@ def measure_in_worker(selector: Selector, request: Mapping[str, Any]) -> dict[st
         inputs = tuple(rebuild_value(v, device, generator) for v in problem["inputs"])
         kwargs = {name: rebuild_value(v, device, generator) for name, v in problem["kwargs"].items()}
         signature = Signature.of(inputs, kwargs, selector.key)
-        choices = selector._expand(signature)
+        choices = selector.expand(signature)
         example = ExampleInputs(inputs, kwargs, selector.input_gen)
         return _Problem(signature, choices, {c.digest: c for c in choices}, example)
 
@@ -116,7 +148,7 @@ def measure_in_worker(selector: Selector, request: Mapping[str, Any]) -> dict[st
     state = reused([selector.name, request["device"], request["problem"], request.get("allow_tf32")], rebuild)
     todo = [state.by_digest[digest] for digest in request["candidates"]]
     if request.get("step") == "prepare":
-        outcomes = selector._precompile(todo, state.example, state.signature)
+        outcomes = selector.precompile_choices(todo, state.example, state.signature)
         failed = {
             c.digest: BenchmarkResult.failed(o.status, o.message) for c, o in zip(todo, outcomes) if not o.ok
         }
@@ -127,6 +159,6 @@ def measure_in_worker(selector: Selector, request: Mapping[str, Any]) -> dict[st
     if state.checking is None:
         state.checking = selector.checking_for(state.choices, state.signature, state.example)
     with settings.override(**warm_up):
-        results, _ = selector._measure_here(todo, state.choices, state.signature, state.checking, budgets)
+        results, _ = selector.measure_here(todo, state.choices, state.signature, state.checking, budgets)
     state.warmed = True
     return {digest: result.to_dict() for digest, result in results.items()}

@@ -16,7 +16,6 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -35,7 +34,7 @@ from kernelpick.select.inputs import ExampleInputs, InputGen, preserved_rng
 from kernelpick.select.isolated import measure_in_worker, measure_in_workers
 from kernelpick.select.record import ChoiceResult, SelectionRecord
 from kernelpick.select.signature import POSITIONAL_KEYS, Signature, signature_key, value_key
-from kernelpick.select.verify import Tolerance, compare, tf32_allowed
+from kernelpick.select.verify import Checking, Tolerance, compare, tf32_allowed
 from kernelpick.store import ResultStore, StoredResult, TuningKey, default_store
 from kernelpick.workers import IsolationError, Reference
 from kernelpick.workers.plan import isolation_wanted, start_early
@@ -154,7 +153,7 @@ class Selector:
 
     def choices_for(self, *inputs: Any, **kwargs: Any) -> list[Choice]:
         """The choices this selector picks from for inputs like these (expanded for their signature)."""
-        return self._expand(Signature.of(inputs, kwargs, self.key))
+        return self.expand(Signature.of(inputs, kwargs, self.key))
 
     def clear(self) -> None:
         """Forget this process's picks (the store keeps its results)."""
@@ -172,7 +171,7 @@ class Selector:
                 return call
             start = time.perf_counter()
             signature = Signature.of(inputs, kwargs, self.key)
-            choices = self._expand(signature)
+            choices = self.expand(signature)
             store = self._store()
             source = SELECTION_VERSION if self.verify else f"{SELECTION_VERSION}:unverified"
             tuning_key = TuningKey.make(self.name, source, signature.device, signature.to_data())
@@ -240,7 +239,13 @@ class Selector:
                 results[choice.digest] = BenchmarkResult.failed("compile_error", str(error))
         raise NoValidChoices(self._failure_report(signature, rows))
 
-    def _expand(self, signature: Signature) -> list[Choice]:
+    def expand(self, signature: Signature) -> list[Choice]:
+        """Every choice for `signature`, each once.
+
+        Raises:
+            ConfigError: two different choices share a name.
+            NoValidChoices: no choice applies to the signature.
+        """
         choices: list[Choice] = []
         by_name: dict[str, Choice] = {}
         digests: set[str] = set()
@@ -319,15 +324,13 @@ class Selector:
         # Tuning never moves the caller's random state, whatever the choices or input_gen draw.
         with preserved_rng(tensors[0].device if tensors else torch.device("cpu")):
             example = ExampleInputs(inputs, kwargs, self.input_gen)
-            return self._measure_here(
-                todo, choices, signature, self.checking_for(choices, signature, example)
-            )
+            return self.measure_here(todo, choices, signature, self.checking_for(choices, signature, example))
 
     def measure_in_worker(self, request: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
         """Measure choices for a caller in another process (see `kernelpick.select.isolated`)."""
         return measure_in_worker(self, request)
 
-    def _measure_here(
+    def measure_here(
         self,
         todo: list[Choice],
         choices: list[Choice],
@@ -341,7 +344,7 @@ class Selector:
         results: dict[str, BenchmarkResult] = {}
         example, reference = checking.example, checking.reference
         with TuningProgress(f"compiling {self.name}", total=2 * len(todo)) as progress:
-            outcomes = self._precompile(todo, example, signature)
+            outcomes = self.precompile_choices(todo, example, signature)
             progress.advance(len(todo), f"verifying and benchmarking {self.name}")
             runs: list[_ChoiceRun] = []
             for choice, outcome in zip(todo, outcomes):
@@ -376,9 +379,11 @@ class Selector:
         expected, error = self._expected(reference, example, signature.device)
         return Checking(example, reference, expected, error)
 
-    def _precompile(
+    def precompile_choices(
         self, todo: list[Choice], example: ExampleInputs, signature: Signature
     ) -> list[CompileOutcome]:
+        """Compile `todo` for `signature`, many at once; a choice's own failure is its outcome."""
+
         def compile_one(choice: Choice) -> CompileOutcome:
             try:
                 return choice.precompile(example, signature)
@@ -455,20 +460,6 @@ class Selector:
 
     def __repr__(self) -> str:
         return f"Selector({self.name!r}, choices=[{', '.join(s.name for s in self.spaces)}])"
-
-
-@dataclass(frozen=True, slots=True)
-class Checking:
-    """What checking a choice's output takes: example inputs and the reference's output on them.
-
-    `reference` is (name, callable) of the reference choice, None when not verifying; `error`
-    says why the reference itself failed on these inputs (then nothing can be verified).
-    """
-
-    example: ExampleInputs
-    reference: tuple[str, Callable[..., Any]] | None
-    expected: Any
-    error: str | None
 
 
 class _ChoiceRun:

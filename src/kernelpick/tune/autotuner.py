@@ -353,7 +353,7 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
         results = {c: stored[c.digest].result for c in configs if c.digest in stored}
         todo = [c for c in configs if c not in results]
         if todo:
-            measured = self._benchmark(todo, args, kwargs, named, grid, device, phases)
+            measured = self.benchmark_configs(todo, args, kwargs, named, grid, device, phases)
             results.update(measured)
             started = time.perf_counter()
             if store is not None:
@@ -390,7 +390,7 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
         order = self.arg_names.index
         return sorted({*written, *self.restore_value}, key=order), read
 
-    def _benchmark(
+    def benchmark_configs(
         self,
         configs: list[Config],
         args: tuple[Any, ...],
@@ -440,7 +440,7 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
                     runs.append(_ConfigRun(self, config, run, bench_args, bench_kwargs, grid, scratch))
                 else:
                     results[config] = BenchmarkResult.failed(outcome.status, outcome.message)
-            with settings.override(**self._budget_overrides()):
+            with settings.override(**self.budget_overrides()):
                 measured = benchmark(
                     runs,
                     self.timer or timer_for(device),
@@ -456,7 +456,8 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
         """Benchmark configs for a caller in another process (see `kernelpick.tune.isolated`)."""
         return measure_in_worker(self, request)
 
-    def _budget_overrides(self) -> dict[str, Any]:
+    def budget_overrides(self) -> dict[str, Any]:
+        """The settings this kernel's `warmup=` and `rep=` override."""
         overrides: dict[str, Any] = {}
         if self.warmup_ms is not None:
             overrides["warmup_ms"] = self.warmup_ms

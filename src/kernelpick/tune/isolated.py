@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
@@ -32,7 +32,35 @@ from kernelpick.workers.plan import step_budgets, worker_devices, worker_setting
 from kernelpick.workers.problems import describe_arguments, rebuild_arguments, reused
 
 if TYPE_CHECKING:
-    from kernelpick.tune.autotuner import Autotuner
+    from kernelpick.tune.prune import Pruner
+
+
+class IsolatedTuner(Protocol):
+    """What autotuning in workers takes of a tuned kernel (`kernelpick.Autotuner` is one): its
+    identity and kernel, its configs and their pruning, and how to benchmark configs here."""
+
+    name: str
+    fn: Any
+    arg_names: list[str]
+    configs: list[Config]
+    prune: Pruner
+    workers: int | None
+    default: Config | None
+    defined_in: str | None
+
+    def budget_overrides(self) -> dict[str, Any]: ...
+
+    def benchmark_configs(
+        self,
+        configs: list[Config],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        named: dict[str, Any],
+        grid: Any,
+        device: DeviceInfo,
+        phases: dict[str, float],
+        budgets: Mapping[str, Any] | None = None,
+    ) -> dict[Config, BenchmarkResult]: ...
 
 
 def grids_by_config(grid: Any, named: Mapping[str, Any], configs: Sequence[Config]) -> dict[str, list[int]]:
@@ -52,7 +80,7 @@ def grids_by_config(grid: Any, named: Mapping[str, Any], configs: Sequence[Confi
 
 
 def benchmark_in_workers(
-    tuner: Autotuner,
+    tuner: IsolatedTuner,
     configs: list[Config],
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
@@ -85,7 +113,7 @@ def benchmark_in_workers(
             "target": reference.to_data(),
             "device": device.type,
             "problem": problem,
-            "settings": {**worker_settings(), **tuner._budget_overrides()},
+            "settings": {**worker_settings(), **tuner.budget_overrides()},
         }
         feed = pool.feed()
         outcomes: list[CompileOutcome] = []
@@ -151,7 +179,7 @@ class _Problem:
     grids: dict[Config, tuple[int, ...]]
 
 
-def measure_in_worker(tuner: Autotuner, request: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+def measure_in_worker(tuner: IsolatedTuner, request: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """A worker's side: re-create the arguments (once for consecutive requests of one problem),
     benchmark the requested configs, answer by digest."""
     device = torch.device(request["device"])
@@ -169,5 +197,7 @@ def measure_in_worker(tuner: Autotuner, request: Mapping[str, Any]) -> dict[str,
     configs = [state.configs[digest] for digest in request["candidates"]]
     info = describe(device)
     budgets = step_budgets(request, budgets_for(info))
-    results = tuner._benchmark(configs, state.args, state.kwargs, state.named, state.grids, info, {}, budgets)
+    results = tuner.benchmark_configs(
+        configs, state.args, state.kwargs, state.named, state.grids, info, {}, budgets
+    )
     return {config.digest: result.to_dict() for config, result in results.items()}
