@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import multiprocessing
 import threading
 from collections.abc import Mapping
 from pathlib import Path
@@ -127,10 +128,11 @@ def start_early(requested: bool | None) -> None:
     Called when a tuned kernel or a selector is made, usually as the user's modules are imported:
     each worker takes seconds to import torch and Triton and make its CUDA context, and that happens
     while the program still sets up (loads its model or data), not in its first tuning. Nothing
-    happens in a worker or without a GPU.
+    happens in a worker, without a GPU, or in a process started by `multiprocessing` (a data
+    loader's worker that imports the program's modules would start workers of its own).
     """
     global _started_early
-    if _started_early or inside_worker:
+    if _started_early or inside_worker or multiprocessing.parent_process() is not None:
         return
     _started_early = True
     isolate = requested is not False and settings.current().isolate != "off"

@@ -1,0 +1,61 @@
+"""workers/plan.py: what a program gets ready for its first tuning when it makes a tuned kernel."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from kernelpick.workers import plan
+
+
+class Started:
+    """What `start_early` started, on what it takes for a GPU machine."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+        self.done = threading.Event()  # set once the compiler was warmed: the last step
+
+    def workers(self) -> None:
+        self.calls.append("workers")
+
+    def compiler(self) -> None:
+        self.calls.append("compiler")
+        self.done.set()
+
+
+@pytest.fixture
+def started(monkeypatch: pytest.MonkeyPatch) -> Started:
+    record = Started()
+    monkeypatch.setattr(plan, "_started_early", False)
+    monkeypatch.setattr(plan.torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(plan, "start_workers", record.workers)
+    monkeypatch.setattr("kernelpick.compile.warm.warm_up_compiler", record.compiler)
+    return record
+
+
+def test_the_first_tuned_kernel_starts_workers_and_warms_the_compiler_once(started: Started) -> None:
+    plan.start_early(None)
+    plan.start_early(None)
+    assert started.done.wait(10)
+    assert started.calls == ["workers", "compiler"]
+
+
+def test_with_isolation_off_only_the_compiler_warms(started: Started) -> None:
+    plan.start_early(False)
+    assert started.done.wait(10)
+    assert started.calls == ["compiler"]
+
+
+def test_nothing_starts_in_a_multiprocessing_child(started: Started, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(plan.multiprocessing, "parent_process", lambda: object())
+    plan.start_early(None)
+    assert not started.done.wait(0.5)
+    assert started.calls == []
+
+
+def test_nothing_starts_in_a_worker(started: Started, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(plan, "inside_worker", True)
+    plan.start_early(None)
+    assert not started.done.wait(0.5)
+    assert started.calls == []
