@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import time
 
-import pytest
-
 from kernelpick.bench import host
 from kernelpick.bench.host import host_ms
 
@@ -28,7 +26,7 @@ class Calls:
 def test_a_device_bound_call_is_judged_by_one_short_batch() -> None:
     calls = Calls(0.0002)
     measured = host_ms(calls.run, calls.synchronize, device_ms=50.0)
-    assert measured == pytest.approx(0.2, rel=0.5)
+    assert 0.2 <= measured < 5.0  # a call's sleep, and sleeps never end early
     assert calls.log.count("call") == host.CALLS // 4
     assert calls.log[0] == "sync" and calls.log[-1] == "sync"  # the device caught up before and after
 
@@ -36,7 +34,7 @@ def test_a_device_bound_call_is_judged_by_one_short_batch() -> None:
 def test_a_launch_bound_call_is_measured_in_batches_without_waits_between_calls() -> None:
     calls = Calls(0.001)
     measured = host_ms(calls.run, calls.synchronize, device_ms=0.01, calls=4, batches=3)
-    assert measured == pytest.approx(1.0, rel=0.5)
+    assert 1.0 <= measured < 5.0
     # one short batch (2 calls), then 3 batches of 4: a wait before and after each batch only
     assert calls.log.count("call") == 2 + 3 * 4
     assert calls.log == (["sync"] + ["call"] * 2 + ["sync"]) + (["sync"] + ["call"] * 4 + ["sync"]) * 3
@@ -54,4 +52,4 @@ def test_interference_in_one_batch_does_not_count() -> None:
         calls.synchronize()
 
     measured = host_ms(run, synchronize, device_ms=0.0, calls=4, batches=4)
-    assert measured == pytest.approx(0.5, rel=0.6)  # not the 4 ms batch
+    assert 0.5 <= measured < 3.0  # the fastest batch, not the one whose calls took 4 ms each
