@@ -149,7 +149,7 @@ def finalists(
     The reference is what runs unless another candidate clearly beats it, so the comparison that
     decides rests on the longer, interleaved round. (On an H100 the first round read cuBLAS 10-20 %
     slow in some processes, behind six Triton GEMMs, while the suite's do_bench had it 4 % faster
-    than any of them: bench/results/stability-h100.json.)
+    than any of them: bench/results/stability-h100-before-reference-final.json.)
 
     A screen is brief, and on a GPU a few slow runs can lift a candidate's median by 10 % (an H200
     screened Triton GEMMs at 0.082 ms whose fastest runs took 0.071 ms, against cuBLAS at 0.074 ms).

@@ -18,7 +18,7 @@ CALLS = 20
 #: Batches whose fastest is the figure: what interferes with a host (another process, an interrupt,
 #: a page fault) only ever adds time, so the fastest batch is the call's own cost. (With the median,
 #: one selection on an H100 read cuBLAS's host time at 29 µs, not 15-18 µs, and picked a GEMM 32 %
-#: slower: bench/results/stability-h100.json.)
+#: slower: bench/results/stability-h100-before-host-min.json.)
 BATCHES = 5
 
 
