@@ -63,7 +63,7 @@ class IsolatedSelector(Protocol):
         budgets: Mapping[str, Any] | None = None,
     ) -> tuple[dict[str, BenchmarkResult], str | None]: ...
 
-    def reference_digest(self, choices: list[Choice]) -> str | None: ...
+    def reference_digest(self, signature: Signature) -> str | None: ...
 
 
 def measure_in_workers(
@@ -107,7 +107,7 @@ def measure_in_workers(
             confirm_top=0 if device.interpreter else current.confirm_top,
             confirm_within=current.confirm_within,
             on_done=on_done,
-            reference=selector.reference_digest(todo),
+            reference=selector.reference_digest(signature),
         )
 
 

@@ -193,7 +193,7 @@ class Selector:
             if any(results[c.digest].ok for c in choices):
                 by_digest = {c.digest: c for c in choices}
                 chosen = pick(
-                    results, self.reference_digest(choices), name=lambda digest: by_digest[digest].name
+                    results, self.reference_digest(signature), name=lambda digest: by_digest[digest].name
                 )
                 note = chosen.note
                 ranked.remove(by_digest[chosen.best])
@@ -272,32 +272,33 @@ class Selector:
             return None
         return self.store if self.store is not None else default_store()
 
-    def reference_digest(self, choices: list[Choice]) -> str | None:
-        """The digest of the reference when it is one of `choices` (what runs unless clearly beaten)."""
-        wanted = self.reference
-        if wanted is None:
-            first = next((s for s in self.spaces if isinstance(s, ExternChoice)), None)
-            wanted = None if first is None else first.name
-        elif isinstance(wanted, (Choice, ChoiceSpace)):
-            wanted = wanted.name
-        if not isinstance(wanted, str):
-            return None  # a function of the inputs: it checks outputs, it is not a choice
-        return next((c.digest for c in choices if c.name == wanted), None)
+    def reference_digest(self, signature: Signature) -> str | None:
+        """The digest of the reference when it is one of the choices: what runs unless clearly beaten."""
+        target = self._reference_target()
+        if isinstance(target, Choice):
+            return target.digest
+        if isinstance(target, ChoiceSpace):
+            return target.choices_for(signature)[0].digest
+        return None  # a function of the inputs: it checks outputs, it is not a choice
 
-    def _reference(
-        self, choices: list[Choice], signature: Signature
-    ) -> tuple[str, Callable[..., Any]] | None:
+    def _reference_target(self) -> Choice | ChoiceSpace | Callable[..., Any] | None:
+        """What outputs are checked against (`reference=`, default: the first extern choice)."""
         wanted = self.reference
         if wanted is None:
-            first = next((s for s in self.spaces if isinstance(s, ExternChoice)), None)
-            return None if first is None else (first.name, first.callable_for(signature))
+            return next((s for s in self.spaces if isinstance(s, ExternChoice)), None)
         if isinstance(wanted, str):
-            wanted = next(s for s in self.spaces if s.name == wanted)  # checked in __init__
+            return next(s for s in self.spaces if s.name == wanted)  # checked in __init__
+        return wanted
+
+    def _reference(self, signature: Signature) -> tuple[str, Callable[..., Any]] | None:
+        """(name, callable) of what outputs are checked against, or None when there is nothing."""
+        wanted = self._reference_target()
+        if isinstance(wanted, ChoiceSpace) and not isinstance(wanted, Choice):
+            wanted = wanted.choices_for(signature)[0]
         if isinstance(wanted, Choice):
             return wanted.name, wanted.callable_for(signature)
-        if isinstance(wanted, ChoiceSpace):
-            expanded = wanted.choices_for(signature)
-            return expanded[0].name, expanded[0].callable_for(signature)
+        if wanted is None:
+            return None
         if callable(wanted):
             return qualified_name(wanted), wanted
         raise ConfigError(
@@ -316,7 +317,7 @@ class Selector:
             try:
                 with TuningProgress(f"selecting {self.name} in workers", total=len(todo)) as progress:
                     results = measure_in_workers(self, todo, signature, inputs, kwargs, progress.advance)
-                reference = self._reference(choices, signature) if self.verify else None
+                reference = self._reference(signature) if self.verify else None
                 return results, None if reference is None else reference[0]
             except IsolationError as error:
                 log.warning("%s: measuring in this process, not in workers: %s", self.name, error)
@@ -358,7 +359,7 @@ class Selector:
                     runs.append(run)
             if not device.interpreter:
                 _warm_up(runs, device)
-            keep = self.reference_digest(choices)
+            keep = self.reference_digest(signature)
             measured = benchmark(
                 runs,
                 self.timer or timer_for(device),
@@ -375,7 +376,7 @@ class Selector:
         A worker keeps it for the requests of one problem: the reference then runs once, not
         once per candidate (for the largest GEMM of the suite, a 5 ms product each time).
         """
-        reference = self._reference(choices, signature) if self.verify else None
+        reference = self._reference(signature) if self.verify else None
         expected, error = self._expected(reference, example, signature.device)
         return Checking(example, reference, expected, error)
 
