@@ -81,14 +81,18 @@ def main() -> int:
     from torch._inductor.utils import do_bench_using_profiling
 
     import kernelpick
+    from kernelpick import settings
     from kernelpick.bench.benchmarker import budgets_for
     from kernelpick.bench.device import describe
     from kernelpick.bench.host import host_ms
-    from kernelpick.bench.timers import _timer
+    from kernelpick.bench.timers import timer_for
 
     device = torch.device("cuda", 0)
     info = describe(device)
-    timers = {name: _timer(info, name) for name in ("cudagraph", "profiler", "events")}
+    timers = {}
+    for name in ("cudagraph", "profiler", "events"):
+        with settings.override(timer=name):
+            timers[name] = timer_for(info)
     budgets = budgets_for(info, per_call=True)
     wanted = {int(i) for i in args.shapes.split(",") if i}
     rows: list[dict[str, Any]] = []

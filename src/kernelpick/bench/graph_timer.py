@@ -71,8 +71,8 @@ class CudaGraphTimer:
         # The first runs load the kernel and surface launch errors. Timed with events, they can read
         # far slow (a Triton launch's host time counts when it outlasts the flush), so they only
         # size the graph; what is compared with the cutoff is replayed.
-        first = self.events.first_runs(candidate)
-        graphs = self._capture(candidate, sorted(first)[1], budget.warmups_for(sorted(first)[1]))
+        first = sorted(self.events.first_runs(candidate))[1]
+        graphs = self._capture(candidate, first, budget.warmups_for(first))
         if graphs is None:
             return self.events.measure(candidate, budget, cutoff_ms)
         try:

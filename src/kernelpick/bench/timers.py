@@ -135,7 +135,7 @@ class CudaEventTimer:
 
     def _timed(self, candidate: Benchmarkable, events: tuple[Any, Any]) -> None:
         candidate.setup()
-        self._flush_buffer.zero_()
+        self.flush()
         events[0].record()
         candidate.run()
         events[1].record()
