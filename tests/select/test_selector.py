@@ -19,6 +19,7 @@ from kernelpick import NoValidChoices, Selector, extern, settings
 from kernelpick.errors import ConfigError
 from kernelpick.report import console
 from kernelpick.select.verify import Tolerance
+from kernelpick.store import MemoryStore
 
 
 def slow_add(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -153,6 +154,25 @@ def test_every_choice_gets_one_store_row_failures_included() -> None:
     selector(*inputs())
     rows = stored_rows()
     assert sorted(status for _, _, status in rows) == ["ok", "ok", "runtime_error"]
+
+
+def test_the_store_remembers_the_pick_and_a_failed_selection_stores_its_failures() -> None:
+    def broken(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        raise RuntimeError("nope")
+
+    store = MemoryStore()
+    selector = Selector("add", [extern(slow_add), extern(fast_add)], store=store)
+    selector(*inputs())
+    record = selector.last_selection
+    assert record is not None
+    by_name = {c.name: c.digest for c in selector.expand(record.signature)}
+    assert list(store.picks.values()) == [by_name[record.best]]
+
+    store = MemoryStore()
+    with pytest.raises(NoValidChoices):
+        Selector("add", [extern(broken)], store=store)(*inputs())
+    assert store.picks == {}
+    assert [r.result.status for rows in store._rows.values() for r in rows.values()] == ["runtime_error"]
 
 
 def test_after_tuning_a_call_runs_only_the_winner() -> None:

@@ -243,3 +243,41 @@ def test_clear_forgets_one_kernel_or_everything(path: Path) -> None:
     assert store.clear() == 1
     assert store.summary() == []
     assert SQLiteStore(path).load(key("add")) == {}  # cleared on disk, not only in this process
+
+
+def test_rows_give_every_result_with_its_key_and_which_candidate_was_picked(path: Path) -> None:
+    store = SQLiteStore(path)
+    store.save(key("mm", 64), [stored(A, ok(2.0)), stored(B, ok(1.0))], pick=A.digest)
+    store.save(key("add", 8), [stored(A, ok(3.0))])
+    rows = list(store.rows())
+    assert [(r.key.kernel, r.key.inputs, r.candidate, r.picked) for r in rows] == [
+        ("add", (8,), A.digest, False),
+        *sorted([("mm", (64,), A.digest, True), ("mm", (64,), B.digest, False)], key=lambda r: r[2]),
+    ]
+    assert rows[0].key == key("add", 8)  # the key rebuilt from plain data is the key it was stored under
+    assert [r.kernel for r in (row.key for row in store.rows("mm"))] == ["mm", "mm"]
+
+
+def test_a_later_tuning_moves_the_pick_and_clearing_a_kernel_drops_its_picks(path: Path) -> None:
+    store = SQLiteStore(path)
+    store.save(key(), [stored(A, ok(2.0))], pick=A.digest)
+    store.save(key(), [stored(B, ok(1.0))], pick=B.digest)
+    assert {r.candidate: r.picked for r in store.rows()} == {A.digest: False, B.digest: True}
+    store.clear("mm")
+    assert list(store.rows()) == []
+    assert store._db.execute("SELECT COUNT(*) FROM picks").fetchone()[0] == 0
+
+
+def test_a_version_1_store_opens_and_gains_the_picks_table(path: Path) -> None:
+    path.parent.mkdir(parents=True)
+    db = sqlite3.connect(path)
+    db.executescript(
+        "CREATE TABLE results (key TEXT NOT NULL, candidate TEXT NOT NULL, kernel TEXT NOT NULL, "
+        "key_data TEXT NOT NULL, description TEXT NOT NULL, status TEXT NOT NULL, median_ms REAL, "
+        "result TEXT NOT NULL, created REAL NOT NULL, PRIMARY KEY (key, candidate)); PRAGMA user_version=1;"
+    )
+    db.close()
+    store = SQLiteStore(path)
+    store.save(key(), [stored(A, ok(1.0))], pick=A.digest)
+    assert [r.picked for r in store.rows()] == [True]
+    assert store._db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION

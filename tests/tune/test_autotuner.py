@@ -255,6 +255,14 @@ def test_a_second_tuner_reads_the_store_and_benchmarks_nothing() -> None:
     assert second.best_config == first.best_config
 
 
+def test_the_store_remembers_which_config_was_picked() -> None:
+    store = MemoryStore()
+    kernel = kernelpick.autotune(SPACE, key=["n"], store=store)(add_kernel)
+    x = torch.randn(128)
+    kernel[grid_1d(128)](x, x, torch.empty(128), 128)
+    assert list(store.picks.values()) == [kernel.best_config.digest]
+
+
 def test_adding_a_config_benchmarks_only_that_config() -> None:
     x = torch.randn(128)
     kernelpick.autotune(SPACE, key=["n"])(add_kernel)[grid_1d(128)](x, x, torch.empty(128), 128)

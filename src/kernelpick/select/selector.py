@@ -182,11 +182,6 @@ class Selector:
             if todo:
                 measured, reference = self._measure(todo, choices, signature, inputs, kwargs)
                 results.update(measured)
-                if store is not None:
-                    store.save(
-                        tuning_key,
-                        [StoredResult(c.digest, c.description(), measured[c.digest]) for c in todo],
-                    )
             ranked = sorted(choices, key=lambda c: results[c.digest].cost_ms)
             rows = tuple(ChoiceResult(c.name, c.digest, c.description(), results[c.digest]) for c in ranked)
             note = ""
@@ -198,7 +193,17 @@ class Selector:
                 note = chosen.note
                 ranked.remove(by_digest[chosen.best])
                 ranked.insert(0, by_digest[chosen.best])
-            winner, call = self._bind_winner(ranked, results, signature, rows)
+            def save(pick: str | None) -> None:  # after binding, which may find a winner uncallable
+                if store is not None and todo:
+                    now = [StoredResult(c.digest, c.description(), results[c.digest]) for c in todo]
+                    store.save(tuning_key, now, pick=pick)
+
+            try:
+                winner, call = self._bind_winner(ranked, results, signature, rows)
+            except NoValidChoices:  # failures are results too: stored even when nothing can be called
+                save(None)
+                raise
+            save(winner.digest)
             record = SelectionRecord(
                 self.name,
                 signature,

@@ -21,6 +21,18 @@ class StoredResult:
     result: BenchmarkResult
 
 
+@dataclass(frozen=True, slots=True)
+class StoredRow:
+    """One stored result as tools see it (`kernelpick cache`, tables): its key as plain data too."""
+
+    key: TuningKey
+    candidate: str
+    description: Mapping[str, Any]
+    result: BenchmarkResult
+    created: float  # unix time it was stored
+    picked: bool  # whether the tuning that stored it ran this candidate
+
+
 class ResultStore(Protocol):
     """Anything that remembers results. Stored data is plain data; nothing read back is executed."""
 
@@ -28,8 +40,12 @@ class ResultStore(Protocol):
         """Every result stored under `key`, by candidate digest."""
         ...
 
-    def save(self, key: TuningKey, results: Iterable[StoredResult]) -> None:
-        """Remember `results` under `key`, replacing earlier results of the same candidates."""
+    def save(self, key: TuningKey, results: Iterable[StoredResult], *, pick: str | None = None) -> None:
+        """Remember `results` under `key`, replacing earlier results of the same candidates.
+
+        `pick` is the digest of the candidate the tuning chose (it may be one stored earlier): what a
+        deployment table exported from the store runs for this key.
+        """
         ...
 
 
@@ -38,6 +54,7 @@ class MemoryStore:
 
     def __init__(self) -> None:
         self._rows: dict[str, dict[str, StoredResult]] = {}
+        self.picks: dict[str, str] = {}  # key digest -> the picked candidate's digest
 
     def load(self, key: TuningKey) -> dict[str, StoredResult]:
         # What comes back was read from a store, as from any other (the stored incumbent is told so).
@@ -46,5 +63,7 @@ class MemoryStore:
             for candidate, row in self._rows.get(key.digest, {}).items()
         }
 
-    def save(self, key: TuningKey, results: Iterable[StoredResult]) -> None:
+    def save(self, key: TuningKey, results: Iterable[StoredResult], *, pick: str | None = None) -> None:
         self._rows.setdefault(key.digest, {}).update({r.candidate: r for r in results})
+        if pick is not None:
+            self.picks[key.digest] = pick

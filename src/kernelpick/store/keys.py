@@ -55,6 +55,29 @@ class TuningKey:
         data["inputs"] = list(self.inputs)
         return data
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> TuningKey:
+        """Rebuild a key from `to_dict()` output (plain data from a store or a table).
+
+        Raises:
+            ValueError: `data` lacks a field or has one of the wrong type.
+        """
+        try:
+            toolchain = data["toolchain"]
+            key = cls(
+                kernel=str(data["kernel"]),
+                source=str(data["source"]),
+                device=str(data["device"]),
+                capability=str(data["capability"]),
+                toolchain=Toolchain(str(toolchain["triton"]), str(toolchain["torch"]), toolchain["cuda"]),
+                inputs=tuple(data["inputs"]),
+            )
+        except (KeyError, TypeError) as error:
+            raise ValueError(f"not a tuning key: {error!r} in {str(data)[:200]}") from None
+        if key.toolchain.cuda is not None and not isinstance(key.toolchain.cuda, str):
+            raise ValueError(f"not a tuning key: toolchain.cuda is {key.toolchain.cuda!r}")
+        return key
+
     @functools.cached_property
     def canonical(self) -> str:
         return canonical_json(self.to_dict())

@@ -13,10 +13,12 @@ from typing import Any
 
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.errors import StoreError
-from kernelpick.store.base import StoredResult
+from kernelpick.store.base import StoredResult, StoredRow
 from kernelpick.store.keys import TuningKey, canonical_json, canonical_value
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+#: Versions this kernelpick opens: version 1 had no `picks` table, which opening it adds.
+READABLE_VERSIONS = (0, 1, SCHEMA_VERSION)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS results (
@@ -32,6 +34,11 @@ CREATE TABLE IF NOT EXISTS results (
     PRIMARY KEY (key, candidate)
 );
 CREATE INDEX IF NOT EXISTS results_by_kernel ON results (kernel);
+CREATE TABLE IF NOT EXISTS picks (
+    key         TEXT PRIMARY KEY,  -- as in results
+    candidate   TEXT NOT NULL,     -- the candidate the last tuning of this key chose
+    created     REAL NOT NULL
+);
 """
 
 
@@ -55,7 +62,7 @@ class SQLiteStore:
                     time.sleep(0.01)
             self._db.execute("PRAGMA synchronous=NORMAL")
             version = self._db.execute("PRAGMA user_version").fetchone()[0]
-            if version not in (0, SCHEMA_VERSION):
+            if version not in READABLE_VERSIONS:
                 raise StoreError(
                     f"result store {self.path} has schema version {version}, this kernelpick reads "
                     f"version {SCHEMA_VERSION}: delete the file or point KERNELPICK_CACHE_DIR elsewhere"
@@ -91,7 +98,7 @@ class SQLiteStore:
             for candidate, description, result in rows
         }
 
-    def save(self, key: TuningKey, results: Iterable[StoredResult]) -> None:
+    def save(self, key: TuningKey, results: Iterable[StoredResult], *, pick: str | None = None) -> None:
         now = time.time()
         rows = [
             (
@@ -110,8 +117,41 @@ class SQLiteStore:
         try:
             with self._transaction() as db:
                 db.executemany("INSERT OR REPLACE INTO results VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+                if pick is not None:
+                    db.execute("INSERT OR REPLACE INTO picks VALUES (?, ?, ?)", (key.digest, pick, now))
         except sqlite3.Error as error:
             raise StoreError(f"cannot write to the result store {self.path}: {error}") from error
+
+    def rows(self, kernel: str | None = None) -> Iterator[StoredRow]:
+        """Every stored result (or one kernel's), by kernel and key.
+
+        Raises:
+            StoreError: a row is not what kernelpick writes (`kernelpick cache verify` names them).
+        """
+        query = (
+            "SELECT r.key, r.candidate, r.key_data, r.description, r.result, r.created, p.candidate "
+            "FROM results r LEFT JOIN picks p ON p.key = r.key"
+        )
+        with self._lock:
+            found = self._db.execute(
+                f"{query} WHERE r.kernel = ? ORDER BY r.kernel, r.key" if kernel else f"{query} ORDER BY r.kernel, r.key",
+                (kernel,) if kernel else (),
+            ).fetchall()
+        for digest, candidate, key_data, description, result, created, picked in found:
+            try:
+                yield StoredRow(
+                    TuningKey.from_dict(json.loads(key_data)),
+                    candidate,
+                    json.loads(description),
+                    BenchmarkResult.from_dict(json.loads(result), from_store=True),
+                    created,
+                    picked == candidate,
+                )
+            except (ValueError, TypeError, KeyError) as error:
+                raise StoreError(
+                    f"result store {self.path}: row (key {digest[:12]}, candidate {candidate[:12]}) is not "
+                    f"kernelpick data ({error}); run `kernelpick cache verify`"
+                ) from None
 
     def summary(self) -> list[dict[str, Any]]:
         """Per kernel: how many keys and results are stored, and how many results failed."""
@@ -125,8 +165,11 @@ class SQLiteStore:
         """Forget every result (or those of one kernel); returns how many rows went."""
         with self._transaction() as db:
             if kernel is None:
+                db.execute("DELETE FROM picks")
                 return db.execute("DELETE FROM results").rowcount
-            return db.execute("DELETE FROM results WHERE kernel = ?", (kernel,)).rowcount
+            removed = db.execute("DELETE FROM results WHERE kernel = ?", (kernel,)).rowcount
+            db.execute("DELETE FROM picks WHERE key NOT IN (SELECT key FROM results)")
+            return removed
 
     def close(self) -> None:
         with self._lock:

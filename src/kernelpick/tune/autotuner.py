@@ -298,11 +298,14 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
                     )
             configs = self.prune(self.configs, named, kwargs)
             phases: dict[str, float] = {}
-            results, from_store = self._results(key, configs, args, kwargs, named, grid, device, phases)
+            results, measured = self._results(key, configs, args, kwargs, named, grid, device, phases)
+            from_store = bool(results) and not measured
             working = [c for c in configs if c not in results or results[c].ok]
             if not working:
+                self._save(key, device, measured, None, phases)
                 raise NoValidConfigs(self._failure_report(key, results))
             chosen = self._pick(working, results)
+            self._save(key, device, measured, chosen.best, phases)
             record = TuningRecord(
                 self.name,
                 key,
@@ -341,25 +344,41 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
         grid: Any,
         device: DeviceInfo,
         phases: dict[str, float],
-    ) -> tuple[dict[Config, BenchmarkResult], bool]:
+    ) -> tuple[dict[Config, BenchmarkResult], dict[Config, BenchmarkResult]]:
+        """Every config's result, and those of them measured now (the others came from the store)."""
         if len(configs) == 1:  # like Triton: nothing to choose between, nothing to measure
-            return {}, False
+            return {}, {}
         started = time.perf_counter()
         store = self._store()
-        source = f"{MEASUREMENT_VERSION}:{self.base_fn.cache_key}"
-        tuning_key = TuningKey.make(self.name, source, device, key[:-1])
-        stored = store.load(tuning_key) if store is not None else {}
+        stored = store.load(self.tuning_key(key, device)) if store is not None else {}
         phases["store_read"] = time.perf_counter() - started
         results = {c: stored[c.digest].result for c in configs if c.digest in stored}
         todo = [c for c in configs if c not in results]
-        if todo:
-            measured = self.benchmark_configs(todo, args, kwargs, named, grid, device, phases)
-            results.update(measured)
-            started = time.perf_counter()
-            if store is not None:
-                store.save(tuning_key, [StoredResult(c.digest, c.to_dict(), r) for c, r in measured.items()])
-            phases["store_write"] = time.perf_counter() - started
-        return {c: results[c] for c in configs}, not todo
+        measured = self.benchmark_configs(todo, args, kwargs, named, grid, device, phases) if todo else {}
+        results.update(measured)
+        return {c: results[c] for c in configs}, measured
+
+    def _save(
+        self,
+        key: tuple[Any, ...],
+        device: DeviceInfo,
+        measured: Mapping[Config, BenchmarkResult],
+        best: Config | None,
+        phases: dict[str, float],
+    ) -> None:
+        """Store what was measured now, and the pick among it and the stored results."""
+        store = self._store()
+        if store is None or not measured:
+            return
+        started = time.perf_counter()
+        rows = [StoredResult(c.digest, c.to_dict(), r) for c, r in measured.items()]
+        store.save(self.tuning_key(key, device), rows, pick=None if best is None else best.digest)
+        phases["store_write"] = time.perf_counter() - started
+
+    def tuning_key(self, key: tuple[Any, ...], device: DeviceInfo) -> TuningKey:
+        """The store key of one tuning: this kernel's source and the call's exact key (less its device)."""
+        source = f"{MEASUREMENT_VERSION}:{self.base_fn.cache_key}"
+        return TuningKey.make(self.name, source, device, key[:-1])
 
     def _store(self) -> ResultStore | None:
         if not (self.use_store and settings.current().cache):
