@@ -18,6 +18,8 @@ from kernelpick.errors import (
     OperatorError,
     SettingsError,
     StoreError,
+    TableError,
+    TuningRequired,
 )
 from kernelpick.select import (
     Epilogue,
@@ -80,9 +82,11 @@ __all__ = [
     "Selector",
     "SettingsError",
     "StoreError",
+    "TableError",
     "TimingSummary",
     "TritonTemplate",
     "TuningRecord",
+    "TuningRequired",
     "__version__",
     "analyze",
     "autotune",

@@ -35,6 +35,14 @@ class StoreError(KernelpickError, RuntimeError):
     """The result store could not be opened, read or written."""
 
 
+class TableError(KernelpickError, ValueError):
+    """A deployment table cannot be read, or was made for another device model or toolchain."""
+
+
+class TuningRequired(KernelpickError, RuntimeError):
+    """`KERNELPICK_NO_TUNING=1` and a call has no winner in a deployment table or the store."""
+
+
 class OperatorError(KernelpickError, ValueError):
     """A kernelpick PyTorch operator or launch was declared or called in a way that cannot work."""
 

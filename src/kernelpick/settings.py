@@ -105,6 +105,26 @@ class Settings:
         100.0,
         "Selection on a GPU: run the choices in turn this long before timing any (clocks up).",
     )
+    redis_url: str = _setting(
+        "KERNELPICK_REDIS_URL",
+        "",
+        "A Redis server shared by machines, e.g. redis://host:6379/0, layered over the local store (extra kernelpick[redis]).",
+    )
+    redis_timeout_s: float = _setting(
+        "KERNELPICK_REDIS_TIMEOUT",
+        1.0,
+        "Seconds a Redis request may take before the store carries on with local results only.",
+    )
+    tables: str = _setting(
+        "KERNELPICK_TABLES",
+        "",
+        "Deployment tables (JSON from `kernelpick cache export`), path[:path]: their winners run with no tuning.",
+    )
+    no_tuning: bool = _setting(
+        "KERNELPICK_NO_TUNING",
+        False,
+        "Never tune at run time: a call with no tabled or stored winner raises TuningRequired.",
+    )
     op_fast_path: bool = _setting(
         "KERNELPICK_OP_FAST_PATH",
         True,
