@@ -30,6 +30,7 @@ from kernelpick.select import (
     template,
     triton_choice,
 )
+from kernelpick.store.deploy import load_table
 from kernelpick.tune import Autotuner, Config, TuningRecord, autotune
 from kernelpick.workers import start_workers
 
@@ -93,6 +94,7 @@ __all__ = [
     "extern",
     "functional",
     "launch",
+    "load_table",
     "op",
     "ops",
     "settings",

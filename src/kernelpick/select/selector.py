@@ -27,7 +27,7 @@ from kernelpick.bench.pick import pick
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.timers import Timer, timer_for
 from kernelpick.compile.precompile import CompileOutcome, classify
-from kernelpick.errors import ConfigError, NoValidChoices
+from kernelpick.errors import ConfigError, NoValidChoices, TuningRequired
 from kernelpick.report import TuningProgress, headline, print_table
 from kernelpick.select.choice import Choice, ChoiceSpace, ExternChoice, qualified_name
 from kernelpick.select.inputs import ExampleInputs, InputGen, preserved_rng
@@ -36,6 +36,8 @@ from kernelpick.select.record import ChoiceResult, SelectionRecord
 from kernelpick.select.signature import POSITIONAL_KEYS, Signature, signature_key, value_key
 from kernelpick.select.verify import Checking, Tolerance, compare, tf32_allowed
 from kernelpick.store import ResultStore, StoredResult, TuningKey, default_store
+from kernelpick.store.deploy import TableHit, tables, tuning_required
+from kernelpick.store.table import TableEntry
 from kernelpick.workers import IsolationError, Reference
 from kernelpick.workers.plan import isolation_wanted, start_early
 
@@ -175,9 +177,20 @@ class Selector:
             store = self._store()
             source = SELECTION_VERSION if self.verify else f"{SELECTION_VERSION}:unverified"
             tuning_key = TuningKey.make(self.name, source, signature.device, signature.to_data())
-            stored = store.load(tuning_key) if store is not None else {}
+            tabled = self._tabled(tuning_key, choices, signature, exact=True)
+            stored = store.load(tuning_key) if store is not None and tabled is None else {}
             results = {c.digest: stored[c.digest].result for c in choices if c.digest in stored}
             todo = [c for c in choices if c.digest not in results]
+            if tabled is None and todo:
+                tabled = self._tabled(tuning_key, choices, signature, exact=False)
+            if tabled is not None:
+                return self._run_tabled(key, signature, *tabled, start)
+            if todo and settings.current().no_tuning:
+                raise TuningRequired(
+                    tuning_required(
+                        f"selector `{self.name}`", str(signature), signature.device.name, len(todo)
+                    )
+                )
             reference = None
             if todo:
                 measured, reference = self._measure(todo, choices, signature, inputs, kwargs)
@@ -193,6 +206,7 @@ class Selector:
                 note = chosen.note
                 ranked.remove(by_digest[chosen.best])
                 ranked.insert(0, by_digest[chosen.best])
+
             def save(pick: str | None) -> None:  # after binding, which may find a winner uncallable
                 if store is not None and todo:
                     now = [StoredResult(c.digest, c.description(), results[c.digest]) for c in todo]
@@ -221,6 +235,57 @@ class Selector:
             log.info("selected for %s in %.2f s: %s", self.name, record.seconds, record.summary())
             self._calls[key] = call
             return call
+
+    def _tabled(
+        self, tuning_key: TuningKey, choices: list[Choice], signature: Signature, *, exact: bool
+    ) -> tuple[Choice, Callable[..., Any], TableHit] | None:
+        """The winner a deployment table gives for this key (exact) or the nearest one, ready to call."""
+        by_digest = {c.digest: c for c in choices}
+        by_name = {c.name: c for c in choices}
+
+        def choice_of(entry: TableEntry) -> Choice | None:
+            # The digest for the exact key; by name for another key, whose rendered choices differ.
+            return by_digest.get(entry.candidate) or by_name.get(str(entry.choice.get("name")))
+
+        found = tables().exact if exact else tables().nearest
+        hit = found(tuning_key, lambda entry: choice_of(entry) is not None)
+        if hit is None:
+            return None
+        choice = choice_of(hit.entry)
+        assert choice is not None
+        try:
+            return choice, choice.callable_for(signature), hit
+        except Exception as error:  # e.g. a template that does not render for these sizes
+            log.warning(
+                "the tabled winner %s of %s cannot be called here (%s); tuning", choice.name, self.name, error
+            )
+            return None
+
+    def _run_tabled(
+        self,
+        key: tuple[Any, ...],
+        signature: Signature,
+        choice: Choice,
+        call: Callable[..., Any],
+        hit: TableHit,
+        start: float,
+    ) -> Callable[..., Any]:
+        rows = (ChoiceResult(choice.name, choice.digest, choice.description(), hit.entry.result),)
+        record = SelectionRecord(
+            self.name,
+            signature,
+            signature.device,
+            rows,
+            choice.name,
+            time.perf_counter() - start,
+            True,
+            None,
+            hit.note,
+        )
+        self.records[key] = self.last_selection = record
+        log.info("selected for %s %s", self.name, hit.note)
+        self._calls[key] = call
+        return call
 
     def _bind_winner(
         self,

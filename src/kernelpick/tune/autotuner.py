@@ -29,9 +29,11 @@ from kernelpick.bench.timers import Timer, UserBenchTimer, timer_for
 from kernelpick.compile.launch import runner
 from kernelpick.compile.precompile import precompile
 from kernelpick.compile.unwrap import innermost
-from kernelpick.errors import ConfigError, KernelpickError, NoValidConfigs
+from kernelpick.errors import ConfigError, KernelpickError, NoValidConfigs, TuningRequired
 from kernelpick.report import TuningProgress, autotune_table, headline, print_table
 from kernelpick.store import ResultStore, StoredResult, TuningKey, default_store
+from kernelpick.store.deploy import TableHit, tables, tuning_required
+from kernelpick.store.table import TableEntry
 from kernelpick.tune.config import Config
 from kernelpick.tune.dispatch import Dispatcher
 from kernelpick.tune.isolated import benchmark_in_workers, measure_in_worker
@@ -298,26 +300,24 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
                     )
             configs = self.prune(self.configs, named, kwargs)
             phases: dict[str, float] = {}
-            results, measured = self._results(key, configs, args, kwargs, named, grid, device, phases)
-            from_store = bool(results) and not measured
-            working = [c for c in configs if c not in results or results[c].ok]
-            if not working:
-                self._save(key, device, measured, None, phases)
-                raise NoValidConfigs(self._failure_report(key, results))
-            chosen = self._pick(working, results)
-            self._save(key, device, measured, chosen.best, phases)
+            tabled = self._tabled(key, device, configs, phases)
+            if tabled is not None:
+                best, hit = tabled
+                results: Mapping[Config, BenchmarkResult] = {best: hit.entry.result}
+                from_store, note = True, hit.note
+            else:
+                results, measured = self._results(key, configs, args, kwargs, named, grid, device, phases)
+                from_store = bool(results) and not measured
+                working = [c for c in configs if c not in results or results[c].ok]
+                if not working:
+                    self._save(key, device, measured, None, phases)
+                    raise NoValidConfigs(self._failure_report(key, results))
+                chosen = self._pick(working, results)
+                self._save(key, device, measured, chosen.best, phases)
+                best, note = chosen.best, chosen.note
             record = TuningRecord(
-                self.name,
-                key,
-                device,
-                results,
-                chosen.best,
-                time.perf_counter() - start,
-                from_store,
-                phases,
-                chosen.note,
+                self.name, key, device, results, best, time.perf_counter() - start, from_store, phases, note
             )
-            best = chosen.best
             self._finish(key, record)
             run = runner(self.fn, device.interpreter)
             entry = self._dispatch.entries[key] = (best, run, dict(best.all_kwargs()))
@@ -354,9 +354,45 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
         phases["store_read"] = time.perf_counter() - started
         results = {c: stored[c.digest].result for c in configs if c.digest in stored}
         todo = [c for c in configs if c not in results]
+        if todo and settings.current().no_tuning:
+            raise TuningRequired(
+                tuning_required(
+                    f"kernel `{self.name}`", _describe_key(self._key_names(), key), device.name, len(todo)
+                )
+            )
         measured = self.benchmark_configs(todo, args, kwargs, named, grid, device, phases) if todo else {}
         results.update(measured)
         return {c: results[c] for c in configs}, measured
+
+    def _tabled(
+        self, key: tuple[Any, ...], device: DeviceInfo, configs: list[Config], phases: dict[str, float]
+    ) -> tuple[Config, TableHit] | None:
+        """The winner a deployment table gives for this key: the exact key's, else (when the store
+        cannot answer without measuring) the nearest key's; None when no table has one."""
+        if len(configs) == 1:
+            return None
+        started = time.perf_counter()
+        by_digest = {c.digest: c for c in configs}
+
+        def usable(entry: TableEntry) -> bool:  # a winner this kernel still has, after pruning
+            return entry.candidate in by_digest
+
+        tuning_key = self.tuning_key(key, device)
+        hit = tables().exact(tuning_key, usable)
+        if hit is None and not self._stored_completely(tuning_key, configs):
+            hit = tables().nearest(tuning_key, usable)
+        phases["table"] = time.perf_counter() - started
+        return None if hit is None else (by_digest[hit.entry.candidate], hit)
+
+    def _stored_completely(self, tuning_key: TuningKey, configs: list[Config]) -> bool:
+        store = self._store()
+        if store is None or not tables().tables:
+            return False
+        stored = store.load(tuning_key)
+        return all(c.digest in stored for c in configs)
+
+    def _key_names(self) -> list[str]:
+        return [name for _, name in self._key_positions]
 
     def _save(
         self,
@@ -491,7 +527,7 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
         self.configs_timings = {c: r.median_ms for c, r in record.results.items()}
         if settings.current().print_tables and len(record.results) > 1:
             rows = [(str(c), r) for c, r in record.results.items()]
-            title = f"{self.name}{_describe_key([name for _, name in self._key_positions], key)}"
+            title = f"{self.name}{_describe_key(self._key_names(), key)}"
             print_table(
                 autotune_table(
                     title, rows, record.device, record.seconds, best=str(record.best), note=record.note

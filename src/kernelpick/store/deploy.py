@@ -1,0 +1,244 @@
+"""Deployment tables at run time: tabled winners run with no tuning, for the exact key or the nearest one.
+
+Tables come from `kernelpick.load_table(path)` and from `KERNELPICK_TABLES=path[:path]` (read at
+the first tuning of the process). A tuned kernel or selector looks a call up in this order:
+
+1. a table entry for the exact key;
+2. the result store, when it holds a result for every candidate (nothing to measure);
+3. the table entry of the *nearest* key: same kernel, same source, same dtypes and other
+   non-numeric fields, at the smallest distance over the numeric fields (`key_distance`);
+4. tuning, or `TuningRequired` when `KERNELPICK_NO_TUNING=1`.
+
+A table made on another device model or under another toolchain does not apply here. `load_table`
+refuses it with a `TableError` that names the field; a table from `KERNELPICK_TABLES` is refused
+with a warning (a fleet may list one table per device model), and `TuningRequired` lists it.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kernelpick import settings
+from kernelpick.errors import TableError
+from kernelpick.store.keys import Toolchain, TuningKey, canonical_json
+from kernelpick.store.table import DeploymentTable, TableEntry, read_table
+
+log = logging.getLogger("kernelpick.store")
+
+
+@dataclass(frozen=True, slots=True)
+class TableHit:
+    """A tabled winner for a call: the entry, its table, and how far its key is from the call's."""
+
+    entry: TableEntry
+    table: DeploymentTable
+    distance: float  # 0.0 for the exact key
+
+    @property
+    def note(self) -> str:
+        """For the tuning record: where the winner came from."""
+        if self.distance == 0.0:
+            return f"from the deployment table {self.table.label}"
+        return (
+            f"from the deployment table {self.table.label}, nearest key {list(self.entry.inputs)} "
+            f"(distance {self.distance:.2f})"
+        )
+
+
+class Tables:
+    """The deployment tables of this process, indexed by (kernel, source)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._tables: list[DeploymentTable] = []
+        self._index: dict[tuple[str, str], list[tuple[TableEntry, DeploymentTable]]] = {}
+        self._exact: dict[str, tuple[TableEntry, DeploymentTable]] = {}
+        self.refused: list[str] = []  # "path: why" of tables that do not apply here
+        self._environment_read: str | None = None
+
+    def add(self, table: DeploymentTable) -> None:
+        with self._lock:
+            self._tables.append(table)
+            for entry in table.entries:
+                self._index.setdefault((entry.kernel, entry.source), []).append((entry, table))
+                self._exact.setdefault(entry.key(table).digest, (entry, table))  # the first table wins
+
+    def clear(self) -> None:
+        with self._lock:
+            self._tables.clear()
+            self._index.clear()
+            self._exact.clear()
+            self.refused.clear()
+            self._environment_read = None
+
+    @property
+    def tables(self) -> list[DeploymentTable]:
+        self._read_environment()
+        return list(self._tables)
+
+    def exact(self, key: TuningKey, usable: Callable[[TableEntry], bool]) -> TableHit | None:
+        """The tabled winner for exactly this key, if it is usable."""
+        self._read_environment()
+        found = self._exact.get(key.digest)
+        if found is None or not usable(found[0]):
+            return None
+        return TableHit(found[0], found[1], 0.0)
+
+    def nearest(self, key: TuningKey, usable: Callable[[TableEntry], bool]) -> TableHit | None:
+        """The usable tabled winner whose key is nearest this one (`key_distance`), if any is comparable."""
+        self._read_environment()
+        best: TableHit | None = None
+        for entry, table in self._index.get((key.kernel, key.source), ()):
+            if (table.device, table.capability, table.toolchain) != (
+                key.device,
+                key.capability,
+                key.toolchain,
+            ):
+                continue
+            distance = key_distance(key.inputs, entry.inputs)
+            if distance is None or not usable(entry):
+                continue
+            if best is None or (distance, canonical_json(list(entry.inputs))) < (
+                best.distance,
+                canonical_json(list(best.entry.inputs)),
+            ):
+                best = TableHit(entry, table, distance)
+        return best
+
+    def _read_environment(self) -> None:
+        paths = settings.current().tables
+        if paths == self._environment_read:
+            return
+        self._environment_read = paths
+        here = _here()
+        for path in filter(None, paths.split(":")):
+            try:
+                table = read_table(path)
+            except TableError as error:
+                self._refuse(path, str(error))
+                continue
+            why = table.mismatch(*here)
+            if why is not None:
+                self._refuse(path, f"made on {table.device}: {why}")
+                continue
+            self.add(table)
+            log.info("deployment table %s: %d winners for %s", path, len(table.entries), table.device)
+
+    def _refuse(self, path: str, why: str) -> None:
+        self.refused.append(f"{path}: {why}")
+        log.warning("KERNELPICK_TABLES: %s does not apply here (%s)", path, why)
+
+
+_tables = Tables()
+
+
+def tables() -> Tables:
+    """This process's deployment tables."""
+    return _tables
+
+
+def load_table(path: Path | str, *, check: bool = True) -> DeploymentTable:
+    """Run the winners of a deployment table (from `kernelpick cache export`) with no tuning.
+
+    Tuned kernels and selectors of this process take a tabled winner for a call's exact key, or for
+    the nearest key when neither the store nor the table has the exact one (see `kernelpick.store.deploy`).
+
+    Args:
+        path: the table's JSON file.
+        check: refuse a table made on another device model or under another toolchain than this
+            process's default device and versions.
+
+    Returns:
+        The table.
+
+    Raises:
+        TableError: the file is not a table, or it was made elsewhere; the message names the field
+            that differs (device model, compute capability, triton, torch or CUDA version).
+    """
+    table = read_table(path)
+    if check:
+        why = table.mismatch(*_here())
+        if why is not None:
+            raise TableError(
+                f"deployment table {path} was made on {table.device} and does not apply here: {why}"
+            )
+    _tables.add(table)
+    return table
+
+
+def tuning_required(what: str, key: str, device: str, missing: int) -> str:
+    """The message of `TuningRequired`: what had no winner, and what was looked at."""
+    loaded = _tables.tables
+    lines = [
+        f"{what} has no winner for {key} on {device}, and KERNELPICK_NO_TUNING=1 forbids tuning at run "
+        f"time ({missing} candidates would be measured)",
+        "  deployment tables: "
+        + (", ".join(f"{t.label} ({len(t.entries)} winners)" for t in loaded) or "none loaded")
+        + "; none has this key or a comparable one",
+    ]
+    lines += [f"  refused: {why}" for why in _tables.refused]
+    lines.append(
+        "  tune ahead of time (`kernelpick tune SPEC.py --export table.json`) and load the table "
+        "(KERNELPICK_TABLES=table.json or kernelpick.load_table), or unset KERNELPICK_NO_TUNING"
+    )
+    return "\n".join(lines)
+
+
+def key_distance(wanted: Any, tabled: Any) -> float | None:
+    """How far a tabled key is from a wanted one; None when they are not comparable.
+
+    Keys are comparable when they have the same structure (lists of the same lengths, objects with
+    the same fields) and equal non-numeric values (dtypes, names, flags). The distance sums, over the
+    numeric values, |log2(1 + |a|) - log2(1 + |b|)|: sizes are compared by ratio, so M = 100 is
+    nearer M = 128 than M = 64, and a difference at M = 16 weighs more than the same one at M = 4096.
+    """
+    total = 0.0
+    for a, b in _pairs(wanted, tabled):
+        if a is _MISMATCH:
+            return None
+        total += abs(math.log2(1 + abs(a)) - math.log2(1 + abs(b)))
+    return total
+
+
+_MISMATCH = object()
+
+
+def _pairs(a: Any, b: Any) -> Iterator[tuple[Any, Any]]:
+    """(a, b) for each pair of numbers at the same place in two keys; (_MISMATCH, None) where they differ otherwise."""
+    if _number(a) and _number(b):
+        yield a, b
+    elif isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        if len(a) != len(b):
+            yield _MISMATCH, None
+            return
+        for x, y in zip(a, b):
+            yield from _pairs(x, y)
+    elif isinstance(a, dict) and isinstance(b, dict):
+        if a.keys() != b.keys():
+            yield _MISMATCH, None
+            return
+        for name in a:
+            yield from _pairs(a[name], b[name])
+    elif type(a) is not type(b) or a != b:
+        yield _MISMATCH, None
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _here() -> tuple[str, str, Toolchain]:
+    """This process's default device model (a GPU's when there is one), capability and toolchain."""
+    import torch
+
+    from kernelpick.bench.device import describe
+
+    device = describe(torch.device("cuda" if torch.cuda.is_available() else "cpu"))
+    capability = "" if device.capability is None else "{}.{}".format(*device.capability)
+    return device.name, capability, Toolchain.current()
