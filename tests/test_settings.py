@@ -203,3 +203,11 @@ def test_the_timer_is_a_setting() -> None:
     assert settings.from_environ({"KERNELPICK_TIMER": "profiler"}).timer == "profiler"
     with pytest.raises(SettingsError, match="KERNELPICK_TIMER"):
         settings.from_environ({"KERNELPICK_TIMER": "stopwatch"})
+
+
+def test_as_environment_gives_another_process_the_same_settings(tmp_path: Path) -> None:
+    with settings.override(cache_dir=tmp_path, no_tuning=True, rep_ms=5, tables="a.json:b.json"):
+        environment = settings.as_environment()
+        assert settings.from_environ(environment) == settings.current()
+    assert environment["KERNELPICK_NO_TUNING"] == "1"
+    assert "KERNELPICK_WARMUP_MS" not in environment  # defaults are left out

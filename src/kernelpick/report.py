@@ -128,6 +128,11 @@ class TuningProgress:
     def __enter__(self) -> TuningProgress:
         return self
 
+    @property
+    def enabled(self) -> bool:
+        """Whether a bar is shown (once the work takes long enough): on a terminal, or when asked for."""
+        return self._enabled
+
     def advance(self, steps: int = 1, description: str | None = None) -> None:
         with self._lock:
             self._advance(steps, description)

@@ -270,6 +270,19 @@ def child_environment(changes: Mapping[str, str | None]) -> dict[str, str]:
     return environment
 
 
+def as_environment(values: Settings | None = None) -> dict[str, str]:
+    """The `KERNELPICK_*` variables that give another process these settings (default: the current
+    ones, overrides included): every field that differs from its default."""
+    values = current() if values is None else values
+    environment = {}
+    for f in fields(Settings):
+        value = getattr(values, f.name)
+        if value == f.default:
+            continue
+        environment[f.metadata["env"]] = ("1" if value else "0") if isinstance(value, bool) else str(value)
+    return environment
+
+
 def compile_workers() -> int:
     """How many configs to compile at once."""
     return current().compile_workers or os.cpu_count() or 1

@@ -1,0 +1,70 @@
+"""A store that passes everything through to another and keeps a copy of what was saved."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from kernelpick.store.base import ResultStore, StoredResult
+from kernelpick.store.keys import TuningKey
+
+
+class RecordingStore:
+    """Loads and saves through `store()`; `saved` holds each save as plain data (JSON-able)."""
+
+    def __init__(self, store: Callable[[], ResultStore]) -> None:
+        self._store = store
+        self._lock = threading.Lock()
+        self.saved: list[dict[str, Any]] = []
+        self._kernels: dict[str, None] = {}  # in order, each once
+
+    def load(self, key: TuningKey) -> dict[str, StoredResult]:
+        self._kernels.setdefault(key.kernel)
+        return self._store().load(key)
+
+    def save(self, key: TuningKey, results: Iterable[StoredResult], *, pick: str | None = None) -> None:
+        results = list(results)
+        self._kernels.setdefault(key.kernel)
+        self._store().save(key, results, pick=pick)
+        with self._lock:
+            self.saved.append(
+                {
+                    "key": key.to_dict(),
+                    "results": [
+                        {
+                            "candidate": r.candidate,
+                            "description": dict(r.description),
+                            "result": r.result.to_dict(),
+                        }
+                        for r in results
+                    ],
+                    "pick": pick,
+                }
+            )
+
+    @property
+    def kernels(self) -> list[str]:
+        """The kernels and selectors looked up or saved for, in order, each once."""
+        return list(self._kernels)
+
+
+def replay(saved: Iterable[dict[str, Any]], store: ResultStore) -> int:
+    """Save recorded saves (`RecordingStore.saved`, e.g. from another process) into `store`; returns
+    how many results.
+
+    Raises:
+        ValueError, KeyError, TypeError: an entry is not what `RecordingStore` records.
+    """
+    from kernelpick.bench.result import BenchmarkResult
+
+    count = 0
+    for entry in saved:
+        results = [
+            StoredResult(str(r["candidate"]), dict(r["description"]), BenchmarkResult.from_dict(r["result"]))
+            for r in entry["results"]
+        ]
+        pick = entry["pick"]
+        store.save(TuningKey.from_dict(entry["key"]), results, pick=None if pick is None else str(pick))
+        count += len(results)
+    return count

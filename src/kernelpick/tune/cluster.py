@@ -1,0 +1,316 @@
+"""`kernelpick tune SPEC.py`: run a spec's tuning jobs here, on several local GPUs, or over a Ray cluster.
+
+Every job runs in a process that owns one device and tunes as any call would (parallel compiles on
+that machine's CPUs, isolation workers as configured), storing into that machine's result store,
+and into Redis when `KERNELPICK_REDIS_URL` is set. What a job stored also comes back to this
+process, which saves it into its own store, so that the table exported at the end holds every job's
+winner even with no shared store. Finished jobs are written to a journal; a run started again
+skips them.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import tempfile
+import time
+import traceback
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from kernelpick import settings
+from kernelpick.bench.device import describe
+from kernelpick.errors import ConfigError, KernelpickError
+from kernelpick.store.default import default_store, recording
+from kernelpick.store.recording import replay
+from kernelpick.tune.jobs import Job, JobOutcome, Journal, Spec, load_spec
+
+log = logging.getLogger("kernelpick.tune")
+
+
+def run_job(
+    spec_path: str, job_name: str, device: str | None = None, *, source: str | None = None
+) -> JobOutcome:
+    """Run one job of a spec in this process and say how it went (errors are data, not raised).
+
+    Args:
+        spec_path: the spec file.
+        job_name: which job.
+        device: where to run it (default: the current GPU, else the CPU).
+        source: the spec's text, used when `spec_path` is not on this machine (a Ray node elsewhere).
+    """
+    where = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    model = describe(where).name
+    started = time.perf_counter()
+    with recording() as recorder:
+        try:
+            spec = load_spec(_local_copy(spec_path, source))
+            spec.job(job_name).run(where)
+            if where.type == "cuda":
+                torch.cuda.synchronize(where)
+            error = ""
+        except Exception as failure:  # a job's failure is reported with the others, not raised
+            error = f"{type(failure).__name__}: {failure}"
+            log.debug("job %s failed:\n%s", job_name, traceback.format_exc())
+    return JobOutcome(
+        job_name, model, time.perf_counter() - started, error, tuple(recorder.kernels), tuple(recorder.saved)
+    )
+
+
+def _local_copy(spec_path: str, source: str | None) -> Path:
+    """The spec file on this machine: its own path when it is here with the same text, else a copy."""
+    path = Path(spec_path)
+    if source is None or (path.is_file() and path.read_text() == source):
+        return path
+    folder = Path(tempfile.gettempdir()) / "kernelpick-specs"
+    folder.mkdir(exist_ok=True)
+    copy = folder / path.name
+    copy.write_text(source)
+    return copy
+
+
+@dataclass
+class TuneRun:
+    """A run of a spec's jobs: which ran where, how they went, and what was skipped as done."""
+
+    spec: Spec
+    journal: Journal
+    device: str  # the device model the jobs ran on
+    outcomes: list[JobOutcome] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def kernels(self) -> list[str]:
+        """The kernels and selectors the spec's finished jobs tuned, in this run or an earlier one."""
+        return sorted(self.journal.kernels(self.device))
+
+    @property
+    def failed(self) -> list[JobOutcome]:
+        return [o for o in self.outcomes if not o.ok]
+
+
+#: Called after each job with its outcome (a progress bar, say).
+Progress = Callable[[JobOutcome], None]
+
+
+def tune_spec(
+    spec_path: Path | str,
+    *,
+    ray_address: str | None = None,
+    devices: Sequence[str] = (),
+    resume: bool = True,
+    progress: Progress | None = None,
+    on_start: Callable[[int, list[str]], None] | None = None,
+) -> TuneRun:
+    """Run every job of a spec not finished yet.
+
+    Args:
+        spec_path: the spec file (`kernelpick.tune.jobs`).
+        ray_address: run on this Ray cluster ("auto", "ray://host:10001", or "local" to start one
+            here); None runs without Ray.
+        devices: without Ray, the local GPUs to run on in parallel (e.g. ["0", "1"]), one process
+            each; empty runs the jobs in this process, on the current GPU (else the CPU).
+        resume: skip jobs the journal says finished on this device model.
+        progress: called after each job.
+        on_start: called once with how many jobs will run and the names of those skipped.
+
+    Raises:
+        ConfigError: the spec cannot be loaded; Ray is asked for but not installed.
+    """
+    started = time.perf_counter()
+    spec = load_spec(spec_path, reload=True)  # its kernels new: none remembers a tuning from before
+    journal = Journal.for_spec(spec)
+    if not resume:
+        journal.forget()
+    runner: _Runner
+    if ray_address is not None:
+        runner = _RayRunner(spec, ray_address)
+    elif devices:
+        runner = _ProcessRunner(spec, devices)
+    else:
+        runner = _LocalRunner(spec)
+    try:
+        done = journal.finished()
+        model = runner.device_model()
+        run = TuneRun(spec, journal, model)
+        todo = [job for job in spec.jobs if (job.name, model) not in done]
+        run.skipped = [job.name for job in spec.jobs if (job.name, model) in done]
+        if on_start is not None:
+            on_start(len(todo), run.skipped)
+        for outcome in runner.run(todo):
+            if outcome.rows and runner.remote:
+                replay(outcome.rows, default_store())
+            journal.record(outcome)
+            run.outcomes.append(outcome)
+            if progress is not None:
+                progress(outcome)
+    finally:
+        runner.close()
+    run.seconds = time.perf_counter() - started
+    return run
+
+
+class _Runner:
+    remote = True  # whether jobs store into another process's view of the store
+
+    def device_model(self) -> str:
+        raise NotImplementedError
+
+    def run(self, jobs: Sequence[Job]) -> Iterator[JobOutcome]:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+
+class _LocalRunner(_Runner):
+    """Jobs one after another in this process."""
+
+    remote = False
+
+    def __init__(self, spec: Spec) -> None:
+        self.spec = spec
+
+    def device_model(self) -> str:
+        return describe(torch.device("cuda" if torch.cuda.is_available() else "cpu")).name
+
+    def run(self, jobs: Sequence[Job]) -> Iterator[JobOutcome]:
+        for job in jobs:
+            yield run_job(str(self.spec.path), job.name)
+
+
+class _ProcessRunner(_Runner):
+    """One process per local GPU, each taking the next job when it is free."""
+
+    def __init__(self, spec: Spec, devices: Sequence[str]) -> None:
+        if not torch.cuda.is_available():
+            raise ConfigError("--devices needs CUDA GPUs; without them run the jobs here (no --devices)")
+        self.spec = spec
+        context = multiprocessing.get_context("spawn")  # each process makes its own CUDA context
+        self.pools = [
+            ProcessPoolExecutor(
+                1, mp_context=context, initializer=_pin, initargs=(str(d), settings.as_environment())
+            )
+            for d in devices
+        ]
+
+    def device_model(self) -> str:
+        return self.pools[0].submit(_device_model).result()
+
+    def run(self, jobs: Sequence[Job]) -> Iterator[JobOutcome]:
+        queue = list(jobs)
+        running: dict[Future[JobOutcome], ProcessPoolExecutor] = {}
+        for pool in self.pools:
+            if queue:
+                running[pool.submit(run_job, str(self.spec.path), queue.pop(0).name)] = pool
+        while running:
+            finished, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in finished:
+                pool = running.pop(future)
+                yield future.result()
+                if queue:
+                    running[pool.submit(run_job, str(self.spec.path), queue.pop(0).name)] = pool
+
+    def close(self) -> None:
+        for pool in self.pools:
+            pool.shutdown(cancel_futures=True)
+
+
+def _pin(device: str, environment: dict[str, str]) -> None:
+    os.environ.update(environment)
+    os.environ["CUDA_VISIBLE_DEVICES"] = device
+    settings.reload()
+
+
+def _device_model() -> str:
+    return describe(torch.device("cuda" if torch.cuda.is_available() else "cpu")).name
+
+
+class _RayRunner(_Runner):
+    """One actor per GPU of the cluster (per CPU when it has none), each taking the next job when free."""
+
+    def __init__(self, spec: Spec, address: str) -> None:
+        try:
+            import ray
+        except ImportError:
+            raise ConfigError("--ray needs Ray: pip install 'kernelpick[ray]'") from None
+        self.ray: Any = ray  # untyped here: Ray's stubs differ between releases
+        self.spec = spec
+        self.started_here = not self.ray.is_initialized()
+        if self.started_here:
+            if address == "local":
+                self.ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False)
+            else:
+                self.ray.init(address=address, log_to_driver=False, configure_logging=False)
+        resources = self.ray.cluster_resources()
+        gpus = int(resources.get("GPU", 0))
+        count = gpus or max(1, int(resources.get("CPU", 1)) // 2)
+        options: dict[str, Any] = {"num_gpus": 1, "num_cpus": 1} if gpus else {"num_cpus": 1}
+        options["runtime_env"] = {"env_vars": settings.as_environment()}
+        actor = self.ray.remote(_TuneActor).options(**options)
+        source = spec.path.read_text()
+        self.actors = [actor.remote(str(spec.path), source) for _ in range(count)]
+        log.info("Ray: %d actors (%s)", count, f"{gpus} GPUs" if gpus else "no GPUs: one per 2 CPUs")
+
+    def device_model(self) -> str:
+        models: set[str] = set(self.ray.get([a.device_model.remote() for a in self.actors]))
+        if len(models) > 1:
+            raise KernelpickError(
+                f"the Ray cluster has GPUs of {len(models)} models ({', '.join(sorted(models))}): a run tunes "
+                "for one model; start a cluster of one model, or one run per model with its own cluster"
+            )
+        return models.pop()
+
+    def run(self, jobs: Sequence[Job]) -> Iterator[JobOutcome]:
+        queue = [job.name for job in jobs]
+        running: dict[Any, tuple[Any, str]] = {}  # a job's future -> (its actor, its name)
+
+        def give(actor: Any) -> None:
+            if queue:
+                name = queue.pop(0)
+                running[actor.run.remote(name)] = (actor, name)
+
+        for actor in self.actors:
+            give(actor)
+        while running:
+            finished, _ = self.ray.wait(list(running), num_returns=1)
+            for reference in finished:
+                actor, name = running.pop(reference)
+                try:
+                    outcome = self.ray.get(reference)
+                except self.ray.exceptions.RayError as error:  # the actor died: the job failed, carry on
+                    yield JobOutcome(name, "?", 0.0, f"the Ray actor running it died: {error}")
+                    if not running and queue:
+                        raise KernelpickError(
+                            f"every Ray actor died; {len(queue)} jobs did not run"
+                        ) from error
+                    continue
+                yield outcome
+                give(actor)
+
+    def close(self) -> None:
+        for actor in self.actors:
+            self.ray.kill(actor)
+        if self.started_here:
+            self.ray.shutdown()
+
+
+class _TuneActor:
+    """A Ray actor that owns one GPU (or CPU slot) and runs jobs of one spec."""
+
+    def __init__(self, spec_path: str, source: str) -> None:
+        settings.reload()  # the driver's settings came as environment variables
+        self.spec_path, self.source = spec_path, source
+
+    def device_model(self) -> str:
+        return _device_model()
+
+    def run(self, job_name: str) -> JobOutcome:
+        return run_job(self.spec_path, job_name, source=self.source)

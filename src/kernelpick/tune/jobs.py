@@ -1,0 +1,248 @@
+"""Tuning jobs: what `kernelpick tune SPEC.py` tunes, declared in a spec file, with a journal to resume by.
+
+A spec is a Python file with a module-level `JOBS`: a list of `Job`s (or a function returning
+one). A job tunes one kernel or selector for one input signature by calling it once on inputs made
+on the device it is given::
+
+    import torch
+    from kernelpick import ops
+    from kernelpick.tune.jobs import Job, tensor
+
+    JOBS = [Job.select(ops.mm, tensor("float16", m, 4096), tensor("float16", 4096, 4096))
+            for m in (16, 128, 1024)]
+    JOBS.append(Job("my_kernel n=4096", lambda device: launch_my_kernel(4096, device)))
+
+Tuning results go to the result store as for any call; the job journal only says which jobs are
+done, so that a run started again skips them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import torch
+
+from kernelpick import settings
+from kernelpick.errors import ConfigError
+
+_Runner = Callable[[torch.device], object]
+
+
+@dataclass(frozen=True, slots=True)
+class TensorSpec:
+    """An input tensor of a job, made on the job's device: random values of this dtype and size."""
+
+    dtype: torch.dtype
+    size: tuple[int, ...]
+
+    def make(self, device: torch.device) -> torch.Tensor:
+        if self.dtype.is_floating_point:
+            return torch.randn(self.size, dtype=self.dtype, device=device)
+        if self.dtype == torch.bool:
+            return torch.rand(self.size, device=device) < 0.5
+        return torch.randint(-64, 64, self.size, dtype=self.dtype, device=device)
+
+    def __str__(self) -> str:
+        return f"{str(self.dtype).removeprefix('torch.')}{list(self.size)}"
+
+
+def tensor(dtype: str | torch.dtype, *size: int) -> TensorSpec:
+    """An input tensor for `Job.select`: `tensor("float16", 128, 4096)`.
+
+    Raises:
+        ConfigError: `dtype` names no torch dtype, or a size is not a positive integer.
+    """
+    if isinstance(dtype, str):
+        found = getattr(torch, dtype.removeprefix("torch."), None)
+        if not isinstance(found, torch.dtype):
+            raise ConfigError(
+                f"tensor dtype {dtype!r} is not a torch dtype (e.g. 'float16', 'bfloat16', 'int32')"
+            )
+        dtype = found
+    if not size or any(not isinstance(s, int) or isinstance(s, bool) or s <= 0 for s in size):
+        raise ConfigError(f"tensor sizes must be positive integers, got {list(size)}")
+    return TensorSpec(dtype, tuple(size))
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """One tuning: a name (unique in its spec; the journal knows jobs by it) and what to run on a device."""
+
+    name: str
+    run: _Runner = field(repr=False)
+
+    @classmethod
+    def select(cls, selector: Any, *inputs: Any, name: str | None = None, **kwargs: Any) -> Job:
+        """A job that tunes `selector` (a `Selector` or `kernelpick.ops` op) for these inputs.
+
+        `inputs` are `tensor(...)` specs, made on the device, and other values, passed as they are.
+        """
+        label = name or f"{getattr(selector, 'name', selector)}({', '.join(map(str, inputs))})"
+
+        def run(device: torch.device) -> object:
+            made = [x.make(device) if isinstance(x, TensorSpec) else x for x in inputs]
+            tune = getattr(selector, "tune", None)
+            return tune(*made, **kwargs) if tune is not None else selector(*made, **kwargs)
+
+        return cls(label, run)
+
+
+@dataclass(frozen=True, slots=True)
+class Spec:
+    """A loaded spec file: its jobs, by name, in order."""
+
+    path: Path
+    jobs: tuple[Job, ...]
+    module: ModuleType = field(repr=False)
+
+    @property
+    def digest(self) -> str:
+        """Names this spec file (by its resolved path) in journals."""
+        return hashlib.sha256(str(self.path).encode()).hexdigest()[:16]
+
+    def job(self, name: str) -> Job:
+        for job in self.jobs:
+            if job.name == name:
+                return job
+        raise ConfigError(f"spec {self.path} has no job named {name!r}")
+
+
+_loaded: dict[Path, Spec] = {}
+_lock = threading.Lock()
+
+
+def load_spec(path: Path | str, *, reload: bool = False) -> Spec:
+    """Import a spec file (once per process, unless `reload`) and check its jobs.
+
+    The file's folder goes first on `sys.path`, as when Python runs a script, so that the spec can
+    import its neighbours, and so can isolation workers that import the kernels it defines.
+
+    Raises:
+        ConfigError: the file is missing, defines no `JOBS`, or its jobs are not `Job`s with
+            unique names.
+    """
+    path = Path(path).resolve()
+    with _lock:
+        if path in _loaded and not reload:
+            return _loaded[path]
+        if not path.is_file():
+            raise ConfigError(f"tuning spec {path} does not exist")
+        folder = str(path.parent)
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
+        name = path.stem
+        if name in sys.modules and getattr(sys.modules[name], "__file__", None) != str(path):
+            name = f"kernelpick_spec_{path.stem}"  # the spec's name is taken by another module
+        loader_spec = importlib.util.spec_from_file_location(name, path)
+        if loader_spec is None or loader_spec.loader is None:
+            raise ConfigError(f"tuning spec {path} is not a Python file")
+        module = importlib.util.module_from_spec(loader_spec)
+        sys.modules[name] = module
+        loader_spec.loader.exec_module(module)
+        jobs = getattr(module, "JOBS", None)
+        if jobs is None:
+            raise ConfigError(f"tuning spec {path} defines no JOBS: a list of kernelpick.tune.jobs.Job")
+        if callable(jobs):
+            jobs = jobs()
+        spec = Spec(path, _checked(path, jobs), module)
+        _loaded[path] = spec
+        return spec
+
+
+def _checked(path: Path, jobs: Iterable[Any]) -> tuple[Job, ...]:
+    jobs = tuple(jobs)
+    names: set[str] = set()
+    for number, job in enumerate(jobs):
+        if not isinstance(job, Job):
+            raise ConfigError(f"tuning spec {path}: JOBS[{number}] is {type(job).__name__}, not a Job")
+        if job.name in names:
+            raise ConfigError(
+                f"tuning spec {path}: two jobs are named {job.name!r}; job names must be unique"
+            )
+        names.add(job.name)
+    if not jobs:
+        raise ConfigError(f"tuning spec {path}: JOBS is empty")
+    return jobs
+
+
+@dataclass(frozen=True, slots=True)
+class JobOutcome:
+    """How one job went, on which device, and the kernels or selectors it tuned."""
+
+    job: str
+    device: str  # the device model it ran on
+    seconds: float
+    error: str = ""  # empty when it finished
+    kernels: tuple[str, ...] = ()
+    rows: tuple[dict[str, Any], ...] = ()  # what it stored, as plain data (`capture`), for the driver
+
+    @property
+    def ok(self) -> bool:
+        return not self.error
+
+
+class Journal:
+    """Which jobs of a spec finished, per device model: a JSON-lines file, appended to as jobs end."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+
+    @classmethod
+    def for_spec(cls, spec: Spec) -> Journal:
+        return cls(settings.cache_dir() / "tune-journals" / f"{spec.path.stem}-{spec.digest}.jsonl")
+
+    def finished(self) -> set[tuple[str, str]]:
+        """(job, device model) of every job that finished."""
+        return {(str(e["job"]), str(e["device"])) for e in self._entries() if e.get("ok")}
+
+    def _entries(self) -> list[dict[str, Any]]:
+        try:
+            lines = self.path.read_text().splitlines()
+        except FileNotFoundError:
+            return []
+        entries = []
+        for line in lines:
+            try:
+                entry = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # a line cut short by a killed run: that job runs again
+            if isinstance(entry, dict) and "job" in entry and "device" in entry:
+                entries.append(entry)
+        return entries
+
+    def kernels(self, device: str) -> set[str]:
+        """The kernels and selectors that finished jobs tuned on this device model."""
+        found: set[str] = set()
+        for entry in self._entries():
+            if entry.get("ok") and entry.get("device") == device:
+                found.update(str(k) for k in entry.get("kernels", ()))
+        return found
+
+    def record(self, outcome: JobOutcome) -> None:
+        entry = {
+            "job": outcome.job,
+            "device": outcome.device,
+            "ok": outcome.ok,
+            "seconds": round(outcome.seconds, 3),
+            "error": outcome.error,
+            "kernels": list(outcome.kernels),
+            "time": time.time(),
+        }
+        with self._lock:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self.path.open("a") as file:
+                file.write(json.dumps(entry) + "\n")
+
+    def forget(self) -> None:
+        self.path.unlink(missing_ok=True)
