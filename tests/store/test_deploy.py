@@ -18,6 +18,7 @@ from kernelpick.store.deploy import key_distance, tables
 from kernelpick.store.sqlite import SQLiteStore
 from kernelpick.store.table import export_table
 from tests.tune.kernels import add_kernel, grid_1d
+from tests.tune.specs.small_spec import fast_add, slow_add
 
 SPACE = [triton.Config({"BLOCK": 16}), triton.Config({"BLOCK": 256})]
 
@@ -123,16 +124,6 @@ def test_tables_from_the_environment_are_read_at_the_first_tuning(tmp_path: Path
         assert [str(t.path) for t in tables().tables] == [str(path)]
         assert tables().refused[0].startswith(f"{missing}: cannot read")
     assert kernel.last_tuning is not None and kernel.last_tuning.note.startswith("from the deployment table")
-
-
-def fast_add(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    return a + b
-
-
-def slow_add(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    for _ in range(20):
-        torch.add(a, b)
-    return a + b
 
 
 def test_a_selector_runs_the_tabled_choice_for_the_exact_and_the_nearest_key(tmp_path: Path) -> None:

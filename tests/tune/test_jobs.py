@@ -34,16 +34,16 @@ def test_a_spec_runs_here_resumes_and_exports_the_winners_of_its_kernels(tmp_pat
     run = tune_spec(SPEC, progress=seen.append)
     assert [o.job for o in run.outcomes] == [o.job for o in seen] == JOB_NAMES
     assert all(o.ok and o.device == "cpu" for o in run.outcomes), [o.error for o in run.outcomes]
-    assert run.kernels == ["adder", "spec_add"]
+    assert run.kernels == ["add_kernel", "adder"]
 
     again = tune_spec(SPEC)
     assert again.outcomes == [] and again.skipped == JOB_NAMES
 
     table = command.export(again, tmp_path / "table.json")
-    assert sorted((e.kernel, e.inputs[0]) for e in table.entries if e.kernel == "spec_add") == [
-        ("spec_add", 64),
-        ("spec_add", 512),
-        ("spec_add", 4096),
+    assert sorted((e.kernel, e.inputs[0]) for e in table.entries if e.kernel == "add_kernel") == [
+        ("add_kernel", 64),
+        ("add_kernel", 512),
+        ("add_kernel", 4096),
     ]
     assert sum(e.kernel == "adder" for e in table.entries) == 2
 
@@ -125,7 +125,7 @@ def test_tensor_specs_name_their_dtype_and_size() -> None:
 def test_what_a_job_stored_comes_back_as_data_and_replays_into_another_store(tmp_path: Path) -> None:
     load_spec(SPEC, reload=True)
     outcome = run_job(str(SPEC), "spec_add n=64")
-    assert outcome.ok and outcome.kernels == ("spec_add",)
+    assert outcome.ok and outcome.kernels == ("add_kernel",)
     [saved] = outcome.rows
     assert len(saved["results"]) == 2 and saved["pick"] in {r["candidate"] for r in saved["results"]}
     json.dumps(outcome.rows)  # plain data: it crosses processes and machines as it is
@@ -145,7 +145,7 @@ def test_jobs_run_on_a_real_local_ray_cluster(tmp_path: Path) -> None:
     run = tune_spec(SPEC, ray_address="local")
     assert sorted(o.job for o in run.outcomes) == sorted(JOB_NAMES)
     assert all(o.ok for o in run.outcomes), [o.error for o in run.outcomes]
-    assert run.kernels == ["adder", "spec_add"]
+    assert run.kernels == ["add_kernel", "adder"]
     table = command.export(run, tmp_path / "table.json")
     assert len(table.entries) == 5
     assert json.loads((tmp_path / "table.json").read_text())["device"] == "cpu"

@@ -4,22 +4,12 @@ from __future__ import annotations
 
 import torch
 import triton
-import triton.language as tl
 
 import kernelpick
+from kernelpick.demo import add_kernel
 from kernelpick.tune.jobs import Job, tensor
 
-
-@kernelpick.autotune([triton.Config({"BLOCK": 16}), triton.Config({"BLOCK": 256})], key=["n"])
-@triton.jit
-def spec_add(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):  # type: ignore[no-untyped-def]
-    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offsets < n
-    tl.store(
-        out_ptr + offsets,
-        tl.load(x_ptr + offsets, mask=mask) + tl.load(y_ptr + offsets, mask=mask),
-        mask=mask,
-    )
+spec_add = kernelpick.autotune([triton.Config({"BLOCK": 16}), triton.Config({"BLOCK": 256})], key=["n"])(add_kernel)
 
 
 def fast_add(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
