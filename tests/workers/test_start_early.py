@@ -59,3 +59,12 @@ def test_nothing_starts_in_a_worker(started: Started, monkeypatch: pytest.Monkey
     plan.start_early(None)
     assert not started.done.wait(0.5)
     assert started.calls == []
+
+
+def test_nothing_starts_when_the_process_never_tunes(started: Started) -> None:
+    from kernelpick import settings
+
+    with settings.override(no_tuning=True):
+        plan.start_early(None)
+    assert not started.done.wait(0.5)
+    assert started.calls == []

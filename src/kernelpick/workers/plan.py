@@ -128,11 +128,14 @@ def start_early(requested: bool | None) -> None:
     Called when a tuned kernel or a selector is made, usually as the user's modules are imported:
     each worker takes seconds to import torch and Triton and make its CUDA context, and that happens
     while the program still sets up (loads its model or data), not in its first tuning. Nothing
-    happens in a worker, without a GPU, or in a process started by `multiprocessing` (a data
-    loader's worker that imports the program's modules would start workers of its own).
+    happens in a worker, without a GPU, in a process started by `multiprocessing` (a data
+    loader's worker that imports the program's modules would start workers of its own), or when
+    `KERNELPICK_NO_TUNING=1` says this process never tunes.
     """
     global _started_early
     if _started_early or inside_worker or multiprocessing.parent_process() is not None:
+        return
+    if settings.current().no_tuning:
         return
     _started_early = True
     isolate = requested is not False and settings.current().isolate != "off"
