@@ -9,7 +9,7 @@ import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.errors import StoreError
@@ -171,6 +171,73 @@ class SQLiteStore:
             db.execute("DELETE FROM picks WHERE key NOT IN (SELECT key FROM results)")
             return removed
 
+    def raw_rows(self, kernel: str | None = None) -> list[RawRow]:
+        """Every row (or one kernel's) as its columns hold it, unparsed, with its key's pick: what
+        `kernelpick cache verify` checks (`kernelpick.store.maintenance.check_row`)."""
+        query = (
+            "SELECT r.key, r.candidate, r.kernel, r.key_data, r.description, r.status, r.median_ms, "
+            "r.result, r.created, p.candidate FROM results r LEFT JOIN picks p ON p.key = r.key"
+        )
+        where = " WHERE r.kernel = ?" if kernel is not None else ""
+        try:
+            with self._lock:
+                found = self._db.execute(
+                    f"{query}{where} ORDER BY r.kernel, r.key, r.candidate",
+                    () if kernel is None else (kernel,),
+                ).fetchall()
+        except sqlite3.Error as error:
+            raise StoreError(f"cannot read the result store {self.path}: {error}") from error
+        return [RawRow(*row) for row in found]
+
+    @staticmethod
+    def integrity_problems(path: Path | str) -> list[str]:
+        """What SQLite's `PRAGMA integrity_check` finds wrong with the store file at `path` (empty when
+        nothing). The file is opened read-only: unlike opening a store, this leaves a damaged file as it is."""
+        try:
+            db = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True, timeout=30.0)
+            try:
+                found = [str(message) for (message,) in db.execute("PRAGMA integrity_check").fetchall()]
+            finally:
+                db.close()
+        except sqlite3.Error as error:
+            return [str(error)]
+        return [] if found == ["ok"] else found
+
+    def remove(self, rows: Iterable[tuple[str, str]]) -> int:
+        """Forget these (key digest, candidate) rows, and the picks left naming no stored row.
+
+        Returns:
+            How many rows went.
+        """
+        try:
+            with self._transaction() as db:
+                removed = sum(
+                    db.execute("DELETE FROM results WHERE key = ? AND candidate = ?", row).rowcount
+                    for row in rows
+                )
+                db.execute(
+                    "DELETE FROM picks WHERE NOT EXISTS "
+                    "(SELECT 1 FROM results r WHERE r.key = picks.key AND r.candidate = picks.candidate)"
+                )
+                return removed
+        except sqlite3.Error as error:
+            raise StoreError(f"cannot write to the result store {self.path}: {error}") from error
+
     def close(self) -> None:
         with self._lock:
             self._db.close()
+
+
+class RawRow(NamedTuple):
+    """One row of the `results` table as stored, unchecked (SQLite lets a column hold any type)."""
+
+    key: Any
+    candidate: Any
+    kernel: Any
+    key_data: Any
+    description: Any
+    status: Any
+    median_ms: Any
+    result: Any
+    created: Any
+    pick: Any  # the candidate the key's pick names, None when it has none
