@@ -1,4 +1,4 @@
-"""The `kernelpick` command: demo (JSON and tables), store and settings."""
+"""The `kernelpick` command: demo (JSON and tables), analyze and settings (`cache`: test_cli_cache.py)."""
 
 from __future__ import annotations
 
@@ -45,17 +45,6 @@ def test_demo_tables_name_the_device_and_the_failed_config(
     assert "AUTOTUNE matmul on cpu (Triton interpreter" in out
     assert "compile_error" in out and "power of 2" in out
     assert "measured now and stored" in out
-
-
-def test_store_lists_and_clears(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    from kernelpick import settings
-
-    with settings.override(cache_dir=tmp_path):
-        run_cli(capsys, "demo", "--json")
-        code, out, _ = run_cli(capsys, "store")
-        assert code == 0 and "matmul_kernel" in out and "add_kernel" in out
-        code, out, _ = run_cli(capsys, "store", "--clear")
-        assert "removed 9 stored results" in out
 
 
 def test_settings_lists_every_variable(capsys: pytest.CaptureFixture[str]) -> None:
