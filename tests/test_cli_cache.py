@@ -60,6 +60,13 @@ def extern(name: str, result: BenchmarkResult) -> StoredResult:
     )
 
 
+GEMM = key(
+    [{"dtype": "float16", "size": [64, 32], "stride": [32, 1], "offset": 0}],
+    kernel="gemm",
+    source=SELECTION_VERSION,
+)
+
+
 @pytest.fixture
 def path(tmp_path: Path) -> Path:
     return tmp_path / "store" / "results.sqlite3"
@@ -71,12 +78,7 @@ def filled(path: Path) -> Path:
     store = SQLiteStore(path)
     store.save(key(1024, "torch.float16"), configs((A, ok(2.0)), (B, ok(1.25)), (C, FAILED)), pick=B.digest)
     store.save(key(2048, "torch.float16"), configs((A, ok(3.0)), (B, ok(4.0))), pick=A.digest)
-    gemm = key(
-        [{"dtype": "float16", "size": [64, 32], "stride": [32, 1], "offset": 0}],
-        kernel="gemm",
-        source=SELECTION_VERSION,
-    )
-    store.save(gemm, [extern("mm", ok(0.5)), extern("addmm", ok(0.75))], pick="digest-mm")
+    store.save(GEMM, [extern("mm", ok(0.5)), extern("addmm", ok(0.75))], pick="digest-mm")
     store.save(key(1024, "torch.float16", device=H100), configs((A, ok(0.01))), pick=A.digest)
     store.close()
     return path
@@ -259,11 +261,6 @@ def stored_rows(path: Path) -> set[tuple[str, str]]:
         return set(db.execute("SELECT key, candidate FROM results"))
 
 
-GEMM = key(
-    [{"dtype": "float16", "size": [64, 32], "stride": [32, 1], "offset": 0}],
-    kernel="gemm",
-    source=SELECTION_VERSION,
-)
 CORRUPTIONS = [  # (key, candidate): an UPDATE that damages that row, and what verify must say of it
     (GEMM, "digest-addmm", "key_data = 'not json'", "key_data is not JSON"),
     (GEMM, "digest-mm", "status = 'timeout'", "status column says 'timeout', the result says 'ok'"),
