@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import multiprocessing
 import sqlite3
 import subprocess
@@ -16,22 +17,12 @@ import pytest
 import triton.language as tl
 
 from kernelpick.bench.result import BenchmarkResult
-from kernelpick.bench.stats import TimingSummary
 from kernelpick.errors import StoreError
 from kernelpick.store.base import StoredResult
-from kernelpick.store.keys import Toolchain, TuningKey
 from kernelpick.store.sqlite import SCHEMA_VERSION, SQLiteStore
 from kernelpick.tune.config import Config
-
-TOOLCHAIN = Toolchain("3.9.0", "2.13.0", None)
-
-
-def key(kernel: str = "mm", *inputs: object) -> TuningKey:
-    return TuningKey(kernel, "source-hash", "cpu", "", TOOLCHAIN, inputs or (1024,))
-
-
-def ok(median_ms: float) -> BenchmarkResult:
-    return BenchmarkResult("ok", TimingSummary.of([median_ms]))
+from tests.store.samples import make_key as key
+from tests.store.samples import ok
 
 
 def stored(config: Config, result: BenchmarkResult) -> StoredResult:
@@ -214,13 +205,6 @@ def test_a_store_of_another_schema_version_is_refused_with_what_to_do(path: Path
         SQLiteStore(path)
 
 
-def test_a_file_that_is_not_a_database_is_a_store_error(path: Path) -> None:
-    path.parent.mkdir(parents=True)
-    path.write_bytes(b"this is not a database, it is only text " * 100)
-    with pytest.raises(StoreError, match=f"cannot open the result store {path}"):
-        SQLiteStore(path)
-
-
 def test_summary_counts_keys_results_and_failures_per_kernel(path: Path) -> None:
     store = SQLiteStore(path)
     store.save(key("mm", 1), [stored(A, ok(1.0)), stored(B, BenchmarkResult.failed("timeout", "10 s"))])
@@ -281,3 +265,65 @@ def test_a_version_1_store_opens_and_gains_the_picks_table(path: Path) -> None:
     store.save(key(), [stored(A, ok(1.0))], pick=A.digest)
     assert [r.picked for r in store.rows()] == [True]
     assert store._db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+
+
+# -- a damaged file ---------------------------------------------------------------------------
+
+
+def _one_warning(caplog: pytest.LogCaptureFixture) -> str:
+    messages = [
+        r.getMessage()
+        for r in caplog.records
+        if r.name == "kernelpick.store" and r.levelno >= logging.WARNING
+    ]
+    assert len(messages) == 1, messages
+    return messages[0]
+
+
+def test_a_file_that_is_not_a_database_is_moved_aside_and_an_empty_store_takes_its_place(
+    path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path.parent.mkdir(parents=True)
+    text = b"this is not a database, it is only text " * 100
+    path.write_bytes(text)
+    with caplog.at_level(logging.WARNING, logger="kernelpick.store"):
+        store = SQLiteStore(path)
+    [aside] = path.parent.glob("results.sqlite3.corrupt-*")
+    assert aside.read_bytes() == text  # kept for a person to look at, not deleted
+    warning = _one_warning(caplog)
+    assert str(path) in warning and str(aside) in warning
+    store.save(key(), [stored(A, ok(1.0))])
+    assert set(SQLiteStore(path).load(key())) == {A.digest}
+
+
+def test_garbage_written_into_a_store_is_found_when_it_is_opened_and_the_store_rebuilt(
+    damaged_store: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    size = damaged_store.stat().st_size
+    with caplog.at_level(logging.WARNING, logger="kernelpick.store"):
+        store = SQLiteStore(damaged_store)
+    [aside] = damaged_store.parent.glob("results.sqlite3.corrupt-*")
+    assert aside.stat().st_size == size
+    warning = _one_warning(caplog)
+    assert str(damaged_store) in warning and str(aside) in warning
+    assert store.summary() == []  # empty: results are measured again
+    store.save(key(), [stored(A, ok(1.0))])
+    store.close()
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="kernelpick.store"):
+        assert set(SQLiteStore(damaged_store).load(key())) == {A.digest}  # sound now: opens quietly
+    assert caplog.records == []
+
+
+def test_a_store_of_a_newer_schema_is_not_taken_for_a_damaged_one(path: Path) -> None:
+    path.parent.mkdir(parents=True)
+    db = sqlite3.connect(path)
+    db.execute(f"PRAGMA user_version={SCHEMA_VERSION + 1}")
+    db.execute("CREATE TABLE of_a_later_kernelpick (x)")
+    db.close()
+    with pytest.raises(StoreError, match="schema version"):
+        SQLiteStore(path)
+    assert list(path.parent.glob("*.corrupt-*")) == []  # left where it is, its tables kept
+    db = sqlite3.connect(path)
+    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION + 1
+    assert db.execute("SELECT name FROM sqlite_master").fetchall() == [("of_a_later_kernelpick",)]

@@ -1,0 +1,39 @@
+"""Sample keys and results for the store tests, and a way to damage a SQLite store's file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kernelpick.bench.result import BenchmarkResult
+from kernelpick.bench.stats import TimingSummary
+from kernelpick.store.base import StoredResult
+from kernelpick.store.keys import Toolchain, TuningKey
+from kernelpick.store.sqlite import SQLiteStore
+
+TOOLCHAIN = Toolchain("3.9.0", "2.13.0", None)
+
+
+def make_key(kernel: str = "mm", *inputs: object) -> TuningKey:
+    return TuningKey(kernel, "source-hash", "cpu", "", TOOLCHAIN, inputs or (1024,))
+
+
+def ok(median_ms: float) -> BenchmarkResult:
+    return BenchmarkResult("ok", TimingSummary.of([median_ms]))
+
+
+def measured(candidate: str, median_ms: float) -> StoredResult:
+    """A result of candidate `candidate` (its digest: any string works for a store)."""
+    return StoredResult(candidate, {"kwargs": {"BLOCK": 64}, "name": candidate}, ok(median_ms))
+
+
+def write_damaged_store(path: Path) -> None:
+    """A store of 2,000 results at `path` with four pages in the middle of its file overwritten."""
+    store = SQLiteStore(path)
+    for index in range(100):
+        store.save(make_key("mm", index), [measured(f"c{c}", 1.0 + c) for c in range(20)])
+    store.close()  # the last connection to close checkpoints the log into the file and removes it
+    assert not Path(f"{path}-wal").exists()
+    size, page = path.stat().st_size, 4096
+    with open(path, "r+b") as file:
+        file.seek((size // 2) // page * page)
+        file.write(b"garbage!" * (4 * page // 8))  # 'g' is no page type: quick_check cannot miss it
