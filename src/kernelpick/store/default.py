@@ -6,13 +6,15 @@ import contextlib
 import contextvars
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 from kernelpick import settings
 from kernelpick.store.base import MemoryStore, ResultStore
 from kernelpick.store.recording import RecordingStore
+from kernelpick.store.redis import LayeredStore, RedisStore
 from kernelpick.store.sqlite import SQLiteStore
 
-_stores: dict[str, ResultStore] = {}
+_stores: dict[tuple[Path | None, str, float], ResultStore] = {}
 _lock = threading.Lock()
 _recording: contextvars.ContextVar[RecordingStore | None] = contextvars.ContextVar(
     "kernelpick_recording", default=None
@@ -32,15 +34,34 @@ def recording() -> Iterator[RecordingStore]:
 
 
 def default_store() -> ResultStore:
-    """SQLite under the cache dir, or a store in memory when `KERNELPICK_CACHE=0`."""
+    """SQLite under the cache dir, layered under Redis when `KERNELPICK_REDIS_URL` is set, or a store
+    in memory (and no Redis) when `KERNELPICK_CACHE=0`.
+
+    Raises:
+        StoreError: `KERNELPICK_REDIS_URL` is set and the `redis` package is missing or the URL is not
+            a Redis URL; the SQLite file cannot be opened.
+    """
     recorder = _recording.get()
     return recorder if recorder is not None else _default_store()
 
 
 def _default_store() -> ResultStore:
-    name = str(settings.cache_dir() / "results.sqlite3") if settings.current().cache else "memory"
+    current = settings.current()
+    path = settings.cache_dir() / "results.sqlite3" if current.cache else None
+    redis_url = current.redis_url if current.cache else ""
+    place = (path, redis_url, current.redis_timeout_s)
     with _lock:
-        store = _stores.get(name)
+        store = _stores.get(place)
         if store is None:
-            store = _stores[name] = MemoryStore() if name == "memory" else SQLiteStore(name)
+            store = _stores[place] = _open(path, redis_url, current.redis_timeout_s)
         return store
+
+
+def _open(path: Path | None, redis_url: str, redis_timeout_s: float) -> ResultStore:
+    """The store of one place: in memory (no path), a SQLite file, or a SQLite file in front of Redis."""
+    if path is None:
+        return MemoryStore()
+    local = SQLiteStore(path)
+    if not redis_url:
+        return local
+    return LayeredStore(local, RedisStore(redis_url, timeout_s=redis_timeout_s))

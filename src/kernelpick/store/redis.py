@@ -1,0 +1,409 @@
+"""Results on a Redis server shared by machines, and the layered store that keeps a local one in front."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import re
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import fields
+from typing import Any, TypeVar
+
+from kernelpick import settings
+from kernelpick.bench.result import BenchmarkResult
+from kernelpick.bench.stats import TimingSummary
+from kernelpick.errors import StoreError
+from kernelpick.store.base import ResultStore, StoredResult, StoredRow
+from kernelpick.store.keys import TuningKey, canonical_json, canonical_value
+
+log = logging.getLogger("kernelpick.store")
+
+#: Every Redis key kernelpick writes starts so; the number is the format of what is stored under them.
+PREFIX = "kernelpick:1:"
+#: Largest entry read or written: a result is a few hundred bytes, a larger entry is not kernelpick's.
+MAX_ENTRY_BYTES = 64 * 1024
+#: How long a layered store works on its local store alone after the remote one failed.
+RETRY_AFTER_S = 30.0
+
+_KEYS = f"{PREFIX}keys"  # hash: key digest -> the key's canonical JSON (what `rows()` lists)
+_PICKS = f"{PREFIX}picks"  # hash: key digest -> the digest of the candidate its tuning chose
+_ROWS_BATCH = 256  # keys read per round trip by `rows()`
+_T = TypeVar("_T")
+
+
+def _results_key(digest: str) -> str:
+    """The hash of one tuning key's results: field = candidate digest, value = an entry (JSON)."""
+    return f"{PREFIX}results:{digest}"
+
+
+class _Malformed(Exception):
+    """Something read from Redis is not what kernelpick writes (never leaves this module)."""
+
+
+class RedisStore:
+    """Results on a Redis server (remote only: `LayeredStore` puts a local store in front of it).
+
+    What is stored is JSON and nothing else, each entry checked when read (size, shape, that its
+    result parses): a malformed or foreign entry is left out with a warning, never executed. One
+    key's results, its pick and its index entry are written in one MULTI/EXEC transaction.
+    """
+
+    def __init__(self, url: str, *, timeout_s: float | None = None) -> None:
+        """Connects lazily: nothing is sent until the first load or save.
+
+        Args:
+            url: e.g. `redis://host:6379/0` (also `rediss://`, `unix://`).
+            timeout_s: seconds a request may take (default: `KERNELPICK_REDIS_TIMEOUT`).
+
+        Raises:
+            StoreError: the `redis` package is missing, or `url` is not a Redis URL.
+        """
+        try:
+            import redis
+            from redis.backoff import NoBackoff
+            from redis.retry import Retry
+        except ImportError:
+            raise StoreError(
+                "KERNELPICK_REDIS_URL is set but the redis package is not installed: "
+                "pip install 'kernelpick[redis]'"
+            ) from None
+        self.url = _without_password(url)
+        timeout = settings.current().redis_timeout_s if timeout_s is None else timeout_s
+        try:
+            self._client = redis.Redis.from_url(
+                url,
+                socket_timeout=timeout,
+                socket_connect_timeout=timeout,
+                # No retries: a layered store falls back to its local store at the first failure.
+                retry=Retry(NoBackoff(), 0),
+            )
+        except ValueError as error:
+            raise StoreError(
+                f"KERNELPICK_REDIS_URL={self.url!r} is not a Redis URL ({error}): expected e.g. "
+                "redis://host:6379/0"
+            ) from None
+        self._failures: tuple[type[BaseException], ...] = (redis.RedisError, OSError)
+        self._warned: set[str] = set()
+        self._warned_lock = threading.Lock()
+
+    def load(self, key: TuningKey) -> dict[str, StoredResult]:
+        return self.load_with_pick(key)[0]
+
+    def load_with_pick(self, key: TuningKey) -> tuple[dict[str, StoredResult], str | None]:
+        """Every sound result stored under `key`, by candidate digest, and the key's pick (if any).
+
+        Raises:
+            StoreError: the server cannot be reached or did not answer in time.
+        """
+        found, pick = self._request(
+            f"read the results of {key.kernel}",
+            lambda pipe: (pipe.hgetall(_results_key(key.digest)), pipe.hget(_PICKS, key.digest)),
+            transaction=True,
+        )
+        results = {
+            candidate: stored for candidate, (stored, _) in self._parse_results(key.digest, found).items()
+        }
+        return results, self._parse_pick(key.digest, pick)
+
+    def save(self, key: TuningKey, results: Iterable[StoredResult], *, pick: str | None = None) -> None:
+        """Write `results` (and the pick) under `key` in one MULTI/EXEC transaction: no other client
+        sees part of it.
+
+        Raises:
+            StoreError: the server cannot be reached, did not answer in time, or refused the write.
+        """
+        now = time.time()
+        entries: dict[str, bytes] = {}
+        for stored in results:
+            entry = _encode_entry(stored, now)
+            if len(entry) > MAX_ENTRY_BYTES:
+                self._warn_once(
+                    f"{key.digest}/{stored.candidate}",
+                    f"not sharing the result of {key.kernel} candidate {stored.candidate}: it is "
+                    f"{len(entry)} bytes, over the {MAX_ENTRY_BYTES // 1024} KiB limit",
+                )
+                continue
+            entries[stored.candidate] = entry
+        if not entries and pick is None:
+            return
+
+        def write(pipe: Any) -> None:
+            if entries:
+                pipe.hset(_results_key(key.digest), mapping=entries)
+            pipe.hset(_KEYS, key.digest, key.canonical)
+            if pick is not None:
+                pipe.hset(_PICKS, key.digest, pick)
+
+        answers = self._request(f"write the results of {key.kernel}", write, transaction=True)
+        refused = [answer for answer in answers if isinstance(answer, Exception)]
+        if refused:
+            raise StoreError(
+                f"Redis at {self.url} refused to write the results of {key.kernel}: {refused[0]}"
+            )
+
+    def rows(self, kernel: str | None = None) -> Iterator[StoredRow]:
+        """Every sound stored result (or one kernel's), by kernel and key, like `SQLiteStore.rows`;
+        malformed entries are left out with a warning.
+
+        Raises:
+            StoreError: the server cannot be reached or did not answer in time.
+        """
+        (index,) = self._request("list the stored keys", lambda pipe: pipe.hgetall(_KEYS))
+        if isinstance(index, Exception):
+            raise StoreError(f"Redis at {self.url} cannot list the stored keys: {_KEYS}: {index}")
+        keys = []
+        for field, canonical in index.items():
+            try:
+                key = _parse_key(_text(field), canonical)
+            except _Malformed as problem:
+                self._warn_once(
+                    f"index/{field!r}", f"ignoring entry {field!r} of Redis hash {_KEYS}: {problem}"
+                )
+                continue
+            if kernel is None or key.kernel == kernel:
+                keys.append(key)
+        keys.sort(key=lambda k: (k.kernel, k.digest))
+        for start in range(0, len(keys), _ROWS_BATCH):
+            batch = keys[start : start + _ROWS_BATCH]
+
+            def read(pipe: Any, batch: list[TuningKey] = batch) -> None:
+                for key in batch:
+                    pipe.hgetall(_results_key(key.digest))
+                    pipe.hget(_PICKS, key.digest)
+
+            answers = self._request("read stored results", read)
+            for index_in_batch, key in enumerate(batch):
+                found, pick = answers[2 * index_in_batch : 2 * index_in_batch + 2]
+                picked = self._parse_pick(key.digest, pick)
+                results = self._parse_results(key.digest, found)
+                for candidate in sorted(results):
+                    stored, created = results[candidate]
+                    yield StoredRow(
+                        key, candidate, stored.description, stored.result, created, picked == candidate
+                    )
+
+    def close(self) -> None:
+        self._client.close()
+
+    def _request(self, what: str, fill: Callable[[Any], object], *, transaction: bool = False) -> list[Any]:
+        """The answers to the commands `fill` queues on a pipeline, a command's error in its place
+        (e.g. a key of another type: foreign data, which the caller ignores or refuses).
+
+        Raises:
+            StoreError: the server cannot be reached or did not answer in time.
+        """
+        try:
+            pipe = self._client.pipeline(transaction=transaction)
+            fill(pipe)
+            answers: list[Any] = pipe.execute(raise_on_error=False)
+        except self._failures as error:
+            raise StoreError(
+                f"Redis at {self.url} failed to {what}: {type(error).__name__}: {error}"
+            ) from error
+        return answers
+
+    def _parse_results(self, digest: str, found: Any) -> dict[str, tuple[StoredResult, float]]:
+        """The sound entries of one key's results hash, with the time each was stored (`found` is
+        the hash as read, or the error reading it gave)."""
+        if isinstance(found, Exception):
+            self._warn_once(digest, f"ignoring Redis key {_results_key(digest)}: {found}")
+            return {}
+        results: dict[str, tuple[StoredResult, float]] = {}
+        for field, raw in found.items():
+            try:
+                stored, created = _parse_entry(_text(field), raw)
+            except _Malformed as problem:
+                self._warn_once(
+                    f"{digest}/{field!r}",
+                    f"ignoring field {field[:64]!r} of Redis hash {_results_key(digest)}: {problem}",
+                )
+                continue
+            results[stored.candidate] = (stored, created)
+        return results
+
+    def _parse_pick(self, digest: str, raw: Any) -> str | None:
+        if raw is None:
+            return None
+        try:
+            return _text(raw)
+        except _Malformed as problem:
+            self._warn_once(f"pick/{digest}", f"ignoring field {digest} of Redis hash {_PICKS}: {problem}")
+            return None
+
+    def _warn_once(self, what: str, message: str) -> None:
+        """Warn of a malformed entry once per store, however often it is read."""
+        with self._warned_lock:
+            if what in self._warned:
+                return
+            self._warned.add(what)
+        log.warning("%s", message)
+
+
+class LayeredStore:
+    """A local store in front of a shared remote one, behind the `ResultStore` interface.
+
+    Loads read the local store, then the remote one, and copy into the local store what only the
+    remote one had; saves go to both. When the remote store fails (down, unreachable, too slow),
+    calls carry on with the local store alone after one warning, and the remote one is asked again
+    `retry_after_s` later: a shared store never makes a call fail.
+    """
+
+    def __init__(
+        self, local: ResultStore, remote: RedisStore, *, retry_after_s: float = RETRY_AFTER_S
+    ) -> None:
+        self.local = local
+        self.remote = remote
+        self.retry_after_s = retry_after_s
+        self._lock = threading.Lock()
+        self._failing = False
+        self._retry_at = 0.0  # time.monotonic() after which a failing remote is asked again
+
+    def load(self, key: TuningKey) -> dict[str, StoredResult]:
+        found = self.local.load(key)
+        answer = self._ask_remote(lambda: self.remote.load_with_pick(key))
+        if answer is None:
+            return found
+        shared, pick = answer
+        missing = [stored for candidate, stored in shared.items() if candidate not in found]
+        if missing:
+            self.local.save(key, missing, pick=pick)
+        return {**shared, **found}
+
+    def save(self, key: TuningKey, results: Iterable[StoredResult], *, pick: str | None = None) -> None:
+        results = list(results)
+        self.local.save(key, results, pick=pick)
+        self._ask_remote(lambda: self.remote.save(key, results, pick=pick))
+
+    def _ask_remote(self, request: Callable[[], _T]) -> _T | None:
+        """`request()`'s answer, or None when the remote store is failing (it then warns once)."""
+        with self._lock:
+            if self._failing and time.monotonic() < self._retry_at:
+                return None
+        try:
+            answer = request()
+        except StoreError as error:
+            with self._lock:
+                first = not self._failing
+                self._failing = True
+                self._retry_at = time.monotonic() + self.retry_after_s
+            if first:
+                log.warning(
+                    "%s; carrying on with the local store alone, asking Redis again in %g s",
+                    error,
+                    self.retry_after_s,
+                )
+            else:
+                log.debug("%s; asking again in %g s", error, self.retry_after_s)
+            return None
+        with self._lock:
+            recovered, self._failing = self._failing, False
+        if recovered:
+            log.info("Redis at %s answers again: results are shared again", self.remote.url)
+        return answer
+
+
+def _encode_entry(stored: StoredResult, created: float) -> bytes:
+    return canonical_json(
+        {
+            "candidate": stored.candidate,
+            "description": canonical_value(dict(stored.description)),
+            "result": stored.result.to_dict(),
+            "created": created,
+        }
+    ).encode()
+
+
+def _parse_entry(candidate: str, raw: Any) -> tuple[StoredResult, float]:
+    """A results-hash entry read back, checked field by field.
+
+    Raises:
+        _Malformed: it is not an entry kernelpick writes for `candidate`.
+    """
+    data = _json(raw)
+    if not isinstance(data, dict):
+        raise _Malformed(f"not a JSON object but {type(data).__name__}")
+    if data.get("candidate") != candidate:
+        raise _Malformed(
+            f"its candidate {str(data.get('candidate'))[:64]!r} is not the field it is filed under"
+        )
+    description, result, created = data.get("description"), data.get("result"), data.get("created")
+    if not isinstance(description, dict):
+        raise _Malformed("its description is not a JSON object")
+    if not isinstance(created, (int, float)) or not _is_number(created):
+        raise _Malformed(f"its created time {str(created)[:64]!r} is not a number")
+    return StoredResult(candidate, description, _parse_result(result)), float(created)
+
+
+def _parse_result(data: Any) -> BenchmarkResult:
+    if not isinstance(data, dict):
+        raise _Malformed("its result is not a JSON object")
+    timing = data.get("timing")
+    if timing is not None:
+        if not isinstance(timing, dict):
+            raise _Malformed("its result's timing is not a JSON object")
+        for field in fields(TimingSummary):
+            value = timing.get(field.name, field.default)
+            if not _is_of_timing_type(field.name, value):
+                raise _Malformed(f"its result's timing.{field.name} is {str(value)[:64]!r}")
+    if not isinstance(data.get("message", ""), str):
+        raise _Malformed("its result's message is not a string")
+    try:
+        return BenchmarkResult.from_dict(data, from_store=True)
+    except (KeyError, TypeError, ValueError) as error:
+        raise _Malformed(f"its result does not parse: {error!r}") from None
+
+
+def _is_of_timing_type(name: str, value: Any) -> bool:
+    """Whether `value` may stand in `TimingSummary.<name>` (the dataclass checks no types)."""
+    if name == "timer":
+        return isinstance(value, str)
+    if name == "host_ms" and value is None:
+        return True
+    return _is_number(value, integer=name in ("runs", "outliers"))
+
+
+def _parse_key(digest: str, canonical: Any) -> TuningKey:
+    """An index entry read back: a key's canonical JSON, which must hash to the digest it is filed under."""
+    if not isinstance(canonical, bytes) or hashlib.sha256(canonical).hexdigest() != digest:
+        raise _Malformed("it is not the canonical JSON of the key its digest names")
+    data = _json(canonical)
+    try:
+        return TuningKey.from_dict(data)
+    except ValueError as error:
+        raise _Malformed(str(error)) from None
+
+
+def _json(raw: Any) -> Any:
+    if not isinstance(raw, bytes):
+        raise _Malformed(f"not bytes but {type(raw).__name__}")
+    if len(raw) > MAX_ENTRY_BYTES:
+        raise _Malformed(f"{len(raw)} bytes, over the {MAX_ENTRY_BYTES // 1024} KiB limit")
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError) as error:  # UnicodeDecodeError is a ValueError
+        raise _Malformed(f"not JSON ({str(error)[:100]})") from None
+
+
+def _text(raw: Any) -> str:
+    """A hash field or pick: short UTF-8 text."""
+    if not isinstance(raw, bytes) or len(raw) > 256:
+        raise _Malformed(f"{str(raw)[:64]!r} is not a digest")
+    try:
+        return raw.decode()
+    except UnicodeDecodeError:
+        raise _Malformed(f"{raw[:64]!r} is not UTF-8 text") from None
+
+
+def _is_number(value: Any, *, integer: bool = False) -> bool:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return isinstance(value, int) if integer else not math.isnan(value)
+
+
+def _without_password(url: str) -> str:
+    """`url` fit for a log line: what comes before the host (a user and password) is ***."""
+    return re.sub(r"//[^/]*@", "//***@", url, count=1)
