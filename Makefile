@@ -20,6 +20,7 @@ demo: venv
 	$(BIN)/kernelpick demo
 
 test: venv
+	tools/ensure-redis-server
 	$(BIN)/python -m pytest -q
 
 lint: venv
