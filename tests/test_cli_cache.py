@@ -6,6 +6,7 @@ import json
 import re
 import sqlite3
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -415,6 +416,44 @@ def test_prune_refuses_to_wipe_without_a_filter_and_all_wipes(
     assert code == 0 and "removed 8 rows of 4 keys" in out and stored_rows(filled) == set()
     with sqlite3.connect(filled) as db:
         assert db.execute("SELECT COUNT(*) FROM picks").fetchone() == (0,)
+
+
+@pytest.fixture
+def redis_url(tmp_path: Path) -> Iterator[str]:
+    """A redis-server of this test's own, on loopback."""
+    from tests.store.conftest import RedisServer  # here: only this test needs Redis
+
+    folder = tmp_path / "redis"
+    folder.mkdir()
+    server = RedisServer(folder)
+    yield server.url
+    server.kill()
+
+
+def test_list_stats_and_export_read_a_redis_store_with_redis(
+    capsys: pytest.CaptureFixture[str], redis_url: str, path: Path, tmp_path: Path
+) -> None:
+    from kernelpick.store.redis import RedisStore
+
+    for store in (RedisStore(redis_url), SQLiteStore(path)):  # the same rows in both
+        store.save(
+            key(1024, "torch.float16"), configs((A, ok(2.0)), (B, ok(1.25)), (C, FAILED)), pick=B.digest
+        )
+        store.save(GEMM, [extern("mm", ok(0.5))], pick="digest-mm")
+    code, out, _ = run_cli(capsys, "cache", "list", "--redis", redis_url)
+    assert code == 0 and f"tuned keys in Redis at {redis_url}" in out
+    [line] = lines_with(out, "mm ", "1024, float16")
+    assert line.split()[4:6] == ["3", "1"] and str(B) in line and "1.2500" in line
+
+    code, out, _ = run_cli(capsys, "cache", "stats", "--redis", redis_url, "--json")
+    stats = json.loads(out)
+    assert (stats["rows"], stats["keys"], stats["failed"], stats["bytes"]) == (4, 2, 1, None)
+
+    from_redis, from_file = tmp_path / "redis.json", tmp_path / "file.json"
+    assert run_cli(capsys, "cache", "export", str(from_redis), "--redis", redis_url)[0] == 0
+    assert run_cli(capsys, "cache", "export", str(from_file), "--store", str(path))[0] == 0
+    assert without_created(from_redis) == without_created(from_file)
+    assert not (settings.cache_dir() / "results.sqlite3").exists()  # Redis was read, not the local store
 
 
 def test_commands_on_a_missing_store_say_where_they_looked(

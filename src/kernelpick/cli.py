@@ -75,10 +75,18 @@ def _open_store(args: argparse.Namespace, *, create: bool = False) -> SQLiteStor
 
 
 def _stored_rows(args: argparse.Namespace) -> tuple[list[StoredRow], str, int]:
-    """The sound rows of the store --store names, where that store is, and how many corrupt rows were
-    left out (a line on stderr says so)."""
+    """The sound rows of the store --redis or --store names, where that store is, and how many corrupt
+    rows were left out (a line on stderr says so)."""
     from kernelpick.store.maintenance import readable_rows
 
+    if args.redis:
+        from kernelpick.store.redis import RedisStore
+
+        remote = RedisStore(args.redis)  # it leaves out malformed entries itself, warning of each
+        try:
+            return list(remote.rows()), f"Redis at {remote.url}", 0
+        finally:
+            remote.close()
     rows, corrupt = readable_rows(_open_store(args))
     if corrupt:
         print(
@@ -299,9 +307,11 @@ def _cache_stats(args: argparse.Namespace) -> int:
 
     rows, where, corrupt = _stored_rows(args)
     stats = store_stats(rows, corrupt)
-    path = _store_path(args)
-    wal = path.with_name(f"{path.name}-wal")
-    size, wal_size = path.stat().st_size, wal.stat().st_size if wal.is_file() else 0
+    size, wal_size, wal = None, 0, None
+    if not args.redis:  # a file: how large it is, with its write-ahead log
+        path = _store_path(args)
+        wal = path.with_name(f"{path.name}-wal")
+        size, wal_size = path.stat().st_size, wal.stat().st_size if wal.is_file() else 0
     if args.json:
         data = {
             "store": where,
@@ -314,7 +324,8 @@ def _cache_stats(args: argparse.Namespace) -> int:
         return 0
     facts = _table("what", "value", header=False)
     _add_row(facts, "result store", where)
-    _add_row(facts, "size", _bytes(size) + (f" (+ {_bytes(wal_size)} in {wal.name})" if wal_size else ""))
+    if size is not None and wal is not None:
+        _add_row(facts, "size", _bytes(size) + (f" (+ {_bytes(wal_size)} in {wal.name})" if wal_size else ""))
     _add_row(facts, "rows", f"{stats.rows} ({stats.failed} failed)")
     _add_row(facts, "keys", stats.keys)
     _add_row(facts, "kernels", len(stats.kernels))
@@ -440,7 +451,7 @@ def _store(args: argparse.Namespace) -> int:
         "note: `kernelpick store` is now `kernelpick cache stats` (and `kernelpick cache prune` for --clear)",
         file=sys.stderr,
     )
-    args.store = None
+    args.store = args.redis = None
     if not args.clear:
         args.json = False
         return _cache_stats(args)
@@ -471,32 +482,35 @@ def _toolchain(text: str) -> Toolchain:
 
 
 def _add_cache_commands(commands: Any) -> None:
+    store_help = "the SQLite result store (default: results.sqlite3 under KERNELPICK_CACHE_DIR)"
     where = argparse.ArgumentParser(add_help=False)
-    where.add_argument(
-        "--store",
-        metavar="PATH",
-        help="the SQLite result store (default: results.sqlite3 under KERNELPICK_CACHE_DIR)",
+    where.add_argument("--store", metavar="PATH", help=store_help)
+    readable = argparse.ArgumentParser(add_help=False)  # where rows are read from: a file or Redis
+    either = readable.add_mutually_exclusive_group()
+    either.add_argument("--store", metavar="PATH", help=store_help)
+    either.add_argument(
+        "--redis", metavar="URL", help="read the rows of this Redis store instead (redis://host:6379/0)"
     )
     cache = commands.add_parser(
         "cache", help="list, show, check, prune, export and import what the result store holds"
     ).add_subparsers(dest="cache_command", required=True, metavar="COMMAND")
 
-    listing = cache.add_parser("list", parents=[where], help="one line per tuned key, with its pick")
+    listing = cache.add_parser("list", parents=[readable], help="one line per tuned key, with its pick")
     listing.add_argument("--kernel", help="only this kernel's keys")
     listing.add_argument("--json", action="store_true", help="print a JSON list")
     listing.set_defaults(handler=_cache_list)
 
-    show = cache.add_parser("show", parents=[where], help="every candidate of each of a kernel's keys")
+    show = cache.add_parser("show", parents=[readable], help="every candidate of each of a kernel's keys")
     show.add_argument("kernel", metavar="KERNEL", help="the kernel's name, as `cache list` shows it")
     show.add_argument("--json", action="store_true", help="print one JSON object")
     show.set_defaults(handler=_cache_show)
 
-    stats = cache.add_parser("stats", parents=[where], help="size, counts, devices, toolchains, dates")
+    stats = cache.add_parser("stats", parents=[readable], help="size, counts, devices, toolchains, dates")
     stats.add_argument("--json", action="store_true", help="print one JSON object")
     stats.set_defaults(handler=_cache_stats)
 
     export = cache.add_parser(
-        "export", parents=[where], help="write the pick of every key for one device as a deployment table"
+        "export", parents=[readable], help="write the pick of every key for one device as a deployment table"
     )
     export.add_argument("out", metavar="OUT.json", help="the table file to write")
     export.add_argument("--device", metavar="MODEL", help="the device model (needed when several are stored)")
