@@ -461,6 +461,12 @@ def _store(args: argparse.Namespace) -> int:
     return _cache_prune(args)
 
 
+def _tune(args: argparse.Namespace) -> int:
+    from kernelpick.tune.command import run_tune
+
+    return run_tune(args)
+
+
 def _settings(args: argparse.Namespace) -> int:
     table = Table(title="kernelpick settings (environment variables)", title_justify="left", box=None)
     for column in ("variable", "default", "now", "meaning"):
@@ -581,6 +587,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     analyze.add_argument("--json", action="store_true", help="print one JSON object")
     analyze.set_defaults(handler=_analyze)
+
+    tune = commands.add_parser(
+        "tune",
+        help="run a spec's tuning jobs here, on local GPUs or over a Ray cluster, and export the table",
+    )
+    from kernelpick.tune.command import add_arguments
+
+    add_arguments(tune)
+    tune.set_defaults(handler=_tune)
 
     _add_cache_commands(commands)
     store = commands.add_parser("store", help="old name of `cache stats` (and of `cache prune` with --clear)")

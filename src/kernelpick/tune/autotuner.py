@@ -357,7 +357,10 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
         if todo and settings.current().no_tuning:
             raise TuningRequired(
                 tuning_required(
-                    f"kernel `{self.name}`", _describe_key(self._key_names(), key), device.name, len(todo)
+                    f"kernel `{self.name}`",
+                    _describe_key(self._key_names(), key, dtypes=True),
+                    device.name,
+                    len(todo),
                 )
             )
         measured = self.benchmark_configs(todo, args, kwargs, named, grid, device, phases) if todo else {}
@@ -607,8 +610,12 @@ def _default_config(name: str, configs: Sequence[Config], default: Any) -> Confi
     return wanted
 
 
-def _describe_key(names: Sequence[str], key: tuple[Any, ...]) -> str:
-    return "(" + ", ".join(f"{n}={v}" for n, v in zip(names, key)) + ")"
+def _describe_key(names: Sequence[str], key: tuple[Any, ...], *, dtypes: bool = False) -> str:
+    """ "(M=128, N=4096)"; with `dtypes`, the tensor dtypes that are part of the key follow."""
+    named = [f"{n}={v}" for n, v in zip(names, key)]
+    if dtypes:
+        named.append("dtypes " + "/".join(str(v).removeprefix("torch.") for v in key[len(names) : -1]))
+    return "(" + ", ".join(named) + ")"
 
 
 def _warn_interpreter(device: DeviceInfo, name: str) -> None:
