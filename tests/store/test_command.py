@@ -1,4 +1,4 @@
-"""`kernelpick cache`: list, show, stats, export, import, prune and verify a real SQLite store."""
+"""store/command.py: `kernelpick cache ...` lists, shows, exports, imports, prunes and verifies the result store."""
 
 from __future__ import annotations
 
