@@ -29,6 +29,10 @@ class Toolchain:
 
         return Toolchain(triton=triton.__version__, torch=torch.__version__, cuda=torch.version.cuda)
 
+    def describe(self) -> str:
+        """How people and tools name it: `triton 3.6.0, torch 2.11.0+cu130, CUDA 13.0`."""
+        return f"triton {self.triton}, torch {self.torch}, CUDA {self.cuda or 'none'}"
+
 
 @dataclass(frozen=True, eq=False)
 class TuningKey:

@@ -245,7 +245,7 @@ def stale_reason(key: TuningKey) -> str | None:
 
 def describe_toolchain(toolchain: Toolchain) -> str:
     """How tools name a toolchain: `triton 3.6.0, torch 2.11.0+cu130, CUDA 13.0` (`parse_toolchain` reads it)."""
-    return f"triton {toolchain.triton}, torch {toolchain.torch}, CUDA {toolchain.cuda or 'none'}"
+    return toolchain.describe()
 
 
 def parse_toolchain(text: str) -> Toolchain:

@@ -163,13 +163,13 @@ def export_table(
         elif Toolchain.current() in toolchains:
             toolchain = Toolchain.current()
         else:
-            listed = "; ".join(_describe(t) for t in toolchains)
+            listed = "; ".join(t.describe() for t in toolchains)
             raise TableError(
                 f"results of {device} under {len(toolchains)} toolchains are stored ({listed}): name one"
             )
     rows = [r for r in rows if r.key.toolchain == toolchain]
     if not rows:
-        raise TableError(f"no results stored for {device} under {_describe(toolchain)}")
+        raise TableError(f"no results stored for {device} under {toolchain.describe()}")
 
     by_key: dict[str, list[StoredRow]] = {}
     for row in rows:
@@ -270,10 +270,6 @@ def table_from_dict(data: Any, path: Path | None = None) -> DeploymentTable:
 
 def _plain(result: BenchmarkResult) -> BenchmarkResult:
     return BenchmarkResult.from_dict(result.to_dict())  # drops `from_store`: a table row is a record
-
-
-def _describe(toolchain: Toolchain) -> str:
-    return f"triton {toolchain.triton}, torch {toolchain.torch}, CUDA {toolchain.cuda or 'none'}"
 
 
 def _text(value: Any, name: str) -> str:
