@@ -211,3 +211,13 @@ def test_as_environment_gives_another_process_the_same_settings(tmp_path: Path) 
         assert settings.from_environ(environment) == settings.current()
     assert environment["KERNELPICK_NO_TUNING"] == "1"
     assert "KERNELPICK_WARMUP_MS" not in environment  # defaults are left out
+
+
+def test_adopt_environment_sets_variables_and_reads_the_settings_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KERNELPICK_REP_MS", "10")  # registered: restored when the test ends
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    settings.adopt_environment({"KERNELPICK_REP_MS": "3", "CUDA_VISIBLE_DEVICES": "1"})
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == "1"
+    assert settings.from_environ().rep_ms == 3.0
+    monkeypatch.undo()
+    assert settings.reload().rep_ms != 3.0  # later tests see the environment as it was

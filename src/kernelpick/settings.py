@@ -283,6 +283,13 @@ def as_environment(values: Settings | None = None) -> dict[str, str]:
     return environment
 
 
+def adopt_environment(changes: Mapping[str, str]) -> Settings:
+    """Set `changes` in this process's environment and read the settings again: for a process
+    started to work for another (given `as_environment()`, and e.g. CUDA_VISIBLE_DEVICES)."""
+    os.environ.update(changes)
+    return reload()
+
+
 def compile_workers() -> int:
     """How many configs to compile at once."""
     return current().compile_workers or os.cpu_count() or 1

@@ -36,7 +36,7 @@ from kernelpick.select.record import ChoiceResult, SelectionRecord
 from kernelpick.select.signature import POSITIONAL_KEYS, Signature, signature_key, value_key
 from kernelpick.select.verify import Checking, Tolerance, compare, tf32_allowed
 from kernelpick.store import ResultStore, StoredResult, TuningKey, default_store
-from kernelpick.store.deploy import TableHit, tables, tuning_required
+from kernelpick.store.deploy import tabled_winner, tuning_required
 from kernelpick.store.table import TableEntry
 from kernelpick.workers import IsolationError, Reference
 from kernelpick.workers.plan import isolation_wanted, start_early
@@ -177,14 +177,21 @@ class Selector:
             store = self._store()
             source = SELECTION_VERSION if self.verify else f"{SELECTION_VERSION}:unverified"
             tuning_key = TuningKey.make(self.name, source, signature.device, signature.to_data())
-            tabled = self._tabled(tuning_key, choices, signature, exact=True)
-            stored = store.load(tuning_key) if store is not None and tabled is None else {}
-            results = {c.digest: stored[c.digest].result for c in choices if c.digest in stored}
-            todo = [c for c in choices if c.digest not in results]
-            if tabled is None and todo:
-                tabled = self._tabled(tuning_key, choices, signature, exact=False)
+            loaded: dict[str, StoredResult] | None = None
+
+            def stored() -> dict[str, StoredResult]:  # read once, and only when needed
+                nonlocal loaded
+                if loaded is None:
+                    loaded = store.load(tuning_key) if store is not None else {}
+                return loaded
+
+            tabled = self._from_table(
+                key, tuning_key, choices, signature, start, lambda: all(c.digest in stored() for c in choices)
+            )
             if tabled is not None:
-                return self._run_tabled(key, signature, *tabled, start)
+                return tabled
+            results = {c.digest: stored()[c.digest].result for c in choices if c.digest in stored()}
+            todo = [c for c in choices if c.digest not in results]
             if todo and settings.current().no_tuning:
                 raise TuningRequired(
                     tuning_required(
@@ -236,10 +243,16 @@ class Selector:
             self._calls[key] = call
             return call
 
-    def _tabled(
-        self, tuning_key: TuningKey, choices: list[Choice], signature: Signature, *, exact: bool
-    ) -> tuple[Choice, Callable[..., Any], TableHit] | None:
-        """The winner a deployment table gives for this key (exact) or the nearest one, ready to call."""
+    def _from_table(
+        self,
+        key: tuple[Any, ...],
+        tuning_key: TuningKey,
+        choices: list[Choice],
+        signature: Signature,
+        start: float,
+        stored_completely: Callable[[], bool],
+    ) -> Callable[..., Any] | None:
+        """Bind the winner a deployment table gives for this key (`kernelpick.store.deploy`), if any."""
         by_digest = {c.digest: c for c in choices}
         by_name = {c.name: c for c in choices}
 
@@ -247,40 +260,21 @@ class Selector:
             # The digest for the exact key; by name for another key, whose rendered choices differ.
             return by_digest.get(entry.candidate) or by_name.get(str(entry.choice.get("name")))
 
-        found = tables().exact if exact else tables().nearest
-        hit = found(tuning_key, lambda entry: choice_of(entry) is not None)
-        if hit is None:
+        found = tabled_winner(tuning_key, choice_of, stored_completely)
+        if found is None:
             return None
-        choice = choice_of(hit.entry)
-        assert choice is not None
+        choice, hit = found
         try:
-            return choice, choice.callable_for(signature), hit
+            call = choice.callable_for(signature)
         except Exception as error:  # e.g. a template that does not render for these sizes
             log.warning(
-                "the tabled winner %s of %s cannot be called here (%s); tuning", choice.name, self.name, error
+                "the tabled winner %s of %s cannot be called (%s); tuning", choice.name, self.name, error
             )
             return None
-
-    def _run_tabled(
-        self,
-        key: tuple[Any, ...],
-        signature: Signature,
-        choice: Choice,
-        call: Callable[..., Any],
-        hit: TableHit,
-        start: float,
-    ) -> Callable[..., Any]:
         rows = (ChoiceResult(choice.name, choice.digest, choice.description(), hit.entry.result),)
+        seconds = time.perf_counter() - start
         record = SelectionRecord(
-            self.name,
-            signature,
-            signature.device,
-            rows,
-            choice.name,
-            time.perf_counter() - start,
-            True,
-            None,
-            hit.note,
+            self.name, signature, signature.device, rows, choice.name, seconds, True, None, hit.note
         )
         self.records[key] = self.last_selection = record
         log.info("selected for %s %s", self.name, hit.note)

@@ -22,7 +22,7 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from kernelpick import settings
 from kernelpick.errors import TableError
@@ -136,6 +136,31 @@ class Tables:
 
 
 _tables = Tables()
+
+_Candidate = TypeVar("_Candidate")
+
+
+def tabled_winner(
+    key: TuningKey,
+    candidate_of: Callable[[TableEntry], _Candidate | None],
+    stored_completely: Callable[[], bool],
+) -> tuple[_Candidate, TableHit] | None:
+    """The winner the deployment tables give for `key`, in the lookup order of this module's doc:
+    the exact key's; else, when `stored_completely()` says the store cannot answer alone, the
+    nearest key's. `candidate_of` finds an entry's winner among the caller's candidates (None: it
+    has none such, e.g. a config pruned away, and the entry is passed over).
+    """
+    if not _tables.tables:
+        return None
+    usable = lambda entry: candidate_of(entry) is not None  # noqa: E731
+    hit = _tables.exact(key, usable)
+    if hit is None and not stored_completely():
+        hit = _tables.nearest(key, usable)
+    if hit is None:
+        return None
+    candidate = candidate_of(hit.entry)
+    assert candidate is not None  # usable
+    return candidate, hit
 
 
 def tables() -> Tables:

@@ -32,9 +32,9 @@ from kernelpick.compile.unwrap import innermost
 from kernelpick.errors import ConfigError, KernelpickError, NoValidConfigs, TuningRequired
 from kernelpick.report import TuningProgress, autotune_table, headline, print_table
 from kernelpick.store import ResultStore, StoredResult, TuningKey, default_store
-from kernelpick.store.deploy import TableHit, tables, tuning_required
-from kernelpick.store.table import TableEntry
+from kernelpick.store.deploy import TableHit, tabled_winner, tuning_required
 from kernelpick.tune.config import Config
+from kernelpick.tune.config_run import ConfigRun
 from kernelpick.tune.dispatch import Dispatcher
 from kernelpick.tune.isolated import benchmark_in_workers, measure_in_worker
 from kernelpick.tune.prune import Pruner
@@ -370,29 +370,20 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
     def _tabled(
         self, key: tuple[Any, ...], device: DeviceInfo, configs: list[Config], phases: dict[str, float]
     ) -> tuple[Config, TableHit] | None:
-        """The winner a deployment table gives for this key: the exact key's, else (when the store
-        cannot answer without measuring) the nearest key's; None when no table has one."""
+        """The winner a deployment table gives for this key (`kernelpick.store.deploy`), if any."""
         if len(configs) == 1:
             return None
         started = time.perf_counter()
-        by_digest = {c.digest: c for c in configs}
+        by_digest = {c.digest: c for c in configs}  # a winner pruned away here is passed over
+        tuning_key, store = self.tuning_key(key, device), self._store()
 
-        def usable(entry: TableEntry) -> bool:  # a winner this kernel still has, after pruning
-            return entry.candidate in by_digest
+        def stored_completely() -> bool:
+            stored = store.load(tuning_key) if store is not None else {}
+            return all(digest in stored for digest in by_digest)
 
-        tuning_key = self.tuning_key(key, device)
-        hit = tables().exact(tuning_key, usable)
-        if hit is None and not self._stored_completely(tuning_key, configs):
-            hit = tables().nearest(tuning_key, usable)
+        found = tabled_winner(tuning_key, lambda entry: by_digest.get(entry.candidate), stored_completely)
         phases["table"] = time.perf_counter() - started
-        return None if hit is None else (by_digest[hit.entry.candidate], hit)
-
-    def _stored_completely(self, tuning_key: TuningKey, configs: list[Config]) -> bool:
-        store = self._store()
-        if store is None or not tables().tables:
-            return False
-        stored = store.load(tuning_key)
-        return all(c.digest in stored for c in configs)
+        return found
 
     def _key_names(self) -> list[str]:
         return [name for _, name in self._key_positions]
@@ -495,7 +486,18 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
             runs = []
             for config, outcome in zip(configs, outcomes):
                 if outcome.ok:
-                    runs.append(_ConfigRun(self, config, run, bench_args, bench_kwargs, grid, scratch))
+                    runs.append(
+                        ConfigRun(
+                            config,
+                            run,
+                            bench_args,
+                            bench_kwargs,
+                            grid,
+                            scratch,
+                            self.pre_hook,
+                            self.post_hook,
+                        )
+                    )
                 else:
                     results[config] = BenchmarkResult.failed(outcome.status, outcome.message)
             with settings.override(**self.budget_overrides()):
@@ -545,44 +547,6 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
             "fix the configs or the kernel; each reason above is what the compiler or the launch said"
         )
         return "\n".join(lines)
-
-
-class _ConfigRun:
-    """One config of one kernel, as a `Benchmarkable`: restore copies, call hooks, launch."""
-
-    def __init__(
-        self,
-        tuner: Autotuner,
-        config: Config,
-        run: Callable[..., Any],
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-        grid: Any,
-        scratch: ScratchArguments,
-    ) -> None:
-        self.name = str(config)
-        self.config = config
-        if isinstance(grid, Mapping):  # one grid per config, evaluated where the kernel was called
-            grid = grid[config]
-        self._launch = functools.partial(run, *args, grid=grid, warmup=False, **kwargs, **config.all_kwargs())
-        self._scratch = scratch
-        self._hooks = [h for h in (config.pre_hook, tuner.pre_hook) if h is not None]
-        self._post_hook = tuner.post_hook
-        #: Hooks are the user's Python, to be called at every run: never replayed from a CUDA graph.
-        self.capturable = not self._hooks and self._post_hook is None
-        self._named = {**scratch.arguments, **config.all_kwargs()}
-
-    def setup(self) -> None:
-        self._scratch.restore()
-        for hook in self._hooks:
-            hook(self._named)
-
-    def run(self) -> None:
-        self._launch()
-
-    def teardown(self) -> None:
-        if self._post_hook is not None:
-            self._post_hook(self._named, exception=None)
 
 
 def _default_config(name: str, configs: Sequence[Config], default: Any) -> Config | None:

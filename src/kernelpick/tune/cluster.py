@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
-import os
 import tempfile
 import time
 import traceback
@@ -224,9 +223,7 @@ class _ProcessRunner(_Runner):
 
 
 def _pin(device: str, environment: dict[str, str]) -> None:
-    os.environ.update(environment)
-    os.environ["CUDA_VISIBLE_DEVICES"] = device
-    settings.reload()
+    settings.adopt_environment({**environment, "CUDA_VISIBLE_DEVICES": device})
 
 
 def _device_model() -> str:
