@@ -159,3 +159,15 @@ def test_distance_compares_sizes_by_ratio_and_only_comparable_keys() -> None:
     assert key_distance([64, True], [64, False]) is None  # flags are not numbers
     assert key_distance([[1, 2]], [[1, 2, 3]]) is None
     assert key_distance({"size": [16, 8]}, {"size": [32, 8]}) == pytest.approx(1.0, abs=0.1)
+
+
+def test_tables_named_by_the_setting_go_when_it_changes(tmp_path: Path) -> None:
+    path = tuned_table(tmp_path, 64)
+    with settings.override(tables=str(path)):
+        assert len(tables().tables) == 1
+    with settings.override(tables=""):
+        assert tables().tables == []
+    kernelpick.load_table(path)  # a table loaded from Python stays
+    with settings.override(tables=str(path)):
+        assert len(tables().tables) == 2
+    assert len(tables().tables) == 1

@@ -55,19 +55,23 @@ class Tables:
     """The deployment tables of this process, indexed by (kernel, source)."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # reading the environment adds tables, under the same lock
         self._tables: list[DeploymentTable] = []
         self._index: dict[tuple[str, str], list[tuple[TableEntry, DeploymentTable]]] = {}
         self._exact: dict[str, tuple[TableEntry, DeploymentTable]] = {}
         self.refused: list[str] = []  # "path: why" of tables that do not apply here
         self._environment_read: str | None = None
+        self._from_environment: list[DeploymentTable] = []  # replaced when KERNELPICK_TABLES changes
 
     def add(self, table: DeploymentTable) -> None:
         with self._lock:
             self._tables.append(table)
-            for entry in table.entries:
-                self._index.setdefault((entry.kernel, entry.source), []).append((entry, table))
-                self._exact.setdefault(entry.key(table).digest, (entry, table))  # the first table wins
+            self._add_to_index(table)
+
+    def _add_to_index(self, table: DeploymentTable) -> None:
+        for entry in table.entries:
+            self._index.setdefault((entry.kernel, entry.source), []).append((entry, table))
+            self._exact.setdefault(entry.key(table).digest, (entry, table))  # the first table wins
 
     def clear(self) -> None:
         with self._lock:
@@ -76,6 +80,7 @@ class Tables:
             self._exact.clear()
             self.refused.clear()
             self._environment_read = None
+            self._from_environment.clear()
 
     @property
     def tables(self) -> list[DeploymentTable]:
@@ -115,6 +120,20 @@ class Tables:
         paths = settings.current().tables
         if paths == self._environment_read:
             return
+        with self._lock:  # tuned kernels in several threads may come here first at once
+            if paths != self._environment_read:
+                self._load_environment(paths)
+
+    def _load_environment(self, paths: str) -> None:
+        if self._from_environment:  # the setting changed: its earlier tables no longer apply
+            gone = {id(t) for t in self._from_environment}
+            self._tables = [t for t in self._tables if id(t) not in gone]
+            self._index.clear()
+            self._exact.clear()
+            for table in self._tables:
+                self._add_to_index(table)
+            self._from_environment.clear()
+            self.refused.clear()
         self._environment_read = paths
         here = _here()
         for path in filter(None, paths.split(":")):
@@ -128,6 +147,7 @@ class Tables:
                 self._refuse(path, f"made on {table.device}: {why}")
                 continue
             self.add(table)
+            self._from_environment.append(table)
             log.info("deployment table %s: %d winners for %s", path, len(table.entries), table.device)
 
     def _refuse(self, path: str, why: str) -> None:
