@@ -125,6 +125,23 @@ class Settings:
         False,
         "Never tune at run time: a call with no tabled or stored winner raises TuningRequired.",
     )
+    search: str = _setting(
+        "KERNELPICK_SEARCH",
+        "exhaustive",
+        "How configs are searched when a tuned kernel names no search=: exhaustive, random, halving, pattern, model.",
+    )
+    search_budget: float = _setting(
+        "KERNELPICK_SEARCH_BUDGET",
+        0.0,
+        "Most configs a search times per key (0: no limit; under 1: that fraction of the space).",
+    )
+    search_seconds: float = _setting(
+        "KERNELPICK_SEARCH_SECONDS", 0.0, "Most seconds a search spends per key (0: no limit)."
+    )
+    search_seed: int = _setting("KERNELPICK_SEARCH_SEED", 0, "Seed of the searches that draw at random.")
+    log_path: Path | None = _setting(
+        "KERNELPICK_LOG", None, "Append one JSON line per tuning to this file (for reports and audits)."
+    )
     op_fast_path: bool = _setting(
         "KERNELPICK_OP_FAST_PATH",
         True,
