@@ -1,0 +1,155 @@
+"""Search strategies on a GEMM space too large to time casually: record it exhaustively on a GPU.
+
+Run on a GPU machine from the repository root:
+
+    PYTHONPATH=src python3 bench/search.py record     # about 6-8 minutes on an H100
+
+`record` tunes the demo's matmul kernel (`kernelpick.demo.matmul_kernel`, fp16, A (M, K) @ B (K, N))
+over an exhaustive space on the default path (`kernelpick.autotune`, parallel compiles, isolated
+workers, fresh KERNELPICK_CACHE_DIR and TRITON_CACHE_DIR) at 4 shapes of the GEMM suite:
+
+    BLOCK_M, BLOCK_N, BLOCK_K in {16, 32, 64, 128, 256}, num_stages in {1..5}, num_warps in {2, 4, 8}
+
+1,875 configs (Inductor's exhaustive GEMM space has the same dimensions), of which those needing
+more shared memory than the device has are left out before compiling: (BLOCK_M*BLOCK_K +
+BLOCK_K*BLOCK_N) * num_stages * 2 bytes. Every config's result goes to
+tests/data/search/gemm-<M>x<N>x<K>-<device>.json (replay data: strategies are scored on it in CI)
+and the run's figures to bench/results/search-<device>.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+DATA = ROOT / "tests" / "data" / "search"
+SHAPES = [(16, 4096, 4096), (128, 6144, 4096), (2048, 4096, 4096), (128, 4096, 14336)]
+BLOCKS = (16, 32, 64, 128, 256)
+STAGES = (1, 2, 3, 4, 5)
+WARPS = (2, 4, 8)
+
+
+def shared_memory(m: int, n: int, k: int, stages: int) -> int:
+    """Bytes of shared memory a config's pipelined fp16 tiles take (Triton's own estimate is close)."""
+    return (m * k + k * n) * stages * 2
+
+
+def space(shared_memory_limit: int) -> tuple[list[Any], int]:
+    """The exhaustive space's configs that fit the device, and how many the product had."""
+    from kernelpick.tune.config import Config
+
+    product = list(itertools.product(BLOCKS, BLOCKS, BLOCKS, STAGES, WARPS))
+    configs = [
+        Config({"BLOCK_M": m, "BLOCK_N": n, "BLOCK_K": k, "GROUP_M": 8}, num_warps=w, num_stages=s)
+        for m, n, k, s, w in product
+        if shared_memory(m, n, k, s) <= shared_memory_limit
+    ]
+    return configs, len(product)
+
+
+def record() -> None:
+    work = Path(tempfile.mkdtemp(prefix="kernelpick-search-"))
+    os.environ["KERNELPICK_CACHE_DIR"] = str(work / "store")
+    os.environ["TRITON_CACHE_DIR"] = str(work / "triton")
+    sys.path.insert(0, str(HERE))
+    import torch
+    import triton
+    from common import device_slug, environment, write_result
+
+    import kernelpick
+    from kernelpick.demo import matmul_arguments, matmul_kernel
+
+    props = torch.cuda.get_device_properties(0)
+    limit = int(getattr(props, "shared_memory_per_block_optin", 0)) or 232448
+    configs, product = space(limit)
+    print(f"{len(configs)} of {product} configs fit {limit} bytes of shared memory", flush=True)
+    tuned = kernelpick.autotune(configs, key=["M", "N", "K"])(matmul_kernel)
+    env = environment()
+    slug = device_slug(env["device"])
+    DATA.mkdir(parents=True, exist_ok=True)
+    shapes = []
+    for m, n, k in SHAPES:
+        a = torch.randn(m, k, device="cuda", dtype=torch.float16)
+        b = torch.randn(k, n, device="cuda", dtype=torch.float16)
+        c = torch.empty(m, n, device="cuda", dtype=torch.float16)
+        started = time.perf_counter()
+        tuned[lambda meta, m=m, n=n: (triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"]),)](
+            *matmul_arguments(a, b, c)
+        )
+        torch.cuda.synchronize()
+        wall = time.perf_counter() - started
+        record = tuned.last_tuning
+        assert record is not None
+        rows = [
+            {
+                "config": config.to_dict(),
+                "status": result.status,
+                "median_ms": result.timing.median_ms if result.timing else None,
+                "spread": result.timing.spread if result.timing else None,
+                "runs": result.timing.runs if result.timing else 0,
+                "message": result.message[:200],
+            }
+            for config, result in record.results.items()
+        ]
+        ok = [r for r in rows if r["status"] == "ok"]
+        best = min(ok, key=lambda r: r["median_ms"])
+        torch_ms = triton.testing.do_bench(lambda a=a, b=b: torch.mm(a, b), rep=200)
+        summary = {
+            "shape": {"M": m, "N": n, "K": k},
+            "configs": len(rows),
+            "ok": len(ok),
+            "failed": len(rows) - len(ok),
+            "wall_s": wall,
+            "phases": dict(record.phases),
+            "best": best,
+            "torch_mm_do_bench_ms": torch_ms,
+        }
+        shapes.append(summary)
+        recorded = {
+            "format": "kernelpick-recorded-space",
+            "version": 1,
+            "device": env["device"],
+            "kernel": "kernelpick.demo.matmul_kernel",
+            "dtype": "float16",
+            "shape": summary["shape"],
+            "environment": env,
+            "wall_s": wall,
+            "phases": dict(record.phases),
+            "cpu_count": os.cpu_count(),
+            "results": rows,
+        }
+        path = DATA / f"gemm-{m}x{n}x{k}-{slug}.json"
+        text = json.dumps(recorded, separators=(",", ":"))
+        path.write_text(text + "\n")
+        if os.environ.get("OUT"):
+            Path(os.environ["OUT"], path.name).write_text(text + "\n")
+        print(
+            f"{m}x{n}x{k}: {len(ok)} of {len(rows)} ok, best {best['median_ms']:.4f} ms "
+            f"(torch.mm {torch_ms:.4f} ms) in {wall:.1f} s; phases "
+            + ", ".join(f"{name} {seconds:.1f} s" for name, seconds in record.phases.items()),
+            flush=True,
+        )
+    write_result(
+        "search",
+        {
+            "environment": env,
+            "space": {"product": product, "fit": len(configs), "shared_memory_limit": limit},
+            "exhaustive": shapes,
+        },
+    )
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("mode", choices=["record"])
+    args = parser.parse_args()
+    record()
