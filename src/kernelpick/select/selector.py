@@ -29,6 +29,7 @@ from kernelpick.bench.timers import Timer, timer_for
 from kernelpick.compile.precompile import CompileOutcome, classify
 from kernelpick.errors import ConfigError, NoValidChoices, TuningRequired
 from kernelpick.report import TuningProgress, headline, print_table
+from kernelpick.reports.log import log_tuning
 from kernelpick.select.choice import Choice, ChoiceSpace, ExternChoice, qualified_name
 from kernelpick.select.inputs import ExampleInputs, InputGen, preserved_rng
 from kernelpick.select.isolated import measure_in_worker, measure_in_workers
@@ -237,6 +238,7 @@ class Selector:
                 note if winner.digest == ranked[0].digest else "",
             )
             self.records[key] = self.last_selection = record
+            log_tuning(record)
             if settings.current().print_tables:
                 print_table(record.table())
             log.info("selected for %s in %.2f s: %s", self.name, record.seconds, record.summary())

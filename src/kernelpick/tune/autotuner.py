@@ -31,6 +31,7 @@ from kernelpick.compile.precompile import precompile
 from kernelpick.compile.unwrap import innermost
 from kernelpick.errors import ConfigError, KernelpickError, NoValidConfigs, TuningRequired
 from kernelpick.report import TuningProgress, autotune_table, headline, print_table
+from kernelpick.reports.log import log_tuning
 from kernelpick.store import ResultStore, StoredResult, TuningKey, default_store
 from kernelpick.store.deploy import TableHit, tabled_winner, tuning_required
 from kernelpick.tune.config import Config
@@ -539,6 +540,7 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
                 )
             )
         log.info("tuned %s for %s in %.2f s: %s", self.name, key, record.seconds, record.best)
+        log_tuning(record, self._key_names())
 
     def _failure_report(self, key: tuple[Any, ...], results: Mapping[Config, BenchmarkResult]) -> str:
         lines = [f"all {len(results)} configs of kernel `{self.name}` failed for key {key[:-1]}:"]
