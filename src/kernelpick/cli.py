@@ -1,4 +1,4 @@
-"""The `kernelpick` command: `demo`, `analyze`, `tune`, `cache` (and its old name `store`) and `settings`."""
+"""The `kernelpick` command: `demo`, `analyze`, `tune`, `report`, `cache` (and its old name `store`) and `settings`."""
 
 from __future__ import annotations
 
@@ -49,6 +49,12 @@ def _tune(args: argparse.Namespace) -> int:
     return run_tune(args)
 
 
+def _report(args: argparse.Namespace) -> int:
+    from kernelpick.reports.command import run_report
+
+    return run_report(args)
+
+
 def _settings(args: argparse.Namespace) -> int:
     table = Table(title="kernelpick settings (environment variables)", title_justify="left", box=None)
     for column in ("variable", "default", "now", "meaning"):
@@ -96,6 +102,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_arguments(tune)
     tune.set_defaults(handler=_tune)
+
+    report = commands.add_parser(
+        "report",
+        help="per tuned key, its candidates, plots, search progress and roofline, from the tuning log and the store",
+    )
+    from kernelpick.reports.command import add_arguments as add_report_arguments
+
+    add_report_arguments(report)
+    report.set_defaults(handler=_report)
 
     add_cache_commands(commands)
     store = commands.add_parser("store", help="old name of `cache stats` (and of `cache prune` with --clear)")

@@ -1,0 +1,87 @@
+"""Search traces in the tuning log: which configs a search timed, in order, and when.
+
+A tuning record with a `search` attribute logs `search.to_dict()`. This module reads
+`{"strategy": "model", "evaluations": [{"seconds": 0.8, "candidate": "...", "cost_ms": 0.012}, ...]}`:
+the strategy's name and one entry per timed config in the order it was timed, `seconds` since the
+tuning began and `cost_ms` (None or absent for a config that failed). It also accepts `trace`,
+`history` or `steps` for the list, `elapsed_s`/`elapsed` for the time, `median_ms` for the cost,
+and `[seconds, cost_ms]` pairs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+_LISTS = ("evaluations", "trace", "history", "steps")
+_TIMES = ("seconds", "elapsed_s", "elapsed", "time_s")
+_COSTS = ("cost_ms", "median_ms", "ms")
+
+
+@dataclass(frozen=True, slots=True)
+class SearchTrace:
+    """One search's timed configs in order: when each was timed (None where the trace does not say)
+    and what it cost (infinity for a failure)."""
+
+    strategy: str
+    seconds: tuple[float | None, ...]
+    costs: tuple[float, ...]
+
+    @property
+    def timed(self) -> bool:
+        """Whether every evaluation says when it happened (else progress is drawn by evaluation count)."""
+        return bool(self.seconds) and all(s is not None for s in self.seconds)
+
+    def best_so_far(self) -> list[float]:
+        """The lowest cost found after each evaluation (infinity until one works)."""
+        best, found = math.inf, []
+        for cost in self.costs:
+            best = min(best, cost)
+            found.append(best)
+        return found
+
+    @property
+    def best_ms(self) -> float | None:
+        best = min(self.costs, default=math.inf)
+        return None if math.isinf(best) else best
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "strategy": self.strategy,
+            "evaluations": len(self.costs),
+            "best_ms": self.best_ms,
+            "seconds": None if not self.timed else self.seconds[-1],
+        }
+
+
+def parse_search(data: Any) -> SearchTrace | None:
+    """The trace in a log line's `search` (None when it has no list of evaluations)."""
+    if not isinstance(data, Mapping):
+        return None
+    steps = next((data[name] for name in _LISTS if isinstance(data.get(name), list)), None)
+    if steps is None:
+        return None
+    seconds: list[float | None] = []
+    costs: list[float] = []
+    for step in steps:
+        if isinstance(step, Mapping):
+            when = next((step[name] for name in _TIMES if name in step), None)
+            cost = next((step[name] for name in _COSTS if name in step), None)
+        elif isinstance(step, (list, tuple)) and len(step) >= 2:
+            when, cost = step[0], step[1]
+        else:
+            continue
+        seconds.append(finite_number(when))
+        found = finite_number(cost)
+        costs.append(math.inf if found is None or found <= 0 else found)
+    strategy = data.get("strategy") or data.get("name") or "search"
+    return SearchTrace(str(strategy), tuple(seconds), tuple(costs))
+
+
+def finite_number(value: Any) -> float | None:
+    """`value` as a float when it is a finite number (not a bool), else None."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return None
