@@ -21,6 +21,7 @@ demo: venv
 
 test: venv
 	tools/ensure-redis-server
+	tools/ensure-chromium
 	$(BIN)/python -m pytest -q
 
 lint: venv
