@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+from pathlib import Path
+
 import pytest
 
-from kernelpick.reports import device_peaks, roofline
+from kernelpick.reports import device_peaks, load_report, roofline
+from tests.reports.samples import write_gemm_log
 
 
 @pytest.mark.parametrize(
@@ -54,3 +58,16 @@ def test_an_unknown_device_has_achieved_figures_but_no_percentages() -> None:
     assert found.compute_percent is None and found.roof_percent is None and found.gbps is None
     assert device_peaks("cpu") is None
     assert roofline(None, None, 1.0, "NVIDIA H100 80GB HBM3", "float16") is None
+
+
+def test_a_launch_bound_pick_is_placed_by_its_device_time_not_its_host_time(tmp_path: Path) -> None:
+    tuned = load_report(write_gemm_log(tmp_path / "gemm.jsonl")).keys[0]
+    winner = tuned.winner
+    assert winner is not None and winner.result.timing is not None
+    launch_bound = replace(winner.result, timing=winner.result.timing.with_host(10 * winner.result.median_ms))
+    slow_host = replace(tuned, candidates=(replace(winner, result=launch_bound),))
+    found = slow_host.roofline()
+    assert found is not None and found.ms == winner.result.median_ms
+    assert found.flops == tuned.flops and found.tflops == pytest.approx(
+        tuned.flops / (found.ms * 1e-3) / 1e12
+    )  # type: ignore[operator]

@@ -136,12 +136,13 @@ class TunedKey:
         return str(dtypes[0]) if dtypes else None
 
     def roofline(self, candidate: Candidate | None = None) -> Roofline | None:
-        """Roofline figures of `candidate` (default: the winner), when FLOPs or bytes are known."""
+        """Roofline figures of `candidate` (default: the winner), when FLOPs or bytes are known: from its
+        device time (the median), not the host time a launch-bound call may cost."""
         chosen = candidate or self.winner
         if chosen is None or not chosen.result.ok:
             return None
         tf32 = self.name.endswith("_tf32") and gemm_name(self.name) is not None
-        return roofline(self.flops, self.bytes, chosen.result.cost_ms, self.device, self.dtype, tf32=tf32)
+        return roofline(self.flops, self.bytes, chosen.result.median_ms, self.device, self.dtype, tf32=tf32)
 
     def to_dict(self) -> dict[str, Any]:
         found = self.roofline()

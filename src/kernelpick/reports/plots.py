@@ -230,7 +230,12 @@ def failure_figure(tuned: TunedKey) -> Figure | None:
 
 def progress_figure(tuned: TunedKey) -> Figure | None:
     """Each search's best-so-far against time (or evaluations, where a trace has no times): one
-    colour per strategy, repeated runs of one strategy in its colour."""
+    colour per strategy, repeated runs of one strategy in its colour.
+
+    The time axis is logarithmic when one search ran over ten times as long as another, so that
+    short searches are not squeezed against the axis by an exhaustive one; the cost axis shows from
+    the best known cost to twice it, where strategies differ.
+    """
     traces = [t for t in tuned.searches if t.costs]
     if not traces:
         return None
@@ -240,6 +245,8 @@ def progress_figure(tuned: TunedKey) -> Figure | None:
     strategies = list(dict.fromkeys(t.strategy for t in traces))
     labelled: set[str] = set()
     all_costs: list[float] = []
+    starts: list[float] = []
+    ends: list[float] = []
     for trace in traces:
         best = trace.best_so_far()
         xs = [float(s or 0.0) for s in trace.seconds] if timed else [float(i + 1) for i in range(len(best))]
@@ -252,15 +259,11 @@ def progress_figure(tuned: TunedKey) -> Figure | None:
         )
         labelled.add(trace.strategy)
         colour = STRATEGY_COLOURS[strategies.index(trace.strategy) % len(STRATEGY_COLOURS)]
-        axes.step(
-            [x for x, _ in points],
-            [y for _, y in points],
-            where="post",
-            color=colour,
-            label=label,
-            alpha=0.85,
-        )
-        all_costs += [y for _, y in points]
+        xs, ys = [x for x, _ in points], [y for _, y in points]
+        axes.step(xs, ys, where="post", color=colour, label=label, alpha=0.85)
+        all_costs += ys
+        starts.append(xs[0])
+        ends.append(xs[-1])
     best_known = tuned.best_known_ms
     if best_known is not None:
         axes.axhline(
@@ -268,6 +271,11 @@ def progress_figure(tuned: TunedKey) -> Figure | None:
         )
     axes.set_xlabel("seconds since the tuning began" if timed else "configs timed")
     _cost_axis(axes, all_costs)
+    if ends and min(starts) > 0 and max(ends) > 10 * min(ends):
+        axes.set_xscale("log")
+    if best_known is not None and all_costs and max(all_costs) > 2 * best_known:
+        axes.set_yscale("linear")
+        axes.set_ylim(best_known * 0.98, best_known * 2)
     axes.set_ylabel("best ms per call so far")
     axes.set_title(f"{tuned.name}{tuned.key_text}: search progress", fontsize=10)
     axes.legend(fontsize=8)

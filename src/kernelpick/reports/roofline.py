@@ -76,7 +76,7 @@ class Roofline:
 
     flops: float | None
     bytes: float | None
-    ms: float
+    ms: float  # device milliseconds per call
     peaks: DevicePeaks | None
     peak_tflops: float | None  # the compute peak for the call's dtype
 
@@ -151,7 +151,7 @@ def roofline(
     Args:
         flops: floating-point operations of one call.
         moved: bytes read and written by one call.
-        ms: milliseconds one call takes.
+        ms: device milliseconds one call takes.
         device: the device model's name.
         dtype: the dtype the call computes in (picks the compute peak).
         tf32: float32 products run on TF32 tensor cores.
