@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from kernelpick import settings
+from kernelpick import reports, settings
 from kernelpick.analysis import KernelAccess, analyze
 from kernelpick.bench import BenchmarkResult, TimingSummary
 from kernelpick.errors import (
@@ -97,6 +97,7 @@ __all__ = [
     "load_table",
     "op",
     "ops",
+    "reports",
     "settings",
     "start_workers",
     "template",

@@ -31,6 +31,7 @@ from kernelpick.errors import ConfigError, NoValidChoices, TuningRequired
 from kernelpick.report import TuningProgress, headline, print_table
 from kernelpick.reports.log import log_tuning
 from kernelpick.select.choice import Choice, ChoiceSpace, ExternChoice, qualified_name
+from kernelpick.select.choice_run import ChoiceRun, synchronize, warm_up
 from kernelpick.select.inputs import ExampleInputs, InputGen, preserved_rng
 from kernelpick.select.isolated import measure_in_worker, measure_in_workers
 from kernelpick.select.record import ChoiceResult, SelectionRecord
@@ -279,7 +280,7 @@ class Selector:
             self.name, signature, signature.device, rows, choice.name, seconds, True, None, hit.note
         )
         self.records[key] = self.last_selection = record
-        log.info("selected for %s %s", self.name, hit.note)
+        log_tuning(record)
         self._calls[key] = call
         return call
 
@@ -413,7 +414,7 @@ class Selector:
         with TuningProgress(f"compiling {self.name}", total=2 * len(todo)) as progress:
             outcomes = self.precompile_choices(todo, example, signature)
             progress.advance(len(todo), f"verifying and benchmarking {self.name}")
-            runs: list[_ChoiceRun] = []
+            runs: list[ChoiceRun] = []
             for choice, outcome in zip(todo, outcomes):
                 result, run = self._first_run(
                     choice, outcome, example, signature, reference, checking.expected, checking.error
@@ -424,7 +425,7 @@ class Selector:
                 else:
                     runs.append(run)
             if not device.interpreter:
-                _warm_up(runs, device)
+                warm_up(runs, device)
             keep = self.reference_digest(signature)
             measured = benchmark(
                 runs,
@@ -474,7 +475,7 @@ class Selector:
         try:
             example.restore()
             expected = reference[1](*example.args, **example.kwargs)
-            _synchronize(device)
+            synchronize(device)
         except Exception as error:
             return (
                 None,
@@ -491,7 +492,7 @@ class Selector:
         reference: tuple[str, Callable[..., Any]] | None,
         expected: Any,
         reference_error: str | None,
-    ) -> tuple[BenchmarkResult | None, _ChoiceRun | None]:
+    ) -> tuple[BenchmarkResult | None, ChoiceRun | None]:
         """Run a compiled choice once and check its output; a failure is returned as a result."""
         if not outcome.ok:
             return BenchmarkResult.failed(outcome.status, outcome.message), None
@@ -502,7 +503,7 @@ class Selector:
         try:
             example.restore()
             output = call(*example.args, **example.kwargs)
-            _synchronize(signature.device)
+            synchronize(signature.device)
         except Exception as error:
             return BenchmarkResult.failed(*classify_run_error(error)), None
         writes_inputs = example.changed()
@@ -513,7 +514,7 @@ class Selector:
             reason = compare(output, expected, tolerance=self.tolerance, tf32=tf32)
             if reason is not None:
                 return BenchmarkResult.failed("wrong_result", reason), None
-        return None, _ChoiceRun(choice, call, example, restore=writes_inputs)
+        return None, ChoiceRun(choice, call, example, restore=writes_inputs)
 
     def _failure_report(self, signature: Signature, rows: Sequence[ChoiceResult]) -> str:
         lines = [
@@ -529,29 +530,6 @@ class Selector:
         return f"Selector({self.name!r}, choices=[{', '.join(s.name for s in self.spaces)}])"
 
 
-class _ChoiceRun:
-    """One choice as a `Benchmarkable`: its hot-path callable on the example inputs."""
-
-    def __init__(
-        self, choice: Choice, call: Callable[..., Any], example: ExampleInputs, *, restore: bool
-    ) -> None:
-        self.name = choice.name
-        self.digest = choice.digest
-        self._call = call
-        self._example = example
-        self._restore = restore  # only choices seen writing their inputs pay for restoring them
-
-    def setup(self) -> None:
-        if self._restore:
-            self._example.restore()
-
-    def run(self) -> None:
-        self._call(*self._example.args, **self._example.kwargs)
-
-    def teardown(self) -> None:
-        pass
-
-
 def _as_space(choice: Any) -> ChoiceSpace:
     if isinstance(choice, ChoiceSpace):
         return choice
@@ -559,28 +537,6 @@ def _as_space(choice: Any) -> ChoiceSpace:
         f"{choice!r} is not a choice: wrap functions with kernelpick.extern, Triton kernels with "
         "kernelpick.triton_choice and templates with kernelpick.template"
     )
-
-
-def _warm_up(runs: Sequence[_ChoiceRun], device: DeviceInfo) -> None:
-    """Run the choices in turn for `select_warmup_ms` (at least once each) before any is timed.
-
-    After compilation the GPU has idled and may have clocked down: without this, whichever choice
-    is timed first (the library kernel, usually) would be timed on idle clocks and could lose for it.
-    """
-    deadline = time.perf_counter() + settings.current().select_warmup_ms / 1e3
-    while True:
-        for run in runs:
-            run.setup()
-            run.run()
-            run.teardown()
-        _synchronize(device)
-        if time.perf_counter() >= deadline:
-            return
-
-
-def _synchronize(device: DeviceInfo) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device.index)
 
 
 def _unhashable(name: str, inputs: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
