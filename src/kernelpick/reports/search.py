@@ -4,7 +4,8 @@ A tuning record with a `search` attribute logs `search.to_dict()`. This module r
 `{"strategy": "model", "evaluations": [{"seconds": 0.8, "candidate": "...", "cost_ms": 0.012}, ...]}`:
 the strategy's name and one entry per timed config in the order it was timed, `seconds` since the
 tuning began and `cost_ms` (None or absent for a config that failed). It also accepts `trace`,
-`history` or `steps` for the list, `elapsed_s`/`elapsed` for the time, `median_ms` for the cost,
+`history` or `steps` for the list, `seconds_at`/`elapsed_s`/`elapsed` for the time, `median_ms` or
+a nested `result` (a `BenchmarkResult.to_dict()`, as `kernelpick.tune.search` logs) for the cost,
 and `[seconds, cost_ms]` pairs.
 """
 
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 _LISTS = ("evaluations", "trace", "history", "steps")
-_TIMES = ("seconds", "elapsed_s", "elapsed", "time_s")
+_TIMES = ("seconds", "seconds_at", "elapsed_s", "elapsed", "time_s")
 _COSTS = ("cost_ms", "median_ms", "ms")
 
 
@@ -69,6 +70,8 @@ def parse_search(data: Any) -> SearchTrace | None:
         if isinstance(step, Mapping):
             when = next((step[name] for name in _TIMES if name in step), None)
             cost = next((step[name] for name in _COSTS if name in step), None)
+            if cost is None:  # `kernelpick.tune.search.SearchTrace.to_dict()`: the result nested
+                cost = _timed_cost(step.get("result"))
         elif isinstance(step, (list, tuple)) and len(step) >= 2:
             when, cost = step[0], step[1]
         else:
@@ -78,6 +81,15 @@ def parse_search(data: Any) -> SearchTrace | None:
         costs.append(math.inf if found is None or found <= 0 else found)
     strategy = data.get("strategy") or data.get("name") or "search"
     return SearchTrace(str(strategy), tuple(seconds), tuple(costs))
+
+
+def _timed_cost(result: Any) -> float | None:
+    """A logged `BenchmarkResult`'s cost per call: the larger of device and host time."""
+    timing = result.get("timing") if isinstance(result, Mapping) else None
+    if not isinstance(timing, Mapping):
+        return None
+    device, host = finite_number(timing.get("median_ms")), finite_number(timing.get("host_ms"))
+    return device if host is None or device is None else max(device, host)
 
 
 def finite_number(value: Any) -> float | None:
