@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
+import pytest
 import torch
 from triton.tools.tensor_descriptor import TensorDescriptor
 
@@ -35,3 +38,27 @@ def test_device_of_no_tensors_is_the_default_device() -> None:
         else torch.device("cpu")
     )
     assert device_of([1, 2.0]) == expected
+
+
+def test_a_gpu_gives_its_opt_in_shared_memory_per_block_and_a_cpu_no_limit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # No GPU here: torch's device properties stand in, with the figures an H100 reports.
+    props = SimpleNamespace(
+        name="NVIDIA H100 80GB HBM3",
+        major=9,
+        minor=0,
+        L2_cache_size=50 * 2**20,
+        multi_processor_count=132,
+        shared_memory_per_block=49152,
+        shared_memory_per_block_optin=232448,
+    )
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: props)
+    describe.cache_clear()
+    try:
+        assert describe(torch.device("cuda", 0)).shared_memory_per_block == 232448
+        del props.shared_memory_per_block_optin  # a torch without the opt-in figure (ROCm)
+        assert describe(torch.device("cuda", 1)).shared_memory_per_block == 49152
+    finally:
+        describe.cache_clear()
+    assert describe(torch.device("cpu")).shared_memory_per_block == 0
