@@ -6,7 +6,6 @@ import json
 import logging
 import multiprocessing
 import threading
-from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +16,8 @@ import triton
 import kernelpick
 from kernelpick import settings
 from kernelpick.reports import read_log, work
-from kernelpick.reports.log import append_line, log_tuning
+from kernelpick.reports.log import append_line
 from kernelpick.reports.work import forget_work
-from kernelpick.tune.record import TuningRecord
 from tests.reports.samples import SPACE
 from tests.tune.kernels import add_kernel, grid_1d
 
@@ -123,30 +121,15 @@ def test_an_unwritable_log_costs_one_warning_and_never_fails_a_tuning(
     assert str(unwritable) in warnings[0].getMessage() and "cannot be written" in warnings[0].getMessage()
 
 
-@dataclass(frozen=True)
-class SearchedRecord(TuningRecord):
-    """A tuning record with a search trace, as records of searched tunings carry one."""
-
-    search: Any = None
-
-
-class Trace:
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "strategy": "random",
-            "evaluations": [{"seconds": 0.1, "candidate": "BLOCK=16", "cost_ms": 2.0}],
-        }
-
-
-def test_a_record_with_a_search_logs_the_search_trace(tmp_path: Path) -> None:
-    kernel = kernelpick.autotune(SPACE, key=["n"])(add_kernel)
-    tune(kernel, 128)
-    assert kernel.last_tuning is not None
-    plain = {f.name: getattr(kernel.last_tuning, f.name) for f in fields(TuningRecord)}
+def test_a_searched_tuning_logs_its_search_trace(tmp_path: Path) -> None:
+    kernel = kernelpick.autotune(SPACE, key=["n"], search="random")(add_kernel)
     with settings.override(log_path=tmp_path / "tunings.jsonl"):
-        log_tuning(SearchedRecord(**plain, search=Trace()), ["n"])
+        tune(kernel, 128)
+    assert kernel.last_tuning is not None and kernel.last_tuning.search is not None
     (entry,) = lines(tmp_path / "tunings.jsonl")
-    assert entry["search"] == Trace().to_dict()
+    assert entry["search"] == kernel.last_tuning.search.to_dict()
+    assert entry["search"]["strategy"] == "random"
+    assert len(entry["search"]["evaluations"]) == len(SPACE)
     assert entry["key"] == {"n": 128, "dtypes": ["float32"] * 3}
 
 

@@ -34,12 +34,16 @@ from kernelpick.report import TuningProgress, autotune_table, headline, print_ta
 from kernelpick.reports.log import log_tuning
 from kernelpick.store import ResultStore, StoredResult, TuningKey, default_store
 from kernelpick.store.deploy import TableHit, tabled_winner, tuning_required
-from kernelpick.tune.config import Config
+from kernelpick.tune.config import Config, default_config
 from kernelpick.tune.config_run import ConfigRun
 from kernelpick.tune.dispatch import Dispatcher
 from kernelpick.tune.isolated import benchmark_in_workers, measure_in_worker
 from kernelpick.tune.prune import Pruner
 from kernelpick.tune.record import TuningRecord
+from kernelpick.tune.search.registry import default_strategy_name, strategy_class
+from kernelpick.tune.search.run import SearchTrace
+from kernelpick.tune.searching import search
+from kernelpick.tune.space import Space
 from kernelpick.workers import IsolationError
 from kernelpick.workers.plan import isolation_wanted, start_early
 
@@ -70,11 +74,13 @@ def autotune(
     use_cuda_graph: bool = False,
     cache_results: bool = False,
     default: Any = None,
+    search: str | None = None,
 ) -> Callable[[Any], Autotuner]:
     """Tune a Triton kernel over `configs`, once per distinct value of `key`; a drop-in for `triton.autotune`.
 
     Args:
-        configs: `triton.Config` or `kernelpick.Config` objects.
+        configs: `triton.Config` or `kernelpick.Config` objects, or a `kernelpick.Space` (its
+            configs that fit the device tuned on).
         key: names of arguments whose values select a tuning (argument dtypes are always part of it).
         prune_configs_by: as in Triton: `early_config_prune(configs, named_args, **kwargs)`,
             `perf_model(**named_args, **kwargs, **config)` and `top_k`.
@@ -97,6 +103,9 @@ def autotune(
         default: the config to keep unless another beats it by more than the measured spread of the
             two (one of `configs`, or its index). Without it, the config that won the last tuning
             for the key, when new configs are measured beside stored ones, is kept likewise.
+        search: how configs are searched: "exhaustive" (time them all), "random", "halving",
+            "pattern" or "model" (default: `KERNELPICK_SEARCH`; budgets: `KERNELPICK_SEARCH_BUDGET`,
+            `KERNELPICK_SEARCH_SECONDS`). Every config timed is stored, so a later search starts warm.
 
     Raises:
         ConfigError: at decoration, for names in `key`, `reset_to_zero` or `restore_value` that are
@@ -133,6 +142,7 @@ def autotune(
             warmup_ms=warmup,
             rep_ms=rep,
             default=default,
+            search=search,
         )
         tuner.defined_in = defined_in
         return tuner
@@ -166,6 +176,7 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
         warmup_ms: float | None = None,
         rep_ms: float | None = None,
         default: Any = None,
+        search: str | None = None,
     ) -> None:
         self.fn = fn
         self.base_fn = innermost(fn)
@@ -183,8 +194,11 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
                     f"{'is not an argument' if len(unknown) == 1 else 'are not arguments'}; "
                     f"its arguments are {', '.join(self.arg_names)}"
                 )
-        self.configs: list[Config] = [Config.of(c) for c in configs] or [Config({})]
-        self.default = _default_config(self.name, self.configs, default)
+        self.space = configs if isinstance(configs, Space) else None
+        self.search = search if search is None else strategy_class(search).name  # checked now
+        listed = self.space.configs() if self.space is not None else configs  # the device's limits: at tuning
+        self.configs: list[Config] = [Config.of(c) for c in listed] or [Config({})]
+        self.default = default_config(self.name, self.configs, default)
         self.keys = list(key)
         self.reset_to_zero = list(reset_to_zero)
         self.restore_value = list(restore_value)
@@ -299,25 +313,30 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
                         f"kernel `{self.name}` was given {', '.join(conflicts)} both by the call and by the "
                         f"config {config}; leave tuned meta-parameters out of the call"
                     )
-            configs = self.prune(self.configs, named, kwargs)
+            space = self.space.configs(device) if self.space is not None else self.configs
+            configs = self.prune(space, named, kwargs)
             phases: dict[str, float] = {}
+            trace = None
             tabled = self._tabled(key, device, configs, phases)
             if tabled is not None:
                 best, hit = tabled
                 results: Mapping[Config, BenchmarkResult] = {best: hit.entry.result}
                 from_store, note = True, hit.note
             else:
-                results, measured = self._results(key, configs, args, kwargs, named, grid, device, phases)
+                results, measured, trace = self._results(
+                    key, configs, args, kwargs, named, grid, device, phases
+                )
                 from_store = bool(results) and not measured
-                working = [c for c in configs if c not in results or results[c].ok]
+                working = [c for c, r in results.items() if r.ok] if results else configs
                 if not working:
                     self._save(key, device, measured, None, phases)
                     raise NoValidConfigs(self._failure_report(key, results))
                 chosen = self._pick(working, results)
                 self._save(key, device, measured, chosen.best, phases)
                 best, note = chosen.best, chosen.note
+            seconds = time.perf_counter() - start
             record = TuningRecord(
-                self.name, key, device, results, best, time.perf_counter() - start, from_store, phases, note
+                self.name, key, device, results, best, seconds, from_store, phases, note, trace
             )
             self._finish(key, record)
             run = runner(self.fn, device.interpreter)
@@ -345,10 +364,11 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
         grid: Any,
         device: DeviceInfo,
         phases: dict[str, float],
-    ) -> tuple[dict[Config, BenchmarkResult], dict[Config, BenchmarkResult]]:
-        """Every config's result, and those of them measured now (the others came from the store)."""
+    ) -> tuple[dict[Config, BenchmarkResult], dict[Config, BenchmarkResult], SearchTrace | None]:
+        """The results of the configs stored or timed now (all of them, unless a search left some
+        out), those timed now, and the search's trace."""
         if len(configs) == 1:  # like Triton: nothing to choose between, nothing to measure
-            return {}, {}
+            return {}, {}, None
         started = time.perf_counter()
         store = self._store()
         stored = store.load(self.tuning_key(key, device)) if store is not None else {}
@@ -364,9 +384,17 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
                     len(todo),
                 )
             )
-        measured = self.benchmark_configs(todo, args, kwargs, named, grid, device, phases) if todo else {}
-        results.update(measured)
-        return {c: results[c] for c in configs}, measured
+        strategy = self.search or default_strategy_name()
+        if not todo or strategy == "exhaustive":
+            measured = self.benchmark_configs(todo, args, kwargs, named, grid, device, phases) if todo else {}
+            results.update(measured)
+            return {c: results[c] for c in configs}, measured, None
+
+        def measure(batch: Sequence[Config], steps: dict[str, float]) -> dict[Config, BenchmarkResult]:
+            return self.benchmark_configs(list(batch), args, kwargs, named, grid, device, steps)
+
+        trace = search(strategy, configs, results, measure, self.space, phases)
+        return trace.results(), {c: r for c, r in trace.results().items() if c not in results}, trace
 
     def _tabled(
         self, key: tuple[Any, ...], device: DeviceInfo, configs: list[Config], phases: dict[str, float]
@@ -549,31 +577,6 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
             "fix the configs or the kernel; each reason above is what the compiler or the launch said"
         )
         return "\n".join(lines)
-
-
-def _default_config(name: str, configs: Sequence[Config], default: Any) -> Config | None:
-    """The config `default` names (one of `configs`, or its index).
-
-    Raises:
-        ConfigError: it names none of them.
-    """
-    if default is None:
-        return None
-    if isinstance(default, int) and not isinstance(default, bool):
-        if not -len(configs) <= default < len(configs):
-            raise ConfigError(
-                f"default={default} of kernel `{name}` is not an index of its {len(configs)} configs"
-            )
-        return configs[default]
-    try:
-        wanted = Config.of(default)
-    except (ConfigError, TypeError):
-        wanted = None
-    if wanted not in configs:
-        raise ConfigError(
-            f"default of kernel `{name}` must be one of its configs or an index into them, got {default!r}"
-        )
-    return wanted
 
 
 def _describe_key(names: Sequence[str], key: tuple[Any, ...], *, dtypes: bool = False) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -136,3 +136,28 @@ def _canonical(data: Any) -> str:
 def _plain(value: Any) -> Any:
     """JSON form of meta-parameter values that are not JSON types (dtypes, tuples of them, ...)."""
     return f"{type(value).__name__}:{value}"
+
+
+def default_config(name: str, configs: Sequence[Config], default: Any) -> Config | None:
+    """The config `default` names (one of `configs`, or its index).
+
+    Raises:
+        ConfigError: it names none of them.
+    """
+    if default is None:
+        return None
+    if isinstance(default, int) and not isinstance(default, bool):
+        if not -len(configs) <= default < len(configs):
+            raise ConfigError(
+                f"default={default} of kernel `{name}` is not an index of its {len(configs)} configs"
+            )
+        return configs[default]
+    try:
+        wanted = Config.of(default)
+    except (ConfigError, TypeError):
+        wanted = None
+    if wanted not in configs:
+        raise ConfigError(
+            f"default of kernel `{name}` must be one of its configs or an index into them, got {default!r}"
+        )
+    return wanted

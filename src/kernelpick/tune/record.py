@@ -9,6 +9,7 @@ from typing import Any
 from kernelpick.bench.device import DeviceInfo
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.tune.config import Config
+from kernelpick.tune.search.run import SearchTrace
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +31,7 @@ class TuningRecord:
     from_store: bool
     phases: Mapping[str, float] = field(default_factory=dict)  # seconds per step: compile, benchmark, ...
     note: str = ""
+    search: SearchTrace | None = None  # what a search (other than timing every config) did
 
     @property
     def failed(self) -> dict[Config, BenchmarkResult]:
@@ -49,4 +51,5 @@ class TuningRecord:
             "n_failed": len(self.failed),
             "phases": dict(self.phases),
             "results": [{"config": c.to_data(), **r.to_dict()} for c, r in self.results.items()],
+            "search": None if self.search is None else self.search.to_dict(),
         }
