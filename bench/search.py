@@ -2,7 +2,8 @@
 
 Run on a GPU machine from the repository root:
 
-    PYTHONPATH=src python3 bench/search.py record     # about 6-8 minutes on an H100
+    PYTHONPATH=src python3 bench/search.py record     # about 8 minutes on an H100
+    PYTHONPATH=src python3 bench/search.py replay     # on any machine: every strategy on the recordings
 
 `record` tunes the demo's matmul kernel (`kernelpick.demo.matmul_kernel`, fp16, A (M, K) @ B (K, N))
 over an exhaustive space on the default path (`kernelpick.autotune`, parallel compiles, isolated
@@ -148,8 +149,64 @@ def record() -> None:
     )
 
 
+def replay(log: Path) -> None:
+    """Every strategy, seeds 0-2, replayed on every recorded space: scores into
+    bench/results/search-replay-<device>.json, each search logged (as a tuning) to `log`."""
+    sys.path.insert(0, str(HERE))
+    import torch  # noqa: F401  (kernelpick's records need it loaded)
+    from common import device_slug
+
+    from kernelpick import settings
+    from kernelpick.bench.device import DeviceInfo
+    from kernelpick.bench.replay import RecordedSpace, ReplayBenchmarker, score
+    from kernelpick.reports import log_tuning
+    from kernelpick.tune.record import TuningRecord
+    from kernelpick.tune.search import Budget, make_strategy, run_search, strategy_names
+    from kernelpick.tune.search.base import best
+
+    log.unlink(missing_ok=True)
+    scores: dict[str, Any] = {}
+    device_name = ""
+    for path in sorted(DATA.glob("gemm-*.json")):
+        recorded = RecordedSpace.load(path)
+        device_name = recorded.device
+        device = DeviceInfo("cuda", 0, recorded.device, (9, 0), 50 * 2**20, 132)
+        shape = dict(recorded.shape)
+        key = (shape["M"], shape["N"], shape["K"], "torch.float16", "torch.float16", "torch.float16", "cuda")
+        scores[path.stem] = {}
+        for name in strategy_names():
+            budget = Budget(max_evaluations=len(recorded) // 10) if name == "random" else None
+            scores[path.stem][name] = score(name, recorded, budget).to_dict()
+            for seed in (0, 1, 2) if name != "exhaustive" else (0,):
+                bench = ReplayBenchmarker(recorded, seed=seed)
+                strategy = make_strategy(name, recorded.configs, seed=seed, budget=budget)
+                trace = run_search(strategy, bench.measure, budget, clock=bench.clock)
+                picked = best(trace.evaluations)
+                assert picked is not None
+                record = TuningRecord(
+                    "matmul_kernel", key, device, trace.results(), picked.config, trace.seconds, False,
+                    {"simulated": trace.seconds}, "replayed from a recording", trace,
+                )  # fmt: skip
+                with settings.override(log_path=log):
+                    log_tuning(record, ["M", "N", "K"])
+            summary = scores[path.stem][name]
+            print(
+                f"{path.stem} {name:10s} worst {summary['worst_ratio']:.3f} of the best, "
+                f"{summary['mean_evaluations']:.0f} timings, {summary['time_fraction']:.1%} of exhaustive's time",
+                flush=True,
+            )
+    data = {"replayed_from": "tests/data/search", "device": device_name, "scores": scores}
+    out = ROOT / "bench" / "results" / f"search-replay-{device_slug(device_name)}.json"
+    out.write_text(json.dumps(data, indent=1) + "\n")
+    print(f"wrote {out} and the log {log}")
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("mode", choices=["record"])
+    parser.add_argument("mode", choices=["record", "replay"])
+    parser.add_argument("--log", default="search-replay.jsonl", help="replay: the tuning log to write")
     args = parser.parse_args()
-    record()
+    if args.mode == "record":
+        record()
+    else:
+        replay(Path(args.log))

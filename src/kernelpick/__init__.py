@@ -32,6 +32,7 @@ from kernelpick.select import (
 )
 from kernelpick.store.deploy import load_table
 from kernelpick.tune import Autotuner, Config, TuningRecord, autotune
+from kernelpick.tune.space import Space
 from kernelpick.workers import start_workers
 
 if TYPE_CHECKING:
@@ -82,6 +83,7 @@ __all__ = [
     "SelectionRecord",
     "Selector",
     "SettingsError",
+    "Space",
     "StoreError",
     "TableError",
     "TimingSummary",
