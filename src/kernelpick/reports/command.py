@@ -15,6 +15,7 @@ from kernelpick.reports.data import Report, TunedKey, load_report
 from kernelpick.reports.errors import ReportError
 from kernelpick.reports.page import write_html
 from kernelpick.reports.plots import Plot, plots_of, write_pngs
+from kernelpick.store.default import default_store_path
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -53,7 +54,7 @@ def report_sources(log: str | None, store: str | None) -> tuple[Path | None, Pat
     if log or store:
         return (Path(log) if log else None), (Path(store) if store else None)
     logged = settings.current().log_path
-    stored = settings.cache_dir() / "results.sqlite3"
+    stored = default_store_path()
     found = (
         (logged if logged is not None and logged.is_file() else None),
         (stored if stored.is_file() else None),

@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any
 from rich.markup import escape
 from rich.table import Table
 
-from kernelpick import settings
 from kernelpick.errors import StoreError, TableError
 from kernelpick.report import console
+from kernelpick.store.default import default_store_path
 
 if TYPE_CHECKING:
     from kernelpick.bench.device import DeviceInfo
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 
 def _store_path(args: argparse.Namespace) -> Path:
-    return Path(args.store) if args.store else settings.cache_dir() / "results.sqlite3"
+    return Path(args.store) if args.store else default_store_path()
 
 
 def _existing_store(args: argparse.Namespace) -> Path:

@@ -45,9 +45,14 @@ def default_store() -> ResultStore:
     return recorder if recorder is not None else _default_store()
 
 
+def default_store_path() -> Path:
+    """Where the default store's SQLite file is: `results.sqlite3` under `KERNELPICK_CACHE_DIR`."""
+    return settings.cache_dir() / "results.sqlite3"
+
+
 def _default_store() -> ResultStore:
     current = settings.current()
-    path = settings.cache_dir() / "results.sqlite3" if current.cache else None
+    path = default_store_path() if current.cache else None
     redis_url = current.redis_url if current.cache else ""
     place = (path, redis_url, current.redis_timeout_s)
     with _lock:

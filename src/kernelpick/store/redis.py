@@ -68,8 +68,8 @@ class RedisStore:
             from redis.retry import Retry
         except ImportError:
             raise StoreError(
-                "KERNELPICK_REDIS_URL is set but the redis package is not installed: "
-                "pip install 'kernelpick[redis]'"
+                f"a Redis store ({_without_password(url)}) needs the redis package, which is not "
+                "installed: pip install 'kernelpick[redis]'"
             ) from None
         self.url = _without_password(url)
         timeout = settings.current().redis_timeout_s if timeout_s is None else timeout_s
