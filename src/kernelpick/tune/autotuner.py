@@ -36,7 +36,7 @@ from kernelpick.store import ResultStore, StoredResult, TuningKey, default_store
 from kernelpick.store.deploy import TableHit, tabled_winner, tuning_required
 from kernelpick.tune.config import Config, default_config
 from kernelpick.tune.config_run import ConfigRun
-from kernelpick.tune.dispatch import Dispatcher
+from kernelpick.tune.dispatch import Dispatcher, describe_key
 from kernelpick.tune.isolated import benchmark_in_workers, measure_in_worker
 from kernelpick.tune.prune import Pruner
 from kernelpick.tune.record import TuningRecord
@@ -316,15 +316,15 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
             space = self.space.configs(device) if self.space is not None else self.configs
             configs = self.prune(space, named, kwargs)
             phases: dict[str, float] = {}
-            trace = None
-            tabled = self._tabled(key, device, configs, phases)
+            trace, stored = None, functools.cache(lambda: self._read_store(key, device, phases))
+            tabled = self._tabled(key, device, configs, phases, stored)
             if tabled is not None:
                 best, hit = tabled
                 results: Mapping[Config, BenchmarkResult] = {best: hit.entry.result}
                 from_store, note = True, hit.note
             else:
                 results, measured, trace = self._results(
-                    key, configs, args, kwargs, named, grid, device, phases
+                    key, configs, args, kwargs, named, grid, device, phases, stored
                 )
                 from_store = bool(results) and not measured
                 working = [c for c, r in results.items() if r.ok] if results else configs
@@ -364,22 +364,19 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
         grid: Any,
         device: DeviceInfo,
         phases: dict[str, float],
+        stored: Callable[[], dict[str, StoredResult]],
     ) -> tuple[dict[Config, BenchmarkResult], dict[Config, BenchmarkResult], SearchTrace | None]:
         """The results of the configs stored or timed now (all of them, unless a search left some
         out), those timed now, and the search's trace."""
         if len(configs) == 1:  # like Triton: nothing to choose between, nothing to measure
             return {}, {}, None
-        started = time.perf_counter()
-        store = self._store()
-        stored = store.load(self.tuning_key(key, device)) if store is not None else {}
-        phases["store_read"] = time.perf_counter() - started
-        results = {c: stored[c.digest].result for c in configs if c.digest in stored}
+        results = {c: stored()[c.digest].result for c in configs if c.digest in stored()}
         todo = [c for c in configs if c not in results]
         if todo and settings.current().no_tuning:
             raise TuningRequired(
                 tuning_required(
                     f"kernel `{self.name}`",
-                    _describe_key(self._key_names(), key, dtypes=True),
+                    describe_key(self._key_names(), key, dtypes=True),
                     device.name,
                     len(todo),
                 )
@@ -396,21 +393,34 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
         trace = search(strategy, configs, results, measure, self.space, phases)
         return trace.results(), {c: r for c, r in trace.results().items() if c not in results}, trace
 
+    def _read_store(
+        self, key: tuple[Any, ...], device: DeviceInfo, phases: dict[str, float]
+    ) -> dict[str, StoredResult]:
+        """The stored results of this key, by candidate digest (read once per tuning: `_tune` caches it)."""
+        started, store = time.perf_counter(), self._store()
+        found = store.load(self.tuning_key(key, device)) if store is not None else {}
+        phases["store_read"] = time.perf_counter() - started
+        return found
+
     def _tabled(
-        self, key: tuple[Any, ...], device: DeviceInfo, configs: list[Config], phases: dict[str, float]
+        self,
+        key: tuple[Any, ...],
+        device: DeviceInfo,
+        configs: list[Config],
+        phases: dict[str, float],
+        stored: Callable[[], dict[str, StoredResult]],
     ) -> tuple[Config, TableHit] | None:
         """The winner a deployment table gives for this key (`kernelpick.store.deploy`), if any."""
         if len(configs) == 1:
             return None
         started = time.perf_counter()
         by_digest = {c.digest: c for c in configs}  # a winner pruned away here is passed over
-        tuning_key, store = self.tuning_key(key, device), self._store()
-
-        def stored_completely() -> bool:
-            stored = store.load(tuning_key) if store is not None else {}
-            return all(digest in stored for digest in by_digest)
-
-        found = tabled_winner(tuning_key, lambda entry: by_digest.get(entry.candidate), stored_completely)
+        tuning_key = self.tuning_key(key, device)
+        found = tabled_winner(
+            tuning_key,
+            lambda entry: by_digest.get(entry.candidate),
+            lambda: by_digest.keys() <= stored().keys(),
+        )
         phases["table"] = time.perf_counter() - started
         return found
 
@@ -561,7 +571,7 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
         self.configs_timings = {c: r.median_ms for c, r in record.results.items()}
         if settings.current().print_tables and len(record.results) > 1:
             rows = [(str(c), r) for c, r in record.results.items()]
-            title = f"{self.name}{_describe_key(self._key_names(), key)}"
+            title = f"{self.name}{describe_key(self._key_names(), key)}"
             print_table(
                 autotune_table(
                     title, rows, record.device, record.seconds, best=str(record.best), note=record.note
@@ -577,14 +587,6 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
             "fix the configs or the kernel; each reason above is what the compiler or the launch said"
         )
         return "\n".join(lines)
-
-
-def _describe_key(names: Sequence[str], key: tuple[Any, ...], *, dtypes: bool = False) -> str:
-    """ "(M=128, N=4096)"; with `dtypes`, the tensor dtypes that are part of the key follow."""
-    named = [f"{n}={v}" for n, v in zip(names, key)]
-    if dtypes:
-        named.append("dtypes " + "/".join(str(v).removeprefix("torch.") for v in key[len(names) : -1]))
-    return "(" + ", ".join(named) + ")"
 
 
 def _warn_interpreter(device: DeviceInfo, name: str) -> None:

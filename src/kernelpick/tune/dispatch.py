@@ -97,3 +97,11 @@ class Dispatcher:
                 self._shape, self.fast_key = shape, fast_key
             if shape == self._shape:
                 self.fast[self.fast_key(args, kwargs)] = entry
+
+
+def describe_key(names: Sequence[str], key: tuple[Any, ...], *, dtypes: bool = False) -> str:
+    """A key for people: "(M=128, N=4096)"; with `dtypes`, the tensor dtypes that are part of the key follow."""
+    named = [f"{n}={v}" for n, v in zip(names, key)]
+    if dtypes:
+        named.append("dtypes " + "/".join(str(v).removeprefix("torch.") for v in key[len(names) : -1]))
+    return "(" + ", ".join(named) + ")"
