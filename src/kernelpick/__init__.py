@@ -27,6 +27,7 @@ from kernelpick.select import (
     Selector,
     TritonTemplate,
     extern,
+    processed,
     template,
     triton_choice,
 )
@@ -99,6 +100,7 @@ __all__ = [
     "load_table",
     "op",
     "ops",
+    "processed",
     "reports",
     "settings",
     "start_workers",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from kernelpick.select.choice import Choice, ChoiceSpace, ExternChoice, extern
 from kernelpick.select.inputs import ExampleInputs
 from kernelpick.select.modules import load_module, write_module
+from kernelpick.select.processing import ProcessedChoice, ProcessedChoices, processed
 from kernelpick.select.record import ChoiceResult, SelectionRecord
 from kernelpick.select.render import Epilogue, PartialRender
 from kernelpick.select.selector import Selector
@@ -23,6 +24,8 @@ __all__ = [
     "ExternChoice",
     "GridContext",
     "PartialRender",
+    "ProcessedChoice",
+    "ProcessedChoices",
     "RenderedKernel",
     "SelectionRecord",
     "Selector",
@@ -36,6 +39,7 @@ __all__ = [
     "TritonTemplate",
     "extern",
     "load_module",
+    "processed",
     "template",
     "tolerance_for",
     "triton_choice",

@@ -87,7 +87,22 @@ def qualified_name(fn: Any) -> str:
     return f"{module}.{name}"
 
 
-class ExternChoice:
+class NamedChoice:
+    """The name and digest of a choice, which its constructor sets once (`_name`, `_digest`)."""
+
+    _name: str
+    _digest: str
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def digest(self) -> str:
+        return self._digest
+
+
+class ExternChoice(NamedChoice):
     """A library function or any Python callable, run as it is (see `extern`)."""
 
     def __init__(
@@ -102,14 +117,6 @@ class ExternChoice:
         self.qualified = qualified_name(fn)
         self._name = name or _display_name(fn, self.qualified)
         self._digest = short_hash("extern", self.qualified, self._name)
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @property
-    def digest(self) -> str:
-        return self._digest
 
     def choices_for(self, signature: Signature) -> Sequence[Choice]:
         return [self]

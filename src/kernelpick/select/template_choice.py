@@ -15,7 +15,7 @@ from kernelpick.codegen import CodeBuffer
 from kernelpick.compile.launch import launcher
 from kernelpick.compile.precompile import CompileOutcome, classify, precompile
 from kernelpick.errors import ConfigError, TemplateError
-from kernelpick.select.choice import Choice, ConfigSource, configs_for, short_hash
+from kernelpick.select.choice import Choice, ConfigSource, NamedChoice, configs_for, short_hash
 from kernelpick.select.inputs import ExampleInputs
 from kernelpick.select.modules import load_module, write_module
 from kernelpick.select.render import Epilogue
@@ -105,19 +105,11 @@ class TemplateChoices:
         return f"template({self.template.name})"
 
 
-class UnavailableChoice:
+class UnavailableChoice(NamedChoice):
     """A choice that could not even be built (its template failed to render); recorded, never run."""
 
     def __init__(self, name: str, digest: str, status: Any, message: str) -> None:
         self._name, self._digest, self.status, self.message = name, digest, status, message
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @property
-    def digest(self) -> str:
-        return self._digest
 
     def description(self) -> dict[str, Any]:
         return {"kind": "unavailable", "name": self._name, "reason": self.message}
@@ -129,7 +121,7 @@ class UnavailableChoice:
         raise TemplateError(f"choice `{self._name}` cannot run: {self.message}")
 
 
-class TemplateChoice:
+class TemplateChoice(NamedChoice):
     """One config of a template, rendered for one signature."""
 
     def __init__(
@@ -147,14 +139,6 @@ class TemplateChoice:
         self._name = name
         self.launch_config = Config({}, **config.options())
         self._digest = short_hash("template", rendered.digest, self.launch_config.identity)
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @property
-    def digest(self) -> str:
-        return self._digest
 
     def description(self) -> dict[str, Any]:
         return {

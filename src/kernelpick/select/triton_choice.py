@@ -14,6 +14,7 @@ from kernelpick.errors import ConfigError
 from kernelpick.select.choice import (
     Choice,
     ConfigSource,
+    NamedChoice,
     bound_arguments,
     configs_for,
     qualified_name,
@@ -65,7 +66,7 @@ class TritonKernelChoices:
         return f"triton_choice({self._name})"
 
 
-class TritonKernelChoice:
+class TritonKernelChoice(NamedChoice):
     """One config of a Triton kernel."""
 
     def __init__(self, space: TritonKernelChoices, config: Config) -> None:
@@ -75,14 +76,6 @@ class TritonKernelChoice:
         # JITFunction.cache_key hashes the kernel's source and the @triton.jit helpers it calls; the
         # same kernel bound to the inputs another way is another implementation.
         self._digest = short_hash("triton", space.jit.cache_key, qualified_name(space.bind), config.identity)
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @property
-    def digest(self) -> str:
-        return self._digest
 
     def description(self) -> dict[str, Any]:
         return {

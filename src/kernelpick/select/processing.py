@@ -1,0 +1,394 @@
+"""`kernelpick.processed`: a choice that transforms its inputs before the call and its output after.
+
+A kernel may want its inputs in another layout than the operation's callers have them (a transposed
+or contiguous operand, a weight re-laid out in blocks) or give its output in another form. The
+processing is part of what the choice costs and is timed with it, except what is declared one-time:
+a pre-packed input is packed once per tensor and version (`kernelpick.select.prepack`), before any
+timing, as a program that packs its weights once would. The wrapped choice is expanded for the
+signature of the inputs it really receives, so a template renders for the processed layouts.
+"""
+
+from __future__ import annotations
+
+import logging
+import types
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import torch
+
+from kernelpick.bench.benchmarker import classify_run_error
+from kernelpick.compile.precompile import CompileOutcome
+from kernelpick.errors import ConfigError
+from kernelpick.select.choice import Choice, ChoiceSpace, NamedChoice, qualified_name, short_hash
+from kernelpick.select.inputs import EXAMPLE_SEED, ExampleInputs, example_tensor
+from kernelpick.select.prepack import PrepackCache
+from kernelpick.select.signature import Signature, TensorSpec
+from kernelpick.select.template_choice import UnavailableChoice
+
+log = logging.getLogger("kernelpick.select")
+
+Before = Callable[..., Sequence[Any]]
+After = Callable[[Any], Any]
+Pack = Callable[[torch.Tensor], Any]
+
+
+class ProcessedChoices:
+    """A choice space whose choices process their inputs and output (see `processed`)."""
+
+    def __init__(
+        self,
+        choice: ChoiceSpace,
+        *,
+        before: Before | None = None,
+        after: After | None = None,
+        prepack: Mapping[int, Pack] | None = None,
+        name: str | None = None,
+    ) -> None:
+        if not isinstance(choice, ChoiceSpace):
+            raise ConfigError(
+                f"kernelpick.processed wraps a choice: kernelpick.extern(...), triton_choice(...) or "
+                f"template(...), got {type(choice).__name__}: {choice!r}"
+            )
+        for label, fn in (("before", before), ("after", after)):
+            if fn is not None and not callable(fn):
+                raise ConfigError(
+                    f"kernelpick.processed({label}=...) expects a function, got {type(fn).__name__}"
+                )
+        self.inner = choice
+        #: What the wrapped space needs of a device, if it says (`kernelpick.select.eligibility`).
+        self.requires = getattr(choice, "requires", None)
+        self.before = before
+        self.after = after
+        self.prepack = {index: PrepackCache(pack) for index, pack in _checked_prepack(prepack).items()}
+        if before is None and after is None and not self.prepack:
+            raise ConfigError(
+                f"kernelpick.processed({choice.name}) was given no processing: pass before=, after= or "
+                "prepack=, or use the choice itself"
+            )
+        self.steps = _steps(before, after, self.prepack)
+        self.user_name = name
+        self._name = name or f"{choice.name} [{self.steps}]"
+        self.identity = short_hash(
+            "processing",
+            "" if before is None else function_identity(before),
+            "" if after is None else function_identity(after),
+            *(f"{i}:{function_identity(c.pack)}" for i, c in sorted(self.prepack.items())),
+        )
+        self.prepare = self._preparer()
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def choices_for(self, signature: Signature) -> Sequence[Choice]:
+        """The wrapped space's choices for the processed inputs, each wrapped.
+
+        Raises:
+            ConfigError: a pre-packed input is missing or not a tensor, or `before` does not return a
+                tuple of inputs.
+        """
+        self._check_prepacked(signature)
+        try:
+            inner_signature = self.inner_signature(signature)
+        except ConfigError:
+            raise
+        except Exception as error:  # the processing cannot run for these inputs: recorded, never run
+            message = f"processing {self.steps} raised on inputs {signature}: {classify_run_error(error)[1]}"
+            digest = short_hash("processed-failed", self.inner.name, self.identity, str(signature))
+            return [UnavailableChoice(self._name, digest, "runtime_error", message)]
+        return [
+            ProcessedChoice(self, c, signature, inner_signature)
+            for c in self.inner.choices_for(inner_signature)
+        ]
+
+    def inner_signature(self, signature: Signature) -> Signature:
+        """The signature of what the wrapped choice receives for calls of `signature`.
+
+        The processing runs on fake tensors (no data, no computation); one that cannot runs once on
+        example inputs.
+        """
+        inputs: tuple[Any, ...] = signature.inputs
+        if self.before is not None or self.prepack:
+            inputs = _inputs_of(self._process_described(signature), self._name)
+        kwargs = tuple((k, v) for k, v in signature.kwargs if not (self.after is not None and k == "out"))
+        return Signature(inputs, kwargs, signature.user_key, signature.device)
+
+    def _process_described(self, signature: Signature) -> Any:
+        from torch._subclasses.fake_tensor import FakeTensorMode
+
+        def process(values: list[Any]) -> Any:  # pre-packs uncached: these inputs are thrown away
+            for index, cache in self.prepack.items():
+                values[index] = cache.pack(values[index])
+            return self.before(*values) if self.before is not None else tuple(values)
+
+        try:
+            with FakeTensorMode(allow_non_fake_inputs=True):
+                return _described(process([_fake(v) for v in signature.inputs]))
+        except Exception as error:
+            log.debug(
+                "%s: processing on fake tensors failed (%s); running it on example inputs", self._name, error
+            )
+        devices = [v.device for v in signature.inputs if isinstance(v, TensorSpec)]
+        generator = torch.Generator(device=devices[0] if devices else torch.device("cpu"))
+        generator.manual_seed(EXAMPLE_SEED)
+        values = [example_tensor(v, generator) if isinstance(v, TensorSpec) else v for v in signature.inputs]
+        return _described(process(values))
+
+    def _check_prepacked(self, signature: Signature) -> None:
+        count = len(signature.inputs)
+        for index in self.prepack:
+            if index >= count:
+                raise ConfigError(
+                    f"processed choice `{self._name}` pre-packs input {index}, but the call has {count} "
+                    f"input{'s' if count != 1 else ''} {signature}: prepack keys are positional input "
+                    "indices, counted from 0"
+                )
+            if not isinstance(signature.inputs[index], TensorSpec):
+                raise ConfigError(
+                    f"processed choice `{self._name}` pre-packs input {index}, a "
+                    f"{type(signature.inputs[index]).__name__}: only tensors can be pre-packed (packed "
+                    "forms are kept by tensor identity and version)"
+                )
+
+    def _preparer(self) -> Callable[[tuple[Any, ...]], Sequence[Any]]:
+        """`prepare(inputs)`: the inputs the wrapped choice receives (pre-packs from the cache)."""
+        prepacked = tuple(self.prepack.items())
+        before = self.before
+        if not prepacked:
+            return (lambda inputs: before(*inputs)) if before is not None else (lambda inputs: inputs)
+
+        def prepare(inputs: tuple[Any, ...]) -> Sequence[Any]:
+            values = list(inputs)
+            for index, cache in prepacked:
+                values[index] = cache.get(values[index])
+            return before(*values) if before is not None else values
+
+        return prepare
+
+    def call_with(self, call: Callable[..., Any]) -> Callable[..., Any]:
+        """The hot path of a processed choice: prepare the inputs, `call`, then `after` (into `out=`)."""
+        prepare, after = self.prepare, self.after
+        if after is None:
+
+            def run(*inputs: Any, **kwargs: Any) -> Any:
+                return call(*prepare(inputs), **kwargs)
+
+            return run
+
+        def run_then_after(*inputs: Any, out: Any = None, **kwargs: Any) -> Any:
+            result = after(call(*prepare(inputs), **kwargs))
+            if out is None:
+                return result
+            out.copy_(result)  # `after` made a new output: the caller asked for it in `out`
+            return out
+
+        return run_then_after
+
+    def name_for(self, inner: Choice) -> str:
+        """The name of the processed form of `inner`: `name=` in place of the wrapped space's name."""
+        if self.user_name is None:
+            return f"{inner.name} [{self.steps}]"
+        if inner.name.startswith(self.inner.name):
+            return self.user_name + inner.name[len(self.inner.name) :]
+        return f"{self.user_name} {inner.name}"
+
+    def __repr__(self) -> str:
+        return f"processed({self.inner!r}, {self.steps})"
+
+
+class ProcessedChoice(NamedChoice):
+    """One choice of the wrapped space, with the processing around it, for one signature."""
+
+    def __init__(
+        self, space: ProcessedChoices, inner: Choice, signature: Signature, inner_signature: Signature
+    ) -> None:
+        self.space = space
+        self.inner = inner
+        self.signature = signature
+        self.inner_signature = inner_signature
+        self._name = space.name_for(inner)
+        self._digest = short_hash("processed", inner.digest, space.identity, self._name)
+
+    def description(self) -> dict[str, Any]:
+        space = self.space
+        return {
+            "kind": "processed",
+            "name": self._name,
+            "choice": self.inner.description(),
+            "before": None if space.before is None else qualified_name(space.before),
+            "after": None if space.after is None else qualified_name(space.after),
+            "prepack": {str(i): qualified_name(c.pack) for i, c in sorted(space.prepack.items())},
+        }
+
+    def precompile(self, example: ExampleInputs, signature: Signature) -> CompileOutcome:
+        """Pre-pack the example inputs (so no timed run packs) and compile the wrapped choice for
+        the processed ones."""
+        try:
+            args = tuple(self.space.prepare(tuple(example.args)))
+        except Exception as error:
+            # Not a compile failure: the first run raises the same and is recorded as a runtime error.
+            log.debug("%s: processing the example inputs raised %s", self._name, error)
+            return CompileOutcome("ok")
+        drop_out = self.space.after is not None
+        kwargs = {k: v for k, v in example.kwargs.items() if not (drop_out and k == "out")}
+        return self.inner.precompile(ProcessedExample(example, args, kwargs), self.inner_signature)
+
+    def callable_for(self, signature: Signature) -> Callable[..., Any]:
+        inner_signature = (
+            self.inner_signature if signature == self.signature else self.space.inner_signature(signature)
+        )
+        return self.space.call_with(self.inner.callable_for(inner_signature))
+
+    def __repr__(self) -> str:
+        return f"processed({self.inner!r}, {self.space.steps})"
+
+
+class ProcessedExample(ExampleInputs):
+    """Example inputs after processing: what the wrapped choice compiles for; restoring restores the
+    unprocessed ones they were made from."""
+
+    def __init__(self, example: ExampleInputs, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        # No ExampleInputs.__init__: these tensors are views or products of `example`'s, which it owns.
+        self._example = example
+        self.args = args
+        self.kwargs = kwargs
+
+    def restore(self) -> None:
+        self._example.restore()
+
+    def changed(self) -> bool:
+        return self._example.changed()
+
+
+def processed(
+    choice: ChoiceSpace,
+    *,
+    before: Before | None = None,
+    after: After | None = None,
+    prepack: Mapping[int, Pack] | None = None,
+    name: str | None = None,
+) -> ProcessedChoices:
+    """A choice that processes its inputs before the call and its output after it.
+
+    The processing is timed with the choice (a transpose that costs a copy makes the choice pay for
+    that copy), except pre-packing, which is done once per tensor and kept while the tensor is
+    unchanged, as a program packs a weight once: it is done before timing and not timed. Outputs are
+    verified against the reference like any choice's.
+
+    Args:
+        choice: the choice to wrap: `extern(...)`, `triton_choice(...)`, `template(...)` (each of its
+            configs is wrapped).
+        before: `before(*inputs) -> tuple` of the inputs the choice receives (after pre-packing);
+            keyword arguments pass through as they are.
+        after: `after(output) -> output`, applied to what the choice returns. When the selector is
+            called with `out=`, the choice then makes a new output and `after`'s result is copied into
+            `out`.
+        prepack: `{input index: pack}`: `pack(tensor)` replaces that positional input, made once per
+            tensor and cached by the tensor's identity and version (`tensor._version`, which in-place
+            PyTorch ops bump; after writing a tensor another way, e.g. with a Triton kernel, call
+            `torch.autograd.graph.increment_version(tensor)`).
+        name: its name in tables (default: the wrapped choice's name and the processing's functions).
+
+    Returns:
+        A choice space for `kernelpick.Selector`. Its digest, and so what the store remembers of it,
+        changes with the processing's functions (their qualified names and code).
+
+    Raises:
+        ConfigError: `choice` is not a choice, a function is not callable, a prepack key is not an
+            input index, or no processing was given.
+    """
+    return ProcessedChoices(choice, before=before, after=after, prepack=prepack, name=name)
+
+
+def _checked_prepack(prepack: Mapping[int, Pack] | None) -> dict[int, Pack]:
+    if prepack is None:
+        return {}
+    if not isinstance(prepack, Mapping):
+        raise ConfigError(
+            f"kernelpick.processed(prepack=...) expects a dict {{input index: pack function}}, "
+            f"got {type(prepack).__name__}"
+        )
+    for index, pack in prepack.items():
+        if isinstance(index, bool) or not isinstance(index, int) or index < 0:
+            raise ConfigError(
+                f"kernelpick.processed(prepack=...) has key {index!r}: keys are positional input "
+                "indices (0 for the first input)"
+            )
+        if not callable(pack):
+            raise ConfigError(
+                f"kernelpick.processed(prepack=...) packs input {index} with a {type(pack).__name__}, "
+                "expected a function of the tensor"
+            )
+    return dict(prepack)
+
+
+def _steps(before: Before | None, after: After | None, prepack: Mapping[int, PrepackCache]) -> str:
+    steps = [f"prepack {i}: {_short_name(c.pack)}" for i, c in sorted(prepack.items())]
+    steps += [f"before: {_short_name(before)}"] if before is not None else []
+    steps += [f"after: {_short_name(after)}"] if after is not None else []
+    return "; ".join(steps)
+
+
+def _short_name(fn: Any) -> str:
+    target = getattr(fn, "func", fn)  # functools.partial
+    return str(getattr(target, "__name__", None) or type(target).__name__)
+
+
+def _fake(value: Any) -> Any:
+    if not isinstance(value, TensorSpec):
+        return value
+    storage = torch.empty(max(value.storage_length, 1), dtype=value.dtype, device=value.device)
+    return storage.as_strided(value.size, value.stride, value.offset)
+
+
+def _described(value: Any) -> Any:
+    """`value` with every tensor replaced by its `TensorSpec`."""
+    if isinstance(value, torch.Tensor):
+        return TensorSpec.of(value)
+    if isinstance(value, (tuple, list)):
+        return type(value)(_described(v) for v in value)
+    return value
+
+
+def _inputs_of(result: Any, name: str) -> tuple[Any, ...]:
+    if isinstance(result, (tuple, list)):
+        return tuple(result)
+    raise ConfigError(
+        f"`before` of processed choice `{name}` must return the wrapped choice's inputs as a tuple, got "
+        f"a {type(result).__name__}: return (x,) for a single input"
+    )
+
+
+def function_identity(fn: Any) -> str:
+    """A hash of what a processing function is: its qualified name, its code and the plain values it
+    closes over, so that two lambdas of one module, or one function made with two block sizes, differ."""
+    target = getattr(fn, "func", fn)  # functools.partial: its arguments are in the qualified name
+    parts = [qualified_name(fn)]
+    code = getattr(target, "__code__", None)
+    if isinstance(code, types.CodeType):
+        parts.append(_code_text(code))
+    for cell in getattr(target, "__closure__", None) or ():
+        try:
+            parts.append(_plain(cell.cell_contents))
+        except ValueError:  # an empty cell
+            parts.append("<empty>")
+    return short_hash(*parts)
+
+
+def _code_text(code: types.CodeType) -> str:
+    constants = [_code_text(c) if isinstance(c, types.CodeType) else _plain(c) for c in code.co_consts]
+    return f"{code.co_code.hex()}|{code.co_names}|{constants}"
+
+
+def _plain(value: Any) -> str:
+    """A repr that is the same in every process (no addresses, no set order)."""
+    if value is None or isinstance(value, (bool, int, float, complex, str, bytes, torch.dtype)):
+        return repr(value)
+    if isinstance(value, (tuple, list)):
+        return f"{type(value).__name__}({', '.join(_plain(v) for v in value)})"
+    if isinstance(value, (set, frozenset)):
+        return f"{type(value).__name__}({sorted(_plain(v) for v in value)})"
+    if callable(value):
+        return qualified_name(value)
+    return type(value).__qualname__
