@@ -95,3 +95,11 @@ def test_analyze_missing_argument_and_bad_spec_are_clear_errors(capsys: pytest.C
     assert code == 2 and "missing `BLOCK`" in err
     code, _, err = run_cli(capsys, "analyze", f"{EXAMPLE}:axpy", "--arg", "x_ptr=f33[4]")
     assert code == 2 and "unknown element type `f33`" in err
+
+
+def test_help_lists_the_device_and_code_commands(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    out = capsys.readouterr().out
+    assert "device" in out and "the facts of each visible GPU" in out
+    assert "code" in out and "print the source of a stored choice" in out

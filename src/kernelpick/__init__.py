@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from kernelpick import reports, settings
 from kernelpick.analysis import KernelAccess, analyze
 from kernelpick.bench import BenchmarkResult, TimingSummary
+from kernelpick.bench.device import Requirements
 from kernelpick.errors import (
     AnalysisError,
     ConfigError,
@@ -31,6 +32,8 @@ from kernelpick.select import (
     template,
     triton_choice,
 )
+from kernelpick.select.eligibility import require
+from kernelpick.store.default import fresh_cache
 from kernelpick.store.deploy import load_table
 from kernelpick.tune import Autotuner, Config, TuningRecord, autotune
 from kernelpick.tune.space import Space
@@ -81,6 +84,7 @@ __all__ = [
     "NoValidConfigs",
     "Operator",
     "OperatorError",
+    "Requirements",
     "SelectionRecord",
     "Selector",
     "SettingsError",
@@ -95,6 +99,7 @@ __all__ = [
     "analyze",
     "autotune",
     "extern",
+    "fresh_cache",
     "functional",
     "launch",
     "load_table",
@@ -102,6 +107,7 @@ __all__ = [
     "ops",
     "processed",
     "reports",
+    "require",
     "settings",
     "start_workers",
     "template",

@@ -1,12 +1,15 @@
-"""The `kernelpick` command: `demo`, `analyze`, `tune`, `report`, `cache` (and its old name `store`) and `settings`."""
+"""The `kernelpick` command: `demo`, `analyze`, `tune`, `report`, `cache` (and its old name `store`),
+`code`, `device` and `settings`."""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
 import warnings
 from collections.abc import Sequence
+from typing import Any
 
 from rich.table import Table
 
@@ -43,18 +46,6 @@ def _analyze(args: argparse.Namespace) -> int:
     return 0
 
 
-def _tune(args: argparse.Namespace) -> int:
-    from kernelpick.tune.command import run_tune
-
-    return run_tune(args)
-
-
-def _report(args: argparse.Namespace) -> int:
-    from kernelpick.reports.command import run_report
-
-    return run_report(args)
-
-
 def _settings(args: argparse.Namespace) -> int:
     table = Table(title="kernelpick settings (environment variables)", title_justify="left", box=None)
     for column in ("variable", "default", "now", "meaning"):
@@ -64,6 +55,14 @@ def _settings(args: argparse.Namespace) -> int:
         table.add_row(env, default, repr(getattr(current, field_name)), doc)
     console().print(table)
     return 0
+
+
+def _add_command(commands: Any, name: str, help: str, module: str, run: str) -> None:
+    """A command whose arguments (`add_arguments(parser)`) and handler (`run`) live in `module`."""
+    loaded = importlib.import_module(module)
+    parser = commands.add_parser(name, help=help)
+    loaded.add_arguments(parser)
+    parser.set_defaults(handler=getattr(loaded, run))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -94,29 +93,41 @@ def build_parser() -> argparse.ArgumentParser:
     analyze.add_argument("--json", action="store_true", help="print one JSON object")
     analyze.set_defaults(handler=_analyze)
 
-    tune = commands.add_parser(
+    _add_command(
+        commands,
         "tune",
-        help="run a spec's tuning jobs here, on local GPUs or over a Ray cluster, and export the table",
+        "run a spec's tuning jobs here, on local GPUs or over a Ray cluster, and export the table",
+        "kernelpick.tune.command",
+        "run_tune",
     )
-    from kernelpick.tune.command import add_arguments
-
-    add_arguments(tune)
-    tune.set_defaults(handler=_tune)
-
-    report = commands.add_parser(
+    _add_command(
+        commands,
         "report",
-        help="per tuned key, its candidates, plots, search progress and roofline, from the tuning log and the store",
+        "per tuned key, its candidates, plots, search progress and roofline, from the tuning log and the store",
+        "kernelpick.reports.command",
+        "run_report",
     )
-    from kernelpick.reports.command import add_arguments as add_report_arguments
-
-    add_report_arguments(report)
-    report.set_defaults(handler=_report)
 
     add_cache_commands(commands)
     store = commands.add_parser("store", help="old name of `cache stats` (and of `cache prune` with --clear)")
     store.add_argument("--clear", action="store_true", help="forget stored results (`cache prune --all`)")
     store.add_argument("--kernel", help="with --clear: only this kernel's results (`cache prune --kernel`)")
     store.set_defaults(handler=store_command)
+
+    _add_command(
+        commands,
+        "code",
+        "print the source of a stored choice: a rendered template, a Triton kernel and its config",
+        "kernelpick.select.command",
+        "run_code",
+    )
+    _add_command(
+        commands,
+        "device",
+        "the facts of each visible GPU (or the CPU interpreter): SMs, memory, peaks, eligibility",
+        "kernelpick.bench.command",
+        "run_device",
+    )
 
     env = commands.add_parser(
         "settings", help="list every KERNELPICK_* variable, its default and its value now"

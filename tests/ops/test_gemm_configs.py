@@ -7,6 +7,7 @@ import torch
 
 from kernelpick.bench.device import DeviceInfo
 from kernelpick.ops.gemm_configs import gemm_configs, persistent_configs, shared_memory_bytes
+from kernelpick.ops.gemm_templates import PERSISTENT_TMA_GEMM
 from kernelpick.select.signature import Signature, TensorSpec
 from kernelpick.tune.config import Config
 
@@ -69,7 +70,11 @@ def test_persistent_tma_needs_hopper_aligned_layouts_and_enough_rows() -> None:
     assert space(
         problem(8192, 4096, 4096, b_transposed=True)
     )  # x @ W.T reads W through a permuted descriptor
-    assert space(problem(8192, 4096, 4096, device=A100)) == []
+    # The device is the template's requirement, checked by the selector before configs are asked for.
+    assert PERSISTENT_TMA_GEMM.requires is not None
+    assert PERSISTENT_TMA_GEMM.requires.unmet(H100) is None
+    assert PERSISTENT_TMA_GEMM.requires.unmet(A100) == "needs sm_90 or newer; NVIDIA A100-SXM4-80GB is sm_80"
+    assert PERSISTENT_TMA_GEMM.requires.unmet(CPU) is not None
     assert space(problem(16, 4096, 4096)) == []
     assert space(problem(256, 4096, 4099)) == []  # rows of 4099 bf16 are not 16-byte aligned
 

@@ -41,6 +41,7 @@ def test_every_config_is_a_choice_and_a_bad_one_is_recorded_not_chosen() -> None
         "name": "add_kernel BLOCK=64, num_warps=4, num_stages=3",
         "kernel": "add_kernel",
         "config": Config({"BLOCK": 64}).to_dict(),
+        "source": add_kernel.cache_key,  # where `kernelpick code` finds its kept source
     }
 
 

@@ -2,7 +2,7 @@
 
 Lists are (BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps). Blocks are clamped to the problem
 (no 128-row tile for 16 rows), duplicates dropped, and configs whose pipeline would not fit in the
-device's shared memory are left out before anything is compiled.
+device's shared memory (`DeviceInfo.shared_memory_limit`) are left out before anything is compiled.
 """
 
 from __future__ import annotations
@@ -69,9 +69,6 @@ INTERPRETED: tuple[Tile, ...] = ((16, 16, 16, 2, 4), (32, 32, 32, 2, 4))
 
 GROUP_M = 8
 TEMPLATE_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
-#: Shared memory per block (opt-in maximum) by compute capability; others get the smallest.
-_SHARED_MEMORY = {(8, 0): 166912, (8, 7): 166912, (9, 0): 232448, (10, 0): 232448, (10, 3): 232448}
-_SMALLEST_SHARED_MEMORY = 101376
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,8 +110,7 @@ def shared_memory_bytes(tile: Tile, itemsize: int) -> int:
 
 
 def _configs(tiles: list[Tile], problem: GemmProblem) -> list[Config]:
-    capability = problem.device.capability
-    budget = _SHARED_MEMORY.get(capability, _SMALLEST_SHARED_MEMORY) if capability else None
+    budget = problem.device.shared_memory_limit
     seen: set[Tile] = set()
     configs = []
     for raw in tiles:
@@ -152,15 +148,6 @@ def gemm_configs(a_index: int, b_index: int) -> Callable[[Signature], list[Confi
     return space
 
 
-def tma_supported() -> bool:
-    """Whether this Triton can pass host tensor descriptors to kernels."""
-    try:
-        from triton.tools.tensor_descriptor import TensorDescriptor  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
 def _descriptor_ready(spec: TensorSpec) -> bool:
     """A 2-D tensor a TMA descriptor can read: one dimension contiguous, the other and the offset 16-byte aligned."""
     if spec.ndim != 2 or (spec.offset * spec.itemsize) % 16:
@@ -172,12 +159,15 @@ def _descriptor_ready(spec: TensorSpec) -> bool:
 
 
 def persistent_configs(a_index: int, b_index: int) -> Callable[[Signature], list[Config]]:
-    """The persistent TMA template's configs: none unless the GPU (sm_90+), Triton and the layouts allow TMA."""
+    """The persistent TMA template's configs: none unless the layouts allow TMA and M is 64 or more.
+
+    The device (sm_90+) and Triton (tensor descriptors) are the template's requirements, which the
+    selector checks before it asks for configs (`PERSISTENT_TMA_GEMM.requires`).
+    """
 
     def space(signature: Signature) -> list[Config]:
         problem = GemmProblem.of(signature, a_index, b_index)
-        capability = problem.device.capability
-        if capability is None or capability < (9, 0) or not tma_supported() or not _supported(problem):
+        if not _supported(problem):
             return []
         if problem.m < 64 or not (_descriptor_ready(problem.a) and _descriptor_ready(problem.b)):
             return []

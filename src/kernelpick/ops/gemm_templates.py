@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 import torch
 
+from kernelpick.bench.device import Requirements
 from kernelpick.select.signature import TensorSpec
 from kernelpick.select.template import GridContext, TritonTemplate
 
@@ -170,7 +171,13 @@ PERSISTENT_TMA_SOURCE = (
 #: C = A @ B (2-D) or a batched product (3-D), tiled, with grouped program order.
 GEMM = TritonTemplate("kernelpick_gemm", GEMM_SOURCE, inputs=("A", "B"), output=_output, grid=_gemm_grid)
 
-#: C = A @ B (2-D) by a persistent kernel reading A and B through TMA tensor descriptors (Hopper and newer).
+#: C = A @ B (2-D) by a persistent kernel reading A and B through TMA tensor descriptors: only on
+#: sm_90 and newer GPUs, with a Triton that has host tensor descriptors (skipped elsewhere, saying why).
 PERSISTENT_TMA_GEMM = TritonTemplate(
-    "kernelpick_gemm_tma", PERSISTENT_TMA_SOURCE, inputs=("A", "B"), output=_output, grid=_persistent_grid
+    "kernelpick_gemm_tma",
+    PERSISTENT_TMA_SOURCE,
+    inputs=("A", "B"),
+    output=_output,
+    grid=_persistent_grid,
+    requires=Requirements(tma=True),
 )

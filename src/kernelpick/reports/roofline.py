@@ -1,69 +1,15 @@
-"""Roofline figures: achieved TFLOP/s and GB/s of a timed call against its device's peaks."""
+"""Roofline figures: achieved TFLOP/s and GB/s of a timed call against its device's peaks.
+
+The peaks are the datasheet table of `kernelpick.bench.device` (re-exported here).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kernelpick.bench.device import KNOWN_PEAKS, DevicePeaks, device_peaks
 
-@dataclass(frozen=True, slots=True)
-class DevicePeaks:
-    """A device model's datasheet peaks: dense (no sparsity) tensor-core and CUDA-core compute, and
-    memory bandwidth."""
-
-    model: str  # as its datasheet names it
-    fp16_tflops: float  # fp16 and bf16 on tensor cores, dense
-    tf32_tflops: float  # tf32 on tensor cores, dense
-    fp32_tflops: float  # fp32 without tensor cores
-    memory_gbps: float  # HBM, GB/s (10^9 bytes)
-
-    def compute_tflops(self, dtype: str | None, tf32: bool = False) -> float | None:
-        """The compute peak that bounds a kernel computing in `dtype` (None: no peak for it here)."""
-        name = (dtype or "").removeprefix("torch.")
-        if name in ("float16", "bfloat16"):
-            return self.fp16_tflops
-        if name == "float32":
-            return self.tf32_tflops if tf32 else self.fp32_tflops
-        return None
-
-
-# NVIDIA's datasheets give tensor-core figures "with sparsity": the dense peaks below are half of them.
-# H100: NVIDIA H100 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/h100). SXM: BF16/FP16
-# 1,979 and TF32 989 TFLOPS with sparsity, FP32 67 TFLOPS, 3.35 TB/s; PCIe: 1,513 and 756, FP32 51,
-# 2 TB/s; NVL: 1,671 and 835, FP32 60, 3.9 TB/s.
-_H100_SXM = DevicePeaks("H100 SXM5 80GB", 989.5, 494.5, 67.0, 3350.0)
-_H100_PCIE = DevicePeaks("H100 PCIe 80GB", 756.5, 378.0, 51.0, 2000.0)
-_H100_NVL = DevicePeaks("H100 NVL 94GB", 835.5, 417.5, 60.0, 3900.0)
-# H200: NVIDIA H200 datasheet (nvidia.com/en-us/data-center/h200). SXM: 1,979 and 989 TFLOPS with
-# sparsity, FP32 67 TFLOPS, 4.8 TB/s; NVL: 1,671 and 835, FP32 60, 4.8 TB/s.
-_H200_SXM = DevicePeaks("H200 SXM 141GB", 989.5, 494.5, 67.0, 4800.0)
-_H200_NVL = DevicePeaks("H200 NVL 141GB", 835.5, 417.5, 60.0, 4800.0)
-# A100: NVIDIA A100 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/a100): BF16/FP16 312 and
-# TF32 156 TFLOPS dense, FP32 19.5 TFLOPS; 80GB SXM 2,039 GB/s, 80GB PCIe 1,935 GB/s, 40GB 1,555 GB/s.
-_A100_SXM_80 = DevicePeaks("A100 SXM4 80GB", 312.0, 156.0, 19.5, 2039.0)
-_A100_PCIE_80 = DevicePeaks("A100 PCIe 80GB", 312.0, 156.0, 19.5, 1935.0)
-_A100_40 = DevicePeaks("A100 40GB", 312.0, 156.0, 19.5, 1555.0)
-
-#: Device names (as `torch.cuda.get_device_name` gives them, lower-cased) by the words they contain,
-#: most specific first: "NVIDIA H100 80GB HBM3" is the SXM part, "NVIDIA H200" the SXM H200.
-KNOWN_PEAKS: tuple[tuple[tuple[str, ...], DevicePeaks], ...] = (
-    (("h100", "nvl"), _H100_NVL),
-    (("h100", "pcie"), _H100_PCIE),
-    (("h100",), _H100_SXM),
-    (("h200", "nvl"), _H200_NVL),
-    (("h200",), _H200_SXM),
-    (("a100", "80gb", "pcie"), _A100_PCIE_80),
-    (("a100", "80gb"), _A100_SXM_80),
-    (("a100",), _A100_40),
-)
-
-
-def device_peaks(device: str) -> DevicePeaks | None:
-    """The datasheet peaks of the device named `device` (e.g. "NVIDIA H100 80GB HBM3"), or None."""
-    name = device.lower()
-    for words, peaks in KNOWN_PEAKS:
-        if all(word in name for word in words):
-            return peaks
-    return None
+__all__ = ["KNOWN_PEAKS", "DevicePeaks", "Roofline", "device_peaks", "roofline"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,6 @@
-"""Rendered kernels on disk: written to the cache by content hash, imported from there by path.
+"""Kernels on disk: rendered ones written to the cache by content hash and imported from there by
+path, and the source of each hand-written kernel tuned, kept by its Triton cache key for
+`kernelpick code` (read as text, never imported).
 
 Triton reads a kernel's source from its file, and another process (a benchmark worker, a later run)
 can load the same kernel from the same path. Files are written atomically, so a reader never sees
@@ -15,6 +17,7 @@ import tempfile
 import threading
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from kernelpick import settings
 from kernelpick.errors import TemplateError
@@ -37,7 +40,27 @@ def template_dir() -> Path:
 
 def write_module(source: str) -> Path:
     """Write `source` to `<cache dir>/templates/<hash>.py` (once) and return the path."""
-    path = template_dir() / f"{source_hash(source)[:40]}.py"
+    return _write_once(template_dir() / f"{source_hash(source)[:40]}.py", source)
+
+
+def kernel_source_path(cache_key: str) -> Path:
+    """Where the source of the Triton kernel with this `JITFunction.cache_key` is kept."""
+    return settings.cache_dir() / "kernels" / f"{cache_key[:40]}.py"
+
+
+def keep_kernel_source(kernel: Any) -> Path | None:
+    """Keep a `triton.jit` kernel's source (decorators included) under `<cache dir>/kernels`, named by
+    its cache key, for `kernelpick code`; None when Triton has no source for it."""
+    lines = getattr(kernel, "raw_src", None)
+    text = "".join(lines) if isinstance(lines, list) else getattr(kernel, "src", None)
+    if not isinstance(text, str):
+        return None
+    path = kernel_source_path(kernel.cache_key)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return _write_once(path, text)
+
+
+def _write_once(path: Path, source: str) -> Path:
     if path.exists():
         return path
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".render-", suffix=".py")

@@ -11,6 +11,7 @@ from rich.table import Table
 from kernelpick.bench.device import DeviceInfo
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.report import autotune_table, headline
+from kernelpick.select.eligibility import SkippedChoice
 from kernelpick.select.signature import Signature
 
 
@@ -39,7 +40,8 @@ class SelectionRecord:
     `results` has every choice, measured now or read from the store, fastest first among those that
     worked; `best` is the winner's name; `reference` the name of what outputs were checked against
     (None when nothing was verified); `from_store` is True when nothing had to be measured; `note`
-    says why the winner is not the fastest, when the reference was kept (`kernelpick.bench.pick`).
+    says why the winner is not the fastest, when the reference was kept (`kernelpick.bench.pick`);
+    `skipped` has the choices the device does not meet the requirements of, each with the reason.
     """
 
     selector: str
@@ -51,6 +53,7 @@ class SelectionRecord:
     from_store: bool
     reference: str | None = None
     note: str = ""
+    skipped: tuple[SkippedChoice, ...] = ()
     _by_name: dict[str, ChoiceResult] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -70,13 +73,15 @@ class SelectionRecord:
     def table(self) -> Table:
         """The AUTOTUNE table: choice, median, % of best, status."""
         rows = [(r.name, r.result) for r in self.results]
+        notes = [self.note] if self.note else []
+        notes += [f"skipped {s.name}: {s.reason}" for s in self.skipped]
         return autotune_table(
             f"{self.selector}{self.signature}",
             rows,
             self.device,
             self.seconds,
             best=self.best,
-            note=self.note,
+            note="; ".join(notes),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -92,6 +97,7 @@ class SelectionRecord:
             "tuning_seconds": self.seconds,
             "cache_hit": self.from_store,
             "results": [r.to_dict() for r in self.results],
+            "skipped": [s.to_dict() for s in self.skipped],
         }
 
     def summary(self) -> str:

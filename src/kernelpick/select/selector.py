@@ -32,6 +32,7 @@ from kernelpick.report import TuningProgress, headline, print_table
 from kernelpick.reports.log import log_tuning
 from kernelpick.select.choice import Choice, ChoiceSpace, ExternChoice, qualified_name
 from kernelpick.select.choice_run import ChoiceRun, synchronize, warm_up
+from kernelpick.select.eligibility import eligible_spaces
 from kernelpick.select.inputs import ExampleInputs, InputGen, preserved_rng
 from kernelpick.select.isolated import measure_in_worker, measure_in_workers
 from kernelpick.select.record import ChoiceResult, SelectionRecord
@@ -237,6 +238,7 @@ class Selector:
                 not todo,
                 reference,
                 note if winner.digest == ranked[0].digest else "",
+                eligible_spaces(self.spaces, signature.device)[1],
             )
             self.records[key] = self.last_selection = record
             log_tuning(record)
@@ -307,7 +309,7 @@ class Selector:
         raise NoValidChoices(self._failure_report(signature, rows))
 
     def expand(self, signature: Signature) -> list[Choice]:
-        """Every choice for `signature`, each once.
+        """Every choice for `signature` whose requirements its device meets, each once.
 
         Raises:
             ConfigError: two different choices share a name.
@@ -316,7 +318,8 @@ class Selector:
         choices: list[Choice] = []
         by_name: dict[str, Choice] = {}
         digests: set[str] = set()
-        for space in self.spaces:
+        spaces, skipped = eligible_spaces(self.spaces, signature.device)
+        for space in spaces:
             for choice in space.choices_for(signature):
                 if choice.digest in digests:
                     continue  # the same implementation listed twice
@@ -328,9 +331,11 @@ class Selector:
                 by_name[choice.name] = choice
                 choices.append(choice)
         if not choices:
+            left_out = "".join(f"; skipped {s.name}: {s.reason}" for s in skipped)
             raise NoValidChoices(
                 f"no choice of selector `{self.name}` applies to inputs {signature}: every config space "
-                "was empty for them; add a choice that handles them (an extern, say)"
+                f"was empty for them or skipped on this device{left_out}; add a choice that handles them "
+                "(an extern, say)"
             )
         return choices
 

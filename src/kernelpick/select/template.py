@@ -27,7 +27,7 @@ from typing import Any
 import jinja2
 import torch
 
-from kernelpick.bench.device import DeviceInfo
+from kernelpick.bench.device import DeviceInfo, Requirements
 from kernelpick.codegen import CodeBuffer
 from kernelpick.errors import TemplateError
 from kernelpick.select.render import Epilogue, PartialRender
@@ -108,13 +108,22 @@ class TritonTemplate:
         inputs: names of the template's tensor inputs, in the order of the kernel's first parameters.
         output: `output(*input_specs) -> (size, dtype)` of the output, from the inputs' `TensorSpec`s.
         grid: `grid(context) -> tuple` of the launch grid, from a `GridContext`.
+        requires: what a device must have to run it (`kernelpick.Requirements`, e.g.
+            `min_capability=(9, 0)`); on others its choices are skipped, saying why.
 
     Raises:
         TemplateError: the name is not an identifier or the source is not valid Jinja2.
     """
 
     def __init__(
-        self, name: str, source: str, *, inputs: Sequence[str], output: OutputRule, grid: GridRule
+        self,
+        name: str,
+        source: str,
+        *,
+        inputs: Sequence[str],
+        output: OutputRule,
+        grid: GridRule,
+        requires: Requirements | None = None,
     ) -> None:
         if not name.isidentifier():
             raise TemplateError(
@@ -131,6 +140,7 @@ class TritonTemplate:
         self.inputs = tuple(inputs)
         self.output_rule = output
         self.grid_rule = grid
+        self.requires = requires
         self.source_hash = hashlib.sha256(source.encode()).hexdigest()[:20]
 
     def output_spec(self, inputs: Mapping[str, TensorSpec], device: torch.device) -> TensorSpec:

@@ -46,6 +46,7 @@ class TemplateChoices:
                 f"kernelpick.template expects a kernelpick.TritonTemplate, got {type(template).__name__}"
             )
         self.template = template
+        self.requires = template.requires  # checked by the selector (kernelpick.select.eligibility)
         self.configs = configs
         self.epilogue = epilogue
         self.arguments = tuple(arguments) if arguments is not None else template.inputs

@@ -21,6 +21,7 @@ from kernelpick.select.choice import (
     short_hash,
 )
 from kernelpick.select.inputs import ExampleInputs
+from kernelpick.select.modules import keep_kernel_source
 from kernelpick.select.signature import Signature
 from kernelpick.tune.config import Config
 
@@ -83,9 +84,11 @@ class TritonKernelChoice(NamedChoice):
             "name": self._name,
             "kernel": self.space.name,
             "config": self.config.to_data(),
+            "source": self.space.jit.cache_key,  # its kept source: `kernelpick code`
         }
 
     def precompile(self, example: ExampleInputs, signature: Signature) -> CompileOutcome:
+        keep_kernel_source(self.space.jit)
         try:
             args, kwargs, _ = bound_arguments(
                 self.space.bind(*example.args, **example.kwargs), f"triton_choice {self.space.name}"

@@ -77,7 +77,7 @@ def _stored_rows(args: argparse.Namespace) -> tuple[list[StoredRow], str, int]:
 _OPTION_ORDER = {"num_warps": 0, "num_stages": 1, "num_ctas": 2, "maxnreg": 3}
 
 
-def _candidate_name(description: Mapping[str, Any]) -> str:
+def candidate_name(description: Mapping[str, Any]) -> str:
     """A config as its kwargs and options ("BLOCK=64, num_warps=4, num_stages=3"), a choice by name."""
     if isinstance(description.get("name"), str):
         return str(description["name"])
@@ -105,7 +105,7 @@ def _value_text(value: Any) -> str:
     return json.dumps(value, sort_keys=True) if isinstance(value, Mapping) else str(value)
 
 
-def _inputs_text(inputs: Sequence[Any], limit: int = 60) -> str:
+def inputs_text(inputs: Sequence[Any], limit: int = 60) -> str:
     """A key's inputs, short: dtypes without `torch.`, tensors as dtype[size]."""
     text = ", ".join(_value_text(v) for v in inputs)
     return text if len(text) <= limit else text[: limit - 3] + "..."
@@ -220,13 +220,13 @@ def _cache_list(args: argparse.Namespace) -> int:
     for s in summaries:
         picked, cost = "-", "-"
         if s.picked is not None:
-            picked = _candidate_name(s.picked.description)
+            picked = candidate_name(s.picked.description)
             cost = f"{s.picked.result.cost_ms:.4f}" if s.picked.result.ok else s.picked.result.status
         _add_row(
             table,
             s.key.kernel,
             s.key.device,
-            _inputs_text(s.key.inputs),
+            inputs_text(s.key.inputs),
             s.results,
             s.failed,
             picked,
@@ -267,13 +267,13 @@ def _cache_show(args: argparse.Namespace) -> int:
     out = console()
     for s in summaries:
         key_rows = by_key[s.key.digest]
-        named = [(_candidate_name(r.description), replace(r.result, from_store=False)) for r in key_rows]
+        named = [(candidate_name(r.description), replace(r.result, from_store=False)) for r in key_rows]
         note = (
             f"key {s.key.digest[:12]}; {describe_toolchain(s.key.toolchain)}; source {s.key.source[:30]}; "
             f"stored {_when(max(r.created for r in key_rows))}"
         )
-        best = None if s.picked is None else _candidate_name(s.picked.description)
-        title = f"{s.key.kernel} ({_inputs_text(s.key.inputs)})"
+        best = None if s.picked is None else candidate_name(s.picked.description)
+        title = f"{s.key.kernel} ({inputs_text(s.key.inputs)})"
         out.print(autotune_table(title, named, _device(s.key), best=best, note=note))
         out.print()
     return 0

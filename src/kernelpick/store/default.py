@@ -1,9 +1,11 @@
-"""Which store a tuner uses when it is given none: chosen by the settings, one per location per process."""
+"""Which store a tuner uses when it is given none: chosen by the settings, one per location per
+process; `fresh_cache()` scopes a temporary one."""
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
+import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -43,6 +45,46 @@ def default_store() -> ResultStore:
     """
     recorder = _recording.get()
     return recorder if recorder is not None else _default_store()
+
+
+@contextlib.contextmanager
+def fresh_cache() -> Iterator[Path]:
+    """Within the block, an empty temporary result store and template cache; both are deleted after.
+
+    For tests of one's own kernels: tuning inside measures afresh and leaves no row in the user's
+    store (nor in a shared Redis store: `KERNELPICK_REDIS_URL` is off within). It scopes
+    `KERNELPICK_CACHE_DIR` like `settings.override` does: in this thread or task, in the threads
+    kernelpick starts for it and in its worker processes. Deployment tables still apply. What a
+    selector or tuned kernel picked earlier in this process stays picked: `selector.clear()` (or
+    `kernel.cache.clear()` of an autotuned kernel) tunes it again.
+
+    Example:
+        with kernelpick.fresh_cache() as folder:
+            record = my_selector.tune(x, y)
+            assert not record.from_store
+
+    Yields:
+        The temporary cache folder (the store is `results.sqlite3` in it, rendered templates are
+        under `templates/`).
+    """
+    with tempfile.TemporaryDirectory(prefix="kernelpick-cache-", ignore_cleanup_errors=True) as folder:
+        path = Path(folder)
+        try:
+            with settings.override(cache_dir=path, cache=True, redis_url=""):
+                yield path
+        finally:
+            _close_stores_under(path)
+
+
+def _close_stores_under(folder: Path) -> None:
+    """Close and forget the default stores opened in `folder` (it is about to be deleted)."""
+    with _lock:
+        places = [place for place in _stores if place[0] is not None and place[0].is_relative_to(folder)]
+        closing = [_stores.pop(place) for place in places]
+    for store in closing:
+        close = getattr(store, "close", None)
+        if callable(close):
+            close()
 
 
 def default_store_path() -> Path:

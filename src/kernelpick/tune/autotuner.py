@@ -32,6 +32,7 @@ from kernelpick.compile.unwrap import innermost
 from kernelpick.errors import ConfigError, KernelpickError, NoValidConfigs, TuningRequired
 from kernelpick.report import TuningProgress, autotune_table, headline, print_table
 from kernelpick.reports.log import log_tuning
+from kernelpick.select.modules import keep_kernel_source
 from kernelpick.store import ResultStore, StoredResult, TuningKey, default_store
 from kernelpick.store.deploy import TableHit, tabled_winner, tuning_required
 from kernelpick.tune.config import Config, default_config
@@ -441,6 +442,7 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
             return
         started = time.perf_counter()
         rows = [StoredResult(c.digest, c.to_dict(), r) for c, r in measured.items()]
+        keep_kernel_source(self.base_fn)  # for `kernelpick code`
         store.save(self.tuning_key(key, device), rows, pick=None if best is None else best.digest)
         phases["store_write"] = time.perf_counter() - started
 

@@ -1,0 +1,96 @@
+"""Which choices a device may run: a choice space's declared `Requirements`, checked before compiling.
+
+A space declares what it needs with a `requires` attribute (a `TritonTemplate(requires=...)` passes
+its own to its choices), or is wrapped by `require(space, min_capability=(9, 0), ...)`. A selector
+expands only the spaces a device meets and records each one it left out with the reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kernelpick.bench.device import DeviceInfo, Requirements
+from kernelpick.errors import ConfigError
+from kernelpick.select.choice import Choice, ChoiceSpace
+from kernelpick.select.signature import Signature
+
+
+@dataclass(frozen=True, slots=True)
+class SkippedChoice:
+    """A choice space a selector did not try on a device, and why (its unmet requirement)."""
+
+    name: str
+    reason: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"name": self.name, "reason": self.reason}
+
+
+def requirements_of(space: object) -> Requirements | None:
+    """The requirements a choice space declares (its `requires` attribute), or None."""
+    requires = getattr(space, "requires", None)
+    return requires if isinstance(requires, Requirements) else None
+
+
+def eligible_spaces(
+    spaces: Iterable[ChoiceSpace], device: DeviceInfo
+) -> tuple[list[ChoiceSpace], tuple[SkippedChoice, ...]]:
+    """The spaces whose requirements `device` meets, and the others with the reason for each."""
+    kept: list[ChoiceSpace] = []
+    skipped: list[SkippedChoice] = []
+    for space in spaces:
+        requires = requirements_of(space)
+        reason = None if requires is None else requires.unmet(device)
+        if reason is None:
+            kept.append(space)
+        else:
+            skipped.append(SkippedChoice(space.name, reason))
+    return kept, tuple(skipped)
+
+
+class RequiringSpace:
+    """A choice space offered only on devices that meet `requires` (see `require`)."""
+
+    def __init__(self, space: ChoiceSpace, requires: Requirements) -> None:
+        if not isinstance(space, ChoiceSpace):
+            raise ConfigError(
+                f"kernelpick.require expects a choice (extern, triton_choice or template), got {space!r}"
+            )
+        self.space = space
+        self.requires = requires
+
+    @property
+    def name(self) -> str:
+        return self.space.name
+
+    def choices_for(self, signature: Signature) -> Sequence[Choice]:
+        return self.space.choices_for(signature)
+
+    def __repr__(self) -> str:
+        return f"require({self.space!r}, {self.requires.text()})"
+
+
+def require(space: ChoiceSpace, requires: Requirements | None = None, **needs: Any) -> RequiringSpace:
+    """`space`, offered only on devices that meet the requirements; elsewhere skipped, saying why.
+
+    Example: `kernelpick.require(kernelpick.triton_choice(tma_kernel, ...), min_capability=(9, 0))`.
+
+    Args:
+        space: an `extern`, `triton_choice` or `template`.
+        requires: a `Requirements`; or give its fields as keywords (`gpu`, `min_capability`,
+            `big_gpu`, `tma`, `min_shared_memory`).
+
+    Raises:
+        ConfigError: `space` is not a choice, or a keyword is not a requirement.
+    """
+    if requires is None:
+        try:
+            requires = Requirements(**needs)
+        except TypeError:
+            known = ", ".join(Requirements.__dataclass_fields__)
+            raise ConfigError(f"kernelpick.require takes {known}; got {', '.join(sorted(needs))}") from None
+    elif needs:
+        raise ConfigError("kernelpick.require takes a Requirements or keywords, not both")
+    return RequiringSpace(space, requires)

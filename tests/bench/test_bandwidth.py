@@ -1,0 +1,43 @@
+"""bench/bandwidth.py: DRAM bandwidth measured once per device model and kept in the cache dir."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from kernelpick import settings
+from kernelpick.bench.bandwidth import bandwidth_path, cached_bandwidth, memory_bandwidth
+from kernelpick.bench.device import DeviceInfo, describe
+from kernelpick.errors import KernelpickError
+
+H100 = DeviceInfo("cuda", 0, "NVIDIA H100 80GB HBM3", (9, 0), 50 * 2**20, 132)
+
+
+def keep(device: DeviceInfo, gbps: float, name: str | None = None) -> None:
+    path = bandwidth_path(device)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = {"device": name or device.name, "memory_gbps": gbps, "bytes_per_copy": 2**30, "measured": 0.0}
+    path.write_text(json.dumps({**data, "torch": torch.__version__}))
+
+
+def test_a_kept_measurement_is_read_back_without_measuring_again() -> None:
+    assert bandwidth_path(H100) == settings.cache_dir() / "devices" / "nvidia-h100-80gb-hbm3.json"
+    assert cached_bandwidth(H100) is None
+    keep(H100, 2900.5)
+    kept = memory_bandwidth(H100)  # no GPU here: it would fail if it measured
+    assert kept.memory_gbps == 2900.5 and kept.device == H100.name
+    assert cached_bandwidth(H100) == kept
+
+
+def test_a_damaged_file_or_another_models_measurement_is_not_used() -> None:
+    keep(H100, 2900.5, name="NVIDIA H100 PCIe")
+    assert cached_bandwidth(H100) is None
+    bandwidth_path(H100).write_text("{not json")
+    assert cached_bandwidth(H100) is None
+
+
+def test_the_interpreter_has_no_dram_bandwidth_to_measure() -> None:
+    with pytest.raises(KernelpickError, match="measured on a CUDA GPU"):
+        memory_bandwidth(describe(torch.device("cpu")))
