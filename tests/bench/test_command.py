@@ -69,3 +69,13 @@ def test_the_gpu_table_names_each_fact(
         "template kernelpick_gemm_tma",
     ):
         assert text in out
+
+
+def test_a_bandwidth_that_cannot_be_measured_leaves_the_other_facts(monkeypatch: pytest.MonkeyPatch) -> None:
+    def out_of_memory(device: DeviceInfo, *, again: bool = False) -> None:
+        raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 400.00 MiB\nmore")
+
+    monkeypatch.setattr("kernelpick.bench.bandwidth.memory_bandwidth", out_of_memory)
+    facts = device_facts(H100)
+    assert facts["measured_memory_gbps"] == "not measured: CUDA out of memory. Tried to allocate 400.00 MiB"
+    assert facts["datasheet"]["memory_gbps"] == 3350.0

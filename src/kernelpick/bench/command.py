@@ -45,7 +45,10 @@ def device_facts(device: DeviceInfo, *, measure: bool = False) -> dict[str, Any]
 
     shared = device.shared_memory_limit
     peaks = device.peaks
-    measured = memory_bandwidth(device, again=measure)
+    try:
+        measured: float | str = memory_bandwidth(device, again=measure).memory_gbps
+    except RuntimeError as error:  # out of memory on a busy GPU, say: the other facts still stand
+        measured = f"not measured: {str(error).splitlines()[0]}"
     return {
         **facts,
         "capability": "{}.{}".format(*device.capability) if device.capability else None,
@@ -57,7 +60,7 @@ def device_facts(device: DeviceInfo, *, measure: bool = False) -> dict[str, Any]
         "big_gpu": device.big_gpu,
         "tma": device.capability is not None and device.capability >= (9, 0) and tma_supported(),
         "datasheet": None if peaks is None else peaks.to_dict(),
-        "measured_memory_gbps": measured.memory_gbps,
+        "measured_memory_gbps": measured,
         "templates": _templates(device),
     }
 
@@ -108,7 +111,7 @@ def _table(fact: dict[str, Any]) -> Table:
         ("registers per block", f"{fact['registers_per_block']:,}"),
         ("big GPU (68+ SMs)", "yes" if fact["big_gpu"] else "no"),
         ("TMA tensor descriptors", "yes" if fact["tma"] else "no"),
-        ("DRAM, measured (copy)", f"{fact['measured_memory_gbps']:,.0f} GB/s"),
+        ("DRAM, measured (copy)", _gbps(fact["measured_memory_gbps"])),
     ]
     sheet = fact["datasheet"]
     if sheet is None:
@@ -120,10 +123,14 @@ def _table(fact: dict[str, Any]) -> Table:
         rows += [
             ("datasheet", f"{sheet['model']}: {sheet['source']}"),
             ("  peak dense TFLOP/s", tflops),
-            ("  DRAM", f"{sheet['memory_gbps']:,.0f} GB/s"),
+            ("  DRAM", _gbps(sheet["memory_gbps"])),
         ]
     for name, reason in fact["templates"].items():
         rows.append((f"template {name}", "eligible" if reason is None else f"skipped: {reason}"))
     for what, value in rows:
         table.add_row(what, escape(value))
     return table
+
+
+def _gbps(value: float | str) -> str:
+    return value if isinstance(value, str) else f"{value:,.0f} GB/s"
