@@ -34,7 +34,11 @@ def tune(kernel: kernelpick.Autotuner, n: int) -> None:
 def test_each_tuning_appends_a_line_naming_its_key_device_candidates_and_winner(real_log: Path) -> None:
     first, second, selection = lines(real_log)
     assert [e["kind"] for e in (first, second, selection)] == ["autotune", "autotune", "select"]
-    assert first["name"] == "add_kernel" and first["key"] == {"n": 1000, "dtypes": ["float32"] * 3}
+    assert first["name"] == "add_kernel" and first["key"] == {
+        "n": 1000,
+        "dtypes": ["float32"] * 3,
+        "specialized": "x_ptr:D y_ptr:D out_ptr:D",  # what Triton compiles for: 16-byte aligned pointers
+    }
     assert second["key"]["n"] == 3000
     assert first["device"] == "cpu" and first["interpreter"] is True
     assert first["toolchain"] == {
@@ -67,7 +71,7 @@ def test_a_selection_line_has_the_signature_reference_and_each_choice(real_log: 
     selection = lines(real_log)[2]
     assert selection["name"] == "add" and selection["best"] == "fast_add"
     assert selection["reference"] == "slow_add"
-    spec = {"dtype": "float32", "size": [64, 64], "stride": [64, 1], "offset": 0}
+    spec = {"dtype": "float32", "size": [64, 64], "stride": [64, 1], "offset": 0, "aligned": True}
     assert selection["key"] == {"inputs": [spec, spec], "kwargs": {}, "user_key": None}
     assert selection["key_text"] == "(float32[64, 64], float32[64, 64])"
     assert [c["name"] for c in selection["candidates"]] == ["fast_add", "slow_add"]
@@ -130,7 +134,7 @@ def test_a_searched_tuning_logs_its_search_trace(tmp_path: Path) -> None:
     assert entry["search"] == kernel.last_tuning.search.to_dict()
     assert entry["search"]["strategy"] == "random"
     assert len(entry["search"]["evaluations"]) == len(SPACE)
-    assert entry["key"] == {"n": 128, "dtypes": ["float32"] * 3}
+    assert entry["key"] == {"n": 128, "dtypes": ["float32"] * 3, "specialized": "x_ptr:D y_ptr:D out_ptr:D"}
 
 
 def _append_many(path: str, writer: int, count: int) -> None:

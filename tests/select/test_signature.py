@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from kernelpick.errors import ConfigError
-from kernelpick.select.signature import Signature, TensorSpec, signature_key
+from kernelpick.select.inputs import example_tensor
+from kernelpick.select.signature import Signature, TensorSpec, is_aligned, signature_key
 
 
 def test_the_key_tells_apart_everything_that_selects_a_tuning() -> None:
@@ -35,7 +36,7 @@ def test_a_signature_is_plain_data_for_the_store() -> None:
     a = torch.randn(3, 4).t()
     signature = Signature.of((a, 2.5), {"activation": "relu"}, key=lambda a, s, **k: "k")
     assert signature.to_data() == [
-        [{"dtype": "float32", "size": [4, 3], "stride": [1, 4], "offset": 0}, 2.5],
+        [{"dtype": "float32", "size": [4, 3], "stride": [1, 4], "offset": 0, "aligned": True}, 2.5],
         [["activation", "relu"]],
         "k",
     ]
@@ -63,3 +64,35 @@ def test_storage_length_covers_strided_views() -> None:
     spec = TensorSpec.of(view)
     assert spec.storage_length == view.storage_offset() + (8 - 1) * 70 + (64 - 1) + 1
     assert TensorSpec.contiguous((2, 3, 4), torch.float16, torch.device("cpu")).stride == (12, 4, 1)
+
+
+def misaligned_storage(count: int) -> torch.Tensor:
+    """`count` float32 values in a storage that starts 4 bytes past a 16-byte boundary (offset 0)."""
+    storage = torch.zeros(count + 1).untyped_storage()[4:]
+    return torch.empty(0).set_(storage, 0, (count,), (1,))
+
+
+def test_the_key_tells_apart_misaligned_data_at_the_same_offset() -> None:
+    aligned, misaligned = torch.zeros(8), misaligned_storage(8)
+    assert aligned.storage_offset() == misaligned.storage_offset() == 0
+    assert is_aligned(aligned) and not is_aligned(misaligned)
+    assert signature_key((aligned,), {}, None) != signature_key((misaligned,), {}, None)
+    assert Signature.of((aligned,), {}) != Signature.of((misaligned,), {})
+    assert str(Signature.of((misaligned,), {})) == "(float32[8] misaligned)"
+
+
+def test_a_slice_is_misaligned_from_its_offset_and_tensors_without_data_too() -> None:
+    x = torch.zeros(64)
+    assert [is_aligned(x[i:]) for i in (0, 1, 2, 3, 4)] == [True, False, False, False, True]
+    meta = torch.empty(64, device="meta")
+    assert [is_aligned(meta[i:]) for i in (0, 1, 4)] == [True, False, True]
+    assert Signature.of((x[1:],), {}).to_data()[0][0]["aligned"] is False
+
+
+def test_example_inputs_keep_the_misalignment_of_the_real_ones() -> None:
+    generator = torch.Generator().manual_seed(0)
+    for real in (misaligned_storage(8), torch.zeros(9)[1:], torch.zeros(8)):
+        spec = TensorSpec.of(real)
+        example = example_tensor(spec, generator)
+        assert TensorSpec.of(example) == spec
+        assert is_aligned(example) == is_aligned(real)

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import torch
 
-from kernelpick.tune.dispatch import Dispatcher, call_shape, exact_key, generate_fast_key
+from kernelpick.tune.dispatch import (
+    Dispatcher,
+    call_shape,
+    exact_key,
+    generate_fast_key,
+    specialization_mark,
+)
 
 POSITIONS = [(3, "n"), (4, "MODE")]
 
@@ -48,3 +54,65 @@ def test_calls_without_tensors_use_only_exact_keys() -> None:
     dispatch = Dispatcher([(0, "n")])
     dispatch.remember((5,), {}, "entry")
     assert dispatch.lookup((5,), {}) is None
+
+
+def test_the_keys_hold_what_triton_specializes_on() -> None:
+    """Pointer alignment, integers divisible by 16 or equal to 1: as Triton's specialization says."""
+    from triton.backends.compiler import BaseBackend
+    from triton.runtime.jit import native_specialize_impl
+
+    x = torch.zeros(64)
+    for value in (x, x[1:], x[2:], x[4:], 0, 1, 2, 16, 17, 32, -16, 2**40):
+        triton_says = native_specialize_impl(BaseBackend, value, False, True, True)
+        mark = specialization_mark(value)
+        assert mark == {"D": "D", "": "-"}.get(
+            triton_says[1], "1" if triton_says == ("constexpr", 1) else "?"
+        )
+    assert specialization_mark(2.0) == specialization_mark(None) == "."
+    assert specialization_mark(32, align=False) == "-" and specialization_mark(1, align=False) == "1"
+
+
+SPECIALIZED = [(0, "x_ptr", True), (1, "y_ptr", True), (2, "n", True), (3, "stride", False)]
+
+
+def test_fast_keys_tell_apart_every_specialization_the_exact_keys_do() -> None:
+    x = torch.zeros(64)
+    calls = [
+        ((x, x, 16, 16), {}),
+        ((x, x, 32, 32), {}),  # the same specialization as the first
+        ((x[1:], x, 16, 16), {}),  # misaligned pointer
+        ((x, x[2:], 16, 16), {}),
+        ((x[4:], x, 16, 16), {}),  # aligned again: 16 bytes in
+        ((x, x, 17, 16), {}),  # not divisible
+        ((x, x, 1, 16), {}),  # equal to 1
+        ((x, x, 16, 1), {}),  # no alignment for `stride`, but 1 is still special
+        ((x, x, 16, 17), {}),  # the same specialization as the first (stride not on alignment)
+    ]
+    fast = generate_fast_key(call_shape(*calls[0]), [], SPECIALIZED)
+    assert fast is not None
+    exact = [exact_key(a, k, [], SPECIALIZED) for a, k in calls]
+    for (a, k), key in zip(calls, exact):
+        for (b, m), other in zip(calls, exact):
+            assert (fast(a, k) == fast(b, m)) == (key == other), (a[2:], b[2:])
+    assert len(set(exact)) == 6
+    assert exact[2][-2] == "x_ptr:- y_ptr:D n:D stride:-"
+
+
+def test_a_value_of_another_kind_in_a_specialized_slot_misses_the_fast_path() -> None:
+    dispatch = Dispatcher([], SPECIALIZED)
+    x = torch.zeros(64)
+    dispatch.remember((x, x, 16, 16), {}, "ints")
+    assert dispatch.lookup((x, x, 32, 16), {}) == "ints"
+    for other in (16.0, None, "16"):
+        assert dispatch.lookup((x, x, other, 16), {}) is None
+        assert dispatch.lookup((x, x, 16, other), {}) is None
+    dispatch.remember((x, x, 16.0, 16), {}, "float")  # another shape: exact keys only
+    assert dispatch.lookup((x, x, 16, 16), {}) == "ints" and len(dispatch.fast) == 1
+
+
+def test_slots_holding_other_values_are_pinned_by_type() -> None:
+    dispatch = Dispatcher([], [(0, "x_ptr", True), (1, "scale", True)])
+    x = torch.zeros(8)
+    dispatch.remember((x, 2.5), {}, "float")
+    assert dispatch.lookup((x, 0.5), {}) == "float"
+    assert dispatch.lookup((x, 16), {}) is None  # an integer there specializes: the exact path decides

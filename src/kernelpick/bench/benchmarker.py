@@ -23,9 +23,10 @@ from kernelpick.bench.timers import Benchmarkable, Timer, TimingBudget
 log = logging.getLogger("kernelpick.bench")
 _K = TypeVar("_K")
 
-#: Part of every store key: bump when the way candidates are measured changes, so that results
-#: measured the old way are measured again rather than compared with new ones.
-MEASUREMENT_VERSION = "measure-2"
+#: Part of every store key: bump when the way candidates are measured, or what a key holds, changes,
+#: so that results measured the old way are measured again rather than compared with new ones.
+#: measure-3: keys hold what Triton specializes on (16-byte alignment, integers divisible by 16 or 1).
+MEASUREMENT_VERSION = "measure-3"
 
 #: Host time of one call of a candidate, given its device time (see `bench/host.py`).
 HostTimer = Callable[[Benchmarkable, float], float]

@@ -316,7 +316,9 @@ def keys_from_store(rows: Iterable[StoredRow]) -> list[TunedKey]:
                 kind="select" if selection else "autotune",
                 name=key.kernel,
                 key=selection_key(inputs) if selection else {"values": inputs},
-                key_text="(" + ", ".join(_value_text(v) for v in (inputs[0] if selection else inputs)) + ")",
+                key_text="("
+                + ", ".join(filter(None, (_value_text(v) for v in (inputs[0] if selection else inputs))))
+                + ")",
                 key_inputs=json.loads(canonical_json(inputs)),
                 device=key.device,
                 capability=key.capability or None,
@@ -360,6 +362,11 @@ def _stored_name(description: Mapping[str, Any]) -> str:
 
 
 def _value_text(value: Any) -> str:
+    """A key value for people ("" for a specialization with nothing notable: see kernelpick.tune.dispatch)."""
+    from kernelpick.tune.dispatch import is_specialization, notable_specialization
+
+    if is_specialization(value):
+        return notable_specialization(value)
     if isinstance(value, Mapping) and "dtype" in value and "size" in value:
         return f"{str(value['dtype']).removeprefix('torch.')}{list(value['size'])}"
     return str(value).removeprefix("torch.")

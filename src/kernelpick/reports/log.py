@@ -91,9 +91,16 @@ def tuning_entry(
         values = record.key[:-1]  # the last value is the device
         names = list(key_names or [])[: len(values)]
         key = {n: canonical_value(v) for n, v in zip(names, values)}
-        key["dtypes"] = [str(v).removeprefix("torch.") for v in values[len(names) :]]
+        # Imported here: kernelpick.tune imports this module.
+        from kernelpick.tune.dispatch import notable_specialization
+
+        rest = values[len(names) :]  # the dtypes, then the specialization (`kernelpick.tune.dispatch`)
+        key["dtypes"] = [str(v).removeprefix("torch.") for v in rest if not isinstance(v, str)]
+        key["specialized"] = next((v for v in rest if isinstance(v, str)), "")
         shown = [f"{n}={v}" for n, v in zip(names, values)] + [
-            str(v).removeprefix("torch.") for v in values[len(names) :]
+            str(v).removeprefix("torch.") if not isinstance(v, str) else notable_specialization(v)
+            for v in rest
+            if not isinstance(v, str) or notable_specialization(v)
         ]
         key_text = "(" + ", ".join(shown) + ")"
         key_inputs = canonical_value(values)

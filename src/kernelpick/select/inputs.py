@@ -38,8 +38,15 @@ def _values(count: int, dtype: torch.dtype, device: torch.device, generator: tor
 
 
 def example_tensor(spec: TensorSpec, generator: torch.Generator) -> torch.Tensor:
-    """A new tensor with `spec`'s dtype, device, size, strides and storage offset, filled with random values."""
-    storage = _values(max(spec.storage_length, 1), spec.dtype, spec.device, generator)
+    """A new tensor with `spec`'s dtype, device, size, strides, storage offset and alignment, filled with
+    random values."""
+    shift = not spec.aligned and spec.offset * spec.itemsize % 16 == 0
+    storage = _values(max(spec.storage_length, 1) + shift, spec.dtype, spec.device, generator)
+    if shift:  # misaligned at an aligned offset: the storage itself starts off a 16-byte boundary
+        shifted = storage.untyped_storage()[min(spec.itemsize, 8) :]
+        return torch.empty(0, dtype=spec.dtype, device=spec.device).set_(
+            shifted, spec.offset, spec.size, spec.stride
+        )
     return storage.as_strided(spec.size, spec.stride, spec.offset)
 
 

@@ -1,4 +1,4 @@
-"""Input signatures: what selects a tuning (device, dtypes, sizes, strides, offsets, user key).
+"""Input signatures: what selects a tuning (device, dtypes, sizes, strides, offsets, alignment, user key).
 
 `signature_key` is on the hot path of every selector call and is kept to plain attribute reads;
 `Signature` is the same information as typed data, built only when a signature is tuned.
@@ -19,10 +19,32 @@ _Tensor = torch.Tensor
 
 
 def value_key(value: Any) -> Any:
-    """What of one argument selects a tuning: a tensor's metadata, any other value itself."""
+    """What of one argument selects a tuning: a tensor's metadata, any other value itself.
+
+    A tensor's metadata includes whether its data starts at a multiple of 16 bytes, which Triton
+    compiles for (and library kernels may need): from the address itself, so that a tensor whose
+    storage starts misaligned is told apart from one with the same offset into an aligned storage.
+    """
     if isinstance(value, _Tensor):
-        return (value.dtype, value.shape, value.stride(), value.storage_offset(), value.device)
+        return (
+            value.dtype,
+            value.shape,
+            value.stride(),
+            value.storage_offset(),
+            not value.data_ptr() & 15,
+            value.device,
+        )
     return value
+
+
+def is_aligned(tensor: torch.Tensor) -> bool:
+    """Whether `tensor`'s data (its storage offset included) starts at a multiple of 16 bytes, as Triton
+    checks; from the offset alone for tensors without an address (meta, fake)."""
+    from torch._subclasses.fake_tensor import is_fake
+
+    if tensor.device.type == "meta" or is_fake(tensor):
+        return tensor.storage_offset() * tensor.element_size() % 16 == 0
+    return bool(tensor.data_ptr() % 16 == 0)
 
 
 def _any_key(inputs: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -32,7 +54,10 @@ def _any_key(inputs: tuple[Any, ...]) -> tuple[Any, ...]:
 def _tensor_keyer(count: int) -> Callable[[tuple[Any, ...]], tuple[Any, ...]]:
     """A key function for `count` plain tensors: one flat tuple, no loop (other inputs: `_any_key`)."""
     names = [f"x{i}" for i in range(count)]
-    fields = ", ".join(f"{x}.dtype, {x}.shape, {x}.stride(), {x}.storage_offset(), {x}.device" for x in names)
+    fields = ", ".join(
+        f"{x}.dtype, {x}.shape, {x}.stride(), {x}.storage_offset(), not {x}.data_ptr() & 15, {x}.device"
+        for x in names
+    )
     source = (
         f"def key(inputs):\n"
         f"    {', '.join(names)}, = inputs\n"
@@ -56,8 +81,8 @@ def signature_key(
     """The dictionary key of one call: tensor metadata, other values as they are, and the user key.
 
     Two calls share a key exactly when they share a `Signature`; the key is just faster to make:
-    for up to eight plain tensors it is one flat tuple of their dtypes, sizes, strides, offsets and
-    devices, made without a loop.
+    for up to eight plain tensors it is one flat tuple of their dtypes, sizes, strides, offsets,
+    alignments and devices, made without a loop.
     """
     parts = POSITIONAL_KEYS[len(inputs)](inputs) if len(inputs) < 9 else _any_key(inputs)
     if kwargs:
@@ -76,6 +101,8 @@ class TensorSpec:
     stride: tuple[int, ...]
     offset: int
     device: torch.device
+    #: Whether the data starts at a multiple of 16 bytes (`is_aligned`); examples made for the spec do too.
+    aligned: bool = True
 
     @classmethod
     def of(cls, tensor: torch.Tensor) -> TensorSpec:
@@ -85,6 +112,7 @@ class TensorSpec:
             tuple(int(s) for s in tensor.stride()),
             int(tensor.storage_offset()),
             tensor.device,
+            is_aligned(tensor),
         )
 
     @classmethod
@@ -95,7 +123,7 @@ class TensorSpec:
         for extent in reversed(size):
             strides.append(step)
             step *= max(int(extent), 1)
-        return cls(dtype, tuple(int(s) for s in size), tuple(reversed(strides)), 0, device)
+        return cls(dtype, tuple(int(s) for s in size), tuple(reversed(strides)), 0, device, True)
 
     @property
     def ndim(self) -> int:
@@ -145,6 +173,8 @@ class TensorSpec:
             "size": list(self.size),
             "stride": list(self.stride),
             "offset": self.offset,
+            # A flag, not a number: a deployment table's nearest key never matches across it.
+            "aligned": self.aligned,
         }
 
     def __str__(self) -> str:
@@ -154,7 +184,9 @@ class TensorSpec:
             else (f" stride={list(self.stride)}")
         )
         offset = f" offset={self.offset}" if self.offset else ""
-        return f"{str(self.dtype).removeprefix('torch.')}{list(self.size)}{layout}{offset}"
+        # Said when the offset does not say it: the storage itself starts off a 16-byte boundary.
+        misaligned = "" if self.aligned or self.offset * self.itemsize % 16 else " misaligned"
+        return f"{str(self.dtype).removeprefix('torch.')}{list(self.size)}{layout}{offset}{misaligned}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -106,8 +106,12 @@ def _value_text(value: Any) -> str:
 
 
 def inputs_text(inputs: Sequence[Any], limit: int = 60) -> str:
-    """A key's inputs, short: dtypes without `torch.`, tensors as dtype[size]."""
-    text = ", ".join(_value_text(v) for v in inputs)
+    """A key's inputs, short: dtypes without `torch.`, tensors as dtype[size], a specialization only
+    where notable (see `kernelpick.tune.dispatch`)."""
+    from kernelpick.tune.dispatch import is_specialization, notable_specialization
+
+    shown = [notable_specialization(v) if is_specialization(v) else _value_text(v) for v in inputs]
+    text = ", ".join(filter(None, shown))
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 

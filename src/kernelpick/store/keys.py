@@ -46,7 +46,9 @@ class TuningKey:
     device: str  # the device model, e.g. "NVIDIA H100 80GB HBM3" or "cpu"
     capability: str  # e.g. "9.0"; "" on CPUs
     toolchain: Toolchain
-    inputs: tuple[Any, ...]  # canonical tuning-key values, dtypes, and whatever else the caller adds
+    # canonical tuning-key values, dtypes, what Triton specializes on (pointer alignment, integers
+    # divisible by 16 or equal to 1) and whatever else the caller adds; see `MEASUREMENT_VERSION`
+    inputs: tuple[Any, ...]
 
     @classmethod
     def make(cls, kernel: str, source: str, device: DeviceInfo, inputs: Sequence[Any]) -> TuningKey:

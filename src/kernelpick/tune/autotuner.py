@@ -30,17 +30,17 @@ from kernelpick.compile.launch import runner
 from kernelpick.compile.precompile import precompile
 from kernelpick.compile.unwrap import innermost
 from kernelpick.errors import ConfigError, KernelpickError, NoValidConfigs, TuningRequired
-from kernelpick.report import TuningProgress, autotune_table, headline, print_table
+from kernelpick.report import TuningProgress, autotune_table, print_table
 from kernelpick.reports.log import log_tuning
 from kernelpick.select.modules import keep_kernel_source
 from kernelpick.store import ResultStore, StoredResult, TuningKey, default_store
 from kernelpick.store.deploy import TableHit, tabled_winner, tuning_required
 from kernelpick.tune.config import Config, default_config
 from kernelpick.tune.config_run import ConfigRun
-from kernelpick.tune.dispatch import Dispatcher, describe_key
+from kernelpick.tune.dispatch import MISSES, Dispatcher, describe_key, specialized_arguments
 from kernelpick.tune.isolated import benchmark_in_workers, measure_in_worker
 from kernelpick.tune.prune import Pruner
-from kernelpick.tune.record import TuningRecord
+from kernelpick.tune.record import TuningRecord, failure_report
 from kernelpick.tune.search.registry import default_strategy_name, strategy_class
 from kernelpick.tune.search.run import SearchTrace
 from kernelpick.tune.searching import search
@@ -221,7 +221,9 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
         self._key_positions = [
             (i, name) for i, name in enumerate(self.arg_names) if name in self.keys or name in given
         ]
-        self._dispatch = Dispatcher(self._key_positions)
+        self._dispatch = Dispatcher(
+            self._key_positions, specialized_arguments(self.base_fn.params, self._key_positions)
+        )
         self._lock = threading.Lock()
         self.cache: dict[tuple[Any, ...], Config] = {}
         self.tunings: dict[tuple[Any, ...], TuningRecord] = {}
@@ -239,7 +241,7 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
         dispatch = self._dispatch
         try:  # Dispatcher.lookup, inlined: this is the path every tuned call takes
             entry = dispatch.fast[dispatch.fast_key(args, kwargs)]
-        except (LookupError, AttributeError, TypeError):
+        except MISSES:
             entry = None
         if entry is None:  # outside the except block: errors from tuning carry no unrelated context
             entry = self._slow_lookup(args, kwargs, grid)
@@ -331,7 +333,7 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
                 working = [c for c, r in results.items() if r.ok] if results else configs
                 if not working:
                     self._save(key, device, measured, None, phases)
-                    raise NoValidConfigs(self._failure_report(key, results))
+                    raise NoValidConfigs(failure_report(self.name, key, results))
                 chosen = self._pick(working, results)
                 self._save(key, device, measured, chosen.best, phases)
                 best, note = chosen.best, chosen.note
@@ -581,14 +583,6 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
             )
         log.info("tuned %s for %s in %.2f s: %s", self.name, key, record.seconds, record.best)
         log_tuning(record, self._key_names())
-
-    def _failure_report(self, key: tuple[Any, ...], results: Mapping[Config, BenchmarkResult]) -> str:
-        lines = [f"all {len(results)} configs of kernel `{self.name}` failed for key {key[:-1]}:"]
-        lines += [f"  {config}: {r.status}: {headline(r.message, 300)}" for config, r in results.items()]
-        lines.append(
-            "fix the configs or the kernel; each reason above is what the compiler or the launch said"
-        )
-        return "\n".join(lines)
 
 
 def _warn_interpreter(device: DeviceInfo, name: str) -> None:

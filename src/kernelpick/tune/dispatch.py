@@ -1,28 +1,95 @@
 """The hot path of a tuned kernel: from a call's arguments to what to launch, in well under a microsecond.
 
-Two keys identify a call. The *exact* key (the tuning key's values, every tensor's dtype, the device)
-is computed generically and decides what gets tuned. The *fast* key is computed by a function
-generated for the shape of the first call (which positions hold tensors, which names come by
-keyword), so that a steady stream of same-shaped calls costs a few indexing operations and one
-dictionary lookup. A call of another shape misses the fast table and takes the exact path: slower,
-never wrong.
+Two keys identify a call. The *exact* key (the tuning key's values, every tensor's dtype, what Triton
+specializes the compiled kernel on, the device) is computed generically and decides what gets tuned.
+The *fast* key is computed by a function generated for the shape of the first call (which positions
+hold tensors and integers, which names come by keyword), so that a steady stream of same-shaped calls
+costs a few indexing operations and one dictionary lookup. A call of another shape misses the fast
+table and takes the exact path: slower, never wrong.
+
+Triton compiles a kernel anew for each *specialization* of its arguments: a pointer whose address is
+a multiple of 16 bytes, an integer divisible by 16, an integer equal to 1 (a constant). A config tuned
+for one specialization is not assumed best for another: `x[1:]` of a float32 tensor (a misaligned
+pointer) or n = 17 instead of 16 is tuned separately. Arguments marked `do_not_specialize` are left
+out, those marked `do_not_specialize_on_alignment` keep only the "equal to 1" case, as in Triton.
 """
 
 from __future__ import annotations
 
+import re
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import torch
 
 FastKey = Callable[[tuple[Any, ...], dict[str, Any]], tuple[Any, ...]]
+#: An argument Triton specializes on: its position, its name, and whether on alignment (divisibility by 16).
+Specialized = tuple[int, str, bool]
+#: What the fast path's lookup may raise for a call of another shape: it then takes the exact path.
+MISSES = (LookupError, AttributeError, TypeError, RuntimeError)
+
+
+def specialized_arguments(
+    params: Iterable[Any], key_positions: Sequence[tuple[int, str]]
+) -> list[Specialized]:
+    """The arguments of a kernel (Triton's `JITFunction.params`) whose specialization is not in the key yet.
+
+    Constexprs and key arguments are in the key by value; `do_not_specialize` arguments are not specialized.
+    """
+    keyed = {name for _, name in key_positions}
+    return [
+        (p.num, p.name, not p.do_not_specialize_on_alignment)
+        for p in params
+        if not p.is_constexpr and not p.do_not_specialize and p.name not in keyed
+    ]
+
+
+def specialization_mark(value: Any, align: bool = True) -> str:
+    """How Triton specializes one argument: "D" (an address or integer divisible by 16), "1" (the integer 1),
+    "-" (neither), "." (not a pointer or an integer)."""
+    if isinstance(value, torch.Tensor):
+        try:
+            return "D" if align and value.data_ptr() % 16 == 0 else "-"
+        except RuntimeError:  # a tensor without storage (fake, functional): no address to align
+            return "."
+    if isinstance(value, int):  # bool too, as the fast key sees it
+        return "1" if value == 1 else "D" if align and value % 16 == 0 else "-"
+    return "."
+
+
+def specialization(args: tuple[Any, ...], kwargs: dict[str, Any], specialized: Sequence[Specialized]) -> str:
+    """The specialization of a call, for the exact key and for people: "x_ptr:D y_ptr:- n:1" (arguments
+    marked "." left out)."""
+    count = len(args)
+    marks = []
+    for i, name, align in specialized:
+        mark = specialization_mark(args[i] if i < count else kwargs.get(name), align)
+        if mark != ".":  # named, so leaving out what Triton does not specialize is unambiguous
+            marks.append(f"{name}:{mark}")
+    return " ".join(marks)
+
+
+def notable_specialization(text: str) -> str:
+    """The marks of a `specialization()` other than the usual "D": "x_ptr:- n:1"."""
+    return " ".join(mark for mark in text.split() if mark[-1] in "-1")
+
+
+def is_specialization(value: Any) -> bool:
+    """Whether a key value (as stored: plain data) is a `specialization()`."""
+    return isinstance(value, str) and _SPECIALIZATION.fullmatch(value) is not None
+
+
+_SPECIALIZATION = re.compile(r"(\w+:[D1-]( \w+:[D1-])*)?")
 
 
 def exact_key(
-    args: tuple[Any, ...], kwargs: dict[str, Any], key_positions: Sequence[tuple[int, str]]
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    key_positions: Sequence[tuple[int, str]],
+    specialized: Sequence[Specialized] = (),
 ) -> tuple[Any, ...]:
-    """Key values, then the dtype of every tensor argument, then the device of the first tensor."""
+    """Key values, the dtype of every tensor argument, the specialization, the device of the first tensor."""
     count = len(args)
     key = [args[i] if i < count else kwargs.get(name) for i, name in key_positions]
     device = None
@@ -31,28 +98,63 @@ def exact_key(
             key.append(value.dtype)
             if device is None:
                 device = value.device
+    key.append(specialization(args, kwargs, specialized))
     key.append(device)
     return tuple(key)
 
 
 def call_shape(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
-    """What the generated fast key assumes about a call: its arity, keyword names and tensor slots."""
+    """What the generated fast key assumes about a call: its arity, keyword names, tensor and integer slots."""
     tensors = tuple(i for i, value in enumerate(args) if isinstance(value, torch.Tensor))
     tensor_kwargs = tuple(name for name, value in kwargs.items() if isinstance(value, torch.Tensor))
-    return len(args), tuple(kwargs), tensors, tensor_kwargs
+    integers = tuple(i for i, value in enumerate(args) if isinstance(value, int))
+    integer_kwargs = tuple(name for name, value in kwargs.items() if isinstance(value, int))
+    return len(args), tuple(kwargs), tensors, tensor_kwargs, integers, integer_kwargs
 
 
-def generate_fast_key(shape: tuple[Any, ...], key_positions: Sequence[tuple[int, str]]) -> FastKey | None:
+def _specialization_terms(shape: tuple[Any, ...], specialized: Sequence[Specialized]) -> list[str]:
+    """Fast-key terms that tell apart every pair of calls of `shape` with different `specialization()`.
+
+    Each term raises for a value of another kind than the shape's (a miss, then the exact path):
+    `.data_ptr()` for a non-tensor, `& 15` and `| 0` for a non-integer; `type()` pins the rest. A
+    tensor's `data_ptr()` is most of the cost (about 60 ns on a CPU core): Triton reads it too.
+    """
+    count, _, tensors, tensor_kwargs, integers, integer_kwargs = shape
+    terms = []
+    for i, name, align in specialized:
+        slot = f"a[{i}]" if i < count else f"k[{name!r}]"
+        if (i in tensors) if i < count else (name in tensor_kwargs):
+            if align:  # a tensor slot's dtype, in the key already, raises for a non-tensor
+                terms.append(f"not {slot}.data_ptr() & 15")
+        elif (i in integers) if i < count else (name in integer_kwargs):
+            # 0: divisible by 16, 2: equal to 1, 1: neither (one term, the cheapest we found)
+            terms.append(f"{slot} & 15 and 1 + ({slot} == 1)" if align else f"({slot} | 0) == 1")
+        else:
+            terms.append(f"type({slot})" if i < count else f"type(k.get({name!r}))")
+    return terms
+
+
+def generate_fast_key(
+    shape: tuple[Any, ...],
+    key_positions: Sequence[tuple[int, str]],
+    specialized: Sequence[Specialized] = (),
+) -> FastKey | None:
     """Source-generate a key function for calls of `shape` (None when there is no tensor to key on)."""
-    count, names, tensors, tensor_kwargs = shape
+    count, names, tensors, tensor_kwargs = shape[:4]
     slots = [f"a[{i}]" for i in tensors] + [f"k[{name!r}]" for name in tensor_kwargs]
     if not slots:
         return None
     values = [f"a[{i}]" if i < count else f"k.get({name!r})" for i, name in key_positions]
     # Arity and keyword names make a call of another shape miss instead of match.
     structure = ["len(a)", "tuple(k)" if names else "len(k)"]
-    parts = [*values, *(f"{s}.dtype" for s in slots), f"{slots[0]}.device", *structure]
-    source = f"def fast_key(a, k):\n    return ({', '.join(parts)},)\n"
+    parts = [
+        *values,
+        *(f"{s}.dtype" for s in slots),
+        *_specialization_terms(shape, specialized),
+        f"{slots[0]}.device",
+        *structure,
+    ]
+    source = f"def fast_key(a, k, type=type):\n    return ({', '.join(parts)},)\n"
     namespace: dict[str, Any] = {}
     exec(
         compile(source, "<kernelpick fast key>", "exec"), namespace
@@ -68,8 +170,11 @@ def _no_fast_key(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ..
 class Dispatcher:
     """Maps calls to launch entries: exact keys for correctness, a generated fast key for speed."""
 
-    def __init__(self, key_positions: Sequence[tuple[int, str]]) -> None:
+    def __init__(
+        self, key_positions: Sequence[tuple[int, str]], specialized: Sequence[Specialized] = ()
+    ) -> None:
         self.key_positions = list(key_positions)
+        self.specialized = list(specialized)
         self.entries: dict[tuple[Any, ...], Any] = {}
         self.fast: dict[tuple[Any, ...], Any] = {}
         self.fast_key: FastKey = _no_fast_key
@@ -80,28 +185,36 @@ class Dispatcher:
         """The entry for this call, or None. The fast path: one generated function, one dict lookup."""
         try:
             return self.fast[self.fast_key(args, kwargs)]
-        except (LookupError, AttributeError, TypeError):
+        except MISSES:
             return None
 
     def exact(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
-        return exact_key(args, kwargs, self.key_positions)
+        return exact_key(args, kwargs, self.key_positions, self.specialized)
 
     def remember(self, args: tuple[Any, ...], kwargs: dict[str, Any], entry: Any) -> None:
         """Make later calls shaped like this one find `entry` through the fast path."""
         shape = call_shape(args, kwargs)
         with self._lock:
             if self._shape is None:
-                fast_key = generate_fast_key(shape, self.key_positions)
+                fast_key = generate_fast_key(shape, self.key_positions, self.specialized)
                 if fast_key is None:
                     return
                 self._shape, self.fast_key = shape, fast_key
             if shape == self._shape:
-                self.fast[self.fast_key(args, kwargs)] = entry
+                try:
+                    self.fast[self.fast_key(args, kwargs)] = entry
+                except MISSES:  # e.g. a tensor without storage: such calls take the exact path
+                    pass
 
 
 def describe_key(names: Sequence[str], key: tuple[Any, ...], *, dtypes: bool = False) -> str:
-    """A key for people: "(M=128, N=4096)"; with `dtypes`, the tensor dtypes that are part of the key follow."""
+    """A key for people: "(M=128, N=4096)"; with `dtypes`, the tensor dtypes and the specialization
+    (`specialization()`) that are part of the key follow."""
     named = [f"{n}={v}" for n, v in zip(names, key)]
     if dtypes:
-        named.append("dtypes " + "/".join(str(v).removeprefix("torch.") for v in key[len(names) : -1]))
+        rest = key[len(names) : -1]
+        named.append(
+            "dtypes " + "/".join(str(v).removeprefix("torch.") for v in rest if not isinstance(v, str))
+        )
+        named += [f"specialized {v}" for v in rest if isinstance(v, str) and v]  # all of it: a key
     return "(" + ", ".join(named) + ")"

@@ -8,6 +8,7 @@ from typing import Any
 
 from kernelpick.bench.device import DeviceInfo
 from kernelpick.bench.result import BenchmarkResult
+from kernelpick.report import headline
 from kernelpick.tune.config import Config
 from kernelpick.tune.search.run import SearchTrace
 
@@ -53,3 +54,11 @@ class TuningRecord:
             "results": [{"config": c.to_data(), **r.to_dict()} for c, r in self.results.items()],
             "search": None if self.search is None else self.search.to_dict(),
         }
+
+
+def failure_report(kernel: str, key: tuple[Any, ...], results: Mapping[Config, BenchmarkResult]) -> str:
+    """The message of `NoValidConfigs`: each config of `kernel` and why it failed for `key`."""
+    lines = [f"all {len(results)} configs of kernel `{kernel}` failed for key {key[:-1]}:"]
+    lines += [f"  {config}: {r.status}: {headline(r.message, 300)}" for config, r in results.items()]
+    lines.append("fix the configs or the kernel; each reason above is what the compiler or the launch said")
+    return "\n".join(lines)

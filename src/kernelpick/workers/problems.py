@@ -80,7 +80,12 @@ def rebuild_value(data: Mapping[str, Any], device: torch.device, generator: torc
 
         return getattr(tl, data["name"])
     spec = TensorSpec(
-        _dtype(data["dtype"]), tuple(data["size"]), tuple(data["stride"]), int(data["offset"]), device
+        _dtype(data["dtype"]),
+        tuple(data["size"]),
+        tuple(data["stride"]),
+        int(data["offset"]),
+        device,
+        bool(data.get("aligned", True)),
     )
     if data.get("values") is None:
         return example_tensor(spec, generator)
