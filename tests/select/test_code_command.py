@@ -1,4 +1,4 @@
-"""select/command.py: `kernelpick code NAME` prints the source of stored choices, read back as text."""
+"""select/command.py: `kernelpick code NAME` prints the source of stored choices."""
 
 from __future__ import annotations
 
