@@ -203,14 +203,32 @@ def test_kernel_that_does_not_compile_gets_a_conservative_answer() -> None:
         access.ttir()
 
 
-def test_interpreter_kernel_gets_a_conservative_answer() -> None:
+def test_a_kernel_decorated_under_triton_interpret_is_analyzed_like_any_other() -> None:
     from triton.runtime.interpreter import InterpretedFunction
 
     interpreted = InterpretedFunction(copy.fn)  # what triton.jit makes under TRITON_INTERPRET=1
     access = analyze(interpreted, f32(), f32(), 8, BLOCK=16)
-    assert not access.certain and "TRITON_INTERPRET" in access.reason
-    assert access.arg_names == ("x_ptr", "y_ptr", "n")
-    assert access.mutated == ("x_ptr", "y_ptr")
+    assert access == analyze(copy, f32(), f32(), 8, BLOCK=16)
+    assert access.certain and access.mutated == ("y_ptr",) and access.read == ("x_ptr",)
+
+
+@triton.jit
+def arange_of_15(x_ptr):
+    return tl.load(x_ptr + tl.arange(0, 15))
+
+
+@triton.jit
+def calls_a_helper_that_does_not_compile(x_ptr, y_ptr):
+    tl.store(y_ptr + tl.arange(0, 16), arange_of_15(x_ptr))
+
+
+def test_an_error_in_a_helper_is_reported_with_triton_s_own_message() -> None:
+    access = analyze(calls_a_helper_that_does_not_compile, f32(), f32())
+    assert not access.certain
+    assert access.reason == (
+        "Triton could not generate TTIR: arange's range must be a power of 2 "
+        "(at `return tl.load(x_ptr + tl.arange(0, 15))`)"
+    )
 
 
 def test_failing_heuristic_gets_a_conservative_answer() -> None:

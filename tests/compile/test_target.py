@@ -11,6 +11,7 @@ import triton.language as tl
 from torch._subclasses.fake_tensor import FakeTensorMode
 from triton.backends.compiler import GPUTarget
 from triton.runtime.interpreter import InterpretedFunction
+from triton.runtime.jit import JITFunction
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 from kernelpick.compile.target import (
@@ -153,13 +154,11 @@ def test_a_jit_function_is_itself() -> None:
     assert as_jit_function(add_kernel) is add_kernel
 
 
-def test_kernels_decorated_under_triton_interpret_are_explained() -> None:
-    interpreted = InterpretedFunction(add_kernel.fn)
-    with pytest.raises(
-        AnalysisError,
-        match=r"kernel `add_kernel` was decorated while TRITON_INTERPRET=1.*unset TRITON_INTERPRET",
-    ):
-        as_jit_function(interpreted)
+def test_kernels_decorated_under_triton_interpret_lower_as_their_compilable_twin() -> None:
+    interpreted = InterpretedFunction(add_kernel.fn)  # what triton.jit makes under TRITON_INTERPRET=1
+    twin = as_jit_function(interpreted)
+    assert isinstance(twin, JITFunction) and twin is as_jit_function(interpreted)
+    assert twin.arg_names == add_kernel.arg_names and twin.cache_key == add_kernel.cache_key
 
 
 def test_other_objects_are_not_kernels() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+import itertools
 import logging
 import threading
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
@@ -17,8 +18,9 @@ from triton.compiler.compiler import make_backend
 from kernelpick.analysis.access import find_accesses
 from kernelpick.analysis.functions import convert_module
 from kernelpick.analysis.parameters import ttir_parameter_names
+from kernelpick.compile.interpreted import compilable
 from kernelpick.compile.target import Specialization, bind_arguments, default_target, specialize
-from kernelpick.compile.unwrap import Unwrapped, is_interpreted, unwrap
+from kernelpick.compile.unwrap import Unwrapped, unwrap
 from kernelpick.errors import AnalysisError
 
 logger = logging.getLogger("kernelpick.analysis")
@@ -124,7 +126,7 @@ def analyze(kernel: Any, *args: Any, **kwargs: Any) -> KernelAccess:
     early = _early_answer(unwrapped)
     if early is not None:
         return early
-    jit = unwrapped.kernel
+    jit = compilable(unwrapped.kernel)  # a kernel decorated under TRITON_INTERPRET=1 compiles as its twin
     _check_keywords(jit, unwrapped.kwargs)
     named = bind_arguments(jit, unwrapped.args, unwrapped.kwargs)
     key = _cache_key(jit, named)
@@ -157,21 +159,16 @@ def analyze_uncached(
     early = _early_answer(unwrapped)
     if early is not None:
         return early
-    _check_keywords(unwrapped.kernel, unwrapped.kwargs)
-    named = bind_arguments(unwrapped.kernel, unwrapped.args, unwrapped.kwargs)
-    return _compute(unwrapped.kernel, named, stage)
+    jit = compilable(unwrapped.kernel)
+    _check_keywords(jit, unwrapped.kwargs)
+    named = bind_arguments(jit, unwrapped.args, unwrapped.kwargs)
+    return _compute(jit, named, stage)
 
 
 def _early_answer(unwrapped: Unwrapped) -> KernelAccess | None:
     """The conservative answer for kernels that cannot be specialized at all, else None."""
     if unwrapped.problem:
         return _conservative_unbound(unwrapped, unwrapped.problem)
-    if is_interpreted(unwrapped.kernel):
-        return _conservative_unbound(
-            unwrapped,
-            "the kernel was decorated while TRITON_INTERPRET=1 was set, so Triton cannot compile it; "
-            "unset TRITON_INTERPRET before importing it",
-        )
     return None
 
 
@@ -198,7 +195,7 @@ def _compute(jit: Any, named: dict[str, Any], stage: str) -> KernelAccess:
     except Exception as error:  # any compiler failure makes the answer conservative
         logger.info("kernelpick could not generate TTIR for `%s`: %s", jit.__name__, error)
         return _conservative(
-            jit.__name__, arg_names, pointers, f"Triton could not generate TTIR: {_first_line(error)}"
+            jit.__name__, arg_names, pointers, f"Triton could not generate TTIR: {compiler_message(error)}"
         )
     try:
         program = convert_module(module)
@@ -260,7 +257,7 @@ def _specialize(jit: Any, named: dict[str, Any]) -> Specialization:
     except Exception as error:
         raise AnalysisError(
             f"kernel `{jit.__name__}` cannot be specialized for these arguments ({type(error).__name__}: "
-            f"{_first_line(error)}); pass tensors, TensorDescriptors, ints, floats, bools, None or constexpr values"
+            f"{compiler_message(error)}); pass tensors, TensorDescriptors, ints, floats, bools, None or constexpr values"
         ) from error
 
 
@@ -283,6 +280,30 @@ def _first_line(error: BaseException) -> str:
     text = str(error).strip()
     lines = [line for line in text.splitlines() if line.strip()]
     return lines[-1].strip() if lines else type(error).__name__
+
+
+def compiler_message(error: BaseException) -> str:
+    """What Triton said, for people: the innermost message of a chain of compile errors (an error in a
+    helper is wrapped by one per call site, each only pointing at its call with a `^`), and the source
+    line it points at: "arange's range must be a power of 2 (at `return tl.load(x + tl.arange(0, 15))`)".
+    """
+    chain: list[BaseException] = []
+    current: BaseException | None = error
+    while current is not None and all(current is not seen for seen in chain):
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    message, where = "", ""
+    for link in chain:  # outermost first: the innermost message and location win
+        said = " ".join(str(getattr(link, "error_message", None) or "").split())
+        message = said or message
+        lines = str(link).splitlines()
+        for above, line in itertools.pairwise(lines):
+            if line.strip() == "^":
+                where = above.strip()
+    if not message:
+        lines = [line.strip() for line in str(chain[-1]).splitlines() if line.strip() not in ("", "^")]
+        message = lines[-1] if lines else type(chain[-1]).__name__
+    return f"{message} (at `{where}`)" if where else message
 
 
 def _runtime_arg_names(kernel: Any) -> tuple[str, ...]:

@@ -13,6 +13,7 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler.compiler import ASTSource, make_backend
 from triton.runtime.jit import JITFunction, create_function_from_signature
 
+from kernelpick.compile.interpreted import compiling
 from kernelpick.compile.launch import language_lock
 from kernelpick.errors import AnalysisError
 
@@ -52,7 +53,7 @@ class Specialization:
         ir.load_dialects(context)
         self.backend.load_dialects(context)
         codegen_fns = self.backend.get_codegen_implementation(self.options)
-        with language_lock:  # not while another thread interprets a kernel
+        with language_lock, compiling(self.kernel):  # not while another thread interprets a kernel
             module = self.source.make_ir(
                 self.target, self.options, codegen_fns, self.backend.get_module_map(), context
             )
@@ -76,12 +77,11 @@ def as_jit_function(kernel: Any) -> JITFunction[Any]:
         return kernel
     from triton.runtime.interpreter import InterpretedFunction
 
-    if isinstance(kernel, InterpretedFunction):
-        raise AnalysisError(
-            f"kernel `{kernel.__name__}` was decorated while TRITON_INTERPRET=1 was set, so Triton cannot "
-            "compile it; kernelpick runs kernels in the interpreter by itself when there is no GPU: "
-            "unset TRITON_INTERPRET"
-        )
+    if isinstance(kernel, InterpretedFunction):  # decorated under TRITON_INTERPRET=1
+        from kernelpick.compile.interpreted import compilable
+
+        twin: JITFunction[Any] = compilable(kernel)
+        return twin
     raise AnalysisError(f"expected a @triton.jit function, got {type(kernel).__name__}: {kernel!r}")
 
 

@@ -99,11 +99,13 @@ def suspended() -> Iterator[None]:
 def _launch_classes() -> list[type]:
     from triton.runtime.autotuner import Autotuner as TritonAutotuner
     from triton.runtime.autotuner import Heuristics
+    from triton.runtime.interpreter import InterpretedFunction
     from triton.runtime.jit import JITFunction
 
     from kernelpick.tune.autotuner import Autotuner
 
-    return [JITFunction, TritonAutotuner, Heuristics, Autotuner]
+    # InterpretedFunction: what `triton.jit` makes under TRITON_INTERPRET=1
+    return [JITFunction, InterpretedFunction, TritonAutotuner, Heuristics, Autotuner]
 
 
 def _intercepting(original: Callable[..., Any]) -> Callable[..., Any]:

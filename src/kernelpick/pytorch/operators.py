@@ -23,6 +23,7 @@ import torch
 
 from kernelpick import settings
 from kernelpick.errors import MutatesArgsError, OperatorError
+from kernelpick.pytorch import pending
 from kernelpick.pytorch import schema as schemas
 from kernelpick.pytorch.fast_path import DISPATCH, INTERPRET, route
 from kernelpick.pytorch.functionalize import functionalize_call
@@ -165,6 +166,7 @@ class Operator:
         self._registered = False  # a plain bool: torch.compile guards on it
         self._first_traced_call = _nonstrict(self._dispatch, name)
         functools.update_wrapper(self, fn)
+        pending.watch(self._namespace, self._opname, self._why_not_registered)
         if example_inputs is not None:
             self.register(*example_inputs)
 
@@ -344,6 +346,15 @@ class Operator:
     def schema(self) -> str:
         """The schema, with mutation annotations once registered."""
         return str(self._overload._schema) if self._registered else self._base_schema
+
+    def _why_not_registered(self) -> str | None:
+        """What `torch.ops.<namespace>.<name>` says before registration (None after it)."""
+        if self._registered:
+            return None
+        return self._not_yet(
+            f"torch.ops.{self._namespace}.{self._opname} does not exist yet (registering takes one call's "
+            "arguments, to find which inputs the kernels write)"
+        )
 
     def _not_yet(self, what: str) -> str:
         return (

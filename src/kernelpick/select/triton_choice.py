@@ -8,6 +8,7 @@ from typing import Any
 from triton.runtime.jit import JITFunction
 
 from kernelpick import settings
+from kernelpick.compile.interpreted import compilable
 from kernelpick.compile.launch import launcher
 from kernelpick.compile.precompile import CompileOutcome, classify, precompile
 from kernelpick.errors import ConfigError
@@ -29,9 +30,9 @@ Bind = Callable[..., tuple[Any, Any]]
 
 
 def _jit_function(kernel: Any) -> JITFunction[Any]:
-    inner = kernel
+    inner = compilable(kernel)  # under TRITON_INTERPRET=1, the compilable twin of the interpreted kernel
     while not isinstance(inner, JITFunction) and hasattr(inner, "fn"):
-        inner = inner.fn  # triton.heuristics and similar wrappers
+        inner = compilable(inner.fn)  # triton.heuristics and similar wrappers
     if not isinstance(inner, JITFunction):
         raise ConfigError(
             f"kernelpick.triton_choice expects a @triton.jit kernel, got {type(kernel).__name__}; "

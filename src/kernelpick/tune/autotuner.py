@@ -26,6 +26,7 @@ from kernelpick.bench.inputs import ScratchArguments, tensor_of
 from kernelpick.bench.pick import Pick, pick
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.timers import Timer, UserBenchTimer, timer_for
+from kernelpick.compile.interpreted import compilable
 from kernelpick.compile.launch import runner
 from kernelpick.compile.precompile import precompile
 from kernelpick.compile.unwrap import innermost
@@ -180,7 +181,7 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
         search: str | None = None,
     ) -> None:
         self.fn = fn
-        self.base_fn = innermost(fn)
+        self.base_fn = compilable(innermost(fn))  # under TRITON_INTERPRET=1, the kernel's compilable twin
         if not hasattr(self.base_fn, "arg_names"):
             raise ConfigError(f"kernelpick.autotune expects a @triton.jit function, got {type(fn).__name__}")
         self.arg_names: list[str] = list(self.base_fn.arg_names)

@@ -1,0 +1,40 @@
+"""With TRITON_INTERPRET=1 set, the usual way to run Triton on a CPU, every public feature works.
+
+Under that variable `@triton.jit` makes interpreted functions, which Triton cannot compile: kernelpick
+analyzes, keys and tunes them through their compilable twins (`kernelpick.compile.interpreted`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = sorted((ROOT / "examples").glob("*.py"))
+
+
+def run_interpreted(script: Path, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "TRITON_INTERPRET": "1", "KERNELPICK_CACHE_DIR": str(tmp_path / "cache")}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "src"), env.get("PYTHONPATH")]))
+    return subprocess.run(
+        [sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=600, cwd=tmp_path
+    )
+
+
+def test_every_public_feature_works_under_triton_interpret(tmp_path: Path) -> None:
+    done = run_interpreted(ROOT / "tests" / "interpret_features.py", tmp_path)
+    assert done.returncode == 0, done.stderr[-4000:]
+    features = json.loads(done.stdout.strip().splitlines()[-1])
+    assert features == ["analyze", "autotune", "isolation", "select", "op", "launch", "report"]
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda path: path.name)
+def test_the_examples_run_under_triton_interpret(example: Path, tmp_path: Path) -> None:
+    done = run_interpreted(example, tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "compile_error" not in done.stdout, done.stdout[-3000:]
