@@ -139,6 +139,11 @@ class Settings:
         "KERNELPICK_SEARCH_SECONDS", 0.0, "Most seconds a search spends per key (0: no limit)."
     )
     search_seed: int = _setting("KERNELPICK_SEARCH_SEED", 0, "Seed of the searches that draw at random.")
+    search_patience: float = _setting(
+        "KERNELPICK_SEARCH_PATIENCE",
+        5.0,
+        "In a search, give up a config compiling this many times longer than its batch's median (0: wait).",
+    )
     log_path: Path | None = _setting(
         "KERNELPICK_LOG", None, "Append one JSON line per tuning to this file (for reports and audits)."
     )

@@ -13,8 +13,11 @@ from kernelpick.compile.precompile import (
     ChildCompileError,
     CompilerCrashed,
     OutOfResources,
+    Patience,
     _ForkedExecutor,
+    _patience,
     classify,
+    patience,
     precompile,
 )
 from kernelpick.tune.config import Config
@@ -223,3 +226,37 @@ def test_gpu_configs_are_announced_as_they_compile() -> None:
 
     assert announced() == [0, 2]
     assert announced() == [0, 2]  # compiled already: announced at once
+
+
+def test_under_patience_a_straggler_is_skipped_once_half_the_batch_compiled() -> None:
+    import time as clock
+
+    executor = _ForkedExecutor(workers=2, timeout_s=300.0, patience=Patience(factor=5, floor_s=0.5))
+    quick = [lambda: clock.sleep(0.05) for _ in range(4)]
+    futures = [executor.submit(job) for job in (*quick, lambda: clock.sleep(60))]
+    started = clock.monotonic()
+    executor.run()
+    assert clock.monotonic() - started < 30
+    assert all(f.exception() is None for f in futures[:4])
+    status, message = classify(futures[4].exception())
+    assert status == "skipped"
+    assert "the search went on without it" in message and "KERNELPICK_SEARCH_PATIENCE" in message
+
+
+def test_patience_waits_until_half_the_batch_compiled_and_never_past_the_timeout() -> None:
+    rule = Patience(factor=4, floor_s=1.0)
+    assert rule.limit_s([], jobs=4) is None
+    assert rule.limit_s([2.0], jobs=4) is None  # a quarter done: no median to judge by yet
+    assert rule.limit_s([2.0, 3.0], jobs=4) == 10.0
+    assert rule.limit_s([0.1, 0.1], jobs=4) == 1.0  # the floor
+    executor = _ForkedExecutor(workers=1, timeout_s=2.0, patience=rule)
+    assert executor._limit([1.0, 1.0]) == (2.0, False)  # the timeout is the nearer limit
+
+
+def test_the_patience_context_reaches_the_forked_compiles_only_inside_it() -> None:
+    assert _patience.get() is None
+    with patience(3.0):
+        assert _patience.get() == Patience(3.0)
+        with patience(0):
+            assert _patience.get() is None  # 0: wait for every compile
+    assert _patience.get() is None

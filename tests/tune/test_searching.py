@@ -80,3 +80,38 @@ def test_a_space_is_tuned_over_its_configs_that_pass_the_constraint() -> None:
     assert kernel.last_tuning is not None
     assert sorted({c.kwargs["BLOCK"] for c in kernel.last_tuning.results}) == [32, 64, 128]
     assert len(kernel.last_tuning.results) == 6
+
+
+def test_a_search_compiles_with_patience_and_does_not_store_a_skipped_config(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from kernelpick.bench.result import BenchmarkResult
+    from kernelpick.compile.precompile import Patience, _patience
+
+    store = MemoryStore()
+    kernel = kernelpick.autotune(SPACE, key=["n"], search="random", store=store)(add_kernel)
+    measure = kernel.benchmark_configs
+    seen: list[Patience | None] = []
+    slow = kernel.configs[3]
+
+    def benchmark_configs(configs, *args, **kwargs):  # type: ignore[no-untyped-def]
+        seen.append(_patience.get())  # what a forked compile started here would obey
+        results = measure([c for c in configs if c != slow], *args, **kwargs)
+        if slow in configs:  # as if its compile had outlasted the batch's patience
+            results[slow] = BenchmarkResult.failed("skipped", "compiling took over 15 s")
+        return results
+
+    monkeypatch.setattr(kernel, "benchmark_configs", benchmark_configs)
+    with settings.override(search_budget=len(SPACE), search_patience=4.0):
+        add(kernel)
+    assert seen and all(p == Patience(4.0) for p in seen)
+    record = kernel.last_tuning
+    assert record is not None and record.results[slow].status == "skipped" and record.best != slow
+    stored = {candidate for rows in store._rows.values() for candidate in rows}
+    assert slow.digest not in stored and len(stored) == len(SPACE) - 1
+
+    exhaustive = kernelpick.autotune(SPACE, key=["n"], store=MemoryStore())(add_kernel)
+    measure_all = exhaustive.benchmark_configs
+    monkeypatch.setattr(
+        exhaustive, "benchmark_configs", lambda *a, **k: seen.append(_patience.get()) or measure_all(*a, **k)
+    )
+    add(exhaustive)
+    assert seen[-1] is None  # exhaustive tuning waits for every compile

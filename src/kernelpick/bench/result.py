@@ -16,6 +16,7 @@ Status = Literal[
     "wrong_result",  # it ran but its output differs from the reference
     "timeout",  # it did not finish in time
     "crashed",  # it killed the process running it
+    "skipped",  # a search gave up its compile, far slower than the others' (never stored)
 ]
 STATUSES: tuple[str, ...] = get_args(Status)
 
@@ -42,6 +43,11 @@ class BenchmarkResult:
     @property
     def ok(self) -> bool:
         return self.status == "ok"
+
+    @property
+    def storable(self) -> bool:
+        """False for a result that says nothing lasting about its candidate (a skipped compile)."""
+        return self.status != "skipped"
 
     @property
     def median_ms(self) -> float:

@@ -18,11 +18,14 @@ import logging
 import os
 import selectors
 import signal
+import statistics
 import time
 import traceback
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -34,10 +37,45 @@ if TYPE_CHECKING:  # a runtime import would be circular: kernelpick.tune imports
 
 log = logging.getLogger("kernelpick.compile")
 
-CompileStatus = Literal["ok", "compile_error", "out_of_resources", "crashed", "timeout"]
+CompileStatus = Literal["ok", "compile_error", "out_of_resources", "crashed", "timeout", "skipped"]
 
 #: How much lower forked compilers run than the process that forked them (`os.nice`).
 COMPILER_NICENESS = 5
+#: Seconds a compile may always take under `patience`, however quick the others were.
+PATIENCE_FLOOR_S = 15.0
+
+
+@dataclass(frozen=True, slots=True)
+class Patience:
+    """How long a batch of compiles waits for its stragglers: once half of the batch has compiled, a
+    config still compiling after `factor` times their median (and at least `floor_s`) is given up.
+
+    A search sets it: one config that takes minutes to compile (a huge tile spilling registers)
+    would otherwise hold up every later proposal. On an H100, one 256x256 tile with 2 warps held a
+    batch of 24 for 200 s; the others compiled in seconds.
+    """
+
+    factor: float
+    floor_s: float = PATIENCE_FLOOR_S
+
+    def limit_s(self, compiled_s: Sequence[float], jobs: int) -> float | None:
+        """Seconds a config may compile for, given the compile times of those done so far."""
+        if not compiled_s or 2 * len(compiled_s) < jobs:
+            return None
+        return max(self.floor_s, self.factor * statistics.median(compiled_s))
+
+
+_patience: ContextVar[Patience | None] = ContextVar("kernelpick_compile_patience", default=None)
+
+
+@contextmanager
+def patience(factor: float) -> Iterator[None]:
+    """Compiles started in this context give up their stragglers (`Patience`); 0 waits for all."""
+    token = _patience.set(Patience(factor) if factor > 0 else None)
+    try:
+        yield
+    finally:
+        _patience.reset(token)
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +98,8 @@ def classify(error: BaseException) -> tuple[CompileStatus, str]:
     status: CompileStatus = "out_of_resources" if name == "OutOfResources" else "compile_error"
     if isinstance(error, CompilerCrashed):
         status = "crashed"
+    elif isinstance(error, CompileSkipped):
+        status = "skipped"
     elif isinstance(error, CompileTimeout):
         status = "timeout"
     if len(text) > 2000:
@@ -97,7 +137,8 @@ def precompile(
             compile here, compiling in the children and loading their results (for tuning reports).
         meanwhile: work for this thread to do while the compilers run (called exactly once).
         timeout_s: in the process mode, how long one config may compile before its compiler is
-            killed and the config recorded as `timeout`.
+            killed and the config recorded as `timeout`. Within `patience(...)`, a straggler is
+            also given up, as `skipped`, once it compiles far longer than the others did.
         on_compiled: called with a config's index as soon as it is known to have compiled, before
             the others are done in the process mode (another process can then load it from Triton's
             on-disk cache); at the end in the other modes. Called from this thread.
@@ -112,7 +153,7 @@ def precompile(
         outcomes = _lower_all(kernel, args, kwargs, configs, workers) if configs else []
     # The forked mode queues job numbers in one pipe buffer (64 KiB): plenty for any real space.
     elif mode == "process" and hasattr(os, "fork") and len(configs) < 16_000:
-        forked = _ForkedExecutor(workers, timeout_s)
+        forked = _ForkedExecutor(workers, timeout_s, _patience.get())
         outcomes = _compile_all(kernel, args, kwargs, configs, grid, forked, meanwhile, on_compiled)
         if timings is not None:
             timings.update(forked.timings)
@@ -226,6 +267,10 @@ class CompileTimeout(ChildCompileError):
     """A config compiled for longer than the compile timeout; its compiler was killed."""
 
 
+class CompileSkipped(CompileTimeout):
+    """A config compiled far longer than the rest of its batch (`Patience`); its compiler was killed."""
+
+
 @dataclass(slots=True)
 class _Child:
     """A forked compiler: its process, unread output, and the config it is compiling since when."""
@@ -243,9 +288,10 @@ class _ForkedExecutor(Executor):
     reported as crashed, and the parent never runs them.
     """
 
-    def __init__(self, workers: int, timeout_s: float | None = None) -> None:
+    def __init__(self, workers: int, timeout_s: float | None = None, patience: Patience | None = None) -> None:
         self.workers = workers
         self.timeout_s = timeout_s
+        self.patience = patience
         self.jobs: list[tuple[Callable[[], Any], Future[Any]]] = []
         self.configs: list[int] = []  # the config index of each job
         self.on_compiled: Callable[[int], object] | None = None  # with a config index, as each compiles
@@ -269,11 +315,15 @@ class _ForkedExecutor(Executor):
                     CompilerCrashed("the compiler process crashed while compiling this config")
                 )
             elif report["error"] is not None:
-                kind = {"OutOfResources": OutOfResources, "CompileTimeout": CompileTimeout}.get(
-                    report["type"], ChildCompileError
-                )
+                kind = {
+                    "OutOfResources": OutOfResources,
+                    "CompileTimeout": CompileTimeout,
+                    "CompileSkipped": CompileSkipped,
+                }.get(report["type"], ChildCompileError)
                 message = (
-                    report["error"] if kind is CompileTimeout else f"{report['type']}: {report['error']}"
+                    report["error"]
+                    if issubclass(kind, CompileTimeout)
+                    else f"{report['type']}: {report['error']}"
                 )
                 future.set_exception(kind(message))
             else:
@@ -319,18 +369,19 @@ class _ForkedExecutor(Executor):
         return self._collect(children)
 
     def _collect(self, children: list[tuple[int, int]]) -> dict[int, dict[str, Any]]:
-        """Read every child's reports; kill a child whose current config outlives `timeout_s`."""
+        """Read every child's reports; kill a child whose current config outlives `timeout_s`, or
+        the limit `patience` sets."""
         reports: dict[int, dict[str, Any]] = {}
+        compiled_s: list[float] = []  # how long each config that compiled took
         watch = selectors.DefaultSelector()
         running: dict[int, _Child] = {}  # by read end
         for pid, read_end in children:
             watch.register(read_end, selectors.EVENT_READ)
             running[read_end] = _Child(pid)
         while running:
+            limit, _ = self._limit(compiled_s)
             busy = [child.since for child in running.values() if child.config is not None]
-            wait = None
-            if self.timeout_s is not None and busy:
-                wait = max(0.0, min(busy) + self.timeout_s - time.monotonic())
+            wait = None if limit is None or not busy else max(0.0, min(busy) + limit - time.monotonic())
             for key, _ in watch.select(wait):
                 child = running[key.fd]
                 chunk = os.read(key.fd, 65536)
@@ -344,21 +395,35 @@ class _ForkedExecutor(Executor):
                         child.config, child.since = report["index"], time.monotonic()
                     else:
                         reports[report["index"]] = report
+                        if report["error"] is None:
+                            compiled_s.append(time.monotonic() - child.since)
                         child.config = None
                         if report["error"] is None and self.on_compiled is not None:
                             self.on_compiled(self.configs[report["index"]])
+            limit, straggling = self._limit(compiled_s)
             for fd, child in list(running.items()):
-                if self.timeout_s is None or child.config is None:
+                if limit is None or child.config is None or time.monotonic() - child.since <= limit:
                     continue
-                if time.monotonic() - child.since > self.timeout_s:
-                    os.kill(child.pid, signal.SIGKILL)
-                    reports[child.config] = {
-                        "index": child.config,
-                        "error": f"compiling took over {self.timeout_s:g} s; the compiler was killed",
-                        "type": "CompileTimeout",
-                    }
-                    self._forget(watch, running, fd)
+                os.kill(child.pid, signal.SIGKILL)
+                if straggling and self.patience is not None:
+                    error = (
+                        f"compiling took over {limit:.0f} s, {self.patience.factor:g}x the median of the "
+                        f"{len(compiled_s)} configs compiled beside it; the search went on without it "
+                        "(KERNELPICK_SEARCH_PATIENCE)"
+                    )
+                else:
+                    error = f"compiling took over {limit:g} s; the compiler was killed"
+                kind = "CompileSkipped" if straggling else "CompileTimeout"
+                reports[child.config] = {"index": child.config, "error": error, "type": kind}
+                self._forget(watch, running, fd)
         return reports
+
+    def _limit(self, compiled_s: Sequence[float]) -> tuple[float | None, bool]:
+        """How long the config in flight may compile, and whether that is the patience's limit."""
+        straggler = None if self.patience is None else self.patience.limit_s(compiled_s, len(self.jobs))
+        if straggler is not None and (self.timeout_s is None or straggler < self.timeout_s):
+            return straggler, True
+        return self.timeout_s, False
 
     @staticmethod
     def _forget(watch: selectors.BaseSelector, running: dict[int, _Child], fd: int) -> None:
@@ -385,6 +450,8 @@ class _ForkedExecutor(Executor):
                         report = {"index": index, "error": str(error)[:4000], "type": type(error).__name__}
                     stream.write(json.dumps(report) + "\n")
                     stream.flush()
+        except BrokenPipeError:  # the parent is gone (killed, or it gave up on us): nobody to tell
+            code = 1
         except BaseException:
             traceback.print_exc()
             code = 1

@@ -444,7 +444,7 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
         if store is None or not measured:
             return
         started = time.perf_counter()
-        rows = [StoredResult(c.digest, c.to_dict(), r) for c, r in measured.items()]
+        rows = [StoredResult(c.digest, c.to_dict(), r) for c, r in measured.items() if r.storable]
         keep_kernel_source(self.base_fn)  # for `kernelpick code`
         store.save(self.tuning_key(key, device), rows, pick=None if best is None else best.digest)
         phases["store_write"] = time.perf_counter() - started

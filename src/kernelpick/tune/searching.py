@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from kernelpick import settings
 from kernelpick.bench.result import BenchmarkResult
+from kernelpick.compile.precompile import patience
 from kernelpick.tune.config import Config
 from kernelpick.tune.search.base import Budget
 from kernelpick.tune.search.registry import make_strategy
@@ -31,14 +32,15 @@ def search(
     """Search `configs` with the named strategy, within the settings' budget and seed.
 
     A batch asked for at less than full effort is timed with proportionally fewer runs and no
-    second round. The seconds of each batch's steps add up in `phases`.
+    second round. A config compiling far longer than the rest of its batch is given up as
+    `skipped` (`KERNELPICK_SEARCH_PATIENCE`). The seconds of each batch's steps add up in `phases`.
     """
     current = settings.current()
 
     def timed(batch: Sequence[Config], effort: float) -> Mapping[Config, BenchmarkResult]:
         steps: dict[str, float] = {}
         quick = {"rep_ms": max(1.0, current.rep_ms * effort), "confirm_top": 0} if effort < 1 else {}
-        with settings.override(**quick):
+        with settings.override(**quick), patience(current.search_patience):
             results = measure(batch, steps)
         for name, seconds in steps.items():
             phases[name] = phases.get(name, 0.0) + seconds
