@@ -87,7 +87,10 @@ def autotune_table(
 def record_table(title: str, record: TuningRecord) -> Table:
     """The AUTOTUNE table of one tuning record."""
     rows = [(str(config), result) for config, result in record.results.items()]
-    return autotune_table(title, rows, record.device, record.seconds, best=str(record.best), note=record.note)
+    notes = [record.note] if record.note else []
+    if record.search is not None:
+        notes.append(record.search.summary())
+    return autotune_table(title, rows, record.device, record.seconds, best=str(record.best), note="\n".join(notes))
 
 
 def headline(message: str, limit: int = 100) -> str:

@@ -245,7 +245,7 @@ def _merge(entries: Sequence[Mapping[str, Any]]) -> TunedKey:
             if candidate is not None:
                 candidates.pop(candidate.name, None)  # the latest result, in the latest order
                 candidates[candidate.name] = candidate
-    searches = [parse_search(e["search"]) for e in entries if "search" in e]
+    searches = [parse_search(data) for e in entries for data in _logged_searches(e)]
     key: Mapping[str, Any] = latest["key"] if isinstance(latest.get("key"), Mapping) else {}
     flops, moved = finite_number(latest.get("flops")), finite_number(latest.get("bytes"))
     if flops is None and moved is None:  # registered in this process, or built in
@@ -270,6 +270,20 @@ def _merge(entries: Sequence[Mapping[str, Any]]) -> TunedKey:
         flops=flops,
         bytes=moved,
     )
+
+
+def _logged_searches(entry: Mapping[str, Any]) -> list[Any]:
+    """A log line's searches: a tuned kernel's `search`, a selector's `searches` (one per config
+    space, each named after its strategy and space)."""
+    found = [entry["search"]] if "search" in entry else []
+    spaces = entry.get("searches")
+    if isinstance(spaces, Mapping):
+        found += [
+            {**data, "strategy": f"{data.get('strategy') or 'search'} of {space}"}
+            for space, data in spaces.items()
+            if isinstance(data, Mapping)
+        ]
+    return found
 
 
 def _logged_candidate(data: Any) -> Candidate | None:

@@ -14,8 +14,9 @@ A line is one JSON object:
 - `candidates`: each with `name`, `description` (its config or choice as plain data), `status`,
   `cost_ms` (null when it failed), `timing` (median_ms, iqr_ms, runs, timer, host_ms, ... or
   null), `message` (why it failed, one line) and `from_store`;
-- when known: `search` (the record's `search.to_dict()`: see `kernelpick.reports.search`), `flops`
-  and `bytes` (`kernelpick.reports.work`).
+- when known: `search` (a tuned kernel's `search.to_dict()`: see `kernelpick.reports.search`) or
+  `searches` (a selector's, one per config space it searched, by the space's name, each with the
+  space's `configs` count), `flops` and `bytes` (`kernelpick.reports.work`).
 """
 
 from __future__ import annotations
@@ -86,6 +87,8 @@ def tuning_entry(
         candidates = [candidate_entry(r.name, r.description, r.result) for r in record.results]
         best = record.best
         extra: dict[str, Any] = {"reference": record.reference}
+        if record.searches:
+            extra["searches"] = record.searches_to_dict()
     else:
         kind, name = "autotune", record.kernel
         values = record.key[:-1]  # the last value is the device

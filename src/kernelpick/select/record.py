@@ -13,6 +13,7 @@ from kernelpick.bench.result import BenchmarkResult
 from kernelpick.report import autotune_table, headline
 from kernelpick.select.eligibility import SkippedChoice
 from kernelpick.select.signature import Signature
+from kernelpick.tune.search.run import SearchTrace
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +42,9 @@ class SelectionRecord:
     worked; `best` is the winner's name; `reference` the name of what outputs were checked against
     (None when nothing was verified); `from_store` is True when nothing had to be measured; `note`
     says why the winner is not the fastest, when the reference was kept (`kernelpick.bench.pick`);
-    `skipped` has the choices the device does not meet the requirements of, each with the reason.
+    `skipped` has the choices the device does not meet the requirements of, each with the reason;
+    `searches` what a search (`Selector(search=...)`) did in each config space it searched, by the
+    space's name (`results` then holds only the choices evaluated).
     """
 
     selector: str
@@ -54,6 +57,7 @@ class SelectionRecord:
     reference: str | None = None
     note: str = ""
     skipped: tuple[SkippedChoice, ...] = ()
+    searches: Mapping[str, SearchTrace] = field(default_factory=dict)
     _by_name: dict[str, ChoiceResult] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -75,6 +79,7 @@ class SelectionRecord:
         rows = [(r.name, r.result) for r in self.results]
         notes = [self.note] if self.note else []
         notes += [f"skipped {s.name}: {s.reason}" for s in self.skipped]
+        notes += [self.search_caption(name) for name in self.searches]
         return autotune_table(
             f"{self.selector}{self.signature}",
             rows,
@@ -98,7 +103,19 @@ class SelectionRecord:
             "cache_hit": self.from_store,
             "results": [r.to_dict() for r in self.results],
             "skipped": [s.to_dict() for s in self.skipped],
+            "searches": self.searches_to_dict(),
         }
+
+    def searches_to_dict(self) -> dict[str, dict[str, Any]]:
+        """Each searched space's trace as plain data (`SearchTrace.to_dict()`), with its `configs`."""
+        return {
+            name: {**trace.to_dict(), "configs": trace.candidates}
+            for name, trace in self.searches.items()
+        }
+
+    def search_caption(self, space: str) -> str:
+        """One line: which strategy searched `space` and how much of it was evaluated."""
+        return self.searches[space].summary(space)
 
     def summary(self) -> str:
         """One line: the winner, its median and how many choices failed."""

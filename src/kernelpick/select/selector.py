@@ -10,6 +10,7 @@ stored; the fastest that worked wins.
 from __future__ import annotations
 
 import contextvars
+import functools
 import logging
 import sys
 import threading
@@ -36,11 +37,13 @@ from kernelpick.select.eligibility import eligible_spaces
 from kernelpick.select.inputs import ExampleInputs, InputGen, preserved_rng
 from kernelpick.select.isolated import measure_in_worker, measure_in_workers
 from kernelpick.select.record import ChoiceResult, SelectionRecord
+from kernelpick.select.searching import NO_SEARCH, SelectionSearch, search_choices
 from kernelpick.select.signature import POSITIONAL_KEYS, Signature, signature_key, value_key
 from kernelpick.select.verify import Checking, Tolerance, compare, tf32_allowed
 from kernelpick.store import ResultStore, StoredResult, TuningKey, default_store
 from kernelpick.store.deploy import tabled_winner, tuning_required
 from kernelpick.store.table import TableEntry
+from kernelpick.tune.search.registry import default_strategy_name, strategy_class
 from kernelpick.workers import IsolationError, Reference
 from kernelpick.workers.plan import isolation_wanted, start_early
 
@@ -76,13 +79,18 @@ class Selector:
         isolate: measure choices in worker processes, one per GPU, that a choice crashing, hanging
             or breaking its CUDA context cannot take down (default: `KERNELPICK_ISOLATE`, on with a
             GPU). The selector must then be importable: bound to a module-level name.
+        search: how the configs of each template or triton_choice are searched: "exhaustive" (time
+            them all), "random", "halving", "pattern" or "model" (default: `KERNELPICK_SEARCH`;
+            budgets per space: `KERNELPICK_SEARCH_BUDGET`, `KERNELPICK_SEARCH_SECONDS`). Other
+            choices are always timed, then again with each space's best few (`kernelpick.select.searching`).
 
     Calls take the operation's inputs, `selector(*inputs, **kwargs)`. Tensors select a tuning by
     device, dtype, size, strides and storage offset; other values by value (so they must be
     hashable); `out=` is passed to the choices, which write into it.
 
     Raises:
-        ConfigError: a choice is not a choice, two differ but share a name, or the reference is unknown.
+        ConfigError: a choice is not a choice, two differ but share a name, the reference is unknown,
+            or `search` names no strategy (the message lists those that exist).
     """
 
     def __init__(
@@ -99,9 +107,11 @@ class Selector:
         cache: bool = True,
         timer: Timer | None = None,
         isolate: bool | None = None,
+        search: str | None = None,
     ) -> None:
         self.name = name
         self.isolate = isolate
+        self.search = search if search is None else strategy_class(search).name  # checked now
         #: The module that made this selector: where a worker process looks for it by name.
         self.defined_in: str | None = sys._getframe(1).f_globals.get("__name__")
         #: How a worker process finds this selector, when not by a module-level name (set by factories).
@@ -201,14 +211,16 @@ class Selector:
                         f"selector `{self.name}`", str(signature), signature.device.name, len(todo)
                     )
                 )
-            reference = None
+            reference, searched = None, NO_SEARCH
             if todo:
-                measured, reference = self._measure(todo, choices, signature, inputs, kwargs)
-                results.update(measured)
-            ranked = sorted(choices, key=lambda c: results[c.digest].cost_ms)
+                reference, searched = self._measure_todo(todo, choices, signature, inputs, kwargs, results)
+            todo = [c for c in todo if c.digest in results]  # what was timed: a search leaves some out
+            ranked = sorted(
+                [c for c in choices if c.digest in results], key=lambda c: results[c.digest].cost_ms
+            )
             rows = tuple(ChoiceResult(c.name, c.digest, c.description(), results[c.digest]) for c in ranked)
             note = ""
-            if any(results[c.digest].ok for c in choices):
+            if any(result.ok for result in results.values()):
                 by_digest = {c.digest: c for c in choices}
                 chosen = pick(
                     results, self.reference_digest(signature), name=lambda digest: by_digest[digest].name
@@ -220,6 +232,7 @@ class Selector:
             def save(pick: str | None) -> None:  # after binding, which may find a winner uncallable
                 if store is not None and todo:
                     now = [StoredResult(c.digest, c.description(), results[c.digest]) for c in todo]
+                    now = [row for row in now if row.result.storable]
                     store.save(tuning_key, now, pick=pick)
 
             try:
@@ -239,6 +252,7 @@ class Selector:
                 reference,
                 note if winner.digest == ranked[0].digest else "",
                 eligible_spaces(self.spaces, signature.device)[1],
+                searched.traces,
             )
             self.records[key] = self.last_selection = record
             log_tuning(record)
@@ -376,6 +390,29 @@ class Selector:
         raise ConfigError(
             f"reference of selector `{self.name}` must be a choice, a name or a function, got {wanted!r}"
         )
+
+    def _measure_todo(
+        self,
+        todo: list[Choice],
+        choices: list[Choice],
+        signature: Signature,
+        inputs: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        results: dict[str, BenchmarkResult],
+    ) -> tuple[str | None, SelectionSearch]:
+        """Measure `todo` into `results`: all of it, or what a search of each config space proposes
+        and a final round (`kernelpick.select.searching`). Returns the reference's name and the searches."""
+        measure = functools.partial(
+            self._measure, choices=choices, signature=signature, inputs=inputs, kwargs=kwargs
+        )
+        strategy = self.search or default_strategy_name()
+        if strategy == "exhaustive":
+            measured, reference = measure(todo)
+            results.update(measured)
+            return reference, NO_SEARCH
+        found = search_choices(strategy, choices, results, measure, self.reference_digest(signature))
+        results.update(found.results)
+        return found.reference, found
 
     def _measure(
         self,

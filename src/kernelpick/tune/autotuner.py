@@ -31,7 +31,7 @@ from kernelpick.compile.launch import runner
 from kernelpick.compile.precompile import precompile
 from kernelpick.compile.unwrap import innermost
 from kernelpick.errors import ConfigError, KernelpickError, NoValidConfigs, TuningRequired
-from kernelpick.report import TuningProgress, autotune_table, print_table
+from kernelpick.report import TuningProgress, print_table, record_table
 from kernelpick.reports.log import log_tuning
 from kernelpick.select.modules import keep_kernel_source
 from kernelpick.store import ResultStore, StoredResult, TuningKey, default_store
@@ -575,13 +575,7 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
         self.last_tuning = record
         self.configs_timings = {c: r.median_ms for c, r in record.results.items()}
         if settings.current().print_tables and len(record.results) > 1:
-            rows = [(str(c), r) for c, r in record.results.items()]
-            title = f"{self.name}{describe_key(self._key_names(), key)}"
-            print_table(
-                autotune_table(
-                    title, rows, record.device, record.seconds, best=str(record.best), note=record.note
-                )
-            )
+            print_table(record_table(f"{self.name}{describe_key(self._key_names(), key)}", record))
         log.info("tuned %s for %s in %.2f s: %s", self.name, key, record.seconds, record.best)
         log_tuning(record, self._key_names())
 

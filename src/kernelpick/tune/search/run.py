@@ -34,6 +34,7 @@ class SearchTrace:
     used: int  # evaluations timed by this search (not given as known)
     seconds: float
     stopped: Stop
+    candidates: int = 0  # how many configs the search could choose from
 
     @property
     def best(self) -> Evaluation | None:
@@ -71,11 +72,22 @@ class SearchTrace:
         """The best-so-far curve: (seconds since the start, best time in ms) at each change."""
         return [(seconds, e.result.cost_ms) for seconds, e in self.progress()]
 
+    def summary(self, space: str = "") -> str:
+        """One line for the AUTOTUNE table: the strategy, how much of the space (named, when given)
+        it evaluated, why it stopped."""
+        evaluated = len(latest(self.evaluations))
+        return (
+            f"{self.strategy} search{' of ' + space if space else ''}: {evaluated} of {self.candidates} "
+            f"configs evaluated "
+            f"({self.used} timed now, {self.seconds:.1f} s; stopped: {self.stopped})"
+        )
+
     def to_dict(self) -> dict[str, Any]:
         """Plain data, for the tuning log and reports."""
         found = self.best
         return {
             "strategy": self.strategy,
+            "candidates": self.candidates,
             "seconds": self.seconds,
             "stopped": self.stopped,
             "used": self.used,
@@ -158,6 +170,6 @@ def run_search(
         history += [Evaluation(c, results[c], at, batch.effort) for c in todo]
         timed.update((c, batch.effort) for c in todo)
         used += len(todo)
-    trace = SearchTrace(strategy.name, tuple(history), used, clock() - start, stopped)
+    trace = SearchTrace(strategy.name, tuple(history), used, clock() - start, stopped, len(strategy.candidates))
     log.debug("%s search: %d timings in %.1f s, %s", strategy.name, used, trace.seconds, stopped)
     return trace

@@ -1,0 +1,154 @@
+"""A selection's search: a strategy proposes which configs of each config space the selector times.
+
+With a strategy other than "exhaustive", every space that expands into several configs for a
+signature (a template's or a triton_choice's configs, under `processed(...)` too) is searched by
+`kernelpick.tune.searching.search`: the strategy proposes batches, the selector's own measuring
+compiles, verifies and times each batch (in this process or in workers, as it would every choice),
+and the results the store holds for the key count as timed at no cost. Every other choice (externs,
+single choices, choices that could not be built, the reference) is always timed. Then one final
+measurement times those choices together with each space's best few, so that the pick between
+them, and the rule that keeps the reference unless it is clearly beaten, rest on one round.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from kernelpick import settings
+from kernelpick.bench.result import BenchmarkResult
+from kernelpick.select.choice import Choice, ChoiceSpace
+from kernelpick.select.processing import ProcessedChoice
+from kernelpick.select.template_choice import TemplateChoice
+from kernelpick.select.triton_choice import TritonKernelChoice
+from kernelpick.tune.config import Config
+from kernelpick.tune.search.base import latest
+from kernelpick.tune.search.run import SearchTrace
+from kernelpick.tune.searching import Measure, search
+
+#: Compiles, verifies and times choices as the selector does: each one's result by digest, and the
+#: name of what outputs were checked against (None: nothing).
+MeasureChoices = Callable[[list[Choice]], tuple[Mapping[str, BenchmarkResult], str | None]]
+
+
+@dataclass(frozen=True, slots=True)
+class SearchedSpace:
+    """The choices of one config space for one signature, by config."""
+
+    name: str
+    choices: Mapping[Config, Choice]
+
+
+@dataclass(frozen=True, slots=True)
+class SelectionSearch:
+    """What searching a selection found: a result for every choice stored or timed (by digest),
+    what outputs were checked against, and each searched space's trace."""
+
+    results: Mapping[str, BenchmarkResult]
+    reference: str | None
+    traces: Mapping[str, SearchTrace]
+
+
+#: No search: every choice was timed, or none had to be.
+NO_SEARCH = SelectionSearch({}, None, {})
+
+
+def config_of(choice: Choice) -> Config | None:
+    """The config a choice runs with, when it is one config of a space (else None: an extern, say)."""
+    while isinstance(choice, ProcessedChoice):
+        choice = choice.inner
+    if isinstance(choice, (TemplateChoice, TritonKernelChoice)):
+        return choice.config
+    return None
+
+
+def searched_spaces(choices: Sequence[Choice], always: set[str]) -> list[SearchedSpace]:
+    """The spaces among `choices` that have several configs, each choice by its config. Choices
+    whose digest is in `always`, and choices of no config, belong to none."""
+    spaces: dict[int, tuple[str, dict[Config, Choice]]] = {}
+    for choice in choices:
+        config = config_of(choice)
+        if config is None or choice.digest in always:
+            continue
+        space = _space_of(choice)
+        name, by_config = spaces.setdefault(id(space), (space.name, {}))
+        by_config.setdefault(config, choice)  # an equal config twice renders one choice: expand drops it
+    found: list[SearchedSpace] = []
+    for name, by_config in spaces.values():
+        if len(by_config) > 1:
+            taken = any(s.name == name for s in found)  # two spaces of one name: traces apart
+            found.append(SearchedSpace(f"{name} ({len(found) + 1})" if taken else name, by_config))
+    return found
+
+
+def _space_of(choice: Choice) -> ChoiceSpace | Choice:
+    """The space of the selector's that `choice` came from (itself when it is no config of one)."""
+    if isinstance(choice, (ProcessedChoice, TemplateChoice, TritonKernelChoice)):
+        return choice.space
+    return choice
+
+
+def search_choices(
+    strategy: str,
+    choices: Sequence[Choice],
+    stored: Mapping[str, BenchmarkResult],
+    measure: MeasureChoices,
+    reference: str | None,
+) -> SelectionSearch:
+    """Search each space of `choices` with the named strategy, then measure the final round.
+
+    The settings give each space's budget (KERNELPICK_SEARCH_BUDGET, a fraction of that space's
+    configs when under 1; KERNELPICK_SEARCH_SECONDS) and the seed. The final round measures the
+    choices outside the searched spaces and each space's `max(1, KERNELPICK_CONFIRM_TOP)` best
+    (those the store did not hold), together; it is skipped when that is a single choice timed already.
+
+    Args:
+        strategy: a strategy's name (`kernelpick.tune.search.registry`), not "exhaustive".
+        choices: every choice of the selection for its signature.
+        stored: the results the store holds, by digest: known at no cost, never timed again.
+        measure: the selector's measuring.
+        reference: the digest of the reference when it is a choice: always timed.
+    """
+    spaces = searched_spaces(choices, {reference} if reference is not None else set())
+    checked_against: list[str | None] = [None]
+
+    def timed(batch: list[Choice]) -> Mapping[str, BenchmarkResult]:
+        found, named = measure(batch)
+        checked_against.append(named or checked_against[-1])
+        return found
+
+    results = dict(stored)
+    traces: dict[str, SearchTrace] = {}
+    for space in spaces:
+        known = {config: stored[c.digest] for config, c in space.choices.items() if c.digest in stored}
+        trace = search(strategy, list(space.choices), known, _by_config(space, timed), None, {})
+        traces[space.name] = trace
+        results.update((space.choices[config].digest, r) for config, r in trace.results().items())
+    searched = {c.digest for space in spaces for c in space.choices.values()}
+    finalists = [c for c in choices if c.digest not in searched]
+    top = max(1, settings.current().confirm_top)
+    finalists += [space.choices[config] for space in spaces for config in _best(traces[space.name], top)]
+    todo = [c for c in finalists if c.digest not in stored]
+    if len(todo) > 1 or any(c.digest not in results for c in todo):
+        results.update(timed(todo))
+    return SelectionSearch(results, checked_against[-1], traces)
+
+
+def _by_config(
+    space: SearchedSpace, measure: Callable[[list[Choice]], Mapping[str, BenchmarkResult]]
+) -> Measure:
+    """`measure` for configs of `space`, as `kernelpick.tune.searching.search` calls it."""
+
+    def timed(batch: Sequence[Config], steps: dict[str, float]) -> dict[Config, BenchmarkResult]:
+        found = measure([space.choices[config] for config in batch])
+        return {config: found[space.choices[config].digest] for config in batch}
+
+    return timed
+
+
+def _best(trace: SearchTrace, count: int) -> list[Config]:
+    """The `count` fastest configs that worked, those timed at the highest effort first (a quick,
+    noisy timing does not outrank a full one)."""
+    working = [e for e in latest(trace.evaluations).values() if e.result.ok]
+    working.sort(key=lambda e: (-e.effort, e.result.cost_ms))
+    return [e.config for e in working[:count]]
