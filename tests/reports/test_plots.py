@@ -100,3 +100,11 @@ def test_a_key_where_nothing_worked_has_no_time_plot_but_its_failures(gemm_keys:
     assert config_figure(broken) is None and parameter_figure(broken) is None
     figure = failure_figure(broken)
     assert figure is not None and [t.get_text() for t in figure.axes[0].get_yticklabels()] == ["timeout"]
+
+
+def test_every_status_a_result_can_have_has_a_colour_of_its_own() -> None:
+    from kernelpick.bench.result import STATUSES
+    from kernelpick.reports.plots import STATUS_COLOURS
+
+    assert STATUS_COLOURS.keys() == set(STATUSES)
+    assert len(set(STATUS_COLOURS.values())) == len(STATUSES)

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 #: One colour per status, the same in every plot.
 STATUS_COLOURS = dict(
-    zip(STATUSES, ("#2a9d8f", "#e9c46a", "#9b5de5", "#e76f51", "#8d5524", "#6c757d", "#212529"))
+    zip(STATUSES, ("#2a9d8f", "#e9c46a", "#9b5de5", "#e76f51", "#8d5524", "#6c757d", "#212529", "#adb5bd"))
 )
 #: Colours of search strategies' curves, in order of first appearance.
 STRATEGY_COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf")
