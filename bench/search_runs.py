@@ -1,0 +1,245 @@
+"""Every search strategy on the GPU, 3 seeds each, against the exhaustive recording of `bench/search.py`.
+
+Run on a GPU machine from the repository root (the recordings in tests/data/search must be there):
+
+    PYTHONPATH=src python3 bench/search_runs.py run --deadline 520 model:0 model:1 model:2 ...
+    PYTHONPATH=src python3 bench/search_runs.py collect OUT_DIR...     # anywhere: merge the runs
+
+A run tunes the demo's matmul at one recorded shape, from cold, as a user's first tuning of it:
+one fresh process with an empty result store and an empty Triton cache, the tuned kernel made at
+import (`bench/search_kernel.py`) and called once, on the default path (`kernelpick.autotune`,
+forked compilers, isolated workers), with `KERNELPICK_SEARCH=<strategy>` and
+`KERNELPICK_SEARCH_SEED=<seed>` (random gets `KERNELPICK_SEARCH_BUDGET=0.1`; the others their
+defaults). The call's wall time and its search's best-so-far curve (seconds, config, live time)
+go to $OUT/search-run-<strategy>-<seed>-<M>x<N>x<K>.json, the tuning to the tuning log
+$OUT/search-log-<strategy>-<seed>-<M>x<N>x<K>.jsonl.
+
+`collect` judges each config found by the recorded exhaustive timings (the "true" times, so the
+live timings' noise does not flatter a strategy), finds when each run first held a config within
+0.98x of the true best, and compares that with a cold exhaustive tuning of the same shape. The
+recording compiled the space once, at its first shape (the four shapes share every binary: M, N
+and K are not constexprs and all are divisible by 16), so a cold exhaustive tuning of shape s is
+the first shape's wall time less its timing, plus shape s's timing. The figures are merged into
+bench/results/search-<device>.json under "strategies" and the logs into
+bench/results/search-log-<device>.jsonl, from which
+
+    kernelpick report --log bench/results/search-log-h100.jsonl --html docs/search-report-h100.html
+
+draws every strategy's curve.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+DATA = ROOT / "tests" / "data" / "search"
+#: Rough seconds one shape's run takes on an H100, so a call stops starting runs it cannot finish.
+ESTIMATE_S = {"model": 50, "random": 50, "pattern": 100, "halving": 420, "exhaustive": 420}
+TARGET = 0.98
+
+
+def _recording(m: int, n: int, k: int, slug: str) -> dict[str, Any]:
+    return dict(json.loads((DATA / f"gemm-{m}x{n}x{k}-{slug}.json").read_text()))
+
+
+def one(strategy: str, seed: int, shape: tuple[int, int, int], out: Path) -> None:
+    """One run (in this fresh process): `shape` tuned from cold, figures and log into `out`."""
+    m, n, k = shape
+    name = f"{strategy}-{seed}-{m}x{n}x{k}"
+    work = Path(tempfile.mkdtemp(prefix="kernelpick-search-run-"))
+    os.environ.update(
+        KERNELPICK_CACHE_DIR=str(work / "store"),
+        TRITON_CACHE_DIR=str(work / "triton"),
+        KERNELPICK_SEARCH=strategy,
+        KERNELPICK_SEARCH_SEED=str(seed),
+        KERNELPICK_LOG=str(out / f"search-log-{name}.jsonl"),
+    )
+    if strategy == "random":
+        os.environ["KERNELPICK_SEARCH_BUDGET"] = "0.1"
+    sys.path.insert(0, str(HERE))
+    import torch
+    import triton
+    from common import device_slug, environment
+    from search_kernel import tuned_matmul  # makes the tuned kernel: the workers start
+
+    from kernelpick.demo import matmul_arguments
+
+    env = environment()
+    a = torch.randn(m, k, device="cuda", dtype=torch.float16)
+    b = torch.randn(k, n, device="cuda", dtype=torch.float16)
+    c = torch.empty(m, n, device="cuda", dtype=torch.float16)
+    started = time.perf_counter()
+    tuned_matmul[lambda meta: (triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"]),)](
+        *matmul_arguments(a, b, c)
+    )
+    torch.cuda.synchronize()
+    wall = time.perf_counter() - started
+    torch.testing.assert_close(c, a @ b, atol=0.5, rtol=0.02)
+    record = tuned_matmul.last_tuning
+    assert record is not None and record.search is not None, "the tuning ran no search"
+    trace = record.search
+    statuses: dict[str, int] = {}
+    for result in record.results.values():
+        statuses[result.status] = statuses.get(result.status, 0) + 1
+    data = {
+        "strategy": strategy,
+        "seed": seed,
+        "environment": env,
+        "device_slug": device_slug(env["device"]),
+        "shape": {"M": m, "N": n, "K": k},
+        "wall_s": wall,
+        "phases": dict(record.phases),
+        "picked": record.best.to_dict(),
+        "statuses": statuses,
+        "search_seconds": trace.seconds,
+        "used": trace.used,
+        "stopped": trace.stopped,
+        "progress": [
+            {"seconds": s, "config": e.config.to_dict(), "live_ms": e.result.cost_ms, "effort": e.effort}
+            for s, e in trace.progress()
+        ],
+    }
+    (out / f"search-run-{name}.json").write_text(json.dumps(data, indent=1) + "\n")
+    print(f"{name}: {trace.used} timed in {wall:.1f} s ({trace.stopped}; {statuses})", flush=True)
+
+
+def run(runs: list[str], shapes: list[tuple[int, int, int]], deadline: float, out: Path) -> None:
+    """Each `strategy:seed` at each shape in a fresh process, in order, while `deadline` seconds
+    leave room for it."""
+    started = time.perf_counter()
+    for spec in runs:
+        strategy, _, seed = spec.partition(":")
+        for m, n, k in shapes:
+            left = deadline - (time.perf_counter() - started)
+            if left < ESTIMATE_S[strategy]:
+                print(f"skipped {spec} {m}x{n}x{k}: {left:.0f} s left, a run takes ~{ESTIMATE_S[strategy]} s")
+                continue
+            shape = f"{m}x{n}x{k}"
+            command = [sys.executable, __file__, "one", strategy, seed or "0", shape, "--out", str(out)]
+            begun = time.perf_counter()
+            try:
+                done = subprocess.run(command, timeout=left, check=False)
+                print(f"{spec} {shape}: exit {done.returncode} in {time.perf_counter() - begun:.0f} s", flush=True)
+            except subprocess.TimeoutExpired:
+                print(f"{spec} {shape}: stopped at the deadline after {time.perf_counter() - begun:.0f} s")
+
+
+def cold_exhaustive_s(recorded: list[dict[str, Any]]) -> dict[tuple[int, ...], float]:
+    """Seconds a cold exhaustive tuning takes at each recorded shape (see the module's docstring)."""
+    first = recorded[0]
+    compiling = first["wall_s"] - first["phases"]["benchmark"]
+    return {tuple(s["shape"].values()): compiling + s["phases"]["benchmark"] for s in recorded}
+
+
+def judge(run: dict[str, Any], true_ms: dict[str, float], exhaustive_s: float) -> dict[str, Any]:
+    """A run's curve and pick judged by the recorded true times, against a cold exhaustive tuning."""
+    from kernelpick.tune.config import Config
+
+    best = min(true_ms.values())
+    curve = []
+    for point in run["progress"]:
+        ms = true_ms.get(Config.from_dict(point["config"]).digest)
+        curve.append({**point, "true_ratio": None if ms is None else best / ms})
+    reached = next((p["seconds"] for p in curve if (p["true_ratio"] or 0) >= TARGET), None)
+    picked = true_ms.get(Config.from_dict(run["picked"]).digest)
+    return {
+        **run,
+        "progress": curve,
+        "true_best_ms": best,
+        "picked_true_ratio": None if picked is None else best / picked,
+        "reached_098_s": reached,
+        "exhaustive_cold_s": exhaustive_s,
+        "reached_098_fraction": None if reached is None else reached / exhaustive_s,
+        "wall_fraction": run["wall_s"] / exhaustive_s,
+    }
+
+
+def collect(folders: list[Path]) -> None:
+    """Judge every run by the recorded true times and merge them into the results file and log."""
+    sys.path.insert(0, str(HERE))
+    from kernelpick.tune.config import Config
+
+    found = [json.loads(p.read_text()) for f in folders for p in sorted(f.glob("search-run-*.json"))]
+    if not found:
+        raise SystemExit(f"no search-run-*.json in {', '.join(map(str, folders))}")
+    slug = found[0]["device_slug"]
+    results = HERE / "results" / f"search-{slug}.json"
+    summary = json.loads(results.read_text())
+    cold = cold_exhaustive_s(summary["exhaustive"])
+    truth = {}
+    for m, n, k in cold:
+        rows = _recording(m, n, k, slug)["results"]
+        truth[(m, n, k)] = {
+            Config.from_dict(r["config"]).digest: r["median_ms"] for r in rows if r["status"] == "ok"
+        }
+    runs = []
+    for data in found:
+        shape = tuple(data["shape"].values())
+        runs.append(judge(data, truth[shape], cold[shape]))
+    table = {}
+    for strategy in sorted({r["strategy"] for r in runs}):
+        done = [r for r in runs if r["strategy"] == strategy]
+        fractions = [r["reached_098_fraction"] for r in done]
+        table[strategy] = {
+            "runs": len(done),
+            "seeds": sorted({r["seed"] for r in done}),
+            "shapes": sorted({"{M}x{N}x{K}".format(**r["shape"]) for r in done}),
+            "worst_picked_true_ratio": min(r["picked_true_ratio"] or 0 for r in done),
+            "reached_098_every_run": all(f is not None for f in fractions),
+            "median_reached_098_fraction": None if None in fractions else statistics.median(fractions),
+            "worst_reached_098_fraction": None if None in fractions else max(fractions),
+            "median_wall_fraction": statistics.median(r["wall_fraction"] for r in done),
+            "worst_wall_fraction": max(r["wall_fraction"] for r in done),
+        }
+        print(f"{strategy}: {json.dumps(table[strategy])}")
+    summary["strategies"] = {
+        "target": TARGET,
+        "exhaustive_cold_s": {"{}x{}x{}".format(*shape): seconds for shape, seconds in cold.items()},
+        "summary": table,
+        "runs": runs,
+    }
+    results.write_text(json.dumps(summary, indent=1) + "\n")
+    log = HERE / "results" / f"search-log-{slug}.jsonl"
+    lines = [p.read_text() for f in folders for p in sorted(f.glob("search-log-*.jsonl"))]
+    log.write_text("".join(lines))
+    print(f"wrote {results} and {log}")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    modes = parser.add_subparsers(dest="mode", required=True)
+    start = modes.add_parser("run", help="runs, each in a fresh process, until the deadline")
+    start.add_argument("runs", nargs="+", metavar="STRATEGY:SEED")
+    start.add_argument("--deadline", type=float, default=560.0, help="seconds this call may take")
+    start.add_argument("--shapes", default="", metavar="MxNxK,...", help="in this order (default: all recorded)")
+    single = modes.add_parser("one", help="one run in this process")
+    single.add_argument("strategy")
+    single.add_argument("seed", type=int)
+    single.add_argument("shape", help="MxNxK")
+    single.add_argument("--out", type=Path, required=True)
+    merge = modes.add_parser("collect", help="merge runs fetched from the GPU machine")
+    merge.add_argument("folders", nargs="+", type=Path)
+    args = parser.parse_args()
+    out = Path(os.environ.get("OUT") or ".")
+    if args.mode == "run":
+        sys.path.insert(0, str(HERE))
+        from search import SHAPES
+
+        chosen = [tuple(int(size) for size in text.split("x")) for text in args.shapes.split(",") if text]
+        run(args.runs, chosen or SHAPES, args.deadline, out)  # type: ignore[arg-type]
+    elif args.mode == "one":
+        m, n, k = (int(size) for size in args.shape.split("x"))
+        one(args.strategy, args.seed, (m, n, k), args.out)
+    else:
+        collect(args.folders)
