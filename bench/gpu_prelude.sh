@@ -1,3 +1,5 @@
+# The device tool's prelude for GPU runs (bench/*.py): installs the carried wheels (.whl/) that the
+# machine lacks into /tmp/site and puts src/ on the path. Usage: source bench/gpu_prelude.sh
 mkdir -p /tmp/site
 for p in sklearn:scikit_learn scipy:scipy joblib:joblib threadpoolctl:threadpoolctl platformdirs:platformdirs; do
   m=${p%%:*}; w=${p##*:}
