@@ -108,3 +108,16 @@ def test_every_status_a_result_can_have_has_a_colour_of_its_own() -> None:
 
     assert STATUS_COLOURS.keys() == set(STATUSES)
     assert len(set(STATUS_COLOURS.values())) == len(STATUSES)
+
+
+def test_a_long_title_is_broken_into_lines_that_fit_the_figure() -> None:
+    from kernelpick.reports.plots import _figure, _title
+
+    figure = _figure(8.0, 4.0)
+    text = (  # ran off an 8-inch figure at "search p" on one line
+        "matmul_kernel(M=2048, N=4096, K=4096, float16, float16, float16, stride_ak:1 stride_bn:1 "
+        "stride_cn:1): search progress"
+    )
+    lines = _title(figure, text).splitlines()
+    assert len(lines) == 2 and all(len(line) <= 8 * 11 for line in lines)
+    assert " ".join(lines) == text

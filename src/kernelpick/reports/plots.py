@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import math
 import random
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -107,6 +108,13 @@ def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
 
 
+def _title(figure: Figure, text: str) -> str:
+    """`text` broken into lines that fit the figure's width at the titles' 10-point size (a long
+    key would otherwise run off the page)."""
+    characters = int(figure.get_figwidth() * 11)  # 10-point text over the axes: about 11 characters an inch
+    return textwrap.fill(text, width=max(20, characters), break_long_words=False)
+
+
 def _figure(width: float = 8.0, height: float = 4.0) -> Figure:
     from matplotlib.figure import Figure
 
@@ -167,7 +175,7 @@ def config_figure(tuned: TunedKey) -> Figure | None:
     else:
         axes.set_xlabel(f"candidate, in the order tuned (0 to {len(candidates) - 1})")
     _cost_axis(axes, costs)
-    axes.set_title(f"{tuned.name}{tuned.key_text}: time by config", fontsize=10)
+    axes.set_title(_title(figure, f"{tuned.name}{tuned.key_text}: time by config"), fontsize=10)
     axes.legend(fontsize=7, loc="best")
     return figure
 
@@ -198,7 +206,7 @@ def parameter_figure(tuned: TunedKey) -> Figure | None:
         axes.set_xticks(range(len(values)), [str(v) for v in values], fontsize=7)
         axes.set_xlabel(name, fontsize=9)
         _cost_axis(axes, [c for group in groups for c in group])
-    figure.suptitle(f"{tuned.name}{tuned.key_text}: time by parameter value", fontsize=10)
+    figure.suptitle(_title(figure, f"{tuned.name}{tuned.key_text}: time by parameter value"), fontsize=10)
     return figure
 
 
@@ -224,7 +232,7 @@ def failure_figure(tuned: TunedKey) -> Figure | None:
     axes.bar_label(bars, padding=3, fontsize=8)
     axes.invert_yaxis()
     axes.set_xlabel("candidates")
-    axes.set_title(f"{tuned.name}{tuned.key_text}: candidates by status", fontsize=10)
+    axes.set_title(_title(figure, f"{tuned.name}{tuned.key_text}: candidates by status"), fontsize=10)
     return figure
 
 
@@ -277,7 +285,7 @@ def progress_figure(tuned: TunedKey) -> Figure | None:
         axes.set_yscale("linear")
         axes.set_ylim(best_known * 0.98, best_known * 2)
     axes.set_ylabel("best ms per call so far")
-    axes.set_title(f"{tuned.name}{tuned.key_text}: search progress", fontsize=10)
+    axes.set_title(_title(figure, f"{tuned.name}{tuned.key_text}: search progress"), fontsize=10)
     axes.legend(fontsize=8)
     return figure
 
@@ -318,6 +326,6 @@ def roofline_figure(keys: Sequence[TunedKey]) -> Figure | None:
     axes.set_xlabel("arithmetic intensity (FLOP per byte)")
     axes.set_ylabel("TFLOP/s achieved")
     axes.grid(True, which="both", alpha=0.3)
-    axes.set_title(f"{first.name} on {first.device}: roofline", fontsize=10)
+    axes.set_title(_title(figure, f"{first.name} on {first.device}: roofline"), fontsize=10)
     axes.legend(fontsize=7)
     return figure
