@@ -307,3 +307,38 @@ def test_redis_store_alone_raises_a_store_error_when_the_server_is_gone() -> Non
         remote.load(make_key())
     with pytest.raises(StoreError, match="failed to list the stored keys"):
         list(remote.rows())
+
+
+def test_what_was_saved_while_the_server_was_gone_is_sent_when_it_answers_again(
+    tmp_path: Path, own_redis_server: RedisServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = layered(tmp_path / "machine", own_redis_server.url, retry_after_s=0.5)
+    store.save(make_key("mm", 0), [measured("a", 1.0)], pick="a")
+    own_redis_server.kill()
+    _work_on(store)  # keys 0..4, saved locally only
+    store.save(make_key("mm", 3), [measured("b", 0.5)], pick="b")  # one key saved twice meanwhile
+    assert store.unsent == 5
+    again = RedisServer(own_redis_server.folder, port=own_redis_server.port)  # empty: it kept nothing
+    try:
+        time.sleep(0.6)
+        with caplog.at_level(logging.INFO, logger="kernelpick.store"):
+            store.load(make_key("mm", 0))  # any call that reaches the server sends the backlog
+        assert store.unsent == 0
+        assert any("sent 5 tunings saved while Redis" in r.getMessage() for r in caplog.records)
+        shared = RedisStore(again.url)
+        for index in range(5):
+            results, pick = shared.load_with_pick(make_key("mm", index))
+            assert results["a"].result.median_ms == 1.0 + index
+        results, pick = shared.load_with_pick(make_key("mm", 3))
+        assert set(results) == {"a", "b"} and pick == "b"  # both saves of key 3, the later pick
+    finally:
+        again.kill()
+
+
+def test_a_backlog_that_fails_again_is_kept_for_the_next_time() -> None:
+    remote = RedisStore(f"redis://127.0.0.1:{_closed_port()}/0", timeout_s=0.2)
+    store = LayeredStore(MemoryStore(), remote, retry_after_s=0.0)
+    for index in range(3):
+        store.save(make_key("mm", index), [measured("a", 1.0)])
+    store._send_backlog()  # the server is still gone: nothing is lost
+    assert store.unsent == 3

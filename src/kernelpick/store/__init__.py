@@ -5,7 +5,8 @@ from __future__ import annotations
 from kernelpick.store.base import MemoryStore, ResultStore, StoredResult
 from kernelpick.store.default import default_store
 from kernelpick.store.keys import Toolchain, TuningKey
-from kernelpick.store.redis import LayeredStore, RedisStore
+from kernelpick.store.layered import LayeredStore
+from kernelpick.store.redis import RedisStore
 from kernelpick.store.sqlite import SQLiteStore
 
 __all__ = [

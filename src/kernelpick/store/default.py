@@ -12,8 +12,9 @@ from pathlib import Path
 
 from kernelpick import settings
 from kernelpick.store.base import MemoryStore, ResultStore
+from kernelpick.store.layered import LayeredStore
 from kernelpick.store.recording import RecordingStore
-from kernelpick.store.redis import LayeredStore, RedisStore
+from kernelpick.store.redis import RedisStore
 from kernelpick.store.sqlite import SQLiteStore
 
 _stores: dict[tuple[Path | None, str, float], ResultStore] = {}

@@ -11,13 +11,13 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import fields
-from typing import Any, TypeVar
+from typing import Any
 
 from kernelpick import settings
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.stats import TimingSummary
 from kernelpick.errors import StoreError
-from kernelpick.store.base import ResultStore, StoredResult, StoredRow
+from kernelpick.store.base import StoredResult, StoredRow
 from kernelpick.store.keys import TuningKey, canonical_json, canonical_value
 
 log = logging.getLogger("kernelpick.store")
@@ -26,13 +26,10 @@ log = logging.getLogger("kernelpick.store")
 PREFIX = "kernelpick:1:"
 #: Largest entry read or written: a result is a few hundred bytes, a larger entry is not kernelpick's.
 MAX_ENTRY_BYTES = 64 * 1024
-#: How long a layered store works on its local store alone after the remote one failed.
-RETRY_AFTER_S = 30.0
 
 _KEYS = f"{PREFIX}keys"  # hash: key digest -> the key's canonical JSON (what `rows()` lists)
 _PICKS = f"{PREFIX}picks"  # hash: key digest -> the digest of the candidate its tuning chose
 _ROWS_BATCH = 256  # keys read per round trip by `rows()`
-_T = TypeVar("_T")
 
 
 def _results_key(digest: str) -> str:
@@ -241,69 +238,6 @@ class RedisStore:
                 return
             self._warned.add(what)
         log.warning("%s", message)
-
-
-class LayeredStore:
-    """A local store in front of a shared remote one, behind the `ResultStore` interface.
-
-    Loads read the local store, then the remote one, and copy into the local store what only the
-    remote one had; saves go to both. When the remote store fails (down, unreachable, too slow),
-    calls carry on with the local store alone after one warning, and the remote one is asked again
-    `retry_after_s` later: a shared store never makes a call fail.
-    """
-
-    def __init__(
-        self, local: ResultStore, remote: RedisStore, *, retry_after_s: float = RETRY_AFTER_S
-    ) -> None:
-        self.local = local
-        self.remote = remote
-        self.retry_after_s = retry_after_s
-        self._lock = threading.Lock()
-        self._failing = False
-        self._retry_at = 0.0  # time.monotonic() after which a failing remote is asked again
-
-    def load(self, key: TuningKey) -> dict[str, StoredResult]:
-        found = self.local.load(key)
-        answer = self._ask_remote(lambda: self.remote.load_with_pick(key))
-        if answer is None:
-            return found
-        shared, pick = answer
-        missing = [stored for candidate, stored in shared.items() if candidate not in found]
-        if missing:
-            self.local.save(key, missing, pick=pick)
-        return {**shared, **found}
-
-    def save(self, key: TuningKey, results: Iterable[StoredResult], *, pick: str | None = None) -> None:
-        results = list(results)
-        self.local.save(key, results, pick=pick)
-        self._ask_remote(lambda: self.remote.save(key, results, pick=pick))
-
-    def _ask_remote(self, request: Callable[[], _T]) -> _T | None:
-        """`request()`'s answer, or None when the remote store is failing (it then warns once)."""
-        with self._lock:
-            if self._failing and time.monotonic() < self._retry_at:
-                return None
-        try:
-            answer = request()
-        except StoreError as error:
-            with self._lock:
-                first = not self._failing
-                self._failing = True
-                self._retry_at = time.monotonic() + self.retry_after_s
-            if first:
-                log.warning(
-                    "%s; carrying on with the local store alone, asking Redis again in %g s",
-                    error,
-                    self.retry_after_s,
-                )
-            else:
-                log.debug("%s; asking again in %g s", error, self.retry_after_s)
-            return None
-        with self._lock:
-            recovered, self._failing = self._failing, False
-        if recovered:
-            log.info("Redis at %s answers again: results are shared again", self.remote.url)
-        return answer
 
 
 def _encode_entry(stored: StoredResult, created: float) -> bytes:

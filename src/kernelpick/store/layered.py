@@ -1,0 +1,133 @@
+"""`LayeredStore`: a local result store in front of a shared remote one (Redis), never failing a call."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import TypeVar
+
+from kernelpick.errors import StoreError
+from kernelpick.store.base import ResultStore, StoredResult
+from kernelpick.store.keys import TuningKey
+from kernelpick.store.redis import RedisStore
+
+log = logging.getLogger("kernelpick.store")
+
+#: How long a layered store works on its local store alone after the remote one failed.
+RETRY_AFTER_S = 30.0
+#: Tuning keys whose saves are kept for the remote store while it fails; past that the oldest go
+#: (they stay in the local store, only unshared).
+BACKLOG_KEYS = 10_000
+
+_T = TypeVar("_T")
+
+
+class LayeredStore:
+    """A local store in front of a shared remote one, behind the `ResultStore` interface.
+
+    Loads read the local store, then the remote one, and copy into the local store what only the
+    remote one had; saves go to both. When the remote store fails (down, unreachable, too slow),
+    calls carry on with the local store alone after one warning, and the remote one is asked again
+    `retry_after_s` later: a shared store never makes a call fail. What was saved meanwhile is kept
+    (the latest per key and candidate, for up to `BACKLOG_KEYS` keys) and sent once the remote store
+    answers again, so an outage delays sharing but loses nothing of a process that outlives it.
+    """
+
+    def __init__(
+        self, local: ResultStore, remote: RedisStore, *, retry_after_s: float = RETRY_AFTER_S
+    ) -> None:
+        self.local = local
+        self.remote = remote
+        self.retry_after_s = retry_after_s
+        self._lock = threading.Lock()
+        self._failing = False
+        self._retry_at = 0.0  # time.monotonic() after which a failing remote is asked again
+        #: Saves the remote store has not had, by key digest: the key, its results by candidate, its pick.
+        self._backlog: dict[str, tuple[TuningKey, dict[str, StoredResult], str | None]] = {}
+
+    def load(self, key: TuningKey) -> dict[str, StoredResult]:
+        found = self.local.load(key)
+        answer = self._ask_remote(lambda: self.remote.load_with_pick(key))
+        if answer is None:
+            return found
+        shared, pick = answer
+        missing = [stored for candidate, stored in shared.items() if candidate not in found]
+        if missing:
+            self.local.save(key, missing, pick=pick)
+        return {**shared, **found}
+
+    def save(self, key: TuningKey, results: Iterable[StoredResult], *, pick: str | None = None) -> None:
+        results = list(results)
+        self.local.save(key, results, pick=pick)
+
+        def send() -> bool:
+            self.remote.save(key, results, pick=pick)
+            return True
+
+        if not self._ask_remote(send):
+            self._keep(key, results, pick)
+
+    @property
+    def unsent(self) -> int:
+        """How many tuning keys have saves the remote store has not had yet."""
+        with self._lock:
+            return len(self._backlog)
+
+    def _keep(self, key: TuningKey, results: list[StoredResult], pick: str | None) -> None:
+        """Keep a save the remote store missed, for when it answers again."""
+        with self._lock:
+            _, kept, kept_pick = self._backlog.pop(key.digest, (key, {}, None))
+            kept.update((stored.candidate, stored) for stored in results)
+            self._backlog[key.digest] = (key, kept, pick if pick is not None else kept_pick)
+            while len(self._backlog) > BACKLOG_KEYS:
+                del self._backlog[next(iter(self._backlog))]
+
+    def _send_backlog(self) -> None:
+        """Send what was saved while the remote store failed; what fails again stays kept."""
+        with self._lock:
+            backlog, self._backlog = list(self._backlog.values()), {}
+        for sent, (key, kept, pick) in enumerate(backlog):
+            try:
+                self.remote.save(key, list(kept.values()), pick=pick)
+            except StoreError as error:
+                log.debug("%s; %d tunings left to send later", error, len(backlog) - sent)
+                with self._lock:
+                    for key, kept, pick in backlog[sent:]:
+                        newer = self._backlog.get(key.digest)  # saved meanwhile: it wins
+                        if newer is not None:
+                            kept, pick = {**kept, **newer[1]}, newer[2] if newer[2] is not None else pick
+                        self._backlog[key.digest] = (key, kept, pick)
+                    self._failing, self._retry_at = True, time.monotonic() + self.retry_after_s
+                return
+        if backlog:
+            log.info("sent %d tunings saved while Redis at %s was away", len(backlog), self.remote.url)
+
+    def _ask_remote(self, request: Callable[[], _T]) -> _T | None:
+        """`request()`'s answer, or None when the remote store is failing (it then warns once)."""
+        with self._lock:
+            if self._failing and time.monotonic() < self._retry_at:
+                return None
+        try:
+            answer = request()
+        except StoreError as error:
+            with self._lock:
+                first = not self._failing
+                self._failing = True
+                self._retry_at = time.monotonic() + self.retry_after_s
+            if first:
+                log.warning(
+                    "%s; carrying on with the local store alone, asking Redis again in %g s",
+                    error,
+                    self.retry_after_s,
+                )
+            else:
+                log.debug("%s; asking again in %g s", error, self.retry_after_s)
+            return None
+        with self._lock:
+            recovered, self._failing = self._failing, False
+        if recovered:
+            log.info("Redis at %s answers again: results are shared again", self.remote.url)
+            self._send_backlog()
+        return answer
