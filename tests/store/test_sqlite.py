@@ -63,6 +63,37 @@ def test_saving_a_candidate_again_replaces_its_result(path: Path) -> None:
     assert store.summary() == [{"kernel": "mm", "keys": 1, "results": 2, "failed": 0}]
 
 
+@pytest.mark.parametrize(
+    ("column", "value"),
+    [
+        ("result", "not json"),
+        ("result", '{"status": "fine", "timing": null}'),  # a status kernelpick never writes
+        ("result", "[1, 2]"),
+        ("description", '"a string"'),
+    ],
+)
+def test_a_row_that_is_not_kernelpick_data_is_left_out_of_a_load_with_a_warning(
+    path: Path, caplog: pytest.LogCaptureFixture, column: str, value: str
+) -> None:
+    store = SQLiteStore(path)
+    store.save(key(), [stored(A, ok(1.0)), stored(B, ok(2.0))])
+    with sqlite3.connect(path) as db:
+        db.execute(f"UPDATE results SET {column} = ? WHERE candidate = ?", (value, B.digest))
+    with caplog.at_level(logging.WARNING, logger="kernelpick.store"):
+        loaded = SQLiteStore(path).load(key())
+    assert set(loaded) == {A.digest}  # B is measured again, and its new result replaces the row
+    [warning] = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert str(path) in warning and B.digest[:12] in warning and "kernelpick cache verify" in warning
+
+
+def test_sqlite_failing_to_read_is_a_store_error_naming_the_file(path: Path) -> None:
+    store = SQLiteStore(path)
+    with store._lock:
+        store._db.execute("DROP TABLE results")  # as if another program broke the file underneath
+    with pytest.raises(StoreError, match=rf"cannot read the result store {path}: no such table"):
+        store.load(key())
+
+
 def test_results_of_one_key_are_not_seen_under_another(path: Path) -> None:
     store = SQLiteStore(path)
     store.save(key("mm", 1024), [stored(A, ok(1.0))])

@@ -145,18 +145,40 @@ class SQLiteStore:
                 raise
 
     def load(self, key: TuningKey) -> dict[str, StoredResult]:
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT candidate, description, result FROM results WHERE key = ?", (key.digest,)
-            ).fetchall()
-        return {
-            candidate: StoredResult(
-                candidate,
-                json.loads(description),
-                BenchmarkResult.from_dict(json.loads(result), from_store=True),
-            )
-            for candidate, description, result in rows
-        }
+        """The results stored under `key`, by candidate. A row that is not kernelpick data (written
+        by hand, or by a newer or broken program) is left out with a warning: its candidate is then
+        measured again, and the new result replaces it.
+
+        Raises:
+            StoreError: SQLite cannot read the file (named in the message).
+        """
+        try:
+            with self._lock:
+                rows = self._db.execute(
+                    "SELECT candidate, description, result FROM results WHERE key = ?", (key.digest,)
+                ).fetchall()
+        except sqlite3.Error as error:
+            raise StoreError(f"cannot read the result store {self.path}: {error}") from error
+        found = {}
+        for candidate, description, result in rows:
+            try:
+                described = json.loads(description)
+                if not isinstance(described, dict):
+                    raise TypeError(f"the description is {type(described).__name__}, not a JSON object")
+                stored = BenchmarkResult.from_dict(json.loads(result), from_store=True)
+            except (ValueError, TypeError, KeyError, AttributeError) as error:
+                log.warning(
+                    "result store %s: ignoring the row of %s (key %s, candidate %s), which is not kernelpick "
+                    "data (%s); it will be measured again. `kernelpick cache verify` lists such rows",
+                    self.path,
+                    key.kernel,
+                    key.digest[:12],
+                    str(candidate)[:12],
+                    error,
+                )
+                continue
+            found[candidate] = StoredResult(candidate, described, stored)
+        return found
 
     def save(self, key: TuningKey, results: Iterable[StoredResult], *, pick: str | None = None) -> None:
         now = time.time()
