@@ -37,17 +37,23 @@ def _values(count: int, dtype: torch.dtype, device: torch.device, generator: tor
     return torch.randint(low, 16 + low, (count,), device=device, generator=generator).to(dtype)
 
 
+def laid_out(spec: TensorSpec, flat: torch.Tensor) -> torch.Tensor:
+    """`flat`'s values (`spec.storage_length` or more, in storage order) with `spec`'s size, strides,
+    storage offset and alignment: a spec misaligned at an aligned offset gets a copy of `flat` in a
+    storage that itself starts off a 16-byte boundary."""
+    if spec.aligned or spec.offset * spec.itemsize % 16:
+        return flat.as_strided(spec.size, spec.stride, spec.offset)
+    length = spec.storage_length
+    storage = flat.new_empty(length + 1).untyped_storage()[min(spec.itemsize, 8) :]
+    shifted = flat.new_empty(0).set_(storage, 0, (length,), (1,))
+    shifted.copy_(flat[:length])
+    return shifted.as_strided(spec.size, spec.stride, spec.offset)
+
+
 def example_tensor(spec: TensorSpec, generator: torch.Generator) -> torch.Tensor:
     """A new tensor with `spec`'s dtype, device, size, strides, storage offset and alignment, filled with
     random values."""
-    shift = not spec.aligned and spec.offset * spec.itemsize % 16 == 0
-    storage = _values(max(spec.storage_length, 1) + shift, spec.dtype, spec.device, generator)
-    if shift:  # misaligned at an aligned offset: the storage itself starts off a 16-byte boundary
-        shifted = storage.untyped_storage()[min(spec.itemsize, 8) :]
-        return torch.empty(0, dtype=spec.dtype, device=spec.device).set_(
-            shifted, spec.offset, spec.size, spec.stride
-        )
-    return storage.as_strided(spec.size, spec.stride, spec.offset)
+    return laid_out(spec, _values(max(spec.storage_length, 1), spec.dtype, spec.device, generator))
 
 
 @contextlib.contextmanager

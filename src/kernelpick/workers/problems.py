@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 import torch
 
-from kernelpick.select.inputs import EXAMPLE_SEED, example_tensor
+from kernelpick.select.inputs import EXAMPLE_SEED, example_tensor, laid_out
 from kernelpick.select.signature import TensorSpec
 from kernelpick.workers.references import IsolationError
 
@@ -89,8 +89,7 @@ def rebuild_value(data: Mapping[str, Any], device: torch.device, generator: torc
     )
     if data.get("values") is None:
         return example_tensor(spec, generator)
-    flat = torch.load(data["values"], weights_only=True).to(device)
-    return flat.as_strided(spec.size, spec.stride, spec.offset)
+    return laid_out(spec, torch.load(data["values"], weights_only=True).to(device))
 
 
 def describe_arguments(values: Mapping[str, Any], payload_dir: Path) -> dict[str, Any]:

@@ -1,0 +1,40 @@
+"""Tests of arguments as plain data (workers/problems.py): a worker re-creates the caller's layouts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from kernelpick.select.signature import TensorSpec, is_aligned
+from kernelpick.workers.problems import describe_arguments, rebuild_arguments
+
+
+def misaligned_storage(values: torch.Tensor) -> torch.Tensor:
+    """`values` in a storage that starts one element (4 bytes for int32) past a 16-byte boundary."""
+    padded = torch.cat([values[:1], values])
+    storage = padded.untyped_storage()[values.element_size() :]
+    return torch.empty(0, dtype=values.dtype).set_(storage, 0, values.shape, (1,))
+
+
+def test_integer_tensors_keep_their_values_layout_and_misalignment(tmp_path: Path) -> None:
+    indices = torch.arange(8, dtype=torch.int32)
+    cases = {
+        "misaligned storage": misaligned_storage(indices),
+        "misaligned offset": torch.arange(9, dtype=torch.int32)[1:],
+        "aligned": indices,
+        "misaligned bools": misaligned_storage(torch.tensor([True, False] * 4)),
+    }
+    assert not is_aligned(cases["misaligned storage"]) and cases["misaligned storage"].storage_offset() == 0
+    rebuilt = rebuild_arguments(describe_arguments(cases, tmp_path), torch.device("cpu"))
+    for name, real in cases.items():
+        assert TensorSpec.of(rebuilt[name]) == TensorSpec.of(real), name
+        assert is_aligned(rebuilt[name]) == is_aligned(real), name
+        assert torch.equal(rebuilt[name], real), name  # integer values travel as they are
+
+
+def test_misaligned_floats_are_rebuilt_misaligned_with_example_values(tmp_path: Path) -> None:
+    real = misaligned_storage(torch.zeros(8))
+    rebuilt = rebuild_arguments(describe_arguments({"x": real}, tmp_path), torch.device("cpu"))["x"]
+    assert TensorSpec.of(rebuilt) == TensorSpec.of(real) and not is_aligned(rebuilt)
+    assert bool(rebuilt.ne(0).any())  # random values, not the caller's
