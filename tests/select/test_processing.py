@@ -18,6 +18,7 @@ from torch._subclasses.fake_tensor import FakeTensor
 import kernelpick
 from kernelpick import Config, Selector, extern, processed, settings, triton_choice
 from kernelpick.errors import ConfigError
+from kernelpick.select.inputs import ExampleInputs
 from kernelpick.select.prepack import PrepackCache
 from kernelpick.select.signature import Signature, TensorSpec
 
@@ -320,3 +321,68 @@ def test_processed_is_exported_and_named_after_its_steps() -> None:
     description = space.choices_for(Signature.of((torch.randn(2, 2), torch.randn(2, 2)), {}))[0].description()
     assert description["kind"] == "processed" and description["choice"]["kind"] == "extern"
     assert description["prepack"] == {"1": "tests.select.processing_choices.transpose"}
+
+
+def test_every_combination_of_steps_gives_the_product_and_writes_out() -> None:
+    def copied(out: torch.Tensor) -> torch.Tensor:
+        return out.clone()
+
+    spaces = {
+        "before": processed(extern(times_transposed), before=lambda a, b: (a, b.t())),
+        "after": processed(extern(torch.mm), after=copied),
+        "before, after": processed(extern(torch.mm), before=swap_operands, after=transposed),
+        "prepack": processed(extern(times_transposed), prepack={1: transpose}),
+        "prepack, after": processed(extern(times_transposed), prepack={1: transpose}, after=copied),
+    }
+    a, b = torch.randn(6, 4), torch.randn(4, 5)
+    for steps, space in spaces.items():
+        choice = space.choices_for(Signature.of((a, b), {}))[0]
+        torch.testing.assert_close(choice.callable_for(Signature.of((a, b), {}))(a, b), a @ b, msg=steps)
+        out = torch.zeros(6, 5)
+        into_out = choice.callable_for(Signature.of((a, b), {"out": out}))
+        assert into_out(a, b, out=out) is out, steps
+        torch.testing.assert_close(out, a @ b, msg=steps)
+
+
+def test_the_processing_runs_on_fake_tensors_once_per_signature() -> None:
+    fake_runs: list[tuple[int, ...]] = []
+
+    def counted_swap(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if isinstance(a, FakeTensor):
+            fake_runs.append(tuple(a.shape))
+        return swap_operands(a, b)
+
+    swapped = processed(extern(torch.mm), before=counted_swap, after=transposed, name="swapped")
+    # The reference is the processed choice: a tuning asks for its choices again.
+    selector = Selector("mm", [extern(torch.mm), swapped], reference="swapped", cache=False)
+    a, b = torch.randn(8, 4), torch.randn(4, 6)
+    torch.testing.assert_close(selector(a, b), a @ b)
+    selector.choices_for(a, b)
+    assert fake_runs == [(8, 4)]
+    selector(torch.randn(2, 4), b)
+    assert fake_runs == [(8, 4), (2, 4)]  # a new signature is worked out anew
+
+
+def test_the_example_inputs_are_processed_once_for_all_configs() -> None:
+    processed_examples: list[torch.Tensor] = []
+
+    def counted_contiguous(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if not isinstance(x, FakeTensor):
+            processed_examples.append(x)
+        return contiguous_both(x, y)
+
+    kernel = triton_choice(
+        add_kernel,
+        grid=lambda meta: (triton.cdiv(meta["n"], meta["BLOCK"]),),
+        configs=[Config({"BLOCK": block}) for block in (16, 32, 64)],
+        bind=strided_sum,
+    )
+    base = torch.randn(8, 16)
+    x, y = base[:, ::2], base[:, 1::2]
+    signature = Signature.of((x, y), {})
+    choices = processed(kernel, before=counted_contiguous).choices_for(signature)
+    example = ExampleInputs((x, y), {})
+    assert len(choices) == 3
+    assert all(choice.precompile(example, signature).ok for choice in choices)
+    assert len(processed_examples) == 1  # each config compiles for the same processed inputs
+    assert processed_examples[0] is example.args[0]

@@ -22,6 +22,13 @@ EXAMPLE_SEED = 0x6B70
 InputGen = Callable[..., Sequence[Any]]
 
 
+def example_generator(device: torch.device) -> torch.Generator:
+    """A new generator on `device` seeded with `EXAMPLE_SEED`: where example values come from."""
+    generator = torch.Generator(device=device)
+    generator.manual_seed(EXAMPLE_SEED)
+    return generator
+
+
 def _values(count: int, dtype: torch.dtype, device: torch.device, generator: torch.Generator) -> torch.Tensor:
     """`count` values suited to `dtype`: standard normal floats, small integers, fair booleans."""
     if dtype.is_complex:
@@ -87,8 +94,7 @@ class ExampleInputs:
     ) -> None:
         tensors = [v for v in (*args, *kwargs.values()) if isinstance(v, torch.Tensor)]
         device = tensors[0].device if tensors else torch.device("cpu")
-        generator = torch.Generator(device=device)
-        generator.manual_seed(EXAMPLE_SEED)
+        generator = example_generator(device)
 
         def fresh(value: Any) -> Any:
             return (

@@ -11,7 +11,9 @@ signature of the inputs it really receives, so a template renders for the proces
 from __future__ import annotations
 
 import logging
+import threading
 import types
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -21,7 +23,8 @@ from kernelpick.bench.benchmarker import classify_run_error
 from kernelpick.compile.precompile import CompileOutcome
 from kernelpick.errors import ConfigError
 from kernelpick.select.choice import Choice, ChoiceSpace, NamedChoice, qualified_name, short_hash
-from kernelpick.select.inputs import EXAMPLE_SEED, ExampleInputs, example_tensor
+from kernelpick.select.eligibility import requirements_of
+from kernelpick.select.inputs import ExampleInputs, example_generator, example_tensor
 from kernelpick.select.prepack import PrepackCache
 from kernelpick.select.signature import Signature, TensorSpec
 from kernelpick.select.template_choice import UnavailableChoice
@@ -57,7 +60,7 @@ class ProcessedChoices:
                 )
         self.inner = choice
         #: What the wrapped space needs of a device, if it says (`kernelpick.select.eligibility`).
-        self.requires = getattr(choice, "requires", None)
+        self.requires = requirements_of(choice)
         self.before = before
         self.after = after
         self.prepack = {index: PrepackCache(pack) for index, pack in _checked_prepack(prepack).items()}
@@ -75,7 +78,13 @@ class ProcessedChoices:
             "" if after is None else function_identity(after),
             *(f"{i}:{function_identity(c.pack)}" for i, c in sorted(self.prepack.items())),
         )
-        self.prepare = self._preparer()
+        self._packed = self._prepacker()
+        self._lock = threading.Lock()
+        self._inner_signatures: dict[Signature, Signature] = {}
+        # Per example: the processed inputs its choices compile for (None: the processing raised on it).
+        self._examples: weakref.WeakKeyDictionary[
+            ExampleInputs, tuple[tuple[Any, ...], dict[str, Any]] | None
+        ] = weakref.WeakKeyDictionary()
 
     @property
     def name(self) -> str:
@@ -106,13 +115,29 @@ class ProcessedChoices:
         """The signature of what the wrapped choice receives for calls of `signature`.
 
         The processing runs on fake tensors (no data, no computation); one that cannot runs once on
-        example inputs.
+        example inputs. Either runs once per signature: a tuning asks again for its reference.
         """
+        try:
+            found = self._inner_signatures.get(signature)
+        except TypeError:  # an unhashable argument (a list): nothing to remember it by
+            return self._processed_signature(signature)
+        if found is not None:
+            return found
+        made = self._processed_signature(signature)
+        with self._lock:
+            return self._inner_signatures.setdefault(signature, made)
+
+    def _processed_signature(self, signature: Signature) -> Signature:
         inputs: tuple[Any, ...] = signature.inputs
         if self.before is not None or self.prepack:
             inputs = _inputs_of(self._process_described(signature), self._name)
-        kwargs = tuple((k, v) for k, v in signature.kwargs if not (self.after is not None and k == "out"))
+        kwargs = tuple((k, v) for k, v in signature.kwargs if self._passes(k))
         return Signature(inputs, kwargs, signature.user_key, signature.device)
+
+    def _passes(self, keyword: str) -> bool:
+        """Whether keyword argument `keyword` reaches the wrapped choice: not `out` when `after` makes
+        the output (the wrapped choice then makes a new one)."""
+        return not (keyword == "out" and self.after is not None)
 
     def _process_described(self, signature: Signature) -> Any:
         from torch._subclasses.fake_tensor import FakeTensorMode
@@ -130,8 +155,7 @@ class ProcessedChoices:
                 "%s: processing on fake tensors failed (%s); running it on example inputs", self._name, error
             )
         devices = [v.device for v in signature.inputs if isinstance(v, TensorSpec)]
-        generator = torch.Generator(device=devices[0] if devices else torch.device("cpu"))
-        generator.manual_seed(EXAMPLE_SEED)
+        generator = example_generator(devices[0] if devices else torch.device("cpu"))
         values = [example_tensor(v, generator) if isinstance(v, TensorSpec) else v for v in signature.inputs]
         return _described(process(values))
 
@@ -151,39 +175,85 @@ class ProcessedChoices:
                     "forms are kept by tensor identity and version)"
                 )
 
-    def _preparer(self) -> Callable[[tuple[Any, ...]], Sequence[Any]]:
-        """`prepare(inputs)`: the inputs the wrapped choice receives (pre-packs from the cache)."""
+    def _prepacker(self) -> Callable[[tuple[Any, ...]], Sequence[Any]] | None:
+        """`packed(inputs)`: pre-packing (from the cache), then `before`; None when nothing is pre-packed."""
         prepacked = tuple(self.prepack.items())
         before = self.before
         if not prepacked:
-            return (lambda inputs: before(*inputs)) if before is not None else (lambda inputs: inputs)
+            return None
 
-        def prepare(inputs: tuple[Any, ...]) -> Sequence[Any]:
+        def packed(inputs: tuple[Any, ...]) -> Sequence[Any]:
             values = list(inputs)
             for index, cache in prepacked:
                 values[index] = cache.get(values[index])
             return before(*values) if before is not None else values
 
-        return prepare
+        return packed
+
+    def prepare(self, inputs: tuple[Any, ...]) -> Sequence[Any]:
+        """The inputs the wrapped choice receives for `inputs` (pre-packs from the cache)."""
+        if self._packed is not None:
+            return self._packed(inputs)
+        return inputs if self.before is None else self.before(*inputs)
+
+    def prepared(self, example: ExampleInputs) -> tuple[tuple[Any, ...], dict[str, Any]] | None:
+        """`example`'s inputs as the wrapped choice receives them, processed once for all its choices
+        (each config of a template compiles for the same ones); None when the processing raised."""
+        with self._lock:  # one processing per example, even when choices compile in several threads
+            if example in self._examples:
+                return self._examples[example]
+            try:
+                args = tuple(self.prepare(tuple(example.args)))
+                done: tuple[tuple[Any, ...], dict[str, Any]] | None = (
+                    args,
+                    {k: v for k, v in example.kwargs.items() if self._passes(k)},
+                )
+            except Exception as error:
+                log.debug("%s: processing the example inputs raised %s", self._name, error)
+                done = None
+            self._examples[example] = done  # kept while `example` lives, which it does not refer to
+            return done
 
     def call_with(self, call: Callable[..., Any]) -> Callable[..., Any]:
-        """The hot path of a processed choice: prepare the inputs, `call`, then `after` (into `out=`)."""
-        prepare, after = self.prepare, self.after
-        if after is None:
+        """The hot path of a processed choice: prepare the inputs, `call`, then `after` (into `out=`).
 
-            def run(*inputs: Any, **kwargs: Any) -> Any:
-                return call(*prepare(inputs), **kwargs)
+        One closure per combination of steps, so that a call runs the user's functions and no
+        wrapper of them (a lambda around `before` cost about 20 ns a call).
+        """
+        packed, before, after = self._packed, self.before, self.after
+        if packed is not None and after is None:
 
-            return run
+            def run_packed(*inputs: Any, **kwargs: Any) -> Any:
+                return call(*packed(inputs), **kwargs)
 
-        def run_then_after(*inputs: Any, out: Any = None, **kwargs: Any) -> Any:
-            result = after(call(*prepare(inputs), **kwargs))
-            if out is None:
-                return result
-            out.copy_(result)  # `after` made a new output: the caller asked for it in `out`
-            return out
+            return run_packed
+        if packed is not None and after is not None:
 
-        return run_then_after
+            def packed_then_after(*inputs: Any, out: Any = None, **kwargs: Any) -> Any:
+                result = after(call(*packed(inputs), **kwargs))
+                return result if out is None else _written(out, result)
+
+            return packed_then_after
+        if before is not None and after is None:
+
+            def run_before(*inputs: Any, **kwargs: Any) -> Any:
+                return call(*before(*inputs), **kwargs)
+
+            return run_before
+        if before is not None and after is not None:
+
+            def before_then_after(*inputs: Any, out: Any = None, **kwargs: Any) -> Any:
+                result = after(call(*before(*inputs), **kwargs))
+                return result if out is None else _written(out, result)
+
+            return before_then_after
+        assert after is not None  # a processed choice processes something
+
+        def then_after(*inputs: Any, out: Any = None, **kwargs: Any) -> Any:
+            result = after(call(*inputs, **kwargs))
+            return result if out is None else _written(out, result)
+
+        return then_after
 
     def name_for(self, inner: Choice) -> str:
         """The name of the processed form of `inner`: `name=` in place of the wrapped space's name."""
@@ -224,15 +294,11 @@ class ProcessedChoice(NamedChoice):
     def precompile(self, example: ExampleInputs, signature: Signature) -> CompileOutcome:
         """Pre-pack the example inputs (so no timed run packs) and compile the wrapped choice for
         the processed ones."""
-        try:
-            args = tuple(self.space.prepare(tuple(example.args)))
-        except Exception as error:
+        prepared = self.space.prepared(example)
+        if prepared is None:
             # Not a compile failure: the first run raises the same and is recorded as a runtime error.
-            log.debug("%s: processing the example inputs raised %s", self._name, error)
             return CompileOutcome("ok")
-        drop_out = self.space.after is not None
-        kwargs = {k: v for k, v in example.kwargs.items() if not (drop_out and k == "out")}
-        return self.inner.precompile(ProcessedExample(example, args, kwargs), self.inner_signature)
+        return self.inner.precompile(ProcessedExample(example, *prepared), self.inner_signature)
 
     def callable_for(self, signature: Signature) -> Callable[..., Any]:
         inner_signature = (
@@ -333,6 +399,11 @@ def _steps(before: Before | None, after: After | None, prepack: Mapping[int, Pre
 def _short_name(fn: Any) -> str:
     target = getattr(fn, "func", fn)  # functools.partial
     return str(getattr(target, "__name__", None) or type(target).__name__)
+
+
+def _written(out: Any, result: Any) -> Any:
+    out.copy_(result)  # `after` made a new output: the caller asked for it in `out`
+    return out
 
 
 def _fake(value: Any) -> Any:

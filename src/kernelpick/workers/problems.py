@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 import torch
 
-from kernelpick.select.inputs import EXAMPLE_SEED, example_tensor, laid_out
+from kernelpick.select.inputs import example_generator, example_tensor, laid_out
 from kernelpick.select.signature import TensorSpec
 from kernelpick.workers.references import IsolationError
 
@@ -99,8 +99,7 @@ def describe_arguments(values: Mapping[str, Any], payload_dir: Path) -> dict[str
 
 def rebuild_arguments(data: Mapping[str, Any], device: torch.device) -> dict[str, Any]:
     """Named arguments re-created on `device`, with random floating-point values from a fixed seed."""
-    generator = torch.Generator(device=device)
-    generator.manual_seed(EXAMPLE_SEED)
+    generator = example_generator(device)
     return {name: rebuild_value(value, device, generator) for name, value in data.items()}
 
 
