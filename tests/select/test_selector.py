@@ -15,11 +15,14 @@ from typing import Any
 import pytest
 import torch
 
-from kernelpick import NoValidChoices, Selector, extern, settings
+from kernelpick import NoValidChoices, Selector, extern, load_table, require, settings
 from kernelpick.errors import ConfigError
 from kernelpick.report import console
 from kernelpick.select.verify import Tolerance
-from kernelpick.store import MemoryStore
+from kernelpick.store import MemoryStore, default_store
+from kernelpick.store.deploy import tables
+from kernelpick.store.sqlite import SQLiteStore
+from kernelpick.store.table import export_table
 
 
 def slow_add(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -482,3 +485,26 @@ def test_the_reference_choice_runs_unless_another_beats_it_by_more_than_the_spre
     clear(*inputs())
     assert clear.last_selection is not None and clear.last_selection.best == "fast_add"
     assert clear.last_selection.note == ""
+
+
+def test_a_tabled_winner_is_recorded_with_the_choices_the_device_skipped(tmp_path: Path) -> None:
+    def choices() -> list[Any]:
+        return [extern(slow_add), extern(fast_add), require(extern(torch.add), gpu=True)]
+
+    a, b = inputs()
+    tuned = Selector("add", choices())
+    tuned(a, b)
+    first = tuned.last_selection
+    assert first is not None and [s.name for s in first.skipped] == ["torch.add"]
+    store = default_store()
+    assert isinstance(store, SQLiteStore)
+    load_table(export_table(store.rows()).write(tmp_path / "table.json"))
+    try:
+        deployed = Selector("add", choices())
+        with settings.override(no_tuning=True):
+            assert torch.equal(deployed(a, b), a + b)
+    finally:
+        tables().clear()
+    record = deployed.last_selection
+    assert record is not None and record.note.startswith("from the deployment table")
+    assert record.skipped == first.skipped

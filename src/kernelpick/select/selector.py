@@ -33,7 +33,7 @@ from kernelpick.report import TuningProgress, headline, print_table
 from kernelpick.reports.log import log_tuning
 from kernelpick.select.choice import Choice, ChoiceSpace, ExternChoice, qualified_name
 from kernelpick.select.choice_run import ChoiceRun, synchronize, warm_up
-from kernelpick.select.eligibility import eligible_spaces
+from kernelpick.select.eligibility import SkippedChoice, eligible_spaces
 from kernelpick.select.inputs import ExampleInputs, InputGen, preserved_rng
 from kernelpick.select.isolated import measure_in_worker, measure_in_workers
 from kernelpick.select.record import ChoiceResult, SelectionRecord
@@ -186,21 +186,13 @@ class Selector:
                 return call
             start = time.perf_counter()
             signature = Signature.of(inputs, kwargs, self.key)
-            choices = self.expand(signature)
+            choices, skipped = self._expand(signature)
             store = self._store()
             source = SELECTION_VERSION if self.verify else f"{SELECTION_VERSION}:unverified"
             tuning_key = TuningKey.make(self.name, source, signature.device, signature.to_data())
-            loaded: dict[str, StoredResult] | None = None
-
-            def stored() -> dict[str, StoredResult]:  # read once, and only when needed
-                nonlocal loaded
-                if loaded is None:
-                    loaded = store.load(tuning_key) if store is not None else {}
-                return loaded
-
-            tabled = self._from_table(
-                key, tuning_key, choices, signature, start, lambda: all(c.digest in stored() for c in choices)
-            )
+            # The store is read once, and only when needed (a deployment table may answer first).
+            stored = functools.cache(lambda: store.load(tuning_key) if store is not None else {})
+            tabled = self._from_table(key, tuning_key, choices, skipped, signature, start, stored)
             if tabled is not None:
                 return tabled
             results = {c.digest: stored()[c.digest].result for c in choices if c.digest in stored()}
@@ -251,7 +243,7 @@ class Selector:
                 not todo,
                 reference,
                 note if winner.digest == ranked[0].digest else "",
-                eligible_spaces(self.spaces, signature.device)[1],
+                skipped,
                 searched.traces,
             )
             self.records[key] = self.last_selection = record
@@ -267,11 +259,13 @@ class Selector:
         key: tuple[Any, ...],
         tuning_key: TuningKey,
         choices: list[Choice],
+        skipped: tuple[SkippedChoice, ...],
         signature: Signature,
         start: float,
-        stored_completely: Callable[[], bool],
+        stored: Callable[[], Mapping[str, StoredResult]],
     ) -> Callable[..., Any] | None:
-        """Bind the winner a deployment table gives for this key (`kernelpick.store.deploy`), if any."""
+        """Bind the winner a deployment table gives for this key (`kernelpick.store.deploy`), if any
+        (`stored()`: the store's results for it, read when the exact key has no table entry)."""
         by_digest = {c.digest: c for c in choices}
         by_name = {c.name: c for c in choices}
 
@@ -279,7 +273,7 @@ class Selector:
             # The digest for the exact key; by name for another key, whose rendered choices differ.
             return by_digest.get(entry.candidate) or by_name.get(str(entry.choice.get("name")))
 
-        found = tabled_winner(tuning_key, choice_of, stored_completely)
+        found = tabled_winner(tuning_key, choice_of, lambda: all(c.digest in stored() for c in choices))
         if found is None:
             return None
         choice, hit = found
@@ -293,7 +287,7 @@ class Selector:
         rows = (ChoiceResult(choice.name, choice.digest, choice.description(), hit.entry.result),)
         seconds = time.perf_counter() - start
         record = SelectionRecord(
-            self.name, signature, signature.device, rows, choice.name, seconds, True, None, hit.note
+            self.name, signature, signature.device, rows, choice.name, seconds, True, None, hit.note, skipped
         )
         self.records[key] = self.last_selection = record
         log_tuning(record)
@@ -329,6 +323,10 @@ class Selector:
             ConfigError: two different choices share a name.
             NoValidChoices: no choice applies to the signature.
         """
+        return self._expand(signature)[0]
+
+    def _expand(self, signature: Signature) -> tuple[list[Choice], tuple[SkippedChoice, ...]]:
+        """`expand`'s choices, and the spaces left out on the device with the reason for each."""
         choices: list[Choice] = []
         by_name: dict[str, Choice] = {}
         digests: set[str] = set()
@@ -351,7 +349,7 @@ class Selector:
                 f"was empty for them or skipped on this device{left_out}; add a choice that handles them "
                 "(an extern, say)"
             )
-        return choices
+        return choices, skipped
 
     def _store(self) -> ResultStore | None:
         if not (self.use_store and settings.current().cache):
