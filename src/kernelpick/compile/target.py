@@ -13,7 +13,7 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler.compiler import ASTSource, make_backend
 from triton.runtime.jit import JITFunction, create_function_from_signature
 
-from kernelpick.compile.interpreted import compiling
+from kernelpick.compile.interpreted import compilable, compiling
 from kernelpick.compile.launch import language_lock
 from kernelpick.errors import AnalysisError
 
@@ -72,16 +72,11 @@ class Specialization:
 
 
 def as_jit_function(kernel: Any) -> JITFunction[Any]:
-    """The `triton.jit` function itself, or a clear error for what cannot be lowered."""
-    if isinstance(kernel, JITFunction):
-        return kernel
-    from triton.runtime.interpreter import InterpretedFunction
-
-    if isinstance(kernel, InterpretedFunction):  # decorated under TRITON_INTERPRET=1
-        from kernelpick.compile.interpreted import compilable
-
-        twin: JITFunction[Any] = compilable(kernel)
-        return twin
+    """The `triton.jit` function itself (for one decorated under TRITON_INTERPRET=1, its compilable twin),
+    or a clear error for what cannot be lowered."""
+    jit = compilable(kernel)
+    if isinstance(jit, JITFunction):
+        return jit
     raise AnalysisError(f"expected a @triton.jit function, got {type(kernel).__name__}: {kernel!r}")
 
 

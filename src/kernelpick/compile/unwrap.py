@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from triton.runtime.interpreter import InterpretedFunction
 from triton.runtime.jit import JITFunction
 
 from kernelpick.errors import AnalysisError
@@ -37,10 +38,6 @@ class Unwrapped:
 
 def is_interpreted(kernel: Any) -> bool:
     """Whether `kernel` was decorated while TRITON_INTERPRET=1 was set (Triton then cannot compile it)."""
-    try:
-        from triton.runtime.interpreter import InterpretedFunction
-    except ImportError:  # pragma: no cover - every supported Triton has it
-        return False
     return isinstance(kernel, InterpretedFunction)
 
 

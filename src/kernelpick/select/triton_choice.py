@@ -11,6 +11,7 @@ from kernelpick import settings
 from kernelpick.compile.interpreted import compilable
 from kernelpick.compile.launch import launcher
 from kernelpick.compile.precompile import CompileOutcome, classify, precompile
+from kernelpick.compile.unwrap import innermost
 from kernelpick.errors import ConfigError
 from kernelpick.select.choice import (
     Choice,
@@ -30,9 +31,7 @@ Bind = Callable[..., tuple[Any, Any]]
 
 
 def _jit_function(kernel: Any) -> JITFunction[Any]:
-    inner = compilable(kernel)  # under TRITON_INTERPRET=1, the compilable twin of the interpreted kernel
-    while not isinstance(inner, JITFunction) and hasattr(inner, "fn"):
-        inner = compilable(inner.fn)  # triton.heuristics and similar wrappers
+    inner = compilable(innermost(kernel))  # inside wrappers; under TRITON_INTERPRET=1, the compilable twin
     if not isinstance(inner, JITFunction):
         raise ConfigError(
             f"kernelpick.triton_choice expects a @triton.jit kernel, got {type(kernel).__name__}; "
