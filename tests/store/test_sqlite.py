@@ -70,6 +70,10 @@ def test_saving_a_candidate_again_replaces_its_result(path: Path) -> None:
         ("result", '{"status": "fine", "timing": null}'),  # a status kernelpick never writes
         ("result", "[1, 2]"),
         ("description", '"a string"'),
+        (  # parses as a result, but its median would reach the pick's comparisons as text
+            "result",
+            json.dumps({"status": "ok", "timing": {**ok(2.0).to_dict()["timing"], "median_ms": "fast"}}),
+        ),
     ],
 )
 def test_a_row_that_is_not_kernelpick_data_is_left_out_of_a_load_with_a_warning(

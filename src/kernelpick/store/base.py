@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from dataclasses import MISSING, dataclass, fields, replace
+from typing import Any, Protocol, TypeGuard
 
 from kernelpick.bench.result import BenchmarkResult
+from kernelpick.bench.stats import TimingSummary
 from kernelpick.store.keys import TuningKey
 
 
@@ -67,3 +69,69 @@ class MemoryStore:
         self._rows.setdefault(key.digest, {}).update({r.candidate: r for r in results})
         if pick is not None:
             self.picks[key.digest] = pick
+
+
+def parse_stored(candidate: str, description: Any, result: Any) -> StoredResult:
+    """A stored result read back from plain data (its description and result as JSON gave them), checked
+    field by field: what a store holds that kernelpick did not write never reaches a pick's comparisons.
+
+    Raises:
+        ValueError: it is not what kernelpick stores; the message says what is wrong, in one line.
+    """
+    return StoredResult(candidate, parse_description(description), parse_result(result))
+
+
+def parse_description(data: Any) -> dict[str, Any]:
+    """A stored candidate's description read back: a JSON object.
+
+    Raises:
+        ValueError: it is not one.
+    """
+    if not isinstance(data, dict):
+        raise ValueError(f"description is {type(data).__name__}, not a JSON object")
+    return data
+
+
+def parse_result(data: Any) -> BenchmarkResult:
+    """A stored `BenchmarkResult.to_dict()` read back, each timing figure of its type (the dataclasses
+    check no types: a median of "fast" would otherwise be compared with numbers).
+
+    Raises:
+        ValueError: it is not a result kernelpick writes; the message names the first field that is wrong.
+    """
+    if not isinstance(data, dict):
+        raise ValueError(f"result is {type(data).__name__}, not a JSON object")
+    timing = data.get("timing")
+    if timing is not None:
+        if not isinstance(timing, dict):
+            raise ValueError(f"result's timing is {type(timing).__name__}, not a JSON object")
+        for field in fields(TimingSummary):
+            if field.name not in timing and field.default is MISSING:
+                raise ValueError(f"result's timing has no {field.name}")
+            value = timing.get(field.name, field.default)
+            expected = _timing_type(field.name, value)
+            if expected is not None:
+                raise ValueError(f"result's timing.{field.name} is {str(value)[:64]!r}, not {expected}")
+    if not isinstance(data.get("message", ""), str):
+        raise ValueError("result's message is not text")
+    try:
+        return BenchmarkResult.from_dict(data, from_store=True)
+    except (KeyError, TypeError, ValueError) as error:
+        raise ValueError(f"result is not a benchmark result ({type(error).__name__}: {error})") from None
+
+
+def is_number(value: Any, *, integer: bool = False) -> TypeGuard[float]:
+    """Whether stored `value` is a number (an integer with `integer`): not a bool, not NaN."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return isinstance(value, int) if integer else not math.isnan(value)
+
+
+def _timing_type(name: str, value: Any) -> str | None:
+    """What `value` should be to stand in `TimingSummary.<name>`, or None when it may."""
+    if name == "timer":
+        return None if isinstance(value, str) else "text"
+    if name == "host_ms" and value is None:
+        return None
+    integer = name in ("runs", "outliers")
+    return None if is_number(value, integer=integer) else "an integer" if integer else "a number"

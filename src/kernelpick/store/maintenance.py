@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.errors import StoreError
-from kernelpick.store.base import ResultStore, StoredRow
+from kernelpick.store.base import ResultStore, StoredRow, parse_description, parse_result
 from kernelpick.store.keys import Toolchain, TuningKey
 from kernelpick.store.sqlite import RawRow, SQLiteStore
 from kernelpick.store.table import DeploymentTable
@@ -150,8 +150,7 @@ def check_row(raw: RawRow) -> CheckedRow:
     problems: list[str] = []
     tuning_key = _tuning_key(raw, problems)
     description = _json_column(raw.description, "description", problems)
-    if description is not _UNREADABLE and not isinstance(description, dict):
-        problems.append(f"description is {type(description).__name__}, not a JSON object")
+    described = _checked(description, parse_description, problems)
     result = _result(raw, problems)
     created = (
         raw.created if isinstance(raw.created, (int, float)) and not isinstance(raw.created, bool) else None
@@ -159,10 +158,14 @@ def check_row(raw: RawRow) -> CheckedRow:
     if created is None:
         problems.append(f"created is {raw.created!r}, not a unix time")
     row = None
-    if not problems and tuning_key is not None and result is not None and created is not None:
-        row = StoredRow(
-            tuning_key, str(raw.candidate), description, result, created, raw.pick == raw.candidate
-        )
+    if (
+        not problems
+        and tuning_key is not None
+        and described is not None
+        and result is not None
+        and created is not None
+    ):
+        row = StoredRow(tuning_key, str(raw.candidate), described, result, created, raw.pick == raw.candidate)
     return CheckedRow(
         str(raw.kernel),
         str(raw.key),
@@ -381,17 +384,23 @@ def _tuning_key(raw: RawRow, problems: list[str]) -> TuningKey | None:
     return key
 
 
-def _result(raw: RawRow, problems: list[str]) -> BenchmarkResult | None:
-    def build(data: Any) -> BenchmarkResult:
-        return BenchmarkResult.from_dict(data, from_store=True)
+def _checked(data: Any, parse: Callable[[Any], T], problems: list[str]) -> T | None:
+    """`parse` of a column's JSON (`kernelpick.store.base`'s checks, as a store's load makes them), or
+    None (with the problem noted) when the column is unreadable or `parse` refuses it."""
+    if data is _UNREADABLE:
+        return None
+    try:
+        return parse(data)
+    except ValueError as error:
+        problems.append(str(error))
+        return None
 
-    result = _parsed(raw.result, "result", "a benchmark result", build, problems)
+
+def _result(raw: RawRow, problems: list[str]) -> BenchmarkResult | None:
+    result = _checked(_json_column(raw.result, "result", problems), parse_result, problems)
     if result is None:
         return None
     median = None if result.timing is None else result.timing.median_ms
-    if median is not None and (not isinstance(median, (int, float)) or isinstance(median, bool)):
-        problems.append(f"result's median_ms is {median!r}, not a number")
-        return None
     if raw.status != result.status:
         problems.append(f"status column says {raw.status!r}, the result says {result.status!r}")
     if raw.median_ms != median:

@@ -5,19 +5,15 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import math
 import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import fields
 from typing import Any
 
 from kernelpick import settings
-from kernelpick.bench.result import BenchmarkResult
-from kernelpick.bench.stats import TimingSummary
 from kernelpick.errors import StoreError
-from kernelpick.store.base import StoredResult, StoredRow
+from kernelpick.store.base import StoredResult, StoredRow, is_number, parse_stored
 from kernelpick.store.keys import TuningKey, canonical_json, canonical_value
 
 log = logging.getLogger("kernelpick.store")
@@ -264,40 +260,13 @@ def _parse_entry(candidate: str, raw: Any) -> tuple[StoredResult, float]:
         raise _Malformed(
             f"its candidate {str(data.get('candidate'))[:64]!r} is not the field it is filed under"
         )
-    description, result, created = data.get("description"), data.get("result"), data.get("created")
-    if not isinstance(description, dict):
-        raise _Malformed("its description is not a JSON object")
-    if not isinstance(created, (int, float)) or not _is_number(created):
+    created = data.get("created")
+    if not is_number(created):
         raise _Malformed(f"its created time {str(created)[:64]!r} is not a number")
-    return StoredResult(candidate, description, _parse_result(result)), float(created)
-
-
-def _parse_result(data: Any) -> BenchmarkResult:
-    if not isinstance(data, dict):
-        raise _Malformed("its result is not a JSON object")
-    timing = data.get("timing")
-    if timing is not None:
-        if not isinstance(timing, dict):
-            raise _Malformed("its result's timing is not a JSON object")
-        for field in fields(TimingSummary):
-            value = timing.get(field.name, field.default)
-            if not _is_of_timing_type(field.name, value):
-                raise _Malformed(f"its result's timing.{field.name} is {str(value)[:64]!r}")
-    if not isinstance(data.get("message", ""), str):
-        raise _Malformed("its result's message is not a string")
     try:
-        return BenchmarkResult.from_dict(data, from_store=True)
-    except (KeyError, TypeError, ValueError) as error:
-        raise _Malformed(f"its result does not parse: {error!r}") from None
-
-
-def _is_of_timing_type(name: str, value: Any) -> bool:
-    """Whether `value` may stand in `TimingSummary.<name>` (the dataclass checks no types)."""
-    if name == "timer":
-        return isinstance(value, str)
-    if name == "host_ms" and value is None:
-        return True
-    return _is_number(value, integer=name in ("runs", "outliers"))
+        return parse_stored(candidate, data.get("description"), data.get("result")), float(created)
+    except ValueError as error:
+        raise _Malformed(str(error)) from None
 
 
 def _parse_key(digest: str, canonical: Any) -> TuningKey:
@@ -330,12 +299,6 @@ def _text(raw: Any) -> str:
         return raw.decode()
     except UnicodeDecodeError:
         raise _Malformed(f"{raw[:64]!r} is not UTF-8 text") from None
-
-
-def _is_number(value: Any, *, integer: bool = False) -> bool:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return False
-    return isinstance(value, int) if integer else not math.isnan(value)
 
 
 def _without_password(url: str) -> str:

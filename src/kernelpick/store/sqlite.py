@@ -13,9 +13,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from kernelpick.bench.result import BenchmarkResult
 from kernelpick.errors import StoreError
-from kernelpick.store.base import StoredResult, StoredRow
+from kernelpick.store.base import StoredResult, StoredRow, parse_stored
 from kernelpick.store.keys import TuningKey, canonical_json, canonical_value
 
 log = logging.getLogger("kernelpick.store")
@@ -162,11 +161,8 @@ class SQLiteStore:
         found = {}
         for candidate, description, result in rows:
             try:
-                described = json.loads(description)
-                if not isinstance(described, dict):
-                    raise TypeError(f"the description is {type(described).__name__}, not a JSON object")
-                stored = BenchmarkResult.from_dict(json.loads(result), from_store=True)
-            except (ValueError, TypeError, KeyError, AttributeError) as error:
+                found[candidate] = parse_stored(candidate, json.loads(description), json.loads(result))
+            except (ValueError, TypeError) as error:  # TypeError: a column holding no text
                 log.warning(
                     "result store %s: ignoring the row of %s (key %s, candidate %s), which is not kernelpick "
                     "data (%s); it will be measured again. `kernelpick cache verify` lists such rows",
@@ -176,8 +172,6 @@ class SQLiteStore:
                     str(candidate)[:12],
                     error,
                 )
-                continue
-            found[candidate] = StoredResult(candidate, described, stored)
         return found
 
     def save(self, key: TuningKey, results: Iterable[StoredResult], *, pick: str | None = None) -> None:
@@ -221,15 +215,16 @@ class SQLiteStore:
             ).fetchall()
         for digest, candidate, key_data, description, result, created, picked in found:
             try:
+                stored = parse_stored(candidate, json.loads(description), json.loads(result))
                 yield StoredRow(
                     TuningKey.from_dict(json.loads(key_data)),
                     candidate,
-                    json.loads(description),
-                    BenchmarkResult.from_dict(json.loads(result), from_store=True),
+                    stored.description,
+                    stored.result,
                     created,
                     picked == candidate,
                 )
-            except (ValueError, TypeError, KeyError) as error:
+            except (ValueError, TypeError) as error:
                 raise StoreError(
                     f"result store {self.path}: row (key {digest[:12]}, candidate {candidate[:12]}) is not "
                     f"kernelpick data ({error}); run `kernelpick cache verify`"
