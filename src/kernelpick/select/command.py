@@ -9,16 +9,16 @@ is imported or run: stored data is plain data.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from kernelpick.errors import StoreError
+from kernelpick.select.modules import kernel_source_path, source_hash, template_path
 from kernelpick.store.base import StoredRow
-from kernelpick.store.default import default_store_path
+from kernelpick.store.command import STORE_HELP, candidate_name, existing_store, inputs_text, store_path
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,17 +66,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--choice", metavar="TEXT", help="the candidates whose name contains TEXT, not the pick"
     )
     which.add_argument("--all", action="store_true", help="every stored candidate, not only the pick")
-    parser.add_argument(
-        "--store",
-        metavar="PATH",
-        help="the result store (default: results.sqlite3 under KERNELPICK_CACHE_DIR)",
-    )
+    parser.add_argument("--store", metavar="PATH", help=STORE_HELP)
     parser.add_argument("--json", action="store_true", help="print a JSON list")
 
 
 def run_code(args: argparse.Namespace) -> int:
-    store = Path(args.store) if args.store else default_store_path()
-    found = stored_code(store, args.name, key=args.key, choice=args.choice, every=args.all)
+    found = stored_code(store_path(args), args.name, key=args.key, choice=args.choice, every=args.all)
     if args.json:
         print(json.dumps([code.to_dict() for code in found], indent=2))
         return 0
@@ -103,12 +98,7 @@ def stored_code(
     from kernelpick.store.maintenance import readable_rows, summarize_keys, unknown_kernel
     from kernelpick.store.sqlite import SQLiteStore
 
-    if not store.is_file():
-        raise StoreError(
-            f"no result store at {store}: nothing was tuned with it yet; pass --store PATH or set "
-            "KERNELPICK_CACHE_DIR to the folder that holds results.sqlite3"
-        )
-    opened = SQLiteStore(store)
+    opened = SQLiteStore(existing_store(store))
     try:
         rows = readable_rows(opened)[0]
     finally:
@@ -125,9 +115,9 @@ def stored_code(
     if every:
         chosen = sorted(mine, key=lambda r: (r.key.digest, r.result.cost_ms))
     elif choice is not None:
-        chosen = [r for r in mine if choice in _name(r.description)]
+        chosen = [r for r in mine if choice in candidate_name(r.description)]
         if not chosen:
-            names = ", ".join(sorted({_name(r.description) for r in mine}))
+            names = ", ".join(sorted({candidate_name(r.description) for r in mine}))
             raise StoreError(
                 f"no stored candidate of {name} is named like {choice!r}; its candidates: {names}"
             )
@@ -143,11 +133,10 @@ def source_of(row: StoredRow, cache: Path) -> ChoiceCode:
     """The source of one stored candidate, looked for under the cache folder `cache`."""
     description = row.description
     kind = str(description.get("kind", "config" if "kwargs" in description else "unknown"))
-    name = _name(description)
+    name = candidate_name(description)
     if kind == "template":
         digest = str(description.get("source_sha256", ""))
-        path = cache / "templates" / f"{digest[:40]}.py"
-        return _read(row, name, kind, path, digest, "rendered template module")
+        return _read(row, name, kind, template_path(digest, cache), digest, "rendered template module")
     if kind in ("triton", "config"):
         # A triton_choice names its kernel's cache key; an autotuned kernel's key ends with it.
         cache_key = (
@@ -157,7 +146,7 @@ def source_of(row: StoredRow, cache: Path) -> ChoiceCode:
             return ChoiceCode(
                 row, name, kind, None, None, "no kernel source kept: tuned by an older kernelpick"
             )
-        found = _read(row, name, kind, cache / "kernels" / f"{cache_key[:40]}.py", None, "kernel source")
+        found = _read(row, name, kind, kernel_source_path(cache_key, cache), None, "kernel source")
         config = description.get("config", description)
         return _with_config(found, config)
     if kind == "extern":
@@ -179,7 +168,7 @@ def _read(row: StoredRow, name: str, kind: str, path: Path, digest: str | None, 
             f"the {what} is not at {path}: tuning it again (after `kernelpick cache "
             "prune --kernel`) writes it, or it was tuned with another KERNELPICK_CACHE_DIR",
         )
-    if digest is not None and hashlib.sha256(text.encode()).hexdigest() != digest:
+    if digest is not None and source_hash(text) != digest:
         return ChoiceCode(
             row, name, kind, path, None, f"the {what} at {path} is not the one stored (its hash differs)"
         )
@@ -194,24 +183,12 @@ def _with_config(code: ChoiceCode, config: Any) -> ChoiceCode:
     return ChoiceCode(code.row, code.name, code.kind, code.path, f"{line}\n{code.source}", "")
 
 
-def _name(description: Mapping[str, Any]) -> str:
-    from kernelpick.store.command import candidate_name
-
-    return candidate_name(description)
-
-
 def _header(code: ChoiceCode) -> str:
     result = code.row.result
     how = f"{result.cost_ms:.4f} ms" if result.ok else result.status
     lines: Sequence[str] = (
-        f"# {code.row.key.kernel} ({_inputs(code.row.key.inputs)}) on {code.row.key.device}, key {code.row.key.digest[:12]}",
+        f"# {code.row.key.kernel} ({inputs_text(code.row.key.inputs, limit=80)}) on {code.row.key.device}, key {code.row.key.digest[:12]}",
         f"# {code.kind} {code.name}: {how}" + ("; picked" if code.row.picked else ""),
         *([f"# from {code.path}"] if code.source is not None and code.path is not None else []),
     )
     return "\n".join(lines)
-
-
-def _inputs(inputs: Sequence[Any]) -> str:
-    from kernelpick.store.command import inputs_text
-
-    return inputs_text(inputs, limit=80)

@@ -31,21 +31,21 @@ def source_hash(source: str) -> str:
     return hashlib.sha256(source.encode()).hexdigest()
 
 
-def template_dir() -> Path:
-    """`<cache dir>/templates`, created if missing."""
-    path = settings.cache_dir() / "templates"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+def template_path(digest: str, cache: Path | None = None) -> Path:
+    """Where the rendered module whose `source_hash` is `digest` is written: `<cache>/templates/`, in
+    the cache dir unless `cache` names another (`kernelpick code` reads a store's folder)."""
+    return (settings.cache_dir() if cache is None else cache) / "templates" / f"{digest[:40]}.py"
 
 
 def write_module(source: str) -> Path:
     """Write `source` to `<cache dir>/templates/<hash>.py` (once) and return the path."""
-    return _write_once(template_dir() / f"{source_hash(source)[:40]}.py", source)
+    return _write_once(template_path(source_hash(source)), source)
 
 
-def kernel_source_path(cache_key: str) -> Path:
-    """Where the source of the Triton kernel with this `JITFunction.cache_key` is kept."""
-    return settings.cache_dir() / "kernels" / f"{cache_key[:40]}.py"
+def kernel_source_path(cache_key: str, cache: Path | None = None) -> Path:
+    """Where the source of the Triton kernel with this `JITFunction.cache_key` is kept: `<cache>/kernels/`,
+    in the cache dir unless `cache` names another."""
+    return (settings.cache_dir() if cache is None else cache) / "kernels" / f"{cache_key[:40]}.py"
 
 
 def keep_kernel_source(kernel: Any) -> Path | None:
@@ -55,14 +55,13 @@ def keep_kernel_source(kernel: Any) -> Path | None:
     text = "".join(lines) if isinstance(lines, list) else getattr(kernel, "src", None)
     if not isinstance(text, str):
         return None
-    path = kernel_source_path(kernel.cache_key)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return _write_once(path, text)
+    return _write_once(kernel_source_path(kernel.cache_key), text)
 
 
 def _write_once(path: Path, source: str) -> Path:
     if path.exists():
         return path
+    path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".render-", suffix=".py")
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as stream:

@@ -31,12 +31,21 @@ if TYPE_CHECKING:
     from kernelpick.store.sqlite import SQLiteStore
 
 
-def _store_path(args: argparse.Namespace) -> Path:
+#: The help of a command's `--store PATH` option (`store_path` reads it).
+STORE_HELP = "the SQLite result store (default: results.sqlite3 under KERNELPICK_CACHE_DIR)"
+
+
+def store_path(args: argparse.Namespace) -> Path:
+    """The result store a command's `--store` names, else the default one (it may not exist)."""
     return Path(args.store) if args.store else default_store_path()
 
 
-def _existing_store(args: argparse.Namespace) -> Path:
-    path = _store_path(args)
+def existing_store(path: Path) -> Path:
+    """`path`, where a command reads a result store.
+
+    Raises:
+        StoreError: there is no file at `path`; the message says how to name the right one.
+    """
     if not path.is_file():
         raise StoreError(
             f"no result store at {path}: nothing was tuned with it yet; pass --store PATH or set "
@@ -48,7 +57,8 @@ def _existing_store(args: argparse.Namespace) -> Path:
 def _open_store(args: argparse.Namespace, *, create: bool = False) -> SQLiteStore:
     from kernelpick.store.sqlite import SQLiteStore
 
-    return SQLiteStore(_store_path(args) if create else _existing_store(args))
+    path = store_path(args)
+    return SQLiteStore(path if create else existing_store(path))
 
 
 def _stored_rows(args: argparse.Namespace) -> tuple[list[StoredRow], str, int]:
@@ -67,11 +77,11 @@ def _stored_rows(args: argparse.Namespace) -> tuple[list[StoredRow], str, int]:
     rows, corrupt = readable_rows(_open_store(args))
     if corrupt:
         print(
-            f"kernelpick: {corrupt} corrupt rows of {_store_path(args)} left out; "
+            f"kernelpick: {corrupt} corrupt rows of {store_path(args)} left out; "
             "`kernelpick cache verify` names them",
             file=sys.stderr,
         )
-    return rows, str(_store_path(args)), corrupt
+    return rows, str(store_path(args)), corrupt
 
 
 _OPTION_ORDER = {"num_warps": 0, "num_stages": 1, "num_ctas": 2, "maxnreg": 3}
@@ -290,7 +300,7 @@ def _cache_stats(args: argparse.Namespace) -> int:
     stats = store_stats(rows, corrupt)
     size, wal_size, wal = None, 0, None
     if not args.redis:  # a file: how large it is, with its write-ahead log
-        path = _store_path(args)
+        path = store_path(args)
         wal = path.with_name(f"{path.name}-wal")
         size, wal_size = path.stat().st_size, wal.stat().st_size if wal.is_file() else 0
     if args.json:
@@ -355,7 +365,7 @@ def _cache_import(args: argparse.Namespace) -> int:
     count = import_table(_open_store(args, create=True), table)
     print(
         f"imported {count} entries for {table.device} ({describe_toolchain(table.toolchain)}) "
-        f"from {args.table} into {_store_path(args)}"
+        f"from {args.table} into {store_path(args)}"
     )
     if table.toolchain != Toolchain.current():
         print(
@@ -372,7 +382,7 @@ def _cache_prune(args: argparse.Namespace) -> int:
     rules.check()  # before opening: a refused prune touches no file
     store = _open_store(args)
     chosen = prune(store, rules, dry_run=args.dry_run)
-    path = _store_path(args)
+    path = store_path(args)
     if not chosen:
         print(f"no rows of {path} match; nothing removed")
         return 0
@@ -387,7 +397,7 @@ def _cache_prune(args: argparse.Namespace) -> int:
 def _cache_verify(args: argparse.Namespace) -> int:
     from kernelpick.store.maintenance import verify
 
-    path = _existing_store(args)
+    path = existing_store(store_path(args))
     found = verify(path)
     if args.json:
         corrupt = [
@@ -452,12 +462,11 @@ def _toolchain(text: str) -> Toolchain:
 
 
 def add_cache_commands(commands: Any) -> None:
-    store_help = "the SQLite result store (default: results.sqlite3 under KERNELPICK_CACHE_DIR)"
     where = argparse.ArgumentParser(add_help=False)
-    where.add_argument("--store", metavar="PATH", help=store_help)
+    where.add_argument("--store", metavar="PATH", help=STORE_HELP)
     readable = argparse.ArgumentParser(add_help=False)  # where rows are read from: a file or Redis
     either = readable.add_mutually_exclusive_group()
-    either.add_argument("--store", metavar="PATH", help=store_help)
+    either.add_argument("--store", metavar="PATH", help=STORE_HELP)
     either.add_argument(
         "--redis", metavar="URL", help="read the rows of this Redis store instead (redis://host:6379/0)"
     )
