@@ -15,6 +15,7 @@ from kernelpick.reports.roofline import Roofline, roofline
 from kernelpick.reports.search import SearchTrace, finite_number, parse_search
 from kernelpick.reports.work import gemm_name, work_of
 from kernelpick.store.keys import canonical_json
+from kernelpick.store.text import candidate_name, inputs_text
 
 if TYPE_CHECKING:
     from kernelpick.store.base import StoredRow
@@ -330,9 +331,7 @@ def keys_from_store(rows: Iterable[StoredRow]) -> list[TunedKey]:
                 kind="select" if selection else "autotune",
                 name=key.kernel,
                 key=selection_key(inputs) if selection else {"values": inputs},
-                key_text="("
-                + ", ".join(filter(None, (_value_text(v) for v in (inputs[0] if selection else inputs))))
-                + ")",
+                key_text=f"({inputs_text(inputs[0] if selection else inputs, None, compact=False)})",
                 key_inputs=json.loads(canonical_json(inputs)),
                 device=key.device,
                 capability=key.capability or None,
@@ -342,9 +341,9 @@ def keys_from_store(rows: Iterable[StoredRow]) -> list[TunedKey]:
                     "cuda": key.toolchain.cuda,
                 },
                 candidates=tuple(
-                    Candidate(_stored_name(r.description), r.description, r.result) for r in group
+                    Candidate(candidate_name(r.description), r.description, r.result) for r in group
                 ),
-                best=_stored_name(picked[0].description) if picked else None,
+                best=candidate_name(picked[0].description) if picked else None,
                 seconds=None,
                 time=max(r.created for r in group),
                 tunings=0,
@@ -361,26 +360,3 @@ def _with_work(tuned: TunedKey) -> TunedKey:
         return tuned
     flops, moved = work_of(tuned.name, tuned.key)
     return replace(tuned, flops=flops, bytes=moved)
-
-
-def _stored_name(description: Mapping[str, Any]) -> str:
-    """A choice by its name, a config as its text ("BLOCK=64, num_warps=4, num_stages=3"), as logged."""
-    from kernelpick.tune.config import Config
-
-    if isinstance(description.get("name"), str):
-        return str(description["name"])
-    try:
-        return str(Config.from_dict(description))
-    except (KeyError, TypeError, ValueError):
-        return json.dumps(description, sort_keys=True)
-
-
-def _value_text(value: Any) -> str:
-    """A key value for people ("" for a specialization with nothing notable: see kernelpick.tune.dispatch)."""
-    from kernelpick.tune.dispatch import is_specialization, notable_specialization
-
-    if is_specialization(value):
-        return notable_specialization(value)
-    if isinstance(value, Mapping) and "dtype" in value and "size" in value:
-        return f"{str(value['dtype']).removeprefix('torch.')}{list(value['size'])}"
-    return str(value).removeprefix("torch.")

@@ -18,7 +18,8 @@ from typing import Any
 from kernelpick.errors import StoreError
 from kernelpick.select.modules import kernel_source_path, source_hash, template_path
 from kernelpick.store.base import StoredRow
-from kernelpick.store.command import STORE_HELP, candidate_name, existing_store, inputs_text, store_path
+from kernelpick.store.command import STORE_HELP, existing_store, store_path
+from kernelpick.store.text import candidate_name, inputs_text
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,7 +11,7 @@ import argparse
 import datetime
 import json
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,6 +22,7 @@ from rich.table import Table
 from kernelpick.errors import StoreError, TableError
 from kernelpick.report import console
 from kernelpick.store.default import default_store_path
+from kernelpick.store.text import candidate_name, inputs_text
 
 if TYPE_CHECKING:
     from kernelpick.bench.device import DeviceInfo
@@ -82,47 +83,6 @@ def _stored_rows(args: argparse.Namespace) -> tuple[list[StoredRow], str, int]:
             file=sys.stderr,
         )
     return rows, str(store_path(args)), corrupt
-
-
-_OPTION_ORDER = {"num_warps": 0, "num_stages": 1, "num_ctas": 2, "maxnreg": 3}
-
-
-def candidate_name(description: Mapping[str, Any]) -> str:
-    """A config as its kwargs and options ("BLOCK=64, num_warps=4, num_stages=3"), a choice by name."""
-    if isinstance(description.get("name"), str):
-        return str(description["name"])
-    kwargs = description.get("kwargs")
-    if isinstance(kwargs, Mapping):
-        # In the order Config's own text has, less num_ctas=1 (the default) and unset options.
-        options = sorted(description.items(), key=lambda item: (_OPTION_ORDER.get(item[0], 99), item[0]))
-        shown = [(k, v) for k, v in options if k != "kwargs" and v is not None and (k, v) != ("num_ctas", 1)]
-        return ", ".join(f"{k}={v}" for k, v in [*kwargs.items(), *shown])
-    return json.dumps(description, sort_keys=True)
-
-
-def _value_text(value: Any) -> str:
-    if isinstance(value, str):
-        return value.removeprefix("torch.")
-    if (
-        isinstance(value, Mapping)
-        and "dtype" in value
-        and isinstance(value.get("size", value.get("shape")), list)
-    ):
-        size = value.get("size", value.get("shape"))
-        return f"{_value_text(value['dtype'])}[{','.join(str(n) for n in size)}]"
-    if isinstance(value, list):
-        return "(" + ", ".join(_value_text(v) for v in value) + ")"
-    return json.dumps(value, sort_keys=True) if isinstance(value, Mapping) else str(value)
-
-
-def inputs_text(inputs: Sequence[Any], limit: int = 60) -> str:
-    """A key's inputs, short: dtypes without `torch.`, tensors as dtype[size], a specialization only
-    where notable (see `kernelpick.tune.dispatch`)."""
-    from kernelpick.tune.dispatch import is_specialization, notable_specialization
-
-    shown = [notable_specialization(v) if is_specialization(v) else _value_text(v) for v in inputs]
-    text = ", ".join(filter(None, shown))
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _when(unix_time: float | None) -> str:
