@@ -34,6 +34,16 @@ def test_a_gpu_label_names_the_model_and_architecture() -> None:
     assert gpu.label == "NVIDIA H100 80GB HBM3 (sm_90)"
 
 
+def test_a_device_named_by_a_store_key_or_log_line_is_rebuilt_from_its_model_and_capability() -> None:
+    gpu = DeviceInfo.recorded("NVIDIA H100 80GB HBM3", "9.0")
+    assert (gpu.type, gpu.capability, gpu.label) == ("cuda", (9, 0), "NVIDIA H100 80GB HBM3 (sm_90)")
+    assert gpu.capability_text == "9.0"  # what keys and log lines hold: it reads back as it was written
+    cpu = DeviceInfo.recorded("cpu", "")
+    assert cpu.interpreter and cpu.capability is None and cpu.capability_text == ""
+    assert DeviceInfo.recorded("cpu", None) == cpu  # a log line's null capability
+    assert DeviceInfo.recorded("odd", "9.x").interpreter  # not a capability: nothing is made up
+
+
 def test_device_of_the_first_tensor_or_descriptor() -> None:
     x = torch.zeros(16, 16, device="meta")
     assert device_of([3, "a", x, torch.zeros(1)]) == torch.device("meta")

@@ -51,7 +51,7 @@ def device_facts(device: DeviceInfo, *, measure: bool = False) -> dict[str, Any]
         measured = f"not measured: {str(error).splitlines()[0]}"
     return {
         **facts,
-        "capability": "{}.{}".format(*device.capability) if device.capability else None,
+        "capability": device.capability_text or None,
         "multiprocessors": device.multiprocessors,
         "l2_bytes": device.l2_bytes,
         "shared_memory_per_block": shared,

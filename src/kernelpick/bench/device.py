@@ -154,6 +154,21 @@ class DeviceInfo:
         return self.type != "cuda"
 
     @property
+    def capability_text(self) -> str:
+        """The compute capability as store keys and the tuning log write it: "9.0", "" when unknown."""
+        return "" if self.capability is None else "{}.{}".format(*self.capability)
+
+    @classmethod
+    def recorded(cls, name: str, capability: str | None) -> DeviceInfo:
+        """The device a store key or a log line names by model and `capability_text`: a GPU where
+        `capability` is one ("9.0"), else a device run in Triton's interpreter (its name: "cpu"). Only
+        what is recorded is known: no index, L2 size, SM count or shared memory."""
+        major, _, minor = (capability or "").partition(".")
+        if major.isdigit() and minor.isdigit():
+            return cls("cuda", None, name, (int(major), int(minor)), 0, 0)
+        return cls(name, None, name, None, 0, 0)
+
+    @property
     def label(self) -> str:
         """Human-readable: "NVIDIA H100 80GB HBM3 (sm_90)" or "cpu (Triton interpreter)"."""
         if self.interpreter:

@@ -106,7 +106,7 @@ def print_report(out: Console, report: Report, top: int) -> None:
             autotune_table(
                 f"{tuned.name}{tuned.key_text}",
                 rows,
-                _device(tuned),
+                DeviceInfo.recorded(tuned.device, tuned.capability),
                 tuned.seconds,
                 best=tuned.best,
                 note=note,
@@ -150,10 +150,3 @@ def summary_lines(tuned: TunedKey) -> list[str]:
 
 def _share(percent: float | None, peak: float | None) -> str:
     return "" if percent is None or peak is None else f" ({percent:.1f}% of {peak:g})"
-
-
-def _device(tuned: TunedKey) -> DeviceInfo:
-    """The device as the AUTOTUNE table names it: a GPU with its capability, else by its name."""
-    numbers = [int(p) for p in (tuned.capability or "").split(".") if p.isdigit()]
-    capability = (numbers[0], numbers[1]) if len(numbers) == 2 else None
-    return DeviceInfo("cuda" if capability else tuned.device, None, tuned.device, capability, 0, 0)

@@ -155,7 +155,7 @@ def candidate_entry(name: str, description: Mapping[str, Any], result: Benchmark
 def device_entry(device: DeviceInfo) -> dict[str, Any]:
     return {
         "device": device.name,
-        "capability": None if device.capability is None else "{}.{}".format(*device.capability),
+        "capability": device.capability_text or None,
         "interpreter": device.interpreter,
     }
 

@@ -19,13 +19,13 @@ from typing import TYPE_CHECKING, Any
 from rich.markup import escape
 from rich.table import Table
 
+from kernelpick.bench.device import DeviceInfo
 from kernelpick.errors import StoreError, TableError
 from kernelpick.report import console
 from kernelpick.store.default import default_store_path
 from kernelpick.store.text import candidate_name, inputs_text
 
 if TYPE_CHECKING:
-    from kernelpick.bench.device import DeviceInfo
     from kernelpick.store.base import StoredRow
     from kernelpick.store.keys import Toolchain, TuningKey
     from kernelpick.store.maintenance import KernelTotals
@@ -103,16 +103,6 @@ def _bytes(size: int) -> str:
 
 def _count(number: int, thing: str) -> str:
     return f"{number} {thing}" if number == 1 else f"{number} {thing}s"
-
-
-def _device(key: TuningKey) -> DeviceInfo:
-    """The device a key was tuned on, as the AUTOTUNE table names it."""
-    from kernelpick.bench.device import DeviceInfo
-
-    major, _, minor = key.capability.partition(".")
-    if major.isdigit() and minor.isdigit():
-        return DeviceInfo("cuda", None, key.device, (int(major), int(minor)), 0, 0)
-    return DeviceInfo(key.device, None, key.device, None, 0, 0)
 
 
 def _key_data(key: TuningKey) -> dict[str, Any]:
@@ -248,7 +238,8 @@ def _cache_show(args: argparse.Namespace) -> int:
         )
         best = None if s.picked is None else candidate_name(s.picked.description)
         title = f"{s.key.kernel} ({inputs_text(s.key.inputs)})"
-        out.print(autotune_table(title, named, _device(s.key), best=best, note=note))
+        device = DeviceInfo.recorded(s.key.device, s.key.capability)
+        out.print(autotune_table(title, named, device, best=best, note=note))
         out.print()
     return 0
 

@@ -285,5 +285,4 @@ def _here() -> tuple[str, str, Toolchain]:
     from kernelpick.bench.device import describe
 
     device = describe(torch.device("cuda" if torch.cuda.is_available() else "cpu"))
-    capability = "" if device.capability is None else "{}.{}".format(*device.capability)
-    return device.name, capability, Toolchain.current()
+    return device.name, device.capability_text, Toolchain.current()

@@ -52,9 +52,8 @@ class TuningKey:
 
     @classmethod
     def make(cls, kernel: str, source: str, device: DeviceInfo, inputs: Sequence[Any]) -> TuningKey:
-        capability = "" if device.capability is None else "{}.{}".format(*device.capability)
         inputs = tuple(canonical_value(v) for v in inputs)
-        return cls(kernel, source, device.name, capability, Toolchain.current(), inputs)
+        return cls(kernel, source, device.name, device.capability_text, Toolchain.current(), inputs)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
