@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -335,11 +335,7 @@ def keys_from_store(rows: Iterable[StoredRow]) -> list[TunedKey]:
                 key_inputs=json.loads(canonical_json(inputs)),
                 device=key.device,
                 capability=key.capability or None,
-                toolchain={
-                    "triton": key.toolchain.triton,
-                    "torch": key.toolchain.torch,
-                    "cuda": key.toolchain.cuda,
-                },
+                toolchain=asdict(key.toolchain),
                 candidates=tuple(
                     Candidate(candidate_name(r.description), r.description, r.result) for r in group
                 ),

@@ -27,6 +27,7 @@ import os
 import threading
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -120,7 +121,7 @@ def tuning_entry(
         "key_text": key_text,
         "key_inputs": json.loads(canonical_json(key_inputs)),
         **device_entry(record.device),
-        "toolchain": _toolchain(),
+        "toolchain": asdict(Toolchain.current()),
         "seconds": record.seconds,
         "from_store": record.from_store,
         "note": record.note,
@@ -166,11 +167,6 @@ def selection_key(signature: Sequence[Any]) -> dict[str, Any]:
     selector's own `user_key`."""
     inputs, kwargs, user_key = [*signature, [], [], None][:3]
     return {"inputs": list(inputs), "kwargs": {str(k): v for k, v in kwargs}, "user_key": user_key}
-
-
-def _toolchain() -> dict[str, Any]:
-    toolchain = Toolchain.current()
-    return {"triton": toolchain.triton, "torch": toolchain.torch, "cuda": toolchain.cuda}
 
 
 def append_line(path: Path, line: str) -> None:

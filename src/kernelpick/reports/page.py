@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import datetime
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ import jinja2
 from kernelpick.report import headline
 from kernelpick.reports.data import Report, TunedKey
 from kernelpick.reports.plots import Plot
+from kernelpick.store.keys import Toolchain
 
 # In Python rather than a file beside it: the package then needs no data files to install.
 TEMPLATE = """<!DOCTYPE html>
@@ -110,9 +112,7 @@ def render_html(report: Report, plots: list[Plot], top: int = 100) -> str:
         percent=_percent,
         ratio=_ratio,
         brief=lambda message: headline(message, 160),
-        toolchain=lambda t: (
-            f"triton {t.get('triton')}, torch {t.get('torch')}, CUDA {t.get('cuda') or 'none'}"
-        ),
+        toolchain=_toolchain,
     )
 
 
@@ -121,6 +121,11 @@ def write_html(report: Report, plots: list[Plot], path: Path, top: int = 100) ->
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(render_html(report, plots, top), encoding="utf-8")
     return path
+
+
+def _toolchain(versions: Mapping[str, Any]) -> str:
+    """A tuning's toolchain as recorded ({triton, torch, cuda}), as `Toolchain.describe` names it."""
+    return Toolchain(str(versions.get("triton")), str(versions.get("torch")), versions.get("cuda")).describe()
 
 
 def _number(value: Any) -> str:
