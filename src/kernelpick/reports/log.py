@@ -79,6 +79,7 @@ def tuning_entry(
     """The plain data of one log line (this module's docstring lists its fields)."""
     from kernelpick.select.record import SelectionRecord
 
+    search = None  # a tuned kernel's search
     if isinstance(record, SelectionRecord):
         kind, name = "select", record.selector
         signature = record.signature.to_data()
@@ -99,18 +100,17 @@ def tuning_entry(
         from kernelpick.tune.dispatch import notable_specialization
 
         rest = values[len(names) :]  # the dtypes, then the specialization (`kernelpick.tune.dispatch`)
-        key["dtypes"] = [str(v).removeprefix("torch.") for v in rest if not isinstance(v, str)]
-        key["specialized"] = next((v for v in rest if isinstance(v, str)), "")
-        shown = [f"{n}={v}" for n, v in zip(names, values)] + [
-            str(v).removeprefix("torch.") if not isinstance(v, str) else notable_specialization(v)
-            for v in rest
-            if not isinstance(v, str) or notable_specialization(v)
-        ]
+        dtypes = [str(v).removeprefix("torch.") for v in rest if not isinstance(v, str)]
+        specialized = next((v for v in rest if isinstance(v, str)), "")
+        key["dtypes"], key["specialized"] = dtypes, specialized
+        notable = notable_specialization(specialized)
+        shown = [f"{n}={v}" for n, v in zip(names, values)] + dtypes + ([notable] if notable else [])
         key_text = "(" + ", ".join(shown) + ")"
         key_inputs = canonical_value(values)
         candidates = [candidate_entry(str(c), c.to_data(), r) for c, r in record.results.items()]
         best = str(record.best)
         extra = {"phases": dict(record.phases)}
+        search = record.search
     entry: dict[str, Any] = {
         "version": LOG_VERSION,
         "time": time.time(),
@@ -129,7 +129,6 @@ def tuning_entry(
         **extra,
         "candidates": candidates,
     }
-    search = getattr(record, "search", None)
     if search is not None:
         entry["search"] = search.to_dict()
     flops, moved = work_of(name, key)
