@@ -13,9 +13,12 @@ from kernelpick.bench.device import DeviceInfo
 from kernelpick.report import autotune_table, console
 from kernelpick.reports.data import Report, TunedKey, load_report
 from kernelpick.reports.errors import ReportError
-from kernelpick.reports.page import write_html
+from kernelpick.reports.page import TOP_ON_PAGE, write_html
 from kernelpick.reports.plots import Plot, plots_of, write_pngs
 from kernelpick.store.default import default_store_path
+
+#: Candidates the terminal shows per key unless told otherwise (`--top`).
+TOP_IN_TERMINAL = 20
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -40,8 +43,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--top",
         type=int,
         metavar="N",
-        help="candidates per key in the tables (default: 20 in the terminal, 100 on the page; 0: all; "
-        "--json lists all)",
+        help=f"candidates per key in the tables (default: {TOP_IN_TERMINAL} in the terminal, {TOP_ON_PAGE} "
+        "on the page; 0: all; --json lists all)",
     )
 
 
@@ -75,14 +78,15 @@ def run_report(args: argparse.Namespace) -> int:
     plots: list[Plot] = plots_of(report) if args.html or args.png else []
     written = write_pngs(plots, Path(args.png)) if args.png else []
     if args.html:
-        written.append(write_html(report, plots, Path(args.html), top=100 if args.top is None else args.top))
+        top = TOP_ON_PAGE if args.top is None else args.top
+        written.append(write_html(report, plots, Path(args.html), top=top))
     if args.json:
         print(
             json.dumps({**report.to_dict(), "written": [str(p) for p in written]}, indent=2, allow_nan=False)
         )
         return 0
     out = console()
-    print_report(out, report, 20 if args.top is None else args.top)
+    print_report(out, report, TOP_IN_TERMINAL if args.top is None else args.top)
     for path in written:
         out.print(f"wrote {path}")
     return 0

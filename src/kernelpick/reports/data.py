@@ -103,8 +103,7 @@ class TunedKey:
         """A short name for files: the kernel's name and a hash of the key."""
         import hashlib
 
-        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in self.name)
-        return f"{safe}-{hashlib.sha256(repr(self.identity).encode()).hexdigest()[:8]}"
+        return f"{safe_filename(self.name)}-{hashlib.sha256(repr(self.identity).encode()).hexdigest()[:8]}"
 
     def ranked(self) -> list[Candidate]:
         """Candidates that worked, fastest first, then the failures by status."""
@@ -184,6 +183,11 @@ class Report:
 
     def to_dict(self) -> dict[str, Any]:
         return {"sources": list(self.sources), "keys": [k.to_dict() for k in self.keys]}
+
+
+def safe_filename(name: str) -> str:
+    """`name` fit for a file name on any system: letters, digits, `-`, `_` and `.`, the rest `_`."""
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
 
 
 def load_report(log: Path | None = None, store: Path | None = None, kernel: str | None = None) -> Report:

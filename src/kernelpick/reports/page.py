@@ -15,6 +15,9 @@ from kernelpick.reports.data import Report, TunedKey
 from kernelpick.reports.plots import Plot
 from kernelpick.store.keys import Toolchain
 
+#: Candidates a page lists per key unless told otherwise (`--top`).
+TOP_ON_PAGE = 100
+
 # In Python rather than a file beside it: the package then needs no data files to install.
 TEMPLATE = """<!DOCTYPE html>
 <html lang="en">
@@ -49,12 +52,12 @@ TEMPLATE = """<!DOCTYPE html>
 {% for kernel in kernels %}
 <h2 id="{{ kernel|e }}">{{ kernel }}</h2>
 {% for plot in kernel_plots.get(kernel, []) %}<div class="plots"><img alt="{{ plot.title }}" src="data:image/png;base64,{{ plot.data }}"></div>{% endfor %}
-{% for k in by_kernel[kernel] %}
+{% for k in by_kernel[kernel] %}{% set winner = k.winner %}{% set best_known = k.best_known_ms %}
 <h3 id="{{ k.slug }}">{{ k.name }}{{ k.key_text }}</h3>
 <p class="meta">{{ "Tuned kernel" if k.kind == "autotune" else "Selector" }} on {{ k.device }}{% if k.capability %} (sm {{ k.capability }}){% endif %}
 {%- if k.toolchain %}; {{ toolchain(k.toolchain) }}{% endif %}; from the {{ "tuning log" if k.source == "log" else "result store" }}
 {%- if k.tunings > 1 %} ({{ k.tunings }} tunings merged){% endif %}{% if k.seconds is not none %}; tuned in {{ "%.2f"|format(k.seconds) }} s{% endif %}.
-{% if k.winner %}Picked <b>{{ k.winner.name }}</b>{% if k.winner.result.ok %} at {{ "%.4g"|format(k.winner.result.cost_ms) }} ms per call{% endif %}.{% endif %}</p>
+{% if winner %}Picked <b>{{ winner.name }}</b>{% if winner.result.ok %} at {{ "%.4g"|format(winner.result.cost_ms) }} ms per call{% endif %}.{% endif %}</p>
 {% if k.note %}<p class="note">{{ k.note }}</p>{% endif %}
 {% set roof = k.roofline() %}{% if roof %}
 <table><tr><th>FLOPs</th><th>bytes</th><th>ms</th><th>TFLOP/s</th><th>% of compute peak</th><th>GB/s</th><th>% of bandwidth peak</th><th>% of roof</th><th class="name">peaks</th></tr>
@@ -66,13 +69,13 @@ TEMPLATE = """<!DOCTYPE html>
 {% if k.searches %}
 <table><tr><th class="name">search</th><th>configs timed</th><th>best ms</th><th>of best known</th><th>seconds</th></tr>
 {% for s in k.searches %}<tr><td class="name">{{ s.strategy }}</td><td>{{ s.costs|length }}</td><td>{{ number(s.best_ms) }}</td>
-<td>{{ ratio(k.best_known_ms, s.best_ms) }}</td><td>{{ number(s.seconds[-1]) if s.timed else "-" }}</td></tr>
+<td>{{ ratio(best_known, s.best_ms) }}</td><td>{{ number(s.seconds[-1]) if s.timed else "-" }}</td></tr>
 {% endfor %}</table>
 {% endif %}
 {% set ranked = k.ranked() %}
 <table><tr><th>#</th><th class="name">candidate</th><th>ms/call</th><th>% of best</th><th>device ms</th><th>runs</th><th class="name">timer</th><th class="name">status</th></tr>
 {% for c in ranked[:top] %}<tr{% if c.name == k.best %} class="picked"{% endif %}><td>{{ loop.index }}</td><td class="name">{{ c.name }}</td>
-{% if c.result.ok %}<td>{{ "%.4f"|format(c.result.cost_ms) }}</td><td>{{ ratio(k.best_known_ms, c.result.cost_ms) }}</td>
+{% if c.result.ok %}<td>{{ "%.4f"|format(c.result.cost_ms) }}</td><td>{{ ratio(best_known, c.result.cost_ms) }}</td>
 <td>{{ "%.4f"|format(c.result.timing.median_ms) }}</td><td>{{ c.result.timing.runs }}</td><td class="name">{{ c.result.timing.timer or "-" }}</td>
 {% else %}<td>-</td><td>-</td><td>-</td><td>-</td><td class="name">-</td>{% endif %}
 <td class="status{% if not c.result.ok %} failed{% endif %}">{{ c.result.status }}{% if c.result.from_store %} (stored){% endif %}{% if c.name == k.best %}, picked{% endif %}{% if c.result.message %}: {{ brief(c.result.message) }}{% endif %}</td></tr>
@@ -85,7 +88,7 @@ TEMPLATE = """<!DOCTYPE html>
 """
 
 
-def render_html(report: Report, plots: list[Plot], top: int = 100) -> str:
+def render_html(report: Report, plots: list[Plot], top: int = TOP_ON_PAGE) -> str:
     """The page: per kernel its roofline, per key its summary, roofline figures, searches, its `top`
     candidates (0: all) and its plots."""
     environment = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
@@ -116,7 +119,7 @@ def render_html(report: Report, plots: list[Plot], top: int = 100) -> str:
     )
 
 
-def write_html(report: Report, plots: list[Plot], path: Path, top: int = 100) -> Path:
+def write_html(report: Report, plots: list[Plot], path: Path, top: int = TOP_ON_PAGE) -> Path:
     """Write the page to `path` (its folder made if missing) and return the path."""
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(render_html(report, plots, top), encoding="utf-8")

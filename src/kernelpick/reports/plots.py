@@ -15,9 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kernelpick.bench.device import device_peaks
 from kernelpick.bench.result import STATUSES
+from kernelpick.reports.data import safe_filename
 from kernelpick.reports.errors import ReportError
-from kernelpick.reports.roofline import device_peaks
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -52,7 +53,7 @@ class Plot:
 
     @property
     def filename(self) -> str:
-        return f"{self.key or _safe(self.kernel)}-{self.name}.png"
+        return f"{self.key or safe_filename(self.kernel)}-{self.name}.png"
 
 
 def require_matplotlib() -> None:
@@ -102,10 +103,6 @@ def write_pngs(plots: Sequence[Plot], folder: Path) -> list[Path]:
         path.write_bytes(plot.png)
         written.append(path)
     return written
-
-
-def _safe(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
 
 
 def _title(figure: Figure, text: str) -> str:

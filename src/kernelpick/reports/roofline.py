@@ -1,15 +1,16 @@
 """Roofline figures: achieved TFLOP/s and GB/s of a timed call against its device's peaks.
 
-The peaks are the datasheet table of `kernelpick.bench.device` (re-exported here).
+The peaks are the datasheet table of `kernelpick.bench.device` (`kernelpick.reports` re-exports
+`DevicePeaks` and `device_peaks` from here).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kernelpick.bench.device import KNOWN_PEAKS, DevicePeaks, device_peaks
+from kernelpick.bench.device import DevicePeaks, device_peaks
 
-__all__ = ["KNOWN_PEAKS", "DevicePeaks", "Roofline", "device_peaks", "roofline"]
+__all__ = ["DevicePeaks", "Roofline", "device_peaks", "roofline"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,6 +10,7 @@ arguments' dtype names); a selector's has `inputs` (a tensor as {dtype, size, st
 from __future__ import annotations
 
 import logging
+import math
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -125,16 +126,10 @@ def gemm_work(name: str, key: Mapping[str, Any]) -> tuple[float | None, float | 
         return None, None
     batch = a_size[0] if len(a_size) == 3 else 1
     m, k, n = a_size[-2], a_size[-1], b_size[-1]
-    elements = batch * (m * k + k * n + m * n) + (_numel(bias["size"]) if bias is not None else 0)
+    bias_elements = math.prod(int(extent) for extent in bias["size"]) if bias is not None else 0
+    elements = batch * (m * k + k * n + m * n) + bias_elements
     size = itemsize(a["dtype"])
     return 2.0 * batch * m * n * k, None if size is None else float(elements * size)
-
-
-def _numel(size: list[int]) -> int:
-    count = 1
-    for extent in size:
-        count *= int(extent)
-    return count
 
 
 def itemsize(dtype: str) -> int | None:
