@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 import torch
 
-from kernelpick import settings
+from kernelpick import cli, settings
 from kernelpick.bench.bandwidth import bandwidth_path, cached_bandwidth, memory_bandwidth
 from kernelpick.bench.device import DeviceInfo, describe
 from kernelpick.errors import KernelpickError
@@ -41,3 +42,23 @@ def test_a_damaged_file_or_another_models_measurement_is_not_used() -> None:
 def test_the_interpreter_has_no_dram_bandwidth_to_measure() -> None:
     with pytest.raises(KernelpickError, match="measured on a CUDA GPU"):
         memory_bandwidth(describe(torch.device("cpu")))
+
+
+def test_measuring_again_measures_each_model_once_however_many_gpus_have_it(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a100 = DeviceInfo("cuda", 2, "NVIDIA A100-SXM4-80GB", (8, 0), 40 * 2**20, 108)
+    keep(H100, 2900.5)  # an old measurement: --measure replaces it
+    copies: list[torch.device] = []
+
+    def copy_gbps(where: torch.device, size: int) -> float:
+        copies.append(where)
+        return 3000.0 + len(copies)
+
+    monkeypatch.setattr("kernelpick.bench.bandwidth._copy_gbps", copy_gbps)
+    gpus = [H100, replace(H100, index=1), a100]
+    monkeypatch.setattr("kernelpick.bench.command.visible_devices", lambda: gpus)
+    assert cli.main(["device", "--measure", "--json"]) == 0
+    facts = json.loads(capsys.readouterr().out)["devices"]
+    assert copies == [torch.device("cuda", 0), torch.device("cuda", 2)]  # the second H100 reads the first's
+    assert [f["measured_memory_gbps"] for f in facts] == [3001.0, 3001.0, 3002.0]

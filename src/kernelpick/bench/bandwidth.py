@@ -19,6 +19,7 @@ import torch
 
 from kernelpick import settings
 from kernelpick.bench.device import DeviceInfo
+from kernelpick.bench.timers import timing_events
 from kernelpick.errors import KernelpickError
 
 _COPIES = 20
@@ -95,10 +96,7 @@ def _copy_gbps(where: torch.device, size: int) -> float:
     with torch.cuda.device(where):
         for _ in range(3):  # clocks up, allocator warm
             target.copy_(source)
-        ends = [
-            (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))  # type: ignore[no-untyped-call]
-            for _ in range(_COPIES)
-        ]
+        ends = timing_events(_COPIES)
         for start, end in ends:
             start.record()
             target.copy_(source)

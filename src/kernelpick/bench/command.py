@@ -11,12 +11,7 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
-from kernelpick.bench.device import (
-    REGISTERS_PER_BLOCK,
-    DeviceInfo,
-    tma_supported,
-    visible_devices,
-)
+from kernelpick.bench.device import REGISTERS_PER_BLOCK, DeviceInfo, Requirements, visible_devices
 from kernelpick.report import console
 from kernelpick.store.keys import Toolchain
 
@@ -58,7 +53,7 @@ def device_facts(device: DeviceInfo, *, measure: bool = False) -> dict[str, Any]
         "shared_memory_from": "device" if device.shared_memory_per_block else "table by capability",
         "registers_per_block": REGISTERS_PER_BLOCK,
         "big_gpu": device.big_gpu,
-        "tma": device.capability is not None and device.capability >= (9, 0) and tma_supported(),
+        "tma": Requirements(tma=True).unmet(device) is None,
         "datasheet": None if peaks is None else peaks.to_dict(),
         "measured_memory_gbps": measured,
         "templates": _templates(device),
@@ -77,7 +72,13 @@ def _templates(device: DeviceInfo) -> dict[str, str | None]:
 
 def run_device(args: argparse.Namespace) -> int:
     devices = visible_devices()
-    facts = [device_facts(d, measure=args.measure) for d in devices]
+    facts: list[dict[str, Any]] = []
+    measured: set[str] = set()  # device models measured again
+    for device in devices:
+        # With --measure, one GPU of a model measures it; the others read what it kept.
+        facts.append(device_facts(device, measure=args.measure and device.name not in measured))
+        if not isinstance(facts[-1].get("measured_memory_gbps"), str):
+            measured.add(device.name)
     toolchain = Toolchain.current()
     if args.json:
         print(json.dumps({"toolchain": dataclasses.asdict(toolchain), "devices": facts}, indent=2))
