@@ -22,6 +22,8 @@ RETRY_AFTER_S = 30.0
 BACKLOG_KEYS = 10_000
 
 _T = TypeVar("_T")
+#: A save the remote store has not had: its results by candidate and its pick.
+_Kept = tuple[dict[str, StoredResult], str | None]
 
 
 class LayeredStore:
@@ -79,8 +81,8 @@ class LayeredStore:
         """Keep a save the remote store missed, for when it answers again."""
         with self._lock:
             _, kept, kept_pick = self._backlog.pop(key.digest, (key, {}, None))
-            kept.update((stored.candidate, stored) for stored in results)
-            self._backlog[key.digest] = (key, kept, pick if pick is not None else kept_pick)
+            merged, merged_pick = _merge((kept, kept_pick), ({s.candidate: s for s in results}, pick))
+            self._backlog[key.digest] = (key, merged, merged_pick)
             while len(self._backlog) > BACKLOG_KEYS:
                 del self._backlog[next(iter(self._backlog))]
 
@@ -97,7 +99,7 @@ class LayeredStore:
                     for key, kept, pick in backlog[sent:]:
                         newer = self._backlog.get(key.digest)  # saved meanwhile: it wins
                         if newer is not None:
-                            kept, pick = {**kept, **newer[1]}, newer[2] if newer[2] is not None else pick
+                            kept, pick = _merge((kept, pick), newer[1:])
                         self._backlog[key.digest] = (key, kept, pick)
                     self._failing, self._retry_at = True, time.monotonic() + self.retry_after_s
                 return
@@ -131,3 +133,9 @@ class LayeredStore:
             log.info("Redis at %s answers again: results are shared again", self.remote.url)
             self._send_backlog()
         return answer
+
+
+def _merge(older: _Kept, newer: _Kept) -> _Kept:
+    """Two saves of one key the remote store missed, as one: the newer's results and pick win."""
+    (results, pick), (newer_results, newer_pick) = older, newer
+    return {**results, **newer_results}, newer_pick if newer_pick is not None else pick
