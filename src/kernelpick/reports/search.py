@@ -6,7 +6,9 @@ the strategy's name and one entry per timed config in the order it was timed, `s
 tuning began and `cost_ms` (None or absent for a config that failed). It also accepts `trace`,
 `history` or `steps` for the list, `seconds_at`/`elapsed_s`/`elapsed` for the time, `median_ms` or
 a nested `result` (a `BenchmarkResult.to_dict()`, as `kernelpick.tune.search` logs) for the cost,
-and `[seconds, cost_ms]` pairs.
+and `[seconds, cost_ms]` pairs. An entry's `effort` (below 1: a quick, noisy timing) is read as
+the tuner weighs it: once a config is timed at a higher effort, only timings at that effort compete
+for the best (`kernelpick.tune.search.SearchTrace.progress`).
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from kernelpick.bench.stats import TimingSummary
 
 _LISTS = ("evaluations", "trace", "history", "steps")
 _TIMES = ("seconds", "seconds_at", "elapsed_s", "elapsed", "time_s")
@@ -29,6 +33,7 @@ class SearchTrace:
     strategy: str
     seconds: tuple[float | None, ...]
     costs: tuple[float, ...]
+    efforts: tuple[float, ...] = ()  # per evaluation, when the trace says (else all full timings)
 
     @property
     def timed(self) -> bool:
@@ -36,16 +41,19 @@ class SearchTrace:
         return bool(self.seconds) and all(s is not None for s in self.seconds)
 
     def best_so_far(self) -> list[float]:
-        """The lowest cost found after each evaluation (infinity until one works)."""
-        best, found = math.inf, []
-        for cost in self.costs:
-            best = min(best, cost)
+        """The best cost after each evaluation (infinity until one works): the lowest among those
+        timed at the highest effort reached, as the tuner picks."""
+        efforts = self.efforts or (1.0,) * len(self.costs)
+        top, best, found = -math.inf, math.inf, []
+        for cost, effort in zip(self.costs, efforts):
+            if not math.isinf(cost) and (effort > top or (effort == top and cost < best)):
+                top, best = effort, cost
             found.append(best)
         return found
 
     @property
     def best_ms(self) -> float | None:
-        best = min(self.costs, default=math.inf)
+        best = self.best_so_far()[-1] if self.costs else math.inf
         return None if math.isinf(best) else best
 
     def to_dict(self) -> dict[str, Any]:
@@ -66,12 +74,15 @@ def parse_search(data: Any) -> SearchTrace | None:
         return None
     seconds: list[float | None] = []
     costs: list[float] = []
+    efforts: list[float] = []
     for step in steps:
+        effort: Any = 1.0
         if isinstance(step, Mapping):
             when = next((step[name] for name in _TIMES if name in step), None)
             cost = next((step[name] for name in _COSTS if name in step), None)
             if cost is None:  # `kernelpick.tune.search.SearchTrace.to_dict()`: the result nested
                 cost = _timed_cost(step.get("result"))
+            effort = step.get("effort", 1.0)
         elif isinstance(step, (list, tuple)) and len(step) >= 2:
             when, cost = step[0], step[1]
         else:
@@ -79,17 +90,20 @@ def parse_search(data: Any) -> SearchTrace | None:
         seconds.append(finite_number(when))
         found = finite_number(cost)
         costs.append(math.inf if found is None or found <= 0 else found)
+        efforts.append(finite_number(effort) or 1.0)
     strategy = data.get("strategy") or data.get("name") or "search"
-    return SearchTrace(str(strategy), tuple(seconds), tuple(costs))
+    return SearchTrace(str(strategy), tuple(seconds), tuple(costs), tuple(efforts))
 
 
 def _timed_cost(result: Any) -> float | None:
-    """A logged `BenchmarkResult`'s cost per call: the larger of device and host time."""
+    """A logged `BenchmarkResult`'s cost per call (`TimingSummary.cost_ms`), when it has a timing."""
     timing = result.get("timing") if isinstance(result, Mapping) else None
     if not isinstance(timing, Mapping):
         return None
-    device, host = finite_number(timing.get("median_ms")), finite_number(timing.get("host_ms"))
-    return device if host is None or device is None else max(device, host)
+    try:
+        return TimingSummary.from_dict(timing).cost_ms
+    except (TypeError, ValueError):  # not a timing kernelpick writes
+        return None
 
 
 def finite_number(value: Any) -> float | None:
