@@ -51,8 +51,8 @@ class Patience:
     config still compiling after `factor` times their median (and at least `floor_s`) is given up.
 
     A search sets it: one config that takes minutes to compile (a huge tile spilling registers)
-    would otherwise hold up every later proposal. On an H100, one 256x256 tile with 2 warps held a
-    batch of 24 for 200 s; the others compiled in seconds.
+    would otherwise hold up every later proposal: on an H100 one search waited 200 s for its second
+    batch (docs/benchmarks.md).
     """
 
     factor: float
@@ -378,10 +378,10 @@ class _ForkedExecutor(Executor):
         for pid, read_end in children:
             watch.register(read_end, selectors.EVENT_READ)
             running[read_end] = _Child(pid)
+        limit = self._limit(compiled_s)
         while running:
-            limit, _ = self._limit(compiled_s)
             busy = [child.since for child in running.values() if child.config is not None]
-            wait = None if limit is None or not busy else max(0.0, min(busy) + limit - time.monotonic())
+            wait = None if limit is None or not busy else max(0.0, min(busy) + limit[0] - time.monotonic())
             for key, _ in watch.select(wait):
                 child = running[key.fd]
                 chunk = os.read(key.fd, 65536)
@@ -395,35 +395,38 @@ class _ForkedExecutor(Executor):
                         child.config, child.since = report["index"], time.monotonic()
                     else:
                         reports[report["index"]] = report
+                        child.config = None
                         if report["error"] is None:
                             compiled_s.append(time.monotonic() - child.since)
-                        child.config = None
-                        if report["error"] is None and self.on_compiled is not None:
-                            self.on_compiled(self.configs[report["index"]])
-            limit, straggling = self._limit(compiled_s)
+                            if self.on_compiled is not None:
+                                self.on_compiled(self.configs[report["index"]])
+            limit = self._limit(compiled_s)
+            if limit is None:
+                continue
+            seconds, kind, error = limit
             for fd, child in list(running.items()):
-                if limit is None or child.config is None or time.monotonic() - child.since <= limit:
-                    continue
-                os.kill(child.pid, signal.SIGKILL)
-                if straggling and self.patience is not None:
-                    error = (
-                        f"compiling took over {limit:.0f} s, {self.patience.factor:g}x the median of the "
-                        f"{len(compiled_s)} configs compiled beside it; the search went on without it "
-                        "(KERNELPICK_SEARCH_PATIENCE)"
-                    )
-                else:
-                    error = f"compiling took over {limit:g} s; the compiler was killed"
-                kind = "CompileSkipped" if straggling else "CompileTimeout"
-                reports[child.config] = {"index": child.config, "error": error, "type": kind}
-                self._forget(watch, running, fd)
+                if child.config is not None and time.monotonic() - child.since > seconds:
+                    os.kill(child.pid, signal.SIGKILL)
+                    reports[child.config] = {"index": child.config, "error": error, "type": kind}
+                    self._forget(watch, running, fd)
         return reports
 
-    def _limit(self, compiled_s: Sequence[float]) -> tuple[float | None, bool]:
-        """How long the config in flight may compile, and whether that is the patience's limit."""
-        straggler = None if self.patience is None else self.patience.limit_s(compiled_s, len(self.jobs))
-        if straggler is not None and (self.timeout_s is None or straggler < self.timeout_s):
-            return straggler, True
-        return self.timeout_s, False
+    def _limit(self, compiled_s: Sequence[float]) -> tuple[float, str, str] | None:
+        """How long the config in flight may compile, with the report of one that outlives it: the
+        patience's limit when it is the nearer (`CompileSkipped`), else the timeout's (None: none)."""
+        if self.patience is not None:
+            straggler = self.patience.limit_s(compiled_s, len(self.jobs))
+            if straggler is not None and (self.timeout_s is None or straggler < self.timeout_s):
+                return (
+                    straggler,
+                    "CompileSkipped",
+                    f"compiling took over {straggler:.0f} s, {self.patience.factor:g}x the median of the "
+                    f"{len(compiled_s)} configs compiled beside it; the search went on without it "
+                    "(KERNELPICK_SEARCH_PATIENCE)",
+                )
+        if self.timeout_s is None:
+            return None
+        return self.timeout_s, "CompileTimeout", f"compiling took over {self.timeout_s:g} s; the compiler was killed"
 
     @staticmethod
     def _forget(watch: selectors.BaseSelector, running: dict[int, _Child], fd: int) -> None:

@@ -24,7 +24,7 @@ from kernelpick.select.triton_choice import TritonKernelChoice
 from kernelpick.tune.config import Config
 from kernelpick.tune.search.base import latest
 from kernelpick.tune.search.run import SearchTrace
-from kernelpick.tune.searching import Measure, search
+from kernelpick.tune.searching import MeasureBatch, search
 
 #: Compiles, verifies and times choices as the selector does: each one's result by digest, and the
 #: name of what outputs were checked against (None: nothing).
@@ -136,7 +136,7 @@ def search_choices(
 
 def _by_config(
     space: SearchedSpace, measure: Callable[[list[Choice]], Mapping[str, BenchmarkResult]]
-) -> Measure:
+) -> MeasureBatch:
     """`measure` for configs of `space`, as `kernelpick.tune.searching.search` calls it."""
 
     def timed(batch: Sequence[Config], steps: dict[str, float]) -> dict[Config, BenchmarkResult]:

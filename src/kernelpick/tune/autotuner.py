@@ -28,7 +28,7 @@ from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.timers import Timer, UserBenchTimer, timer_for
 from kernelpick.compile.interpreted import compilable
 from kernelpick.compile.launch import runner
-from kernelpick.compile.precompile import precompile
+from kernelpick.compile.precompile import patience, precompile
 from kernelpick.compile.unwrap import innermost
 from kernelpick.errors import ConfigError, KernelpickError, NoValidConfigs, TuningRequired
 from kernelpick.report import TuningProgress, print_table, record_table
@@ -268,8 +268,12 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
         """Compile every config for these arguments, in parallel, without running any."""
         named = self._named(args, kwargs)
         device = describe(device_of(named.values()))
-        configs = self.prune(self.configs, named, kwargs)
+        configs = self.prune(self._candidates(device), named, kwargs)
         return list(self._compile(configs, args, kwargs, grid, device))
+
+    def _candidates(self, device: DeviceInfo) -> list[Config]:
+        """The configs to tune on `device`: a `Space`'s that fit it, else those given."""
+        return self.space.configs(device) if self.space is not None else self.configs
 
     def _named(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> dict[str, Any]:
         if len(args) > len(self.arg_names):
@@ -317,8 +321,7 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
                         f"kernel `{self.name}` was given {', '.join(conflicts)} both by the call and by the "
                         f"config {config}; leave tuned meta-parameters out of the call"
                     )
-            space = self.space.configs(device) if self.space is not None else self.configs
-            configs = self.prune(space, named, kwargs)
+            configs = self.prune(self._candidates(device), named, kwargs)
             phases: dict[str, float] = {}
             trace, stored = None, functools.cache(lambda: self._read_store(key, device, phases))
             tabled = self._tabled(key, device, configs, phases, stored)
@@ -374,7 +377,8 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
         out), those timed now, and the search's trace."""
         if len(configs) == 1:  # like Triton: nothing to choose between, nothing to measure
             return {}, {}, None
-        results = {c: stored()[c.digest].result for c in configs if c.digest in stored()}
+        found = stored()
+        results = {c: found[c.digest].result for c in configs if c.digest in found}
         todo = [c for c in configs if c not in results]
         if todo and settings.current().no_tuning:
             raise TuningRequired(
@@ -392,10 +396,14 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
             return {c: results[c] for c in configs}, measured, None
 
         def measure(batch: Sequence[Config], steps: dict[str, float]) -> dict[Config, BenchmarkResult]:
-            return self.benchmark_configs(list(batch), args, kwargs, named, grid, device, steps)
+            # A config compiling far longer than the rest of its batch is given up as `skipped`
+            # (forked compilers only: a thread cannot be stopped).
+            with patience(settings.current().search_patience):
+                return self.benchmark_configs(list(batch), args, kwargs, named, grid, device, steps)
 
         trace = search(strategy, configs, results, measure, self.space, phases)
-        return trace.results(), {c: r for c, r in trace.results().items() if c not in results}, trace
+        searched = trace.results()
+        return searched, {c: r for c, r in searched.items() if c not in results}, trace
 
     def _read_store(
         self, key: tuple[Any, ...], device: DeviceInfo, phases: dict[str, float]

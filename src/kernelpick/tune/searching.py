@@ -10,7 +10,6 @@ from collections.abc import Callable, Mapping, Sequence
 
 from kernelpick import settings
 from kernelpick.bench.result import BenchmarkResult
-from kernelpick.compile.precompile import patience
 from kernelpick.tune.config import Config
 from kernelpick.tune.search.base import Budget
 from kernelpick.tune.search.registry import make_strategy
@@ -18,29 +17,28 @@ from kernelpick.tune.search.run import SearchTrace, run_search
 from kernelpick.tune.space import Space
 
 #: Times configs and writes the seconds of its steps (compile, benchmark, ...) into the dict given.
-Measure = Callable[[Sequence[Config], dict[str, float]], Mapping[Config, BenchmarkResult]]
+MeasureBatch = Callable[[Sequence[Config], dict[str, float]], Mapping[Config, BenchmarkResult]]
 
 
 def search(
     strategy: str,
     configs: Sequence[Config],
     known: Mapping[Config, BenchmarkResult],
-    measure: Measure,
+    measure: MeasureBatch,
     space: Space | None,
     phases: dict[str, float],
 ) -> SearchTrace:
     """Search `configs` with the named strategy, within the settings' budget and seed.
 
     A batch asked for at less than full effort is timed with proportionally fewer runs and no
-    second round. A config compiling far longer than the rest of its batch is given up as
-    `skipped` (`KERNELPICK_SEARCH_PATIENCE`). The seconds of each batch's steps add up in `phases`.
+    second round. The seconds of each batch's steps add up in `phases`.
     """
     current = settings.current()
 
     def timed(batch: Sequence[Config], effort: float) -> Mapping[Config, BenchmarkResult]:
         steps: dict[str, float] = {}
         quick = {"rep_ms": max(1.0, current.rep_ms * effort), "confirm_top": 0} if effort < 1 else {}
-        with settings.override(**quick), patience(current.search_patience):
+        with settings.override(**quick):
             results = measure(batch, steps)
         for name, seconds in steps.items():
             phases[name] = phases.get(name, 0.0) + seconds
@@ -48,4 +46,4 @@ def search(
 
     budget = Budget.from_settings(len(configs))
     proposer = make_strategy(strategy, configs, space=space, seed=current.search_seed, budget=budget)
-    return run_search(proposer, timed, budget, known=known)
+    return run_search(proposer, timed, known=known)
