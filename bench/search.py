@@ -42,20 +42,17 @@ STAGES = (1, 2, 3, 4, 5)
 WARPS = (2, 4, 8)
 
 
-def shared_memory(m: int, n: int, k: int, stages: int) -> int:
-    """Bytes of shared memory a config's pipelined fp16 tiles take (Triton's own estimate is close)."""
-    return (m * k + k * n) * stages * 2
-
-
 def space(shared_memory_limit: int) -> tuple[list[Any], int]:
-    """The exhaustive space's configs that fit the device, and how many the product had."""
+    """The exhaustive space's configs whose fp16 tiles fit the device's shared memory (the default
+    GEMM estimate of `kernelpick.Space`), and how many the product had."""
     from kernelpick.tune.config import Config
+    from kernelpick.tune.space import gemm_shared_memory
 
     product = list(itertools.product(BLOCKS, BLOCKS, BLOCKS, STAGES, WARPS))
     configs = [
         Config({"BLOCK_M": m, "BLOCK_N": n, "BLOCK_K": k, "GROUP_M": 8}, num_warps=w, num_stages=s)
         for m, n, k, s, w in product
-        if shared_memory(m, n, k, s) <= shared_memory_limit
+        if gemm_shared_memory({"BLOCK_M": m, "BLOCK_N": n, "BLOCK_K": k, "num_stages": s}) <= shared_memory_limit
     ]
     return configs, len(product)
 
@@ -160,11 +157,10 @@ def replay(log: Path) -> None:
 
     from kernelpick import settings
     from kernelpick.bench.device import DeviceInfo
-    from kernelpick.bench.replay import RecordedSpace, ReplayBenchmarker, score
+    from kernelpick.bench.replay import RecordedSpace, score
     from kernelpick.reports import log_tuning
     from kernelpick.tune.record import TuningRecord
-    from kernelpick.tune.search import Budget, make_strategy, run_search, strategy_names
-    from kernelpick.tune.search.base import best
+    from kernelpick.tune.search import Budget, strategy_names
 
     log.unlink(missing_ok=True)
     scores: dict[str, Any] = {}
@@ -178,15 +174,13 @@ def replay(log: Path) -> None:
         scores[path.stem] = {}
         for name in strategy_names():
             budget = Budget(max_evaluations=len(recorded) // 10) if name == "random" else None
-            scores[path.stem][name] = score(name, recorded, budget).to_dict()
-            for seed in (0, 1, 2) if name != "exhaustive" else (0,):
-                bench = ReplayBenchmarker(recorded, seed=seed)
-                strategy = make_strategy(name, recorded.configs, seed=seed, budget=budget)
-                trace = run_search(strategy, bench.measure, budget, clock=bench.clock)
-                picked = best(trace.evaluations)
-                assert picked is not None
+            scored = score(name, recorded, budget)
+            scores[path.stem][name] = scored.to_dict()
+            for run in scored.runs if name != "exhaustive" else scored.runs[:1]:  # exhaustive: one is all
+                trace = run.trace
+                assert trace is not None and trace.best is not None
                 record = TuningRecord(
-                    "matmul_kernel", key, device, trace.results(), picked.config, trace.seconds, False,
+                    "matmul_kernel", key, device, trace.results(), trace.best.config, trace.seconds, False,
                     {"simulated": trace.seconds}, "replayed from a recording", trace,
                 )  # fmt: skip
                 with settings.override(log_path=log):

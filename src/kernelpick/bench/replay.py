@@ -36,9 +36,9 @@ from kernelpick.bench.stats import TimingSummary
 from kernelpick.errors import ConfigError
 from kernelpick.store.base import StoredRow
 from kernelpick.tune.config import Config
-from kernelpick.tune.search.base import Budget, best
+from kernelpick.tune.search.base import Budget
 from kernelpick.tune.search.registry import make_strategy
-from kernelpick.tune.search.run import run_search
+from kernelpick.tune.search.run import SearchTrace, run_search
 
 FORMAT = "kernelpick-recorded-space"
 VERSION = 1
@@ -310,6 +310,7 @@ class ScoredRun:
     evaluations: int
     seconds: float  # simulated
     curve: tuple[tuple[float, float], ...]  # (simulated seconds, ratio of the best so far)
+    trace: SearchTrace | None = field(default=None, repr=False, compare=False)  # what the search did
 
     def ratio_at(self, seconds: float) -> float:
         """The ratio of what the search held as its best at `seconds` (0 before anything worked)."""
@@ -401,11 +402,11 @@ def score(
     for seed in seeds:
         replay = ReplayBenchmarker(recorded, seed=seed, parallel_compiles=parallel_compiles)
         strategy = make_strategy(strategy_name, recorded.configs, seed=seed, budget=budget)
-        trace = run_search(strategy, replay.measure, budget, clock=replay.clock)
-        picked = best(trace.evaluations)
+        trace = run_search(strategy, replay.measure, clock=replay.clock)
+        picked = trace.best
         curve = tuple((seconds, _ratio(recorded, e.config)) for seconds, e in trace.progress())
         ratio = 0.0 if picked is None else _ratio(recorded, picked.config)
-        runs.append(ScoredRun(seed, ratio, trace.used, trace.seconds, curve))
+        runs.append(ScoredRun(seed, ratio, trace.used, trace.seconds, curve, trace))
     return Score(strategy_name, tuple(runs), exhaustive_seconds(recorded, parallel_compiles))
 
 

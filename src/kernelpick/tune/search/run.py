@@ -12,6 +12,7 @@ from kernelpick.bench.result import BenchmarkResult
 from kernelpick.errors import ConfigError
 from kernelpick.tune.config import Config
 from kernelpick.tune.search.base import Budget, Evaluation, SearchStrategy, latest
+from kernelpick.tune.search.base import best as fastest
 
 log = logging.getLogger("kernelpick.tune.search")
 
@@ -39,8 +40,7 @@ class SearchTrace:
     @property
     def best(self) -> Evaluation | None:
         """The evaluation a tuning would pick: the fastest working one at the highest effort reached."""
-        progress = self.progress()
-        return progress[-1][1] if progress else None
+        return fastest(self.evaluations)
 
     def results(self) -> dict[Config, BenchmarkResult]:
         """Each config's result at the highest effort it was timed at."""
@@ -122,7 +122,7 @@ def run_search(
     Args:
         strategy: proposes what to time.
         measure: times a batch: the caller's benchmarker, or `ReplayBenchmarker.measure`.
-        budget: timings and seconds the search may spend (default: no limit).
+        budget: timings and seconds the search may spend (default: the strategy's own budget).
         clock: seconds, read at the start and after each batch (`ReplayBenchmarker.clock` for a
             simulated one).
         known: results already had (from the store) for candidates; the strategy sees them as
@@ -131,7 +131,7 @@ def run_search(
     Raises:
         ConfigError: `measure` returned no result for a config it was given.
     """
-    budget = budget or Budget()
+    budget = budget or strategy.budget
     start = clock()
     history = [Evaluation(config, result, 0.0) for config, result in (known or {}).items()]
     timed = {e.config: e.effort for e in history}
