@@ -15,6 +15,7 @@ import torch
 from kernelpick.bench.device import DeviceInfo
 from kernelpick.select.signature import Signature, TensorSpec
 from kernelpick.tune.config import Config
+from kernelpick.tune.space import gemm_shared_memory
 
 Tile = tuple[int, int, int, int, int]
 
@@ -106,7 +107,9 @@ def _clamp(tile: Tile, problem: GemmProblem) -> Tile:
 def shared_memory_bytes(tile: Tile, itemsize: int) -> int:
     """The main loop's pipeline: `stages` buffers of an A and a B tile."""
     block_m, block_n, block_k, stages, _ = tile
-    return stages * (block_m * block_k + block_k * block_n) * itemsize
+    return gemm_shared_memory(
+        {"BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_K": block_k, "num_stages": stages}, itemsize
+    )
 
 
 def _configs(tiles: list[Tile], problem: GemmProblem) -> list[Config]:

@@ -27,16 +27,16 @@ GEMM_ELEMENT_BYTES = 2
 _VALUE_TYPES = (bool, int, float, str, type(None))
 
 
-def gemm_shared_memory(values: Values) -> int:
+def gemm_shared_memory(values: Values, element_bytes: int = GEMM_ELEMENT_BYTES) -> int:
     """The default shared-memory estimate of a tiled GEMM, in bytes:
-    `(BLOCK_M * BLOCK_K + BLOCK_K * BLOCK_N) * num_stages * 2`.
+    `(BLOCK_M * BLOCK_K + BLOCK_K * BLOCK_N) * num_stages * element_bytes` (2: 16-bit operands).
 
-    It counts the pipeline's buffers of A and B tiles of 16-bit elements only: not the epilogue nor
-    what the compiler adds. A config at the edge may still run out of resources (the benchmarker
-    then records `out_of_resources`); for 32-bit operands or other kernels give `shared_memory=`.
+    It counts the pipeline's buffers of A and B tiles only: not the epilogue nor what the compiler
+    adds. A config at the edge may still run out of resources (the benchmarker then records
+    `out_of_resources`); for 32-bit operands or other kernels give `shared_memory=`.
     """
     tiles = values["BLOCK_M"] * values["BLOCK_K"] + values["BLOCK_K"] * values["BLOCK_N"]
-    return int(tiles * values["num_stages"] * GEMM_ELEMENT_BYTES)
+    return int(tiles * values["num_stages"] * element_bytes)
 
 
 def _key(value: Any) -> tuple[str, Any]:
