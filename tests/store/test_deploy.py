@@ -171,3 +171,20 @@ def test_tables_named_by_the_setting_go_when_it_changes(tmp_path: Path) -> None:
     with settings.override(tables=str(path)):
         assert len(tables().tables) == 2
     assert len(tables().tables) == 1
+
+
+def test_a_tuning_with_tables_loaded_reads_the_store_once(tmp_path: Path) -> None:
+    kernelpick.load_table(tuned_table(tmp_path, 64))  # a nearest key for 100, so the lookup asks the store
+    reads: list[str] = []
+    with settings.override(cache_dir=tmp_path / "here"):
+        store = default_store()
+        load = store.load
+        store.load = lambda key: reads.append(key.digest) or load(key)  # type: ignore[method-assign]
+        try:
+            kernel = kernelpick.autotune(SPACE, key=["n"])(add_kernel)
+            x = torch.randn(100)
+            kernel[grid_1d(100)](x, x, torch.empty(100), 100)
+        finally:
+            del store.load
+    assert kernel.last_tuning is not None and "nearest key" in kernel.last_tuning.note
+    assert len(reads) == 1  # the table lookup and the results shared one read

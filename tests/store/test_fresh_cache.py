@@ -57,3 +57,24 @@ def test_each_block_and_each_thread_has_its_own_cache() -> None:
         thread.start()
         thread.join()
         assert seen["other"] != first and settings.cache_dir() == first
+
+
+def test_worker_processes_get_the_temporary_folder() -> None:
+    from kernelpick.workers.plan import worker_settings
+
+    with kernelpick.fresh_cache() as folder:
+        assert worker_settings()["cache_dir"] == str(folder)  # what a worker's requests carry
+    assert worker_settings()["cache_dir"] != str(folder)
+
+
+def test_deployment_tables_still_apply_inside(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from kernelpick.store.deploy import tables
+    from tests.store.test_deploy import add, tuned_table
+
+    kernelpick.load_table(tuned_table(tmp_path, 128))
+    try:
+        with kernelpick.fresh_cache(), settings.override(no_tuning=True):
+            record = add(128).last_tuning  # no tuning allowed: the table's winner runs
+        assert record is not None and record.note.startswith("from the deployment table")
+    finally:
+        tables().clear()

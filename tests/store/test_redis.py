@@ -342,3 +342,16 @@ def test_a_backlog_that_fails_again_is_kept_for_the_next_time() -> None:
         store.save(make_key("mm", index), [measured("a", 1.0)])
     store._send_backlog()  # the server is still gone: nothing is lost
     assert store.unsent == 3
+
+
+def test_the_backlog_keeps_the_latest_keys_up_to_its_cap(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kernelpick.store import layered as module
+
+    monkeypatch.setattr(module, "BACKLOG_KEYS", 3)
+    remote = RedisStore(f"redis://127.0.0.1:{_closed_port()}/0", timeout_s=0.2)
+    store = LayeredStore(MemoryStore(), remote, retry_after_s=30.0)
+    for index in range(5):
+        store.save(make_key("mm", index), [measured("a", 1.0)])
+    assert store.unsent == 3
+    assert [key.digest for key, _, _ in store._backlog.values()] == [make_key("mm", i).digest for i in (2, 3, 4)]
+    assert len(store.local.load(make_key("mm", 0))) == 1  # the oldest only go unshared: kept locally

@@ -80,3 +80,15 @@ def test_a_deployment_table_never_gives_an_aligned_winner_to_a_misaligned_key() 
     kernel[grid_1d(48)](x[:48], x[:48], out, 48)
     near = kernel.tuning_key(kernel.last_tuning.key, kernel.last_tuning.device)
     assert key_distance(near.inputs, aligned_key.inputs) is not None  # only n differs: comparable
+
+
+def test_do_not_specialize_on_alignment_keeps_only_the_equal_to_one_case() -> None:
+    unaligned = triton.jit(add_kernel.fn, do_not_specialize_on_alignment=["n"])
+    kernel = kernelpick.autotune(SPACE, key=[], store=MemoryStore())(unaligned)
+    x, out = torch.randn(64), torch.empty(64)
+    kernel[grid_1d(32)](x, x, out, 32)
+    kernel[grid_1d(17)](x, x, out, 17)  # divisible by 16 or not: one specialization
+    assert len(kernel.cache) == 1 and kernel.last_tuning is not None
+    assert kernel.last_tuning.key[-2].endswith("n:-")
+    kernel[grid_1d(1)](x, x, out, 1)  # equal to 1: tuned apart
+    assert len(kernel.cache) == 2 and kernel.last_tuning.key[-2].endswith("n:1")
