@@ -79,6 +79,21 @@ def test_a_recording_without_seconds_per_config_shares_out_its_phases(tmp_path: 
         RecordedSpace.load(path)
 
 
+def test_a_recording_timed_beside_its_compiles_shares_out_only_the_timing_after_them(tmp_path: Path) -> None:
+    data = SMALL.to_dict()
+    for entry in data["results"]:
+        del entry["compile_s"], entry["bench_s"]
+    # Timed in workers: the benchmark phase (6.5 s) spans the compile phase (6 s) of a 6.2 s run.
+    data.update(cpu_count=1, wall_s=6.2, phases={"compile": 6.0, "benchmark": 6.5})
+    path = tmp_path / "recorded.json"
+    path.write_text(json.dumps(data))
+    loaded = RecordedSpace.load(path)
+    # The 0.2 s after the compiles, beyond the timed runs (40 * 1 ms of B), shared by A and B:
+    # replayed on one compiler, exhaustive takes the recording's wall time.
+    assert loaded.entries[B].bench_s == pytest.approx(0.040 + 0.08)
+    assert exhaustive_seconds(loaded, parallel_compiles=1) == pytest.approx(6.2)
+
+
 @pytest.mark.parametrize(
     ("change", "expected"),
     [

@@ -15,7 +15,9 @@ failed config has its status (`compile_error`, `out_of_resources`, ...), no medi
 message. `compile_s` and `bench_s`, the seconds compiling and timing the config took, may be left
 out when the recording's `phases` give the whole run's: each config is then taken to compile in
 the compile phase's wall time times `cpu_count` (the parallel compiles) over the number of configs,
-and to be timed in its runs (runs * median_ms) plus an equal share of the rest of the benchmark phase.
+and to be timed in its runs (runs * median_ms) plus an equal share of the rest of the benchmark phase
+(with a top-level `wall_s`, of the rest of what the benchmark phase spent after the compile phase:
+a recording timed in workers times beside its compiles).
 Other keys (environment, dates, ...) are for people and are not read.
 """
 
@@ -230,8 +232,13 @@ def _shares(data: Mapping[str, Any], results: list[Mapping[str, Any]]) -> tuple[
     if not all("bench_s" in r for r in working) and "benchmark" not in phases:
         raise ValueError("results lack bench_s and the recording has no phases.benchmark")
     compile_s = float(phases.get("compile", math.nan)) * workers / max(1, len(results))
+    benchmark_s = float(phases.get("benchmark", math.nan))
+    if "wall_s" in data and "compile" in phases:
+        # Timed in workers beside the compiles, the benchmark phase spans the compile phase: only
+        # its part after the compiles is timing the clock does not already count as compiling.
+        benchmark_s = min(benchmark_s, float(data["wall_s"]) - float(phases["compile"]))
     kernels_s = sum(int(r.get("runs", 0)) * float(r["median_ms"]) / 1000 for r in working)
-    overhead_s = max(0.0, float(phases.get("benchmark", math.nan)) - kernels_s) / max(1, len(working))
+    overhead_s = max(0.0, benchmark_s - kernels_s) / max(1, len(working))
     return compile_s, overhead_s
 
 
