@@ -52,7 +52,8 @@ def space(shared_memory_limit: int) -> tuple[list[Any], int]:
     configs = [
         Config({"BLOCK_M": m, "BLOCK_N": n, "BLOCK_K": k, "GROUP_M": 8}, num_warps=w, num_stages=s)
         for m, n, k, s, w in product
-        if gemm_shared_memory({"BLOCK_M": m, "BLOCK_N": n, "BLOCK_K": k, "num_stages": s}) <= shared_memory_limit
+        if gemm_shared_memory({"BLOCK_M": m, "BLOCK_N": n, "BLOCK_K": k, "num_stages": s})
+        <= shared_memory_limit
     ]
     return configs, len(product)
 
@@ -132,28 +133,29 @@ def record() -> None:
         path.write_text(text + "\n")
         if os.environ.get("OUT"):
             Path(os.environ["OUT"], path.name).write_text(text + "\n")
+        # After every shape, so a run cut short keeps the shapes it finished.
+        write_result(
+            "search",
+            {
+                "environment": env,
+                "space": {"product": product, "fit": len(configs), "shared_memory_limit": limit},
+                "exhaustive": shapes,
+            },
+        )
         print(
             f"{m}x{n}x{k}: {len(ok)} of {len(rows)} ok, best {best['median_ms']:.4f} ms "
             f"(torch.mm {torch_ms:.4f} ms) in {wall:.1f} s; phases "
             + ", ".join(f"{name} {seconds:.1f} s" for name, seconds in record.phases.items()),
             flush=True,
         )
-    write_result(
-        "search",
-        {
-            "environment": env,
-            "space": {"product": product, "fit": len(configs), "shared_memory_limit": limit},
-            "exhaustive": shapes,
-        },
-    )
 
 
-def replay(log: Path) -> None:
-    """Every strategy, seeds 0-2, replayed on every recorded space: scores into
-    bench/results/search-replay-<device>.json, each search logged (as a tuning) to `log`."""
+def replay(log_dir: Path) -> None:
+    """Every strategy, seeds 0-2, replayed on every recorded space, a device at a time: scores into
+    bench/results/search-replay-<device>.json, each search logged (as a tuning) to
+    `log_dir`/search-replay-<device>.jsonl."""
     sys.path.insert(0, str(HERE))
     import torch  # noqa: F401  (kernelpick's records need it loaded)
-    from common import device_slug
 
     from kernelpick import settings
     from kernelpick.bench.device import DeviceInfo
@@ -162,47 +164,65 @@ def replay(log: Path) -> None:
     from kernelpick.tune.record import TuningRecord
     from kernelpick.tune.search import Budget, strategy_names
 
-    log.unlink(missing_ok=True)
-    scores: dict[str, Any] = {}
-    device_name = ""
-    for path in sorted(DATA.glob("gemm-*.json")):
-        recorded = RecordedSpace.load(path)
-        device_name = recorded.device
-        device = DeviceInfo("cuda", 0, recorded.device, (9, 0), 50 * 2**20, 132)
-        shape = dict(recorded.shape)
-        key = (shape["M"], shape["N"], shape["K"], "torch.float16", "torch.float16", "torch.float16", "cuda")
-        scores[path.stem] = {}
-        for name in strategy_names():
-            budget = Budget(max_evaluations=len(recorded) // 10) if name == "random" else None
-            scored = score(name, recorded, budget)
-            scores[path.stem][name] = scored.to_dict()
-            for run in scored.runs if name != "exhaustive" else scored.runs[:1]:  # exhaustive: one is all
-                trace = run.trace
-                assert trace is not None and trace.best is not None
-                record = TuningRecord(
-                    "matmul_kernel", key, device, trace.results(), trace.best.config, trace.seconds, False,
-                    {"simulated": trace.seconds}, "replayed from a recording", trace,
-                )  # fmt: skip
-                with settings.override(log_path=log):
-                    log_tuning(record, ["M", "N", "K"])
-            summary = scores[path.stem][name]
-            print(
-                f"{path.stem} {name:10s} worst {summary['worst_ratio']:.3f} of the best, "
-                f"{summary['mean_evaluations']:.0f} timings, {summary['time_fraction']:.1%} of exhaustive's time",
-                flush=True,
+    slugs = sorted({path.stem.rsplit("-", 1)[1] for path in DATA.glob("gemm-*.json")})
+    for slug in slugs:
+        log = log_dir / f"search-replay-{slug}.jsonl"
+        log.unlink(missing_ok=True)
+        scores: dict[str, Any] = {}
+        device_name = ""
+        for path in sorted(DATA.glob(f"gemm-*-{slug}.json")):
+            recorded = RecordedSpace.load(path)
+            env = json.loads(path.read_text())["environment"]
+            device_name = recorded.device
+            major, minor = (int(part) for part in env["capability"].split("."))
+            device = DeviceInfo(
+                "cuda", 0, device_name, (major, minor), env["l2_bytes"], env["multiprocessors"]
             )
-    data = {"replayed_from": "tests/data/search", "device": device_name, "scores": scores}
-    out = ROOT / "bench" / "results" / f"search-replay-{device_slug(device_name)}.json"
-    out.write_text(json.dumps(data, indent=1) + "\n")
-    print(f"wrote {out} and the log {log}")
+            shape = dict(recorded.shape)
+            key = (
+                shape["M"],
+                shape["N"],
+                shape["K"],
+                "torch.float16",
+                "torch.float16",
+                "torch.float16",
+                "cuda",
+            )
+            scores[path.stem] = {}
+            for name in strategy_names():
+                budget = Budget(max_evaluations=len(recorded) // 10) if name == "random" else None
+                scored = score(name, recorded, budget)
+                scores[path.stem][name] = scored.to_dict()
+                for run in scored.runs if name != "exhaustive" else scored.runs[:1]:  # exhaustive: one is all
+                    trace = run.trace
+                    assert trace is not None and trace.best is not None
+                    record = TuningRecord(
+                        "matmul_kernel", key, device, trace.results(), trace.best.config, trace.seconds, False,
+                        {"simulated": trace.seconds}, "replayed from a recording", trace,
+                    )  # fmt: skip
+                    with settings.override(log_path=log):
+                        log_tuning(record, ["M", "N", "K"])
+                summary = scores[path.stem][name]
+                print(
+                    f"{path.stem} {name:10s} worst {summary['worst_ratio']:.3f} of the best, "
+                    f"{summary['mean_evaluations']:.0f} timings, "
+                    f"{summary['time_fraction']:.1%} of exhaustive's time",
+                    flush=True,
+                )
+        data = {"replayed_from": "tests/data/search", "device": device_name, "scores": scores}
+        out = ROOT / "bench" / "results" / f"search-replay-{slug}.json"
+        out.write_text(json.dumps(data, indent=1) + "\n")
+        print(f"wrote {out} and the log {log}")
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("mode", choices=["record", "replay"])
-    parser.add_argument("--log", default="search-replay.jsonl", help="replay: the tuning log to write")
+    parser.add_argument(
+        "--log-dir", type=Path, default=Path("."), help="replay: where the tuning logs go (one per device)"
+    )
     args = parser.parse_args()
     if args.mode == "record":
         record()
     else:
-        replay(Path(args.log))
+        replay(args.log_dir)
