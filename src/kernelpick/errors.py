@@ -47,5 +47,10 @@ class OperatorError(KernelpickError, ValueError):
     """A kernelpick PyTorch operator or launch was declared or called in a way that cannot work."""
 
 
+class OperatorNotRegistered(OperatorError, AttributeError):
+    """`torch.ops.<namespace>.<name>` of a `kernelpick.op` before its registration (an AttributeError too,
+    so that `hasattr` and `getattr(..., default)` keep working)."""
+
+
 class MutatesArgsError(OperatorError):
     """An operator's explicit `mutates_args` disagrees with what its kernels were found to write."""

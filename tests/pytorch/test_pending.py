@@ -6,8 +6,7 @@ import pytest
 import torch
 
 import kernelpick
-from kernelpick.errors import OperatorError
-from kernelpick.pytorch.pending import OperatorNotRegistered
+from kernelpick.errors import OperatorError, OperatorNotRegistered
 from tests.pytorch.kernels import BLOCK, blocks, increment_kernel
 
 

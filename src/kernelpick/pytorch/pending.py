@@ -14,16 +14,11 @@ from typing import Any
 
 import torch
 
-from kernelpick.errors import OperatorError
+from kernelpick.errors import OperatorNotRegistered
 
 _lock = threading.Lock()
 #: "namespace::name" -> why that operator is not registered yet (None once it is).
 _pending: dict[str, Callable[[], str | None]] = {}
-
-
-class OperatorNotRegistered(OperatorError, AttributeError):
-    """`torch.ops.<namespace>.<name>` of a `kernelpick.op` before its registration (an AttributeError too,
-    so that `hasattr` and `getattr(..., default)` keep working)."""
 
 
 class _Namespace(torch._ops._OpNamespace):
