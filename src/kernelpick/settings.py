@@ -21,6 +21,8 @@ from kernelpick.errors import SettingsError
 CompileMode = Literal["thread", "process"]
 Toggle = Literal["auto", "on", "off"]
 TimerName = Literal["auto", "cudagraph", "profiler", "events"]
+#: The search strategies' names (kernelpick.tune.search.registry.STRATEGIES holds their classes).
+SearchName = Literal["exhaustive", "random", "halving", "pattern", "model"]
 
 
 def _setting(env: str, default: Any, doc: str) -> Any:
@@ -125,7 +127,7 @@ class Settings:
         False,
         "Never tune at run time: a call with no tabled or stored winner raises TuningRequired.",
     )
-    search: str = _setting(
+    search: SearchName = _setting(
         "KERNELPICK_SEARCH",
         "exhaustive",
         "How configs are searched when a tuned kernel names no search=: exhaustive, random, halving, pattern, model.",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import typing
 from collections.abc import Sequence
 
 import pytest
@@ -12,7 +13,7 @@ import pytest
 from kernelpick import settings
 from kernelpick.bench.replay import ReplayBenchmarker
 from kernelpick.bench.result import BenchmarkResult
-from kernelpick.errors import ConfigError
+from kernelpick.errors import ConfigError, SettingsError
 from kernelpick.tune.config import Config
 from kernelpick.tune.search import (
     Budget,
@@ -54,10 +55,23 @@ def test_kernelpick_search_names_the_default_strategy() -> None:
     assert default_strategy_name() == "exhaustive"
     with settings.override(search="model"):
         assert default_strategy_name() == "model"
-    with settings.override(search="genetic"), pytest.raises(ConfigError) as raised:
-        default_strategy_name()
-    assert "KERNELPICK_SEARCH='genetic' names no search strategy" in str(raised.value)
-    assert "exhaustive, random, halving, pattern, model" in str(raised.value)
+
+
+def test_an_unknown_kernelpick_search_is_refused_naming_the_strategies(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    expected = (
+        "KERNELPICK_SEARCH='genetic' is not one of 'exhaustive', 'random', 'halving', 'pattern', 'model'"
+    )
+    with pytest.raises(SettingsError, match=expected), settings.override(search="genetic"):
+        pass
+    monkeypatch.setenv("KERNELPICK_SEARCH", "genetic")
+    with pytest.raises(SettingsError, match=expected):
+        settings.from_environ()
+
+
+def test_the_settings_name_every_registered_strategy() -> None:
+    assert typing.get_args(settings.SearchName) == strategy_names()
 
 
 def _run(
