@@ -20,8 +20,7 @@ demo: venv
 	$(BIN)/kernelpick demo
 
 test: venv
-	tools/ensure-redis-server
-	tools/ensure-chromium
+	tools/ensure-test-programs
 	$(BIN)/python -m pytest -q
 
 lint: venv

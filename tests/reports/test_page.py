@@ -47,7 +47,7 @@ def chromium() -> str:
         if found:
             return found
     pytest.skip(
-        "Chromium is not installed (apt-get install chromium; tools/ensure-chromium does it): the page is not rendered"
+        "Chromium is not installed (apt-get install chromium; tools/ensure-test-programs does it): the page is not rendered"
     )
 
 
