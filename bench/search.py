@@ -98,6 +98,7 @@ def record() -> None:
                 "spread": result.timing.spread if result.timing else None,
                 "runs": result.timing.runs if result.timing else 0,
                 "message": result.message[:200],
+                **({} if result.compile_s is None else {"compile_s": result.compile_s}),
             }
             for config, result in record.results.items()
         ]

@@ -44,7 +44,12 @@ def test_failures_sort_after_every_timing() -> None:
 
 
 @pytest.mark.parametrize(
-    "result", [BenchmarkResult("ok", TIMING), BenchmarkResult.failed("timeout", "no answer in 10 s")]
+    "result",
+    [
+        BenchmarkResult("ok", TIMING),
+        BenchmarkResult("ok", TIMING, compile_s=2.5),
+        BenchmarkResult.failed("timeout", "no answer in 10 s", compile_s=10.0),
+    ],
 )
 def test_dict_round_trip_through_json(result: BenchmarkResult) -> None:
     data = json.loads(json.dumps(result.to_dict()))
@@ -56,6 +61,11 @@ def test_dict_round_trip_through_json(result: BenchmarkResult) -> None:
 
 def test_from_store_is_not_written_to_plain_data() -> None:
     assert "from_store" not in BenchmarkResult("ok", TIMING, from_store=True).to_dict()
+
+
+def test_compile_seconds_are_written_only_where_known() -> None:
+    assert "compile_s" not in BenchmarkResult("ok", TIMING).to_dict()
+    assert BenchmarkResult("ok", TIMING, compile_s=1.25).to_dict()["compile_s"] == 1.25
 
 
 def test_from_dict_without_a_message() -> None:

@@ -145,6 +145,8 @@ def test_gpu_compiles_in_parallel_and_reports_the_bad_config(mode: str) -> None:
     )
     assert [o.status for o in outcomes] == ["ok", "compile_error", "ok"]
     assert "power of 2" in outcomes[1].message
+    if mode == "process":  # the compilers' own seconds on each config
+        assert all(o.seconds is not None and o.seconds > 0 for o in outcomes if o.ok)
 
 
 def test_meanwhile_runs_exactly_once_on_every_path() -> None:
@@ -202,6 +204,20 @@ def test_each_compiled_config_is_announced_as_its_child_reports_it() -> None:
     assert sorted(index for index, _ in announced) == [5, 9]  # the failure is not announced
     quick = dict(announced)[5]
     assert quick - started < 1.0  # before the slow one finished, not at the end
+
+
+def test_each_config_has_the_seconds_its_child_spent_on_it_killed_ones_too() -> None:
+    import time as clock
+
+    executor = _ForkedExecutor(workers=2, timeout_s=1.0)
+    executor.configs = [3, 4, 6]  # jobs 0..2 belong to configs 3, 4 and 6
+    for job in (lambda: clock.sleep(0.5), lambda: "quick", lambda: clock.sleep(60)):
+        executor.submit(job)
+    executor.run()
+    seconds = executor.seconds_by_config()
+    assert sorted(seconds) == [3, 4, 6]
+    assert 0.4 < seconds[3] < 5 and seconds[4] < 0.4  # its own time (as the parent saw it), not the batch's
+    assert 0.9 < seconds[6] < 30  # the killed one: until it was killed
 
 
 @pytest.mark.gpu

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import subprocess
 import sys
 import time
@@ -100,6 +101,19 @@ def test_a_config_that_cannot_compile_is_recorded_and_skipped() -> None:
     assert "power of 2" in results[bad].message
     assert kernel.best_config != bad
     assert sum(r.ok for r in results.values()) == 2
+
+
+def test_every_result_says_how_long_its_config_took_to_compile(tmp_path: Path) -> None:
+    space = [*SPACE, triton.Config({"BLOCK": 48})]
+    kernel = kernelpick.autotune(space, key=["n"], store=MemoryStore())(add_kernel)
+    x = torch.randn(100)
+    with settings.override(log_path=tmp_path / "log.jsonl"):
+        kernel[grid_1d(100)](x, x, torch.empty(100), 100)
+    results = kernel.last_tuning.results.values()  # on the CPU: the seconds lowering each to TTIR
+    assert all(r.compile_s is not None and 0 < r.compile_s < 60 for r in results), results
+    (line,) = (tmp_path / "log.jsonl").read_text().splitlines()
+    logged = [c["compile_s"] for c in json.loads(line)["candidates"]]
+    assert sorted(logged) == sorted(r.compile_s for r in results)
 
 
 def test_when_every_config_fails_the_error_lists_each_with_its_reason() -> None:

@@ -5,6 +5,7 @@ choice may declare (e.g. TMA on sm_90+) with the reason a device does not meet t
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -320,3 +321,18 @@ class Requirements:
         if self.min_shared_memory:
             parts.append(f"{self.min_shared_memory:,} bytes of shared memory")
         return ", ".join(parts) or "any GPU"
+
+
+_warned_interpreter = False
+
+
+def warn_once_if_interpreted(device: DeviceInfo, name: str) -> None:
+    """Warn, once per process, that `name` runs in Triton's interpreter when `device` is the CPU."""
+    global _warned_interpreter
+    if device.interpreter and not _warned_interpreter:
+        _warned_interpreter = True
+        logging.getLogger("kernelpick.tune").warning(
+            "no GPU for kernel `%s`: kernelpick runs Triton kernels in Triton's interpreter on the CPU; "
+            "timings are not representative of a GPU",
+            name,
+        )

@@ -33,6 +33,8 @@ class BenchmarkResult:
     timing: TimingSummary | None = None
     message: str = ""
     from_store: bool = False
+    #: Seconds the compiler spent on the candidate, where known (forked compiles); None otherwise.
+    compile_s: float | None = None
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
@@ -61,15 +63,18 @@ class BenchmarkResult:
         return self.timing.cost_ms if self.timing is not None else float("inf")
 
     @classmethod
-    def failed(cls, status: Status, message: str) -> BenchmarkResult:
-        return cls(status=status, message=message)
+    def failed(cls, status: Status, message: str, compile_s: float | None = None) -> BenchmarkResult:
+        return cls(status=status, message=message, compile_s=compile_s)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "status": self.status,
             "timing": None if self.timing is None else self.timing.to_dict(),
             "message": self.message,
         }
+        if self.compile_s is not None:
+            data["compile_s"] = self.compile_s
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, from_store: bool = False) -> BenchmarkResult:
@@ -79,4 +84,5 @@ class BenchmarkResult:
             timing=None if timing is None else TimingSummary.from_dict(timing),
             message=data.get("message", ""),
             from_store=from_store,
+            compile_s=data.get("compile_s"),
         )

@@ -80,11 +80,13 @@ def patience(factor: float) -> Iterator[None]:
 
 @dataclass(frozen=True, slots=True)
 class CompileOutcome:
-    """Whether one config compiled, and if not, why."""
+    """Whether one config compiled, and if not, why; and the seconds its compiler spent on it where
+    known (forked compilers; in the interpreter, lowering it to TTIR), else None (compiled in
+    threads, earlier, or not at all)."""
 
     status: CompileStatus
     message: str = ""
-    seconds: float = 0.0
+    seconds: float | None = None
 
     @property
     def ok(self) -> bool:
@@ -226,7 +228,7 @@ def _compile_all(
             except Exception as error:  # code generation can fail before anything is submitted
                 status, message = classify(error)
                 pending.append(None)
-                outcomes.append(CompileOutcome(status, message, time.perf_counter() - start))
+                outcomes.append(CompileOutcome(status, message))
         if isinstance(executor, _ForkedExecutor):
             executor.timings["compile_submit"] = time.perf_counter() - start
             if on_compiled is not None:
@@ -236,6 +238,7 @@ def _compile_all(
             executor.run(meanwhile)
         elif meanwhile is not None:
             meanwhile()  # while the pool's threads compile
+        seconds = executor.seconds_by_config() if isinstance(executor, _ForkedExecutor) else {}
         for index, future_kernel in enumerate(pending):
             if future_kernel is None:
                 continue
@@ -245,9 +248,9 @@ def _compile_all(
                     future_kernel.result()
             except Exception as error:
                 status, message = classify(error)
-                outcomes[index] = CompileOutcome(status, message, time.perf_counter() - start)
+                outcomes[index] = CompileOutcome(status, message, seconds.get(index))
                 continue
-            outcomes[index] = CompileOutcome("ok", "", time.perf_counter() - start)
+            outcomes[index] = CompileOutcome("ok", "", seconds.get(index))
     return [o if o is not None else CompileOutcome("compile_error", "not compiled") for o in outcomes]
 
 
@@ -296,6 +299,7 @@ class _ForkedExecutor(Executor):
         self.configs: list[int] = []  # the config index of each job
         self.on_compiled: Callable[[int], object] | None = None  # with a config index, as each compiles
         self.timings: dict[str, float] = {}  # seconds: compiling in children, loading in the parent
+        self.seconds: dict[int, float] = {}  # by job: how long its child spent on it
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
         future: Future[Any] = Future()
@@ -396,8 +400,9 @@ class _ForkedExecutor(Executor):
                     else:
                         reports[report["index"]] = report
                         child.config = None
+                        self.seconds[report["index"]] = time.monotonic() - child.since
                         if report["error"] is None:
-                            compiled_s.append(time.monotonic() - child.since)
+                            compiled_s.append(self.seconds[report["index"]])
                             if self.on_compiled is not None:
                                 self.on_compiled(self.configs[report["index"]])
             limit = self._limit(compiled_s)
@@ -407,9 +412,14 @@ class _ForkedExecutor(Executor):
             for fd, child in list(running.items()):
                 if child.config is not None and time.monotonic() - child.since > seconds:
                     os.kill(child.pid, signal.SIGKILL)
+                    self.seconds[child.config] = time.monotonic() - child.since
                     reports[child.config] = {"index": child.config, "error": error, "type": kind}
                     self._forget(watch, running, fd)
         return reports
+
+    def seconds_by_config(self) -> dict[int, float]:
+        """How long a child spent on each config it was given (by config index), once `run` is done."""
+        return {self.configs[job]: seconds for job, seconds in self.seconds.items()}
 
     def _limit(self, compiled_s: Sequence[float]) -> tuple[float, str, str] | None:
         """How long the config in flight may compile, with the report of one that outlives it: the
@@ -426,7 +436,11 @@ class _ForkedExecutor(Executor):
                 )
         if self.timeout_s is None:
             return None
-        return self.timeout_s, "CompileTimeout", f"compiling took over {self.timeout_s:g} s; the compiler was killed"
+        return (
+            self.timeout_s,
+            "CompileTimeout",
+            f"compiling took over {self.timeout_s:g} s; the compiler was killed",
+        )
 
     @staticmethod
     def _forget(watch: selectors.BaseSelector, running: dict[int, _Child], fd: int) -> None:

@@ -13,7 +13,8 @@ A line is one JSON object:
   a selector checked outputs against);
 - `candidates`: each with `name`, `description` (its config or choice as plain data), `status`,
   `cost_ms` (null when it failed), `timing` (median_ms, iqr_ms, runs, timer, host_ms, ... or
-  null), `message` (why it failed, one line) and `from_store`;
+  null), `message` (why it failed, one line), `from_store` and `compile_s` (the seconds its
+  compiler spent on it, or null where not known);
 - when known: `search` (a tuned kernel's `search.to_dict()`: see `kernelpick.reports.search`) or
   `searches` (a selector's, one per config space it searched, by the space's name, each with the
   space's `configs` count), `flops` and `bytes` (`kernelpick.reports.work`).
@@ -149,6 +150,7 @@ def candidate_entry(name: str, description: Mapping[str, Any], result: Benchmark
         "timing": None if result.timing is None else result.timing.to_dict(),
         "message": headline(result.message, 300),
         "from_store": result.from_store,
+        "compile_s": result.compile_s,
     }
 
 

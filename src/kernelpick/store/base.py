@@ -114,6 +114,8 @@ def parse_result(data: Any) -> BenchmarkResult:
                 raise ValueError(f"result's timing.{field.name} is {str(value)[:64]!r}, not {expected}")
     if not isinstance(data.get("message", ""), str):
         raise ValueError("result's message is not text")
+    if data.get("compile_s") is not None and not is_number(data["compile_s"]):
+        raise ValueError(f"result's compile_s is {str(data['compile_s'])[:64]!r}, not a number")
     try:
         return BenchmarkResult.from_dict(data, from_store=True)
     except (KeyError, TypeError, ValueError) as error:

@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from triton.runtime.jit import KernelInterface
@@ -21,7 +22,7 @@ from triton.runtime.jit import KernelInterface
 from kernelpick import settings
 from kernelpick.analysis import analyze
 from kernelpick.bench.benchmarker import MEASUREMENT_VERSION, benchmark, budgets_for
-from kernelpick.bench.device import DeviceInfo, describe, device_of
+from kernelpick.bench.device import DeviceInfo, describe, device_of, warn_once_if_interpreted
 from kernelpick.bench.inputs import ScratchArguments, tensor_of
 from kernelpick.bench.pick import Pick, pick
 from kernelpick.bench.result import BenchmarkResult
@@ -54,7 +55,6 @@ log = logging.getLogger("kernelpick.tune")
 # What a tuned call launches: the config, the function to run (Triton's `run`, or the interpreter's)
 # and the config's launch keyword arguments as a plain dict (the fastest to unpack).
 _Entry = tuple[Config, Callable[..., Any], dict[str, Any]]
-_warned_interpreter = False
 
 
 def autotune(
@@ -313,7 +313,7 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
             start = time.perf_counter()
             named = self._named(args, kwargs)
             device = describe(device_of(named.values()))
-            _warn_interpreter(device, self.name)
+            warn_once_if_interpreted(device, self.name)
             for config in self.configs:
                 conflicts = sorted(set(kwargs) & set(config.kwargs))
                 if conflicts:
@@ -551,7 +551,7 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
                         )
                     )
                 else:
-                    results[config] = BenchmarkResult.failed(outcome.status, outcome.message)
+                    results[config] = BenchmarkResult.failed(outcome.status, outcome.message, outcome.seconds)
             with settings.override(**self.budget_overrides()):
                 measured = benchmark(
                     runs,
@@ -560,7 +560,10 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
                     reference=next((i for i, run in enumerate(runs) if run.config == self.default), None),
                     **(budgets or budgets_for(device)),
                 )
-            results.update({run.config: result for run, result in zip(runs, measured)})
+            compile_s = {config: outcome.seconds for config, outcome in zip(configs, outcomes)}
+            results.update(
+                {r.config: replace(m, compile_s=compile_s[r.config]) for r, m in zip(runs, measured)}
+            )
             phases["benchmark"] = time.perf_counter() - started
         return {c: results[c] for c in configs}
 
@@ -587,13 +590,3 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
         log.info("tuned %s for %s in %.2f s: %s", self.name, key, record.seconds, record.best)
         log_tuning(record, self._key_names())
 
-
-def _warn_interpreter(device: DeviceInfo, name: str) -> None:
-    global _warned_interpreter
-    if device.interpreter and not _warned_interpreter:
-        _warned_interpreter = True
-        log.warning(
-            "no GPU for kernel `%s`: kernelpick runs Triton kernels in Triton's interpreter on the CPU; "
-            "timings are not representative of a GPU",
-            name,
-        )

@@ -14,7 +14,7 @@ import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -162,9 +162,12 @@ def benchmark_in_workers(
         phases["benchmark"] = time.perf_counter() - started
         for config, outcome in zip(configs, outcomes):
             if not outcome.ok:
-                results[config] = BenchmarkResult.failed(outcome.status, outcome.message)
+                results[config] = BenchmarkResult.failed(outcome.status, outcome.message, outcome.seconds)
                 progress.advance(2)
-    results.update({c: measured[c.digest] for c in configs if c.digest in measured})
+    compile_s = {config: outcome.seconds for config, outcome in zip(configs, outcomes)}
+    results.update(
+        {c: replace(measured[c.digest], compile_s=compile_s[c]) for c in configs if c.digest in measured}
+    )
     return {c: results[c] for c in configs}
 
 
