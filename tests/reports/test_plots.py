@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from kernelpick.reports.plots import (
     config_figure,
     failure_figure,
     parameter_figure,
+    plots_of,
     progress_figure,
     roofline_figure,
 )
@@ -86,6 +88,28 @@ def test_the_roofline_places_each_key_under_the_device_roofs(
     assert "H100 SXM5 80GB: 989.5 TFLOP/s, 3350 GB/s" in labels
     assert len([label for label in labels if label.startswith("(float16[")]) == 2
     assert roofline_figure(list(load_report(real_log).keys)) is None  # no FLOPs or bytes known
+
+
+def test_a_kernel_tuned_on_two_devices_gets_a_roofline_under_each_devices_roofs(tmp_path: Path) -> None:
+    log = write_gemm_log(tmp_path / "gemm.jsonl")
+    lines = log.read_text().splitlines()
+    log.write_text(
+        "\n".join([*lines, *(json.dumps({**json.loads(line), "device": "NVIDIA H200"}) for line in lines)])
+    )
+    rooflines = [plot for plot in plots_of(load_report(log)) if plot.name == "roofline"]
+    assert sorted(plot.filename for plot in rooflines) == [
+        "kernelpick.ops.mm-NVIDIA_H100_80GB_HBM3-roofline.png",
+        "kernelpick.ops.mm-NVIDIA_H200-roofline.png",
+    ]
+    assert sorted(plot.title for plot in rooflines) == [
+        "kernelpick.ops.mm on NVIDIA H100 80GB HBM3: roofline",
+        "kernelpick.ops.mm on NVIDIA H200: roofline",
+    ]
+    h200 = [k for k in load_report(log).keys if k.device == "NVIDIA H200"]
+    figure = roofline_figure(h200)
+    assert figure is not None
+    _, labels = figure.axes[0].get_legend_handles_labels()
+    assert "H200 SXM 141GB: 989.5 TFLOP/s, 4800 GB/s" in labels
 
 
 def test_a_key_where_nothing_worked_has_no_time_plot_but_its_failures(gemm_keys: list[TunedKey]) -> None:

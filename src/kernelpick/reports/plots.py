@@ -43,17 +43,20 @@ PARAMETERS = 8
 @dataclass(frozen=True, slots=True)
 class Plot:
     """One drawn plot: `name` says what it shows ("configs", "parameters", "failures", "progress",
-    "roofline"); `key` is the slug of the tuned key it shows, None for a plot of the whole kernel."""
+    "roofline"); `key` is the slug of the tuned key it shows, None for a plot of the whole kernel;
+    `device` names the device of a whole-kernel plot where the kernel was tuned on several."""
 
     name: str
     kernel: str
     key: str | None
     title: str
     png: bytes
+    device: str | None = None
 
     @property
     def filename(self) -> str:
-        return f"{self.key or safe_filename(self.kernel)}-{self.name}.png"
+        on = f"-{safe_filename(self.device)}" if self.device else ""
+        return f"{self.key or safe_filename(self.kernel)}{on}-{self.name}.png"
 
 
 def require_matplotlib() -> None:
@@ -77,9 +80,14 @@ def plots_of(report: Report) -> list[Plot]:
     require_matplotlib()
     drawn: list[Plot] = []
     for kernel in report.kernels():
-        figure = roofline_figure(report.of(kernel))
-        if figure is not None:
-            drawn.append(Plot("roofline", kernel, None, f"{kernel}: roofline", _png(figure)))
+        keys = report.of(kernel)
+        devices = list(dict.fromkeys(tuned.device for tuned in keys))  # a roofline per device
+        for device in devices:
+            figure = roofline_figure([tuned for tuned in keys if tuned.device == device])
+            if figure is not None:
+                on = device if len(devices) > 1 else None
+                title = f"{kernel}{f' on {on}' if on else ''}: roofline"
+                drawn.append(Plot("roofline", kernel, None, title, _png(figure), on))
     for tuned in report.keys:
         for name, draw in (
             ("configs", config_figure),
@@ -289,7 +297,8 @@ def progress_figure(tuned: TunedKey) -> Figure | None:
 
 def roofline_figure(keys: Sequence[TunedKey]) -> Figure | None:
     """Each key's candidates at their arithmetic intensity and achieved TFLOP/s, the winners marked,
-    under the roofs of the device's peaks (keys with both FLOPs and bytes known only)."""
+    under the roofs of the device's peaks (keys with both FLOPs and bytes known only; all on one
+    device, whose roofs are drawn)."""
     placed: list[tuple[TunedKey, float, float, float | None]] = []  # key, intensity, TFLOP/s, peak
     for tuned in keys:
         found = tuned.roofline()
