@@ -55,9 +55,12 @@ def test_gemm_like_spaces_leave_out_tiles_over_the_gpus_shared_memory_by_the_doc
     on_h100 = space.configs(H100)
     assert on_h100 == [c for c in space.configs() if needs[c] <= 232448]
     assert 0 < len(on_h100) < len(space)
-    # No device, a CPU (the interpreter) or a GPU whose limit is unknown: nothing is left out.
-    unknown = DeviceInfo("cuda", 0, "GPU", (9, 0), 0, 132)
-    assert space.configs() == space.configs(CPU) == space.configs(unknown) == list(needs)
+    # No device or a CPU (the interpreter): nothing is left out.
+    assert space.configs() == space.configs(CPU) == list(needs)
+    # A GPU whose own figure is unknown (described from a store key): its capability's, as the GEMM
+    # ops use (DeviceInfo.shared_memory_limit).
+    described = DeviceInfo("cuda", 0, "NVIDIA H100 80GB HBM3", (9, 0), 0, 132)
+    assert described.shared_memory_limit == 232448 and space.configs(described) == on_h100
 
 
 def test_a_shared_memory_estimate_of_ones_own_replaces_the_default() -> None:

@@ -213,7 +213,9 @@ class Space:
         in its shared memory and registers: in a stable order (the last dimension varies fastest).
 
         Registers are checked where maxnreg is a dimension: num_warps * 32 * maxnreg must not exceed
-        65,536. Without a device, or on a CPU, no device limit applies.
+        65,536. Shared memory is checked against `DeviceInfo.shared_memory_limit` (a device described
+        without its own figure: its compute capability's). Without a device, or on a CPU, no device
+        limit applies.
 
         Raises:
             ConfigError: no combination is left; the message says what left each out.
@@ -224,7 +226,7 @@ class Space:
 
     def _enumerate(self, device: DeviceInfo | None) -> tuple[Config, ...]:
         gpu = device is not None and not device.interpreter
-        shared_limit = device.shared_memory_per_block if device is not None and gpu else 0
+        shared_limit = (device.shared_memory_limit or 0) if device is not None and gpu else 0
         names = list(self._dimensions)
         left_out: Counter[str] = Counter()
         least_shared: int | None = None
@@ -269,7 +271,7 @@ class Space:
         self, left_out: Counter[str], device: DeviceInfo | None, least_shared: int | None
     ) -> str:
         estimate = "the default GEMM estimate" if self.shared_memory is gemm_shared_memory else "its estimate"
-        limit = device.shared_memory_per_block if device is not None else 0
+        limit = (device.shared_memory_limit or 0) if device is not None else 0
         phrases = {
             "constraint": (
                 "fail the constraint",
