@@ -24,12 +24,22 @@ class SuccessiveHalving(SearchStrategy):
     reduction = 3
     #: Rounds at most: with a reduction of 3 the first is at 1/27 of a full timing.
     max_rounds = 4
-    _round: tuple[Config, ...] | None = None
-    _rounds_left = 0
+
+    def prepare(self) -> None:
+        pool = list(self.candidates)
+        self.random.shuffle(pool)
+        if self.budget.max_evaluations is not None:
+            # The rounds add up to about first * reduction / (reduction - 1) timings.
+            room = self.budget.max_evaluations * (self.reduction - 1) // self.reduction
+            pool = pool[: max(1, room)]
+        rounds = max(1, min(self.max_rounds, int(math.log(len(pool), self.reduction))))
+        self._round, self._rounds_left = tuple(pool), rounds - 1
+        self._started = False
 
     def propose(self, history: Sequence[Evaluation]) -> Batch | None:
-        if self._round is None:
-            return self._first()
+        if not self._started:
+            self._started = True
+            return Batch(self._round, self._effort())
         if self._rounds_left == 0:
             return None
         keep = self._survivors(history)
@@ -41,21 +51,10 @@ class SuccessiveHalving(SearchStrategy):
     def _effort(self) -> float:
         return float(self.reduction) ** -self._rounds_left
 
-    def _first(self) -> Batch:
-        pool = list(self.candidates)
-        self.random.shuffle(pool)
-        if self.budget.max_evaluations is not None:
-            # The rounds add up to about first * reduction / (reduction - 1) timings.
-            room = self.budget.max_evaluations * (self.reduction - 1) // self.reduction
-            pool = pool[: max(1, room)]
-        rounds = max(1, min(self.max_rounds, int(math.log(len(pool), self.reduction))))
-        self._round, self._rounds_left = tuple(pool), rounds - 1
-        return Batch(self._round, self._effort())
-
     def _survivors(self, history: Sequence[Evaluation]) -> tuple[Config, ...]:
         timed = latest(history)
         working = sorted(
-            (timed[c] for c in self._round or () if c in timed and timed[c].result.ok),
+            (timed[c] for c in self._round if c in timed and timed[c].result.ok),
             key=lambda e: e.result.cost_ms,
         )
         if not working:

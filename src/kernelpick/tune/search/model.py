@@ -71,7 +71,7 @@ class ModelGuidedSearch(SearchStrategy):
         if incumbent is None or working < self.initial // 2 or not self._grid.dimensions:
             wanted = self.initial if not timed else self.batch_size
             return Batch(tuple(self.random.sample(untimed, min(wanted, len(untimed)))))
-        model = _Forest(self, timed, untimed)
+        model = _Forest(untimed, *self.fit(timed, untimed))
         limit = math.log(incumbent.result.cost_ms * self.local_slowdown)
         near = sorted(
             (c for c in self._grid.around(incumbent.config) if c in model.row and model.mean_of(c) < limit),
@@ -110,13 +110,13 @@ class ModelGuidedSearch(SearchStrategy):
 class _Forest:
     """One fit's predictions for the untimed candidates, ranked the ways the search asks for."""
 
-    def __init__(
-        self, search: ModelGuidedSearch, timed: dict[Config, Evaluation], untimed: list[Config]
-    ) -> None:
+    def __init__(self, untimed: list[Config], per_tree: Any, best: float) -> None:
+        """`per_tree`: each tree's predicted log(time) of each untimed config (trees by configs);
+        `best`: the best log(time) timed (`ModelGuidedSearch.fit`)."""
         self.untimed = untimed
         self.row = {config: i for i, config in enumerate(untimed)}
-        self.per_tree, self.best = search.fit(timed, untimed)
-        self.mean = self.per_tree.mean(axis=0)
+        self.per_tree, self.best = per_tree, best
+        self.mean = per_tree.mean(axis=0)
 
     def mean_of(self, config: Config) -> float:
         return float(self.mean[self.row[config]])

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from kernelpick.tune.config import Config
 from kernelpick.tune.search.base import Batch, Evaluation, SearchStrategy
 
 
@@ -14,13 +13,12 @@ class RandomSearch(SearchStrategy):
 
     name = "random"
     batch_size = 16
-    _order: list[Config] | None = None
+
+    def prepare(self) -> None:
+        self._order = list(self.candidates)
+        self.random.shuffle(self._order)
 
     def propose(self, history: Sequence[Evaluation]) -> Batch | None:
-        if self._order is None:
-            self._order = list(self.candidates)
-            self.random.shuffle(self._order)
-        order = self._order
         timed = {e.config for e in history}
-        todo = tuple(c for c in order if c not in timed)[: self.batch_size]
+        todo = tuple(c for c in self._order if c not in timed)[: self.batch_size]
         return Batch(todo) if todo else None
