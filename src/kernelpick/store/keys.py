@@ -87,7 +87,7 @@ class TuningKey:
     def canonical(self) -> str:
         return canonical_json(self.to_dict())
 
-    @property
+    @functools.cached_property
     def digest(self) -> str:
         return hashlib.sha256(self.canonical.encode()).hexdigest()
 
