@@ -34,6 +34,7 @@ SHARED_MEMORY_BY_CAPABILITY: dict[tuple[int, int], int] = {
 }
 #: For a capability missing from the table: the smallest figure of the GPUs since 8.6.
 SHARED_MEMORY_FALLBACK = 101376
+_warned_interpreter = False  # warn_once_if_interpreted has warned in this process
 
 #: Inductor's "big GPU" gate (`torch._inductor.utils.is_big_gpu`): fewer SMs than an RTX 3080's 68
 #: and its max-autotune GEMM templates are not worth their compile time.
@@ -321,9 +322,6 @@ class Requirements:
         if self.min_shared_memory:
             parts.append(f"{self.min_shared_memory:,} bytes of shared memory")
         return ", ".join(parts) or "any GPU"
-
-
-_warned_interpreter = False
 
 
 def warn_once_if_interpreted(device: DeviceInfo, name: str) -> None:

@@ -33,7 +33,8 @@ class BenchmarkResult:
     timing: TimingSummary | None = None
     message: str = ""
     from_store: bool = False
-    #: Seconds the compiler spent on the candidate, where known (forked compiles); None otherwise.
+    #: Seconds the compiler spent on the candidate where known (forked compilers, the interpreter's
+    #: lowering); None otherwise.
     compile_s: float | None = None
 
     def __post_init__(self) -> None:

@@ -436,11 +436,7 @@ class _ForkedExecutor(Executor):
                 )
         if self.timeout_s is None:
             return None
-        return (
-            self.timeout_s,
-            "CompileTimeout",
-            f"compiling took over {self.timeout_s:g} s; the compiler was killed",
-        )
+        return self.timeout_s, "CompileTimeout", f"compiling took over {self.timeout_s:g} s; the compiler was killed"
 
     @staticmethod
     def _forget(watch: selectors.BaseSelector, running: dict[int, _Child], fd: int) -> None:
