@@ -216,8 +216,9 @@ def test_each_config_has_the_seconds_its_child_spent_on_it_killed_ones_too() -> 
     executor.run()
     seconds = executor.seconds_by_config()
     assert sorted(seconds) == [3, 4, 6]
-    assert 0.4 < seconds[3] < 5 and seconds[4] < 0.4  # its own time (as the parent saw it), not the batch's
-    assert 0.9 < seconds[6] < 30  # the killed one: until it was killed
+    # Each its own time as the parent saw it, not the batch's (over 1 s): the quick one least.
+    assert seconds[4] < seconds[3] < seconds[6] and 0.2 < seconds[3] < 5
+    assert 1.0 < seconds[6] < 30  # the killed one: until it was killed, past the 1 s timeout
 
 
 @pytest.mark.gpu
