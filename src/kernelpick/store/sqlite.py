@@ -69,11 +69,13 @@ class SQLiteStore:
             db = sqlite3.connect(self.path, timeout=30.0, check_same_thread=False, isolation_level=None)
             deadline = time.monotonic() + 30.0
             while True:  # switching a new file to WAL fails at once, ignoring the busy timeout, when
-                try:  # another process is switching it too: retry like the timeout would
+                try:  # another process is switching it too ("database is locked", or "disk I/O
+                    # error" while that process sets up the shared-memory file): retry meanwhile
                     db.execute("PRAGMA journal_mode=WAL")
                     break
                 except sqlite3.OperationalError as error:
-                    if "locked" not in str(error) or time.monotonic() > deadline:
+                    transient = "locked" in str(error) or "disk I/O error" in str(error)
+                    if not transient or time.monotonic() > deadline:
                         raise
                     time.sleep(0.01)
             db.execute("PRAGMA synchronous=NORMAL")
