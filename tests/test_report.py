@@ -83,7 +83,13 @@ def test_title_names_the_kernel_device_count_and_time() -> None:
 
 def test_a_table_of_failures_only() -> None:
     rows = [("a", BenchmarkResult.failed("timeout", "no answer in 10 s"))]
-    assert body(autotune_table("add", rows, CPU)) == [["a"] + ["-"] * 7 + ["timeout: no answer in 10 s"]]
+    assert body(autotune_table("add", rows, CPU)) == [["a"] + ["-"] * 8 + ["timeout: no answer in 10 s"]]
+
+
+def test_the_compile_seconds_are_shown_where_known() -> None:
+    rows = [("a", BenchmarkResult.failed("timeout", "killed", compile_s=30.0)), *ROWS]
+    compile_s = {row[0]: row[-2] for row in body(autotune_table("add", rows, CPU))}
+    assert compile_s["a"] == "30.00" and compile_s["BLOCK=32"] == "-"
 
 
 def test_record_table_lists_every_config_of_a_tuning() -> None:

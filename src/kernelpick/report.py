@@ -45,8 +45,9 @@ def autotune_table(
 
     Columns: the cost of a call (device or host time, the larger), its share of the lowest cost,
     the device median, the host time per call (selection), the spread (half the interquartile
-    range, % of the median), the timed runs, the timer, and the status with its reason. `best`
-    marks what was picked; `note` says why, when that is not the fastest.
+    range, % of the median), the timed runs, the timer, the seconds its compile took (where
+    known), and the status with its reason. `best` marks what was picked; `note` says why, when
+    that is not the fastest.
     """
     ok = [r.cost_ms for _, r in rows if r.ok]
     lowest = min(ok) if ok else None
@@ -59,7 +60,8 @@ def autotune_table(
         box=None,
         pad_edge=False,
     )
-    for column in ("candidate", "ms/call", "% of best", "device ms", "host ms", "± %", "runs", "timer"):
+    columns = ("candidate", "ms/call", "% of best", "device ms", "host ms", "± %", "runs", "timer", "compile s")
+    for column in columns:
         table.add_column(column, justify="left" if column in ("candidate", "timer") else "right")
     table.add_column("status")
     for name, result in sorted(rows, key=lambda row: row[1].cost_ms):
@@ -75,6 +77,7 @@ def autotune_table(
                 str(t.runs),
                 t.timer or "-",
             ]
+        timing_cells.append("-" if result.compile_s is None else f"{result.compile_s:.2f}")
         status = result.status + (" (stored)" if result.from_store else "")
         if name == best:
             status += ", picked"
