@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -40,7 +41,9 @@ def test_each_tuned_key_gets_its_table_of_candidates(
     assert "AUTOTUNE add_kernel(n=1000, float32, float32, float32) on cpu" in out
     assert "AUTOTUNE add_kernel(n=3000, float32, float32, float32) on cpu" in out
     assert "AUTOTUNE add(float32[64, 64], float32[64, 64]) on cpu" in out
-    assert out.count("BLOCK=48, num_warps=4, num_stages=3 - - - - - - - compile_error") == 2
+    # No timing; the seconds its lowering took where the log has them; the reason.
+    failed = r"BLOCK=48, num_warps=4, num_stages=3 - - - - - - - (?:\d+\.\d\d|-) compile_error"
+    assert len(re.findall(failed, out)) == 2
     assert "fast_add" in out and "ok, picked" in out and "from the tuning log" in out
 
 
