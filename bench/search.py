@@ -30,6 +30,7 @@ import os
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -172,12 +173,13 @@ def replay(log_dir: Path) -> None:
         scores: dict[str, Any] = {}
         device_name = ""
         for path in sorted(DATA.glob(f"gemm-*-{slug}.json")):
-            recorded = RecordedSpace.load(path)
-            env = json.loads(path.read_text())["environment"]
+            data = json.loads(path.read_text())
+            recorded, env = RecordedSpace.from_dict(data), data["environment"]
             device_name = recorded.device
-            major, minor = (int(part) for part in env["capability"].split("."))
-            device = DeviceInfo(
-                "cuda", 0, device_name, (major, minor), env["l2_bytes"], env["multiprocessors"]
+            device = replace(
+                DeviceInfo.recorded(device_name, env["capability"]),
+                l2_bytes=env["l2_bytes"],
+                multiprocessors=env["multiprocessors"],
             )
             shape = dict(recorded.shape)
             key = (
