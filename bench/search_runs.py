@@ -39,6 +39,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -195,15 +196,42 @@ def judge(run: dict[str, Any], true_ms: dict[str, float], exhaustive_s: float) -
     }
 
 
-def collect(folders: list[Path]) -> None:
-    """Judge every run by the recorded true times and merge them into the results file and log."""
+def skipped_compiles(lines: list[str], truth: dict[tuple[int, ...], dict[str, float]]) -> dict[str, Any]:
+    """The compiles patience gave up in the logged tunings: how many (per strategy), their tiles,
+    and how much slower than the true best the recording timed them."""
+    from kernelpick.tune.config import Config
+
+    strategies: Counter[str] = Counter()
+    tiles: Counter[str] = Counter()
+    slowdowns = []
+    for line in lines:
+        entry = json.loads(line)
+        times = truth[(entry["key"]["M"], entry["key"]["N"], entry["key"]["K"])]
+        for candidate in entry["candidates"]:
+            if candidate["status"] != "skipped":
+                continue
+            described = candidate["description"]
+            strategies[entry["search"]["strategy"]] += 1
+            tiles[f"{described['kwargs']['BLOCK_M']}x{described['kwargs']['BLOCK_N']}, {described['num_warps']} warps"] += 1
+            slowdowns.append(times[Config.from_dict(described).digest] / min(times.values()))
+    return {
+        "count": sum(strategies.values()),
+        "by_strategy": dict(strategies),
+        "tiles": dict(tiles),
+        "true_slowdown_range": [min(slowdowns), max(slowdowns)] if slowdowns else None,
+    }
+
+
+def collect(folders: list[Path], device: str | None = None) -> None:
+    """Judge every run by the recorded true times and merge them into the results file and log
+    (with no folders, those of `device` already there are judged again)."""
     sys.path.insert(0, str(HERE))
     from kernelpick.tune.config import Config
 
     found = [json.loads(p.read_text()) for f in folders for p in sorted(f.glob("search-run-*.json"))]
-    if not found:
-        raise SystemExit(f"no search-run-*.json in {', '.join(map(str, folders))}")
-    slug = found[0]["device_slug"]
+    if not found and device is None:
+        raise SystemExit(f"no search-run-*.json in {', '.join(map(str, folders))}, and no --device")
+    slug = found[0]["device_slug"] if found else device
     results = HERE / "results" / f"search-{slug}.json"
     summary = json.loads(results.read_text())
     cold = cold_exhaustive_s(summary["exhaustive"])
@@ -221,6 +249,10 @@ def collect(folders: list[Path]) -> None:
         for data in found
     ]
     runs = kept + runs
+    log = HERE / "results" / f"search-log-{slug}.jsonl"
+    earlier = log.read_text().splitlines(keepends=True) if log.exists() else []
+    lines = [line for line in earlier if json.loads(line)["search"]["strategy"] not in fresh]
+    lines += [p.read_text() for f in folders for p in sorted(f.glob("search-log-*.jsonl"))]
     table = {}
     for strategy in sorted({r["strategy"] for r in runs}):
         done = [r for r in runs if r["strategy"] == strategy]
@@ -241,13 +273,11 @@ def collect(folders: list[Path]) -> None:
         "target": TARGET,
         "exhaustive_cold_s": {"{}x{}x{}".format(*shape): seconds for shape, seconds in cold.items()},
         "summary": table,
+        "skipped_compiles": skipped_compiles(lines, truth),
         "runs": runs,
     }
+    print(f"skipped compiles: {json.dumps(summary['strategies']['skipped_compiles'])}")
     results.write_text(json.dumps(summary, indent=1) + "\n")
-    log = HERE / "results" / f"search-log-{slug}.jsonl"
-    earlier = log.read_text().splitlines(keepends=True) if log.exists() else []
-    lines = [line for line in earlier if json.loads(line)["search"]["strategy"] not in fresh]
-    lines += [p.read_text() for f in folders for p in sorted(f.glob("search-log-*.jsonl"))]
     log.write_text("".join(lines))
     print(f"wrote {results} and {log}")
 
@@ -267,7 +297,8 @@ if __name__ == "__main__":
     single.add_argument("shape", help="MxNxK")
     single.add_argument("--out", type=Path, required=True)
     merge = modes.add_parser("collect", help="merge runs fetched from the GPU machine")
-    merge.add_argument("folders", nargs="+", type=Path)
+    merge.add_argument("folders", nargs="*", type=Path)
+    merge.add_argument("--device", help="with no folders: judge this device's runs again (h100, h200)")
     args = parser.parse_args()
     out = Path(os.environ.get("OUT") or ".")
     if args.mode == "run":
@@ -280,4 +311,4 @@ if __name__ == "__main__":
         m, n, k = (int(size) for size in args.shape.split("x"))
         one(args.strategy, args.seed, (m, n, k), args.out)
     else:
-        collect(args.folders)
+        collect(args.folders, args.device)
