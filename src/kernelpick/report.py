@@ -60,7 +60,17 @@ def autotune_table(
         box=None,
         pad_edge=False,
     )
-    columns = ("candidate", "ms/call", "% of best", "device ms", "host ms", "± %", "runs", "timer", "compile s")
+    columns = (
+        "candidate",
+        "ms/call",
+        "% of best",
+        "device ms",
+        "host ms",
+        "± %",
+        "runs",
+        "timer",
+        "compile s",
+    )
     for column in columns:
         table.add_column(column, justify="left" if column in ("candidate", "timer") else "right")
     table.add_column("status")
@@ -93,7 +103,9 @@ def record_table(title: str, record: TuningRecord) -> Table:
     notes = [record.note] if record.note else []
     if record.search is not None:
         notes.append(record.search.summary())
-    return autotune_table(title, rows, record.device, record.seconds, best=str(record.best), note="\n".join(notes))
+    return autotune_table(
+        title, rows, record.device, record.seconds, best=str(record.best), note="\n".join(notes)
+    )
 
 
 def headline(message: str, limit: int = 100) -> str:

@@ -109,8 +109,7 @@ class SelectionRecord:
     def searches_to_dict(self) -> dict[str, dict[str, Any]]:
         """Each searched space's trace as plain data (`SearchTrace.to_dict()`), with its `configs`."""
         return {
-            name: {**trace.to_dict(), "configs": trace.candidates}
-            for name, trace in self.searches.items()
+            name: {**trace.to_dict(), "configs": trace.candidates} for name, trace in self.searches.items()
         }
 
     def search_caption(self, space: str) -> str:

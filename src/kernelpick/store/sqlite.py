@@ -212,7 +212,9 @@ class SQLiteStore:
         )
         with self._lock:
             found = self._db.execute(
-                f"{query} WHERE r.kernel = ? ORDER BY r.kernel, r.key" if kernel else f"{query} ORDER BY r.kernel, r.key",
+                f"{query} WHERE r.kernel = ? ORDER BY r.kernel, r.key"
+                if kernel
+                else f"{query} ORDER BY r.kernel, r.key",
                 (kernel,) if kernel else (),
             ).fetchall()
         for digest, candidate, key_data, description, result, created, picked in found:

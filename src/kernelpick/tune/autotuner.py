@@ -589,4 +589,3 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
             print_table(record_table(f"{self.name}{describe_key(self._key_names(), key)}", record))
         log.info("tuned %s for %s in %.2f s: %s", self.name, key, record.seconds, record.best)
         log_tuning(record, self._key_names())
-

@@ -170,6 +170,8 @@ def run_search(
         history += [Evaluation(c, results[c], at, batch.effort) for c in todo]
         timed.update((c, batch.effort) for c in todo)
         used += len(todo)
-    trace = SearchTrace(strategy.name, tuple(history), used, clock() - start, stopped, len(strategy.candidates))
+    trace = SearchTrace(
+        strategy.name, tuple(history), used, clock() - start, stopped, len(strategy.candidates)
+    )
     log.debug("%s search: %d timings in %.1f s, %s", strategy.name, used, trace.seconds, stopped)
     return trace
