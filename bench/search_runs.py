@@ -48,8 +48,8 @@ ROOT = HERE.parent
 DATA = ROOT / "tests" / "data" / "search"
 #: Rough seconds one shape's run takes, so a call stops starting runs it cannot finish: model,
 #: random and halving the slowest seen on the H100 and H200, rounded up; pattern (run on no GPU
-#: yet) half of a cold exhaustive tuning, as its replay on the cold shape took (50 %).
-ESTIMATE_S = {"model": 60, "random": 100, "pattern": 210, "halving": 30, "exhaustive": 420}
+#: yet) twice its replay on the cold H200 shape (16 % of 270 s).
+ESTIMATE_S = {"model": 60, "random": 100, "pattern": 90, "halving": 30, "exhaustive": 420}
 #: Strategies that stop only when the space is spent run with KERNELPICK_SEARCH_BUDGET=0.1: random,
 #: and halving, which compiles every config of its first round (unbudgeted, the whole space: a cold
 #: run would cost what exhaustive does, whose compiling took 378 of its 406 s on the H100).

@@ -41,8 +41,10 @@ CompileStatus = Literal["ok", "compile_error", "out_of_resources", "crashed", "t
 
 #: How much lower forked compilers run than the process that forked them (`os.nice`).
 COMPILER_NICENESS = 5
-#: Seconds a compile may always take under `patience`, however quick the others were.
-PATIENCE_FLOOR_S = 15.0
+#: Seconds a compile may always take under `patience`, however quick the others were. In the GPU
+#: searches of docs/benchmarks.md, every batch of 16 compilers that took over 8 s held a 2-warp tile
+#: of 128x128 or more (timed at 20x the best and worse); the batches without one took 5.8 s at most.
+PATIENCE_FLOOR_S = 8.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -291,7 +293,9 @@ class _ForkedExecutor(Executor):
     reported as crashed, and the parent never runs them.
     """
 
-    def __init__(self, workers: int, timeout_s: float | None = None, patience: Patience | None = None) -> None:
+    def __init__(
+        self, workers: int, timeout_s: float | None = None, patience: Patience | None = None
+    ) -> None:
         self.workers = workers
         self.timeout_s = timeout_s
         self.patience = patience
@@ -436,7 +440,11 @@ class _ForkedExecutor(Executor):
                 )
         if self.timeout_s is None:
             return None
-        return self.timeout_s, "CompileTimeout", f"compiling took over {self.timeout_s:g} s; the compiler was killed"
+        return (
+            self.timeout_s,
+            "CompileTimeout",
+            f"compiling took over {self.timeout_s:g} s; the compiler was killed",
+        )
 
     @staticmethod
     def _forget(watch: selectors.BaseSelector, running: dict[int, _Child], fd: int) -> None:

@@ -1,42 +1,72 @@
-"""tune/search/pattern.py: from the best of a few random configs, steps along one dimension at a
-time to neighbouring values (the next power of two, warps, stages), moves to what is faster, and
-finds the optimum of a bowl."""
+"""tune/search/pattern.py: walkers, each from the best of a few random configs, step along one
+dimension at a time to neighbouring values (the next power of two, warps, stages), move to what is
+faster, and find the optimum of a bowl; one batch holds every walker's poll."""
 
 from __future__ import annotations
 
 from kernelpick.tune.config import Config
 from kernelpick.tune.search import make_strategy, run_search
+from kernelpick.tune.search.base import Evaluation
 from kernelpick.tune.search.grid import Grid
+from kernelpick.tune.search.pattern import PatternSearch
 from kernelpick.tune.space import Space
-from tests.tune.search.synthetic import BOWL_SPACE, OPTIMUM, Bench, bowl
+from tests.tune.search.synthetic import BOWL_SPACE, OPTIMUM, Bench, bowl, gemm_space, recorded_gemm
 
 
-def test_each_poll_moves_one_dimension_by_the_step_from_a_centre_already_timed() -> None:
+def _timed(bench: Bench, configs: tuple[Config, ...]) -> tuple[Evaluation, ...]:
+    return tuple(Evaluation(c, r, 1.0) for c, r in bench.measure(configs, 1.0).items())
+
+
+def _one_step(grid: Grid, centre: Config, config: Config) -> bool:
+    moves = [a - b for a, b in zip(grid.point(config), grid.point(centre))]
+    return sum(1 for d in moves if d) == 1
+
+
+def test_the_first_batch_starts_every_walker_and_the_second_holds_every_walkers_poll() -> None:
+    search = make_strategy("pattern", BOWL_SPACE.configs(), space=BOWL_SPACE, seed=4)
+    assert isinstance(search, PatternSearch)
     bench = Bench(bowl)
-    trace = run_search(
-        make_strategy("pattern", BOWL_SPACE.configs(), space=BOWL_SPACE, seed=4), bench.measure
-    )
+    first = search.propose(())
+    assert first is not None and len(set(first.configs)) == search.walkers * search.starts
+    history = _timed(bench, first.configs)
+    second = search.propose(history)
+    # each walker's centre: the fastest of its own starts; its poll: the neighbours two steps away
+    grid = Grid(BOWL_SPACE.configs(), BOWL_SPACE)
+    groups = [first.configs[i : i + search.starts] for i in range(0, len(first.configs), search.starts)]
+    centres = [min(group, key=lambda c: bowl(c, 1.0)) for group in groups]
+    polls = {c for centre in centres for c in grid.neighbours(centre, search.first_step)}
+    assert second is not None and set(second.configs) == polls - set(first.configs)
+
+
+def test_every_later_config_is_a_walkers_neighbour_or_a_fresh_start() -> None:
+    bench = Bench(bowl)
+    search = make_strategy("pattern", BOWL_SPACE.configs(), space=BOWL_SPACE, seed=4)
+    trace = run_search(search, bench.measure)
     grid = Grid(BOWL_SPACE.configs(), BOWL_SPACE)
     timed: list[Config] = []
-    polls = 0
+    fresh_starts = 0
     for batch, _ in bench.batches:
-        points = [grid.point(c) for c in batch]
-
-        def one_step(centre: Config, points: list[tuple[int, ...]] = points) -> bool:
-            origin = grid.point(centre)
-            moves = [[a - b for a, b in zip(point, origin)] for point in points]
-            return (
-                all(sum(1 for d in move if d) == 1 for move in moves)
-                and len({abs(d) for move in moves for d in move if d}) == 1
-            )
-
-        if any(one_step(centre) for centre in timed):
-            polls += 1
-        else:
-            assert len(batch) == 4  # a fresh start: four random configs
+        near = [c for c in batch if any(_one_step(grid, centre, c) for centre in timed)]
+        fresh_starts += len(batch) - len(near)
         timed += batch
-    assert polls >= 3
+    # nine starts of four configs at most (a start may land beside what is timed: then it counts as near)
+    assert fresh_starts <= (PatternSearch.restarts + 1) * PatternSearch.starts
+    assert len(bench.batches) >= 4
     assert trace.best is not None and trace.best.config == OPTIMUM
+
+
+def test_walkers_at_once_take_fewer_batches_than_one_walker_for_as_good_a_pick() -> None:
+    space = gemm_space()
+    configs = space.configs()
+    target = recorded_gemm(2048, 4096, 4096)
+    batches = {}
+    for walkers in (1, 4):
+        strategy = type("Walkers", (PatternSearch,), {"walkers": walkers})
+        bench = Bench(lambda c, effort: target.entries[c].median_ms)
+        trace = run_search(strategy(configs, space=space, seed=0), bench.measure)
+        assert trace.best is not None and trace.best.result.cost_ms <= 1.05 * target.best_ms
+        batches[walkers] = len(bench.batches)
+    assert batches[4] < batches[1] / 2, batches
 
 
 def test_the_best_so_far_walks_towards_the_optimum() -> None:

@@ -1,66 +1,92 @@
-"""Pattern search: from a good config, try its neighbours along each dimension and move to the better."""
+"""Pattern search: from good configs, try their neighbours along each dimension and move to the better."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from kernelpick.tune.config import Config
 from kernelpick.tune.search.base import Batch, Evaluation, SearchStrategy, latest
 from kernelpick.tune.search.grid import Grid
 
 
-class PatternSearch(SearchStrategy):
-    """Compass search over the typed dimensions, with random restarts.
+@dataclass(slots=True)
+class _Walker:
+    """One compass search: where it starts, its centre and step, and the poll it last asked for."""
 
-    It times `starts` random candidates and takes the fastest as the centre; then it times the
-    centre's neighbours `first_step` positions away along each dimension (BLOCK_M 64 -> 16 and 256,
-    num_warps 4 -> 2 and 8 ...), moves to the fastest if it beats the centre, and otherwise halves
-    the step; when a step of one finds nothing better the centre is a local optimum and the search
-    restarts from new random candidates, `restarts` times at most. Neighbours that are not
-    candidates (left out by a constraint or the device) are skipped.
+    starting: tuple[Config, ...]
+    step: int
+    centre: Config | None = None
+    polled: tuple[Config, int] | None = None
+
+
+class PatternSearch(SearchStrategy):
+    """Compass search over the typed dimensions, `walkers` at once, with random restarts.
+
+    Each walker times `starts` random candidates and takes the fastest as its centre; then it times
+    the centre's neighbours `first_step` positions away along each dimension (BLOCK_M 64 -> 16 and
+    256, num_warps 4 -> 2 and 8 ...), moves to the fastest if it beats the centre, and otherwise
+    halves the step; when a step of one finds nothing better the centre is a local optimum and the
+    walker starts again from new random candidates, `restarts` starts in all at most. A batch holds
+    every walker's next poll, so the compilers work on all of them at once (one walker's poll, a
+    dozen configs, would leave most of them idle). A walker that reaches another's centre stops.
+    Neighbours that are not candidates (left out by a constraint or the device) are skipped.
     """
 
     name = "pattern"
+    walkers = 4
     starts = 4
     restarts = 8
     first_step = 2
-    _starting: tuple[Config, ...] = ()
-    _started = 0
-    _centre: Config | None = None
-    _step = 0
-    _polled: tuple[Config, int] | None = None
 
     def prepare(self) -> None:
         self._grid = Grid(self.candidates, self.space)
+        self._walkers: list[_Walker] = []
+        self._started = 0
 
     def propose(self, history: Sequence[Evaluation]) -> Batch | None:
         timed = latest(history)
-        while True:
-            if self._centre is None:
-                self._centre = _fastest(self._starting, timed)
-                self._starting, self._step = (), self.first_step
-                if self._centre is None:
-                    return self._restart(timed)
-            poll = self._grid.neighbours(self._centre, self._step)
-            todo = tuple(c for c in poll if c not in timed)
-            if todo and self._polled != (self._centre, self._step):
-                self._polled = (self._centre, self._step)
-                return Batch(todo)
-            better = _fastest(poll, timed)
-            if better is not None and _cost(timed[better]) < _cost(timed[self._centre]):
-                self._centre = better
-            elif self._step > 1:
-                self._step //= 2
-            else:
-                self._centre = None
+        wanted: dict[Config, None] = {}
+        centres: set[Config] = set()
+        for walker in self._walkers:
+            todo = self._advance(walker, timed, centres)
+            wanted.update(dict.fromkeys(todo))
+        self._walkers = [w for w in self._walkers if w.centre is not None or w.starting]
+        while len(self._walkers) < self.walkers and self._started <= self.restarts:
+            fresh = [c for c in self.candidates if c not in timed and c not in wanted]
+            if not fresh:
+                break
+            self._started += 1
+            starting = tuple(self.random.sample(fresh, min(self.starts, len(fresh))))
+            self._walkers.append(_Walker(starting, self.first_step))
+            wanted.update(dict.fromkeys(starting))
+        return Batch(tuple(wanted)) if wanted else None
 
-    def _restart(self, timed: dict[Config, Evaluation]) -> Batch | None:
-        fresh = [c for c in self.candidates if c not in timed]
-        if self._started > self.restarts or not fresh:
-            return None
-        self._started += 1
-        self._starting = tuple(self.random.sample(fresh, min(self.starts, len(fresh))))
-        return Batch(self._starting)
+    def _advance(
+        self, walker: _Walker, timed: dict[Config, Evaluation], centres: set[Config]
+    ) -> list[Config]:
+        """Move `walker` as far as the timings allow; the configs it needs timed next, none once it
+        is done (its centre None, at a local optimum or another walker's centre)."""
+        while True:
+            if walker.starting:
+                walker.centre = _fastest(walker.starting, timed)
+                walker.starting, walker.step = (), self.first_step
+            if walker.centre is None or walker.centre in centres:
+                walker.centre = None
+                return []
+            poll = self._grid.neighbours(walker.centre, walker.step)
+            todo = [c for c in poll if c not in timed]
+            if todo and walker.polled != (walker.centre, walker.step):
+                walker.polled = (walker.centre, walker.step)
+                centres.add(walker.centre)
+                return todo
+            better = _fastest(poll, timed)
+            if better is not None and _cost(timed[better]) < _cost(timed[walker.centre]):
+                walker.centre = better
+            elif walker.step > 1:
+                walker.step //= 2
+            else:
+                walker.centre = None
 
 
 def _cost(evaluation: Evaluation) -> float:
