@@ -213,7 +213,9 @@ def test_as_environment_gives_another_process_the_same_settings(tmp_path: Path) 
     assert "KERNELPICK_WARMUP_MS" not in environment  # defaults are left out
 
 
-def test_adopt_environment_sets_variables_and_reads_the_settings_again(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_adopt_environment_sets_variables_and_reads_the_settings_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setenv("KERNELPICK_REP_MS", "10")  # registered: restored when the test ends
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
     settings.adopt_environment({"KERNELPICK_REP_MS": "3", "CUDA_VISIBLE_DEVICES": "1"})

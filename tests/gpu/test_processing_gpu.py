@@ -20,7 +20,9 @@ def row_major_b(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.T
 
 
 def test_a_template_renders_for_the_processed_layout_on_cuda() -> None:
-    space = processed(template(GEMM, configs=CONFIGS, name="gemm"), before=row_major_b, name="gemm row-major B")
+    space = processed(
+        template(GEMM, configs=CONFIGS, name="gemm"), before=row_major_b, name="gemm row-major B"
+    )
     selector = Selector("mm", [extern(torch.mm), space])
     a = torch.randn(512, 256, device="cuda", dtype=torch.float16)
     b = torch.randn(384, 256, device="cuda", dtype=torch.float16).t()  # column-major

@@ -353,5 +353,7 @@ def test_the_backlog_keeps_the_latest_keys_up_to_its_cap(monkeypatch: pytest.Mon
     for index in range(5):
         store.save(make_key("mm", index), [measured("a", 1.0)])
     assert store.unsent == 3
-    assert [key.digest for key, _, _ in store._backlog.values()] == [make_key("mm", i).digest for i in (2, 3, 4)]
+    assert [key.digest for key, _, _ in store._backlog.values()] == [
+        make_key("mm", i).digest for i in (2, 3, 4)
+    ]
     assert len(store.local.load(make_key("mm", 0))) == 1  # the oldest only go unshared: kept locally

@@ -9,7 +9,9 @@ import kernelpick
 from kernelpick.demo import add_kernel
 from kernelpick.tune.jobs import Job, tensor
 
-spec_add = kernelpick.autotune([triton.Config({"BLOCK": 16}), triton.Config({"BLOCK": 256})], key=["n"])(add_kernel)
+spec_add = kernelpick.autotune([triton.Config({"BLOCK": 16}), triton.Config({"BLOCK": 256})], key=["n"])(
+    add_kernel
+)
 
 
 def fast_add(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
