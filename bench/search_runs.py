@@ -222,6 +222,36 @@ def skipped_compiles(lines: list[str], truth: dict[tuple[int, ...], dict[str, fl
     }
 
 
+def compile_seconds(lines: list[str], truth: dict[tuple[int, ...], dict[str, float]]) -> dict[str, Any]:
+    """Per-config compile seconds of the logged tunings (their forked compilers', 16 at once): of
+    the configs that compiled, and the longest of those within 1.1x of the true best; None when no
+    tuning logged any (runs made before the logs had them)."""
+    from kernelpick.tune.config import Config
+
+    compiled, near = [], []
+    for line in lines:
+        entry = json.loads(line)
+        times = truth[(entry["key"]["M"], entry["key"]["N"], entry["key"]["K"])]
+        for candidate in entry["candidates"]:
+            seconds = candidate.get("compile_s")
+            if candidate["status"] != "ok" or seconds is None:
+                continue
+            compiled.append(seconds)
+            ms = times.get(Config.from_dict(candidate["description"]).digest)
+            if ms is not None and ms <= 1.1 * min(times.values()):
+                near.append(seconds)
+    if not compiled:
+        return {"configs": 0}
+    compiled.sort()
+    return {
+        "configs": len(compiled),
+        "median_s": statistics.median(compiled),
+        "p99_s": compiled[int(0.99 * (len(compiled) - 1))],
+        "max_s": compiled[-1],
+        "within_1_1x_of_best": {"configs": len(near), "max_s": max(near) if near else None},
+    }
+
+
 def collect(folders: list[Path], device: str | None = None) -> None:
     """Judge every run by the recorded true times and merge them into the results file and log
     (with no folders, those of `device` already there are judged again)."""
@@ -274,9 +304,11 @@ def collect(folders: list[Path], device: str | None = None) -> None:
         "exhaustive_cold_s": {"{}x{}x{}".format(*shape): seconds for shape, seconds in cold.items()},
         "summary": table,
         "skipped_compiles": skipped_compiles(lines, truth),
+        "compile_seconds": compile_seconds(lines, truth),
         "runs": runs,
     }
     print(f"skipped compiles: {json.dumps(summary['strategies']['skipped_compiles'])}")
+    print(f"compile seconds: {json.dumps(summary['strategies']['compile_seconds'])}")
     results.write_text(json.dumps(summary, indent=1) + "\n")
     log.write_text("".join(lines))
     print(f"wrote {results} and {log}")
