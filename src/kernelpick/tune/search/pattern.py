@@ -15,7 +15,7 @@ class _Walker:
     """One compass search: where it starts, its centre and step, and the poll it last asked for."""
 
     starting: tuple[Config, ...]
-    step: int
+    step: int = 0
     centre: Config | None = None
     polled: tuple[Config, int] | None = None
 
@@ -29,7 +29,8 @@ class PatternSearch(SearchStrategy):
     halves the step; when a step of one finds nothing better the centre is a local optimum and the
     walker starts again from new random candidates, `restarts` starts in all at most. A batch holds
     every walker's next poll, so the compilers work on all of them at once (one walker's poll, a
-    dozen configs, would leave most of them idle). A walker that reaches another's centre stops.
+    dozen configs, would leave most of them idle). A walker that comes to the centre another is
+    polling from stops there.
     Neighbours that are not candidates (left out by a constraint or the device) are skipped.
     """
 
@@ -58,7 +59,7 @@ class PatternSearch(SearchStrategy):
                 break
             self._started += 1
             starting = tuple(self.random.sample(fresh, min(self.starts, len(fresh))))
-            self._walkers.append(_Walker(starting, self.first_step))
+            self._walkers.append(_Walker(starting))
             wanted.update(dict.fromkeys(starting))
         return Batch(tuple(wanted)) if wanted else None
 
@@ -66,7 +67,7 @@ class PatternSearch(SearchStrategy):
         self, walker: _Walker, timed: dict[Config, Evaluation], centres: set[Config]
     ) -> list[Config]:
         """Move `walker` as far as the timings allow; the configs it needs timed next, none once it
-        is done (its centre None, at a local optimum or another walker's centre)."""
+        is done (its centre None: at a local optimum, or where another walker polls)."""
         while True:
             if walker.starting:
                 walker.centre = _fastest(walker.starting, timed)
