@@ -335,12 +335,31 @@ def test_what_was_saved_while_the_server_was_gone_is_sent_when_it_answers_again(
         again.kill()
 
 
+def test_a_save_that_reaches_the_server_first_is_not_overwritten_by_the_older_one_kept(
+    tmp_path: Path, own_redis_server: RedisServer
+) -> None:
+    store = layered(tmp_path / "machine", own_redis_server.url, retry_after_s=0.5)
+    own_redis_server.kill()
+    store.save(make_key("mm", 0), [measured("a", 1.0), measured("b", 2.0)], pick="a")  # kept
+    again = RedisServer(own_redis_server.folder, port=own_redis_server.port)
+    try:
+        time.sleep(0.6)
+        store.save(make_key("mm", 0), [measured("a", 3.0)], pick="b")  # a timed again: b wins now
+        assert store.unsent == 0
+        results, pick = RedisStore(again.url).load_with_pick(make_key("mm", 0))
+        assert results["a"].result.median_ms == 3.0 and results["b"].result.median_ms == 2.0
+        assert pick == "b"
+    finally:
+        again.kill()
+
+
 def test_a_backlog_that_fails_again_is_kept_for_the_next_time() -> None:
     remote = RedisStore(f"redis://127.0.0.1:{_closed_port()}/0", timeout_s=0.2)
     store = LayeredStore(MemoryStore(), remote, retry_after_s=0.0)
     for index in range(3):
         store.save(make_key("mm", index), [measured("a", 1.0)])
-    store._send_backlog()  # the server is still gone: nothing is lost
+    with pytest.raises(StoreError):
+        store._send_kept()  # the server is still gone: nothing is lost
     assert store.unsent == 3
 
 

@@ -63,13 +63,10 @@ class LayeredStore:
     def save(self, key: TuningKey, results: Iterable[StoredResult], *, pick: str | None = None) -> None:
         results = list(results)
         self.local.save(key, results, pick=pick)
-
-        def send() -> bool:
-            self.remote.save(key, results, pick=pick)
-            return True
-
-        if not self._ask_remote(send):
-            self._keep(key, results, pick)
+        # Through the backlog, so that a save made as the remote store comes back goes out merged
+        # with (and after) what was kept for its key, which would otherwise overwrite it.
+        self._keep(key, results, pick)
+        self._ask_remote(self._send_kept)
 
     @property
     def unsent(self) -> int:
@@ -78,7 +75,7 @@ class LayeredStore:
             return len(self._backlog)
 
     def _keep(self, key: TuningKey, results: list[StoredResult], pick: str | None) -> None:
-        """Keep a save the remote store missed, for when it answers again."""
+        """Keep a save for the remote store, merged into what is kept for its key."""
         with self._lock:
             _, kept, kept_pick = self._backlog.pop(key.digest, (key, {}, None))
             merged, merged_pick = _merge((kept, kept_pick), ({s.candidate: s for s in results}, pick))
@@ -86,32 +83,43 @@ class LayeredStore:
             while len(self._backlog) > BACKLOG_KEYS:
                 del self._backlog[next(iter(self._backlog))]
 
-    def _send_backlog(self) -> None:
-        """Send what was saved while the remote store failed; what fails again stays kept."""
+    def _send_kept(self) -> int:
+        """Send the kept saves, oldest first; how many were sent.
+
+        Raises:
+            StoreError: a save failed; it and those after it stay kept (merged with what was
+                saved meanwhile, which wins).
+        """
         with self._lock:
             backlog, self._backlog = list(self._backlog.values()), {}
         for sent, (key, kept, pick) in enumerate(backlog):
             try:
                 self.remote.save(key, list(kept.values()), pick=pick)
-            except StoreError as error:
-                log.debug("%s; %d tunings left to send later", error, len(backlog) - sent)
+            except StoreError:
                 with self._lock:
-                    for key, kept, pick in backlog[sent:]:
-                        newer = self._backlog.get(key.digest)  # saved meanwhile: it wins
-                        if newer is not None:
-                            kept, pick = _merge((kept, pick), newer[1:])
-                        self._backlog[key.digest] = (key, kept, pick)
-                    self._failing, self._retry_at = True, time.monotonic() + self.retry_after_s
-                return
-        if backlog:
-            log.info("sent %d tunings saved while Redis at %s was away", len(backlog), self.remote.url)
+                    for unsent_key, unsent, unsent_pick in backlog[sent:]:
+                        newer = self._backlog.pop(unsent_key.digest, None)
+                        merged = (
+                            (unsent, unsent_pick)
+                            if newer is None
+                            else _merge((unsent, unsent_pick), newer[1:])
+                        )
+                        self._backlog[unsent_key.digest] = (unsent_key, *merged)
+                raise
+        return len(backlog)
 
     def _ask_remote(self, request: Callable[[], _T]) -> _T | None:
-        """`request()`'s answer, or None when the remote store is failing (it then warns once)."""
+        """`request()`'s answer, or None when the remote store is failing (it then warns once).
+
+        A remote store asked again after failing first gets what was kept for it, so that nothing
+        reaches it before the older saves do.
+        """
         with self._lock:
             if self._failing and time.monotonic() < self._retry_at:
                 return None
+            retrying = self._failing
         try:
+            sent = self._send_kept() if retrying else 0
             answer = request()
         except StoreError as error:
             with self._lock:
@@ -128,10 +136,11 @@ class LayeredStore:
                 log.debug("%s; asking again in %g s", error, self.retry_after_s)
             return None
         with self._lock:
-            recovered, self._failing = self._failing, False
-        if recovered:
+            self._failing = False
+        if retrying:
             log.info("Redis at %s answers again: results are shared again", self.remote.url)
-            self._send_backlog()
+            if sent:
+                log.info("sent %d tunings saved while Redis at %s was away", sent, self.remote.url)
         return answer
 
 
