@@ -255,6 +255,23 @@ def test_with_nothing_listening_calls_carry_on_locally_after_one_warning(
     assert "secret" not in warning  # a password in the URL stays out of logs
 
 
+@pytest.mark.parametrize(
+    "url",
+    [
+        "redis://:secret@127.0.0.1:{port}/0",
+        "redis://user:secret@127.0.0.1:{port}/0",
+        "redis://127.0.0.1:{port}/0?password=secret",
+        "redis://127.0.0.1:{port}/0?db=0&password=secret&socket_keepalive=true",
+    ],
+)
+def test_a_password_in_the_url_or_its_query_stays_out_of_errors(url: str) -> None:
+    remote = RedisStore(url.format(port=_closed_port()), timeout_s=0.2)
+    with pytest.raises(StoreError) as raised:
+        remote.load(make_key())
+    assert "secret" not in str(raised.value) and "secret" not in remote.url
+    assert "127.0.0.1" in str(raised.value)
+
+
 def test_a_server_that_does_not_answer_costs_one_timeout_then_is_left_alone(
     tmp_path: Path, warnings: pytest.LogCaptureFixture
 ) -> None:

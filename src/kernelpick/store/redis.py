@@ -1,4 +1,4 @@
-"""Results on a Redis server shared by machines, and the layered store that keeps a local one in front."""
+"""Results on a Redis server shared by machines (`LayeredStore`, in store/layered.py, keeps a local store in front)."""
 
 from __future__ import annotations
 
@@ -302,5 +302,7 @@ def _text(raw: Any) -> str:
 
 
 def _without_password(url: str) -> str:
-    """`url` fit for a log line: what comes before the host (a user and password) is ***."""
-    return re.sub(r"//[^/]*@", "//***@", url, count=1)
+    """`url` fit for a log line: what comes before the host (a user and password) is ***, and so
+    is a `password=` in its query (redis-py takes one there too)."""
+    url = re.sub(r"//[^/]*@", "//***@", url, count=1)
+    return re.sub(r"([?&]password=)[^&#]*", r"\1***", url)
