@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelpick import cli
+from kernelpick import cli, settings
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -52,6 +52,13 @@ def test_settings_lists_every_variable(capsys: pytest.CaptureFixture[str]) -> No
     assert code == 0
     for variable in ("KERNELPICK_CACHE_DIR", "KERNELPICK_PRINT", "KERNELPICK_COMPILE_WORKERS"):
         assert variable in out
+
+
+def test_settings_masks_the_redis_password(capsys: pytest.CaptureFixture[str]) -> None:
+    with settings.override(redis_url="redis://:hunter2@cache.example:6379/0"):
+        code, out, _ = run_cli(capsys, "settings")
+    assert code == 0 and "KERNELPICK_REDIS_URL" in out
+    assert "hunter2" not in out and "***" in out
 
 
 def test_bad_setting_is_a_clear_error_not_a_traceback(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ from kernelpick import settings
 from kernelpick.errors import KernelpickError
 from kernelpick.report import console
 from kernelpick.store.command import add_cache_commands, store_command
+from kernelpick.store.redis import without_password
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -52,7 +53,10 @@ def _settings(args: argparse.Namespace) -> int:
         table.add_column(column)
     current = settings.current()
     for (env, default, doc), field_name in zip(settings.describe(), settings.Settings.__dataclass_fields__):
-        table.add_row(env, default, repr(getattr(current, field_name)), doc)
+        value = getattr(current, field_name)
+        if field_name == "redis_url":  # shown, so without its password
+            value = without_password(value)
+        table.add_row(env, default, repr(value), doc)
     console().print(table)
     return 0
 

@@ -61,10 +61,10 @@ class RedisStore:
             from redis.retry import Retry
         except ImportError:
             raise StoreError(
-                f"a Redis store ({_without_password(url)}) needs the redis package, which is not "
+                f"a Redis store ({without_password(url)}) needs the redis package, which is not "
                 "installed: pip install 'kernelpick[redis]'"
             ) from None
-        self.url = _without_password(url)
+        self.url = without_password(url)
         timeout = settings.current().redis_timeout_s if timeout_s is None else timeout_s
         try:
             self._client = redis.Redis.from_url(
@@ -301,7 +301,7 @@ def _text(raw: Any) -> str:
         raise _Malformed(f"{raw[:64]!r} is not UTF-8 text") from None
 
 
-def _without_password(url: str) -> str:
+def without_password(url: str) -> str:
     """`url` fit for a log line: what comes before the host (a user and password) is ***, and so
     is a `password=` in its query (redis-py takes one there too)."""
     url = re.sub(r"//[^/]*@", "//***@", url, count=1)
