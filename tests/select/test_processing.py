@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import gc
 import logging
 import time
@@ -255,6 +256,38 @@ def test_the_digest_follows_the_processing() -> None:
         processed(extern(torch.mm), prepack={1: transpose})
     )
     assert digest(processed(extern(torch.bmm), after=transposed)) != base
+    made = [lambda out, factor=factor: out * factor for factor in (2.0, 3.0)]  # a loop's defaults
+    assert digest(processed(extern(torch.mm), after=made[0])) != digest(
+        processed(extern(torch.mm), after=made[1])
+    )
+
+    def scaled(out: Any, *, factor: float) -> Any:
+        return out * factor
+
+    scaled.__kwdefaults__ = {"factor": 2.0}
+    doubled = digest(processed(extern(torch.mm), after=scaled))
+    scaled.__kwdefaults__ = {"factor": 3.0}
+    assert digest(processed(extern(torch.mm), after=scaled)) != doubled
+    assert digest(processed(extern(torch.mm), after=scaled_by({"factor": 2.0}["factor"]))) != digest(
+        processed(extern(torch.mm), after=(lambda table: lambda out: out * table["f"])({"f": 3.0}))
+    )
+
+
+def test_a_before_may_return_a_named_tuple() -> None:
+    pair = collections.namedtuple("pair", "first second")
+    selector = Selector(
+        "mm",
+        [
+            extern(torch.mm),
+            processed(
+                extern(torch.mm), before=lambda a, b: pair(b.t(), a.t()), after=transposed, name="pair"
+            ),
+        ],
+        reference="torch.mm",
+    )
+    a, b = torch.randn(48, 32), torch.randn(32, 40)
+    torch.testing.assert_close(selector(a, b), a @ b)
+    assert results_of(selector)["pair"].ok
 
 
 def test_stored_results_are_reused_for_the_same_processing_only() -> None:

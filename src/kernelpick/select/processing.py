@@ -417,8 +417,9 @@ def _described(value: Any) -> Any:
     """`value` with every tensor replaced by its `TensorSpec`."""
     if isinstance(value, torch.Tensor):
         return TensorSpec.of(value)
-    if isinstance(value, (tuple, list)):
-        return type(value)(_described(v) for v in value)
+    if isinstance(value, (tuple, list)):  # a named tuple too, as a plain one
+        described = [_described(v) for v in value]
+        return described if isinstance(value, list) else tuple(described)
     return value
 
 
@@ -433,7 +434,8 @@ def _inputs_of(result: Any, name: str) -> tuple[Any, ...]:
 
 def function_identity(fn: Any) -> str:
     """A hash of what a processing function is: its qualified name, its code and the plain values it
-    closes over, so that two lambdas of one module, or one function made with two block sizes, differ."""
+    closes over or takes as defaults, so that two lambdas of one module, or one function made with
+    two block sizes (in a closure, or as `lambda x, block=block: ...` in a loop), differ."""
     target = getattr(fn, "func", fn)  # functools.partial: its arguments are in the qualified name
     parts = [qualified_name(fn)]
     code = getattr(target, "__code__", None)
@@ -444,6 +446,10 @@ def function_identity(fn: Any) -> str:
             parts.append(_plain(cell.cell_contents))
         except ValueError:  # an empty cell
             parts.append("<empty>")
+    defaults = getattr(target, "__defaults__", None)
+    keyword_defaults = getattr(target, "__kwdefaults__", None)
+    if defaults or keyword_defaults:  # left out when there are none: digests made before stay valid
+        parts.append(f"defaults {_plain(defaults)} {_plain(keyword_defaults)}")
     return short_hash(*parts)
 
 
@@ -460,6 +466,8 @@ def _plain(value: Any) -> str:
         return f"{type(value).__name__}({', '.join(_plain(v) for v in value)})"
     if isinstance(value, (set, frozenset)):
         return f"{type(value).__name__}({sorted(_plain(v) for v in value)})"
+    if isinstance(value, dict):
+        return f"dict({sorted((_plain(k), _plain(v)) for k, v in value.items())})"
     if callable(value):
         return qualified_name(value)
     return type(value).__qualname__
