@@ -380,6 +380,26 @@ def test_a_backlog_that_fails_again_is_kept_for_the_next_time() -> None:
     assert store.unsent == 3
 
 
+def test_a_backlog_cut_short_stays_older_than_what_was_saved_meanwhile() -> None:
+    class FailsOnKey1:  # a remote store that fails on key 1, while another thread saves keys 2 and 3
+        url = "redis://fake"
+
+        def save(self, key: Any, results: Any, *, pick: Any = None) -> None:
+            if key == make_key("mm", 1):
+                store._keep(make_key("mm", 2), [measured("a", 9.0)], None)
+                store._keep(make_key("mm", 3), [measured("a", 3.0)], None)
+                raise StoreError("gone")
+
+    store = LayeredStore(MemoryStore(), FailsOnKey1(), retry_after_s=0.0)  # type: ignore[arg-type]
+    for index in range(3):
+        store._keep(make_key("mm", index), [measured("a", float(index))], "a")
+    with pytest.raises(StoreError):
+        store._send_kept()
+    assert [key for key, _, _ in store._backlog.values()] == [make_key("mm", i) for i in (1, 2, 3)]
+    _, kept, pick = store._backlog[make_key("mm", 2).digest]
+    assert kept["a"].result.median_ms == 9.0 and pick == "a"  # the later save wins, the pick stays
+
+
 def test_the_backlog_keeps_the_latest_keys_up_to_its_cap(monkeypatch: pytest.MonkeyPatch) -> None:
     from kernelpick.store import layered as module
 

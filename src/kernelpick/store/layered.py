@@ -77,18 +77,22 @@ class LayeredStore:
     def _keep(self, key: TuningKey, results: list[StoredResult], pick: str | None) -> None:
         """Keep a save for the remote store, merged into what is kept for its key."""
         with self._lock:
-            _, kept, kept_pick = self._backlog.pop(key.digest, (key, {}, None))
-            merged, merged_pick = _merge((kept, kept_pick), ({s.candidate: s for s in results}, pick))
-            self._backlog[key.digest] = (key, merged, merged_pick)
-            while len(self._backlog) > BACKLOG_KEYS:
-                del self._backlog[next(iter(self._backlog))]
+            self._keep_locked(key, {s.candidate: s for s in results}, pick)
+
+    def _keep_locked(self, key: TuningKey, results: dict[str, StoredResult], pick: str | None) -> None:
+        """`_keep` with the lock held: the save goes last (newest), the oldest keys past the cap go."""
+        _, kept, kept_pick = self._backlog.pop(key.digest, (key, {}, None))
+        merged, merged_pick = _merge((kept, kept_pick), (results, pick))
+        self._backlog[key.digest] = (key, merged, merged_pick)
+        while len(self._backlog) > BACKLOG_KEYS:
+            del self._backlog[next(iter(self._backlog))]
 
     def _send_kept(self) -> int:
         """Send the kept saves, oldest first; how many were sent.
 
         Raises:
-            StoreError: a save failed; it and those after it stay kept (merged with what was
-                saved meanwhile, which wins).
+            StoreError: a save failed; it and those after it stay kept, older than what was saved
+                meanwhile (which wins where both have a key).
         """
         with self._lock:
             backlog, self._backlog = list(self._backlog.values()), {}
@@ -97,14 +101,9 @@ class LayeredStore:
                 self.remote.save(key, list(kept.values()), pick=pick)
             except StoreError:
                 with self._lock:
-                    for unsent_key, unsent, unsent_pick in backlog[sent:]:
-                        newer = self._backlog.pop(unsent_key.digest, None)
-                        merged = (
-                            (unsent, unsent_pick)
-                            if newer is None
-                            else _merge((unsent, unsent_pick), newer[1:])
-                        )
-                        self._backlog[unsent_key.digest] = (unsent_key, *merged)
+                    meanwhile, self._backlog = list(self._backlog.values()), {}
+                    for unsent_key, unsent, unsent_pick in backlog[sent:] + meanwhile:
+                        self._keep_locked(unsent_key, unsent, unsent_pick)
                 raise
         return len(backlog)
 
