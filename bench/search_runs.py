@@ -196,24 +196,42 @@ def judge(run: dict[str, Any], true_ms: dict[str, float], exhaustive_s: float) -
     }
 
 
-def skipped_compiles(lines: list[str], truth: dict[tuple[int, ...], dict[str, float]]) -> dict[str, Any]:
-    """The compiles patience gave up in the logged tunings: how many (per strategy), their tiles,
-    and how much slower than the true best the recording timed them."""
+#: A logged candidate: its strategy, its log entry and how much slower than the true best the
+#: recording timed it (None: the recording has no time for it).
+Judged = tuple[str, dict[str, Any], float | None]
+
+
+def judged_candidates(lines: list[str], truth: dict[tuple[int, ...], dict[str, float]]) -> list[Judged]:
+    """Every candidate of the logged tunings, with its strategy and its true slowdown."""
     from kernelpick.tune.config import Config
 
-    strategies: Counter[str] = Counter()
-    tiles: Counter[str] = Counter()
-    slowdowns = []
+    judged = []
     for line in lines:
         entry = json.loads(line)
         times = truth[(entry["key"]["M"], entry["key"]["N"], entry["key"]["K"])]
+        best = min(times.values())
         for candidate in entry["candidates"]:
-            if candidate["status"] != "skipped":
-                continue
-            described = candidate["description"]
-            strategies[entry["search"]["strategy"]] += 1
-            tiles[f"{described['kwargs']['BLOCK_M']}x{described['kwargs']['BLOCK_N']}, {described['num_warps']} warps"] += 1
-            slowdowns.append(times[Config.from_dict(described).digest] / min(times.values()))
+            ms = times.get(Config.from_dict(candidate["description"]).digest)
+            judged.append((entry["search"]["strategy"], candidate, None if ms is None else ms / best))
+    return judged
+
+
+def skipped_compiles(judged: list[Judged]) -> dict[str, Any]:
+    """The compiles patience gave up in the logged tunings: how many (per strategy), their tiles,
+    and how much slower than the true best the recording timed them."""
+    strategies: Counter[str] = Counter()
+    tiles: Counter[str] = Counter()
+    slowdowns = []
+    for strategy, candidate, slowdown in judged:
+        if candidate["status"] != "skipped":
+            continue
+        described = candidate["description"]
+        strategies[strategy] += 1
+        tiles[
+            f"{described['kwargs']['BLOCK_M']}x{described['kwargs']['BLOCK_N']}, {described['num_warps']} warps"
+        ] += 1
+        assert slowdown is not None, "a skipped config the recording did not time"
+        slowdowns.append(slowdown)
     return {
         "count": sum(strategies.values()),
         "by_strategy": dict(strategies),
@@ -222,33 +240,67 @@ def skipped_compiles(lines: list[str], truth: dict[tuple[int, ...], dict[str, fl
     }
 
 
-def compile_seconds(lines: list[str], truth: dict[tuple[int, ...], dict[str, float]]) -> dict[str, Any]:
+def compile_seconds(judged: list[Judged]) -> dict[str, Any]:
     """Per-config compile seconds of the logged tunings (their forked compilers', 16 at once): of
-    the configs that compiled, and the longest of those within 1.1x of the true best; None when no
-    tuning logged any (runs made before the logs had them)."""
-    from kernelpick.tune.config import Config
-
-    compiled, near = [], []
-    for line in lines:
-        entry = json.loads(line)
-        times = truth[(entry["key"]["M"], entry["key"]["N"], entry["key"]["K"])]
-        for candidate in entry["candidates"]:
-            seconds = candidate.get("compile_s")
-            if candidate["status"] != "ok" or seconds is None:
-                continue
-            compiled.append(seconds)
-            ms = times.get(Config.from_dict(candidate["description"]).digest)
-            if ms is not None and ms <= 1.1 * min(times.values()):
-                near.append(seconds)
+    the configs that compiled, and the longest of those within 1.1x of the true best; only a count
+    of 0 when no tuning logged any (runs made before the logs had them)."""
+    timed = [
+        (c["compile_s"], slow)
+        for _, c, slow in judged
+        if c["status"] == "ok" and c.get("compile_s") is not None
+    ]
+    compiled = sorted(seconds for seconds, _ in timed)
+    near = [seconds for seconds, slow in timed if slow is not None and slow <= 1.1]
     if not compiled:
         return {"configs": 0}
-    compiled.sort()
     return {
         "configs": len(compiled),
         "median_s": statistics.median(compiled),
         "p99_s": compiled[int(0.99 * (len(compiled) - 1))],
         "max_s": compiled[-1],
         "within_1_1x_of_best": {"configs": len(near), "max_s": max(near) if near else None},
+    }
+
+
+def batch_seconds(lines: list[str]) -> dict[str, Any]:
+    """How long the logged searches' batches took (from one to the next), per strategy: those in
+    which patience gave a compile up and the rest; and whether every batch over 8 s (patience's
+    floor) held a tile of 128x128 elements or more with 2 warps, the compiles that floor is for."""
+
+    def large_two_warp(config: dict[str, Any]) -> bool:
+        return (
+            config["kwargs"]["BLOCK_M"] * config["kwargs"]["BLOCK_N"] >= 128 * 128
+            and config["num_warps"] == 2
+        )
+
+    found: dict[str, dict[str, list[float]]] = {}
+    for line in lines:
+        search = json.loads(line)["search"]
+        batches: dict[float, list[dict[str, Any]]] = {}
+        for evaluation in search["evaluations"]:
+            batches.setdefault(evaluation["seconds_at"], []).append(evaluation)
+        mine = found.setdefault(search["strategy"], {"skipped": [], "rest": [], "tiled": [], "untiled": []})
+        ended = 0.0
+        for at in sorted(batches):
+            seconds, evaluations, ended = at - ended, batches[at], at
+            gave_up = any(e["result"]["status"] == "skipped" for e in evaluations)
+            mine["skipped" if gave_up else "rest"].append(seconds)
+            mine["tiled" if any(large_two_warp(e["config"]) for e in evaluations) else "untiled"].append(
+                seconds
+            )
+    return {
+        strategy: {
+            "batches": len(mine["skipped"]) + len(mine["rest"]),
+            "with_a_compile_given_up_s": [min(mine["skipped"]), max(mine["skipped"])]
+            if mine["skipped"]
+            else None,
+            "others_median_s": statistics.median(mine["rest"]) if mine["rest"] else None,
+            "others_max_s": max(mine["rest"], default=None),
+            "over_8_s": sum(s > 8 for s in mine["tiled"] + mine["untiled"]),
+            "over_8_s_with_a_large_2_warp_tile": sum(s > 8 for s in mine["tiled"]),
+            "without_a_large_2_warp_tile_max_s": max(mine["untiled"], default=None),
+        }
+        for strategy, mine in sorted(found.items())
     }
 
 
@@ -299,16 +351,19 @@ def collect(folders: list[Path], device: str | None = None) -> None:
             "worst_wall_fraction": max(r["wall_fraction"] for r in done),
         }
         print(f"{strategy}: {json.dumps(table[strategy])}")
+    judged = judged_candidates(lines, truth)
     summary["strategies"] = {
         "target": TARGET,
         "exhaustive_cold_s": {"{}x{}x{}".format(*shape): seconds for shape, seconds in cold.items()},
         "summary": table,
-        "skipped_compiles": skipped_compiles(lines, truth),
-        "compile_seconds": compile_seconds(lines, truth),
+        "skipped_compiles": skipped_compiles(judged),
+        "compile_seconds": compile_seconds(judged),
+        "batch_seconds": batch_seconds(lines),
         "runs": runs,
     }
     print(f"skipped compiles: {json.dumps(summary['strategies']['skipped_compiles'])}")
     print(f"compile seconds: {json.dumps(summary['strategies']['compile_seconds'])}")
+    print(f"batch seconds: {json.dumps(summary['strategies']['batch_seconds'])}")
     results.write_text(json.dumps(summary, indent=1) + "\n")
     log.write_text("".join(lines))
     print(f"wrote {results} and {log}")

@@ -43,7 +43,8 @@ CompileStatus = Literal["ok", "compile_error", "out_of_resources", "crashed", "t
 COMPILER_NICENESS = 5
 #: Seconds a compile may always take under `patience`, however quick the others were. In the GPU
 #: searches of docs/benchmarks.md, every batch of 16 compilers that took over 8 s held a 2-warp tile
-#: of 128x128 or more (timed at 20x the best and worse); the batches without one took 5.8 s at most.
+#: of 128x128 or more (timed at 20x the best and worse); the batches without one took 5.8 s at most
+#: (`strategies.batch_seconds` in bench/results/search-*-before-floor.json).
 PATIENCE_FLOOR_S = 8.0
 
 
