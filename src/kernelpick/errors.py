@@ -1,6 +1,23 @@
-"""The exceptions kernelpick raises; every one derives from `KernelpickError`."""
+"""The exceptions kernelpick raises; every one derives from `KernelpickError`.
+
+Where `triton.autotune` raises one of Triton's errors for the same failure, kernelpick's error
+derives from that one too, so that code written for Triton (`except triton.TritonError`,
+`except OutOfResources`) keeps catching it; each keeps its own name and message.
+"""
 
 from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from triton import TritonError
+from triton.runtime.errors import OutOfResources
+
+try:  # Triton 3.7 and newer: what `triton.autotune` raises when pruning leaves no config
+    from triton.runtime.errors import AutotunerError as _AutotunerError
+except ImportError:  # pragma: no cover - older Triton
+    _AutotunerError = TritonError
 
 
 class KernelpickError(Exception):
@@ -15,8 +32,83 @@ class ConfigError(KernelpickError, ValueError):
     """A tuning decorator or config was given arguments that cannot work (found at decoration time)."""
 
 
-class NoValidConfigs(KernelpickError, RuntimeError):
-    """Every config of a tuning space failed; the message lists each config and why."""
+class NoValidConfigs(KernelpickError, _AutotunerError, RuntimeError):  # type: ignore[misc]
+    """Every config of a tuning space failed, or pruning left none; the message lists each config
+    and why. A `triton.TritonError` (Triton's `AutotunerError` where it has one), as Triton's are."""
+
+    def __init__(self, message: str) -> None:
+        Exception.__init__(self, message)
+        self.error_message = message
+
+    def __str__(self) -> str:
+        return self.error_message
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return type(self), (self.error_message,)
+
+
+class ConfigsOutOfResources(NoValidConfigs, OutOfResources):  # type: ignore[misc]
+    """Every config of a tuning space ran out of a resource (shared memory, threads, registers).
+
+    Also an `OutOfResources`, which `triton.autotune` raises in this case, with the `required`,
+    `limit` and `name` of the first config's failure where its message gives them (else None).
+    """
+
+    def __init__(self, message: str, first_failure: str = "") -> None:
+        NoValidConfigs.__init__(self, message)
+        found = _RESOURCE.search(first_failure)
+        self.name = found.group("name") if found else None
+        self.required = int(found.group("required")) if found else None
+        self.limit = int(found.group("limit")) if found else None
+
+    def __str__(self) -> str:
+        return self.error_message
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return type(self), (self.error_message,)
+
+
+_RESOURCE = re.compile(
+    r"out of resource: (?P<name>[^,]+), Required: (?P<required>\d+), Hardware limit: (?P<limit>\d+)"
+)
+
+
+class ConfigFailed(KernelpickError, TritonError):  # type: ignore[misc]
+    """What a `post_hook` is given for a config that failed before it could run (it did not
+    compile, say), when the original exception stayed in the compiler's process: its status and
+    message."""
+
+    def __init__(self, status: str, message: str) -> None:
+        Exception.__init__(self, message)
+        self.status = status
+        self.error_message = message
+
+    def __str__(self) -> str:
+        return self.error_message
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return type(self), (self.status, self.error_message)
+
+
+def failure_exception(status: str, message: str) -> BaseException:
+    """Triton's exception for a failed config, as `post_hook(..., exception=...)` receives it:
+    `OutOfResources` (with its figures) for a resource failure, else `ConfigFailed`."""
+    found = _RESOURCE.search(message) if status == "out_of_resources" else None
+    if found is not None:
+        error: BaseException = OutOfResources(
+            int(found.group("required")), int(found.group("limit")), found.group("name")
+        )
+        return error
+    return ConfigFailed(status, message)
+
+
+def no_valid_configs(message: str, failures: Mapping[Any, Any]) -> NoValidConfigs:
+    """The error for a tuning whose every config failed: `ConfigsOutOfResources` when each ran out
+    of a resource (`failures`: results with `status` and `message`), else `NoValidConfigs`."""
+    results = list(failures.values())
+    if results and all(r.status == "out_of_resources" for r in results):
+        return ConfigsOutOfResources(message, results[0].message)
+    return NoValidConfigs(message)
 
 
 class NoValidChoices(KernelpickError, RuntimeError):

@@ -184,7 +184,7 @@ def tune_add(n: int = 1000) -> kernelpick.Autotuner:
 
 def test_a_real_tuning_is_listed_and_shown_from_the_default_store(capsys: pytest.CaptureFixture[str]) -> None:
     kernel = tune_add()
-    picked = str(kernel.best_config)
+    picked = str(kernel.last_tuning.best)
     code, out, _ = run_cli(capsys, "cache", "list")
     assert code == 0 and str(settings.cache_dir() / "results.sqlite3") in out
     [line] = lines_with(out, "add_kernel", "cpu", "1000, float32, float32, float32")

@@ -68,6 +68,19 @@ def test_same_key_is_tuned_once_and_a_new_key_tunes_again() -> None:
     assert len(kernel.cache) == 2
 
 
+def test_clearing_the_cache_resolves_each_key_again_from_the_store() -> None:
+    kernel = kernelpick.autotune(SPACE, key=["n"], store=MemoryStore())(add_kernel)
+    x = torch.randn(512)
+    out = torch.empty(512)
+    kernel[grid_1d(512)](x, x, out, 512)
+    first = kernel.last_tuning
+    kernel.cache.clear()
+    kernel[grid_1d(512)](x, x, out, 512)
+    again = kernel.last_tuning
+    assert again is not first and again.from_store and not first.from_store
+    assert len(kernel.cache) == 1
+
+
 def test_dtype_is_part_of_the_key() -> None:
     kernel = kernelpick.autotune(SPACE, key=["n"], store=MemoryStore())(add_kernel)
     for dtype in (torch.float32, torch.float16):
@@ -274,7 +287,7 @@ def test_the_store_remembers_which_config_was_picked() -> None:
     kernel = kernelpick.autotune(SPACE, key=["n"], store=store)(add_kernel)
     x = torch.randn(128)
     kernel[grid_1d(128)](x, x, torch.empty(128), 128)
-    assert list(store.picks.values()) == [kernel.best_config.digest]
+    assert list(store.picks.values()) == [kernel.last_tuning.best.digest]
 
 
 def test_adding_a_config_benchmarks_only_that_config() -> None:

@@ -60,7 +60,16 @@ def test_kwargs_are_copied_and_frozen() -> None:
 
 def test_config_is_not_equal_to_other_objects() -> None:
     assert Config({"BLOCK": 64}) != {"BLOCK": 64}
-    assert Config({"BLOCK": 64}) != triton.Config({"BLOCK": 64})
+    assert Config({"BLOCK": 64}) != "BLOCK=64"
+
+
+def test_a_config_equals_its_triton_twin_both_ways() -> None:
+    # A tuned kernel's best_config is the config as the user gave it: code comparing it with the
+    # configs it listed, or with kernelpick's, works either way round.
+    assert Config({"BLOCK": 64}, num_warps=8) == triton.Config({"BLOCK": 64}, num_warps=8)
+    assert triton.Config({"BLOCK": 64}, num_warps=8) == Config({"BLOCK": 64}, num_warps=8)
+    assert Config({"BLOCK": 64}) != triton.Config({"BLOCK": 64}, num_warps=8)
+    assert triton.Config({"BLOCK": 64}, maxnreg=128) == Config({"BLOCK": 64}, maxnreg=128)
 
 
 @pytest.mark.parametrize(
@@ -96,9 +105,15 @@ def test_triton_config_is_converted_with_every_option_and_its_pre_hook() -> None
     assert Config.of(config) is config
 
 
-def test_ir_override_is_refused() -> None:
-    with pytest.raises(ConfigError, match="ir_override"):
-        Config.of(triton.Config({"BLOCK": 128}, ir_override="kernel.ttgir"))
+def test_an_ir_override_is_carried_to_the_launch_and_tells_configs_apart() -> None:
+    config = Config.of(triton.Config({"BLOCK": 128}, ir_override="kernel.ttgir"))
+    plain = Config({"BLOCK": 128})
+    assert config.ir_override == "kernel.ttgir"
+    assert config.all_kwargs()["ir_override"] == "kernel.ttgir"
+    assert config != plain and config.digest != plain.digest
+    assert Config.from_dict(config.to_dict()) == config
+    assert "ir_override" not in plain.to_dict()  # configs without one keep their stored digests
+    assert dict(config.all_kwargs()) == triton.Config({"BLOCK": 128}, ir_override="kernel.ttgir").all_kwargs()
 
 
 def test_other_objects_are_not_configs() -> None:

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+import triton
 from triton.runtime.jit import KernelInterface
 
 from kernelpick import settings
@@ -31,7 +32,13 @@ from kernelpick.compile.interpreted import compilable
 from kernelpick.compile.launch import runner
 from kernelpick.compile.precompile import patience, precompile
 from kernelpick.compile.unwrap import innermost
-from kernelpick.errors import ConfigError, KernelpickError, NoValidConfigs, TuningRequired
+from kernelpick.errors import (
+    ConfigError,
+    KernelpickError,
+    TuningRequired,
+    failure_exception,
+    no_valid_configs,
+)
 from kernelpick.report import TuningProgress, print_table, record_table
 from kernelpick.reports.log import log_tuning
 from kernelpick.select.modules import keep_kernel_source
@@ -52,9 +59,10 @@ from kernelpick.workers.plan import isolation_wanted, start_early
 
 log = logging.getLogger("kernelpick.tune")
 
-# What a tuned call launches: the config, the function to run (Triton's `run`, or the interpreter's)
-# and the config's launch keyword arguments as a plain dict (the fastest to unpack).
-_Entry = tuple[Config, Callable[..., Any], dict[str, Any]]
+# What a tuned call launches: the config as the user gave it (what `best_config` shows), the function
+# to run (Triton's `run`, or the interpreter's) and the config's launch keyword arguments as a plain
+# dict (the fastest to unpack).
+_Entry = tuple[Any, Callable[..., Any], dict[str, Any]]
 
 
 def autotune(
@@ -156,7 +164,9 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
     """A tuned kernel: launch it as `kernel[grid](*args, **kwargs)`, like the kernel it wraps.
 
     After a call, `best_config` is the config it ran with, `configs_timings` the median milliseconds of
-    each config for that call's key, and `last_tuning` the full `TuningRecord`.
+    each config for that call's key (both with the config objects as given: `triton.Config`s stay
+    `triton.Config`s), `cache` the config picked for each key tuned in this process (clear it to
+    tune again), and `last_tuning` the full `TuningRecord`.
     """
 
     def __init__(
@@ -200,6 +210,11 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
         self.search = search if search is None else strategy_class(search).name  # checked now
         listed = self.space.configs() if self.space is not None else configs  # the device's limits: at tuning
         self.configs: list[Config] = [Config.of(c) for c in listed] or [Config({})]
+        #: Each config as the user gave it (a `triton.Config`, say): what `best_config`, `cache` and
+        #: `configs_timings` show and what `early_config_prune` receives, as in Triton.
+        self.given: dict[Config, Any] = {}
+        for original, config in zip(listed, self.configs):
+            self.given.setdefault(config, original)
         self.default = default_config(self.name, self.configs, default)
         self.keys = list(key)
         self.reset_to_zero = list(reset_to_zero)
@@ -226,11 +241,11 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
             self._key_positions, specialized_arguments(self.base_fn.params, self._key_positions)
         )
         self._lock = threading.Lock()
-        self.cache: dict[tuple[Any, ...], Config] = {}
+        self.cache: dict[tuple[Any, ...], Any] = _TunedCache(self._dispatch)
         self.tunings: dict[tuple[Any, ...], TuningRecord] = {}
         self.last_tuning: TuningRecord | None = None
-        self.best_config: Config | None = None
-        self.configs_timings: dict[Config, float] = {}
+        self.best_config: Any = None
+        self.configs_timings: dict[Any, float] = {}
         functools.update_wrapper(self, self.base_fn.fn)
         start_early(isolate)
 
@@ -268,8 +283,15 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
         """Compile every config for these arguments, in parallel, without running any."""
         named = self._named(args, kwargs)
         device = describe(device_of(named.values()))
-        configs = self.prune(self._candidates(device), named, kwargs)
+        configs = self._prune(self._candidates(device), args, kwargs)
         return list(self._compile(configs, args, kwargs, grid, device))
+
+    def _prune(
+        self, configs: Sequence[Config], args: Sequence[Any], kwargs: Mapping[str, Any]
+    ) -> list[Config]:
+        """`prune_configs_by`, called as Triton calls it: the configs as given, the positional
+        arguments by name, the keyword arguments apart."""
+        return self.prune(configs, dict(zip(self.arg_names, args)), kwargs, self.given)
 
     def _candidates(self, device: DeviceInfo) -> list[Config]:
         """The configs to tune on `device`: a `Space`'s that fit it, else those given."""
@@ -321,7 +343,7 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
                         f"kernel `{self.name}` was given {', '.join(conflicts)} both by the call and by the "
                         f"config {config}; leave tuned meta-parameters out of the call"
                     )
-            configs = self.prune(self._candidates(device), named, kwargs)
+            configs = self._prune(self._candidates(device), args, kwargs)
             phases: dict[str, float] = {}
             trace, stored = None, functools.cache(lambda: self._read_store(key, device, phases))
             tabled = self._tabled(key, device, configs, phases, stored)
@@ -337,7 +359,7 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
                 working = [c for c, r in results.items() if r.ok] if results else configs
                 if not working:
                     self._save(key, device, measured, None, phases)
-                    raise NoValidConfigs(failure_report(self.name, key, results))
+                    raise no_valid_configs(failure_report(self.name, key, results), results)
                 chosen = self._pick(working, results)
                 self._save(key, device, measured, chosen.best, phases)
                 best, note = chosen.best, chosen.note
@@ -347,7 +369,7 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
             )
             self._finish(key, record)
             run = runner(self.fn, device.interpreter)
-            entry = self._dispatch.entries[key] = (best, run, dict(best.all_kwargs()))
+            entry = self._dispatch.entries[key] = (self.given.get(best, best), run, dict(best.all_kwargs()))
             return entry
 
     def _pick(self, working: list[Config], results: Mapping[Config, BenchmarkResult]) -> Pick[Config]:
@@ -537,21 +559,14 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
             progress.advance(len(configs), f"benchmarking {self.name}")
             runs = []
             for config, outcome in zip(configs, outcomes):
+                config_run = ConfigRun(
+                    config, run, bench_args, bench_kwargs, grid, scratch, self.pre_hook, self.post_hook
+                )
                 if outcome.ok:
-                    runs.append(
-                        ConfigRun(
-                            config,
-                            run,
-                            bench_args,
-                            bench_kwargs,
-                            grid,
-                            scratch,
-                            self.pre_hook,
-                            self.post_hook,
-                        )
-                    )
+                    runs.append(config_run)
                 else:
                     results[config] = BenchmarkResult.failed(outcome.status, outcome.message, outcome.seconds)
+                    config_run.failed_before_running(failure_exception(outcome.status, outcome.message))
             with settings.override(**self.budget_overrides()):
                 measured = benchmark(
                     runs,
@@ -581,11 +596,47 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
         return overrides
 
     def _finish(self, key: tuple[Any, ...], record: TuningRecord) -> None:
-        self.cache[key] = record.best
+        best = self.given.get(record.best, record.best)
+        self.cache[key] = best
         self.tunings[key] = record
         self.last_tuning = record
-        self.configs_timings = {c: r.median_ms for c, r in record.results.items()}
+        self.configs_timings = {self.given.get(c, c): r.median_ms for c, r in record.results.items()}
         if settings.current().print_tables and len(record.results) > 1:
             print_table(record_table(f"{self.name}{describe_key(self._key_names(), key)}", record))
         log.info("tuned %s for %s in %.2f s: %s", self.name, key, record.seconds, record.best)
         log_tuning(record, self._key_names())
+        if record.results:  # as Triton: nothing is reported when a single config was left
+            self._tell_triton_knobs(key, record, best)
+
+    def _tell_triton_knobs(self, key: tuple[Any, ...], record: TuningRecord, best: Any) -> None:
+        """What `triton.knobs.autotuning` asks of a tuner: a printed line (`TRITON_PRINT_AUTOTUNING`)
+        and a call of its listener, where the installed Triton has one."""
+        knobs = triton.knobs.autotuning
+        if knobs.print and not record.from_store:
+            print(
+                f"kernelpick autotuning for function {self.name},\nwith key as {key},\n"
+                f"finished after {record.seconds:.2f}s,\nbest config selected: {best};"
+            )
+        listener = getattr(knobs, "listener", None)
+        if listener is not None:
+            listener(
+                fn=self.base_fn,
+                key=key,
+                best_config=best,
+                configs_timings=self.configs_timings,
+                duration=None if record.from_store else record.seconds,
+                cache_hit=record.from_store,
+            )
+
+
+class _TunedCache(dict[tuple[Any, ...], Any]):
+    """`Autotuner.cache`: the config picked for each key tuned in this process. Clearing it makes
+    the next call of each key tune again (read from the store, or measured), as in Triton."""
+
+    def __init__(self, dispatch: Dispatcher) -> None:
+        super().__init__()
+        self._dispatch = dispatch
+
+    def clear(self) -> None:
+        super().clear()
+        self._dispatch.clear()

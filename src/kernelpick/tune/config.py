@@ -31,6 +31,8 @@ class Config:
         num_ctas: programs per cluster (Hopper and newer).
         maxnreg: register cap per thread, or None.
         pre_hook: called with the launch's named arguments before each launch with this config.
+        ir_override: a file of IR (`.ttir`, `.ttgir`, `.llir`, `.ptx`) that Triton compiles instead
+            of the kernel's own, at its stage (Triton's `ir_override`).
     """
 
     kwargs: Mapping[str, Any]
@@ -39,6 +41,7 @@ class Config:
     num_ctas: int = OPTION_DEFAULTS["num_ctas"]
     maxnreg: int | None = OPTION_DEFAULTS["maxnreg"]
     pre_hook: Callable[[dict[str, Any]], object] | None = None
+    ir_override: str | None = None
     _launch_kwargs: Mapping[str, Any] = field(init=False, repr=False)
     _identity: str = field(init=False, repr=False)
 
@@ -52,7 +55,15 @@ class Config:
                 raise ConfigError(f"Config {name} must be a positive integer, got {value!r}")
         kwargs = MappingProxyType(dict(self.kwargs))
         object.__setattr__(self, "kwargs", kwargs)
-        launch = {**kwargs, **{k: v for k, v in self.options().items() if v is not None}}
+        # In `triton.Config.all_kwargs`'s order, so that a `triton.Config` compares equal to its twin.
+        options = {
+            "num_warps": self.num_warps,
+            "num_ctas": self.num_ctas,
+            "num_stages": self.num_stages,
+            "maxnreg": self.maxnreg,
+            "ir_override": self.ir_override,
+        }
+        launch = {**kwargs, **{k: v for k, v in options.items() if v is not None}}
         object.__setattr__(self, "_launch_kwargs", MappingProxyType(launch))
         object.__setattr__(self, "_identity", _canonical(self.to_dict()))
 
@@ -66,8 +77,6 @@ class Config:
         if isinstance(config, Config):
             return config
         if hasattr(config, "kwargs") and hasattr(config, "num_warps"):
-            if getattr(config, "ir_override", None):
-                raise ConfigError("triton.Config(ir_override=...) is not supported by kernelpick")
             return cls(
                 dict(config.kwargs),
                 num_warps=config.num_warps,
@@ -75,6 +84,7 @@ class Config:
                 num_ctas=getattr(config, "num_ctas", 1),
                 maxnreg=getattr(config, "maxnreg", None),
                 pre_hook=getattr(config, "pre_hook", None),
+                ir_override=getattr(config, "ir_override", None),
             )
         raise ConfigError(
             f"expected a kernelpick.Config or triton.Config, got {type(config).__name__}: {config!r}"
@@ -83,19 +93,24 @@ class Config:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Config:
         """Rebuild a config from `to_dict()` output (plain data, e.g. from a store)."""
-        return cls(dict(data["kwargs"]), **{k: data.get(k, d) for k, d in OPTION_DEFAULTS.items()})
+        options = {k: data.get(k, d) for k, d in OPTION_DEFAULTS.items()}
+        return cls(dict(data["kwargs"]), **options, ir_override=data.get("ir_override"))
 
     def options(self) -> dict[str, Any]:
         """The compile options: num_warps, num_stages, num_ctas, maxnreg."""
         return {k: getattr(self, k) for k in OPTION_DEFAULTS}
 
     def all_kwargs(self) -> Mapping[str, Any]:
-        """Meta-parameters and options together, as passed to a launch (like `triton.Config.all_kwargs`)."""
+        """Meta-parameters, options and the IR override together, as passed to a launch (like
+        `triton.Config.all_kwargs`)."""
         return self._launch_kwargs
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain data: `{"kwargs": {...}, "num_warps": 4, ...}`."""
-        return {"kwargs": dict(self.kwargs), **self.options()}
+        """Plain data: `{"kwargs": {...}, "num_warps": 4, ...}` (and `ir_override` when set)."""
+        data = {"kwargs": dict(self.kwargs), **self.options()}
+        if self.ir_override is not None:
+            data["ir_override"] = self.ir_override
+        return data
 
     def to_data(self) -> dict[str, Any]:
         """`to_dict()` as JSON-safe data, for reports: meta-parameter values that JSON has no type
@@ -114,7 +129,9 @@ class Config:
         return hashlib.sha256(self._identity.encode()).hexdigest()[:20]
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Config) and other._identity == self._identity
+        if not isinstance(other, Config):
+            return NotImplemented  # a triton.Config compares itself: equal when its twin is
+        return other._identity == self._identity
 
     def __hash__(self) -> int:
         return hash(self._identity)
@@ -126,6 +143,8 @@ class Config:
             parts.append(f"num_ctas={self.num_ctas}")
         if self.maxnreg is not None:
             parts.append(f"maxnreg={self.maxnreg}")
+        if self.ir_override is not None:
+            parts.append(f"ir_override={self.ir_override}")
         return ", ".join(parts)
 
 

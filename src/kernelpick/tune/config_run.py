@@ -42,8 +42,24 @@ class ConfigRun:
             hook(self._named)
 
     def run(self) -> None:
-        self._launch()
+        if self._post_hook is None:
+            self._launch()
+            return
+        try:
+            self._launch()
+        except BaseException as error:  # as Triton: the post_hook is told, then the failure goes on
+            self._post_hook(self._named, exception=error)
+            raise
 
     def teardown(self) -> None:
         if self._post_hook is not None:
             self._post_hook(self._named, exception=None)
+
+    def failed_before_running(self, error: BaseException) -> None:
+        """Tell the hooks about a failure found before any run (a compile error): each `pre_hook`
+        is paired with the `post_hook`, which receives the failure, as in Triton."""
+        if not self._hooks and self._post_hook is None:
+            return
+        self.setup()
+        if self._post_hook is not None:
+            self._post_hook(self._named, exception=error)

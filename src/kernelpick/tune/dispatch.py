@@ -188,6 +188,12 @@ class Dispatcher:
         except MISSES:
             return None
 
+    def clear(self) -> None:
+        """Forget every entry: the next call of each key takes the exact path and tunes again."""
+        with self._lock:
+            self.entries.clear()
+            self.fast.clear()
+
     def exact(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
         return exact_key(args, kwargs, self.key_positions, self.specialized)
 

@@ -192,7 +192,8 @@ def measure_in_worker(tuner: IsolatedTuner, request: Mapping[str, Any]) -> dict[
         named = rebuild_arguments(problem["arguments"], device)
         args = tuple(named[name] for name in problem["positional"])
         kwargs = {name: named[name] for name in problem["keywords"]}
-        known = {c.digest: c for c in tuner.prune(tuner.configs, named, kwargs)}
+        positional = {name: named[name] for name in problem["positional"]}
+        known = {c.digest: c for c in tuner.prune(tuner.configs, positional, kwargs)}
         grids = {known[d]: tuple(value) for d, value in problem["grids"].items() if d in known}
         return _Problem(named, args, kwargs, known, grids)
 

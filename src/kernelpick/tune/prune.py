@@ -36,19 +36,44 @@ class Pruner:
         return cls(prune_configs_by.get("early_config_prune"), prune_configs_by.get("perf_model"), top_k)
 
     def __call__(
-        self, configs: Sequence[Config], named: Mapping[str, Any], kwargs: Mapping[str, Any]
+        self,
+        configs: Sequence[Config],
+        positional: Mapping[str, Any],
+        kwargs: Mapping[str, Any],
+        given: dict[Config, Any] | None = None,
     ) -> list[Config]:
+        """The configs left to tune, as Triton prunes them.
+
+        Args:
+            configs: the configs to prune.
+            positional: the call's positional arguments by name (Triton's `named_args`: arguments
+                given by keyword are in `kwargs`, not here).
+            kwargs: the call's keyword arguments.
+            given: each config as the user gave it (a `triton.Config`, say), which is what
+                `early_config_prune` receives and may return; configs it makes up are added.
+
+        Raises:
+            NoValidConfigs: `early_config_prune` kept no config.
+        """
         pruned = list(configs)
+        given = given if given is not None else {}
         if self.early_config_prune is not None:
-            pruned = [Config.of(c) for c in self.early_config_prune(pruned, dict(named), **kwargs)]
+            kept = self.early_config_prune([given.get(c, c) for c in pruned], dict(positional), **kwargs)
+            pruned = []
+            for original in kept:
+                config = Config.of(original)
+                given.setdefault(config, original)
+                pruned.append(config)
             if not pruned:
-                raise NoValidConfigs("early_config_prune returned no configs; it must keep at least one")
+                raise NoValidConfigs(
+                    "no config left to tune: early_config_prune returned none; it must keep at least one"
+                )
         if self.perf_model is not None:
             top_k = self.top_k
             if isinstance(top_k, float) and top_k <= 1.0:
                 top_k = max(1, int(len(pruned) * top_k))
             top_k = int(top_k)
             if len(pruned) > top_k:
-                estimates = {c: self.perf_model(**{**named, **kwargs, **c.all_kwargs()}) for c in pruned}
+                estimates = {c: self.perf_model(**{**positional, **kwargs, **c.all_kwargs()}) for c in pruned}
                 pruned = sorted(pruned, key=estimates.__getitem__)[:top_k]
         return pruned
