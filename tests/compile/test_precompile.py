@@ -140,8 +140,11 @@ def test_forked_compiles_report_failures_and_a_crash_takes_down_only_the_config_
 def test_gpu_compiles_in_parallel_and_reports_the_bad_config(mode: str) -> None:
     x = torch.ones(1000, device="cuda")
     configs = [Config({"BLOCK": 128}), Config({"BLOCK": 48}), Config({"BLOCK": 256}, num_warps=8)]
+    # A kernel of its own: one that compiled these configs in this process (the other mode's run)
+    # has them in memory, and no compiler runs for them, so none reports seconds.
+    kernel = triton.jit(add_kernel.fn)
     outcomes = precompile(
-        add_kernel, (x, x, x, 1000), {}, configs, grid=(8,), interpreter=False, workers=2, mode=mode
+        kernel, (x, x, x, 1000), {}, configs, grid=(8,), interpreter=False, workers=2, mode=mode
     )
     assert [o.status for o in outcomes] == ["ok", "compile_error", "ok"]
     assert "power of 2" in outcomes[1].message

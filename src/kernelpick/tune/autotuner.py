@@ -567,13 +567,17 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
                 else:
                     results[config] = BenchmarkResult.failed(outcome.status, outcome.message, outcome.seconds)
                     config_run.failed_before_running(failure_exception(outcome.status, outcome.message))
+            if budgets is None:
+                budgets = budgets_for(device)
+                if isinstance(self.timer, UserBenchTimer):  # the user's do_bench times each config once
+                    budgets = {"screening": budgets["screening"]}
             with settings.override(**self.budget_overrides()):
                 measured = benchmark(
                     runs,
                     self.timer or timer_for(device),
                     on_done=progress.advance,
                     reference=next((i for i, run in enumerate(runs) if run.config == self.default), None),
-                    **(budgets or budgets_for(device)),
+                    **budgets,
                 )
             compile_s = {config: outcome.seconds for config, outcome in zip(configs, outcomes)}
             results.update(

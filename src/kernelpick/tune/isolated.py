@@ -47,6 +47,7 @@ class IsolatedTuner(Protocol):
     workers: int | None
     default: Config | None
     defined_in: str | None
+    timer: Any  # the user's do_bench, if any: it times each config once
 
     def budget_overrides(self) -> dict[str, Any]: ...
 
@@ -152,7 +153,7 @@ def benchmark_in_workers(
                     request,
                     feed,
                     timeout_s=current.bench_timeout_s,
-                    confirm_top=0 if device.interpreter else current.confirm_top,
+                    confirm_top=0 if device.interpreter or tuner.timer is not None else current.confirm_top,
                     confirm_within=current.confirm_within,
                     on_done=progress.advance,
                     reference=None if tuner.default is None else tuner.default.digest,
