@@ -32,6 +32,26 @@ def i64(n: int = 1024) -> torch.Tensor:
     return torch.empty(n, dtype=torch.int64, device="meta")
 
 
+def f8(n: int = 1024) -> torch.Tensor:
+    return torch.empty(n, dtype=torch.float8_e4m3fn, device="meta")
+
+
+#: Every element type Triton has (fp8 variants included, whether or not torch has a dtype for them).
+TRITON_ELEMENT_TYPES: list[tl.dtype] = sorted(
+    {
+        value
+        for value in vars(tl).values()
+        if isinstance(value, tl.dtype) and not isinstance(value, tl.pointer_type) and str(value) != "void"
+    },
+    key=str,
+)
+
+
+def triton_typed(dtype: tl.dtype, n: int = 1024) -> Any:
+    """A tensor Triton sees as holding `dtype` elements (`triton.reinterpret`), for types torch lacks."""
+    return triton.reinterpret(torch.empty(n, dtype=torch.uint8, device="meta"), dtype)
+
+
 def descriptor(rows: int = 64, cols: int = 64, block: tuple[int, int] = (BLOCK, BLOCK)) -> TensorDescriptor:
     return TensorDescriptor.from_tensor(torch.empty(rows, cols, device="meta"), list(block))
 

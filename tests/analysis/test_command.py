@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from triton._utils import type_canonicalisation_dict
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 from kernelpick.analysis import analyze, format_access, load_kernel, parse_spec, run_analyze
-from kernelpick.analysis.command import parse_arguments
+from kernelpick.analysis.command import TENSOR_DTYPES, parse_arguments
 from kernelpick.errors import AnalysisError, KernelpickError
 
 CONTROL = str(Path(__file__).with_name("corpus_control.py"))
@@ -29,6 +30,18 @@ def test_tensor_specs_make_meta_tensors(spec: str, dtype: torch.dtype, shape: li
     value = parse_spec(spec)
     assert isinstance(value, torch.Tensor) and value.is_meta
     assert value.dtype == dtype and list(value.shape) == shape
+
+
+def test_every_torch_dtype_triton_takes_has_a_tensor_spec() -> None:
+    taken = {
+        d
+        for d in vars(torch).values()
+        if isinstance(d, torch.dtype) and str(d).split(".")[-1] in type_canonicalisation_dict
+    }
+    taken -= {torch.int1, torch.uint1}  # torch's 1-bit shell dtypes (no fill, no copy); users write bool
+    assert sorted(str(d) for d in taken - set(TENSOR_DTYPES.values())) == []
+    assert parse_spec("f8e4m3[16]").dtype == torch.float8_e4m3fn
+    assert parse_spec("u32[16]").dtype == torch.uint32
 
 
 def test_descriptor_spec() -> None:

@@ -6,17 +6,24 @@ import gc
 import statistics
 import threading
 import time
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 import torch
 import triton
 import triton.language as tl
 from access_corpus import BLOCK, CASES, Case, copy, f32, i32
+from corpus_support import TRITON_ELEMENT_TYPES, f8, triton_typed
 from torch._subclasses.fake_tensor import FakeTensorMode
+from triton._utils import canonicalize_dtype, type_canonicalisation_dict
+from triton.backends.compiler import GPUTarget
+from triton.compiler.compiler import make_backend
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 from kernelpick.analysis import KernelAccess, analyze, clear_cache, written_arguments
 from kernelpick.analysis.kernel_access import analyze_uncached
+from kernelpick.compile.target import default_target
 from kernelpick.errors import AnalysisError, KernelpickError
 
 REQUIRED_CONSTRUCTS = [
@@ -323,16 +330,42 @@ def test_no_triton_ir_object_outlives_the_analysis() -> None:
     assert _live_ir_objects() <= before
 
 
-def test_a_defect_in_the_walk_gives_a_conservative_answer(monkeypatch: pytest.MonkeyPatch) -> None:
+def _raises(error: Exception) -> Callable[..., Any]:
+    def step(*args: object, **kwargs: object) -> Any:
+        raise error
+
+    return step
+
+
+@pytest.mark.parametrize(
+    ("step", "reason"),
+    [
+        ("lower", "Triton could not generate TTIR: RuntimeError: defect"),
+        ("convert_module", "the TTIR could not be read: RuntimeError: defect"),
+        ("ttir_parameter_names", "the TTIR's parameters could not be matched to the kernel's arguments: "),
+        ("find_accesses", "the analysis failed: RuntimeError: defect"),
+    ],
+)
+def test_a_failure_in_any_step_gives_a_conservative_answer_naming_it(
+    step: str, reason: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import kernelpick.analysis.kernel_access as module
+    from kernelpick.compile.target import Specialization
+
+    owner: Any = Specialization if step == "lower" else module
+    monkeypatch.setattr(owner, step, _raises(RuntimeError("defect")))
+    access = analyze_uncached(copy, (f32(), f32(), 8), {"BLOCK": 16})
+    assert not access.certain
+    assert access.reason.startswith(reason) and access.reason.endswith("RuntimeError: defect")
+    assert access.mutated == access.read == ("x_ptr", "y_ptr")
+
+
+def test_a_long_failure_is_quoted_short(monkeypatch: pytest.MonkeyPatch) -> None:
     import kernelpick.analysis.kernel_access as module
 
-    def broken(*args: object) -> None:
-        raise KeyError("defect")
-
-    monkeypatch.setattr(module, "find_accesses", broken)
+    monkeypatch.setattr(module, "find_accesses", _raises(ValueError("x" * 5000)))
     access = analyze_uncached(copy, (f32(), f32(), 8), {"BLOCK": 16})
-    assert not access.certain and "the analysis failed" in access.reason
-    assert access.mutated == ("x_ptr", "y_ptr")
+    assert access.reason.startswith("the analysis failed: ValueError: xxx") and len(access.reason) < 400
 
 
 def test_unexpected_ttir_signature_gives_a_conservative_answer(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -341,3 +374,159 @@ def test_unexpected_ttir_signature_gives_a_conservative_answer(monkeypatch: pyte
     monkeypatch.setattr(module, "ttir_parameter_names", lambda spec: ["x_ptr"])
     access = analyze_uncached(copy, (f32(), f32(), 8), {"BLOCK": 16})
     assert not access.certain and "has 3 parameters where 1 were expected" in access.reason
+
+
+# Element types. Triton names them as `canonicalize_dtype` does (fp8e4nv for torch.float8_e4m3fn);
+# the fp8 types a target lacks (NVIDIA GPUs lack AMD's fnuz ones) make code generation fail.
+
+
+def _target_compiles(triton_name: str) -> bool:
+    options = make_backend(default_target()).parse_options({})
+    return not triton_name.startswith("fp8") or triton_name in options.supported_fp8_dtypes
+
+
+#: Every torch dtype Triton takes as a pointer's element type.
+TORCH_DTYPES = sorted(
+    {
+        d
+        for d in vars(torch).values()
+        if isinstance(d, torch.dtype) and str(d).split(".")[-1] in type_canonicalisation_dict
+    },
+    key=str,
+)
+TORCH_FP8_DTYPES = [d for d in TORCH_DTYPES if canonicalize_dtype(d).startswith("fp8")]
+
+
+def _check_copy(access: KernelAccess, triton_name: str) -> None:
+    if _target_compiles(triton_name):
+        assert access.certain, access.reason
+        assert (access.read, access.mutated) == (("x_ptr",), ("y_ptr",))
+    else:
+        assert not access.certain and access.mutated == access.read == ("x_ptr", "y_ptr")
+        assert access.reason.startswith("Triton could not generate TTIR") and triton_name in access.reason
+
+
+def test_torch_s_fp8_dtypes_are_among_those_analyzed() -> None:
+    assert {torch.float8_e4m3fn, torch.float8_e5m2} <= set(TORCH_FP8_DTYPES)
+
+
+@pytest.mark.parametrize("dtype", TORCH_DTYPES, ids=str)
+def test_a_kernel_over_any_torch_dtype_triton_takes_is_analyzed(dtype: torch.dtype) -> None:
+    tensor = torch.empty(64, dtype=dtype, device="meta")
+    _check_copy(analyze(copy, tensor, tensor, 64, BLOCK=16), canonicalize_dtype(dtype))
+
+
+@pytest.mark.parametrize("dtype", TRITON_ELEMENT_TYPES, ids=str)
+def test_a_kernel_over_any_triton_element_type_is_analyzed(dtype: tl.dtype) -> None:
+    """Through `triton.reinterpret`, fp8 types torch has no dtype for (fp8e4b15) included."""
+    _check_copy(analyze(copy, triton_typed(dtype), triton_typed(dtype), 64, BLOCK=16), str(dtype))
+
+
+@triton.jit
+def dequantize(q_ptr, scale_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    """fp8 to bf16 with a per-tensor scale, as fp8 GEMM epilogues and dequantization kernels write it."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    values = tl.load(q_ptr + offs, mask=mask).to(tl.float32) * tl.load(scale_ptr)
+    tl.store(out_ptr + offs, values.to(tl.bfloat16), mask=mask)
+
+
+@triton.jit
+def scale_in_place(x_ptr, scale_ptr, n, BLOCK: tl.constexpr):
+    """x *= scale in x's own (fp8) type: tuned on the real x, every benchmark run would scale it again."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    values = tl.load(x_ptr + offs, mask=mask).to(tl.float32) * tl.load(scale_ptr)
+    tl.store(x_ptr + offs, values.to(x_ptr.dtype.element_ty), mask=mask)
+
+
+@pytest.mark.parametrize("dtype", TORCH_FP8_DTYPES, ids=str)
+def test_fp8_kernels_get_certain_answers_where_the_target_compiles_fp8(dtype: torch.dtype) -> None:
+    q, scale, out = torch.empty(64, dtype=dtype), torch.ones(1), torch.empty(64, dtype=torch.bfloat16)
+    converted = analyze(dequantize, q, scale, out, 64, BLOCK=16)
+    in_place = analyze(scale_in_place, q, scale, 64, BLOCK=16)
+    if not _target_compiles(canonicalize_dtype(dtype)):
+        assert not converted.certain and not in_place.certain
+        assert canonicalize_dtype(dtype) in converted.reason
+        return
+    assert converted.certain and in_place.certain
+    assert (converted.read, converted.mutated) == (("q_ptr", "scale_ptr"), ("out_ptr",))
+    assert (in_place.read, in_place.mutated) == (("x_ptr", "scale_ptr"), ("x_ptr",))
+
+
+def test_amd_s_fp8_types_get_certain_answers_on_an_amd_target(monkeypatch: pytest.MonkeyPatch) -> None:
+    import kernelpick.compile.target as target
+
+    monkeypatch.setattr(target, "default_target", lambda: GPUTarget("hip", "gfx942", 64))
+    for dtype in (torch.float8_e4m3fnuz, torch.float8_e5m2fnuz):
+        q = torch.empty(64, dtype=dtype, device="meta")
+        access = analyze_uncached(
+            dequantize, (q, f32(1), torch.empty(64, dtype=torch.bfloat16), 64), {"BLOCK": 16}
+        )
+        assert access.certain and (access.read, access.mutated) == (("q_ptr", "scale_ptr"), ("out_ptr",))
+
+
+@pytest.mark.parametrize("dtype", [t for t in TRITON_ELEMENT_TYPES if str(t).startswith("fp8")], ids=str)
+def test_fp8_conversion_of_every_triton_fp8_type_is_analyzed(dtype: tl.dtype) -> None:
+    access = analyze(
+        dequantize, triton_typed(dtype), f32(1), torch.empty(64, dtype=torch.bfloat16), 64, BLOCK=16
+    )
+    if _target_compiles(str(dtype)):
+        assert access.certain and (access.read, access.mutated) == (("q_ptr", "scale_ptr"), ("out_ptr",))
+    else:
+        assert not access.certain and str(dtype) in access.reason
+
+
+def test_a_triton_type_that_asks_its_ir_value_for_something_gives_a_conservative_answer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """As an fp8 type once asked a stand-in IR builder for `options.supported_fp8_dtypes`: no exception escapes."""
+
+    real = tl.pointer_type._unflatten_ir
+
+    def asks_its_value(self: tl.dtype, handles: Any, cursor: int) -> tuple[Any, int]:
+        handles[cursor].get_type()  # as a later release might: code generation gives it a real IR value
+        return real(self, handles, cursor)
+
+    monkeypatch.setattr(tl.pointer_type, "_unflatten_ir", asks_its_value)
+    access = analyze_uncached(copy, (f8(), f8(), 8), {"BLOCK": 16})
+    assert not access.certain and access.mutated == access.read == ("x_ptr", "y_ptr")
+    assert access.reason == (
+        "the TTIR's parameters could not be matched to the kernel's arguments: "
+        "AttributeError: 'NoneType' object has no attribute 'get_type'"
+    )
+
+
+def test_code_generation_asking_the_builder_for_an_unknown_attribute_gives_a_conservative_answer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    real_to_ir = tl.dtype.to_ir
+
+    def asks_more(self: tl.dtype, builder: Any) -> Any:
+        if self.is_fp8():
+            return builder.get_fp8_type_of_a_later_release()
+        return real_to_ir(self, builder)
+
+    monkeypatch.setattr(tl.dtype, "to_ir", asks_more)
+    access = analyze_uncached(copy, (f8(), f8(), 8), {"BLOCK": 16})
+    assert not access.certain and access.mutated == access.read == ("x_ptr", "y_ptr")
+    assert access.reason.startswith("Triton could not generate TTIR: ")
+    assert "get_fp8_type_of_a_later_release" in access.reason
+
+
+# What the tuner relies on: `kernelpick.autotune` copies what the analysis says is written.
+
+
+@pytest.mark.parametrize("dtype", [torch.float8_e4m3fn, torch.float8_e5m2], ids=str)
+def test_autotune_of_an_fp8_kernel_runs_in_the_interpreter(dtype: torch.dtype) -> None:
+    import kernelpick
+    from kernelpick.store import MemoryStore
+
+    space = [triton.Config({"BLOCK": 16}), triton.Config({"BLOCK": 64})]
+    tuned = kernelpick.autotune(space, key=["n"], store=MemoryStore())(scale_in_place)
+    x, scale = torch.linspace(-8, 8, 200).to(dtype), torch.tensor([2.0])
+    assert tuned.accesses((x, scale, 200), {}) == (["x_ptr"], ["x_ptr", "scale_ptr"])
+    expected = (x.float() * 2).to(dtype)
+    tuned[lambda meta: (triton.cdiv(200, meta["BLOCK"]),)](x, scale, 200)
+    assert len(tuned.last_tuning.results) == 2
+    assert torch.equal(x.view(torch.uint8), expected.view(torch.uint8))  # scaled once, not once per run

@@ -31,11 +31,16 @@ TENSOR_DTYPES: dict[str, torch.dtype] = {
     **dict.fromkeys(("f64", "fp64", "float64"), torch.float64),
     **dict.fromkeys(("f8e4m3", "fp8e4m3", "float8_e4m3fn"), torch.float8_e4m3fn),
     **dict.fromkeys(("f8e5m2", "fp8e5m2", "float8_e5m2"), torch.float8_e5m2),
+    **dict.fromkeys(("f8e4m3fnuz", "fp8e4m3fnuz", "float8_e4m3fnuz"), torch.float8_e4m3fnuz),
+    **dict.fromkeys(("f8e5m2fnuz", "fp8e5m2fnuz", "float8_e5m2fnuz"), torch.float8_e5m2fnuz),
     **dict.fromkeys(("i8", "int8"), torch.int8),
     **dict.fromkeys(("i16", "int16"), torch.int16),
     **dict.fromkeys(("i32", "int32"), torch.int32),
     **dict.fromkeys(("i64", "int64"), torch.int64),
     **dict.fromkeys(("u8", "uint8"), torch.uint8),
+    **dict.fromkeys(("u16", "uint16"), torch.uint16),
+    **dict.fromkeys(("u32", "uint32"), torch.uint32),
+    **dict.fromkeys(("u64", "uint64"), torch.uint64),
     **dict.fromkeys(("i1", "bool"), torch.bool),
 }
 

@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 import torch
 from triton.compiler.compiler import make_backend
+from triton.compiler.errors import CompilationError
 
 from kernelpick.analysis.access import find_accesses
 from kernelpick.analysis.functions import convert_module
@@ -111,7 +112,9 @@ def analyze(kernel: Any, *args: Any, **kwargs: Any) -> KernelAccess:
 
     Returns:
         The arguments read and written; `certain` is False when the answer had to be
-        conservative, with the reason in `reason`.
+        conservative, with the reason in `reason`. Once the arguments fit the kernel, every
+        failure (Triton's code generation, reading the TTIR, the analysis itself) gives the
+        conservative answer, never an exception.
 
     Raises:
         AnalysisError: `kernel` is not a Triton kernel, or the arguments do not fit its signature
@@ -189,37 +192,34 @@ def written_arguments(
 def _compute(jit: Any, named: dict[str, Any], stage: str) -> KernelAccess:
     arg_names = _runtime_arg_names(jit)
     pointers = _pointer_arguments(arg_names, named)
-    spec = _specialize(jit, named)
+    spec = _specialize(jit, named)  # past this point nothing is for the user to fix in the arguments
+    failure = _LOWERING  # what the answer says if the step under way raises
     try:
         module = spec.lower(stage)
-    except Exception as error:  # any compiler failure makes the answer conservative
-        logger.info("kernelpick could not generate TTIR for `%s`: %s", jit.__name__, error)
-        return _conservative(
-            jit.__name__, arg_names, pointers, f"Triton could not generate TTIR: {compiler_message(error)}"
-        )
-    try:
-        program = convert_module(module)
-    except Exception as error:  # bindings of an unexpected shape: be conservative
-        return _conservative(
-            jit.__name__, arg_names, pointers, f"the TTIR could not be read: {_first_line(error)}"
-        )
-    finally:
-        del module
-    param_names = ttir_parameter_names(spec)
-    kernel = program.functions.get(program.entry)
-    if kernel is None or len(param_names) != len(kernel.params):
-        found_count = "no" if kernel is None else len(kernel.params)
-        return _conservative(
-            jit.__name__,
-            arg_names,
-            pointers,
-            f"the kernel's TTIR has {found_count} parameters where {len(param_names)} were expected",
-        )
-    try:
+        failure = "the TTIR could not be read"
+        try:
+            program = convert_module(module)
+        finally:
+            del module  # no IR object may outlive the analysis
+        failure = "the TTIR's parameters could not be matched to the kernel's arguments"
+        param_names = ttir_parameter_names(spec)
+        kernel = program.functions.get(program.entry)
+        if kernel is None or len(param_names) != len(kernel.params):
+            found_count = "no" if kernel is None else len(kernel.params)
+            return _conservative(
+                jit.__name__,
+                arg_names,
+                pointers,
+                f"the kernel's TTIR has {found_count} parameters where {len(param_names)} were expected",
+            )
+        failure = "the analysis failed"
         found = find_accesses(program, param_names)
-    except Exception as error:  # a defect of the analysis must not break the caller: be conservative
-        logger.warning("kernelpick's access analysis failed on `%s`", jit.__name__, exc_info=True)
-        return _conservative(jit.__name__, arg_names, pointers, f"the analysis failed: {_first_line(error)}")
+    except Exception as error:  # neither Triton nor a defect of the analysis may break the caller
+        if failure == _LOWERING:
+            logger.info("kernelpick could not generate TTIR for `%s`: %s", jit.__name__, error)
+        else:
+            logger.warning("kernelpick's access analysis failed on `%s`", jit.__name__, exc_info=True)
+        return _conservative(jit.__name__, arg_names, pointers, f"{failure}: {_describe(error)}")
     written = {param_names[i] for i in found.written}
     read = {param_names[i] for i in found.read}
     if found.write_doubts:
@@ -236,6 +236,10 @@ def _compute(jit: Any, named: dict[str, Any], stage: str) -> KernelAccess:
         reason="; ".join(doubts),
         _lower=lambda: _ttir_text(spec, stage),
     )
+
+
+#: The reason's opening when Triton's code generation fails (the kernel does not compile for these arguments).
+_LOWERING = "Triton could not generate TTIR"
 
 
 def _check_keywords(jit: Any, kwargs: Mapping[str, Any]) -> None:
@@ -280,6 +284,18 @@ def _first_line(error: BaseException) -> str:
     text = str(error).strip()
     lines = [line for line in text.splitlines() if line.strip()]
     return lines[-1].strip() if lines else type(error).__name__
+
+
+def _describe(error: BaseException) -> str:
+    """A failure in a few words: Triton's own message for a compile error, else the exception's type and last line."""
+    if isinstance(error, CompilationError):
+        return compiler_message(error)
+    text = f"{type(error).__name__}: {_first_line(error)}"
+    return text if len(text) <= _REASON_LENGTH else text[: _REASON_LENGTH - 3] + "..."
+
+
+#: The longest failure a reason quotes (a message can hold a whole IR dump).
+_REASON_LENGTH = 300
 
 
 def compiler_message(error: BaseException) -> str:

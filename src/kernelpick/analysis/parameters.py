@@ -14,25 +14,35 @@ from typing import Any
 from kernelpick.compile.target import Specialization
 
 
-class _CountingBuilder:
-    """Stands in for `ir.builder` when asking a Triton type how many IR values it flattens to."""
+class _UnusedValues:
+    """The IR values a Triton type is given to wrap: any index gives None, as counting needs none.
 
-    def __getattr__(self, name: str) -> Any:
-        return lambda *args, **kwargs: None
+    A type that does more than store the value it is given fails on None, and that failure reaches
+    the analysis' error handling rather than a guessed count.
+    """
+
+    def __getitem__(self, index: int) -> None:
+        return None
 
 
-def _flattened_count(signature: Any, path: tuple[int, ...], constants: Mapping[tuple[int, ...], Any]) -> int:
+def _parameter_count(signature: Any, path: tuple[int, ...], constants: Mapping[tuple[int, ...], Any]) -> int:
+    """How many `tt.func` parameters the argument at `path` becomes.
+
+    Asked the way Triton's code generator hands the `tt.func` parameters out to the arguments
+    (`ASTFunction.deserialize`): each type's `_unflatten_ir` takes its values from a cursor and
+    returns the cursor past them. No IR builder is involved, so no element type (fp8 included)
+    can ask it for something.
+    """
     if path in constants:
         return 0
     if isinstance(signature, tuple):
-        return sum(_flattened_count(s, (*path, i), constants) for i, s in enumerate(signature))
+        return sum(_parameter_count(s, (*path, i), constants) for i, s in enumerate(signature))
     if signature == "constexpr":
         return 0
     from triton.language import str_to_ty
 
-    out: list[Any] = []
-    str_to_ty(signature, None)._flatten_ir_types(_CountingBuilder(), out)
-    return len(out)
+    _, end = str_to_ty(signature, None)._unflatten_ir(_UnusedValues(), 0)
+    return int(end)
 
 
 def ttir_parameter_names(specialization: Specialization) -> list[str]:
@@ -50,6 +60,6 @@ def ttir_parameter_names(specialization: Specialization) -> list[str]:
     for index, name in enumerate(kernel.arg_names):
         if name not in source.signature:
             continue
-        count = _flattened_count(source.signature[name], (index,), source.constants)
+        count = _parameter_count(source.signature[name], (index,), source.constants)
         names.extend([name] * count)
     return names
