@@ -123,6 +123,11 @@ class AnalysisError(KernelpickError, ValueError):
     """A kernel could not be analyzed with the arguments given (missing or malformed arguments)."""
 
 
+class IsolationError(KernelpickError, RuntimeError):
+    """Something cannot be measured in a worker process (it cannot be serialized, the workers do not
+    start); the caller then measures it in its own process and says why."""
+
+
 class StoreError(KernelpickError, RuntimeError):
     """The result store could not be opened, read or written."""
 

@@ -8,7 +8,8 @@ import torch
 
 from kernelpick import Config, Selector, extern, processed, template
 from kernelpick.ops.gemm_templates import GEMM
-from kernelpick.select.signature import Signature, TensorSpec
+from kernelpick.select.signature import Signature
+from kernelpick.tensors import TensorSpec
 
 pytestmark = pytest.mark.gpu
 

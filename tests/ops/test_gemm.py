@@ -10,12 +10,12 @@ import torch.nn.functional as F
 
 from kernelpick import Config, Selector, extern, ops, template
 from kernelpick.bench.device import DeviceInfo
+from kernelpick.bench.verify import tolerance_for
 from kernelpick.errors import ConfigError
 from kernelpick.ops.gemm import HalfPrecisionOnly, torch_addmm
 from kernelpick.ops.gemm_templates import PERSISTENT_TMA_GEMM
 from kernelpick.select.record import SelectionRecord
 from kernelpick.select.signature import Signature
-from kernelpick.select.verify import tolerance_for
 
 
 def record_of(name: str) -> SelectionRecord:

@@ -6,14 +6,15 @@ import pytest
 import torch
 
 from kernelpick.bench.device import DeviceInfo
+from kernelpick.bench.inputs import ExampleInputs
 from kernelpick.compile.precompile import precompile
 from kernelpick.ops.gemm import _EPILOGUES
 from kernelpick.ops.gemm_templates import GEMM, PERSISTENT_TMA_GEMM
-from kernelpick.select.inputs import ExampleInputs
 from kernelpick.select.render import Epilogue
-from kernelpick.select.signature import Signature, TensorSpec
+from kernelpick.select.signature import Signature
 from kernelpick.select.template import TritonTemplate
 from kernelpick.select.template_choice import TemplateChoice, _generate, template
+from kernelpick.tensors import TensorSpec
 from kernelpick.tune.config import Config
 
 H100 = DeviceInfo("cuda", 0, "NVIDIA H100 80GB HBM3", (9, 0), 50 * 2**20, 132)

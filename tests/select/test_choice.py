@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from kernelpick import extern
+from kernelpick.bench.inputs import ExampleInputs
 from kernelpick.errors import ConfigError
 from kernelpick.select.choice import Choice, ChoiceSpace, qualified_name
-from kernelpick.select.inputs import ExampleInputs
 from kernelpick.select.signature import Signature
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from kernelpick.select.inputs import ExampleInputs, example_tensor
-from kernelpick.select.signature import TensorSpec
+from kernelpick.bench.inputs import ExampleInputs
+from kernelpick.tensors import TensorSpec, example_tensor
 
 
 def test_example_tensors_keep_dtype_sizes_strides_and_offset() -> None:

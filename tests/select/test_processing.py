@@ -18,10 +18,11 @@ from torch._subclasses.fake_tensor import FakeTensor
 
 import kernelpick
 from kernelpick import Config, Selector, extern, processed, settings, triton_choice
+from kernelpick.bench.inputs import ExampleInputs
 from kernelpick.errors import ConfigError
-from kernelpick.select.inputs import ExampleInputs
 from kernelpick.select.prepack import PrepackCache
-from kernelpick.select.signature import Signature, TensorSpec
+from kernelpick.select.signature import Signature
+from kernelpick.tensors import TensorSpec
 
 
 def results_of(selector: Selector) -> dict[str, Any]:

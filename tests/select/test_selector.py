@@ -16,9 +16,9 @@ import pytest
 import torch
 
 from kernelpick import NoValidChoices, Selector, extern, load_table, require, settings
+from kernelpick.bench.verify import Tolerance
 from kernelpick.errors import ConfigError
 from kernelpick.report import console
-from kernelpick.select.verify import Tolerance
 from kernelpick.store import MemoryStore, default_store
 from kernelpick.store.deploy import tables
 from kernelpick.store.sqlite import SQLiteStore

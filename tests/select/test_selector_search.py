@@ -30,15 +30,15 @@ def selector(search: str | None = None, **options: Any) -> Selector:
 
 @pytest.fixture
 def timed(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[list[str]]]:
-    """The names of the choices each call of `Selector.measure_here` timed, call by call."""
+    """The names of the choices each call of `Selector._measure_here` timed, call by call."""
     calls: list[list[str]] = []
-    measure_here = Selector.measure_here
+    measure_here = Selector._measure_here
 
     def recording(self: Selector, todo: list[Choice], *args: Any, **kwargs: Any) -> Any:
         calls.append([c.name for c in todo])
         return measure_here(self, todo, *args, **kwargs)
 
-    monkeypatch.setattr(Selector, "measure_here", recording)
+    monkeypatch.setattr(Selector, "_measure_here", recording)
     yield calls
 
 

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from kernelpick.errors import ConfigError
-from kernelpick.select.inputs import example_tensor
-from kernelpick.select.signature import Signature, TensorSpec, is_aligned, signature_key
+from kernelpick.select.signature import Signature, signature_key
+from kernelpick.tensors import TensorSpec, example_tensor, is_aligned
 
 
 def test_the_key_tells_apart_everything_that_selects_a_tuning() -> None:

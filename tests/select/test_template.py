@@ -7,8 +7,8 @@ import torch
 
 from kernelpick.errors import TemplateError
 from kernelpick.select.render import Epilogue
-from kernelpick.select.signature import TensorSpec
 from kernelpick.select.template import TritonTemplate
+from kernelpick.tensors import TensorSpec
 from kernelpick.tune.config import Config
 
 SCALE_SOURCE = """

@@ -9,12 +9,12 @@ import logging
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 import torch
 import triton
+import triton.language as tl
 
 import kernelpick
 from kernelpick import settings
@@ -89,40 +89,101 @@ def test_workers_are_started_once_and_reused(caplog: pytest.LogCaptureFixture) -
     assert [w.info["pid"] for w in pool.workers] == pids
 
 
-def test_a_selector_a_worker_cannot_import_is_measured_here_with_a_warning(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    local = kernelpick.Selector("local", [kernelpick.extern(torch.add)], isolate=True)
-    a = torch.randn(4)
-    with caplog.at_level(logging.WARNING, logger="kernelpick.select"):
-        torch.testing.assert_close(local(a, a), a + a)
-    assert "not in workers" in caplog.text and "module-level name" in caplog.text
+def test_a_selector_defined_in_a_function_with_closures_is_isolated(caplog: pytest.LogCaptureFixture) -> None:
+    # Defined here, in a test function, as Triton's own tests define kernels: its choices cross to
+    # the workers by value, so the one that aborts takes down only a worker.
+    offset = 0.0
+
+    def add(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return a + b + offset
+
+    def add_and_abort(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        os.abort()
+
+    local = kernelpick.Selector(
+        "local",
+        [
+            kernelpick.extern(add, name="closure"),
+            kernelpick.extern(add_and_abort, name="aborts"),
+            kernelpick.extern(lambda a, b: a - b, name="lambda, wrong"),
+        ],
+        isolate=True,
+    )
+    a, b = torch.randn(64), torch.randn(64)
+    with caplog.at_level(logging.INFO, logger="kernelpick"):
+        torch.testing.assert_close(local(a, b), a + b)
+    statuses = {row.name: row.result.status for row in local.last_selection.results}
+    assert statuses == {"closure": "ok", "aborts": "crashed", "lambda, wrong": "wrong_result"}
+    assert "not in workers" not in caplog.text and not local.timed_here
+    assert torch.ones(3).sum().item() == 3.0  # the caller is healthy
 
 
-SCRIPT = """
+def test_an_autotuned_kernel_defined_in_a_function_survives_a_config_that_crashes() -> None:
+    @kernelpick.autotune(
+        configs=[
+            kernelpick.Config({"BLOCK": 64, "WILD": False}),
+            kernelpick.Config({"BLOCK": 64, "WILD": True}),
+        ],
+        key=["n"],
+        isolate=True,
+    )
+    @triton.jit
+    def copy_or_read_far_away(x_ptr, out_ptr, n, BLOCK: tl.constexpr, WILD: tl.constexpr):
+        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offsets < n
+        if WILD:  # an address a terabyte past the buffer: the interpreter's load faults
+            offsets = offsets.to(tl.int64) + (1 << 40)
+        tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask), mask=mask)
+
+    x = torch.randn(256)
+    out = torch.empty(256)
+    copy_or_read_far_away[lambda meta: (triton.cdiv(256, meta["BLOCK"]),)](x, out, 256)
+    torch.testing.assert_close(out, x)
+    statuses = {c.kwargs["WILD"]: r.status for c, r in copy_or_read_far_away.last_tuning.results.items()}
+    assert statuses == {False: "ok", True: "crashed"}
+    assert copy_or_read_far_away.timed_here is None
+
+
+UNGUARDED_SCRIPT = """
 import torch
+import triton
+import triton.language as tl
 import kernelpick
+
+with open({runs!r}, "a") as counter:  # the top level: it must run once, here, never in a worker
+    counter.write("ran\\n")
 
 def double(x):
     return x * 2
 
-DOUBLE = kernelpick.Selector("double", [kernelpick.extern(double), kernelpick.extern(torch.add)],
-                             reference="double", isolate=True, input_gen=None)
+DOUBLE = kernelpick.Selector("double", [kernelpick.extern(double), kernelpick.extern(lambda x: x + x)],
+                             reference="double", isolate=True)
 
-if __name__ == "__main__":
-    x = torch.randn(16)
-    print(DOUBLE.tune(x).best, flush=True)
+@kernelpick.autotune(configs=[kernelpick.Config({{"BLOCK": 32}}), kernelpick.Config({{"BLOCK": 64}})],
+                     key=["n"], isolate=True)
+@triton.jit
+def copy(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=offsets < n), mask=offsets < n)
+
+x = torch.randn(100)
+out = torch.empty(100)
+copy[lambda meta: (triton.cdiv(100, meta["BLOCK"]),)](x, out, 100)
+assert torch.equal(out, x)
+print(DOUBLE.tune(x).best, copy.timed_here, flush=True)
 """
 
 
-def test_a_selector_defined_in_a_script_is_found_by_path(tmp_path: Path) -> None:
+def test_an_unguarded_script_runs_its_top_level_once(tmp_path: Path) -> None:
+    runs = tmp_path / "runs.txt"
     script = tmp_path / "my_script.py"
-    script.write_text(textwrap.dedent(SCRIPT))
+    script.write_text(UNGUARDED_SCRIPT.format(runs=str(runs)))
     env = {**os.environ, "KERNELPICK_CACHE_DIR": str(tmp_path / "cache")}
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.strip().splitlines()[-1] == "double"
+    assert done.stdout.strip().splitlines()[-1] in ("double None", "<lambda> None")
     assert "not in workers" not in done.stderr
+    assert runs.read_text().splitlines() == ["ran"]
 
 
 def test_workers_can_be_started_ahead_of_the_first_tuning(caplog: pytest.LogCaptureFixture) -> None:

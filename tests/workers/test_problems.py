@@ -6,7 +6,7 @@ from pathlib import Path
 
 import torch
 
-from kernelpick.select.signature import TensorSpec, is_aligned
+from kernelpick.tensors import TensorSpec, is_aligned
 from kernelpick.workers.problems import describe_arguments, rebuild_arguments
 
 

@@ -1,4 +1,4 @@
-"""The worker's side of an isolated selection, run here: what it keeps between requests of one problem."""
+"""The worker's side of a request, run here: what it keeps between the requests of one problem."""
 
 from __future__ import annotations
 
@@ -7,27 +7,62 @@ from pathlib import Path
 import torch
 
 import kernelpick
-from kernelpick.select.isolated import measure_in_worker
+from kernelpick.bench.device import describe
+from kernelpick.select.choice import PortableChoice
 from kernelpick.select.signature import Signature
-from kernelpick.workers.problems import describe_value
-
-REFERENCE_CALLS: list[int] = []
-
-
-def counted_add(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    REFERENCE_CALLS.append(1)
-    return a + b
+from kernelpick.workers import values
+from kernelpick.workers.request import Problem, answer
 
 
 def test_the_reference_runs_once_per_problem_not_once_per_candidate(tmp_path: Path) -> None:
-    selector = kernelpick.Selector(
-        "counted", [kernelpick.extern(counted_add), kernelpick.extern(torch.add, name="torch.add")]
-    )
+    calls = tmp_path / "calls"
+    calls.touch()
+
+    def counted_add(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        # By value in a worker: a counter in memory would count in the worker's copy; a file is shared.
+        with calls.open("a") as stream:
+            stream.write("x")
+        return a + b
+
     a, b = torch.randn(64), torch.randn(64)
-    problem = {"inputs": [describe_value(a, tmp_path), describe_value(b, tmp_path)], "kwargs": {}}
-    [torch_add] = [c.digest for c in selector.expand(Signature.of((a, b), {})) if c.name == "torch.add"]
-    REFERENCE_CALLS.clear()
+    signature = Signature.of((a, b), {})
+    reference = kernelpick.extern(counted_add)
+    candidate = kernelpick.extern(torch.add, name="torch.add")
+    problem = Problem.describe(
+        describe(a.device),
+        (a, b),
+        {},
+        tmp_path,
+        reference=values.encode(PortableChoice(reference, signature)),
+        reference_name="counted_add",
+    )
+    payloads = {candidate.digest: values.encode(PortableChoice(candidate, signature))}
     for _ in range(3):  # consecutive requests of one problem, as the pool sends them
-        request = {"device": "cpu", "problem": problem, "candidates": [torch_add], "step": "screen"}
-        assert measure_in_worker(selector, request)[torch_add]["status"] == "ok"
-    assert len(REFERENCE_CALLS) == 1  # the expected output is made once and checked against thrice
+        request = {"problem": problem.to_data(), "candidates": payloads, "step": "screen"}
+        assert answer(request)[candidate.digest]["status"] == "ok"
+    assert calls.read_text() == "x"  # the expected output is made once and checked against thrice
+
+
+def test_a_candidate_written_in_place_is_checked_against_the_reference_of_the_first_values(
+    tmp_path: Path,
+) -> None:
+    def add_in_place(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return x.add_(y)
+
+    a, b = torch.randn(64), torch.randn(64)
+    signature = Signature.of((a, b), {})
+    reference, candidate = kernelpick.extern(torch.add), kernelpick.extern(add_in_place)
+    problem = Problem.describe(
+        describe(a.device),
+        (a, b),
+        {},
+        tmp_path,
+        reference=values.encode(PortableChoice(reference, signature)),
+        reference_name=reference.name,
+    )
+    request = {
+        "problem": problem.to_data(),
+        "candidates": {candidate.digest: values.encode(PortableChoice(candidate, signature))},
+        "step": "screen",
+    }
+    assert answer(request)[candidate.digest]["status"] == "ok"

@@ -1,4 +1,5 @@
-"""Benchmark inputs: private copies of every argument a kernel may write, restored before each run.
+"""Benchmark inputs: private copies of every argument a kernel may write, restored before each run,
+and a selection's example inputs (new values with the real inputs' metadata).
 
 The user's tensors are never written while tuning. Copies are made per storage, so arguments that
 alias each other (two views of one buffer) alias each other in the copies too. A copy is restored
@@ -9,10 +10,15 @@ change what it computes, so restoring it would only add memory traffic to the me
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 import torch
+
+from kernelpick.errors import ConfigError
+from kernelpick.tensors import TensorSpec, example_generator, example_tensor
+
+InputGen = Callable[..., Sequence[Any]]
 
 
 def _flat_bytes(tensor: torch.Tensor) -> torch.Tensor:
@@ -97,3 +103,119 @@ class ScratchArguments:
             scratch.copy_(original)
         for tensor in self._zeroed:
             tensor.zero_()
+
+
+class ExampleInputs:
+    """Inputs to benchmark and verify choices on, restorable to their first values.
+
+    Args:
+        args: the call's positional inputs (the real ones; only their metadata is used unless
+            `input_gen` is given).
+        kwargs: the call's keyword inputs.
+        input_gen: `input_gen(*args, **kwargs)` returns positional example inputs to use instead of
+            random ones; they must have the real inputs' dtypes, sizes, strides and devices.
+
+    Raises:
+        ConfigError: `input_gen` returned inputs that do not match the real ones.
+    """
+
+    def __init__(
+        self, args: Sequence[Any], kwargs: Mapping[str, Any], input_gen: InputGen | None = None
+    ) -> None:
+        tensors = [v for v in (*args, *kwargs.values()) if isinstance(v, torch.Tensor)]
+        device = tensors[0].device if tensors else torch.device("cpu")
+        generator = example_generator(device)
+
+        def fresh(value: Any) -> Any:
+            return (
+                example_tensor(TensorSpec.of(value), generator) if isinstance(value, torch.Tensor) else value
+            )
+
+        if input_gen is None:
+            made = [fresh(v) for v in args]
+        else:
+            made = list(input_gen(*args, **kwargs))
+            _check_generated(args, made)
+        named = {f"arg{i}": v for i, v in enumerate(made)}
+        named.update({f"kw:{k}": fresh(v) for k, v in kwargs.items()})
+        self._originals = named
+        self._scratch = ScratchArguments(named, [n for n, v in named.items() if isinstance(v, torch.Tensor)])
+        values = self._scratch.arguments
+        self.args: tuple[Any, ...] = tuple(values[f"arg{i}"] for i in range(len(made)))
+        self.kwargs: dict[str, Any] = {k: values[f"kw:{k}"] for k in kwargs}
+
+    def restore(self) -> None:
+        """Give every example tensor its first values again."""
+        self._scratch.restore()
+
+    def changed(self) -> bool:
+        """Whether a run wrote any example input (so runs must restore them first)."""
+        for name, original in self._originals.items():
+            if isinstance(original, torch.Tensor) and not torch.equal(
+                original, self._scratch.arguments[name]
+            ):
+                return True
+        return False
+
+
+def _check_generated(real: Sequence[Any], made: Sequence[Any]) -> None:
+    if len(made) != len(real):
+        raise ConfigError(
+            f"input_gen returned {len(made)} inputs for a call with {len(real)}: "
+            "it must return one example per positional input, in order"
+        )
+    for index, (want, got) in enumerate(zip(real, made)):
+        if not isinstance(want, torch.Tensor):
+            continue
+        expected = TensorSpec.of(want)
+        if not isinstance(got, torch.Tensor):
+            raise ConfigError(
+                f"input_gen returned a {type(got).__name__} for input {index}, expected a tensor"
+            )
+        actual = TensorSpec.of(got)
+        fields = ("dtype", "size", "stride", "device")
+        wrong = [f for f in fields if getattr(actual, f) != getattr(expected, f)]
+        if wrong:
+            details = ", ".join(f"{f} {getattr(actual, f)} instead of {getattr(expected, f)}" for f in wrong)
+            raise ConfigError(
+                f"input_gen returned input {index} with {details}: example inputs must have the real "
+                "inputs' dtype, size, strides and device (make them with torch.empty_strided)"
+            )
+
+
+class KernelArguments:
+    """A tuned kernel's call arguments for benchmarking: scratch copies of those it may write
+    (`ScratchArguments`), restored before every run.
+
+    Args:
+        names: the kernel's argument names, in order (the positional arguments are its first ones).
+        args: the call's positional arguments.
+        kwargs: the call's keyword arguments.
+        written, zeroed, read: as for `ScratchArguments`.
+    """
+
+    def __init__(
+        self,
+        names: Sequence[str],
+        args: Sequence[Any],
+        kwargs: Mapping[str, Any],
+        written: Collection[str],
+        zeroed: Collection[str] = (),
+        read: Collection[str] | None = None,
+    ) -> None:
+        named = {**dict(zip(names, args)), **kwargs}
+        self._scratch = ScratchArguments(named, written, zeroed=zeroed, read=read)
+        arguments = self._scratch.arguments
+        self.args: tuple[Any, ...] = tuple(arguments[name] for name in names[: len(args)])
+        self.kwargs: dict[str, Any] = {name: arguments[name] for name in kwargs}
+
+    @property
+    def named(self) -> dict[str, Any]:
+        """Every argument by name, scratch copies in place: what hooks are given."""
+        return self._scratch.arguments
+
+    def restore(self) -> None:
+        self._scratch.restore()
+
+    def changed(self) -> bool:
+        return True  # restored before every run whatever it does

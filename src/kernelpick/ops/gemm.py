@@ -15,6 +15,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from kernelpick.bench.verify import tf32_allowed
 from kernelpick.errors import ConfigError
 from kernelpick.ops.gemm_configs import gemm_configs, persistent_configs
 from kernelpick.ops.gemm_templates import GEMM, PERSISTENT_TMA_GEMM
@@ -23,9 +24,7 @@ from kernelpick.select.render import Epilogue
 from kernelpick.select.selector import Selector
 from kernelpick.select.signature import Signature
 from kernelpick.select.template_choice import template
-from kernelpick.select.verify import tf32_allowed
 from kernelpick.workers.plan import start_early
-from kernelpick.workers.references import Reference
 
 #: Activations `addmm` can fuse, as Triton expressions over `acc`.
 ACTIVATIONS: dict[str | None, str | None] = {
@@ -212,9 +211,7 @@ def selector(name: str) -> Selector:
         raise ConfigError(f"kernelpick.ops has no operation {name!r}; it has {', '.join(_BUILDERS)}")
     with _lock:
         if name not in _selectors:
-            built = _BUILDERS[name]()
-            built.importable_as = Reference(__name__, "selector", call=(name,))  # how workers find it
-            _selectors[name] = built
+            _selectors[name] = _BUILDERS[name]()
         return _selectors[name]
 
 

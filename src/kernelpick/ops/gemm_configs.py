@@ -13,7 +13,8 @@ from dataclasses import dataclass
 import torch
 
 from kernelpick.bench.device import DeviceInfo
-from kernelpick.select.signature import Signature, TensorSpec
+from kernelpick.select.signature import Signature
+from kernelpick.tensors import TensorSpec
 from kernelpick.tune.config import Config
 from kernelpick.tune.space import gemm_shared_memory
 

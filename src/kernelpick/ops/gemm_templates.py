@@ -7,8 +7,8 @@ from collections.abc import Sequence
 import torch
 
 from kernelpick.bench.device import Requirements
-from kernelpick.select.signature import TensorSpec
 from kernelpick.select.template import GridContext, TritonTemplate
+from kernelpick.tensors import TensorSpec
 
 
 def _cdiv(a: int, b: int) -> int:

@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
+from kernelpick.bench.inputs import ExampleInputs
+from kernelpick.bench.verify import Tolerance, tolerance_for
 from kernelpick.select.choice import Choice, ChoiceSpace, ExternChoice, extern
-from kernelpick.select.inputs import ExampleInputs
 from kernelpick.select.modules import load_module, write_module
 from kernelpick.select.processing import ProcessedChoice, ProcessedChoices, processed
 from kernelpick.select.record import ChoiceResult, SelectionRecord
 from kernelpick.select.render import Epilogue, PartialRender
 from kernelpick.select.selector import Selector
-from kernelpick.select.signature import Signature, TensorSpec
+from kernelpick.select.signature import Signature
 from kernelpick.select.template import GridContext, RenderedKernel, TritonTemplate
 from kernelpick.select.template_choice import TemplateChoice, TemplateChoices, template
 from kernelpick.select.triton_choice import TritonKernelChoice, TritonKernelChoices, triton_choice
-from kernelpick.select.verify import Tolerance, tolerance_for
+from kernelpick.tensors import TensorSpec
 
 __all__ = [
     "Choice",

@@ -11,12 +11,13 @@ from __future__ import annotations
 import hashlib
 import sys
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from kernelpick.bench.inputs import ExampleInputs
 from kernelpick.compile.precompile import CompileOutcome
 from kernelpick.errors import ConfigError
-from kernelpick.select.inputs import ExampleInputs
 from kernelpick.select.signature import Signature
 
 
@@ -85,6 +86,25 @@ def qualified_name(fn: Any) -> str:
         return f"{module}.{short}"  # e.g. torch.mm, whose __qualname__ is torch's internal class
     name = getattr(fn, "__qualname__", None) or short or type(fn).__qualname__
     return f"{module}.{name}"
+
+
+@dataclass(frozen=True)
+class PortableChoice:
+    """A choice as a worker process gets it (`kernelpick.workers.request`): the choice itself, the
+    user's code in it serialized by value, and the signature it is measured for."""
+
+    choice: Choice
+    signature: Signature
+
+    @property
+    def name(self) -> str:
+        return self.choice.name
+
+    def prepare(self, example: ExampleInputs, device: Any) -> CompileOutcome:
+        return self.choice.precompile(example, self.signature)
+
+    def callable(self) -> Callable[..., Any]:
+        return self.choice.callable_for(self.signature)
 
 
 class NamedChoice:

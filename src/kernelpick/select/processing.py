@@ -20,14 +20,15 @@ from typing import Any
 import torch
 
 from kernelpick.bench.benchmarker import classify_run_error
+from kernelpick.bench.inputs import ExampleInputs
 from kernelpick.compile.precompile import CompileOutcome
 from kernelpick.errors import ConfigError
 from kernelpick.select.choice import Choice, ChoiceSpace, NamedChoice, qualified_name, short_hash
 from kernelpick.select.eligibility import requirements_of
-from kernelpick.select.inputs import ExampleInputs, example_generator, example_tensor
 from kernelpick.select.prepack import PrepackCache
-from kernelpick.select.signature import Signature, TensorSpec
+from kernelpick.select.signature import Signature
 from kernelpick.select.template_choice import UnavailableChoice
+from kernelpick.tensors import TensorSpec, example_generator, example_tensor
 
 log = logging.getLogger("kernelpick.select")
 

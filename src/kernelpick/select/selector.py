@@ -12,40 +12,40 @@ from __future__ import annotations
 import contextvars
 import functools
 import logging
-import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import torch
 
 from kernelpick import settings
-from kernelpick.bench.benchmarker import MEASUREMENT_VERSION, benchmark, budgets_for, classify_run_error
-from kernelpick.bench.device import DeviceInfo
+from kernelpick.bench.benchmarker import MEASUREMENT_VERSION, budgets_for
+from kernelpick.bench.inputs import ExampleInputs, InputGen
+from kernelpick.bench.measure import Candidate, Checking, Measurement, measure
 from kernelpick.bench.pick import pick
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.timers import Timer, timer_for
+from kernelpick.bench.verify import Tolerance, tf32_allowed
 from kernelpick.compile.precompile import CompileOutcome, classify
-from kernelpick.errors import ConfigError, NoValidChoices, TuningRequired
+from kernelpick.errors import ConfigError, IsolationError, NoValidChoices, TuningRequired
 from kernelpick.report import TuningProgress, headline, print_table
 from kernelpick.reports.log import log_tuning
-from kernelpick.select.choice import Choice, ChoiceSpace, ExternChoice, qualified_name
-from kernelpick.select.choice_run import ChoiceRun, synchronize, warm_up
+from kernelpick.select.choice import Choice, ChoiceSpace, ExternChoice, PortableChoice, qualified_name
 from kernelpick.select.eligibility import SkippedChoice, eligible_spaces
-from kernelpick.select.inputs import ExampleInputs, InputGen, preserved_rng
-from kernelpick.select.isolated import measure_in_worker, measure_in_workers
 from kernelpick.select.record import ChoiceResult, SelectionRecord
 from kernelpick.select.searching import NO_SEARCH, SelectionSearch, search_choices
 from kernelpick.select.signature import POSITIONAL_KEYS, Signature, signature_key, value_key
-from kernelpick.select.verify import Checking, Tolerance, compare, tf32_allowed
 from kernelpick.store import ResultStore, StoredResult, TuningKey, default_store
 from kernelpick.store.deploy import tabled_winner, tuning_required
 from kernelpick.store.table import TableEntry
+from kernelpick.tensors import preserved_rng
 from kernelpick.tune.search.registry import default_strategy_name, strategy_class
-from kernelpick.workers import IsolationError, Reference
+from kernelpick.workers import values
 from kernelpick.workers.plan import isolation_wanted, start_early
+from kernelpick.workers.request import Problem, measure_in_workers, payload_folder
 
 log = logging.getLogger("kernelpick.select")
 
@@ -78,7 +78,9 @@ class Selector:
         timer: how to time (default: CUDA events on GPUs, the wall clock on CPUs).
         isolate: measure choices in worker processes, one per GPU, that a choice crashing, hanging
             or breaking its CUDA context cannot take down (default: `KERNELPICK_ISOLATE`, on with a
-            GPU). The selector must then be importable: bound to a module-level name.
+            GPU). Choices cross by value: a selector defined anywhere (a function, a test, a
+            notebook) is isolated; a choice that cannot be serialized is measured here, and
+            `timed_here` says why.
         search: how the configs of each template or triton_choice are searched: "exhaustive" (time
             them all), "random", "halving", "pattern" or "model" (default: `KERNELPICK_SEARCH`;
             budgets per space: `KERNELPICK_SEARCH_BUDGET`, `KERNELPICK_SEARCH_SECONDS`). Other
@@ -112,10 +114,8 @@ class Selector:
         self.name = name
         self.isolate = isolate
         self.search = search if search is None else strategy_class(search).name  # checked now
-        #: The module that made this selector: where a worker process looks for it by name.
-        self.defined_in: str | None = sys._getframe(1).f_globals.get("__name__")
-        #: How a worker process finds this selector, when not by a module-level name (set by factories).
-        self.importable_as: Reference | None = None
+        #: The choices last measured in this process although isolation was wanted, with the reason.
+        self.timed_here: dict[str, str] = {}
         self.spaces: list[ChoiceSpace] = [_as_space(c) for c in choices]
         if not self.spaces:
             raise ConfigError(f"selector `{name}` has no choices: give it at least one")
@@ -420,72 +420,137 @@ class Selector:
         inputs: tuple[Any, ...],
         kwargs: dict[str, Any],
     ) -> tuple[dict[str, BenchmarkResult], str | None]:
+        """Compile, verify and time `todo`: in worker processes when isolation is wanted (each choice
+        that can cross), else here. Returns the results by digest and the reference's name."""
+        reference = self._reference(signature) if self.verify else None
+        results: dict[str, BenchmarkResult] = {}
+        here = list(todo)
         if isolation_wanted(signature.device, self.isolate):
             try:
-                with TuningProgress(f"selecting {self.name} in workers", total=len(todo)) as progress:
-                    results = measure_in_workers(self, todo, signature, inputs, kwargs, progress.advance)
-                reference = self._reference(signature) if self.verify else None
-                return results, None if reference is None else reference[0]
+                here = self._measure_in_workers(todo, signature, inputs, kwargs, reference, results)
             except IsolationError as error:
                 log.warning("%s: measuring in this process, not in workers: %s", self.name, error)
+                here, results = list(todo), {}
+                self.timed_here.update({choice.name: str(error) for choice in todo})
+        if here:
+            results.update(self._measure_here(here, signature, inputs, kwargs, reference))
+        return results, None if reference is None else reference[0]
+
+    def _measure_in_workers(
+        self,
+        todo: list[Choice],
+        signature: Signature,
+        inputs: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        reference: tuple[str, Callable[..., Any]] | None,
+        results: dict[str, BenchmarkResult],
+    ) -> list[Choice]:
+        """Measure what of `todo` can cross to a worker there, into `results`; the choices that cannot
+        (they hold a lock or an open file, say) are returned, each with its reason in `timed_here`.
+
+        Raises:
+            IsolationError: nothing can be measured in workers (the reference or the inputs cannot
+                cross, the selector has a timer of its own, no worker starts).
+        """
+        if self.timer is not None:
+            raise IsolationError("its timer runs in your process")
+        payloads: dict[str, str] = {}
+        here: list[Choice] = []
+        for choice in todo:
+            try:
+                payloads[choice.digest] = values.encode(PortableChoice(choice, signature))
+            except IsolationError as error:
+                here.append(choice)
+                self.timed_here[choice.name] = str(error)
+        if not payloads:
+            return here
+        device = signature.device
+        with payload_folder() as payload:
+            problem = Problem.describe(
+                device,
+                inputs,
+                kwargs,
+                Path(payload),
+                example="inputs",
+                input_gen=None if self.input_gen is None else values.encode(self.input_gen),
+                reference=None if reference is None else values.encode(self._portable_reference(signature)),
+                reference_name="" if reference is None else reference[0],
+                tolerance=None if self.tolerance is None else (self.tolerance.rtol, self.tolerance.atol),
+                # torch's TF32 switch decides what the reference computes and how closely a float32
+                # output must match it: the worker must see the caller's.
+                tf32=tf32_allowed(),
+                keep=self.reference_digest(signature),
+                per_call=True,
+                warm_up_ms=settings.current().select_warmup_ms,
+            )
+            compiled = [c for c in todo if c.digest in payloads and not isinstance(c, ExternChoice)]
+            with TuningProgress(f"selecting {self.name} in workers", total=len(payloads)) as progress:
+                results.update(
+                    measure_in_workers(
+                        problem,
+                        payloads,
+                        list(payloads),
+                        device,
+                        prepare=bool(compiled),
+                        on_done=progress.advance,
+                    )
+                )
+        return here
+
+    def _portable_reference(self, signature: Signature) -> Any:
+        """What outputs are checked against, as a worker gets it: a choice, or a function."""
+        target = self._reference_target()
+        if isinstance(target, ChoiceSpace) and not isinstance(target, Choice):
+            target = target.choices_for(signature)[0]
+        return PortableChoice(target, signature) if isinstance(target, Choice) else target
+
+    def _measure_here(
+        self,
+        todo: list[Choice],
+        signature: Signature,
+        inputs: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        reference: tuple[str, Callable[..., Any]] | None,
+    ) -> dict[str, BenchmarkResult]:
+        """Compile, verify and time `todo` in this process, on example inputs."""
+        device = signature.device
         tensors = [v for v in (*inputs, *kwargs.values()) if isinstance(v, torch.Tensor)]
         # Tuning never moves the caller's random state, whatever the choices or input_gen draw.
         with preserved_rng(tensors[0].device if tensors else torch.device("cpu")):
             example = ExampleInputs(inputs, kwargs, self.input_gen)
-            return self.measure_here(todo, choices, signature, self.checking_for(choices, signature, example))
-
-    def measure_in_worker(self, request: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-        """Measure choices for a caller in another process (see `kernelpick.select.isolated`)."""
-        return measure_in_worker(self, request)
-
-    def measure_here(
-        self,
-        todo: list[Choice],
-        choices: list[Choice],
-        signature: Signature,
-        checking: Checking,
-        budgets: Mapping[str, Any] | None = None,
-    ) -> tuple[dict[str, BenchmarkResult], str | None]:
-        """Compile, verify and time `todo` here on `checking`'s example inputs; `budgets` as for
-        `Autotuner._benchmark`."""
-        device = signature.device
-        results: dict[str, BenchmarkResult] = {}
-        example, reference = checking.example, checking.reference
-        with TuningProgress(f"compiling {self.name}", total=2 * len(todo)) as progress:
-            outcomes = self.precompile_choices(todo, example, signature)
-            progress.advance(len(todo), f"verifying and benchmarking {self.name}")
-            runs: list[ChoiceRun] = []
-            for choice, outcome in zip(todo, outcomes):
-                result, run = self._first_run(
-                    choice, outcome, example, signature, reference, checking.expected, checking.error
+            checking = None if reference is None else Checking(reference, self.tolerance, tf32_allowed())
+            measurement = Measurement(example, device, checking)
+            results: dict[str, BenchmarkResult] = {}
+            with TuningProgress(f"compiling {self.name}", total=2 * len(todo)) as progress:
+                outcomes = self.precompile_choices(todo, example, signature)
+                progress.advance(len(todo), f"verifying and benchmarking {self.name}")
+                candidates = []
+                for choice, outcome in zip(todo, outcomes):
+                    try:
+                        if not outcome.ok:
+                            raise _Failed(BenchmarkResult.failed(outcome.status, outcome.message))
+                        call = choice.callable_for(signature)
+                    except _Failed as failed:
+                        results[choice.digest] = failed.result
+                        progress.advance()
+                        continue
+                    except Exception as error:
+                        results[choice.digest] = BenchmarkResult.failed(*classify(error))
+                        progress.advance()
+                        continue
+                    candidates.append(Candidate(choice.name, choice.digest, call))
+                results.update(
+                    measure(
+                        candidates,
+                        measurement,
+                        self.timer or timer_for(device),
+                        budgets_for(device, per_call=True),
+                        keep=self.reference_digest(signature),
+                        warm_up_ms=settings.current().select_warmup_ms,
+                        on_done=progress.advance,
+                    )
                 )
-                if run is None:
-                    assert result is not None
-                    results[choice.digest] = result
-                else:
-                    runs.append(run)
-            if not device.interpreter:
-                warm_up(runs, device)
-            keep = self.reference_digest(signature)
-            measured = benchmark(
-                runs,
-                self.timer or timer_for(device),
-                on_done=progress.advance,
-                reference=next((i for i, run in enumerate(runs) if run.digest == keep), None),
-                **(budgets or budgets_for(device, per_call=True)),
-            )
-            results.update({run.digest: r for run, r in zip(runs, measured)})
-        return results, None if reference is None else reference[0]
-
-    def checking_for(self, choices: list[Choice], signature: Signature, example: ExampleInputs) -> Checking:
-        """The reference's output on `example` (if verifying), and what else checking a choice takes.
-
-        A worker keeps it for the requests of one problem: the reference then runs once, not
-        once per candidate (for the largest GEMM of the suite, a 5 ms product each time).
-        """
-        reference = self._reference(signature) if self.verify else None
-        expected, error = self._expected(reference, example, signature.device)
-        return Checking(example, reference, expected, error)
+        return {c.digest: results[c.digest] for c in todo}
 
     def precompile_choices(
         self, todo: list[Choice], example: ExampleInputs, signature: Signature
@@ -507,55 +572,6 @@ class Selector:
             futures = [pool.submit(contextvars.copy_context().run, compile_one, c) for c in todo]
             return [f.result() for f in futures]
 
-    def _expected(
-        self, reference: tuple[str, Callable[..., Any]] | None, example: ExampleInputs, device: DeviceInfo
-    ) -> tuple[Any, str | None]:
-        if reference is None:
-            return None, None
-        try:
-            example.restore()
-            expected = reference[1](*example.args, **example.kwargs)
-            synchronize(device)
-        except Exception as error:
-            return (
-                None,
-                f"the reference `{reference[0]}` failed on these inputs: {classify_run_error(error)[1]}",
-            )
-        return expected, None
-
-    def _first_run(
-        self,
-        choice: Choice,
-        outcome: CompileOutcome,
-        example: ExampleInputs,
-        signature: Signature,
-        reference: tuple[str, Callable[..., Any]] | None,
-        expected: Any,
-        reference_error: str | None,
-    ) -> tuple[BenchmarkResult | None, ChoiceRun | None]:
-        """Run a compiled choice once and check its output; a failure is returned as a result."""
-        if not outcome.ok:
-            return BenchmarkResult.failed(outcome.status, outcome.message), None
-        try:
-            call = choice.callable_for(signature)
-        except Exception as error:
-            return BenchmarkResult.failed(*classify(error)), None
-        try:
-            example.restore()
-            output = call(*example.args, **example.kwargs)
-            synchronize(signature.device)
-        except Exception as error:
-            return BenchmarkResult.failed(*classify_run_error(error)), None
-        writes_inputs = example.changed()
-        if reference is not None and reference[0] != choice.name:
-            if reference_error is not None:
-                return BenchmarkResult.failed("wrong_result", f"not verified: {reference_error}"), None
-            tf32 = signature.device.type == "cuda" and tf32_allowed()
-            reason = compare(output, expected, tolerance=self.tolerance, tf32=tf32)
-            if reason is not None:
-                return BenchmarkResult.failed("wrong_result", reason), None
-        return None, ChoiceRun(choice, call, example, restore=writes_inputs)
-
     def _failure_report(self, signature: Signature, rows: Sequence[ChoiceResult]) -> str:
         lines = [
             f"all {len(rows)} choices of selector `{self.name}` failed for inputs {signature} on {signature.device.label}:"
@@ -568,6 +584,13 @@ class Selector:
 
     def __repr__(self) -> str:
         return f"Selector({self.name!r}, choices=[{', '.join(s.name for s in self.spaces)}])"
+
+
+class _Failed(Exception):
+    """A choice that failed before it could be measured, with its result."""
+
+    def __init__(self, result: BenchmarkResult) -> None:
+        self.result = result
 
 
 def _as_space(choice: Any) -> ChoiceSpace:

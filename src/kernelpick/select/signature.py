@@ -14,6 +14,7 @@ import torch
 
 from kernelpick.bench.device import DeviceInfo, describe, device_of
 from kernelpick.errors import ConfigError
+from kernelpick.tensors import TensorSpec
 
 _Tensor = torch.Tensor
 
@@ -35,16 +36,6 @@ def value_key(value: Any) -> Any:
             value.device,
         )
     return value
-
-
-def is_aligned(tensor: torch.Tensor) -> bool:
-    """Whether `tensor`'s data (its storage offset included) starts at a multiple of 16 bytes, as Triton
-    checks; from the offset alone for tensors without an address (meta, fake)."""
-    from torch._subclasses.fake_tensor import is_fake
-
-    if tensor.device.type == "meta" or is_fake(tensor):
-        return tensor.storage_offset() * tensor.element_size() % 16 == 0
-    return bool(tensor.data_ptr() % 16 == 0)
 
 
 def _any_key(inputs: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -90,103 +81,6 @@ def signature_key(
     if key is not None:
         parts = (parts, key(*inputs, **kwargs))
     return parts
-
-
-@dataclass(frozen=True, slots=True)
-class TensorSpec:
-    """A tensor's metadata without its values: enough to render a kernel or make an example input."""
-
-    dtype: torch.dtype
-    size: tuple[int, ...]
-    stride: tuple[int, ...]
-    offset: int
-    device: torch.device
-    #: Whether the data starts at a multiple of 16 bytes (`is_aligned`); examples made for the spec do too.
-    aligned: bool = True
-
-    @classmethod
-    def of(cls, tensor: torch.Tensor) -> TensorSpec:
-        return cls(
-            tensor.dtype,
-            tuple(int(n) for n in tensor.shape),
-            tuple(int(s) for s in tensor.stride()),
-            int(tensor.storage_offset()),
-            tensor.device,
-            is_aligned(tensor),
-        )
-
-    @classmethod
-    def contiguous(cls, size: Sequence[int], dtype: torch.dtype, device: torch.device) -> TensorSpec:
-        """The spec of a new row-major tensor."""
-        strides: list[int] = []
-        step = 1
-        for extent in reversed(size):
-            strides.append(step)
-            step *= max(int(extent), 1)
-        return cls(dtype, tuple(int(s) for s in size), tuple(reversed(strides)), 0, device, True)
-
-    @property
-    def ndim(self) -> int:
-        return len(self.size)
-
-    @property
-    def itemsize(self) -> int:
-        return self.dtype.itemsize
-
-    @property
-    def numel(self) -> int:
-        count = 1
-        for extent in self.size:
-            count *= extent
-        return count
-
-    @property
-    def storage_length(self) -> int:
-        """Elements the storage must hold, from its start, for this view to fit."""
-        if self.numel == 0:
-            return self.offset
-        return self.offset + sum((n - 1) * s for n, s in zip(self.size, self.stride)) + 1
-
-    def broadcast_strides(self, size: Sequence[int]) -> tuple[int, ...]:
-        """Strides of this tensor broadcast to `size` (right-aligned; broadcast dimensions get stride 0).
-
-        Raises:
-            ValueError: this tensor does not broadcast to `size`.
-        """
-        if len(self.size) > len(size):
-            raise ValueError(f"a tensor of size {list(self.size)} does not broadcast to {list(size)}")
-        pad = len(size) - len(self.size)
-        strides = [0] * pad
-        for extent, stride, target in zip(self.size, self.stride, size[pad:]):
-            if extent == target and extent != 1:
-                strides.append(stride)
-            elif extent == 1:
-                strides.append(0)
-            else:
-                raise ValueError(f"a tensor of size {list(self.size)} does not broadcast to {list(size)}")
-        return tuple(strides)
-
-    def to_data(self) -> dict[str, Any]:
-        """Plain data, for store keys."""
-        return {
-            "dtype": str(self.dtype).removeprefix("torch."),
-            "size": list(self.size),
-            "stride": list(self.stride),
-            "offset": self.offset,
-            # A flag, not a number: a deployment table's nearest key never matches across it.
-            "aligned": self.aligned,
-        }
-
-    def __str__(self) -> str:
-        layout = (
-            ""
-            if self.stride == TensorSpec.contiguous(self.size, self.dtype, self.device).stride
-            else (f" stride={list(self.stride)}")
-        )
-        offset = f" offset={self.offset}" if self.offset else ""
-        # Said when the offset does not say it: the storage itself starts off a 16-byte boundary.
-        misaligned = "" if self.aligned or self.offset * self.itemsize % 16 else " misaligned"
-        return f"{str(self.dtype).removeprefix('torch.')}{list(self.size)}{layout}{offset}{misaligned}"
 
 
 @dataclass(frozen=True, slots=True)

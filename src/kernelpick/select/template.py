@@ -31,7 +31,7 @@ from kernelpick.bench.device import DeviceInfo, Requirements
 from kernelpick.codegen import CodeBuffer
 from kernelpick.errors import TemplateError
 from kernelpick.select.render import Epilogue, PartialRender
-from kernelpick.select.signature import TensorSpec
+from kernelpick.tensors import TensorSpec
 from kernelpick.tune.config import Config
 
 OUTPUT = "OUT"
@@ -142,6 +142,17 @@ class TritonTemplate:
         self.grid_rule = grid
         self.requires = requires
         self.source_hash = hashlib.sha256(source.encode()).hexdigest()[:20]
+
+    def __getstate__(self) -> dict[str, Any]:
+        # The compiled Jinja2 template does not survive pickling (a worker gets templates by value):
+        # it is compiled again from the source.
+        state = dict(self.__dict__)
+        del state["_jinja"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._jinja = _ENV.from_string(self.source)
 
     def output_spec(self, inputs: Mapping[str, TensorSpec], device: torch.device) -> TensorSpec:
         """The output of a call on `inputs`: a new row-major tensor."""

@@ -11,16 +11,17 @@ from typing import Any
 
 import torch
 
+from kernelpick.bench.inputs import ExampleInputs
 from kernelpick.codegen import CodeBuffer
 from kernelpick.compile.launch import launcher
 from kernelpick.compile.precompile import CompileOutcome, classify, precompile
 from kernelpick.errors import ConfigError, TemplateError
 from kernelpick.select.choice import Choice, ConfigSource, NamedChoice, configs_for, short_hash
-from kernelpick.select.inputs import ExampleInputs
 from kernelpick.select.modules import load_module, write_module
 from kernelpick.select.render import Epilogue
-from kernelpick.select.signature import Signature, TensorSpec
+from kernelpick.select.signature import Signature
 from kernelpick.select.template import RenderedKernel, TritonTemplate
+from kernelpick.tensors import TensorSpec
 from kernelpick.tune.config import Config
 
 EpilogueSource = Epilogue | Callable[[Signature], Epilogue | None] | None

@@ -8,6 +8,7 @@ from typing import Any
 from triton.runtime.jit import JITFunction
 
 from kernelpick import settings
+from kernelpick.bench.inputs import ExampleInputs
 from kernelpick.compile.interpreted import compilable
 from kernelpick.compile.launch import launcher
 from kernelpick.compile.precompile import CompileOutcome, classify, precompile
@@ -22,7 +23,6 @@ from kernelpick.select.choice import (
     qualified_name,
     short_hash,
 )
-from kernelpick.select.inputs import ExampleInputs
 from kernelpick.select.modules import keep_kernel_source
 from kernelpick.select.signature import Signature
 from kernelpick.tune.config import Config

@@ -8,13 +8,15 @@ real arguments.
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import logging
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import triton
@@ -22,19 +24,22 @@ from triton.runtime.jit import KernelInterface
 
 from kernelpick import settings
 from kernelpick.analysis import analyze
-from kernelpick.bench.benchmarker import MEASUREMENT_VERSION, benchmark, budgets_for
+from kernelpick.bench.benchmarker import MEASUREMENT_VERSION, budgets_for
 from kernelpick.bench.device import DeviceInfo, describe, device_of, warn_once_if_interpreted
-from kernelpick.bench.inputs import ScratchArguments, tensor_of
+from kernelpick.bench.inputs import KernelArguments, tensor_of
+from kernelpick.bench.measure import Candidate, Hooks, Measurement, measure
 from kernelpick.bench.pick import Pick, pick
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.timers import Timer, UserBenchTimer, timer_for
+from kernelpick.bench.verify import tf32_allowed
 from kernelpick.compile.interpreted import compilable
 from kernelpick.compile.launch import runner
-from kernelpick.compile.precompile import patience, precompile
+from kernelpick.compile.portable import KernelLaunch
+from kernelpick.compile.precompile import CompileOutcome, patience, precompile
 from kernelpick.compile.unwrap import innermost
 from kernelpick.errors import (
     ConfigError,
-    KernelpickError,
+    IsolationError,
     TuningRequired,
     failure_exception,
     no_valid_configs,
@@ -45,17 +50,23 @@ from kernelpick.select.modules import keep_kernel_source
 from kernelpick.store import ResultStore, StoredResult, TuningKey, default_store
 from kernelpick.store.deploy import TableHit, tabled_winner, tuning_required
 from kernelpick.tune.config import Config, default_config
-from kernelpick.tune.config_run import ConfigRun
 from kernelpick.tune.dispatch import MISSES, Dispatcher, describe_key, specialized_arguments
-from kernelpick.tune.isolated import benchmark_in_workers, measure_in_worker
 from kernelpick.tune.prune import Pruner
 from kernelpick.tune.record import TuningRecord, failure_report
 from kernelpick.tune.search.registry import default_strategy_name, strategy_class
 from kernelpick.tune.search.run import SearchTrace
 from kernelpick.tune.searching import search
 from kernelpick.tune.space import Space
-from kernelpick.workers import IsolationError
+from kernelpick.workers import values
 from kernelpick.workers.plan import isolation_wanted, start_early
+from kernelpick.workers.request import (
+    Problem,
+    feed_for,
+    grids_by_config,
+    measure_in_workers,
+    payload_folder,
+    start_workers_for,
+)
 
 log = logging.getLogger("kernelpick.tune")
 
@@ -125,7 +136,6 @@ def autotune(
     del cache_results
 
     def decorator(fn: Any) -> Autotuner:
-        defined_in = sys._getframe(1).f_globals.get("__name__")  # where a worker looks for it
         timer: Timer | None = None
         if do_bench is not None:
             timer = UserBenchTimer(do_bench)
@@ -154,7 +164,6 @@ def autotune(
             default=default,
             search=search,
         )
-        tuner.defined_in = defined_in
         return tuner
 
     return decorator
@@ -227,8 +236,8 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
         self.workers = workers
         self.store = store
         self.isolate = isolate
-        #: The module that made this tuned kernel: where a worker process looks for it by name.
-        self.defined_in: str | None = getattr(self.base_fn, "__module__", None)
+        #: Why this kernel was last timed in this process although isolation was wanted (None: it was not).
+        self.timed_here: str | None = None
         self.warmup_ms, self.rep_ms = warmup_ms, rep_ms
         tuned = {name for config in self.configs for name in config.kwargs}
         given = {p.name for p in self.base_fn.params if p.is_constexpr} - tuned
@@ -501,7 +510,7 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
         tensors = [n for n, v in named.items() if tensor_of(v) is not None]  # tensor descriptors too
         try:
             access = analyze(self, *args, **kwargs)
-        except KernelpickError as error:  # the launch itself will say what is wrong
+        except Exception as error:  # copies of every tensor are safe; the launch says what is wrong
             log.debug("no access analysis for %s: %s", self.name, error)
             access = None
         if access is None or not access.certain:
@@ -522,18 +531,41 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
         grid: Any,
         device: DeviceInfo,
         phases: dict[str, float],
-        budgets: Mapping[str, Any] | None = None,
     ) -> dict[Config, BenchmarkResult]:
-        """Compile and time `configs`, in workers when isolation is wanted.
-
-        `budgets` replaces the keyword arguments of `benchmark()` the settings give (a worker times
-        one round of a measurement spread over several).
-        """
+        """Compile and time `configs`: in worker processes when isolation is wanted, unless something
+        of this kernel must run in this process (the user's hooks, the user's do_bench), else here."""
         if isolation_wanted(device, self.isolate):
-            try:
-                return benchmark_in_workers(self, configs, args, kwargs, named, grid, device, phases)
-            except IsolationError as error:
-                log.warning("%s: benchmarking in this process, not in workers: %s", self.name, error)
+            reason = self._runs_here()
+            if reason is None:
+                try:
+                    return self._benchmark_in_workers(configs, args, kwargs, named, grid, device, phases)
+                except IsolationError as error:
+                    reason = str(error)
+                    log.warning("%s: benchmarking in this process, not in workers: %s", self.name, reason)
+            else:
+                log.info("%s: benchmarking in this process, not in workers: %s", self.name, reason)
+            phases["timed_here"] = 1.0
+            self.timed_here = reason
+        return self._benchmark_here(configs, args, kwargs, grid, device, phases)
+
+    def _runs_here(self) -> str | None:
+        """Why this kernel is timed in the caller's process even when isolated (None: it need not be)."""
+        if self.timer is not None:
+            return "its do_bench times in your process, as Triton's does"
+        if self.pre_hook is not None or self.post_hook is not None or any(c.pre_hook for c in self.configs):
+            return "its hooks are your code, which runs in your process, as Triton runs it"
+        return None
+
+    def _benchmark_here(
+        self,
+        configs: list[Config],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        grid: Any,
+        device: DeviceInfo,
+        phases: dict[str, float],
+    ) -> dict[Config, BenchmarkResult]:
+        """Compile `configs` (the access analysis meanwhile) and time them in this process."""
         accesses: list[tuple[list[str], list[str] | None]] = []
 
         def analyze_meanwhile() -> None:  # runs while the compilers work
@@ -547,48 +579,151 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
             # Compiling needs only the arguments' types, and a warm-up call launches nothing: the
             # real arguments serve, and the copies are made once the analysis says which.
             started = time.perf_counter()
-            outcomes = self._compile(configs, args, kwargs, grid, device, phases, analyze_meanwhile)
+            outcomes = list(self._compile(configs, args, kwargs, grid, device, phases, analyze_meanwhile))
             phases["compile"] = time.perf_counter() - started
             started = time.perf_counter()
             written, read = accesses[0]
-            scratch = ScratchArguments(named, written, zeroed=self.reset_to_zero, read=read)
-            bench_args = tuple(scratch.arguments[n] for n in self.arg_names[: len(args)])
-            bench_kwargs = {k: scratch.arguments.get(k, v) for k, v in kwargs.items()}
+            example = KernelArguments(self.arg_names, args, kwargs, written, self.reset_to_zero, read)
             phases["copy_inputs"] = time.perf_counter() - started
             started = time.perf_counter()
             progress.advance(len(configs), f"benchmarking {self.name}")
-            runs = []
+            candidates = []
             for config, outcome in zip(configs, outcomes):
-                config_run = ConfigRun(
-                    config, run, bench_args, bench_kwargs, grid, scratch, self.pre_hook, self.post_hook
-                )
+                hooks = self._hooks(config, example.named)
                 if outcome.ok:
-                    runs.append(config_run)
-                else:
-                    results[config] = BenchmarkResult.failed(outcome.status, outcome.message, outcome.seconds)
-                    config_run.failed_before_running(failure_exception(outcome.status, outcome.message))
-            if budgets is None:
-                budgets = budgets_for(device)
-                if isinstance(self.timer, UserBenchTimer):  # the user's do_bench times each config once
-                    budgets = {"screening": budgets["screening"]}
+                    launch = functools.partial(run, grid=grid, warmup=False, **config.all_kwargs())
+                    candidates.append(Candidate(str(config), config.digest, launch, hooks))
+                    continue
+                results[config] = BenchmarkResult.failed(outcome.status, outcome.message, outcome.seconds)
+                if hooks is not None:
+                    hooks.failed_before_running(failure_exception(outcome.status, outcome.message))
             with settings.override(**self.budget_overrides()):
-                measured = benchmark(
-                    runs,
+                measured = measure(
+                    candidates,
+                    Measurement(example, device, restore_always=True),
                     self.timer or timer_for(device),
+                    self._budgets(device),
+                    keep=None if self.default is None else self.default.digest,
+                    warm_up_ms=self._warm_up_ms(),
                     on_done=progress.advance,
-                    reference=next((i for i, run in enumerate(runs) if run.config == self.default), None),
-                    **budgets,
                 )
-            compile_s = {config: outcome.seconds for config, outcome in zip(configs, outcomes)}
-            results.update(
-                {r.config: replace(m, compile_s=compile_s[r.config]) for r, m in zip(runs, measured)}
-            )
             phases["benchmark"] = time.perf_counter() - started
-        return {c: results[c] for c in configs}
+        return _with_compile_seconds(configs, outcomes, measured, results)
 
-    def measure_in_worker(self, request: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-        """Benchmark configs for a caller in another process (see `kernelpick.tune.isolated`)."""
-        return measure_in_worker(self, request)
+    def _hooks(self, config: Config, named: Mapping[str, Any]) -> Hooks | None:
+        """The user's hooks around each run of `config` (a config's pre_hook first, as in Triton)."""
+        before = tuple(hook for hook in (config.pre_hook, self.pre_hook) if hook is not None)
+        if not before and self.post_hook is None:
+            return None
+        return Hooks(before, self.post_hook, {**named, **config.all_kwargs()})
+
+    def _budgets(self, device: DeviceInfo) -> dict[str, Any]:
+        """The rounds of timing: the settings', or one round for the user's do_bench, which times each
+        config once, as Triton's does."""
+        budgets = budgets_for(device)
+        return {"screening": budgets["screening"]} if self.timer is not None else budgets
+
+    def _warm_up_ms(self) -> float:
+        """How long the GPU runs the configs in turn before timing (none under the user's do_bench)."""
+        return 0.0 if self.timer is not None else settings.current().select_warmup_ms
+
+    def _benchmark_in_workers(
+        self,
+        configs: list[Config],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        named: dict[str, Any],
+        grid: Any,
+        device: DeviceInfo,
+        phases: dict[str, float],
+    ) -> dict[Config, BenchmarkResult]:
+        """Compile here, in forked compilers, and time in the workers, each config as soon as it compiled.
+
+        The kernel crosses by value, once, and each config as its meta-parameters and grid
+        (`kernelpick.compile.portable`): the workers load what the compilers left in Triton's
+        cache. The access analysis runs here while the compilers run.
+
+        Raises:
+            IsolationError: the kernel or its arguments cannot go to a worker, or no worker starts
+                (then it is timed in this process).
+        """
+        current = settings.current()
+        start_workers_for(device)  # the workers start while the configs compile
+        grids = grids_by_config(grid, named, configs)
+        kernel = values.encode(self.fn)  # once: the configs go without it
+        payloads = {
+            c.digest: values.encode(KernelLaunch(str(c), dict(c.all_kwargs()), grids[c.digest]))
+            for c in configs
+        }
+
+        results: dict[Config, BenchmarkResult] = {}
+        outcomes: list[CompileOutcome] = []
+        with (
+            payload_folder() as payload,
+            TuningProgress(f"compiling {self.name}", total=2 * len(configs)) as progress,
+        ):
+            feed = feed_for(device)
+
+            def compiled(index: int) -> None:  # a worker can load it from Triton's cache now
+                feed.put(configs[index].digest)
+                progress.advance()
+
+            def compile_all() -> None:
+                started = time.perf_counter()
+                try:
+                    outcomes.extend(
+                        precompile(
+                            self.fn,
+                            args,
+                            kwargs,
+                            configs,
+                            grid=grid,
+                            interpreter=device.interpreter,
+                            workers=self.workers or settings.compile_workers(),
+                            mode="process",
+                            timings=phases,
+                            timeout_s=current.compile_timeout_s,
+                            on_compiled=compiled,
+                        )
+                    )
+                finally:
+                    phases["compile"] = time.perf_counter() - started
+                    feed.close()
+
+            started = time.perf_counter()
+            with ThreadPoolExecutor(1, thread_name_prefix="kernelpick-compile") as compiler:
+                compiling = compiler.submit(contextvars.copy_context().run, compile_all)
+                try:
+                    analyzed = time.perf_counter()
+                    written, read = self.accesses(args, kwargs)
+                    phases["analysis"] = time.perf_counter() - analyzed
+                    problem = Problem.describe(
+                        device,
+                        args,
+                        kwargs,
+                        Path(payload),
+                        example="kernel",
+                        names=tuple(self.arg_names),
+                        written=tuple(written),
+                        read=None if read is None else tuple(read),
+                        zeroed=tuple(self.reset_to_zero),
+                        keep=None if self.default is None else self.default.digest,
+                        warm_up_ms=self._warm_up_ms(),
+                        tf32=tf32_allowed(),
+                        kernel=kernel,
+                    )
+                    with settings.override(**self.budget_overrides()):
+                        measured = measure_in_workers(
+                            problem, payloads, feed, device, on_done=progress.advance
+                        )
+                finally:
+                    compiling.result()  # the compilers' own failure, if any, comes first
+            phases["benchmark"] = time.perf_counter() - started
+            for config, outcome in zip(configs, outcomes):
+                if not outcome.ok:
+                    results[config] = BenchmarkResult.failed(outcome.status, outcome.message, outcome.seconds)
+                    progress.advance(2)
+        return _with_compile_seconds(configs, outcomes, measured, results)
 
     def budget_overrides(self) -> dict[str, Any]:
         """The settings this kernel's `warmup=` and `rep=` override."""
@@ -631,6 +766,21 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
                 duration=None if record.from_store else record.seconds,
                 cache_hit=record.from_store,
             )
+
+
+def _with_compile_seconds(
+    configs: Sequence[Config],
+    outcomes: Sequence[CompileOutcome],
+    measured: Mapping[str, BenchmarkResult],
+    failed: Mapping[Config, BenchmarkResult],
+) -> dict[Config, BenchmarkResult]:
+    """Every config's result, in order: those measured (by digest), each with its compile seconds,
+    and those that failed before they could be."""
+    results = dict(failed)
+    for config, outcome in zip(configs, outcomes):
+        if config.digest in measured:
+            results[config] = replace(measured[config.digest], compile_s=outcome.seconds)
+    return {c: results[c] for c in configs}
 
 
 class _TunedCache(dict[tuple[Any, ...], Any]):

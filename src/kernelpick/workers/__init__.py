@@ -1,17 +1,10 @@
-"""Isolated benchmarking: worker processes that a crashing, hanging or poisoning candidate cannot take down."""
+"""THE process boundary: worker processes that a crashing, hanging or poisoning candidate cannot take
+down, the one request they serve (`kernelpick.workers.request`), and their pools, one worker per GPU."""
 
 from __future__ import annotations
 
+from kernelpick.errors import IsolationError
 from kernelpick.workers.plan import start_workers
 from kernelpick.workers.pool import WorkerPool, pool_for
-from kernelpick.workers.references import IsolationError, Reference, reference_to, resolve
 
-__all__ = [
-    "IsolationError",
-    "Reference",
-    "WorkerPool",
-    "pool_for",
-    "reference_to",
-    "resolve",
-    "start_workers",
-]
+__all__ = ["IsolationError", "WorkerPool", "pool_for", "start_workers"]

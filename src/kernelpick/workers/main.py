@@ -1,9 +1,10 @@
 """The worker process: `python -m kernelpick.workers.main FD` reads requests on stdin, answers on FD.
 
-Each request names its target (an autotuned kernel, a selector) by reference, describes the problem
-as plain data, and lists candidates; the answer holds one result per candidate. After a candidate
-left the CUDA context broken (an illegal address, a launch failure), the worker says so and exits,
-so that its pool starts a fresh one.
+Each request (`kernelpick.workers.request`) describes a problem as plain data and carries the
+candidates to measure on it; the answer holds one result per candidate. Nothing in a request names
+the user's module: a worker imports only libraries. After a candidate left the CUDA context broken
+(an illegal address, a launch failure), the worker says so and exits, so that its pool starts a
+fresh one.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ def serve(messages: IO[str]) -> int:
 
     from kernelpick import settings
     from kernelpick.workers import plan
-    from kernelpick.workers.references import Reference, resolve
+    from kernelpick.workers.request import answer
 
     plan.inside_worker = True
     name = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
@@ -46,9 +47,8 @@ def serve(messages: IO[str]) -> int:
         request = json.loads(line)
         failure = None
         try:
-            target = resolve(Reference.from_data(request["target"]))
             with settings.override(**request.get("settings", {})):
-                results = target.measure_in_worker(request)
+                results = answer(request)
         except Exception as error:
             failure, results = error, {}
         broken = _cuda_error(torch)
@@ -69,10 +69,10 @@ def serve(messages: IO[str]) -> int:
                     "timing": None,
                     "message": f"it left the CUDA context broken ({broken}); the worker was restarted",
                 }
-        answer = {"id": request.get("id"), "results": results}
+        reply = {"id": request.get("id"), "results": results}
         if broken is not None:
-            answer["exiting"] = True  # its pool must not send it anything more
-        _send(messages, answer)
+            reply["exiting"] = True  # its pool must not send it anything more
+        _send(messages, reply)
         if broken is not None:
             return 3  # a broken context cannot run anything again
     return 0

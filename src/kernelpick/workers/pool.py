@@ -31,8 +31,8 @@ from typing import Any
 from kernelpick.bench.benchmarker import finalists, on_one_scale
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.stats import TimingSummary
+from kernelpick.errors import IsolationError
 from kernelpick.workers.process import WorkerProcess, describe_exit
-from kernelpick.workers.references import IsolationError
 
 log = logging.getLogger("kernelpick.workers")
 
@@ -58,6 +58,7 @@ class WorkerPool:
         self._requests = itertools.count()
         self._start_lock = threading.Lock()
         self._starting: Future[None] | None = None
+        self._payloads: Mapping[str, Any] | None = None
 
     def start(self) -> None:
         """Start every worker that is not running (all at once: each takes seconds to import torch).
@@ -104,6 +105,12 @@ class WorkerPool:
         worker.send({**request, "id": number})
         return _Busy(candidate, time.monotonic() + timeout_s, number)
 
+    def _carried(self, candidates: Sequence[str]) -> Any:
+        """What a request carries of `candidates`: each one's payload by id, or the ids alone."""
+        if self._payloads is None:
+            return list(candidates)
+        return {candidate: self._payloads[candidate] for candidate in candidates}
+
     def close(self) -> None:
         for worker in self.workers:
             worker.stop()
@@ -116,6 +123,7 @@ class WorkerPool:
         self,
         request: Mapping[str, Any],
         candidates: Sequence[str] | Feed,
+        payloads: Mapping[str, Any] | None = None,
         *,
         timeout_s: float,
         prepare_timeout_s: float | None = None,
@@ -127,9 +135,11 @@ class WorkerPool:
         """Measure each candidate in a worker; then time the closest few again together on all of them.
 
         Args:
-            request: what every worker needs to rebuild the problem (target, kind, problem, settings).
+            request: what every worker needs to rebuild the problem (problem, settings).
             candidates: the ids of the candidates to measure (config or choice digests), or a
                 `Feed` that delivers them as they become ready (no prepare step then).
+            payloads: what each request carries of each candidate it names, by id (None: the ids
+                alone, as a list).
             timeout_s: how long one candidate may take, compiling and timing included.
             prepare_timeout_s: how long the workers may compile their shares in the prepare step
                 (None: no prepare step; the caller compiled already, or each worker compiles as it goes).
@@ -144,6 +154,7 @@ class WorkerPool:
                 import the target): the caller should measure in its own process instead.
         """
         with self._lock:
+            self._payloads = payloads
             self._started()
             results: dict[str, BenchmarkResult] = {}
             if isinstance(candidates, Feed):
@@ -171,7 +182,7 @@ class WorkerPool:
         busy: dict[int, _Busy] = {}
         for worker in live:
             if shares[worker.slot]:
-                step = {**request, "candidates": shares[worker.slot], "step": "prepare"}
+                step = {**request, "candidates": self._carried(shares[worker.slot]), "step": "prepare"}
                 busy[worker.slot] = self._send(worker, step, "", timeout_s)
         failed: dict[str, BenchmarkResult] = {}
         while busy:
@@ -220,7 +231,12 @@ class WorkerPool:
                     worker.start()
                 candidate = pending.popleft()
                 fastest = min((r.cost_ms for r in results.values() if r.ok), default=None)
-                step = {**request, "candidates": [candidate], "step": "screen", "best_ms": fastest}
+                step = {
+                    **request,
+                    "candidates": self._carried([candidate]),
+                    "step": "screen",
+                    "best_ms": fastest,
+                }
                 busy[worker.slot] = self._send(worker, step, candidate, timeout_s)
             message = self._next_message(busy, feeding)
             if message is not None and message[0] == _FEED:
@@ -261,7 +277,12 @@ class WorkerPool:
             except IsolationError as error:
                 log.warning("a worker did not start again for the second round: %s", error)
                 continue
-            step = {**request, "candidates": candidates, "step": "confirm", "share": 1.0 / len(self.workers)}
+            step = {
+                **request,
+                "candidates": self._carried(candidates),
+                "step": "confirm",
+                "share": 1.0 / len(self.workers),
+            }
             busy[worker.slot] = self._send(worker, step, "", timeout_s)
         # Only workers that timed every finalist count: each finalist then runs on the same GPUs.
         complete: list[dict[str, TimingSummary]] = []

@@ -16,9 +16,8 @@ from typing import Any, TypeVar
 
 import torch
 
-from kernelpick.select.inputs import example_generator, example_tensor, laid_out
-from kernelpick.select.signature import TensorSpec
-from kernelpick.workers.references import IsolationError
+from kernelpick.errors import IsolationError
+from kernelpick.tensors import TensorSpec, example_generator, example_tensor, laid_out
 
 _PLAIN = (type(None), bool, int, float, str)
 _files = itertools.count()

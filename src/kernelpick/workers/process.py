@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kernelpick import settings
-from kernelpick.workers.references import IsolationError
+from kernelpick.errors import IsolationError
 
 log = logging.getLogger("kernelpick.workers")
 

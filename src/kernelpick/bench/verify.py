@@ -8,14 +8,10 @@ the size of the terms, not of the result. NaN never passes.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
-
-if TYPE_CHECKING:
-    from kernelpick.select.inputs import ExampleInputs
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,17 +150,3 @@ def _compare_tensors(
         f"{where} differs from the reference in {count} of {want.numel()} values beyond {tolerance}: "
         f"worst got {float(got[worst]):.6g}, expected {float(want[worst]):.6g} (rms {scale:.3g})"
     )
-
-
-@dataclass(frozen=True, slots=True)
-class Checking:
-    """What checking a choice's output takes: example inputs and the reference's output on them.
-
-    `reference` is (name, callable) of the reference choice, None when not verifying; `error`
-    says why the reference itself failed on these inputs (then nothing can be verified).
-    """
-
-    example: ExampleInputs
-    reference: tuple[str, Callable[..., Any]] | None
-    expected: Any
-    error: str | None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kernelpick.select.verify import TF32_TOLERANCE, Tolerance, compare, tolerance_for
+from kernelpick.bench.verify import TF32_TOLERANCE, Tolerance, compare, tolerance_for
 
 
 def matmul_pair(dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:

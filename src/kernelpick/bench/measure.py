@@ -1,0 +1,265 @@
+"""Measuring candidates on one problem: a first run each, checked, then the timing of those that worked.
+
+This is the one routine behind every measurement, in the caller's process and in a worker alike:
+the autotuner's configs and a selector's choices are candidates of the same kind. A candidate is a
+callable of the problem's example arguments; the measurement says how the example is restored
+between runs, what outputs are checked against, and how long the GPU runs the candidates in turn
+before any is timed (after compiling it has idled and may have clocked down: whichever candidate
+were timed first would be timed on idle clocks and could lose for it).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from kernelpick.bench.benchmarker import benchmark, classify_run_error
+from kernelpick.bench.device import DeviceInfo
+from kernelpick.bench.result import BenchmarkResult
+from kernelpick.bench.timers import Timer
+from kernelpick.bench.verify import Tolerance, compare
+
+
+class Example(Protocol):
+    """The arguments candidates run on, restorable to their first values."""
+
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+
+    def restore(self) -> None:
+        """Give every argument a run may have written its first values again."""
+        ...
+
+    def changed(self) -> bool:
+        """Whether a run wrote any argument (so later runs must restore them first)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Hooks:
+    """The user's Python around each run of a tuned kernel (Triton's hooks): each `before` is called
+    with the arguments by name before a run, `after(named, exception=...)` after it, told of a
+    failure. They run where the user's program runs: a candidate with hooks is never sent to a worker."""
+
+    before: tuple[Callable[[dict[str, Any]], object], ...] = ()
+    after: Callable[..., object] | None = None
+    named: Mapping[str, Any] = field(default_factory=dict)  # what the hooks are given
+
+    def failed_before_running(self, error: BaseException) -> None:
+        """Tell the hooks about a failure found before any run (a compile error): the `before`
+        hooks, then `after` with the failure, as Triton pairs them."""
+        named = dict(self.named)
+        for hook in self.before:
+            hook(named)
+        if self.after is not None:
+            self.after(named, exception=error)
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """One thing to measure: its name, its digest (what results are kept by) and `call(*args,
+    **kwargs)`, which runs it on the example's arguments and returns its output."""
+
+    name: str
+    digest: str
+    call: Callable[..., Any]
+    hooks: Hooks | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Checking:
+    """What outputs are checked against: the reference's name and callable, and the tolerance
+    (None: by output dtype; TF32 allowed or not for float32 products)."""
+
+    reference: tuple[str, Callable[..., Any]]
+    tolerance: Tolerance | None = None
+    tf32: bool = False
+
+
+class Measurement:
+    """One problem to measure candidates on: the example, the device, and what outputs are checked
+    against. The reference runs once per measurement, however many candidates are measured.
+
+    Args:
+        example: the arguments every candidate runs on.
+        device: where they run.
+        checking: what outputs are checked against (None: not checked).
+        restore_always: restore the example before every run (a tuned kernel's scratch copies,
+            which restore only what a run may write and read); else only before the runs of a
+            candidate whose first run was seen writing its inputs.
+    """
+
+    def __init__(
+        self,
+        example: Example,
+        device: DeviceInfo,
+        checking: Checking | None = None,
+        *,
+        restore_always: bool = False,
+    ) -> None:
+        self.example = example
+        self.device = device
+        self.checking = checking
+        self.restore_always = restore_always
+        self._expected: tuple[Any, str | None] | None = None
+        self.warmed = False
+
+    def expected(self) -> tuple[Any, str | None]:
+        """The reference's output on the example, or why the reference failed (computed once)."""
+        if self._expected is None:
+            assert self.checking is not None
+            name, reference = self.checking.reference
+            try:
+                self.example.restore()
+                output = reference(*self.example.args, **self.example.kwargs)
+                synchronize(self.device)
+                self._expected = (output, None)
+            except Exception as error:
+                message = f"the reference `{name}` failed on these inputs: {classify_run_error(error)[1]}"
+                self._expected = (None, message)
+        return self._expected
+
+    def first_run(self, candidate: Candidate) -> BenchmarkResult | Run:
+        """Run `candidate` once and check its output: its failure, or its timed run to come."""
+        example = self.example
+        checking = self.checking
+        checked = checking is not None and checking.reference[0] != candidate.name
+        if checked:
+            # First: an output may be an input written in place, which restoring the inputs for the
+            # reference's run would overwrite.
+            expected, reference_error = self.expected()
+        try:
+            example.restore()
+            output = candidate.call(*example.args, **example.kwargs)
+            synchronize(self.device)
+        except Exception as error:
+            return BenchmarkResult.failed(*classify_run_error(error))
+        writes_inputs = example.changed()
+        if checked:
+            assert checking is not None
+            if reference_error is not None:
+                return BenchmarkResult.failed("wrong_result", f"not verified: {reference_error}")
+            tf32 = self.device.type == "cuda" and checking.tf32
+            reason = compare(output, expected, tolerance=checking.tolerance, tf32=tf32)
+            if reason is not None:
+                return BenchmarkResult.failed("wrong_result", reason)
+        return Run(candidate, example, restore=writes_inputs)
+
+
+class Run:
+    """One candidate as a `Benchmarkable`: restore the example (when it must) and call the hooks
+    outside the timing, run the candidate inside it."""
+
+    def __init__(self, candidate: Candidate, example: Example, *, restore: bool) -> None:
+        self.name = candidate.name
+        self.digest = candidate.digest
+        self._call = candidate.call
+        self._example = example
+        self._restore = restore
+        hooks = candidate.hooks
+        self._before = hooks.before if hooks is not None else ()
+        self._after = hooks.after if hooks is not None else None
+        self._named = dict(hooks.named) if hooks is not None else {}
+        #: Hooks are the user's Python, to be called at every run: never replayed from a CUDA graph.
+        self.capturable = hooks is None
+
+    def setup(self) -> None:
+        if self._restore:
+            self._example.restore()
+        for hook in self._before:
+            hook(self._named)
+
+    def run(self) -> None:
+        if self._after is None:
+            self._call(*self._example.args, **self._example.kwargs)
+            return
+        try:
+            self._call(*self._example.args, **self._example.kwargs)
+        except BaseException as error:  # as Triton: the post_hook is told, then the failure goes on
+            self._after(self._named, exception=error)
+            raise
+
+    def teardown(self) -> None:
+        if self._after is not None:
+            self._after(self._named, exception=None)
+
+
+def measure(
+    candidates: Sequence[Candidate],
+    measurement: Measurement,
+    timer: Timer,
+    budgets: Mapping[str, Any],
+    *,
+    keep: str | None = None,
+    warm_up_ms: float = 0.0,
+    on_done: Callable[[], object] | None = None,
+) -> dict[str, BenchmarkResult]:
+    """Run each candidate once (checked against the reference, when there is one), then time those
+    that worked (`kernelpick.bench.benchmarker.benchmark`).
+
+    Args:
+        candidates: what to measure.
+        measurement: the problem they run on.
+        timer: how to time.
+        budgets: the keyword arguments of `benchmark()` (rounds, cutoff, host time).
+        keep: the digest of the candidate kept unless clearly beaten (`kernelpick.bench.pick`).
+        warm_up_ms: on a GPU, run the candidates in turn this long (each at least once) before any
+            is timed, once per measurement.
+        on_done: called once per candidate, as each is done with (for progress bars).
+
+    Returns:
+        Each candidate's result, by digest, in the candidates' order.
+    """
+    results: dict[str, BenchmarkResult] = {}
+    runs: list[Run] = []
+    first_runs = measurement.checking is not None or not measurement.restore_always
+    for candidate in candidates:
+        found = (
+            measurement.first_run(candidate)
+            if first_runs
+            else Run(candidate, measurement.example, restore=True)
+        )
+        if isinstance(found, Run):
+            runs.append(found)
+        else:
+            results[candidate.digest] = found
+            if on_done is not None:
+                on_done()
+    if runs and warm_up_ms > 0 and not measurement.device.interpreter and not measurement.warmed:
+        warm_up(runs, measurement.device, warm_up_ms)
+        measurement.warmed = True
+    kept = next((i for i, run in enumerate(runs) if run.digest == keep), None)
+    timed = benchmark(runs, timer, on_done=on_done, reference=kept, **budgets)
+    results.update({run.digest: result for run, result in zip(runs, timed)})
+    return {c.digest: results[c.digest] for c in candidates}
+
+
+def warm_up(runs: Sequence[Run], device: DeviceInfo, milliseconds: float) -> None:
+    """Run the candidates in turn for `milliseconds` (each at least once) before any is timed.
+
+    Candidates with the user's hooks are left out (their hooks would run more often than Triton
+    runs them), and so is one that fails here: its timing records the failure.
+    """
+    deadline = time.perf_counter() + milliseconds / 1e3
+    warming = [run for run in runs if run.capturable]
+    while warming:
+        for run in list(warming):
+            try:
+                run.setup()
+                run.run()
+                run.teardown()
+            except Exception:
+                warming.remove(run)
+        synchronize(device)
+        if time.perf_counter() >= deadline:
+            return
+
+
+def synchronize(device: DeviceInfo) -> None:
+    """Wait for `device` to finish what was queued (nothing to wait for on a CPU)."""
+    if device.type == "cuda":
+        import torch
+
+        torch.cuda.synchronize(device.index)

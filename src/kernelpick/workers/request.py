@@ -1,0 +1,293 @@
+"""The one request a worker serves: a problem as plain data, and the candidates to measure on it.
+
+A `Problem` says what every candidate runs on: the arguments' metadata (tensors are re-created in
+the worker, random floats from a fixed seed and the real values of integer tensors), how the example
+is kept between runs, and what outputs are checked against. Each candidate comes as a `Portable`:
+an object serialized by `kernelpick.workers.values` (the user's code in it by value) that says how to
+compile it in the worker, if there is anything to compile, and gives the callable that is timed.
+Nothing in a request names the user's module, so a worker never imports it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+import torch
+
+from kernelpick import settings
+from kernelpick.bench.benchmarker import budgets_for
+from kernelpick.bench.device import DeviceInfo, describe
+from kernelpick.bench.inputs import ExampleInputs, KernelArguments
+from kernelpick.bench.measure import Candidate, Checking, Measurement, measure
+from kernelpick.bench.result import BenchmarkResult
+from kernelpick.bench.timers import timer_for
+from kernelpick.bench.verify import Tolerance
+from kernelpick.compile.precompile import CompileOutcome, classify
+from kernelpick.errors import IsolationError
+from kernelpick.tensors import example_generator
+from kernelpick.workers import values
+from kernelpick.workers.plan import step_budgets, worker_devices, worker_settings
+from kernelpick.workers.pool import Feed, pool_for
+from kernelpick.workers.problems import describe_value, rebuild_value
+
+#: How the example arguments are made and kept between runs: `inputs` (a selection's example
+#: inputs: new values with the real inputs' metadata, or `input_gen`'s, restored for candidates that
+#: write them) or `kernel` (a tuned kernel's arguments, with scratch copies of what it may write,
+#: restored before every run).
+ExampleKind = Literal["inputs", "kernel"]
+Step = Literal["prepare", "screen", "confirm"]
+
+
+class Portable(Protocol):
+    """A candidate as a worker receives it."""
+
+    name: str
+
+    def prepare(self, example: Any, device: DeviceInfo) -> CompileOutcome | None:
+        """Compile it for these example arguments (None: nothing to compile here)."""
+        ...
+
+    def callable(self) -> Callable[..., Any]:
+        """The function timed: `f(*args, **kwargs)` on the example's arguments, returning the output."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """What every candidate of one measurement runs on, as plain data (JSON).
+
+    `reference` and `input_gen` are `values.encode`d callables; `written`, `read` and `zeroed` name
+    the arguments of a tuned kernel that it may write, that it may read (None: all) and that are zeroed
+    before each run (`reset_to_zero`).
+    """
+
+    device: str
+    inputs: tuple[Any, ...]
+    keywords: Mapping[str, Any]
+    example: ExampleKind = "inputs"
+    kernel: str | None = None  # a tuned kernel, encoded: its configs come as `KernelLaunch`es without it
+    names: tuple[str, ...] = ()  # a kernel's positional argument names, for `written` and the others
+    written: tuple[str, ...] = ()
+    read: tuple[str, ...] | None = None
+    zeroed: tuple[str, ...] = ()
+    input_gen: str | None = None
+    reference: str | None = None
+    reference_name: str = ""
+    tolerance: tuple[float, float] | None = None
+    tf32: bool = False
+    keep: str | None = None  # the candidate kept unless clearly beaten (`kernelpick.bench.pick`)
+    per_call: bool = False  # time each candidate's host time per call too
+    warm_up_ms: float = 0.0
+    payload_dir: str = field(default="", compare=False)  # where integer tensors' values were written
+
+    @classmethod
+    def describe(
+        cls,
+        device: DeviceInfo,
+        args: tuple[Any, ...],
+        kwargs: Mapping[str, Any],
+        payload_dir: Path,
+        **details: Any,
+    ) -> Problem:
+        """The problem of these arguments on `device` (`details`: the other fields).
+
+        Raises:
+            IsolationError: an argument cannot be described as data (an arbitrary object).
+        """
+        return cls(
+            device=device.type,
+            inputs=tuple(describe_value(v, payload_dir) for v in args),
+            keywords={name: describe_value(v, payload_dir) for name, v in kwargs.items()},
+            payload_dir=str(payload_dir),
+            **details,
+        )
+
+    def to_data(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any]) -> Problem:
+        fields = dict(data)
+        for name in ("inputs", "names", "written", "zeroed"):
+            fields[name] = tuple(fields.get(name) or ())
+        for name in ("read", "tolerance"):
+            if fields.get(name) is not None:
+                fields[name] = tuple(fields[name])
+        return cls(**fields)
+
+    @property
+    def key(self) -> str:
+        """What tells this problem from another (a worker keeps one problem's state between requests)."""
+        data = self.to_data()
+        data.pop("payload_dir")
+        return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
+
+
+class _WorkerProblem:
+    """A problem re-created in a worker: its example arguments, its measurement, and the candidates
+    decoded so far (by digest)."""
+
+    def __init__(self, problem: Problem) -> None:
+        device = torch.device(problem.device)
+        self.problem = problem
+        self.device = describe(device)
+        generator = example_generator(device)
+        args = tuple(rebuild_value(v, device, generator) for v in problem.inputs)
+        kwargs = {name: rebuild_value(v, device, generator) for name, v in problem.keywords.items()}
+        checking = None
+        if problem.reference is not None:
+            reference = values.decode(problem.reference)
+            call = reference.callable() if hasattr(reference, "prepare") else reference
+            tolerance = None if problem.tolerance is None else Tolerance(*problem.tolerance)
+            checking = Checking((problem.reference_name, call), tolerance, problem.tf32)
+        example: ExampleInputs | KernelArguments
+        if problem.example == "kernel":
+            example = KernelArguments(
+                problem.names, args, kwargs, problem.written, problem.zeroed, problem.read
+            )
+        else:
+            input_gen = None if problem.input_gen is None else values.decode(problem.input_gen)
+            example = ExampleInputs(args, kwargs, input_gen)
+        self.example = example
+        self.measurement = Measurement(
+            example, self.device, checking, restore_always=problem.example == "kernel"
+        )
+        self._kernel = None if problem.kernel is None else values.decode(problem.kernel)
+        self._portables: dict[str, Portable] = {}
+
+    def portable(self, digest: str, payload: str) -> Portable:
+        found = self._portables.get(digest)
+        if found is None:
+            found = values.decode(payload)
+            if self._kernel is not None:  # a config of the problem's kernel
+                found = found.bound(self._kernel, self.device.interpreter)
+            self._portables[digest] = found
+        return found
+
+
+_current: _WorkerProblem | None = None
+
+
+def answer(request: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """A worker's side of one request: re-create the problem (once for consecutive requests of one
+    problem), then compile the candidates (the prepare step, which answers with failures only) or
+    measure them. Each result is keyed by its candidate's digest."""
+    global _current
+    problem = Problem.from_data(request["problem"])
+    if _current is None or _current.problem.key != problem.key:
+        _current = None  # the old problem's tensors go before the new ones are made
+        _current = _WorkerProblem(problem)
+    state = _current
+    torch.backends.cuda.matmul.allow_tf32 = problem.tf32  # what the caller computes with
+    portables = {digest: state.portable(digest, payload) for digest, payload in request["candidates"].items()}
+    if request.get("step") == "prepare":
+        failed = {}
+        for digest, portable in portables.items():
+            try:
+                outcome = portable.prepare(state.example, state.device)
+            except Exception as error:  # a choice's own bug is that choice's failure
+                outcome = CompileOutcome(*classify(error))
+            if outcome is not None and not outcome.ok:
+                failed[digest] = BenchmarkResult.failed(outcome.status, outcome.message).to_dict()
+        return failed
+    candidates = []
+    failures: dict[str, BenchmarkResult] = {}
+    for digest, portable in portables.items():
+        try:  # compiled already in the prepare step, if there was one: then a cache hit
+            outcome = portable.prepare(state.example, state.device)
+            if outcome is not None and not outcome.ok:
+                failures[digest] = BenchmarkResult.failed(outcome.status, outcome.message)
+                continue
+            candidates.append(Candidate(portable.name, digest, portable.callable()))
+        except Exception as error:  # a choice's own bug, or a rendered kernel that no longer loads
+            failures[digest] = BenchmarkResult.failed(*classify(error))
+    budgets = step_budgets(request, budgets_for(state.device, per_call=problem.per_call))
+    results = measure(
+        candidates,
+        state.measurement,
+        timer_for(state.device),
+        budgets,
+        keep=problem.keep,
+        warm_up_ms=problem.warm_up_ms,
+    )
+    results.update(failures)
+    return {digest: result.to_dict() for digest, result in results.items()}
+
+
+def measure_in_workers(
+    problem: Problem,
+    payloads: Mapping[str, str],
+    candidates: Sequence[str] | Feed,
+    device: DeviceInfo,
+    *,
+    prepare: bool = False,
+    on_done: Callable[[], object] | None = None,
+) -> dict[str, BenchmarkResult]:
+    """The caller's side: measure `candidates` on `problem` in the workers of `device`'s GPUs, one
+    candidate at a time per worker, then the closest few again on all of them (`kernelpick.workers.pool`).
+
+    Args:
+        problem: what they run on.
+        payloads: every candidate, `values.encode`d, by digest (a fed candidate's must be in it
+            before it is fed).
+        candidates: the digests to measure, or a `Feed` of them as they become ready.
+        device: the device measured for.
+        prepare: the workers compile the candidates first, many at once (what the caller did not).
+        on_done: called after each candidate.
+
+    Raises:
+        IsolationError: the workers cannot do the work at all (they do not start, or fail on the
+            first request): the caller measures in its own process instead.
+    """
+    current = settings.current()
+    request = {"problem": problem.to_data(), "settings": worker_settings()}
+    return pool_for(worker_devices(device)).measure(
+        request,
+        candidates,
+        payloads,
+        timeout_s=current.bench_timeout_s,
+        prepare_timeout_s=current.compile_timeout_s if prepare else None,
+        confirm_top=0 if device.interpreter else current.confirm_top,
+        confirm_within=current.confirm_within,
+        on_done=on_done,
+        reference=problem.keep,
+    )
+
+
+def feed_for(device: DeviceInfo) -> Feed:
+    """A feed of candidates for a measurement in the workers of `device` (`measure_in_workers`)."""
+    return pool_for(worker_devices(device)).feed()
+
+
+def start_workers_for(device: DeviceInfo) -> None:
+    """Start the workers of `device` in the background, if they are not running (compiling meanwhile)."""
+    pool_for(worker_devices(device)).start_soon()
+
+
+def grids_by_config(
+    grid: Any, named: Mapping[str, Any], configs: Sequence[Any]
+) -> dict[str, tuple[int, ...]]:
+    """Each config's launch grid as numbers, by config digest, evaluated here: a worker gets numbers.
+
+    Raises:
+        IsolationError: the grid function failed for a config (it needs values Triton adds itself).
+    """
+    grids = {}
+    for config in configs:
+        try:
+            value = grid({**named, **config.kwargs}) if callable(grid) else grid
+        except Exception as error:
+            raise IsolationError(f"the grid could not be evaluated outside a launch: {error}") from error
+        grids[config.digest] = tuple(int(n) for n in value)
+    return grids
+
+
+def payload_folder() -> tempfile.TemporaryDirectory[str]:
+    """A private temporary folder for the values of integer tensors a problem sends (deleted after)."""
+    return tempfile.TemporaryDirectory(prefix="kernelpick-")

@@ -1,0 +1,168 @@
+"""Functions and kernels as bytes a worker can load: by value, never by importing the user's code.
+
+What crosses the process boundary is data. A library function (`torch.mm`, a kernelpick helper)
+crosses by reference: the worker imports its library. Anything of the user's (a function, a
+closure, a lambda, a `@triton.jit` kernel, defined in a script, a test, a notebook or any module
+that is not an installed library) crosses by value, serialized with cloudpickle as Ray and Dask
+serialize functions: the worker never imports the user's module, so it never runs a script's top
+level again. A Triton kernel crosses as its Python function and source lines, and is made a
+`JITFunction` again in the worker, whose launch then finds the binary the caller compiled in
+Triton's on-disk cache.
+
+Nothing serialized here is stored: it goes from a caller to its own worker through a pipe.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import linecache
+import sys
+import sysconfig
+import threading
+import types
+from collections.abc import Iterator
+from contextlib import contextmanager
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import cloudpickle
+from triton.runtime.interpreter import InterpretedFunction
+from triton.runtime.jit import JITFunction
+
+from kernelpick.errors import IsolationError
+
+#: Options of a `JITFunction`, by constructor argument, and the attribute that keeps each.
+_KERNEL_OPTIONS = {
+    "do_not_specialize": "do_not_specialize",
+    "do_not_specialize_on_alignment": "do_not_specialize_on_alignment",
+    "debug": "debug",
+    "noinline": "noinline",
+    "repr": "_repr",
+    "launch_metadata": "launch_metadata",
+}
+_lock = threading.Lock()
+
+
+@cache
+def _library_roots() -> tuple[Path, ...]:
+    paths = sysconfig.get_paths()
+    roots = {paths[name] for name in ("stdlib", "platstdlib", "purelib", "platlib") if name in paths}
+    roots.add(str(Path(__file__).resolve().parents[1]))  # kernelpick itself: every worker imports it
+    return tuple(Path(root).resolve() for root in roots)
+
+
+def is_library(module: types.ModuleType) -> bool:
+    """Whether a worker may import `module` by name: a built-in, the standard library, an installed
+    package or kernelpick. Anything else (a script, a test module, a package of the user's on the
+    path) is the user's code, which crosses by value."""
+    if module.__name__ == "__main__" or module.__name__.startswith("kernelpick_script_"):
+        return False
+    file = getattr(module, "__file__", None)
+    places = (
+        [file] if file else list(getattr(module, "__path__", None) or [])
+    )  # a namespace package: its folders
+    if not places:
+        return True  # built into the interpreter, or frozen
+    return all(
+        any(Path(place).resolve().is_relative_to(root) for root in _library_roots()) for place in places
+    )
+
+
+def _rebuild_kernel(fn: types.FunctionType, options: dict[str, Any], filename: str, lines: list[str]) -> Any:
+    """A `JITFunction` again, in the worker: its source lines are registered first, so that Triton
+    reads the same source the caller compiled (a notebook cell's, or a file edited since)."""
+    # cloudpickle names every function's file "<dynamic-code>"; Triton reads a kernel's source by it.
+    fn.__code__ = fn.__code__.replace(co_filename=filename)
+    if lines and filename not in linecache.cache:
+        linecache.cache[filename] = (sum(map(len, lines)), None, lines, filename)
+    return JITFunction(fn, **options)
+
+
+class _Pickler(cloudpickle.Pickler):  # type: ignore[misc]  # cloudpickle is untyped
+    """cloudpickle, with Triton kernels reduced to their function, options and source."""
+
+    def reducer_override(self, obj: Any) -> Any:
+        if isinstance(obj, (JITFunction, InterpretedFunction)):
+            return _kernel_reduce(obj)
+        return super().reducer_override(obj)
+
+
+def _kernel_reduce(kernel: Any) -> tuple[Any, ...]:
+    fn = kernel.fn
+    module = sys.modules.get(getattr(fn, "__module__", "") or "")
+    if module is not None and is_library(module) and getattr(module, fn.__name__, None) is kernel:
+        return getattr, (module, fn.__name__)  # a library's kernel (Triton's own helpers): by reference
+    if isinstance(kernel, InterpretedFunction):  # decorated under TRITON_INTERPRET=1: it keeps its options
+        options = dict(getattr(kernel, "kwargs", None) or {})
+    else:
+        options = {
+            name: value
+            for name, attribute in _KERNEL_OPTIONS.items()
+            if (value := getattr(kernel, attribute, None)) is not None
+        }
+    filename = fn.__code__.co_filename
+    return _rebuild_kernel, (fn, options, filename, linecache.getlines(filename))
+
+
+@contextmanager
+def _users_code_by_value(modules: set[str]) -> Iterator[None]:
+    """Within the block, cloudpickle serializes the functions and classes of the user's modules by value."""
+    registered = []
+    try:
+        for name in modules:
+            module = sys.modules.get(name)
+            if (
+                module is not None
+                and not is_library(module)
+                and name not in cloudpickle.list_registry_pickle_by_value()
+            ):
+                cloudpickle.register_pickle_by_value(module)
+                registered.append(module)
+        yield
+    finally:
+        for module in registered:
+            cloudpickle.unregister_pickle_by_value(module)
+
+
+def _user_modules() -> set[str]:
+    """The modules loaded now that hold the user's code (not libraries): what is serialized by value."""
+    return {
+        name
+        for name, module in list(sys.modules.items())
+        if isinstance(module, types.ModuleType) and name != "__main__" and not is_library(module)
+    }
+
+
+def dumps(value: Any) -> bytes:
+    """`value` as bytes a worker can `loads`, the user's code in it by value.
+
+    Raises:
+        IsolationError: it cannot be serialized (it holds a lock, an open file, a CUDA stream...);
+            the message names what could not.
+    """
+    stream = io.BytesIO()
+    with _lock, _users_code_by_value(_user_modules()):
+        try:
+            _Pickler(stream, protocol=5).dump(value)
+        except Exception as error:
+            raise IsolationError(
+                f"it cannot be sent to a worker process: {type(error).__name__}: {error}"
+            ) from error
+    return stream.getvalue()
+
+
+def loads(data: bytes) -> Any:
+    """What `dumps` serialized, in this process."""
+    return cloudpickle.loads(data)
+
+
+def encode(value: Any) -> str:
+    """`dumps(value)` as text, for a JSON message."""
+    return base64.b64encode(dumps(value)).decode("ascii")
+
+
+def decode(text: str) -> Any:
+    """The value `encode` made."""
+    return loads(base64.b64decode(text))
