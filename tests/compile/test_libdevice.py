@@ -11,9 +11,14 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+import triton
+import triton.language as tl
 import triton.language.extra.cuda.libdevice as cuda_libdevice
+from triton.language.extra import libdevice
 
+from kernelpick.compile.launch import interpret
 from kernelpick.compile.libdevice import FUNCTIONS, extern_elementwise, name_of
+from kernelpick.errors import InterpretationError
 
 SYMBOLS = set(re.findall(r'"(__nv_\w+)"', inspect.getsource(cuda_libdevice)))
 
@@ -101,6 +106,38 @@ def test_predicates_give_the_integers_libdevice_returns() -> None:
 def test_a_symbol_without_a_numpy_version_is_named(symbol: str) -> None:
     with pytest.raises(NotImplementedError, match=f"libdevice's `{symbol}` has no interpreted version"):
         extern_elementwise(symbol, [np.zeros(2, dtype=np.float32)], np.dtype(np.float32))
+
+
+@triton.jit
+def libdevice_kernel(x_ptr, pow_ptr, nan_ptr, log_ptr, exponent, BLOCK: tl.constexpr):
+    offsets = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offsets)
+    tl.store(pow_ptr + offsets, libdevice.pow(x, exponent))
+    tl.store(nan_ptr + offsets, libdevice.isnan(x))
+    tl.store(log_ptr + offsets, cuda_libdevice.log1p(x))  # the backend's module, as some kernels name it
+
+
+def test_a_kernel_gets_broadcast_scalars_and_the_result_types_of_a_gpu() -> None:
+    x = torch.tensor([1.0, 4.0, float("nan"), 9.0])
+    powered, nans, logs = torch.empty(4), torch.zeros(4, dtype=torch.int32), torch.empty(4)
+    interpret(libdevice_kernel, x, powered, nans, logs, 1.5, BLOCK=4, grid=(1,))
+    torch.testing.assert_close(powered, x.pow(1.5), equal_nan=True)
+    assert nans.tolist() == [0, 0, 1, 0]
+    torch.testing.assert_close(logs, torch.log1p(x), equal_nan=True)
+
+
+@triton.jit
+def half_tanh_kernel(x_ptr, BLOCK: tl.constexpr):
+    offsets = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offsets, libdevice.tanh(tl.load(x_ptr + offsets)))
+
+
+def test_argument_types_libdevice_lacks_fail_as_on_a_gpu() -> None:
+    # CUDA's libdevice has no fp16 tanh: the compiler refuses the kernel (a KeyError of the argument
+    # types, in Triton's `extern_elementwise`), and so does the interpreter.
+    with pytest.raises(InterpretationError, match=r"KeyError: \(triton.language.float16\)") as raised:
+        interpret(half_tanh_kernel, torch.zeros(4, dtype=torch.float16), BLOCK=4, grid=(1,))
+    assert "libdevice.tanh(" in str(raised.value)
 
 
 def test_numpy_warnings_are_not_raised_for_values_a_gpu_takes_silently() -> None:
