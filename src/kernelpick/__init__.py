@@ -12,6 +12,7 @@ from kernelpick.bench.device import Requirements
 from kernelpick.errors import (
     AnalysisError,
     ConfigError,
+    InterpretationError,
     KernelpickError,
     MutatesArgsError,
     NoValidChoices,
@@ -78,6 +79,7 @@ __all__ = [
     "Config",
     "ConfigError",
     "Epilogue",
+    "InterpretationError",
     "KernelAccess",
     "KernelpickError",
     "MutatesArgsError",

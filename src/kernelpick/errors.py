@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from triton import TritonError
-from triton.runtime.errors import OutOfResources
+from triton.runtime.errors import InterpreterError, OutOfResources
 
 try:  # Triton 3.7 and newer: what `triton.autotune` raises when pruning leaves no config
     from triton.runtime.errors import AutotunerError as _AutotunerError
@@ -109,6 +109,25 @@ def no_valid_configs(message: str, failures: Mapping[Any, Any]) -> NoValidConfig
     if results and all(r.status == "out_of_resources" for r in results):
         return ConfigsOutOfResources(message, results[0].message)
     return NoValidConfigs(message)
+
+
+class InterpretationError(KernelpickError, InterpreterError):  # type: ignore[misc]
+    """A kernel failed in Triton's interpreter: the message names the kernel, the file and line of its
+    source that failed, and what to do. Also Triton's `InterpreterError`, which the interpreter raises.
+
+    `kernel`, `filename` and `line` say where (the kernel's definition when no line of it was running).
+    """
+
+    def __init__(self, message: str, kernel: str = "", filename: str = "", line: int = 0) -> None:
+        Exception.__init__(self, message)
+        self.error_message = message
+        self.kernel, self.filename, self.line = kernel, filename, line
+
+    def __str__(self) -> str:
+        return self.error_message
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return type(self), (self.error_message, self.kernel, self.filename, self.line)
 
 
 class NoValidChoices(KernelpickError, RuntimeError):

@@ -2,7 +2,10 @@
 
 kernelpick never needs `TRITON_INTERPRET=1`: a plain `@triton.jit` kernel is run in the interpreter
 when its tensors are on the CPU. Helpers it calls (`@triton.jit` device functions, `tl.sum`, ...)
-are interpreted too, through a scoped patch of `JITFunction.__call__` held for the launch only.
+are interpreted too, through a scoped patch of `JITFunction.__call__` held for the launch only; what
+else kernels written for GPUs need of the interpreter (float arguments as fp32 scalars, libdevice,
+builtins under other names) is in `kernelpick.compile.interpreter`, and a kernel that fails in it
+raises `InterpretationError` naming the line.
 """
 
 from __future__ import annotations
@@ -13,16 +16,20 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from triton.runtime.errors import InterpreterError
 from triton.runtime.interpreter import InterpretedFunction
 from triton.runtime.jit import JITFunction
 
+from kernelpick.compile.interpreter import Patches, explain, extend
 from kernelpick.compile.unwrap import innermost, unwrap
+from kernelpick.errors import InterpretationError
 
 _keep_alive: dict[int, tuple[JITFunction[Any], InterpretedFunction[Any]]] = {}
 _lock = threading.RLock()
 #: Held while `triton.language` is patched for the interpreter; Triton's code generation takes it too,
 #: since in another thread it would otherwise build IR with the interpreter's functions.
 language_lock = _lock
+_depth = 0  # how many `interpreting()` blocks the thread holding the lock is in
 
 
 def _interpreted_function(kernel: JITFunction[Any]) -> InterpretedFunction[Any]:
@@ -63,23 +70,34 @@ def _patch_tensor_with_scalar_index(patch: Callable[..., Any]) -> Callable[..., 
 
 @contextmanager
 def interpreting() -> Iterator[None]:
-    """Let `@triton.jit` helpers be called from interpreted kernels, for the duration of the block
-    (and, on Triton versions whose interpreter turns scalars into loop bounds with `int()`, let it
-    do so with NumPy 2.4)."""
+    """Run kernels in Triton's interpreter as they run on a GPU, for the duration of the block: their
+    `@triton.jit` helpers called, float arguments fp32 scalars, libdevice and builtins under other
+    names in their modules available (`kernelpick.compile.interpreter`); and, on Triton versions
+    whose interpreter turns scalars into loop bounds with `int()`, let it do so with NumPy 2.4.
+
+    Everything is put back when the block ends, and `triton.language` after each launch.
+    """
     from triton.runtime import interpreter
 
+    global _depth
     with _lock:
-        original = JITFunction.__call__
-        JITFunction.__call__ = _device_call
-        patch_tensor = getattr(interpreter, "_patch_lang_tensor", None)
-        if patch_tensor is not None:
-            interpreter._patch_lang_tensor = _patch_tensor_with_scalar_index(patch_tensor)
+        if _depth:  # already in place: entered again by the same thread
+            yield
+            return
+        patches = Patches()
+        _depth += 1
         try:
+            patches.set_attr(JITFunction, "__call__", _device_call)
+            patch_tensor = getattr(interpreter, "_patch_lang_tensor", None)
+            if patch_tensor is not None:
+                patches.set_attr(
+                    interpreter, "_patch_lang_tensor", _patch_tensor_with_scalar_index(patch_tensor)
+                )
+            extend(patches)
             yield
         finally:
-            JITFunction.__call__ = original
-            if patch_tensor is not None:
-                interpreter._patch_lang_tensor = patch_tensor
+            _depth -= 1
+            patches.restore()
 
 
 def interpret(kernel: Any, *args: Any, grid: Any, **kwargs: Any) -> Any:
@@ -88,6 +106,7 @@ def interpret(kernel: Any, *args: Any, grid: Any, **kwargs: Any) -> Any:
     Raises:
         TypeError: `kernel` is not a Triton kernel or a wrapper of one.
         RuntimeError: a `triton.heuristics` function raised for these arguments.
+        InterpretationError: the kernel failed in the interpreter; the message names the line.
     """
     if not isinstance(kernel, (JITFunction, InterpretedFunction)):
         if not isinstance(innermost(kernel), (JITFunction, InterpretedFunction)):
@@ -106,8 +125,13 @@ def interpret(kernel: Any, *args: Any, grid: Any, **kwargs: Any) -> Any:
         bound = signature.bind_partial(*args, **named)
         bound.apply_defaults()
         grid = tuple(int(n) for n in grid(dict(bound.arguments)))
-    with interpreting():
-        return function.run(*args, grid=grid, warmup=False, **kwargs)
+    try:
+        with interpreting():
+            return function.run(*args, grid=grid, warmup=False, **kwargs)
+    except InterpretationError:
+        raise
+    except InterpreterError as error:  # the kernel's own failure, wrapped by the interpreter
+        raise explain(function.fn, error) from error
 
 
 def interpreted_runner(kernel: Any) -> Callable[..., Any]:

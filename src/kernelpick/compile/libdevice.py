@@ -1,0 +1,156 @@
+"""NumPy versions of CUDA's libdevice functions, for kernels run in Triton's interpreter (which has none).
+
+A kernel calls libdevice as `tl.extra.libdevice.tanh(x)`, `from triton.language.extra.libdevice import
+rsqrt` or through the CUDA module itself. On a GPU the backend's functions pick the symbol for the
+argument types (`__nv_tanhf` for fp32) and the compiler links it; in the interpreter those functions
+reach `create_extern_elementwise`, which Triton leaves unimplemented. `extern_elementwise` implements
+it for the symbols below, so argument checks, broadcasting and result types stay the backend's.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+Array = Any  # a NumPy array; NumPy's own types would make every lambda below need a cast
+
+
+def _each(function: Callable[[float], float], at_pole: float = math.nan) -> Callable[[Array], Array]:
+    """`function` of Python's `math` (NumPy lacks it) applied to each element; `at_pole` where it raises."""
+
+    def safe(value: float) -> float:
+        try:
+            return function(value)
+        except (ValueError, OverflowError):
+            return at_pole
+
+    def apply(x: Array) -> Array:
+        return np.vectorize(safe, otypes=[np.float64])(x).astype(x.dtype)
+
+    return apply
+
+
+def _round_half_away(x: Array) -> Array:
+    # C's round(): halves go away from zero (NumPy's rint goes to even). x - trunc(x) is exact.
+    truncated = np.trunc(x)
+    return np.where(np.abs(x - truncated) >= 0.5, truncated + np.sign(x), truncated)
+
+
+def _remainder(x: Array, y: Array) -> Array:
+    return np.vectorize(
+        lambda a, b: math.remainder(a, b) if b and math.isfinite(a) else math.nan, otypes=[x.dtype]
+    )(x, y)
+
+
+_erf, _erfc = _each(math.erf), _each(math.erfc)
+
+#: By libdevice name, without the `__nv_` prefix, the type suffix (`f` for fp32, `d` in `isnand`) and
+#: the `_rn` rounding (what NumPy does); other roundings (`_rz`, `_rd`, `_ru`) are not implemented.
+FUNCTIONS: dict[str, Callable[..., Array]] = {
+    "abs": np.abs,
+    "fabs": np.abs,
+    "llabs": np.abs,
+    "acos": np.arccos,
+    "acosh": np.arccosh,
+    "asin": np.arcsin,
+    "asinh": np.arcsinh,
+    "atan": np.arctan,
+    "atanh": np.arctanh,
+    "atan2": np.arctan2,
+    "cbrt": np.cbrt,
+    "rcbrt": lambda x: 1 / np.cbrt(x),
+    "ceil": np.ceil,
+    "floor": np.floor,
+    "trunc": np.trunc,
+    "rint": np.rint,
+    "nearbyint": np.rint,
+    "round": _round_half_away,
+    "cos": np.cos,
+    "sin": np.sin,
+    "tan": np.tan,
+    "cospi": lambda x: np.cos(x.dtype.type(math.pi) * x),
+    "sinpi": lambda x: np.sin(x.dtype.type(math.pi) * x),
+    "cosh": np.cosh,
+    "sinh": np.sinh,
+    "tanh": np.tanh,
+    "exp": np.exp,
+    "exp2": np.exp2,
+    "exp10": lambda x: np.power(x.dtype.type(10), x),
+    "expm1": np.expm1,
+    "log": np.log,
+    "log2": np.log2,
+    "log10": np.log10,
+    "log1p": np.log1p,
+    "sqrt": np.sqrt,
+    "rsqrt": lambda x: 1 / np.sqrt(x),
+    "erf": _erf,
+    "erfc": _erfc,
+    "normcdf": lambda x: (0.5 * _erfc(-x / x.dtype.type(math.sqrt(2)))).astype(x.dtype),
+    "lgamma": _each(math.lgamma, at_pole=math.inf),
+    "pow": np.power,
+    "powi": lambda x, n: np.power(x, n.astype(x.dtype)),
+    "ldexp": lambda x, n: np.ldexp(x, n).astype(x.dtype),
+    "scalbn": lambda x, n: np.ldexp(x, n).astype(x.dtype),
+    "copysign": np.copysign,
+    "fdim": lambda x, y: np.maximum(x - y, x.dtype.type(0)),  # NaN in, NaN out
+    "fmod": np.fmod,
+    "remainder": _remainder,
+    "hypot": np.hypot,
+    "rhypot": lambda x, y: 1 / np.hypot(x, y),
+    "nextafter": np.nextafter,
+    "fma": lambda x, y, z: (
+        (x.astype(np.float64) * y + z).astype(x.dtype) if x.dtype == np.float32 else x * y + z
+    ),
+    "saturate": lambda x: np.clip(x, 0, 1),
+    "signbit": np.signbit,
+    "isnan": np.isnan,
+    "isinf": np.isinf,
+    "finite": np.isfinite,
+    "isfinite": np.isfinite,
+    # The correctly rounded arithmetic (`div_rn`, `add_rn`, ...), fp32 (f) and fp64 (d).
+    **{f"{kind}add": np.add for kind in "fd"},
+    **{f"{kind}sub": np.subtract for kind in "fd"},
+    **{f"{kind}mul": np.multiply for kind in "fd"},
+    **{f"{kind}div": np.divide for kind in "fd"},
+    **{f"{kind}rcp": lambda x: 1 / x for kind in "fd"},
+    **{f"{kind}sqrt": np.sqrt for kind in "fd"},
+    "frsqrt": lambda x: 1 / np.sqrt(x),
+    # The fast approximations: exact here.
+    "fast_cos": np.cos,
+    "fast_sin": np.sin,
+    "fast_tan": np.tan,
+    "fast_exp": np.exp,
+    "fast_exp10": lambda x: np.power(x.dtype.type(10), x),
+    "fast_log": np.log,
+    "fast_log2": np.log2,
+    "fast_log10": np.log10,
+    "fast_pow": np.power,
+    "fast_fdivide": np.divide,
+}
+
+
+def name_of(symbol: str) -> str | None:
+    """The name in `FUNCTIONS` of a libdevice symbol (`__nv_tanhf` -> `tanh`), or None if it has none."""
+    name = symbol.removeprefix("__nv_").removesuffix("_rn")
+    if name in FUNCTIONS:
+        return name
+    if name.endswith(("f", "d")) and name[:-1] in FUNCTIONS:
+        return name[:-1]
+    return None
+
+
+def extern_elementwise(symbol: str, arguments: list[Array], result_dtype: np.dtype[Any]) -> Array:
+    """The elements of libdevice's `symbol` applied to `arguments` (broadcast already), as `result_dtype`.
+
+    Raises:
+        NotImplementedError: `symbol` has no NumPy version here (libdevice's integer and conversion
+            functions, its roundings other than to nearest, and a few more such as `erfinv`).
+    """
+    name = name_of(symbol)
+    if name is None:
+        raise NotImplementedError(f"libdevice's `{symbol}` has no interpreted version in kernelpick")
+    with np.errstate(all="ignore"):  # a GPU gives inf and nan silently
+        return np.asarray(FUNCTIONS[name](*arguments)).astype(result_dtype)
