@@ -40,6 +40,7 @@ from kernelpick.store.deploy import load_table
 from kernelpick.tune import Autotuner, Config, TuningRecord, autotune
 from kernelpick.tune.space import Space
 from kernelpick.workers import start_workers
+from kernelpick.workers.plan import fork_zygote_early
 
 if TYPE_CHECKING:
     from kernelpick import ops
@@ -47,6 +48,10 @@ if TYPE_CHECKING:
     from kernelpick.pytorch.functional import functional, launch
 
 __version__ = "0.1.0"
+
+# Before the program uses CUDA: a process forked now can still make a CUDA context, so workers
+# forked from it start in milliseconds instead of seconds (`kernelpick.workers.zygote`).
+fork_zygote_early()
 
 # Imported on first use: the PyTorch integration imports torch._dynamo, and the GEMM ops render
 # templates, which together double the time `import kernelpick` takes (worker processes import it too).

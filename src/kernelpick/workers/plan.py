@@ -16,6 +16,7 @@ from kernelpick import settings
 from kernelpick.bench.device import DeviceInfo, describe
 from kernelpick.errors import SettingsError
 from kernelpick.workers.pool import pool_for
+from kernelpick.workers.zygote import fork_zygote
 
 log = logging.getLogger("kernelpick.workers")
 
@@ -118,6 +119,31 @@ def start_workers(device: torch.device | str | None = None, *, wait: bool = Fals
     else:
         pool.start_soon()
     return True
+
+
+def fork_zygote_early() -> None:
+    """At `import kernelpick`: fork the zygote that forks workers in milliseconds
+    (`kernelpick.workers.zygote`), if this process will want workers and has not used CUDA yet.
+
+    Workers are wanted when `KERNELPICK_ISOLATE` is `on`, or `auto` on a machine with a GPU (asked of
+    NVML, which leaves CUDA untouched: once this process initialized CUDA, no process forked from it
+    can use CUDA). Nothing is forked in a worker, in a `multiprocessing` child, or when
+    `KERNELPICK_NO_TUNING=1` says this process never tunes.
+    """
+    current = settings.current()
+    if inside_worker or current.no_tuning or current.isolate == "off":
+        return
+    if current.isolate == "auto" and not _gpu_present():
+        return
+    fork_zygote()
+
+
+def _gpu_present() -> bool:
+    """Whether this machine has an NVIDIA GPU, without initializing CUDA in this process."""
+    try:
+        return int(torch.cuda._device_count_nvml()) > 0
+    except Exception:  # no NVML: an NVIDIA driver exposes its control device
+        return Path("/dev/nvidiactl").exists()
 
 
 def start_early(requested: bool | None) -> None:

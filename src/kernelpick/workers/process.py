@@ -22,11 +22,21 @@ from typing import Any
 
 from kernelpick import settings
 from kernelpick.errors import IsolationError
+from kernelpick.workers.zygote import ForkedWorker, Zygote, zygote
 
 log = logging.getLogger("kernelpick.workers")
 
 #: How long a new worker may take to import torch, Triton and kernelpick and say it is ready.
 START_TIMEOUT_S = 180.0
+#: False once a forked worker failed to start: this process's later workers are new interpreters.
+_forking_works = True
+
+
+def _no_more_forking() -> None:
+    global _forking_works
+    _forking_works = False
+
+
 _TAIL_LINES = 40
 
 
@@ -71,7 +81,7 @@ class WorkerProcess:
         self._messages = messages
         self._environment = dict(environment or {})
         self._tail: collections.deque[str] = collections.deque(maxlen=_TAIL_LINES)
-        self._process: subprocess.Popen[bytes] | None = None
+        self._process: subprocess.Popen[bytes] | ForkedWorker | None = None
         self.generation = 0  # bumped at every start: messages of a dead predecessor are ignored
         self.info: dict[str, Any] = {}
 
@@ -92,20 +102,26 @@ class WorkerProcess:
             "TRITON_INTERPRET": None,
             # The worker imports what the caller can: its import path, entries added at run time too.
             "PYTHONPATH": os.pathsep.join(p for p in sys.path if p and os.path.isdir(p)),
+            # Isolation inside a worker is off: it measures what it is sent itself, and forks no zygote.
+            "KERNELPICK_ISOLATE": "off",
             **self._environment,
         }
         if self.device is not None:
             changes["CUDA_VISIBLE_DEVICES"] = str(self.device)
         environment = settings.child_environment(changes)
-        self._process = subprocess.Popen(
-            [sys.executable, "-m", "kernelpick.workers.main", str(write_end)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            pass_fds=(write_end,),
-            env=environment,
-            start_new_session=True,  # a signal meant for the caller's terminal does not hit it
-        )
+        forked = zygote() if _forking_works else None
+        if forked is not None:
+            self._process = self._fork(forked, environment, write_end)
+        else:
+            self._process = subprocess.Popen(
+                [sys.executable, "-m", "kernelpick.workers.main", str(write_end)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                pass_fds=(write_end,),
+                env=environment,
+                start_new_session=True,  # a signal meant for the caller's terminal does not hit it
+            )
         os.close(write_end)
         self.info = {}
         ready = threading.Event()
@@ -119,6 +135,11 @@ class WorkerProcess:
             raise IsolationError(f"a worker did not start in {START_TIMEOUT_S:.0f} s:\n{self.tail()}")
         if not self.info:
             code = self._process.wait()
+            if forked is not None:  # e.g. this process used CUDA before the zygote was forked
+                log.info("a forked worker failed to start (%s); starting new interpreters", self.tail())
+                _no_more_forking()
+                self.start()
+                return
             raise IsolationError(f"a worker failed to start ({describe_exit(code)}):\n{self.tail()}")
         log.info(
             "worker %d (%s) started in %.1f s",
@@ -126,6 +147,18 @@ class WorkerProcess:
             self.info.get("device"),
             time.perf_counter() - started,
         )
+
+    @staticmethod
+    def _fork(forked: Zygote, environment: Mapping[str, str], messages: int) -> ForkedWorker:
+        """A worker forked by the zygote, on pipes like those `subprocess.Popen` would make."""
+        stdin_read, stdin_write = os.pipe()
+        output_read, output_write = os.pipe()
+        try:
+            pid = forked.start_worker((stdin_read, output_write, messages), environment)
+        finally:
+            os.close(stdin_read)
+            os.close(output_write)
+        return ForkedWorker(pid, os.fdopen(stdin_write, "wb"), os.fdopen(output_read, "rb"), forked)
 
     def send(self, request: Mapping[str, Any]) -> None:
         assert self._process is not None and self._process.stdin is not None

@@ -1,0 +1,247 @@
+"""Workers in milliseconds: a process forked from the caller before it used CUDA forks each worker.
+
+A new Python interpreter spends seconds importing torch before it can measure anything (4.4 s on an
+H100 machine, 5.3 s beside 16 busy compilers: bench/results/boundary_probe-h100.json), and the
+first tuning waits for it. A process forked after `import torch` but before any CUDA call starts
+with everything imported and can still make its own CUDA context (0.36 s for its first tensor, a
+fork taking 7 ms); one forked after CUDA was initialized cannot. So when kernelpick is imported in a
+process that has not touched CUDA, it forks a *zygote*: an idle copy of the process that waits on a
+socket and forks a worker each time the caller asks, handing it the caller's pipes. The zygote and
+its workers run nothing of the caller's but kernelpick's worker loop (`kernelpick.workers.main`),
+and leave the caller's terminal session, so a Ctrl-C meant for the caller does not reach them.
+
+Where there is no zygote (CUDA was used first, a platform without fork, `multiprocessing`'s
+children), or where its worker cannot make a CUDA context, workers are new interpreters as before.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import multiprocessing
+import os
+import selectors
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Mapping
+from typing import IO, Any
+
+log = logging.getLogger("kernelpick.workers")
+
+_zygote: Zygote | None = None
+_zygote_lock = threading.Lock()
+
+
+class ForkedWorker:
+    """A worker forked by the zygote, with the part of `subprocess.Popen`'s interface the pool uses."""
+
+    def __init__(self, pid: int, stdin: IO[bytes], stdout: IO[bytes], zygote: Zygote) -> None:
+        self.pid = pid
+        self.stdin = stdin
+        self.stdout = stdout
+        self._zygote = zygote
+
+    @property
+    def args(self) -> list[str]:
+        return ["kernelpick worker", str(self.pid)]
+
+    def poll(self) -> int | None:
+        return self._zygote.status(self.pid, 0.0)
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        status = self._zygote.status(self.pid, 30.0 if timeout is None else timeout)
+        if status is None and timeout is not None:
+            raise subprocess.TimeoutExpired(self.args, timeout)
+        return status
+
+    def kill(self) -> None:
+        try:
+            os.killpg(self.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+class Zygote:
+    """The forked copy of this process that forks workers (see the module's docstring)."""
+
+    def __init__(self) -> None:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.owner = os.getpid()
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the zygote itself
+            ours.close()
+            code = 0
+            try:
+                _serve(theirs)
+            except BaseException:
+                code = 1
+            os._exit(code)
+        theirs.close()
+        self.pid = pid
+        self._socket = ours
+        self._lock = threading.Lock()
+        self._started: dict[int, int] = {}  # by request number: the worker's pid
+        self._exits: dict[int, int] = {}  # by worker pid: its exit status (a negative signal number)
+        self._changed = threading.Condition()
+        self._requests = 0
+        threading.Thread(target=self._read, name="kernelpick-zygote", daemon=True).start()
+
+    def start_worker(self, fds: tuple[int, int, int], environment: Mapping[str, str]) -> int:
+        """Fork a worker with these pipes as its stdin, stdout and stderr, and messages; its pid.
+
+        Raises:
+            OSError: the zygote is gone.
+        """
+        # One request at a time: on a stream socket, the pipes of two requests sent at once could
+        # arrive with the wrong one.
+        with self._lock:
+            self._requests += 1
+            number = self._requests
+            message = json.dumps({"request": number, "environment": dict(environment)}).encode() + b"\n"
+            socket.send_fds(self._socket, [message], list(fds))
+            with self._changed:
+                if not self._changed.wait_for(lambda: number in self._started or self.gone, timeout=30.0):
+                    raise OSError("the zygote did not answer in 30 s")
+                if number not in self._started:
+                    raise OSError("the zygote is gone")
+                return self._started.pop(number)
+
+    def status(self, pid: int, timeout: float) -> int | None:
+        """The exit status of worker `pid`, waiting up to `timeout` seconds (None: it still runs)."""
+        with self._changed:
+            self._changed.wait_for(lambda: pid in self._exits or self.gone, timeout=timeout)
+            return self._exits.get(pid, -signal.SIGKILL if self.gone else None)
+
+    @property
+    def gone(self) -> bool:
+        return self._socket.fileno() < 0
+
+    def _read(self) -> None:
+        stream = self._socket.makefile("rb")
+        for line in stream:
+            report = json.loads(line)
+            with self._changed:
+                if "started" in report:
+                    self._started[report["request"]] = report["started"]
+                else:
+                    self._exits[report["exited"]] = report["status"]
+                self._changed.notify_all()
+        with self._changed:
+            self._socket.close()
+            self._changed.notify_all()
+
+
+def _serve(connection: socket.socket) -> None:  # pragma: no cover - runs in the zygote
+    """The zygote's loop: fork a worker per request, report each worker's start and exit."""
+    os.setsid()  # out of the caller's terminal session: its Ctrl-C is the caller's
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    keep = connection.fileno()
+    os.closerange(3, keep)
+    os.closerange(keep + 1, _max_fd())
+    watch = selectors.DefaultSelector()
+    watch.register(connection, selectors.EVENT_READ)
+    pending = b""
+    while True:
+        for _ in watch.select(timeout=0.2):
+            data, fds, _flags, _address = socket.recv_fds(connection, 1 << 16, 3)
+            if not data:
+                return  # the caller is gone: its workers see their stdin close and end too
+            pending += data
+            *lines, pending = pending.split(b"\n")
+            for line in lines:
+                request = json.loads(line)
+                pid = os.fork()
+                if pid == 0:
+                    connection.close()
+                    _become_worker(fds, request["environment"])
+                for fd in fds:
+                    os.close(fd)
+                _report(connection, {"request": request["request"], "started": pid})
+        while True:  # reap: every worker that ended since
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
+            code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+            _report(connection, {"exited": pid, "status": code})
+
+
+def _report(connection: socket.socket, message: dict[str, Any]) -> None:  # pragma: no cover
+    connection.sendall(json.dumps(message).encode() + b"\n")
+
+
+def _become_worker(fds: list[int], environment: Mapping[str, str]) -> None:  # pragma: no cover
+    """In a child of the zygote: take the pipes and the environment, and serve as a worker."""
+    code = 1
+    try:
+        os.setsid()  # its own process group: the pool kills the worker and what it started at once
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        stdin, output, messages = fds
+        os.dup2(stdin, 0)
+        os.dup2(output, 1)
+        os.dup2(output, 2)
+        os.close(stdin)
+        os.close(output)
+        sys.stdin = open(0, closefd=False)
+        sys.stdout = open(1, "w", buffering=1, closefd=False)
+        sys.stderr = open(2, "w", buffering=1, closefd=False)
+        os.environ.clear()
+        os.environ.update(environment)  # CUDA_VISIBLE_DEVICES among them, read when CUDA starts
+        import logging as logs
+
+        for handler in logs.root.handlers[:]:  # the caller's log files are the caller's
+            logs.root.removeHandler(handler)
+        from kernelpick import settings
+
+        settings.reload()
+        from kernelpick.workers.main import serve
+
+        with os.fdopen(messages, "w") as stream:
+            code = serve(stream)
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def _max_fd() -> int:
+    try:
+        return int(os.sysconf("SC_OPEN_MAX"))
+    except (ValueError, OSError):
+        return 4096
+
+
+def fork_zygote() -> Zygote | None:
+    """Fork this process's zygote if it may have one: it has not used CUDA (a process forked after it
+    did cannot), it is not a worker or a `multiprocessing` child, and it can fork. Once per process."""
+    global _zygote
+    with _zygote_lock:
+        if _zygote is not None and _zygote.owner == os.getpid():
+            return _zygote
+        if not hasattr(os, "fork") or multiprocessing.parent_process() is not None:
+            return None
+        if "torch" in sys.modules and sys.modules["torch"].cuda.is_initialized():
+            return None
+        try:
+            _zygote = Zygote()
+        except OSError as error:
+            log.debug("no zygote: %s", error)
+            return None
+        return _zygote
+
+
+def zygote() -> Zygote | None:
+    """This process's zygote, if it has a live one (not one inherited from a process it forked from)."""
+    found = _zygote
+    if found is None or found.owner != os.getpid() or found.gone:
+        return None
+    return found

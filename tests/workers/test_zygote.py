@@ -1,0 +1,91 @@
+"""Workers forked by the zygote: started in milliseconds, measuring as spawned ones do, dying alone."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+PROGRAM = """
+import json, os, time
+import torch
+import triton
+import triton.language as tl
+import kernelpick
+from kernelpick.workers import pool_for, zygote
+
+started = time.perf_counter()
+kernelpick.start_workers("cpu", wait=True)
+ready_s = time.perf_counter() - started
+worker = pool_for([None]).workers[0]
+
+
+def make():  # a kernel defined in a function, one config of which faults the interpreter
+    @kernelpick.autotune(
+        configs=[kernelpick.Config({"BLOCK": 64, "WILD": False}), kernelpick.Config({"BLOCK": 64, "WILD": True})],
+        key=["n"],
+    )
+    @triton.jit
+    def copy(x_ptr, out_ptr, n, BLOCK: tl.constexpr, WILD: tl.constexpr):
+        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offsets < n
+        if WILD:
+            offsets = offsets.to(tl.int64) + (1 << 40)
+        tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask), mask=mask)
+
+    return copy
+
+
+copy = make()
+x = torch.randn(256)
+out = torch.empty(256)
+copy[lambda meta: (triton.cdiv(256, meta["BLOCK"]),)](x, out, 256)
+print(json.dumps({
+    "zygote": zygote.zygote() is not None,
+    "forked": type(worker._process).__name__,
+    "ready_s": ready_s,
+    "copied": bool(torch.equal(out, x)),
+    "statuses": {str(c.kwargs["WILD"]): [r.status, r.message] for c, r in copy.last_tuning.results.items()},
+    "pid": os.getpid(),
+    "worker_pid": worker.info["pid"],
+}))
+"""
+
+
+def run(tmp_path: Path, **environment: str) -> dict:
+    script = tmp_path / "program.py"
+    script.write_text(PROGRAM)
+    env = {**os.environ, "KERNELPICK_CACHE_DIR": str(tmp_path / "cache"), **environment}
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_with_isolation_on_kernelpick_forks_a_zygote_whose_workers_measure_and_crash_alone(
+    tmp_path: Path,
+) -> None:
+    found = run(tmp_path, KERNELPICK_ISOLATE="on")
+    assert found["zygote"] and found["forked"] == "ForkedWorker"
+    # No interpreter to start and nothing to import: a fork (a spawned worker takes seconds here).
+    assert found["ready_s"] < 2.0
+    assert found["copied"]
+    assert found["statuses"]["False"] == ["ok", ""]
+    status, message = found["statuses"]["True"]
+    assert status == "crashed" and "SIGSEGV" in message  # its exit status, as the zygote saw it
+    assert found["worker_pid"] != found["pid"]
+
+
+def test_without_isolation_nothing_is_forked(tmp_path: Path) -> None:
+    script = tmp_path / "program.py"
+    script.write_text(
+        "import kernelpick\nfrom kernelpick.workers import zygote\nprint(zygote.zygote() is None)\n"
+    )
+    env = {**os.environ, "KERNELPICK_ISOLATE": "off"}
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=120)
+    assert done.stdout.strip() == "True", done.stderr[-2000:]
