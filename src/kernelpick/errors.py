@@ -8,6 +8,7 @@ derives from that one too, so that code written for Triton (`except triton.Trito
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -146,3 +147,21 @@ class OperatorNotRegistered(OperatorError, AttributeError):
 
 class MutatesArgsError(OperatorError):
     """An operator's explicit `mutates_args` disagrees with what its kernels were found to write."""
+
+
+def describe_value(value: object, limit: int = 200) -> str:
+    """A value as an error message shows it: a tensor by its dtype, size and device, never its values
+    (a repr of a large tensor runs to pages), a list or tuple of tensors the same way, anything else
+    by its repr cut to `limit` characters."""
+    torch = sys.modules.get("torch")  # a value cannot be a tensor before torch is imported
+    if torch is not None and isinstance(value, torch.Tensor):
+        kind = "tensor" if type(value) in (torch.Tensor, torch.nn.Parameter) else type(value).__name__
+        dtype = str(value.dtype).removeprefix("torch.")
+        return f"a {dtype} {kind} of size {list(value.shape)} on {value.device}"
+    if isinstance(value, (list, tuple)) and torch is not None:
+        if any(isinstance(v, torch.Tensor) for v in value):
+            shown = [describe_value(v, limit) for v in value[:4]] + (["..."] if len(value) > 4 else [])
+            text = ", ".join(shown)
+            return f"[{text}]" if isinstance(value, list) else f"({text})"
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[: limit - 3]}..."
