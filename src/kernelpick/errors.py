@@ -128,6 +128,18 @@ class StoreError(KernelpickError, RuntimeError):
     """The result store could not be opened, read or written."""
 
 
+class CacheDirError(KernelpickError, OSError):
+    """The cache dir (`KERNELPICK_CACHE_DIR`) cannot be created or written; the message names the
+    folder (also in `path`) and why. An `OSError` too, as the failure it reports was."""
+
+    def __init__(self, message: str, path: str) -> None:
+        OSError.__init__(self, message)
+        self.path = path
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return type(self), (str(self), self.path)
+
+
 class TableError(KernelpickError, ValueError):
     """A deployment table cannot be read, or was made for another device model or toolchain."""
 

@@ -6,17 +6,24 @@ Nothing else in kernelpick reads the environment.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import contextvars
+import logging
 import math
 import os
+import shutil
+import tempfile
+import threading
 import typing
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from kernelpick.errors import SettingsError
+from kernelpick.errors import CacheDirError, SettingsError
+
+log = logging.getLogger("kernelpick.settings")
 
 CompileMode = Literal["thread", "process"]
 Toggle = Literal["auto", "on", "off"]
@@ -272,15 +279,86 @@ def describe() -> list[tuple[str, str, str]]:
     return [(f.metadata["env"], repr(f.default), f.metadata["doc"]) for f in fields(Settings)]
 
 
+_writable: set[Path] = set()  # cache dirs written to once in this process: not probed again
+_warned: set[Path] = set()
+_temporary: Path | None = None
+_files_lock = threading.Lock()
+
+
 def cache_dir() -> Path:
-    """The folder of kernelpick's persistent data, created if missing."""
+    """The folder of kernelpick's persistent data, created if missing.
+
+    Raises:
+        CacheDirError: the folder cannot be created or written (it is a file, or under one, or
+            permissions or a read-only file system forbid it); the message names the folder,
+            `KERNELPICK_CACHE_DIR` and why.
+    """
     path = current().cache_dir
+    given = path is not None
     if path is None:
         import platformdirs
 
         path = Path(platformdirs.user_cache_dir("kernelpick", appauthor=False))
-    path.mkdir(parents=True, exist_ok=True)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        if path not in _writable:  # an existing folder may still be read-only: write a file once
+            with tempfile.TemporaryFile(dir=path, prefix=".kernelpick-probe-"):
+                pass
+            _writable.add(path)
+    except OSError as error:
+        where = (
+            f"KERNELPICK_CACHE_DIR={path}"
+            if given
+            else f"the user cache dir {path} (KERNELPICK_CACHE_DIR unset)"
+        )
+        raise CacheDirError(
+            f"{where} cannot be used as kernelpick's cache dir: {_why_unusable(path, error)}; "
+            "point KERNELPICK_CACHE_DIR at a folder you can write",
+            str(path),
+        ) from error
     return path
+
+
+def _why_unusable(path: Path, error: OSError) -> str:
+    """Why creating or writing `path` failed, in words: which part is a file, or the system's reason."""
+    for part in (path, *path.parents):
+        if part.exists() and not part.is_dir():
+            return "it is a file, not a folder" if part == path else f"{part} is a file, not a folder"
+    return error.strerror or str(error)
+
+
+def usable_cache_dir() -> Path | None:
+    """The cache dir, or None when it cannot be used (`cache_dir()` raises): then a warning naming it
+    and why, once per process and folder, says that results are kept in memory for this process only."""
+    try:
+        return cache_dir()
+    except CacheDirError as error:
+        path = Path(error.path)
+        with _files_lock:
+            first = path not in _warned
+            _warned.add(path)
+        if first:
+            log.warning(
+                "%s. Until then kernelpick keeps tuning results in memory for this process only and "
+                "writes rendered kernels to a temporary folder",
+                error,
+            )
+        return None
+
+
+def cache_dir_or_temporary() -> Path:
+    """Where to write files this process reads back (rendered kernels, which Triton and worker
+    processes import by path): the cache dir, or when it cannot be used (warned once, as
+    `usable_cache_dir`), a temporary folder of this process, removed when it exits."""
+    folder = usable_cache_dir()
+    if folder is not None:
+        return folder
+    global _temporary
+    with _files_lock:
+        if _temporary is None:
+            _temporary = Path(tempfile.mkdtemp(prefix="kernelpick-cache-"))
+            atexit.register(shutil.rmtree, _temporary, ignore_errors=True)
+        return _temporary
 
 
 def child_environment(changes: Mapping[str, str | None]) -> dict[str, str]:

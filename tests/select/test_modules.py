@@ -11,7 +11,7 @@ import pytest
 
 from kernelpick import settings
 from kernelpick.errors import TemplateError
-from kernelpick.select.modules import load_module, source_hash, write_module
+from kernelpick.select.modules import keep_kernel_source, load_module, source_hash, write_module
 
 SOURCE = (
     "import triton\nimport triton.language as tl\n\n\n@triton.jit\ndef twice(X):\n    pass\n\nVALUE = 42\n"
@@ -55,3 +55,15 @@ def test_a_missing_or_broken_module_is_a_template_error(tmp_path: Path) -> None:
     broken.write_text("raise RuntimeError('boom')\n")
     with pytest.raises(TemplateError, match="does not import: RuntimeError: boom"):
         load_module(broken)
+
+
+def test_an_unusable_cache_dir_writes_modules_to_a_temporary_folder_and_keeps_no_source(
+    tmp_path: Path,
+) -> None:
+    file = tmp_path / "cache"
+    file.write_text("")
+    with settings.override(cache_dir=file):
+        path = write_module(SOURCE + "\nVALUE = 44\n")
+        assert load_module(path).VALUE == 44
+        assert keep_kernel_source(load_module(path).twice) is None  # kept for `kernelpick code` only
+    assert not path.is_relative_to(tmp_path)

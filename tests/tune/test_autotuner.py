@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import logging
 import subprocess
 import sys
 import time
@@ -53,6 +54,21 @@ def test_same_interface_and_results_as_triton_autotune() -> None:
     assert len(ours.cache) == len(theirs.cache) == 1
     assert {str(c.kwargs) for c in ours.configs_timings} == {str(c.kwargs) for c in theirs.configs_timings}
     assert ours.arg_names == theirs.arg_names
+
+
+def test_a_cache_dir_that_is_a_file_costs_a_warning_and_the_kernel_still_runs(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    file = tmp_path / "cache"
+    file.write_text("")
+    kernel = kernelpick.autotune(SPACE, key=["n"])(add_kernel)
+    x, y, out = torch.randn(300), torch.randn(300), torch.empty(300)
+    with settings.override(cache_dir=file), caplog.at_level(logging.WARNING, logger="kernelpick"):
+        kernel[grid_1d(300)](x, y, out, 300)
+        kernel[grid_1d(500)](torch.randn(500), torch.randn(500), torch.empty(500), 500)
+    torch.testing.assert_close(out, x + y)
+    warnings = [r.getMessage() for r in caplog.records if "KERNELPICK_CACHE_DIR" in r.getMessage()]
+    assert len(warnings) == 1 and str(file) in warnings[0]
 
 
 def test_same_key_is_tuned_once_and_a_new_key_tunes_again() -> None:

@@ -38,8 +38,9 @@ def template_path(digest: str, cache: Path | None = None) -> Path:
 
 
 def write_module(source: str) -> Path:
-    """Write `source` to `<cache dir>/templates/<hash>.py` (once) and return the path."""
-    return _write_once(template_path(source_hash(source)), source)
+    """Write `source` to `<cache dir>/templates/<hash>.py` (once) and return the path; to a temporary
+    folder of this process when the cache dir cannot be used (`settings.cache_dir_or_temporary`)."""
+    return _write_once(template_path(source_hash(source), settings.cache_dir_or_temporary()), source)
 
 
 def kernel_source_path(cache_key: str, cache: Path | None = None) -> Path:
@@ -50,12 +51,16 @@ def kernel_source_path(cache_key: str, cache: Path | None = None) -> Path:
 
 def keep_kernel_source(kernel: Any) -> Path | None:
     """Keep a `triton.jit` kernel's source (decorators included) under `<cache dir>/kernels`, named by
-    its cache key, for `kernelpick code`; None when Triton has no source for it."""
+    its cache key, for `kernelpick code`; None when Triton has no source for it, or when the cache
+    dir cannot be used (`settings.usable_cache_dir` warns once): nothing is kept then, as no store is."""
     lines = getattr(kernel, "raw_src", None)
     text = "".join(lines) if isinstance(lines, list) else getattr(kernel, "src", None)
     if not isinstance(text, str):
         return None
-    return _write_once(kernel_source_path(kernel.cache_key), text)
+    folder = settings.usable_cache_dir()
+    if folder is None:
+        return None
+    return _write_once(kernel_source_path(kernel.cache_key, folder), text)
 
 
 def _write_once(path: Path, source: str) -> Path:
