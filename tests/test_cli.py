@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from kernelpick import cli, settings
+from kernelpick.errors import CacheDirError
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -72,6 +73,33 @@ def test_bad_setting_is_a_clear_error_not_a_traceback(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert "KERNELPICK_PRINT='maybe' is not a boolean" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_an_os_error_is_one_line_and_status_2_and_debug_shows_its_traceback(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def disk_full(args: object) -> int:
+        raise OSError(28, "No space left on device", "/cache/results.sqlite3")
+
+    monkeypatch.setattr(cli, "_settings", disk_full)
+    code, out, err = run_cli(capsys, "settings")
+    assert (code, out) == (2, "")
+    assert err == "kernelpick: error: [Errno 28] No space left on device: '/cache/results.sqlite3'\n"
+    with pytest.raises(OSError, match="No space left"):
+        cli.main(["--debug", "settings"])
+
+
+def test_an_unusable_cache_dir_is_one_line_and_status_2(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    file = tmp_path / "cache"
+    file.write_text("")
+    with settings.override(cache_dir=file):
+        code, _, err = run_cli(capsys, "cache", "stats")
+        assert code == 2 and "Traceback" not in err
+        assert err.startswith(f"kernelpick: error: KERNELPICK_CACHE_DIR={file} cannot be used")
+        with pytest.raises(CacheDirError):
+            cli.main(["--debug", "cache", "stats"])
 
 
 EXAMPLE = str(Path(__file__).resolve().parents[1] / "examples" / "analyze_kernel.py")

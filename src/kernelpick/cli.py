@@ -73,6 +73,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kernelpick", description="Pick the fastest GPU kernel for each call, safely."
     )
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        help="on an error, show its traceback instead of one line (put it before the command)",
+    )
     commands = parser.add_subparsers(dest="command", required=True)
 
     demo = commands.add_parser(
@@ -141,12 +146,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; a kernelpick error or an OSError (a folder or file that cannot be read or
+    written) is one line on stderr and status 2, its traceback with `--debug`."""
     args = build_parser().parse_args(argv)
     # Triton 3.9 warns about a default it will change; it is noise for this command's readers.
     warnings.filterwarnings("ignore", message="TRITON_DEFAULT_FP_FUSION")
     try:
         return int(args.handler(args))
-    except KernelpickError as error:
+    except (KernelpickError, OSError) as error:
+        if args.debug:
+            raise
         print(f"kernelpick: error: {error}", file=sys.stderr)
         return 2
 
