@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
@@ -67,3 +68,15 @@ def test_an_unusable_cache_dir_writes_modules_to_a_temporary_folder_and_keeps_no
         assert load_module(path).VALUE == 44
         assert keep_kernel_source(load_module(path).twice) is None  # kept for `kernelpick code` only
     assert not path.is_relative_to(tmp_path)
+
+
+def test_a_kernel_source_that_cannot_be_written_is_a_warning_not_an_error(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    (settings.cache_dir() / "kernels").write_text("a file where the folder goes")
+    kernel = load_module(write_module(SOURCE + "\nVALUE = 45\n")).twice
+    with caplog.at_level(logging.WARNING, logger="kernelpick"):
+        assert keep_kernel_source(kernel) is None
+        assert keep_kernel_source(kernel) is None
+    [warning] = [r.getMessage() for r in caplog.records]
+    assert str(settings.cache_dir() / "kernels") in warning and "kernelpick code" in warning

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import logging
 import os
 import sys
 import tempfile
@@ -22,7 +23,10 @@ from typing import Any
 from kernelpick import settings
 from kernelpick.errors import TemplateError
 
+log = logging.getLogger("kernelpick.select")
+
 _loaded: dict[Path, ModuleType] = {}
+_unkept: set[Path] = set()  # folders kernel sources could not be written to, warned of once
 _lock = threading.Lock()
 
 
@@ -60,7 +64,20 @@ def keep_kernel_source(kernel: Any) -> Path | None:
     folder = settings.usable_cache_dir()
     if folder is None:
         return None
-    return _write_once(kernel_source_path(kernel.cache_key, folder), text)
+    path = kernel_source_path(kernel.cache_key, folder)
+    try:
+        return _write_once(path, text)
+    except OSError as error:  # a copy for `kernelpick code` must not fail the tuning that keeps it
+        with _lock:
+            first = path.parent not in _unkept
+            _unkept.add(path.parent)
+        if first:
+            log.warning(
+                "kernelpick cannot keep kernel sources in %s (%s): `kernelpick code` will not show them",
+                path.parent,
+                error,
+            )
+        return None
 
 
 def _write_once(path: Path, source: str) -> Path:
