@@ -11,6 +11,8 @@ from kernelpick.bench import BenchmarkResult, TimingSummary
 from kernelpick.bench.device import Requirements
 from kernelpick.errors import (
     AnalysisError,
+    ArgumentError,
+    CacheDirError,
     ConfigError,
     KernelpickError,
     MutatesArgsError,
@@ -73,8 +75,10 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "AnalysisError",
+    "ArgumentError",
     "Autotuner",
     "BenchmarkResult",
+    "CacheDirError",
     "Config",
     "ConfigError",
     "Epilogue",

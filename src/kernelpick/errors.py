@@ -120,6 +120,12 @@ class TemplateError(KernelpickError, ValueError):
     """A kernel template could not be rendered with the inputs, config or epilogue given."""
 
 
+class ArgumentError(ConfigError, TypeError):
+    """A tuned kernel or a selector was called with an argument it cannot take (a meta tensor, a
+    list); the message names the argument, says what it is and what is expected. A `ConfigError`,
+    and a `TypeError` as Triton's own complaint about such an argument is."""
+
+
 class AnalysisError(KernelpickError, ValueError):
     """A kernel could not be analyzed with the arguments given (missing or malformed arguments)."""
 
