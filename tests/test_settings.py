@@ -24,6 +24,21 @@ def test_unrelated_variables_are_ignored() -> None:
     assert from_environ({"HOME": "/nowhere", "KERNELPICK": "1"}) == Settings()
 
 
+def test_a_misspelt_variable_is_warned_of_once_with_the_closest_setting(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="kernelpick.settings"):
+        assert from_environ({"KERNELPICK_ISOLTE": "on"}) == Settings()
+        from_environ({"KERNELPICK_ISOLTE": "on"})
+        from_environ({"KERNELPICK_NOTHING_LIKE_IT_AT_ALL": "1"})
+    assert [r.getMessage() for r in caplog.records] == [
+        "KERNELPICK_ISOLTE is set but is not a kernelpick setting, so it is ignored: "
+        "did you mean KERNELPICK_ISOLATE?",
+        "KERNELPICK_NOTHING_LIKE_IT_AT_ALL is set but is not a kernelpick setting, so it is ignored: "
+        "`kernelpick settings` lists the settings",
+    ]
+
+
 @pytest.mark.parametrize("text", ["1", "true", "TRUE", "Yes", "on", " on "])
 def test_boolean_true_spellings(text: str) -> None:
     assert from_environ({"KERNELPICK_PRINT": text}).print_tables is True

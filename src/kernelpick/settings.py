@@ -9,6 +9,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import contextvars
+import difflib
 import logging
 import math
 import os
@@ -218,18 +219,41 @@ _HINTS = typing.get_type_hints(Settings)
 
 
 def from_environ(environ: Mapping[str, str] | None = None) -> Settings:
-    """Build settings from `environ` (default: the process environment).
+    """Build settings from `environ` (default: the process environment). A `KERNELPICK_*` variable
+    that is no setting (misspelt, or from another version) is ignored, with a warning naming the
+    closest setting, once per process.
 
     Raises:
         SettingsError: a variable has a value of the wrong kind; the message names it.
     """
     environ = os.environ if environ is None else environ
+    _warn_of_unknown_variables(environ)
     values = {
         f.name: _parse(f.name, _HINTS[f.name], environ[f.metadata["env"]])
         for f in fields(Settings)
         if f.metadata["env"] in environ
     }
     return Settings(**values)
+
+
+_KNOWN = set(_ENV_NAMES.values())
+_unknown_warned: set[str] = set()
+
+
+def _warn_of_unknown_variables(environ: Mapping[str, str]) -> None:
+    for name in environ:
+        if not name.startswith("KERNELPICK_") or name in _KNOWN or name in _unknown_warned:
+            continue
+        _unknown_warned.add(name)
+        # Compared without the prefix they all share, which would make every name look close.
+        suffixes = sorted(known.removeprefix("KERNELPICK_") for known in _KNOWN)
+        closest = difflib.get_close_matches(name.removeprefix("KERNELPICK_"), suffixes, n=1)
+        hint = (
+            f"did you mean KERNELPICK_{closest[0]}?"
+            if closest
+            else "`kernelpick settings` lists the settings"
+        )
+        log.warning("%s is set but is not a kernelpick setting, so it is ignored: %s", name, hint)
 
 
 _from_env: Settings | None = None
