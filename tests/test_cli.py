@@ -62,17 +62,42 @@ def test_settings_masks_the_redis_password(capsys: pytest.CaptureFixture[str]) -
     assert "hunter2" not in out and "***" in out
 
 
-def test_bad_setting_is_a_clear_error_not_a_traceback(tmp_path: Path) -> None:
+SOURCES = str(Path(__file__).resolve().parents[1] / "src")
+
+
+def test_settings_shows_every_variable_and_marks_the_bad_ones() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "kernelpick.cli", "settings"],
-        env={"KERNELPICK_PRINT": "maybe", "PATH": "/usr/bin:/bin"},
+        env={
+            "KERNELPICK_PRINT": "maybe",
+            "KERNELPICK_REP_MS": "-1",
+            "PATH": "/usr/bin:/bin",
+            "PYTHONPATH": SOURCES,
+        },
         capture_output=True,
         text=True,
         check=False,
     )
     assert done.returncode == 2
-    assert "KERNELPICK_PRINT='maybe' is not a boolean" in done.stderr
+    rows = {line.split()[0]: line for line in done.stdout.splitlines() if line.startswith(" KERNELPICK_")}
+    assert list(rows) == [env for env, _, _ in settings.describe()]
+    assert "bad: KERNELPICK_PRINT='maybe' is not a boolean" in rows["KERNELPICK_PRINT"]
+    assert "bad: KERNELPICK_REP_MS='-1' must not be negative" in rows["KERNELPICK_REP_MS"]
+    assert [env for env, row in rows.items() if "bad:" in row] == ["KERNELPICK_PRINT", "KERNELPICK_REP_MS"]
+    assert "kernelpick: error: bad value of KERNELPICK_PRINT, KERNELPICK_REP_MS" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_bad_setting_stops_another_command_with_one_line() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "kernelpick.cli", "cache", "stats"],
+        env={"KERNELPICK_PRINT": "maybe", "PATH": "/usr/bin:/bin", "PYTHONPATH": SOURCES},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert done.stderr.startswith("kernelpick: error: KERNELPICK_PRINT='maybe' is not a boolean")
 
 
 def test_an_os_error_is_one_line_and_status_2_and_debug_shows_its_traceback(

@@ -160,6 +160,20 @@ def test_reload_reads_the_environment_again(monkeypatch: pytest.MonkeyPatch) -> 
         settings._override.reset(token)
 
 
+def test_read_each_reports_every_bad_value_instead_of_raising_the_first() -> None:
+    found = {
+        name: (value, error)
+        for name, value, error in settings.read_each(
+            {"KERNELPICK_PRINT": "maybe", "KERNELPICK_MAX_REPS": "many", "KERNELPICK_REP_MS": "2.5"}
+        )
+    }
+    assert list(found) == [f.name for f in fields(Settings)]
+    value, error = found["print_tables"]
+    assert value == "maybe" and isinstance(error, SettingsError) and "KERNELPICK_PRINT='maybe'" in str(error)
+    assert found["max_reps"][1] is not None
+    assert found["rep_ms"] == (2.5, None) and found["cache"] == (True, None)
+
+
 def test_describe_lists_every_variable_with_its_default_and_meaning() -> None:
     described = settings.describe()
     assert [row[0] for row in described] == [f.metadata["env"] for f in fields(Settings)]

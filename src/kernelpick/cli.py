@@ -11,6 +11,7 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
+from rich.markup import escape
 from rich.table import Table
 
 from kernelpick import settings
@@ -48,16 +49,23 @@ def _analyze(args: argparse.Namespace) -> int:
 
 
 def _settings(args: argparse.Namespace) -> int:
+    """Every setting with its value now; a bad value is shown with its error (this is where a user
+    finds out which is bad), and then the status is 2."""
     table = Table(title="kernelpick settings (environment variables)", title_justify="left", box=None)
     for column in ("variable", "default", "now", "meaning"):
         table.add_column(column)
-    current = settings.current()
-    for (env, default, doc), field_name in zip(settings.describe(), settings.Settings.__dataclass_fields__):
-        value = getattr(current, field_name)
+    bad = []
+    for (env, default, doc), (field_name, value, error) in zip(settings.describe(), settings.read_each()):
         if field_name == "redis_url":  # shown, so without its password
             value = without_password(value)
-        table.add_row(env, default, repr(value), doc)
+        now = repr(value) if error is None else f"[bold red]bad: {escape(str(error))}[/]"
+        if error is not None:
+            bad.append(env)
+        table.add_row(env, default, now if error is not None else escape(now), doc)
     console().print(table)
+    if bad:
+        print(f"kernelpick: error: bad value of {', '.join(bad)} (marked in the table)", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -298,6 +298,32 @@ def override(**changes: Any) -> Iterator[Settings]:
         _override.reset(token)
 
 
+def read_each(environ: Mapping[str, str] | None = None) -> list[tuple[str, Any, SettingsError | None]]:
+    """Each setting's field name, value and error, in declaration order: the settings in effect, as
+    `current()` gives them, except that a variable with a bad value is not raised but reported, with
+    its text as the value, so that every bad one can be shown at once (`kernelpick settings`).
+
+    Args:
+        environ: read these variables (default: the innermost `override`, else the process environment).
+    """
+    scoped = _override.get() if environ is None else None
+    if scoped is not None:
+        return [(f.name, getattr(scoped, f.name), None) for f in fields(Settings)]
+    environ = os.environ if environ is None else environ
+    _warn_of_unknown_variables(environ)
+    found: list[tuple[str, Any, SettingsError | None]] = []
+    for f in fields(Settings):
+        raw = environ.get(f.metadata["env"])
+        if raw is None:
+            found.append((f.name, f.default, None))
+            continue
+        try:
+            found.append((f.name, _parse(f.name, _HINTS[f.name], raw), None))
+        except SettingsError as error:
+            found.append((f.name, raw, error))
+    return found
+
+
 def describe() -> list[tuple[str, str, str]]:
     """(variable, default, meaning) for every setting, in declaration order."""
     return [(f.metadata["env"], repr(f.default), f.metadata["doc"]) for f in fields(Settings)]
