@@ -55,6 +55,12 @@ def test_settings_lists_every_variable(capsys: pytest.CaptureFixture[str]) -> No
         assert variable in out
 
 
+def test_settings_shows_square_brackets_as_written(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, "settings")
+    [row] = [line for line in out.splitlines() if "KERNELPICK_REDIS_URL" in line]
+    assert code == 0 and "(extra kernelpick[redis])." in row  # not taken for rich markup
+
+
 def test_settings_masks_the_redis_password(capsys: pytest.CaptureFixture[str]) -> None:
     with settings.override(redis_url="redis://:hunter2@cache.example:6379/0"):
         code, out, _ = run_cli(capsys, "settings")

@@ -35,7 +35,7 @@ def _demo(args: argparse.Namespace) -> int:
         out.print(record_table(name, record))
         out.print()
     where = "read from the result store" if demo.cache_hit else "measured now and stored"
-    out.print(f"Tuned 2 kernels on {demo.device.label} in {demo.seconds:.2f} s; results {where}.")
+    out.print(escape(f"Tuned 2 kernels on {demo.device.label} in {demo.seconds:.2f} s; results {where}."))
     if not demo.cache_hit:
         out.print("Run it again: the second run reads every result from the store and benchmarks nothing.")
     return 0
@@ -61,7 +61,8 @@ def _settings(args: argparse.Namespace) -> int:
         now = repr(value) if error is None else f"[bold red]bad: {escape(str(error))}[/]"
         if error is not None:
             bad.append(env)
-        table.add_row(env, default, now if error is not None else escape(now), doc)
+        # Text, not markup: rich would take the "[redis]" of "kernelpick[redis]" for a style.
+        table.add_row(env, escape(default), now if error is not None else escape(now), escape(doc))
     console().print(table)
     if bad:
         print(f"kernelpick: error: bad value of {', '.join(bad)} (marked in the table)", file=sys.stderr)
