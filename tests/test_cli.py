@@ -8,7 +8,10 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
+import triton
 
+import kernelpick
 from kernelpick import cli, settings
 from kernelpick.errors import CacheDirError
 
@@ -161,6 +164,16 @@ def test_analyze_missing_argument_and_bad_spec_are_clear_errors(capsys: pytest.C
     assert code == 2 and "missing `BLOCK`" in err
     code, _, err = run_cli(capsys, "analyze", f"{EXAMPLE}:axpy", "--arg", "x_ptr=f33[4]")
     assert code == 2 and "unknown element type `f33`" in err
+
+
+def test_version_names_kernelpick_triton_and_torch(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["--version"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out == (
+        f"kernelpick {kernelpick.__version__} (triton {triton.__version__}, torch {torch.__version__}, "
+        f"CUDA {torch.version.cuda or 'none'})\n"
+    )
 
 
 def test_help_lists_the_device_and_code_commands(capsys: pytest.CaptureFixture[str]) -> None:

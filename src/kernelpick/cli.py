@@ -14,10 +14,11 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
-from kernelpick import settings
+from kernelpick import __version__, settings
 from kernelpick.errors import KernelpickError
 from kernelpick.report import console
 from kernelpick.store.command import add_cache_commands, store_command
+from kernelpick.store.keys import Toolchain
 from kernelpick.store.redis import without_password
 
 
@@ -81,6 +82,12 @@ def _add_command(commands: Any, name: str, help: str, module: str, run: str) -> 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kernelpick", description="Pick the fastest GPU kernel for each call, safely."
+    )
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=f"kernelpick {__version__} ({Toolchain.current().describe()})",
+        help="print kernelpick's version and the Triton, torch and CUDA versions it runs with",
     )
     parser.add_argument(
         "--debug",
