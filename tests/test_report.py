@@ -81,6 +81,21 @@ def test_title_names_the_kernel_device_count_and_time() -> None:
     assert "not representative" in " ".join(render(autotune_table("add", ROWS, CPU)))
 
 
+def test_square_brackets_in_names_keys_and_messages_are_shown_as_written() -> None:
+    rows = [
+        (
+            "mm[tma] BLOCK=64",
+            BenchmarkResult.failed("compile_error", "TypeError: [constexpr] [bold]x[/bold]"),
+        ),
+        ("[red]plain[/red]", ok(1.0)),
+    ]
+    lines = render(autotune_table("mm(float16[64, 64], [redis])", rows, CPU, note="see [link]"))
+    text = "\n".join(lines)
+    assert "AUTOTUNE mm(float16[64, 64], [redis]) on cpu" in text
+    assert "mm[tma] BLOCK=64" in text and "[red]plain[/red]" in text
+    assert "compile_error: TypeError: [constexpr] [bold]x[/bold]" in text and "see [link]" in text
+
+
 def test_a_table_of_failures_only() -> None:
     rows = [("a", BenchmarkResult.failed("timeout", "no answer in 10 s"))]
     assert body(autotune_table("add", rows, CPU)) == [["a"] + ["-"] * 8 + ["timeout: no answer in 10 s"]]

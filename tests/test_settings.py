@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import fields
 from pathlib import Path
@@ -9,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from kernelpick import settings
-from kernelpick.errors import KernelpickError, SettingsError
+from kernelpick.errors import CacheDirError, KernelpickError, SettingsError
 from kernelpick.settings import Settings, from_environ
 
 
@@ -21,6 +22,21 @@ def test_empty_environment_gives_the_declared_defaults() -> None:
 
 def test_unrelated_variables_are_ignored() -> None:
     assert from_environ({"HOME": "/nowhere", "KERNELPICK": "1"}) == Settings()
+
+
+def test_a_misspelt_variable_is_warned_of_once_with_the_closest_setting(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="kernelpick.settings"):
+        assert from_environ({"KERNELPICK_ISOLTE": "on"}) == Settings()
+        from_environ({"KERNELPICK_ISOLTE": "on"})
+        from_environ({"KERNELPICK_NOTHING_LIKE_IT_AT_ALL": "1"})
+    assert [r.getMessage() for r in caplog.records] == [
+        "KERNELPICK_ISOLTE is set but is not a kernelpick setting, so it is ignored: "
+        "did you mean KERNELPICK_ISOLATE?",
+        "KERNELPICK_NOTHING_LIKE_IT_AT_ALL is set but is not a kernelpick setting, so it is ignored: "
+        "`kernelpick settings` lists the settings",
+    ]
 
 
 @pytest.mark.parametrize("text", ["1", "true", "TRUE", "Yes", "on", " on "])
@@ -144,6 +160,20 @@ def test_reload_reads_the_environment_again(monkeypatch: pytest.MonkeyPatch) -> 
         settings._override.reset(token)
 
 
+def test_read_each_reports_every_bad_value_instead_of_raising_the_first() -> None:
+    found = {
+        name: (value, error)
+        for name, value, error in settings.read_each(
+            {"KERNELPICK_PRINT": "maybe", "KERNELPICK_MAX_REPS": "many", "KERNELPICK_REP_MS": "2.5"}
+        )
+    }
+    assert list(found) == [f.name for f in fields(Settings)]
+    value, error = found["print_tables"]
+    assert value == "maybe" and isinstance(error, SettingsError) and "KERNELPICK_PRINT='maybe'" in str(error)
+    assert found["max_reps"][1] is not None
+    assert found["rep_ms"] == (2.5, None) and found["cache"] == (True, None)
+
+
 def test_describe_lists_every_variable_with_its_default_and_meaning() -> None:
     described = settings.describe()
     assert [row[0] for row in described] == [f.metadata["env"] for f in fields(Settings)]
@@ -166,6 +196,46 @@ def test_cache_dir_defaults_to_the_user_cache_dir(monkeypatch: pytest.MonkeyPatc
     with settings.override(cache_dir=None):
         assert settings.cache_dir() == tmp_path / "kernelpick"
     assert (tmp_path / "kernelpick").is_dir()
+
+
+def test_a_cache_dir_that_is_a_file_is_a_named_error(tmp_path: Path) -> None:
+    file = tmp_path / "not-a-folder"
+    file.write_text("")
+    with settings.override(cache_dir=file), pytest.raises(CacheDirError) as raised:
+        settings.cache_dir()
+    message = str(raised.value)
+    assert (
+        f"KERNELPICK_CACHE_DIR={file} cannot be used" in message and "it is a file, not a folder" in message
+    )
+    assert isinstance(raised.value, OSError) and raised.value.path == str(file)
+    with settings.override(cache_dir=file / "below"), pytest.raises(CacheDirError, match=f"{file} is a file"):
+        settings.cache_dir()
+
+
+def kernelpick_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [
+        r.getMessage()
+        for r in caplog.records
+        if r.name.startswith("kernelpick") and r.levelno >= logging.WARNING
+    ]
+
+
+def test_an_unusable_cache_dir_is_warned_of_once_and_a_temporary_folder_stands_in(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    file = tmp_path / "not-a-folder"
+    file.write_text("")
+    with settings.override(cache_dir=file), caplog.at_level(logging.WARNING):
+        assert settings.usable_cache_dir() is None
+        assert settings.usable_cache_dir() is None
+        folder = settings.cache_dir_or_temporary()
+        assert folder.is_dir() and settings.cache_dir_or_temporary() == folder
+        (folder / "written").write_text("a rendered kernel")
+    [warning] = kernelpick_warnings(caplog)
+    assert f"KERNELPICK_CACHE_DIR={file}" in warning and "it is a file, not a folder" in warning
+    assert "in memory for this process only" in warning
+    assert settings.usable_cache_dir() == settings.cache_dir()  # the test's own folder: usable, no warning
+    assert settings.cache_dir_or_temporary() == settings.cache_dir()
 
 
 def test_compile_workers_zero_means_one_per_cpu() -> None:

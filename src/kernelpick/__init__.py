@@ -11,6 +11,8 @@ from kernelpick.bench import BenchmarkResult, TimingSummary
 from kernelpick.bench.device import Requirements
 from kernelpick.errors import (
     AnalysisError,
+    ArgumentError,
+    CacheDirError,
     ConfigError,
     InterpretationError,
     KernelpickError,
@@ -79,8 +81,10 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "AnalysisError",
+    "ArgumentError",
     "Autotuner",
     "BenchmarkResult",
+    "CacheDirError",
     "Config",
     "ConfigError",
     "Epilogue",

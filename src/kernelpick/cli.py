@@ -11,12 +11,14 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
+from rich.markup import escape
 from rich.table import Table
 
-from kernelpick import settings
+from kernelpick import __version__, settings
 from kernelpick.errors import KernelpickError
 from kernelpick.report import console
 from kernelpick.store.command import add_cache_commands, store_command
+from kernelpick.store.keys import Toolchain
 from kernelpick.store.redis import without_password
 
 
@@ -34,7 +36,7 @@ def _demo(args: argparse.Namespace) -> int:
         out.print(record_table(name, record))
         out.print()
     where = "read from the result store" if demo.cache_hit else "measured now and stored"
-    out.print(f"Tuned 2 kernels on {demo.device.label} in {demo.seconds:.2f} s; results {where}.")
+    out.print(escape(f"Tuned 2 kernels on {demo.device.label} in {demo.seconds:.2f} s; results {where}."))
     if not demo.cache_hit:
         out.print("Run it again: the second run reads every result from the store and benchmarks nothing.")
     return 0
@@ -48,16 +50,24 @@ def _analyze(args: argparse.Namespace) -> int:
 
 
 def _settings(args: argparse.Namespace) -> int:
+    """Every setting with its value now; a bad value is shown with its error (this is where a user
+    finds out which is bad), and then the status is 2."""
     table = Table(title="kernelpick settings (environment variables)", title_justify="left", box=None)
     for column in ("variable", "default", "now", "meaning"):
         table.add_column(column)
-    current = settings.current()
-    for (env, default, doc), field_name in zip(settings.describe(), settings.Settings.__dataclass_fields__):
-        value = getattr(current, field_name)
+    bad = []
+    for (env, default, doc), (field_name, value, error) in zip(settings.describe(), settings.read_each()):
         if field_name == "redis_url":  # shown, so without its password
             value = without_password(value)
-        table.add_row(env, default, repr(value), doc)
+        now = repr(value) if error is None else f"[bold red]bad: {escape(str(error))}[/]"
+        if error is not None:
+            bad.append(env)
+        # Text, not markup: rich would take the "[redis]" of "kernelpick[redis]" for a style.
+        table.add_row(env, escape(default), now if error is not None else escape(now), escape(doc))
     console().print(table)
+    if bad:
+        print(f"kernelpick: error: bad value of {', '.join(bad)} (marked in the table)", file=sys.stderr)
+        return 2
     return 0
 
 
@@ -72,6 +82,17 @@ def _add_command(commands: Any, name: str, help: str, module: str, run: str) -> 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kernelpick", description="Pick the fastest GPU kernel for each call, safely."
+    )
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=f"kernelpick {__version__} ({Toolchain.current().describe()})",
+        help="print kernelpick's version and the Triton, torch and CUDA versions it runs with",
+    )
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        help="on an error, show its traceback instead of one line (put it before the command)",
     )
     commands = parser.add_subparsers(dest="command", required=True)
 
@@ -141,12 +162,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; a kernelpick error or an OSError (a folder or file that cannot be read or
+    written) is one line on stderr and status 2, its traceback with `--debug`."""
     args = build_parser().parse_args(argv)
     # Triton 3.9 warns about a default it will change; it is noise for this command's readers.
     warnings.filterwarnings("ignore", message="TRITON_DEFAULT_FP_FUSION")
     try:
         return int(args.handler(args))
-    except KernelpickError as error:
+    except (KernelpickError, OSError) as error:
+        if args.debug:
+            raise
         print(f"kernelpick: error: {error}", file=sys.stderr)
         return 2
 

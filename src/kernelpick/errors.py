@@ -8,6 +8,7 @@ derives from that one too, so that code written for Triton (`except triton.Trito
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -138,6 +139,12 @@ class TemplateError(KernelpickError, ValueError):
     """A kernel template could not be rendered with the inputs, config or epilogue given."""
 
 
+class ArgumentError(ConfigError, TypeError):
+    """A tuned kernel or a selector was called with an argument it cannot take (a meta tensor, a
+    list); the message names the argument, says what it is and what is expected. A `ConfigError`,
+    and a `TypeError` as Triton's own complaint about such an argument is."""
+
+
 class AnalysisError(KernelpickError, ValueError):
     """A kernel could not be analyzed with the arguments given (missing or malformed arguments)."""
 
@@ -149,6 +156,18 @@ class IsolationError(KernelpickError, RuntimeError):
 
 class StoreError(KernelpickError, RuntimeError):
     """The result store could not be opened, read or written."""
+
+
+class CacheDirError(KernelpickError, OSError):
+    """The cache dir (`KERNELPICK_CACHE_DIR`) cannot be created or written; the message names the
+    folder (also in `path`) and why. An `OSError` too, as the failure it reports was."""
+
+    def __init__(self, message: str, path: str) -> None:
+        OSError.__init__(self, message)
+        self.path = path
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return type(self), (str(self), self.path)
 
 
 class TableError(KernelpickError, ValueError):
@@ -170,3 +189,21 @@ class OperatorNotRegistered(OperatorError, AttributeError):
 
 class MutatesArgsError(OperatorError):
     """An operator's explicit `mutates_args` disagrees with what its kernels were found to write."""
+
+
+def describe_value(value: object, limit: int = 200) -> str:
+    """A value as an error message shows it: a tensor by its dtype, size and device, never its values
+    (a repr of a large tensor runs to pages), a list or tuple of tensors the same way, anything else
+    by its repr cut to `limit` characters."""
+    torch = sys.modules.get("torch")  # a value cannot be a tensor before torch is imported
+    if torch is not None and isinstance(value, torch.Tensor):
+        kind = "tensor" if type(value) in (torch.Tensor, torch.nn.Parameter) else type(value).__name__
+        dtype = str(value.dtype).removeprefix("torch.")
+        return f"a {dtype} {kind} of size {list(value.shape)} on {value.device}"
+    if isinstance(value, (list, tuple)) and torch is not None:
+        if any(isinstance(v, torch.Tensor) for v in value):
+            shown = [describe_value(v, limit) for v in value[:4]] + (["..."] if len(value) > 4 else [])
+            text = ", ".join(shown)
+            return f"[{text}]" if isinstance(value, list) else f"({text})"
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[: limit - 3]}..."

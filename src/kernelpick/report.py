@@ -9,6 +9,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -52,10 +53,11 @@ def autotune_table(
     ok = [r.cost_ms for _, r in rows if r.ok]
     lowest = min(ok) if ok else None
     timing = "" if seconds is None else f" in {seconds:.2f} s"
+    # Names, keys and messages are text, never rich markup: "[redis]" or "[constexpr]" must show.
     table = Table(
-        title=f"AUTOTUNE {title} on {device.label}: {len(rows)} candidates{timing}",
+        title=escape(f"AUTOTUNE {title} on {device.label}: {len(rows)} candidates{timing}"),
         title_justify="left",
-        caption=note or None,
+        caption=escape(note) or None,
         caption_justify="left",
         box=None,
         pad_edge=False,
@@ -93,7 +95,7 @@ def autotune_table(
             status += ", picked"
         if result.message:
             status += f": {headline(result.message)}"
-        table.add_row(name, *timing_cells, status)
+        table.add_row(escape(name), *timing_cells, escape(status))
     return table
 
 
@@ -171,9 +173,10 @@ class TuningProgress:
                 transient=True,
             )
             self._bar.start()
-            self._task = self._bar.add_task(self.description, total=self.total)
+            self._task = self._bar.add_task(escape(self.description), total=self.total)
         assert self._task is not None
-        self._bar.update(self._task, completed=self.done, description=self.description)
+        # Text, not markup: the bar's column formats it into "[bold]kernelpick[/] {task.description}".
+        self._bar.update(self._task, completed=self.done, description=escape(self.description))
 
     def __exit__(
         self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None

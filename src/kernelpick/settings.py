@@ -6,17 +6,25 @@ Nothing else in kernelpick reads the environment.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import contextvars
+import difflib
+import logging
 import math
 import os
+import shutil
+import tempfile
+import threading
 import typing
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from kernelpick.errors import SettingsError
+from kernelpick.errors import CacheDirError, SettingsError
+
+log = logging.getLogger("kernelpick.settings")
 
 CompileMode = Literal["thread", "process"]
 Toggle = Literal["auto", "on", "off"]
@@ -211,18 +219,41 @@ _HINTS = typing.get_type_hints(Settings)
 
 
 def from_environ(environ: Mapping[str, str] | None = None) -> Settings:
-    """Build settings from `environ` (default: the process environment).
+    """Build settings from `environ` (default: the process environment). A `KERNELPICK_*` variable
+    that is no setting (misspelt, or from another version) is ignored, with a warning naming the
+    closest setting, once per process.
 
     Raises:
         SettingsError: a variable has a value of the wrong kind; the message names it.
     """
     environ = os.environ if environ is None else environ
+    _warn_of_unknown_variables(environ)
     values = {
         f.name: _parse(f.name, _HINTS[f.name], environ[f.metadata["env"]])
         for f in fields(Settings)
         if f.metadata["env"] in environ
     }
     return Settings(**values)
+
+
+_KNOWN = set(_ENV_NAMES.values())
+_unknown_warned: set[str] = set()
+
+
+def _warn_of_unknown_variables(environ: Mapping[str, str]) -> None:
+    for name in environ:
+        if not name.startswith("KERNELPICK_") or name in _KNOWN or name in _unknown_warned:
+            continue
+        _unknown_warned.add(name)
+        # Compared without the prefix they all share, which would make every name look close.
+        suffixes = sorted(known.removeprefix("KERNELPICK_") for known in _KNOWN)
+        closest = difflib.get_close_matches(name.removeprefix("KERNELPICK_"), suffixes, n=1)
+        hint = (
+            f"did you mean KERNELPICK_{closest[0]}?"
+            if closest
+            else "`kernelpick settings` lists the settings"
+        )
+        log.warning("%s is set but is not a kernelpick setting, so it is ignored: %s", name, hint)
 
 
 _from_env: Settings | None = None
@@ -267,20 +298,117 @@ def override(**changes: Any) -> Iterator[Settings]:
         _override.reset(token)
 
 
+def read_each(environ: Mapping[str, str] | None = None) -> list[tuple[str, Any, SettingsError | None]]:
+    """Each setting's field name, value and error, in declaration order: the settings in effect, as
+    `current()` gives them, except that a variable with a bad value is not raised but reported, with
+    its text as the value, so that every bad one can be shown at once (`kernelpick settings`).
+
+    Args:
+        environ: read these variables (default: the innermost `override`, else the process environment).
+    """
+    scoped = _override.get() if environ is None else None
+    if scoped is not None:
+        return [(f.name, getattr(scoped, f.name), None) for f in fields(Settings)]
+    environ = os.environ if environ is None else environ
+    _warn_of_unknown_variables(environ)
+    found: list[tuple[str, Any, SettingsError | None]] = []
+    for f in fields(Settings):
+        raw = environ.get(f.metadata["env"])
+        if raw is None:
+            found.append((f.name, f.default, None))
+            continue
+        try:
+            found.append((f.name, _parse(f.name, _HINTS[f.name], raw), None))
+        except SettingsError as error:
+            found.append((f.name, raw, error))
+    return found
+
+
 def describe() -> list[tuple[str, str, str]]:
     """(variable, default, meaning) for every setting, in declaration order."""
     return [(f.metadata["env"], repr(f.default), f.metadata["doc"]) for f in fields(Settings)]
 
 
+_writable: set[Path] = set()  # cache dirs written to once in this process: not probed again
+_warned: set[Path] = set()
+_temporary: Path | None = None
+_files_lock = threading.Lock()
+
+
 def cache_dir() -> Path:
-    """The folder of kernelpick's persistent data, created if missing."""
+    """The folder of kernelpick's persistent data, created if missing.
+
+    Raises:
+        CacheDirError: the folder cannot be created or written (it is a file, or under one, or
+            permissions or a read-only file system forbid it); the message names the folder,
+            `KERNELPICK_CACHE_DIR` and why.
+    """
     path = current().cache_dir
+    given = path is not None
     if path is None:
         import platformdirs
 
         path = Path(platformdirs.user_cache_dir("kernelpick", appauthor=False))
-    path.mkdir(parents=True, exist_ok=True)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        if path not in _writable:  # an existing folder may still be read-only: write a file once
+            with tempfile.TemporaryFile(dir=path, prefix=".kernelpick-probe-"):
+                pass
+            _writable.add(path)
+    except OSError as error:
+        where = (
+            f"KERNELPICK_CACHE_DIR={path}"
+            if given
+            else f"the user cache dir {path} (KERNELPICK_CACHE_DIR unset)"
+        )
+        raise CacheDirError(
+            f"{where} cannot be used as kernelpick's cache dir: {_why_unusable(path, error)}; "
+            "point KERNELPICK_CACHE_DIR at a folder you can write",
+            str(path),
+        ) from error
     return path
+
+
+def _why_unusable(path: Path, error: OSError) -> str:
+    """Why creating or writing `path` failed, in words: which part is a file, or the system's reason."""
+    for part in (path, *path.parents):
+        if part.exists() and not part.is_dir():
+            return "it is a file, not a folder" if part == path else f"{part} is a file, not a folder"
+    return error.strerror or str(error)
+
+
+def usable_cache_dir() -> Path | None:
+    """The cache dir, or None when it cannot be used (`cache_dir()` raises): then a warning naming it
+    and why, once per process and folder, says that results are kept in memory for this process only."""
+    try:
+        return cache_dir()
+    except CacheDirError as error:
+        path = Path(error.path)
+        with _files_lock:
+            first = path not in _warned
+            _warned.add(path)
+        if first:
+            log.warning(
+                "%s. Until then kernelpick keeps tuning results in memory for this process only and "
+                "writes rendered kernels to a temporary folder",
+                error,
+            )
+        return None
+
+
+def cache_dir_or_temporary() -> Path:
+    """Where to write files this process reads back (rendered kernels, which Triton and worker
+    processes import by path): the cache dir, or when it cannot be used (warned once, as
+    `usable_cache_dir`), a temporary folder of this process, removed when it exits."""
+    folder = usable_cache_dir()
+    if folder is not None:
+        return folder
+    global _temporary
+    with _files_lock:
+        if _temporary is None:
+            _temporary = Path(tempfile.mkdtemp(prefix="kernelpick-cache-"))
+            atexit.register(shutil.rmtree, _temporary, ignore_errors=True)
+        return _temporary
 
 
 def child_environment(changes: Mapping[str, str | None]) -> dict[str, str]:

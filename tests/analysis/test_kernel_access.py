@@ -195,6 +195,13 @@ def test_argument_of_a_type_triton_cannot_pass_is_a_clear_error() -> None:
         analyze(copy, f32(), "not a tensor", 8, BLOCK=16)
 
 
+def test_a_list_argument_is_named() -> None:
+    with pytest.raises(
+        AnalysisError, match=r"argument `y_ptr` is a list: Triton passes tensors.*pass a tuple"
+    ):
+        analyze(copy, f32(), [1.0, 2.0], 8, BLOCK=16)
+
+
 def test_not_a_kernel_is_a_clear_error() -> None:
     with pytest.raises(AnalysisError, match=r"expected a @triton\.jit function"):
         analyze(lambda x: x, f32())

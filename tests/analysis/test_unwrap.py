@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+import torch
 import triton
 from access_corpus import copy, f32
 
@@ -79,6 +80,14 @@ def test_raising_heuristic_is_reported_not_raised() -> None:
 def test_non_kernels_are_rejected() -> None:
     with pytest.raises(AnalysisError, match=r"expected a @triton\.jit function"):
         unwrap(LookAlikeTuner(print, []), (), {})
+
+
+def test_a_tensor_given_for_the_kernel_is_described_not_printed() -> None:
+    with pytest.raises(AnalysisError) as raised:
+        analyze(torch.arange(100_000.0), f32())
+    message = str(raised.value)
+    assert "got Tensor: a float32 tensor of size [100000] on cpu" in message
+    assert "tensor(" not in message
 
 
 def test_self_wrapping_object_is_rejected() -> None:

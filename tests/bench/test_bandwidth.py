@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 import torch
@@ -62,3 +63,15 @@ def test_measuring_again_measures_each_model_once_however_many_gpus_have_it(
     facts = json.loads(capsys.readouterr().out)["devices"]
     assert copies == [torch.device("cuda", 0), torch.device("cuda", 2)]  # the second H100 reads the first's
     assert [f["measured_memory_gbps"] for f in facts] == [3001.0, 3001.0, 3002.0]
+
+
+def test_an_unusable_cache_dir_measures_without_keeping(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    file = tmp_path / "cache"
+    file.write_text("")
+    monkeypatch.setattr("kernelpick.bench.bandwidth._copy_gbps", lambda where, size: 3000.0)
+    with settings.override(cache_dir=file):
+        assert cached_bandwidth(H100) is None
+        assert memory_bandwidth(H100).memory_gbps == 3000.0
+    assert file.read_text() == ""

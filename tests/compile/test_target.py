@@ -164,3 +164,11 @@ def test_kernels_decorated_under_triton_interpret_lower_as_their_compilable_twin
 def test_other_objects_are_not_kernels() -> None:
     with pytest.raises(AnalysisError, match=r"expected a @triton\.jit function, got function"):
         as_jit_function(add_kernel.fn)
+
+
+def test_a_tensor_given_for_the_kernel_is_described_not_printed() -> None:
+    with pytest.raises(AnalysisError) as raised:
+        as_jit_function(torch.arange(100_000.0))
+    message = str(raised.value)
+    assert "got Tensor: a float32 tensor of size [100000] on cpu" in message
+    assert "tensor(" not in message and len(message) < 200

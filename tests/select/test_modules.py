@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
@@ -11,7 +12,7 @@ import pytest
 
 from kernelpick import settings
 from kernelpick.errors import TemplateError
-from kernelpick.select.modules import load_module, source_hash, write_module
+from kernelpick.select.modules import keep_kernel_source, load_module, source_hash, write_module
 
 SOURCE = (
     "import triton\nimport triton.language as tl\n\n\n@triton.jit\ndef twice(X):\n    pass\n\nVALUE = 42\n"
@@ -55,3 +56,27 @@ def test_a_missing_or_broken_module_is_a_template_error(tmp_path: Path) -> None:
     broken.write_text("raise RuntimeError('boom')\n")
     with pytest.raises(TemplateError, match="does not import: RuntimeError: boom"):
         load_module(broken)
+
+
+def test_an_unusable_cache_dir_writes_modules_to_a_temporary_folder_and_keeps_no_source(
+    tmp_path: Path,
+) -> None:
+    file = tmp_path / "cache"
+    file.write_text("")
+    with settings.override(cache_dir=file):
+        path = write_module(SOURCE + "\nVALUE = 44\n")
+        assert load_module(path).VALUE == 44
+        assert keep_kernel_source(load_module(path).twice) is None  # kept for `kernelpick code` only
+    assert not path.is_relative_to(tmp_path)
+
+
+def test_a_kernel_source_that_cannot_be_written_is_a_warning_not_an_error(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    (settings.cache_dir() / "kernels").write_text("a file where the folder goes")
+    kernel = load_module(write_module(SOURCE + "\nVALUE = 45\n")).twice
+    with caplog.at_level(logging.WARNING, logger="kernelpick"):
+        assert keep_kernel_source(kernel) is None
+        assert keep_kernel_source(kernel) is None
+    [warning] = [r.getMessage() for r in caplog.records]
+    assert str(settings.cache_dir() / "kernels") in warning and "kernelpick code" in warning

@@ -17,7 +17,7 @@ import torch
 
 from kernelpick import NoValidChoices, Selector, extern, load_table, require, settings
 from kernelpick.bench.verify import Tolerance
-from kernelpick.errors import ConfigError
+from kernelpick.errors import ArgumentError, ConfigError
 from kernelpick.report import console
 from kernelpick.store import MemoryStore, default_store
 from kernelpick.store.deploy import tables
@@ -326,8 +326,40 @@ def test_non_tensor_arguments_select_tunings_by_value() -> None:
     assert len(selector.records) == 2
     assert selector.tune(a, alpha=3.0) is selector.last_selection  # the same key off the hot path
     assert len(selector.records) == 2
-    with pytest.raises(ConfigError, match=r"alpha= \(list\) cannot be hashed"):
+    with pytest.raises(
+        ConfigError, match=r"keyword argument `alpha` is a list in a call of selector `scale`"
+    ):
         selector(a, alpha=[1.0])
+
+
+def test_an_unhashable_argument_is_named_by_position_or_keyword_on_every_path() -> None:
+    def scaled(a: torch.Tensor, b: Any = None, *, alpha: Any = 1.0) -> torch.Tensor:
+        return a * 2
+
+    selector = Selector("scale", [extern(scaled)])
+    a = torch.randn(8)
+    for call in (selector, selector.tune, selector.implementation):
+        with pytest.raises(
+            ArgumentError, match=r"^input 1 is a list in a call of selector `scale`: .*pass a tuple"
+        ):
+            call(a, [1, 2])
+        with pytest.raises(ArgumentError, match=r"^keyword argument `alpha` is a dict"):
+            call(a, alpha={"x": 1})
+    assert selector.records == {}
+
+
+def test_a_meta_tensor_is_named_by_position_or_keyword() -> None:
+    def scaled(a: torch.Tensor, b: Any = None) -> torch.Tensor:
+        return a * 2
+
+    selector = Selector("scale", [extern(scaled)])
+    with pytest.raises(ArgumentError) as raised:
+        selector(torch.empty(8, device="meta"))
+    assert str(raised.value).startswith(
+        "input 0 of selector `scale` is a meta tensor (a float32 tensor of size [8] on meta)"
+    )
+    with pytest.raises(ArgumentError, match=r"^keyword argument `b` of selector `scale` is a meta tensor"):
+        selector.tune(torch.randn(8), b=torch.empty(8, device="meta"))
 
 
 def test_two_different_choices_with_one_name_are_refused() -> None:

@@ -26,11 +26,15 @@ def measured(candidate: str, median_ms: float) -> StoredResult:
     return StoredResult(candidate, {"kwargs": {"BLOCK": 64}, "name": candidate}, ok(median_ms))
 
 
-def write_damaged_store(path: Path) -> None:
-    """A store of 2,000 results at `path` with four pages in the middle of its file overwritten."""
+def write_damaged_store(path: Path, *, picks: bool = False) -> None:
+    """A store of 2,000 results (100 keys of 20 candidates) at `path` with four pages in the middle of
+    its file overwritten. With `picks`, c0 is picked for each key after all are saved (so that the
+    picks' pages follow the results' at the end of the file, away from the damage)."""
     store = SQLiteStore(path)
     for index in range(100):
         store.save(make_key("mm", index), [measured(f"c{c}", 1.0 + c) for c in range(20)])
+    for index in range(100 if picks else 0):
+        store.save(make_key("mm", index), [], pick="c0")
     store.close()  # the last connection to close checkpoints the log into the file and removes it
     assert not Path(f"{path}-wal").exists()
     size, page = path.stat().st_size, 4096

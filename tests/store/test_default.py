@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
+
+import pytest
 
 from kernelpick import settings
 from kernelpick.store.base import MemoryStore
@@ -35,3 +38,17 @@ def test_memory_store_when_the_cache_is_off(tmp_path: Path) -> None:
         assert isinstance(store, MemoryStore)
         assert default_store() is store
     assert not (tmp_path / "unused").exists()
+
+
+def test_memory_store_and_one_warning_when_the_cache_dir_is_a_file(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    file = tmp_path / "cache"
+    file.write_text("")
+    with settings.override(cache_dir=file), caplog.at_level(logging.WARNING):
+        store = default_store()
+        assert isinstance(store, MemoryStore)
+        assert default_store() is store
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1
+    assert f"KERNELPICK_CACHE_DIR={file}" in warnings[0] and "not a folder" in warnings[0]

@@ -22,7 +22,7 @@ from kernelpick.store.base import StoredResult
 from kernelpick.store.sqlite import SCHEMA_VERSION, SQLiteStore
 from kernelpick.tune.config import Config
 from tests.store.samples import make_key as key
-from tests.store.samples import ok
+from tests.store.samples import ok, write_damaged_store
 
 
 def stored(config: Config, result: BenchmarkResult) -> StoredResult:
@@ -331,17 +331,29 @@ def test_a_file_that_is_not_a_database_is_moved_aside_and_an_empty_store_takes_i
     assert set(SQLiteStore(path).load(key())) == {A.digest}
 
 
-def test_garbage_written_into_a_store_is_found_when_it_is_opened_and_the_store_rebuilt(
-    damaged_store: Path, caplog: pytest.LogCaptureFixture
+def test_garbage_written_into_a_store_is_found_when_it_is_opened_and_its_readable_rows_kept(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
+    damaged_store = tmp_path / "results.sqlite3"
+    write_damaged_store(damaged_store, picks=True)
     size = damaged_store.stat().st_size
     with caplog.at_level(logging.WARNING, logger="kernelpick.store"):
         store = SQLiteStore(damaged_store)
     [aside] = damaged_store.parent.glob("results.sqlite3.corrupt-*")
-    assert aside.stat().st_size == size
+    assert aside.stat().st_size == size  # kept for a person to look at, as it was
+    assert SQLiteStore.integrity_problems(aside) != []
+    rows = list(store.rows())
+    # Four damaged pages of table rows lose the rows on them (a few dozen), not those after them.
+    assert 1900 < len(rows) < 2000
     warning = _one_warning(caplog)
     assert str(damaged_store) in warning and str(aside) in warning
-    assert store.summary() == []  # empty: results are measured again
+    assert f"with the {len(rows)} results that could still be read" in warning
+    inputs = {row.key.inputs for row in rows}
+    assert (0,) in inputs and (99,) in inputs  # before and after the damage
+    for row in rows:  # each kept as it was saved
+        assert row.key.kernel == "mm" and row.result.median_ms == 1.0 + int(row.candidate[1:])
+        assert row.picked == (row.candidate == "c0")  # the picks, on pages of their own, all kept
+    assert SQLiteStore.integrity_problems(damaged_store) == []
     store.save(key(), [stored(A, ok(1.0))])
     store.close()
     caplog.clear()

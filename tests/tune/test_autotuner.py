@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import logging
 import subprocess
 import sys
 import time
@@ -17,6 +18,7 @@ import triton.language as tl
 import kernelpick
 from kernelpick import settings
 from kernelpick.compile.launch import interpreting
+from kernelpick.errors import ArgumentError
 from kernelpick.store import MemoryStore
 from tests.tune.kernels import accumulate_kernel, add_kernel, grid_1d, increment_kernel, scale_kernel
 
@@ -53,6 +55,45 @@ def test_same_interface_and_results_as_triton_autotune() -> None:
     assert len(ours.cache) == len(theirs.cache) == 1
     assert {str(c.kwargs) for c in ours.configs_timings} == {str(c.kwargs) for c in theirs.configs_timings}
     assert ours.arg_names == theirs.arg_names
+
+
+def test_a_cache_dir_that_is_a_file_costs_a_warning_and_the_kernel_still_runs(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    file = tmp_path / "cache"
+    file.write_text("")
+    kernel = kernelpick.autotune(SPACE, key=["n"])(add_kernel)
+    x, y, out = torch.randn(300), torch.randn(300), torch.empty(300)
+    with settings.override(cache_dir=file), caplog.at_level(logging.WARNING, logger="kernelpick"):
+        kernel[grid_1d(300)](x, y, out, 300)
+        kernel[grid_1d(500)](torch.randn(500), torch.randn(500), torch.empty(500), 500)
+    torch.testing.assert_close(out, x + y)
+    warnings = [r.getMessage() for r in caplog.records if "KERNELPICK_CACHE_DIR" in r.getMessage()]
+    assert len(warnings) == 1 and str(file) in warnings[0]
+
+
+def test_a_meta_tensor_is_refused_by_name_before_any_config_runs() -> None:
+    kernel = kernelpick.autotune(SPACE, key=["n"], store=MemoryStore())(add_kernel)
+    x, out = torch.randn(64), torch.empty(64)
+    with pytest.raises(ArgumentError) as raised:
+        kernel[grid_1d(64)](x, torch.empty(64, device="meta"), out, 64)
+    message = str(raised.value)
+    assert message.startswith("argument `y_ptr` of kernel `add_kernel` is a meta tensor")
+    assert "a float32 tensor of size [64] on meta" in message and "kernelpick.analyze" in message
+    assert kernel.last_tuning is None
+
+
+@pytest.mark.parametrize("where", ["x_ptr", "n"])  # n is a key: a list there cannot even be looked up
+def test_a_list_argument_is_refused_by_name_and_type(where: str) -> None:
+    kernel = kernelpick.autotune(SPACE, key=["n"], store=MemoryStore())(add_kernel)
+    x, out = torch.randn(64), torch.empty(64)
+    args: list[object] = [x, x, out, 64]
+    args[0 if where == "x_ptr" else 3] = [1.0, 2.0] if where == "x_ptr" else [64]
+    with pytest.raises(
+        ArgumentError, match=f"argument `{where}` of kernel `add_kernel` is a list: .*pass a tuple"
+    ):
+        kernel[grid_1d(64)](*args)
+    assert issubclass(ArgumentError, TypeError)  # what Triton raises for such an argument
 
 
 def test_same_key_is_tuned_once_and_a_new_key_tunes_again() -> None:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
 import pytest
 
+from kernelpick import settings
 from kernelpick.workers import plan
 
 
@@ -68,3 +70,12 @@ def test_nothing_starts_when_the_process_never_tunes(started: Started) -> None:
         plan.start_early(None)
     assert not started.done.wait(0.5)
     assert started.calls == []
+
+
+def test_workers_are_told_the_folder_rendered_kernels_are_written_to(tmp_path: Path) -> None:
+    assert plan.worker_settings()["cache_dir"] == str(settings.cache_dir())
+    file = tmp_path / "cache"
+    file.write_text("")
+    with settings.override(cache_dir=file):  # unusable: this process writes to a temporary folder
+        told = plan.worker_settings()["cache_dir"]
+        assert told == str(settings.cache_dir_or_temporary()) and told != str(file)

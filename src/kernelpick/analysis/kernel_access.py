@@ -20,6 +20,7 @@ from kernelpick.analysis.access import find_accesses
 from kernelpick.analysis.functions import convert_module
 from kernelpick.analysis.parameters import ttir_parameter_names
 from kernelpick.compile.interpreted import compilable
+from kernelpick.compile.launch import unpassable
 from kernelpick.compile.target import Specialization, bind_arguments, default_target, specialize
 from kernelpick.compile.unwrap import Unwrapped, unwrap
 from kernelpick.errors import AnalysisError
@@ -259,6 +260,12 @@ def _specialize(jit: Any, named: dict[str, Any]) -> Specialization:
     except AnalysisError:
         raise
     except Exception as error:
+        for name, value in named.items():  # the argument Triton's message does not name
+            problem = unpassable(value)
+            if problem is not None:
+                raise AnalysisError(
+                    f"kernel `{jit.__name__}` cannot be specialized: argument `{name}` is {problem}"
+                ) from error
         raise AnalysisError(
             f"kernel `{jit.__name__}` cannot be specialized for these arguments ({type(error).__name__}: "
             f"{compiler_message(error)}); pass tensors, TensorDescriptors, ints, floats, bools, None or constexpr values"

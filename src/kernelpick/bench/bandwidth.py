@@ -39,16 +39,20 @@ class MeasuredBandwidth:
 
 
 def bandwidth_path(device: DeviceInfo) -> Path:
-    """Where the measurement of `device`'s model is kept: `<cache dir>/devices/<model>.json`."""
+    """Where the measurement of `device`'s model is kept: `<cache dir>/devices/<model>.json`.
+
+    Raises:
+        CacheDirError: the cache dir cannot be created or written.
+    """
     slug = re.sub(r"[^A-Za-z0-9]+", "-", device.name).strip("-").lower() or "device"
     return settings.cache_dir() / "devices" / f"{slug}.json"
 
 
 def cached_bandwidth(device: DeviceInfo) -> MeasuredBandwidth | None:
-    """The kept measurement of `device`'s model, or None (never measured, or an unreadable file)."""
-    path = bandwidth_path(device)
+    """The kept measurement of `device`'s model, or None (never measured, an unreadable file, or a
+    cache dir that cannot be used)."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(bandwidth_path(device).read_text(encoding="utf-8"))
         found = MeasuredBandwidth(
             str(data["device"]),
             float(data["memory_gbps"]),
@@ -62,7 +66,8 @@ def cached_bandwidth(device: DeviceInfo) -> MeasuredBandwidth | None:
 
 
 def memory_bandwidth(device: DeviceInfo, *, again: bool = False) -> MeasuredBandwidth:
-    """`device`'s copy bandwidth: the kept measurement of its model, or measured now and kept.
+    """`device`'s copy bandwidth: the kept measurement of its model, or measured now and kept (in the
+    cache dir, when it can be used).
 
     Args:
         device: a GPU (`kernelpick.bench.device.describe(torch.device("cuda", i))`).
@@ -82,6 +87,8 @@ def memory_bandwidth(device: DeviceInfo, *, again: bool = False) -> MeasuredBand
     buffer = max(_SMALLEST_BUFFER, 8 * device.l2_bytes)
     gbps = _copy_gbps(torch.device("cuda", device.index), buffer)
     found = MeasuredBandwidth(device.name, gbps, 2 * buffer, time.time(), torch.__version__)
+    if settings.usable_cache_dir() is None:  # warned: measured again by the next process
+        return found
     path = bandwidth_path(device)
     path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.NamedTemporaryFile("w", dir=path.parent, suffix=".tmp", delete=False) as stream:

@@ -84,7 +84,7 @@ def run_device(args: argparse.Namespace) -> int:
         print(json.dumps({"toolchain": dataclasses.asdict(toolchain), "devices": facts}, indent=2))
         return 0
     out = console()
-    out.print(f"kernelpick on {toolchain.describe()}")
+    out.print(escape(f"kernelpick on {toolchain.describe()}"))
     if devices[0].interpreter:
         out.print(
             f"No CUDA GPU is visible: Triton kernels run in Triton's interpreter on the CPU "

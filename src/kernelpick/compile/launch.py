@@ -12,17 +12,18 @@ from __future__ import annotations
 
 import inspect
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+import torch
 from triton.runtime.errors import InterpreterError
 from triton.runtime.interpreter import InterpretedFunction
 from triton.runtime.jit import JITFunction
 
 from kernelpick.compile.interpreter import Patches, explain, extend
 from kernelpick.compile.unwrap import innermost, unwrap
-from kernelpick.errors import InterpretationError
+from kernelpick.errors import ArgumentError, InterpretationError, describe_value
 
 _keep_alive: dict[int, tuple[JITFunction[Any], InterpretedFunction[Any]]] = {}
 _lock = threading.RLock()
@@ -152,3 +153,42 @@ def launcher(kernel: Any, interpreter: bool) -> Callable[..., Any]:
     """A function launching `kernel` as `launch(*args, grid=grid, **kwargs)` on a GPU or in the interpreter."""
     run = runner(kernel, interpreter)
     return lambda *args, grid, **kwargs: run(*args, grid=grid, warmup=False, **kwargs)
+
+
+#: What Triton cannot pass to a kernel: it stops with "failed to specialize argument of type: list".
+_UNPASSABLE = (list, dict, set, frozenset)
+
+
+def unpassable(value: Any) -> str | None:
+    """What `value` is and why Triton cannot pass it to a kernel ("a list: Triton passes ...; pass a
+    tuple") for a list, a dict or a set; None for anything else."""
+    if not isinstance(value, _UNPASSABLE):
+        return None
+    fix = "pass its values as arguments of their own" if isinstance(value, dict) else "pass a tuple"
+    return (
+        f"a {type(value).__name__}: Triton passes tensors, tensor descriptors, numbers (int, float, "
+        f"bool), None, strings, dtypes and tuples of these; {fix}"
+    )
+
+
+def check_launch_arguments(
+    kernel: str, arg_names: Sequence[str], args: Sequence[Any], kwargs: Mapping[str, Any]
+) -> None:
+    """Refuse, by name, an argument a kernel cannot be launched with: a meta tensor (there is no data
+    to run on) or a value Triton cannot pass (`unpassable`). For a call's slow path: Triton's own
+    complaint, or a launch that reads no memory, would come later and name no argument.
+
+    Raises:
+        ArgumentError: the message names the argument, what it is and what is expected.
+    """
+    for name, value in (*zip(arg_names, args), *kwargs.items()):
+        for item in value if isinstance(value, tuple) else (value,):
+            if isinstance(item, torch.Tensor) and item.device.type == "meta":
+                raise ArgumentError(
+                    f"argument `{name}` of kernel `{kernel}` is a meta tensor ({describe_value(item)}): "
+                    "kernels launch on tensors with data, on a GPU or the CPU; `kernelpick.analyze` "
+                    "tells what a kernel reads and writes from meta tensors"
+                )
+        problem = unpassable(value)
+        if problem is not None:
+            raise ArgumentError(f"argument `{name}` of kernel `{kernel}` is {problem}")

@@ -15,7 +15,7 @@ from triton.runtime.jit import JITFunction, create_function_from_signature
 
 from kernelpick.compile.interpreted import compilable, compiling
 from kernelpick.compile.launch import language_lock
-from kernelpick.errors import AnalysisError
+from kernelpick.errors import AnalysisError, describe_value
 
 #: The target used when no GPU is visible: a Hopper GPU, the newest architecture every Triton 3.x knows.
 FALLBACK_TARGET = GPUTarget("cuda", 90, 32)
@@ -77,7 +77,9 @@ def as_jit_function(kernel: Any) -> JITFunction[Any]:
     jit = compilable(kernel)
     if isinstance(jit, JITFunction):
         return jit
-    raise AnalysisError(f"expected a @triton.jit function, got {type(kernel).__name__}: {kernel!r}")
+    raise AnalysisError(
+        f"expected a @triton.jit function, got {type(kernel).__name__}: {describe_value(kernel)}"
+    )
 
 
 def bind_arguments(

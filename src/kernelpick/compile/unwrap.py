@@ -10,7 +10,7 @@ from typing import Any
 from triton.runtime.interpreter import InterpretedFunction
 from triton.runtime.jit import JITFunction
 
-from kernelpick.errors import AnalysisError
+from kernelpick.errors import AnalysisError, describe_value
 
 #: Compile options a tuning config carries besides its meta-parameters.
 CONFIG_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
@@ -70,7 +70,7 @@ def innermost(kernel: Any) -> Any:
             return kernel
         kernel = kernel.fn
     raise AnalysisError(
-        f"wrappers of {kernel!r} nest more than {_MAX_DEPTH} deep; expected a @triton.jit function inside"
+        f"wrappers of {describe_value(kernel)} nest more than {_MAX_DEPTH} deep; expected a @triton.jit function inside"
     )
 
 
@@ -88,7 +88,7 @@ def unwrap(kernel: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Unwra
     if not isinstance(bottom, JITFunction) and not is_interpreted(bottom):
         raise AnalysisError(
             f"expected a @triton.jit function or a triton.autotune / triton.heuristics wrapper of one, "
-            f"got {type(kernel).__name__}: {kernel!r}"
+            f"got {type(kernel).__name__}: {describe_value(kernel)}"
         )
     arg_names = _arg_names(bottom)
     current = dict(kwargs)

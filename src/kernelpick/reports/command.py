@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 
 from kernelpick import settings
 from kernelpick.bench.device import DeviceInfo
@@ -88,7 +89,7 @@ def run_report(args: argparse.Namespace) -> int:
     out = console()
     print_report(out, report, TOP_IN_TERMINAL if args.top is None else args.top)
     for path in written:
-        out.print(f"wrote {path}")
+        out.print(escape(f"wrote {path}"))
     return 0
 
 
@@ -117,7 +118,7 @@ def print_report(out: Console, report: Report, top: int) -> None:
             )
         )
         for line in summary_lines(tuned):
-            out.print(line)
+            out.print(escape(line))
         out.print()
 
 

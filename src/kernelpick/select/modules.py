@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import logging
 import os
 import sys
 import tempfile
@@ -22,7 +23,10 @@ from typing import Any
 from kernelpick import settings
 from kernelpick.errors import TemplateError
 
+log = logging.getLogger("kernelpick.select")
+
 _loaded: dict[Path, ModuleType] = {}
+_unkept: set[Path] = set()  # folders kernel sources could not be written to, warned of once
 _lock = threading.Lock()
 
 
@@ -38,8 +42,9 @@ def template_path(digest: str, cache: Path | None = None) -> Path:
 
 
 def write_module(source: str) -> Path:
-    """Write `source` to `<cache dir>/templates/<hash>.py` (once) and return the path."""
-    return _write_once(template_path(source_hash(source)), source)
+    """Write `source` to `<cache dir>/templates/<hash>.py` (once) and return the path; to a temporary
+    folder of this process when the cache dir cannot be used (`settings.cache_dir_or_temporary`)."""
+    return _write_once(template_path(source_hash(source), settings.cache_dir_or_temporary()), source)
 
 
 def kernel_source_path(cache_key: str, cache: Path | None = None) -> Path:
@@ -50,12 +55,29 @@ def kernel_source_path(cache_key: str, cache: Path | None = None) -> Path:
 
 def keep_kernel_source(kernel: Any) -> Path | None:
     """Keep a `triton.jit` kernel's source (decorators included) under `<cache dir>/kernels`, named by
-    its cache key, for `kernelpick code`; None when Triton has no source for it."""
+    its cache key, for `kernelpick code`; None when Triton has no source for it, or when the cache
+    dir cannot be used (`settings.usable_cache_dir` warns once): nothing is kept then, as no store is."""
     lines = getattr(kernel, "raw_src", None)
     text = "".join(lines) if isinstance(lines, list) else getattr(kernel, "src", None)
     if not isinstance(text, str):
         return None
-    return _write_once(kernel_source_path(kernel.cache_key), text)
+    folder = settings.usable_cache_dir()
+    if folder is None:
+        return None
+    path = kernel_source_path(kernel.cache_key, folder)
+    try:
+        return _write_once(path, text)
+    except OSError as error:  # a copy for `kernelpick code` must not fail the tuning that keeps it
+        with _lock:
+            first = path.parent not in _unkept
+            _unkept.add(path.parent)
+        if first:
+            log.warning(
+                "kernelpick cannot keep kernel sources in %s (%s): `kernelpick code` will not show them",
+                path.parent,
+                error,
+            )
+        return None
 
 
 def _write_once(path: Path, source: str) -> Path:

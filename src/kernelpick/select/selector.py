@@ -30,14 +30,22 @@ from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.timers import Timer, timer_for
 from kernelpick.bench.verify import Tolerance, tf32_allowed
 from kernelpick.compile.precompile import CompileOutcome, classify
-from kernelpick.errors import ConfigError, IsolationError, NoValidChoices, TuningRequired
+from kernelpick.errors import ArgumentError, ConfigError, IsolationError, NoValidChoices, TuningRequired
 from kernelpick.report import TuningProgress, headline, print_table
 from kernelpick.reports.log import log_tuning
 from kernelpick.select.choice import Choice, ChoiceSpace, ExternChoice, PortableChoice, qualified_name
 from kernelpick.select.eligibility import SkippedChoice, eligible_spaces
 from kernelpick.select.record import ChoiceResult, SelectionRecord
 from kernelpick.select.searching import NO_SEARCH, SelectionSearch, search_choices
-from kernelpick.select.signature import POSITIONAL_KEYS, Signature, signature_key, value_key
+from kernelpick.select.signature import (
+    POSITIONAL_KEYS,
+    Signature,
+    check_measurable,
+    checked_signature_key,
+    signature_key,
+    unhashable_inputs,
+    value_key,
+)
 from kernelpick.store import ResultStore, StoredResult, TuningKey, default_store
 from kernelpick.store.deploy import tabled_winner, tuning_required
 from kernelpick.store.table import TableEntry
@@ -149,19 +157,19 @@ class Selector:
         try:
             call = self._calls.get(key)
         except TypeError:
-            raise ConfigError(_unhashable(self.name, inputs, kwargs)) from None
+            raise ArgumentError(unhashable_inputs(self.name, inputs, kwargs)) from None
         if call is None:
             call = self._select(key, inputs, kwargs)
         return call(*inputs, **kwargs)
 
     def implementation(self, *inputs: Any, **kwargs: Any) -> Callable[..., Any]:
         """The callable the hot path calls for inputs like these (selecting first if needed)."""
-        key = signature_key(inputs, kwargs, self.key)
+        key = checked_signature_key(self.name, inputs, kwargs, self.key)
         return self._calls.get(key) or self._select(key, inputs, kwargs)
 
     def tune(self, *inputs: Any, **kwargs: Any) -> SelectionRecord:
         """Select for inputs like these (if not done yet) without running the winner; returns the record."""
-        key = signature_key(inputs, kwargs, self.key)
+        key = checked_signature_key(self.name, inputs, kwargs, self.key)
         if key not in self._calls:
             self._select(key, inputs, kwargs)
         return self.records[key]
@@ -185,6 +193,7 @@ class Selector:
             if call is not None:  # another thread selected meanwhile
                 return call
             start = time.perf_counter()
+            check_measurable(self.name, inputs, kwargs)
             signature = Signature.of(inputs, kwargs, self.key)
             choices, skipped = self._expand(signature)
             store = self._store()
@@ -600,20 +609,3 @@ def _as_space(choice: Any) -> ChoiceSpace:
         f"{choice!r} is not a choice: wrap functions with kernelpick.extern, Triton kernels with "
         "kernelpick.triton_choice and templates with kernelpick.template"
     )
-
-
-def _unhashable(name: str, inputs: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
-    bad = [f"input {i} ({type(v).__name__})" for i, v in enumerate(inputs) if not _hashable(v)]
-    bad += [f"{k}= ({type(v).__name__})" for k, v in kwargs.items() if not _hashable(v)]
-    return (
-        f"selector `{name}` keys tunings by the values of non-tensor arguments, and {', '.join(bad) or 'the key'} "
-        "cannot be hashed: pass a tuple instead of a list, or leave the value out of the call"
-    )
-
-
-def _hashable(value: Any) -> bool:
-    try:
-        hash(value)
-    except TypeError:
-        return False
-    return True

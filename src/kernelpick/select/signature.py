@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from kernelpick.bench.device import DeviceInfo, describe, device_of
-from kernelpick.errors import ConfigError
+from kernelpick.errors import ArgumentError, ConfigError, describe_value
 from kernelpick.tensors import TensorSpec
 
 _Tensor = torch.Tensor
@@ -81,6 +81,65 @@ def signature_key(
     if key is not None:
         parts = (parts, key(*inputs, **kwargs))
     return parts
+
+
+def checked_signature_key(
+    selector: str, inputs: tuple[Any, ...], kwargs: Mapping[str, Any], key: Callable[..., Any] | None
+) -> tuple[Any, ...]:
+    """`signature_key`, checked to be usable as a dictionary key (off the hot path, which finds out by
+    using it).
+
+    Raises:
+        ArgumentError: an input (or what `key` returned) cannot be hashed; `unhashable_inputs` says which.
+    """
+    parts = signature_key(inputs, kwargs, key)
+    try:
+        hash(parts)
+    except TypeError:
+        raise ArgumentError(unhashable_inputs(selector, inputs, kwargs)) from None
+    return parts
+
+
+def unhashable_inputs(selector: str, inputs: Sequence[Any], kwargs: Mapping[str, Any]) -> str:
+    """The message for a call whose signature cannot be a dictionary key: which inputs, by position or
+    keyword, and their types (or the selector's `key` function, when every input can be hashed)."""
+    bad = [f"input {i} is a {type(v).__name__}" for i, v in enumerate(inputs) if not _hashable(v)]
+    bad += [f"keyword argument `{k}` is a {type(v).__name__}" for k, v in kwargs.items() if not _hashable(v)]
+    if not bad:
+        return (
+            f"the `key` function of selector `{selector}` returned a value that cannot be hashed: "
+            "return numbers, strings or tuples of them"
+        )
+    return (
+        f"{' and '.join(bad)} in a call of selector `{selector}`: a selector tunes once per value of "
+        "each argument that is not a tensor, which must be hashable (numbers, strings, None, dtypes, "
+        "tuples of these); pass a tuple, or leave the value out of the call"
+    )
+
+
+def _hashable(value: Any) -> bool:
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True
+
+
+def check_measurable(selector: str, inputs: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
+    """Refuse, by position or keyword, a meta tensor among a selector's inputs: choices are measured
+    (and the winner called) on tensors with data.
+
+    Raises:
+        ArgumentError: the message names the input and describes it.
+    """
+    named = [(f"input {i}", v) for i, v in enumerate(inputs)]
+    named += [(f"keyword argument `{k}`", v) for k, v in kwargs.items()]
+    for where, value in named:
+        if isinstance(value, _Tensor) and value.device.type == "meta":
+            raise ArgumentError(
+                f"{where} of selector `{selector}` is a meta tensor ({describe_value(value)}): a "
+                "selector measures its choices on tensors with data; pass tensors on a GPU or the CPU"
+            )
 
 
 @dataclass(frozen=True, slots=True)

@@ -368,8 +368,9 @@ def _cache_verify(args: argparse.Namespace) -> int:
         for message in found.integrity:
             print(f"  {message}")
         print(
-            "Its rows were not checked, and prune cannot mend a damaged file: delete it (kernelpick starts "
-            "an empty store), after keeping a copy if you want to recover rows with the sqlite3 shell's .recover."
+            "Its rows were not checked, and prune cannot mend a damaged file: the next kernelpick to open it "
+            "as its store (a tuning, `kernelpick cache stats`) moves it aside and starts a new store with "
+            "the rows that can still be read."
         )
         return 1
     if found.corrupt:

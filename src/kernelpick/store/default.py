@@ -38,7 +38,8 @@ def recording() -> Iterator[RecordingStore]:
 
 def default_store() -> ResultStore:
     """SQLite under the cache dir, layered under Redis when `KERNELPICK_REDIS_URL` is set, or a store
-    in memory (and no Redis) when `KERNELPICK_CACHE=0`.
+    in memory (and no Redis) when `KERNELPICK_CACHE=0` or the cache dir cannot be used (a file, or
+    not writable: `settings.usable_cache_dir` warns once).
 
     Raises:
         StoreError: `KERNELPICK_REDIS_URL` is set and the `redis` package is missing or the URL is not
@@ -89,14 +90,19 @@ def _close_stores_under(folder: Path) -> None:
 
 
 def default_store_path() -> Path:
-    """Where the default store's SQLite file is: `results.sqlite3` under `KERNELPICK_CACHE_DIR`."""
+    """Where the default store's SQLite file is: `results.sqlite3` under `KERNELPICK_CACHE_DIR`.
+
+    Raises:
+        CacheDirError: the cache dir cannot be created or written.
+    """
     return settings.cache_dir() / "results.sqlite3"
 
 
 def _default_store() -> ResultStore:
     current = settings.current()
-    path = default_store_path() if current.cache else None
-    redis_url = current.redis_url if current.cache else ""
+    folder = settings.usable_cache_dir() if current.cache else None
+    path = None if folder is None else folder / "results.sqlite3"
+    redis_url = current.redis_url if path is not None else ""
     place = (path, redis_url, current.redis_timeout_s)
     with _lock:
         store = _stores.get(place)

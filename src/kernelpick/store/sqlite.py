@@ -86,7 +86,7 @@ class SQLiteStore:
                     f"version {SCHEMA_VERSION}: delete the file or point KERNELPICK_CACHE_DIR elsewhere"
                 )
             # ~3.5 ms on a store of 10,000 results (8 MB) in the page cache, ~0.1 s read cold: paid
-            # once per process; a damaged page found now costs an empty store, not a crash later.
+            # once per process; a damaged page found now costs the rows on it, not a crash later.
             problems = [str(message) for (message,) in db.execute("PRAGMA quick_check").fetchall()]
             if problems != ["ok"]:
                 raise _CorruptFile("; ".join(problems[:3]))
@@ -103,8 +103,8 @@ class SQLiteStore:
             raise
 
     def _rebuild(self, corrupt: _CorruptFile) -> sqlite3.Connection:
-        """Move the damaged file aside and start an empty store in its place (one process does: the
-        others wait for it, then open what it made)."""
+        """Move the damaged file aside and start a new store in its place with every row of the damaged
+        one that can still be read (one process does: the others wait for it, then open what it made)."""
         with _exclusive(self.path.with_name(f"{self.path.name}.lock")):
             try:
                 return self._open()  # another process may have moved it aside meanwhile
@@ -124,14 +124,37 @@ class SQLiteStore:
                     f"result store {self.path} is damaged ({corrupt}) and cannot be moved aside to "
                     f"{aside}: {error}; delete it or point KERNELPICK_CACHE_DIR elsewhere"
                 ) from error
+            db = self._open()
+            results, picks = _readable_rows(aside)
+            try:
+                db.execute("BEGIN IMMEDIATE")
+                # OR IGNORE: a process that opened the new file meanwhile may have saved newer rows.
+                kept = db.executemany(
+                    f"INSERT OR IGNORE INTO results ({_RESULT_COLUMNS}) VALUES ({', '.join('?' * 9)})",
+                    results,
+                ).rowcount
+                db.executemany(
+                    "INSERT OR IGNORE INTO picks (key, candidate, created) VALUES (?, ?, ?)", picks
+                )
+                db.execute("COMMIT")
+            except sqlite3.Error as error:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                kept = 0
+                log.warning(
+                    "result store %s: the rows read from the damaged file could not be kept: %s",
+                    self.path,
+                    error,
+                )
             log.warning(
-                "result store %s is damaged (%s): moved it to %s and started an empty store; "
-                "results will be measured again",
+                "result store %s is damaged (%s): moved it to %s and started a new store with the %d "
+                "results that could still be read from it; the others will be measured again",
                 self.path,
                 corrupt,
                 aside,
+                kept,
             )
-            return self._open()
+            return db
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
@@ -307,6 +330,83 @@ class SQLiteStore:
     def close(self) -> None:
         with self._lock:
             self._db.close()
+
+
+_RESULT_COLUMNS = "key, candidate, kernel, key_data, description, status, median_ms, result, created"
+
+
+def _readable_rows(damaged: Path) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """The rows of a damaged store's `results` and `picks` tables that SQLite can still read (a
+    damaged page loses the rows on it, not those after it); none when it cannot be opened at all."""
+    uri = damaged.resolve().as_uri()
+    # Immutable: the file alone, read with no lock and no shared-memory file left beside it; with
+    # its write-ahead log, read-only, so that the log's last saves are read too.
+    has_log = damaged.with_name(f"{damaged.name}-wal").exists()
+    for mode in ("mode=ro", "immutable=1") if has_log else ("immutable=1",):
+        try:
+            db = sqlite3.connect(f"{uri}?{mode}", uri=True, timeout=30.0)
+        except sqlite3.Error:
+            continue
+        try:
+            tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            results = _readable(db, "results", _RESULT_COLUMNS) if "results" in tables else []
+            picks = _readable(db, "picks", "key, candidate, created") if "picks" in tables else []
+            return results, picks
+        except sqlite3.Error:
+            continue
+        finally:
+            db.close()
+    return [], []
+
+
+def _readable(db: sqlite3.Connection, table: str, columns: str) -> list[tuple[Any, ...]]:
+    """The rows of `table` that can be read, in rowid order: a scan that meets a damaged page (or a
+    row it cannot decode) goes on after it, from the first rowid past the damage that reads again."""
+    query = f"SELECT rowid, {columns} FROM {table} WHERE rowid > ? ORDER BY rowid"
+    found: list[tuple[Any, ...]] = []
+    after = _BEFORE_FIRST_ROWID
+    while True:
+        try:
+            for row in db.execute(query, (after,)):
+                found.append(tuple(row[1:]))
+                after = row[0]
+            return found
+        except sqlite3.DatabaseError:
+            resume = _past_damage(db, f"{query} LIMIT 1", after)
+            if resume is None:
+                return found
+            after = resume
+
+
+#: Below the first rowid SQLite gives a row (1; kernelpick never chooses rowids), and the highest it can.
+_BEFORE_FIRST_ROWID, _HIGHEST_ROWID = 0, 2**63 - 1
+
+
+def _past_damage(db: sqlite3.Connection, probe: str, damaged_after: int) -> int | None:
+    """The smallest rowid r > `damaged_after` from which the next row reads (`probe` with r succeeds):
+    steps doubling in size find one, halving steps the smallest; None when the damage runs to the end."""
+
+    def reads(rowid: int) -> bool:
+        try:
+            db.execute(probe, (rowid,)).fetchall()
+        except sqlite3.DatabaseError:
+            return False
+        return True
+
+    failing, step = damaged_after, 1
+    while not reads(failing + step):
+        failing += step
+        step *= 2
+        if failing + step > _HIGHEST_ROWID:
+            return None
+    reading = failing + step
+    while reading - failing > 1:
+        middle = (failing + reading) // 2
+        if reads(middle):
+            reading = middle
+        else:
+            failing = middle
+    return reading
 
 
 class _CorruptFile(Exception):

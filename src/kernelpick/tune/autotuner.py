@@ -33,7 +33,7 @@ from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.timers import Timer, UserBenchTimer, timer_for
 from kernelpick.bench.verify import tf32_allowed
 from kernelpick.compile.interpreted import compilable
-from kernelpick.compile.launch import runner
+from kernelpick.compile.launch import check_launch_arguments, runner
 from kernelpick.compile.portable import KernelLaunch
 from kernelpick.compile.precompile import CompileOutcome, patience, precompile
 from kernelpick.compile.unwrap import innermost
@@ -277,6 +277,7 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
         return run(*args, grid=grid, warmup=warmup, **kwargs, **launch_kwargs)
 
     def _slow_lookup(self, args: tuple[Any, ...], kwargs: dict[str, Any], grid: Any) -> _Entry:
+        check_launch_arguments(self.name, self.arg_names, args, kwargs)
         key = self._dispatch.exact(args, kwargs)
         entry = self._dispatch.entries.get(key)
         if entry is None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from rich.markup import escape
+
 from kernelpick.errors import StoreError
 from kernelpick.report import TuningProgress, console, headline
 from kernelpick.store import SQLiteStore
@@ -50,9 +52,9 @@ def run_tune(args: argparse.Namespace) -> int:
         bar = bars[0]
         bar.advance(description=f"{spec_name}: {outcome.job}")
         if not bar.enabled:  # no bar on a pipe: a line per job, for logs
-            out.print(f"[{bar.done}/{bar.total}] {outcome.job}: {state}")
+            out.print(escape(f"[{bar.done}/{bar.total}] {outcome.job}: {state}"))
         elif not outcome.ok:
-            out.print(f"{outcome.job}: {state}")
+            out.print(escape(f"{outcome.job}: {state}"))
 
     devices = [d.strip() for d in args.devices.split(",") if d.strip()] if args.devices else []
     try:
@@ -69,14 +71,16 @@ def run_tune(args: argparse.Namespace) -> int:
             bar.__exit__(None, None, None)
     ok = len(run.outcomes) - len(run.failed)
     out.print(
-        f"{ok} of {len(run.outcomes)} jobs tuned on {run.device} in {run.seconds:.1f} s"
-        + (f"; {len(run.skipped)} skipped as done" if run.skipped else "")
+        escape(
+            f"{ok} of {len(run.outcomes)} jobs tuned on {run.device} in {run.seconds:.1f} s"
+            + (f"; {len(run.skipped)} skipped as done" if run.skipped else "")
+        )
     )
     for outcome in run.failed:
-        out.print(f"  failed: {outcome.job}: {headline(outcome.error, 300)}")
+        out.print(escape(f"  failed: {outcome.job}: {headline(outcome.error, 300)}"))
     if args.export:
         table = export(run, Path(args.export))
-        out.print(f"wrote {len(table.entries)} winners for {table.device} to {args.export}")
+        out.print(escape(f"wrote {len(table.entries)} winners for {table.device} to {args.export}"))
     return 1 if run.failed else 0
 
 

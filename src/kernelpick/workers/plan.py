@@ -86,7 +86,8 @@ def worker_settings() -> dict[str, Any]:
         for field in dataclasses.fields(settings.Settings)
         if (value := getattr(settings.current(), field.name)) is not None
     }
-    data.update(isolate="off", compile_mode="thread", cache_dir=str(settings.cache_dir()))
+    # The folder this process writes rendered kernels to, which a worker imports them from.
+    data.update(isolate="off", compile_mode="thread", cache_dir=str(settings.cache_dir_or_temporary()))
     return data
 
 
