@@ -134,7 +134,9 @@ def main() -> None:
     result: dict[str, object] = {
         "date": time.strftime("%Y-%m-%d %H:%M:%S"),
         "device": subprocess.run(
-            [PYTHON, "-c", "import torch; print(torch.cuda.get_device_name(0))"], capture_output=True, text=True
+            [PYTHON, "-c", "import torch; print(torch.cuda.get_device_name(0))"],
+            capture_output=True,
+            text=True,
         ).stdout.strip(),
         "versions": subprocess.run(
             [PYTHON, "-c", "import torch, triton; print(torch.__version__, triton.__version__)"],
@@ -151,17 +153,28 @@ def main() -> None:
     forks = []
     for case in ("plain", "nvml_count", "is_available", "tensor"):
         done = subprocess.run([PYTHON, "-c", FORK_PROBE, case], capture_output=True, text=True, timeout=120)
-        forks.append(json.loads(done.stdout.strip().splitlines()[-1]) if done.stdout.strip() else {"case": case, "stderr": done.stderr[-500:]})
+        forks.append(
+            json.loads(done.stdout.strip().splitlines()[-1])
+            if done.stdout.strip()
+            else {"case": case, "stderr": done.stderr[-500:]}
+        )
         print("fork", json.dumps(forks[-1]), flush=True)
     result["forks"] = forks
     script = Path(tempfile.mkdtemp()) / "compile_here.py"  # Triton reads a kernel's source from its file
     script.write_text(COMPILE_HERE)
     compiled = subprocess.run([PYTHON, str(script)], capture_output=True, text=True, timeout=300)
     entry = compiled.stdout.strip().splitlines()[-1] if compiled.stdout.strip() else ""
-    launch: dict[str, object] = {"compile_stderr": compiled.stderr[-500:], "entry": json.loads(entry) if entry else None}
+    launch: dict[str, object] = {
+        "compile_stderr": compiled.stderr[-500:],
+        "entry": json.loads(entry) if entry else None,
+    }
     if entry:
-        done = subprocess.run([PYTHON, "-c", LAUNCH_ELSEWHERE, entry], capture_output=True, text=True, timeout=300)
-        launch["launch"] = json.loads(done.stdout.strip().splitlines()[-1]) if done.stdout.strip() else done.stderr[-1500:]
+        done = subprocess.run(
+            [PYTHON, "-c", LAUNCH_ELSEWHERE, entry], capture_output=True, text=True, timeout=300
+        )
+        launch["launch"] = (
+            json.loads(done.stdout.strip().splitlines()[-1]) if done.stdout.strip() else done.stderr[-1500:]
+        )
     print("launch", json.dumps(launch.get("launch")), flush=True)
     result["launch_from_cache_entry"] = launch
     out.write_text(json.dumps(result, indent=1))

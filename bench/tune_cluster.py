@@ -168,7 +168,17 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="tune-cluster-"))
     table = work / "table.json"
     caches = {"KERNELPICK_CACHE_DIR": str(work / "store"), "TRITON_CACHE_DIR": str(work / "triton")}
-    command = [sys.executable, "-m", "kernelpick.cli", "tune", str(SPEC), "--ray", "local", "--export", str(table)]
+    command = [
+        sys.executable,
+        "-m",
+        "kernelpick.cli",
+        "tune",
+        str(SPEC),
+        "--ray",
+        "local",
+        "--export",
+        str(table),
+    ]
     start = time.perf_counter()
     tuned = subprocess.run(
         command, env={**os.environ, **caches}, capture_output=True, text=True, timeout=560, check=False

@@ -1,8 +1,8 @@
 """The tuned matmul of the autotuning benchmarks, made at import as a user's module makes it.
 
-A kernel tuned in isolated workers must be importable by them: bound to a module-level name, as
-here. Importing this module is the "decoration" the benchmarks time from (it also starts the
-workers, as any module that makes a tuned kernel does on a GPU machine).
+Importing this module is the "decoration" the benchmarks time from (it also starts the workers, as
+any module that makes a tuned kernel does on a GPU machine). Isolated workers need nothing of it:
+the kernel crosses to them by value.
 """
 
 from __future__ import annotations

@@ -131,7 +131,10 @@ def fork_zygote_early() -> None:
     can use CUDA). Nothing is forked in a worker, in a `multiprocessing` child, or when
     `KERNELPICK_NO_TUNING=1` says this process never tunes.
     """
-    current = settings.current()
+    try:
+        current = settings.current()
+    except SettingsError:  # said where the settings are used (`kernelpick settings` lists them all)
+        return
     if inside_worker or current.no_tuning or current.isolate == "off":
         return
     if current.isolate == "auto" and not _gpu_present():
