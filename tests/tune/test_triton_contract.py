@@ -140,6 +140,9 @@ def test_arguments_by_position_and_by_name_in_any_order(tuner: Tuner, use_cuda_g
 
 
 def test_a_dtype_argument_in_the_key_with_cache_results(tuner: Tuner) -> None:
+    # Triton 3.6 writes its cache file as JSON, which has no type for tl.float32 (on a GPU; the
+    # interpreter caches nothing).
+    tuner.needs("cache_results fails on a dtype in the key", when=GPU and TRITON < (3, 7))
     M, N = 1024, 16
     src = torch.randn(M * N, device=tuner.device)
     dst = torch.empty(M * N, device=tuner.device)

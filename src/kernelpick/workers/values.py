@@ -15,16 +15,15 @@ Nothing serialized here is stored: it goes from a caller to its own worker throu
 from __future__ import annotations
 
 import base64
+import importlib.metadata
 import io
 import linecache
 import sys
-import sysconfig
 import threading
 import types
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import cloudpickle
@@ -46,28 +45,20 @@ _lock = threading.Lock()
 
 
 @cache
-def _library_roots() -> tuple[Path, ...]:
-    paths = sysconfig.get_paths()
-    roots = {paths[name] for name in ("stdlib", "platstdlib", "purelib", "platlib") if name in paths}
-    roots.add(str(Path(__file__).resolve().parents[1]))  # kernelpick itself: every worker imports it
-    return tuple(Path(root).resolve() for root in roots)
+def _installed() -> frozenset[str]:
+    """The top-level names of every installed distribution (torch, triton, kernelpick, ...)."""
+    return frozenset(importlib.metadata.packages_distributions())
 
 
 def is_library(module: types.ModuleType) -> bool:
-    """Whether a worker may import `module` by name: a built-in, the standard library, an installed
-    package or kernelpick. Anything else (a script, a test module, a package of the user's on the
-    path) is the user's code, which crosses by value."""
-    if module.__name__ == "__main__" or module.__name__.startswith("kernelpick_script_"):
+    """Whether a worker may import `module` by name: the standard library, a built-in, or a package
+    of an installed distribution (kernelpick among them). Anything else (a script, a test module, a
+    folder of the user's on the path) is the user's code, which crosses by value."""
+    name = module.__name__
+    if name == "__main__" or name.startswith("kernelpick_script_"):
         return False
-    file = getattr(module, "__file__", None)
-    places = (
-        [file] if file else list(getattr(module, "__path__", None) or [])
-    )  # a namespace package: its folders
-    if not places:
-        return True  # built into the interpreter, or frozen
-    return all(
-        any(Path(place).resolve().is_relative_to(root) for root in _library_roots()) for place in places
-    )
+    top = name.partition(".")[0]
+    return top in sys.stdlib_module_names or top in sys.builtin_module_names or top in _installed()
 
 
 def _rebuild_kernel(fn: types.FunctionType, options: dict[str, Any], filename: str, lines: list[str]) -> Any:

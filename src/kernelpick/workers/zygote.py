@@ -26,6 +26,7 @@ import socket
 import subprocess
 import sys
 import threading
+import warnings
 from collections.abc import Mapping
 from typing import IO, Any
 
@@ -70,7 +71,11 @@ class Zygote:
     def __init__(self) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self.owner = os.getpid()
-        pid = os.fork()
+        with warnings.catch_warnings():
+            # Python warns of fork() beside threads: a lock another thread held stays held in the
+            # child. The zygote takes none of the caller's: it runs only its own loop and workers.
+            warnings.simplefilter("ignore", DeprecationWarning)
+            pid = os.fork()
         if pid == 0:  # pragma: no cover - the zygote itself
             ours.close()
             code = 0

@@ -1,0 +1,55 @@
+"""What crosses to a worker by value: the user's functions and kernels, never a library or a module of theirs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import types
+
+import torch
+import triton
+import triton.language as tl
+
+from kernelpick.workers import values
+
+CHILD = """
+import json, sys
+from kernelpick.workers import values
+kernel, scale, mm = values.loads(sys.stdin.buffer.read())
+print(json.dumps({
+    "kernel": type(kernel).__name__,
+    "cache_key": kernel.cache_key,
+    "scaled": scale(2.0),
+    "mm": mm.__module__,
+    "imported_the_test": any(name.startswith("tests") for name in sys.modules),
+}))
+"""
+
+
+def test_a_kernel_and_a_closure_cross_by_value_and_the_users_module_is_never_imported() -> None:
+    factor = 3.0
+
+    @triton.jit
+    def double(x_ptr, n, BLOCK: tl.constexpr):
+        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(x_ptr + offsets, tl.load(x_ptr + offsets, mask=offsets < n) * 2, mask=offsets < n)
+
+    data = values.dumps((double, lambda x: x * factor, torch.mm))
+    done = subprocess.run([sys.executable, "-c", CHILD], input=data, capture_output=True, timeout=120)
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    found = json.loads(done.stdout.decode().strip().splitlines()[-1])
+    # The same source and helpers: the worker's launch finds what this process compiled in Triton's cache.
+    assert found["kernel"] == "JITFunction" and found["cache_key"] == double.cache_key
+    assert found["scaled"] == 6.0
+    assert found["mm"] == "torch"  # a library's function goes by name
+    assert not found["imported_the_test"]
+
+
+def test_libraries_are_named_and_the_users_code_is_not() -> None:
+    import json as standard
+
+    assert values.is_library(torch) and values.is_library(triton) and values.is_library(standard)
+    assert values.is_library(sys.modules["kernelpick.workers.values"])
+    assert not values.is_library(sys.modules[__name__])  # a test module: the user's code
+    assert not values.is_library(types.ModuleType("__main__"))
