@@ -58,6 +58,8 @@ def is_library(module: types.ModuleType) -> bool:
     if name == "__main__" or name.startswith("kernelpick_script_"):
         return False
     top = name.partition(".")[0]
+    if top == "kernelpick":  # a worker runs kernelpick: it imports it, installed or on the path
+        return True
     return top in sys.stdlib_module_names or top in sys.builtin_module_names or top in _installed()
 
 
