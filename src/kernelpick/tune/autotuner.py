@@ -669,6 +669,12 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
                 feed.put(configs[index].digest)
                 progress.advance()
 
+            submitted, analyzed = threading.Event(), threading.Event()
+
+            def wait_for_analysis() -> None:  # in the compile thread, while its children compile
+                submitted.set()
+                analyzed.wait()
+
             def compile_all() -> None:
                 started = time.perf_counter()
                 try:
@@ -684,35 +690,26 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
                             mode="process",
                             timings=phases,
                             timeout_s=current.compile_timeout_s,
+                            meanwhile=wait_for_analysis,
                             on_compiled=compiled,
                         )
                     )
                 finally:
                     phases["compile"] = time.perf_counter() - started
+                    submitted.set()
                     feed.close()
 
             started = time.perf_counter()
             with ThreadPoolExecutor(1, thread_name_prefix="kernelpick-compile") as compiler:
                 compiling = compiler.submit(contextvars.copy_context().run, compile_all)
                 try:
-                    analyzed = time.perf_counter()
-                    written, read = self.accesses(args, kwargs)
-                    phases["analysis"] = time.perf_counter() - analyzed
-                    problem = Problem.describe(
-                        device,
-                        args,
-                        kwargs,
-                        Path(payload),
-                        example="kernel",
-                        names=tuple(self.arg_names),
-                        written=tuple(written),
-                        read=None if read is None else tuple(read),
-                        zeroed=tuple(self.reset_to_zero),
-                        keep=None if self.default is None else self.default.digest,
-                        warm_up_ms=self._warm_up_ms(),
-                        tf32=tf32_allowed(),
-                        kernel=kernel,
-                    )
+                    # After Triton's code generation for every config, which holds the GIL: the
+                    # analysis then runs beside the children compiling, not against it.
+                    submitted.wait()
+                    problem = self._problem(args, kwargs, device, Path(payload), kernel, phases)
+                finally:
+                    analyzed.set()
+                try:
                     with settings.override(**self.budget_overrides()):
                         measured = measure_in_workers(
                             problem, payloads, feed, device, on_done=progress.advance
@@ -725,6 +722,40 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
                     results[config] = BenchmarkResult.failed(outcome.status, outcome.message, outcome.seconds)
                     progress.advance(2)
         return _with_compile_seconds(configs, outcomes, measured, results)
+
+    def _problem(
+        self,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        device: DeviceInfo,
+        payload: Path,
+        kernel: str,
+        phases: dict[str, float],
+    ) -> Problem:
+        """What the workers measure this kernel's configs on: its arguments, what the access analysis
+        says it may write and read, and the kernel itself, encoded.
+
+        Raises:
+            IsolationError: an argument cannot be described as data.
+        """
+        started = time.perf_counter()
+        written, read = self.accesses(args, kwargs)
+        phases["analysis"] = time.perf_counter() - started
+        return Problem.describe(
+            device,
+            args,
+            kwargs,
+            payload,
+            example="kernel",
+            names=tuple(self.arg_names),
+            written=tuple(written),
+            read=None if read is None else tuple(read),
+            zeroed=tuple(self.reset_to_zero),
+            keep=None if self.default is None else self.default.digest,
+            warm_up_ms=self._warm_up_ms(),
+            tf32=tf32_allowed(),
+            kernel=kernel,
+        )
 
     def budget_overrides(self) -> dict[str, Any]:
         """The settings this kernel's `warmup=` and `rep=` override."""

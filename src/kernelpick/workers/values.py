@@ -15,15 +15,16 @@ Nothing serialized here is stored: it goes from a caller to its own worker throu
 from __future__ import annotations
 
 import base64
-import importlib.metadata
 import io
 import linecache
 import sys
+import sysconfig
 import threading
 import types
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 import cloudpickle
@@ -45,22 +46,34 @@ _lock = threading.Lock()
 
 
 @cache
-def _installed() -> frozenset[str]:
-    """The top-level names of every installed distribution (torch, triton, kernelpick, ...)."""
-    return frozenset(importlib.metadata.packages_distributions())
+def _library_roots() -> tuple[Path, ...]:
+    """Where libraries are installed: the standard library's folders and every folder on the import
+    path that holds installed distributions (`*.dist-info`: site-packages, a `pip --target` folder)."""
+    paths = sysconfig.get_paths()
+    roots = {Path(paths[name]) for name in ("stdlib", "platstdlib", "purelib", "platlib") if name in paths}
+    for entry in sys.path:
+        folder = Path(entry or ".")
+        if folder.is_dir() and next(folder.glob("*.dist-info"), None) is not None:
+            roots.add(folder)
+    return tuple(root.resolve() for root in roots)
 
 
 def is_library(module: types.ModuleType) -> bool:
-    """Whether a worker may import `module` by name: the standard library, a built-in, or a package
-    of an installed distribution (kernelpick among them). Anything else (a script, a test module, a
-    folder of the user's on the path) is the user's code, which crosses by value."""
+    """Whether a worker may import `module` by name: kernelpick, a built-in, the standard library, or
+    a package installed where distributions are (site-packages, say). Anything else (a script, a test
+    module, a folder of the user's on the path) is the user's code, which crosses by value."""
     name = module.__name__
     if name == "__main__" or name.startswith("kernelpick_script_"):
         return False
     top = name.partition(".")[0]
-    if top == "kernelpick":  # a worker runs kernelpick: it imports it, installed or on the path
-        return True
-    return top in sys.stdlib_module_names or top in sys.builtin_module_names or top in _installed()
+    if top == "kernelpick" or top in sys.builtin_module_names or top in sys.stdlib_module_names:
+        return True  # a worker runs kernelpick: it imports it, installed or on the path
+    file = getattr(module, "__file__", None)
+    places = [file] if file else list(getattr(module, "__path__", None) or [])  # a namespace package: its folders
+    if not places:
+        return True  # built into the interpreter, or frozen
+    roots = _library_roots()
+    return all(any(Path(place).resolve().is_relative_to(root) for root in roots) for place in places)
 
 
 def _rebuild_kernel(fn: types.FunctionType, options: dict[str, Any], filename: str, lines: list[str]) -> Any:
@@ -119,13 +132,24 @@ def _users_code_by_value(modules: set[str]) -> Iterator[None]:
             cloudpickle.unregister_pickle_by_value(module)
 
 
+_seen: tuple[int, set[str]] = (0, set())
+
+
 def _user_modules() -> set[str]:
-    """The modules loaded now that hold the user's code (not libraries): what is serialized by value."""
-    return {
-        name
-        for name, module in list(sys.modules.items())
-        if isinstance(module, types.ModuleType) and name != "__main__" and not is_library(module)
-    }
+    """The modules loaded now that hold the user's code (not libraries): what is serialized by value.
+    Worked out again only when modules were loaded since (a tuning serializes many configs)."""
+    global _seen
+    count = len(sys.modules)
+    if _seen[0] != count:
+        _seen = (
+            count,
+            {
+                name
+                for name, module in list(sys.modules.items())
+                if isinstance(module, types.ModuleType) and name != "__main__" and not is_library(module)
+            },
+        )
+    return _seen[1]
 
 
 def dumps(value: Any) -> bytes:
