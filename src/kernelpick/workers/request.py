@@ -10,10 +10,12 @@ Nothing in a request names the user's module, so a worker never imports it.
 
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import json
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -187,15 +189,12 @@ def answer(request: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     torch.backends.cuda.matmul.allow_tf32 = problem.tf32  # what the caller computes with
     portables = {digest: state.portable(digest, payload) for digest, payload in request["candidates"].items()}
     if request.get("step") == "prepare":
-        failed = {}
-        for digest, portable in portables.items():
-            try:
-                outcome = portable.prepare(state.example, state.device)
-            except Exception as error:  # a choice's own bug is that choice's failure
-                outcome = CompileOutcome(*classify(error))
-            if outcome is not None and not outcome.ok:
-                failed[digest] = BenchmarkResult.failed(outcome.status, outcome.message).to_dict()
-        return failed
+        outcomes = _prepare_all(portables, state)
+        return {
+            digest: BenchmarkResult.failed(outcome.status, outcome.message).to_dict()
+            for digest, outcome in outcomes.items()
+            if outcome is not None and not outcome.ok
+        }
     candidates = []
     failures: dict[str, BenchmarkResult] = {}
     for digest, portable in portables.items():
@@ -218,6 +217,30 @@ def answer(request: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     )
     results.update(failures)
     return {digest: result.to_dict() for digest, result in results.items()}
+
+
+def _prepare_all(
+    portables: Mapping[str, Portable], state: _WorkerProblem
+) -> dict[str, CompileOutcome | None]:
+    """Compile the candidates, many at once on threads (Triton's compiler releases the GIL in its
+    MLIR and LLVM passes and in ptxas); a candidate's own failure is its outcome."""
+
+    def prepare(portable: Portable) -> CompileOutcome | None:
+        try:
+            return portable.prepare(state.example, state.device)
+        except Exception as error:  # a choice's own bug is that choice's failure
+            return CompileOutcome(*classify(error))
+
+    workers = min(settings.compile_workers(), len(portables))
+    if workers <= 1:
+        return {digest: prepare(portable) for digest, portable in portables.items()}
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kernelpick-prepare") as pool:
+        # Each task runs in a copy of this thread's context: the request's settings hold there too.
+        futures = {
+            digest: pool.submit(contextvars.copy_context().run, prepare, portable)
+            for digest, portable in portables.items()
+        }
+        return {digest: future.result() for digest, future in futures.items()}
 
 
 def measure_in_workers(
