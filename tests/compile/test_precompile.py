@@ -11,14 +11,17 @@ import triton.language as tl
 
 from kernelpick.compile.precompile import (
     ChildCompileError,
+    CompileJob,
     CompilerCrashed,
     OutOfResources,
     Patience,
     _ForkedExecutor,
     _patience,
     classify,
+    current_patience,
     patience,
     precompile,
+    precompile_jobs,
 )
 from kernelpick.tune.config import Config
 from tests.tune.kernels import add_kernel
@@ -280,3 +283,26 @@ def test_the_patience_context_reaches_the_forked_compiles_only_inside_it() -> No
         with patience(0):
             assert _patience.get() is None  # 0: wait for every compile
     assert _patience.get() is None
+
+
+def test_jobs_of_different_kernels_compile_in_one_batch() -> None:
+    # A selection's choices are different kernels (a template per config, a triton_choice): one
+    # batch compiles them all, and each keeps its own outcome.
+    x = torch.ones(64)
+    other = triton.jit(add_kernel.fn)
+    jobs = [
+        CompileJob(add_kernel, (x, x, x, 64), {}, Config({"BLOCK": 64})),
+        CompileJob(other, (x, x, x, 64), {}, Config({"BLOCK": 48})),  # not a power of 2
+        CompileJob(other, (x, x, x, 64), {}, Config({"BLOCK": 32})),
+    ]
+    outcomes = precompile_jobs(jobs, interpreter=True, workers=2)
+    assert [o.status for o in outcomes] == ["ok", "compile_error", "ok"]
+
+
+def test_patience_is_what_the_innermost_scope_set() -> None:
+    assert current_patience() == 0.0
+    with patience(4.0):
+        assert current_patience() == 4.0
+        with patience(0):
+            assert current_patience() == 0.0
+    assert current_patience() == 0.0

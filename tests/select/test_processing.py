@@ -20,6 +20,7 @@ import kernelpick
 from kernelpick import Config, Selector, extern, processed, settings, triton_choice
 from kernelpick.bench.inputs import ExampleInputs
 from kernelpick.errors import ConfigError
+from kernelpick.select.choice import compile_choices
 from kernelpick.select.prepack import PrepackCache
 from kernelpick.select.signature import Signature
 from kernelpick.tensors import TensorSpec
@@ -417,6 +418,6 @@ def test_the_example_inputs_are_processed_once_for_all_configs() -> None:
     choices = processed(kernel, before=counted_contiguous).choices_for(signature)
     example = ExampleInputs((x, y), {})
     assert len(choices) == 3
-    assert all(choice.precompile(example, signature).ok for choice in choices)
+    assert all(outcome.ok for outcome in compile_choices(choices, example, signature))
     assert len(processed_examples) == 1  # each config compiles for the same processed inputs
     assert processed_examples[0] is example.args[0]

@@ -154,13 +154,13 @@ def test_choices_are_template_choices_with_stable_digests() -> None:
     assert first[0].digest != first[1].digest
 
 
-def test_compile_workers_see_the_callers_scoped_settings(tmp_path: Path) -> None:
+def test_compiling_sees_the_callers_scoped_settings(tmp_path: Path) -> None:
     from kernelpick.compile.precompile import CompileOutcome
 
     seen: list[object] = []
 
     class Probe:
-        """A choice of our own (the protocol is open) that records the settings its precompile sees."""
+        """A choice of our own (the protocol is open) that records the settings compiling it sees."""
 
         def __init__(self, name: str) -> None:
             self.name = self.digest = name
@@ -171,7 +171,7 @@ def test_compile_workers_see_the_callers_scoped_settings(tmp_path: Path) -> None
         def description(self) -> dict[str, str]:
             return {"kind": "probe", "name": self.name}
 
-        def precompile(self, example: object, signature: Signature) -> CompileOutcome:
+        def compile_job(self, example: object, signature: Signature) -> CompileOutcome:
             seen.append(settings.current().cache_dir)
             return CompileOutcome("ok")
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from kernelpick.bench.device import DeviceInfo
 from kernelpick.compile.launch import runner
-from kernelpick.compile.precompile import CompileOutcome
+from kernelpick.compile.precompile import CompileJob, CompileOutcome
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,7 @@ class KernelLaunch:
         """This config of `kernel`, launched on a GPU or in Triton's interpreter."""
         return replace(self, kernel=kernel, interpreter=interpreter)
 
-    def prepare(self, example: Any, device: DeviceInfo) -> CompileOutcome | None:
+    def compile_job(self, example: Any, device: DeviceInfo) -> CompileJob | CompileOutcome | None:
         """Nothing to compile: the caller compiled every config before sending any."""
         return None
 

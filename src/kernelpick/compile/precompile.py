@@ -81,6 +81,12 @@ def patience(factor: float) -> Iterator[None]:
         _patience.reset(token)
 
 
+def current_patience() -> float:
+    """The patience compiles started now would have (`patience`'s factor; 0: they wait for all)."""
+    found = _patience.get()
+    return 0.0 if found is None else found.factor
+
+
 @dataclass(frozen=True, slots=True)
 class CompileOutcome:
     """Whether one config compiled, and if not, why; and the seconds its compiler spent on it where
@@ -94,6 +100,18 @@ class CompileOutcome:
     @property
     def ok(self) -> bool:
         return self.status == "ok"
+
+
+@dataclass(frozen=True)
+class CompileJob:
+    """One compile: `kernel` (a `triton.jit` function, possibly under `triton.heuristics`) for these
+    launch arguments under `config`; `grid` is what Triton's warm-up call wants (unused by it)."""
+
+    kernel: Any
+    args: Sequence[Any]
+    kwargs: Mapping[str, Any]
+    config: Config
+    grid: Any = (1,)
 
 
 def classify(error: BaseException) -> tuple[CompileStatus, str]:
@@ -152,20 +170,50 @@ def precompile(
         One outcome per config, in order. Successfully compiled kernels are in Triton's caches, so
         the first launch of each config does not compile again.
     """
-    if not configs or interpreter:
+    jobs = [CompileJob(kernel, args, kwargs, config, grid) for config in configs]
+    return precompile_jobs(
+        jobs,
+        interpreter=interpreter,
+        workers=workers,
+        mode=mode,
+        timings=timings,
+        meanwhile=meanwhile,
+        timeout_s=timeout_s,
+        on_compiled=on_compiled,
+    )
+
+
+def precompile_jobs(
+    jobs: Sequence[CompileJob],
+    *,
+    interpreter: bool,
+    workers: int,
+    mode: str = "thread",
+    timings: dict[str, float] | None = None,
+    meanwhile: Callable[[], object] | None = None,
+    timeout_s: float | None = None,
+    on_compiled: Callable[[int], object] | None = None,
+) -> list[CompileOutcome]:
+    """Compile every job in parallel, whatever its kernel: `precompile`'s work, for the configs of
+    one kernel or the choices of a selection alike (the arguments are `precompile`'s).
+
+    Returns:
+        One outcome per job, in order.
+    """
+    if not jobs or interpreter:
         if meanwhile is not None:
             meanwhile()
-        outcomes = _lower_all(kernel, args, kwargs, configs, workers) if configs else []
+        outcomes = _lower_all(jobs, workers) if jobs else []
     # The forked mode queues job numbers in one pipe buffer (64 KiB): plenty for any real space.
-    elif mode == "process" and hasattr(os, "fork") and len(configs) < 16_000:
+    elif mode == "process" and hasattr(os, "fork") and len(jobs) < 16_000:
         forked = _ForkedExecutor(workers, timeout_s, _patience.get())
-        outcomes = _compile_all(kernel, args, kwargs, configs, grid, forked, meanwhile, on_compiled)
+        outcomes = _compile_all(jobs, forked, meanwhile, on_compiled)
         if timings is not None:
             timings.update(forked.timings)
         return outcomes
     else:
         with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="kernelpick-compile") as pool:
-            outcomes = _compile_all(kernel, args, kwargs, configs, grid, pool, meanwhile)
+            outcomes = _compile_all(jobs, pool, meanwhile)
     if on_compiled is not None:
         for index, outcome in enumerate(outcomes):
             if outcome.ok:
@@ -173,21 +221,19 @@ def precompile(
     return outcomes
 
 
-def _lower_all(
-    kernel: Any, args: Sequence[Any], kwargs: Mapping[str, Any], configs: Sequence[Config], workers: int
-) -> list[CompileOutcome]:
-    def lower(config: Config) -> CompileOutcome:
+def _lower_all(jobs: Sequence[CompileJob], workers: int) -> list[CompileOutcome]:
+    def lower(job: CompileJob) -> CompileOutcome:
         start = time.perf_counter()
         try:
-            jit, merged = _resolve(kernel, args, {**kwargs, **config.all_kwargs()})
-            specialize(jit, args, merged, target=FALLBACK_TARGET).lower("ttir")
+            jit, merged = _resolve(job.kernel, job.args, {**job.kwargs, **job.config.all_kwargs()})
+            specialize(jit, job.args, merged, target=FALLBACK_TARGET).lower("ttir")
         except Exception as error:  # every compiler failure becomes data
             status, message = classify(error)
             return CompileOutcome(status, message, time.perf_counter() - start)
         return CompileOutcome("ok", "", time.perf_counter() - start)
 
     with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="kernelpick-lower") as pool:
-        return list(pool.map(lower, configs))
+        return list(pool.map(lower, jobs))
 
 
 def _resolve(kernel: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
@@ -199,11 +245,7 @@ def _resolve(kernel: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[
 
 
 def _compile_all(
-    kernel: Any,
-    args: Sequence[Any],
-    kwargs: Mapping[str, Any],
-    configs: Sequence[Config],
-    grid: Any,
+    jobs: Sequence[CompileJob],
     executor: Executor,
     meanwhile: Callable[[], object] | None = None,
     on_compiled: Callable[[int], object] | None = None,
@@ -218,13 +260,15 @@ def _compile_all(
     # ignore_errors: failures are collected below; Triton 3.6 would re-raise them on exit and then
     # leave its async mode switched on for this thread.
     with AsyncCompileMode(executor, ignore_errors=True):
-        for index, config in enumerate(configs):
+        for index, job in enumerate(jobs):
             try:
-                jobs = len(getattr(executor, "jobs", ()))
-                pending.append(kernel.warmup(*args, grid=grid, **kwargs, **config.all_kwargs()))
+                submitted = len(getattr(executor, "jobs", ()))
+                pending.append(
+                    job.kernel.warmup(*job.args, grid=job.grid, **job.kwargs, **job.config.all_kwargs())
+                )
                 outcomes.append(None)
                 if isinstance(executor, _ForkedExecutor):
-                    if len(executor.jobs) > jobs:
+                    if len(executor.jobs) > submitted:
                         executor.configs.append(index)
                     else:  # compiled earlier in this process (or in Triton's cache): nothing to wait for
                         early.append(index)

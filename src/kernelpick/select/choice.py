@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from kernelpick import settings
 from kernelpick.bench.inputs import ExampleInputs
-from kernelpick.compile.precompile import CompileOutcome
+from kernelpick.compile.precompile import CompileJob, CompileOutcome, classify, precompile_jobs
 from kernelpick.errors import ConfigError
 from kernelpick.select.signature import Signature
 
@@ -39,8 +40,10 @@ class Choice(Protocol):
         """Plain data for the store and reports: kind, name, config, source hash."""
         ...
 
-    def precompile(self, example: ExampleInputs, signature: Signature) -> CompileOutcome:
-        """Compile for these inputs (a no-op for library functions); failures are returned, not raised."""
+    def compile_job(self, example: ExampleInputs, signature: Signature) -> CompileJob | CompileOutcome:
+        """What compiling it for these inputs takes (`compile_choices` runs the jobs of many choices
+        at once), or the outcome when there is nothing to compile (a library function) or it failed
+        before compiling (a template that does not render); failures are returned, not raised."""
         ...
 
     def callable_for(self, signature: Signature) -> Callable[..., Any]:
@@ -100,8 +103,8 @@ class PortableChoice:
     def name(self) -> str:
         return self.choice.name
 
-    def prepare(self, example: ExampleInputs, device: Any) -> CompileOutcome:
-        return self.choice.precompile(example, self.signature)
+    def compile_job(self, example: ExampleInputs, device: Any) -> CompileJob | CompileOutcome:
+        return self.choice.compile_job(example, self.signature)
 
     def callable(self) -> Callable[..., Any]:
         return self.choice.callable_for(self.signature)
@@ -149,7 +152,7 @@ class ExternChoice(NamedChoice):
             "out_variant": self.out is not None,
         }
 
-    def precompile(self, example: ExampleInputs, signature: Signature) -> CompileOutcome:
+    def compile_job(self, example: ExampleInputs, signature: Signature) -> CompileJob | CompileOutcome:
         return CompileOutcome("ok")
 
     def callable_for(self, signature: Signature) -> Callable[..., Any]:
@@ -225,3 +228,41 @@ def bound_arguments(result: Any, where: str) -> tuple[tuple[Any, ...], Mapping[s
     raise ConfigError(
         f"{where}: bind returned kernel arguments of type {type(args).__name__}, expected tuple or dict"
     )
+
+
+def compile_choices(
+    choices: Sequence[Choice], example: ExampleInputs, signature: Signature, *, mode: str | None = None
+) -> list[CompileOutcome]:
+    """Compile `choices` for `signature`, every Triton kernel among them at once (in forked compilers
+    unless `mode` or `KERNELPICK_COMPILE_MODE` says threads); each choice's own failure is its outcome.
+
+    Args:
+        choices: what to compile.
+        example: the example inputs compiling binds arguments for.
+        signature: their signature.
+        mode: "process" or "thread" (default: the `KERNELPICK_COMPILE_MODE` setting).
+
+    Returns:
+        One outcome per choice, in order.
+    """
+    outcomes: list[CompileOutcome | None] = []
+    jobs: list[tuple[int, CompileJob]] = []
+    for index, choice in enumerate(choices):
+        try:
+            found = choice.compile_job(example, signature)
+        except Exception as error:  # a choice's own bug is that choice's failure
+            found = CompileOutcome(*classify(error))
+        if isinstance(found, CompileJob):
+            jobs.append((index, found))
+            outcomes.append(None)
+        else:
+            outcomes.append(found)
+    compiled = precompile_jobs(
+        [job for _, job in jobs],
+        interpreter=signature.device.interpreter,
+        workers=settings.compile_workers(),
+        mode=mode or settings.current().compile_mode,
+    )
+    for (index, _), outcome in zip(jobs, compiled):
+        outcomes[index] = outcome
+    return [o if o is not None else CompileOutcome("compile_error", "not compiled") for o in outcomes]

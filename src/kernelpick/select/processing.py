@@ -21,7 +21,7 @@ import torch
 
 from kernelpick.bench.benchmarker import classify_run_error
 from kernelpick.bench.inputs import ExampleInputs
-from kernelpick.compile.precompile import CompileOutcome
+from kernelpick.compile.precompile import CompileJob, CompileOutcome
 from kernelpick.errors import ConfigError
 from kernelpick.select.choice import Choice, ChoiceSpace, NamedChoice, qualified_name, short_hash
 from kernelpick.select.eligibility import requirements_of
@@ -292,14 +292,14 @@ class ProcessedChoice(NamedChoice):
             "prepack": {str(i): qualified_name(c.pack) for i, c in sorted(space.prepack.items())},
         }
 
-    def precompile(self, example: ExampleInputs, signature: Signature) -> CompileOutcome:
+    def compile_job(self, example: ExampleInputs, signature: Signature) -> CompileJob | CompileOutcome:
         """Pre-pack the example inputs (so no timed run packs) and compile the wrapped choice for
         the processed ones."""
         prepared = self.space.prepared(example)
         if prepared is None:
             # Not a compile failure: the first run raises the same and is recorded as a runtime error.
             return CompileOutcome("ok")
-        return self.inner.precompile(ProcessedExample(example, *prepared), self.inner_signature)
+        return self.inner.compile_job(ProcessedExample(example, *prepared), self.inner_signature)
 
     def callable_for(self, signature: Signature) -> Callable[..., Any]:
         inner_signature = (

@@ -9,13 +9,11 @@ stored; the fastest that worked wins.
 
 from __future__ import annotations
 
-import contextvars
 import functools
 import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -29,11 +27,18 @@ from kernelpick.bench.pick import pick
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.timers import Timer, timer_for
 from kernelpick.bench.verify import Tolerance, tf32_allowed
-from kernelpick.compile.precompile import CompileOutcome, classify
+from kernelpick.compile.precompile import classify, current_patience, patience
 from kernelpick.errors import ArgumentError, ConfigError, IsolationError, NoValidChoices, TuningRequired
 from kernelpick.report import TuningProgress, headline, print_table
 from kernelpick.reports.log import log_tuning
-from kernelpick.select.choice import Choice, ChoiceSpace, ExternChoice, PortableChoice, qualified_name
+from kernelpick.select.choice import (
+    Choice,
+    ChoiceSpace,
+    ExternChoice,
+    PortableChoice,
+    compile_choices,
+    qualified_name,
+)
 from kernelpick.select.eligibility import SkippedChoice, eligible_spaces
 from kernelpick.select.record import ChoiceResult, SelectionRecord
 from kernelpick.select.searching import NO_SEARCH, SelectionSearch, search_choices
@@ -417,7 +422,10 @@ class Selector:
             measured, reference = measure(todo)
             results.update(measured)
             return reference, NO_SEARCH
-        found = search_choices(strategy, choices, results, measure, self.reference_digest(signature))
+        # A config compiling far longer than the rest of its batch is given up as `skipped`, as in
+        # the autotuner's searches (forked compilers, here or in the workers).
+        with patience(settings.current().search_patience):
+            found = search_choices(strategy, choices, results, measure, self.reference_digest(signature))
         results.update(found.results)
         return found.reference, found
 
@@ -491,6 +499,7 @@ class Selector:
                 keep=self.reference_digest(signature),
                 per_call=True,
                 warm_up_ms=settings.current().select_warmup_ms,
+                patience=current_patience(),
             )
             compiled = [c for c in todo if c.digest in payloads and not isinstance(c, ExternChoice)]
             with TuningProgress(f"selecting {self.name} in workers", total=len(payloads)) as progress:
@@ -531,7 +540,7 @@ class Selector:
             measurement = Measurement(example, device, checking)
             results: dict[str, BenchmarkResult] = {}
             with TuningProgress(f"compiling {self.name}", total=2 * len(todo)) as progress:
-                outcomes = self.precompile_choices(todo, example, signature)
+                outcomes = compile_choices(todo, example, signature)
                 progress.advance(len(todo), f"verifying and benchmarking {self.name}")
                 candidates = []
                 for choice, outcome in zip(todo, outcomes):
@@ -560,26 +569,6 @@ class Selector:
                     )
                 )
         return {c.digest: results[c.digest] for c in todo}
-
-    def precompile_choices(
-        self, todo: list[Choice], example: ExampleInputs, signature: Signature
-    ) -> list[CompileOutcome]:
-        """Compile `todo` for `signature`, many at once; a choice's own failure is its outcome."""
-
-        def compile_one(choice: Choice) -> CompileOutcome:
-            try:
-                return choice.precompile(example, signature)
-            except Exception as error:  # a choice's own bug is that choice's failure
-                return CompileOutcome(*classify(error))
-
-        workers = min(settings.compile_workers(), len(todo))
-        if workers <= 1:
-            return [compile_one(c) for c in todo]
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kernelpick-select") as pool:
-            # Each task runs in a copy of this thread's context, so that scoped settings
-            # (settings.override: the cache dir, ...) hold in the workers too.
-            futures = [pool.submit(contextvars.copy_context().run, compile_one, c) for c in todo]
-            return [f.result() for f in futures]
 
     def _failure_report(self, signature: Signature, rows: Sequence[ChoiceResult]) -> str:
         lines = [

@@ -14,7 +14,7 @@ import torch
 from kernelpick.bench.inputs import ExampleInputs
 from kernelpick.codegen import CodeBuffer
 from kernelpick.compile.launch import launcher
-from kernelpick.compile.precompile import CompileOutcome, classify, precompile
+from kernelpick.compile.precompile import CompileJob, CompileOutcome, classify
 from kernelpick.errors import ConfigError, TemplateError
 from kernelpick.select.choice import Choice, ConfigSource, NamedChoice, configs_for, short_hash
 from kernelpick.select.modules import load_module, write_module
@@ -116,7 +116,7 @@ class UnavailableChoice(NamedChoice):
     def description(self) -> dict[str, Any]:
         return {"kind": "unavailable", "name": self._name, "reason": self.message}
 
-    def precompile(self, example: ExampleInputs, signature: Signature) -> CompileOutcome:
+    def compile_job(self, example: ExampleInputs, signature: Signature) -> CompileJob | CompileOutcome:
         return CompileOutcome(self.status, self.message)
 
     def callable_for(self, signature: Signature) -> Callable[..., Any]:
@@ -161,7 +161,7 @@ class TemplateChoice(NamedChoice):
     def path(self) -> str:
         return str(write_module(self.rendered.source))
 
-    def precompile(self, example: ExampleInputs, signature: Signature) -> CompileOutcome:
+    def compile_job(self, example: ExampleInputs, signature: Signature) -> CompileJob | CompileOutcome:
         try:
             kernel = self.kernel()
             arguments = _generate(self, kernel, signature)[1]
@@ -169,15 +169,7 @@ class TemplateChoice(NamedChoice):
         except Exception as error:
             status, message = classify(error)
             return CompileOutcome(status, message)
-        return precompile(
-            kernel,
-            args,
-            {},
-            [self.launch_config],
-            grid=self.rendered.grid,
-            interpreter=signature.device.interpreter,
-            workers=1,
-        )[0]
+        return CompileJob(kernel, args, {}, self.launch_config, self.rendered.grid)
 
     def callable_for(self, signature: Signature) -> Callable[..., Any]:
         return _generate(self, self.kernel(), signature)[0]

@@ -7,11 +7,10 @@ from typing import Any
 
 from triton.runtime.jit import JITFunction
 
-from kernelpick import settings
 from kernelpick.bench.inputs import ExampleInputs
 from kernelpick.compile.interpreted import compilable
 from kernelpick.compile.launch import launcher
-from kernelpick.compile.precompile import CompileOutcome, classify, precompile
+from kernelpick.compile.precompile import CompileJob, CompileOutcome, classify
 from kernelpick.compile.unwrap import innermost
 from kernelpick.errors import ConfigError
 from kernelpick.select.choice import (
@@ -87,7 +86,7 @@ class TritonKernelChoice(NamedChoice):
             "source": self.space.jit.cache_key,  # its kept source: `kernelpick code`
         }
 
-    def precompile(self, example: ExampleInputs, signature: Signature) -> CompileOutcome:
+    def compile_job(self, example: ExampleInputs, signature: Signature) -> CompileJob | CompileOutcome:
         keep_kernel_source(self.space.jit)
         try:
             args, kwargs, _ = bound_arguments(
@@ -96,16 +95,7 @@ class TritonKernelChoice(NamedChoice):
         except Exception as error:
             status, message = classify(error)
             return CompileOutcome(status, f"bind raised {message}")
-        return precompile(
-            self.space.kernel,
-            args,
-            kwargs,
-            [self.config],
-            grid=self.space.grid,
-            interpreter=signature.device.interpreter,
-            workers=1,
-            mode=settings.current().compile_mode,
-        )[0]
+        return CompileJob(self.space.kernel, args, kwargs, self.config, self.space.grid)
 
     def callable_for(self, signature: Signature) -> Callable[..., Any]:
         launch = launcher(self.space.kernel, signature.device.interpreter)

@@ -10,12 +10,10 @@ Nothing in a request names the user's module, so a worker never imports it.
 
 from __future__ import annotations
 
-import contextvars
 import hashlib
 import json
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -30,7 +28,7 @@ from kernelpick.bench.measure import Candidate, Checking, Measurement, measure
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.timers import timer_for
 from kernelpick.bench.verify import Tolerance
-from kernelpick.compile.precompile import CompileOutcome, classify
+from kernelpick.compile.precompile import CompileJob, CompileOutcome, classify, patience, precompile_jobs
 from kernelpick.errors import IsolationError
 from kernelpick.tensors import example_generator
 from kernelpick.workers import values
@@ -51,8 +49,9 @@ class Portable(Protocol):
 
     name: str
 
-    def prepare(self, example: Any, device: DeviceInfo) -> CompileOutcome | None:
-        """Compile it for these example arguments (None: nothing to compile here)."""
+    def compile_job(self, example: Any, device: DeviceInfo) -> CompileJob | CompileOutcome | None:
+        """What compiling it for these example arguments takes, or the outcome when there is
+        nothing to compile or it failed before compiling (None: the caller compiled it)."""
         ...
 
     def callable(self) -> Callable[..., Any]:
@@ -86,6 +85,9 @@ class Problem:
     keep: str | None = None  # the candidate kept unless clearly beaten (`kernelpick.bench.pick`)
     per_call: bool = False  # time each candidate's host time per call too
     warm_up_ms: float = 0.0
+    patience: float = (
+        0.0  # a search's batches give up straggling compiles (`kernelpick.compile.precompile.patience`)
+    )
     payload_dir: str = field(default="", compare=False)  # where integer tensors' values were written
 
     @classmethod
@@ -145,7 +147,9 @@ class _WorkerProblem:
         checking = None
         if problem.reference is not None:
             reference = values.decode(problem.reference)
-            call = reference.callable() if hasattr(reference, "prepare") else reference
+            call = (
+                reference.callable() if hasattr(reference, "compile_job") else reference
+            )  # a choice, or a function
             tolerance = None if problem.tolerance is None else Tolerance(*problem.tolerance)
             checking = Checking((problem.reference_name, call), tolerance, problem.tf32)
         example: ExampleInputs | KernelArguments
@@ -197,12 +201,13 @@ def answer(request: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
         }
     candidates = []
     failures: dict[str, BenchmarkResult] = {}
-    for digest, portable in portables.items():
-        try:  # compiled already in the prepare step, if there was one: then a cache hit
-            outcome = portable.prepare(state.example, state.device)
-            if outcome is not None and not outcome.ok:
-                failures[digest] = BenchmarkResult.failed(outcome.status, outcome.message)
-                continue
+    # Compiled already in the prepare step, if there was one: then each is a hit in Triton's caches.
+    for digest, outcome in _prepare_all(portables, state).items():
+        if outcome is not None and not outcome.ok:
+            failures[digest] = BenchmarkResult.failed(outcome.status, outcome.message)
+            continue
+        portable = portables[digest]
+        try:
             candidates.append(Candidate(portable.name, digest, portable.callable()))
         except Exception as error:  # a choice's own bug, or a rendered kernel that no longer loads
             failures[digest] = BenchmarkResult.failed(*classify(error))
@@ -222,25 +227,29 @@ def answer(request: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
 def _prepare_all(
     portables: Mapping[str, Portable], state: _WorkerProblem
 ) -> dict[str, CompileOutcome | None]:
-    """Compile the candidates, many at once on threads (Triton's compiler releases the GIL in its
-    MLIR and LLVM passes and in ptxas); a candidate's own failure is its outcome."""
-
-    def prepare(portable: Portable) -> CompileOutcome | None:
+    """Compile the candidates, every Triton kernel among them at once in forked compilers (which never
+    touch this worker's CUDA context); a candidate's own failure is its outcome."""
+    outcomes: dict[str, CompileOutcome | None] = {}
+    jobs: dict[str, CompileJob] = {}
+    for digest, portable in portables.items():
         try:
-            return portable.prepare(state.example, state.device)
+            found = portable.compile_job(state.example, state.device)
         except Exception as error:  # a choice's own bug is that choice's failure
-            return CompileOutcome(*classify(error))
-
-    workers = min(settings.compile_workers(), len(portables))
-    if workers <= 1:
-        return {digest: prepare(portable) for digest, portable in portables.items()}
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kernelpick-prepare") as pool:
-        # Each task runs in a copy of this thread's context: the request's settings hold there too.
-        futures = {
-            digest: pool.submit(contextvars.copy_context().run, prepare, portable)
-            for digest, portable in portables.items()
-        }
-        return {digest: future.result() for digest, future in futures.items()}
+            found = CompileOutcome(*classify(error))
+        if isinstance(found, CompileJob):
+            jobs[digest] = found
+        else:
+            outcomes[digest] = found
+    with patience(state.problem.patience):
+        compiled = precompile_jobs(
+            list(jobs.values()),
+            interpreter=state.device.interpreter,
+            workers=settings.compile_workers(),
+            mode="process",
+            timeout_s=settings.current().compile_timeout_s,
+        )
+    outcomes.update(zip(jobs, compiled))
+    return outcomes
 
 
 def measure_in_workers(
