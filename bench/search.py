@@ -160,8 +160,8 @@ def replay(log_dir: Path) -> None:
     import torch  # noqa: F401  (kernelpick's records need it loaded)
 
     from kernelpick import settings
-    from kernelpick.bench.device import DeviceInfo
     from kernelpick.bench.replay import RecordedSpace, score
+    from kernelpick.device import DeviceInfo
     from kernelpick.reports import log_tuning
     from kernelpick.tune.record import TuningRecord
     from kernelpick.tune.search import Budget, strategy_names

@@ -11,9 +11,9 @@ from rich.console import Console
 from rich.table import Table
 
 from kernelpick import report, settings
-from kernelpick.bench.device import DeviceInfo, describe
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.stats import TimingSummary
+from kernelpick.device import DeviceInfo, describe
 from kernelpick.report import TuningProgress, autotune_table, headline, print_table, record_table
 from kernelpick.tune.config import Config
 from kernelpick.tune.record import TuningRecord

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from kernelpick import reports, settings
 from kernelpick.analysis import KernelAccess, analyze
 from kernelpick.bench import BenchmarkResult, TimingSummary
-from kernelpick.bench.device import Requirements
+from kernelpick.device import Requirements
 from kernelpick.errors import (
     AnalysisError,
     ArgumentError,

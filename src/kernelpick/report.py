@@ -14,8 +14,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from rich.table import Table
 
 from kernelpick import settings
-from kernelpick.bench.device import DeviceInfo
 from kernelpick.bench.result import BenchmarkResult
+from kernelpick.device import DeviceInfo
 
 if TYPE_CHECKING:  # a runtime import would be circular: kernelpick.tune imports this module
     from kernelpick.tune.record import TuningRecord

@@ -11,7 +11,7 @@ import torch
 
 from kernelpick import cli, settings
 from kernelpick.bench.bandwidth import bandwidth_path, cached_bandwidth, memory_bandwidth
-from kernelpick.bench.device import DeviceInfo, describe
+from kernelpick.device import DeviceInfo, describe
 from kernelpick.errors import KernelpickError
 
 H100 = DeviceInfo("cuda", 0, "NVIDIA H100 80GB HBM3", (9, 0), 50 * 2**20, 132)

@@ -9,7 +9,7 @@ import torch
 
 from kernelpick import cli
 from kernelpick.bench.command import device_facts
-from kernelpick.bench.device import DeviceInfo
+from kernelpick.device import DeviceInfo
 from tests.bench.test_bandwidth import H100, keep
 
 needs_no_gpu = pytest.mark.skipif(torch.cuda.is_available(), reason="prints the CPU case")

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from kernelpick.bench.device import DeviceInfo
 from kernelpick.bench.replay import Recorded, RecordedSpace, ReplayBenchmarker, exhaustive_seconds, score
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.stats import TimingSummary
+from kernelpick.device import DeviceInfo
 from kernelpick.errors import ConfigError
 from kernelpick.store.base import StoredResult
 from kernelpick.store.keys import TuningKey

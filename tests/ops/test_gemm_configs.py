@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kernelpick.bench.device import DeviceInfo
+from kernelpick.device import DeviceInfo
 from kernelpick.ops.gemm_configs import gemm_configs, persistent_configs, shared_memory_bytes
 from kernelpick.ops.gemm_templates import PERSISTENT_TMA_GEMM
 from kernelpick.select.signature import Signature

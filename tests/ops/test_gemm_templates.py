@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kernelpick.bench.device import DeviceInfo
 from kernelpick.bench.inputs import ExampleInputs
 from kernelpick.compile.precompile import precompile
+from kernelpick.device import DeviceInfo
 from kernelpick.ops.gemm import _EPILOGUES
 from kernelpick.ops.gemm_templates import GEMM, PERSISTENT_TMA_GEMM
 from kernelpick.select.render import Epilogue

@@ -12,9 +12,9 @@ import triton
 
 import kernelpick
 from kernelpick import Selector, extern, settings
-from kernelpick.bench.device import DeviceInfo
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.stats import TimingSummary
+from kernelpick.device import DeviceInfo
 from kernelpick.reports.log import tuning_entry
 from kernelpick.select.record import ChoiceResult, SelectionRecord
 from kernelpick.select.signature import Signature

@@ -161,9 +161,9 @@ def test_dtype_meta_parameters_have_an_identity() -> None:
 
 
 def test_dtype_meta_parameters_become_strings_in_reports() -> None:
-    from kernelpick.bench.device import DeviceInfo
     from kernelpick.bench.result import BenchmarkResult
     from kernelpick.bench.stats import TimingSummary
+    from kernelpick.device import DeviceInfo
     from kernelpick.tune.record import TuningRecord
 
     config = Config({"BLOCK": 64, "DTYPE": tl.float16})

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from kernelpick.bench.device import DeviceInfo
+from kernelpick.device import DeviceInfo
 from kernelpick.errors import ConfigError
 from kernelpick.tune.config import Config
 from kernelpick.tune.space import Dimension, Space, gemm_shared_memory

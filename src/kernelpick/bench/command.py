@@ -11,7 +11,7 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
-from kernelpick.bench.device import REGISTERS_PER_BLOCK, DeviceInfo, Requirements, visible_devices
+from kernelpick.device import REGISTERS_PER_BLOCK, DeviceInfo, Requirements, visible_devices
 from kernelpick.report import console
 from kernelpick.store.keys import Toolchain
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
-from kernelpick.bench.device import DeviceInfo
+from kernelpick.device import DeviceInfo
 from kernelpick.select.signature import Signature
 from kernelpick.tensors import TensorSpec
 from kernelpick.tune.config import Config

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from kernelpick import settings
-from kernelpick.bench.device import DeviceInfo
+from kernelpick.device import DeviceInfo
 from kernelpick.report import autotune_table, console
 from kernelpick.reports.data import Report, TunedKey, load_report
 from kernelpick.reports.errors import ReportError

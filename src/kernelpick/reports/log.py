@@ -38,8 +38,8 @@ from kernelpick.reports.work import work_of
 from kernelpick.store.keys import Toolchain, canonical_json, canonical_value
 
 if TYPE_CHECKING:
-    from kernelpick.bench.device import DeviceInfo
     from kernelpick.bench.result import BenchmarkResult
+    from kernelpick.device import DeviceInfo
     from kernelpick.select.record import SelectionRecord
     from kernelpick.tune.record import TuningRecord
 

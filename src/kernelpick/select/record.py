@@ -8,8 +8,8 @@ from typing import Any
 
 from rich.table import Table
 
-from kernelpick.bench.device import DeviceInfo
 from kernelpick.bench.result import BenchmarkResult
+from kernelpick.device import DeviceInfo
 from kernelpick.report import autotune_table, headline
 from kernelpick.select.eligibility import SkippedChoice
 from kernelpick.select.signature import Signature

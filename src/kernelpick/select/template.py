@@ -27,8 +27,8 @@ from typing import Any
 import jinja2
 import torch
 
-from kernelpick.bench.device import DeviceInfo, Requirements
 from kernelpick.codegen import CodeBuffer
+from kernelpick.device import DeviceInfo, Requirements
 from kernelpick.errors import TemplateError
 from kernelpick.select.render import Epilogue, PartialRender
 from kernelpick.tensors import TensorSpec

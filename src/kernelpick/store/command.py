@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from rich.markup import escape
 from rich.table import Table
 
-from kernelpick.bench.device import DeviceInfo
+from kernelpick.device import DeviceInfo
 from kernelpick.errors import StoreError, TableError
 from kernelpick.report import console
 from kernelpick.store.default import default_store_path

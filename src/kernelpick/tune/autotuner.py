@@ -25,7 +25,6 @@ from triton.runtime.jit import KernelInterface
 from kernelpick import settings
 from kernelpick.analysis import analyze
 from kernelpick.bench.benchmarker import MEASUREMENT_VERSION, budgets_for
-from kernelpick.bench.device import DeviceInfo, describe, device_of, warn_once_if_interpreted
 from kernelpick.bench.inputs import KernelArguments, tensor_of
 from kernelpick.bench.measure import Candidate, Hooks, Measurement, measure
 from kernelpick.bench.pick import Pick, pick
@@ -37,6 +36,7 @@ from kernelpick.compile.launch import check_launch_arguments, runner
 from kernelpick.compile.portable import KernelLaunch
 from kernelpick.compile.precompile import CompileOutcome, patience, precompile
 from kernelpick.compile.unwrap import innermost
+from kernelpick.device import DeviceInfo, describe, device_of, warn_once_if_interpreted
 from kernelpick.errors import (
     ConfigError,
     IsolationError,

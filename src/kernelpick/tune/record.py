@@ -6,8 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kernelpick.bench.device import DeviceInfo
 from kernelpick.bench.result import BenchmarkResult
+from kernelpick.device import DeviceInfo
 from kernelpick.report import headline
 from kernelpick.tune.config import Config
 from kernelpick.tune.search.run import SearchTrace

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal
 
-from kernelpick.bench.device import REGISTERS_PER_BLOCK, DeviceInfo
+from kernelpick.device import REGISTERS_PER_BLOCK, DeviceInfo
 from kernelpick.errors import ConfigError
 from kernelpick.tune.config import OPTION_DEFAULTS, Config
 

@@ -1,4 +1,4 @@
-"""bench/device.py: what kernelpick knows of the device a kernel runs on, and what choices need of it."""
+"""device.py: what kernelpick knows of the device a kernel runs on, and what choices need of it."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 import torch
 from triton.tools.tensor_descriptor import TensorDescriptor
 
-from kernelpick.bench.device import (
+from kernelpick.device import (
     SHARED_MEMORY_FALLBACK,
     DeviceInfo,
     Requirements,
