@@ -46,7 +46,7 @@ WARPS = (2, 4, 8)
 def space(shared_memory_limit: int) -> tuple[list[Any], int]:
     """The exhaustive space's configs whose fp16 tiles fit the device's shared memory (the default
     GEMM estimate of `kernelpick.Space`), and how many the product had."""
-    from kernelpick.tune.config import Config
+    from kernelpick.config import Config
     from kernelpick.tune.space import gemm_shared_memory
 
     product = list(itertools.product(BLOCKS, BLOCKS, BLOCKS, STAGES, WARPS))

@@ -13,9 +13,9 @@ from rich.table import Table
 from kernelpick import report, settings
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.stats import TimingSummary
+from kernelpick.config import Config
 from kernelpick.device import DeviceInfo, describe
 from kernelpick.report import TuningProgress, autotune_table, headline, print_table, record_table
-from kernelpick.tune.config import Config
 from kernelpick.tune.record import TuningRecord
 
 CPU = describe(torch.device("cpu"))

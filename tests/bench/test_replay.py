@@ -14,12 +14,12 @@ import pytest
 from kernelpick.bench.replay import Recorded, RecordedSpace, ReplayBenchmarker, exhaustive_seconds, score
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.stats import TimingSummary
+from kernelpick.config import Config
 from kernelpick.device import DeviceInfo
 from kernelpick.errors import ConfigError
 from kernelpick.store.base import StoredResult
 from kernelpick.store.keys import TuningKey
 from kernelpick.store.sqlite import SQLiteStore
-from kernelpick.tune.config import Config
 from kernelpick.tune.search import Budget
 from tests.tune.search.synthetic import recorded_gemm
 

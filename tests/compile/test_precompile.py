@@ -20,7 +20,7 @@ from kernelpick.compile.precompile import (
     patience,
     precompile,
 )
-from kernelpick.tune.config import Config
+from kernelpick.config import Config
 from tests.tune.kernels import add_kernel
 
 

@@ -18,11 +18,11 @@ from kernelpick import settings
 from kernelpick.bench.benchmarker import MEASUREMENT_VERSION
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.stats import TimingSummary
+from kernelpick.config import Config
 from kernelpick.select.selector import SELECTION_VERSION
 from kernelpick.store.base import StoredResult
 from kernelpick.store.keys import Toolchain, TuningKey
 from kernelpick.store.sqlite import SQLiteStore
-from kernelpick.tune.config import Config
 from tests.test_cli import run_cli
 from tests.tune.kernels import add_kernel, grid_1d
 

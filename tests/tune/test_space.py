@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from kernelpick.config import Config
 from kernelpick.device import DeviceInfo
 from kernelpick.errors import ConfigError
-from kernelpick.tune.config import Config
 from kernelpick.tune.space import Dimension, Space, gemm_shared_memory
 
 H100 = DeviceInfo("cuda", 0, "NVIDIA H100 80GB HBM3", (9, 0), 50 * 2**20, 132, shared_memory_per_block=232448)

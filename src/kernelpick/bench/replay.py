@@ -35,9 +35,9 @@ from typing import Any
 
 from kernelpick.bench.result import STATUSES, BenchmarkResult, Status
 from kernelpick.bench.stats import TimingSummary
+from kernelpick.config import Config
 from kernelpick.errors import ConfigError
 from kernelpick.store.base import StoredRow
-from kernelpick.tune.config import Config
 from kernelpick.tune.search.base import Budget
 from kernelpick.tune.search.registry import make_strategy
 from kernelpick.tune.search.run import SearchTrace, run_search

@@ -17,11 +17,11 @@ from dataclasses import dataclass
 
 from kernelpick import settings
 from kernelpick.bench.result import BenchmarkResult
+from kernelpick.config import Config
 from kernelpick.select.choice import Choice, ChoiceSpace
 from kernelpick.select.processing import ProcessedChoice
 from kernelpick.select.template_choice import TemplateChoice
 from kernelpick.select.triton_choice import TritonKernelChoice
-from kernelpick.tune.config import Config
 from kernelpick.tune.search.base import latest
 from kernelpick.tune.search.run import SearchTrace
 from kernelpick.tune.searching import MeasureBatch, search

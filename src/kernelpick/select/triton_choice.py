@@ -13,6 +13,7 @@ from kernelpick.compile.interpreted import compilable
 from kernelpick.compile.launch import launcher
 from kernelpick.compile.precompile import CompileOutcome, classify, precompile
 from kernelpick.compile.unwrap import innermost
+from kernelpick.config import Config
 from kernelpick.errors import ConfigError
 from kernelpick.select.choice import (
     Choice,
@@ -25,7 +26,6 @@ from kernelpick.select.choice import (
 )
 from kernelpick.select.modules import keep_kernel_source
 from kernelpick.select.signature import Signature
-from kernelpick.tune.config import Config
 
 Bind = Callable[..., tuple[Any, Any]]
 

@@ -36,6 +36,7 @@ from kernelpick.compile.launch import check_launch_arguments, runner
 from kernelpick.compile.portable import KernelLaunch
 from kernelpick.compile.precompile import CompileOutcome, patience, precompile
 from kernelpick.compile.unwrap import innermost
+from kernelpick.config import Config, default_config
 from kernelpick.device import DeviceInfo, describe, device_of, warn_once_if_interpreted
 from kernelpick.errors import (
     ConfigError,
@@ -49,7 +50,6 @@ from kernelpick.reports.log import log_tuning
 from kernelpick.select.modules import keep_kernel_source
 from kernelpick.store import ResultStore, StoredResult, TuningKey, default_store
 from kernelpick.store.deploy import TableHit, tabled_winner, tuning_required
-from kernelpick.tune.config import Config, default_config
 from kernelpick.tune.dispatch import MISSES, Dispatcher, describe_key, specialized_arguments
 from kernelpick.tune.prune import Pruner
 from kernelpick.tune.record import TuningRecord, failure_report

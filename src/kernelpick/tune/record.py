@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kernelpick.bench.result import BenchmarkResult
+from kernelpick.config import Config
 from kernelpick.device import DeviceInfo
 from kernelpick.report import headline
-from kernelpick.tune.config import Config
 from kernelpick.tune.search.run import SearchTrace
 
 

@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from kernelpick import settings
 from kernelpick.bench.result import BenchmarkResult
-from kernelpick.tune.config import Config
+from kernelpick.config import Config
 from kernelpick.tune.search.base import Budget
 from kernelpick.tune.search.registry import make_strategy
 from kernelpick.tune.search.run import SearchTrace, run_search

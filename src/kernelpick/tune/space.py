@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal
 
+from kernelpick.config import OPTION_DEFAULTS, Config
 from kernelpick.device import REGISTERS_PER_BLOCK, DeviceInfo
 from kernelpick.errors import ConfigError
-from kernelpick.tune.config import OPTION_DEFAULTS, Config
 
 #: What a constraint and a shared-memory estimate are called with: each dimension's value by name.
 Values = dict[str, Any]

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from kernelpick.bench.replay import Recorded, RecordedSpace
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.stats import TimingSummary
-from kernelpick.tune.config import Config
+from kernelpick.config import Config
 from kernelpick.tune.space import Space, gemm_shared_memory
 
 SHARED_MEMORY = 232448  # an H100's opt-in shared memory per block

@@ -8,8 +8,8 @@ import pytest
 from kernelpick import settings
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.stats import TimingSummary
+from kernelpick.config import Config
 from kernelpick.errors import ConfigError
-from kernelpick.tune.config import Config
 from kernelpick.tune.search import Batch, Budget, Evaluation
 from kernelpick.tune.search.base import best, latest
 

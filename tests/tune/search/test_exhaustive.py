@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.stats import TimingSummary
-from kernelpick.tune.config import Config
+from kernelpick.config import Config
 from kernelpick.tune.search import Budget, make_strategy, run_search
 from tests.tune.search.synthetic import Bench
 

@@ -7,8 +7,8 @@ import math
 
 import pytest
 
+from kernelpick.config import Config
 from kernelpick.errors import ConfigError
-from kernelpick.tune.config import Config
 from kernelpick.tune.search.grid import Grid
 from kernelpick.tune.space import Space
 

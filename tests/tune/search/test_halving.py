@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from kernelpick.tune.config import Config
+from kernelpick.config import Config
 from kernelpick.tune.search import Budget, make_strategy, run_search
 from tests.tune.search.synthetic import Bench
 

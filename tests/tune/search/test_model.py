@@ -10,8 +10,8 @@ import sys
 import pytest
 
 from kernelpick.bench.replay import score
+from kernelpick.config import Config
 from kernelpick.errors import ConfigError
-from kernelpick.tune.config import Config
 from kernelpick.tune.search import Budget, make_strategy, run_search
 from tests.tune.search.synthetic import BOWL_SPACE, OPTIMUM, Bench, bowl, recorded_gemm
 

@@ -4,7 +4,7 @@ faster, and find the optimum of a bowl; one batch holds every walker's poll."""
 
 from __future__ import annotations
 
-from kernelpick.tune.config import Config
+from kernelpick.config import Config
 from kernelpick.tune.search import make_strategy, run_search
 from kernelpick.tune.search.base import Evaluation
 from kernelpick.tune.search.grid import Grid

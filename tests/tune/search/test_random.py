@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kernelpick.tune.config import Config
+from kernelpick.config import Config
 from kernelpick.tune.search import make_strategy, run_search
 from tests.tune.search.synthetic import Bench
 

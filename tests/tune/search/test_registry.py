@@ -13,8 +13,8 @@ import pytest
 from kernelpick import settings
 from kernelpick.bench.replay import ReplayBenchmarker
 from kernelpick.bench.result import BenchmarkResult
+from kernelpick.config import Config
 from kernelpick.errors import ConfigError, SettingsError
-from kernelpick.tune.config import Config
 from kernelpick.tune.search import (
     Budget,
     SearchStrategy,

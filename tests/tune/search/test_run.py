@@ -11,8 +11,8 @@ import pytest
 
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.stats import TimingSummary
+from kernelpick.config import Config
 from kernelpick.errors import ConfigError
-from kernelpick.tune.config import Config
 from kernelpick.tune.search import Batch, Budget, Evaluation, SearchStrategy, run_search
 from tests.tune.search.synthetic import Bench
 

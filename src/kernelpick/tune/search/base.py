@@ -11,8 +11,8 @@ from typing import ClassVar
 
 from kernelpick import settings
 from kernelpick.bench.result import BenchmarkResult
+from kernelpick.config import Config
 from kernelpick.errors import ConfigError
-from kernelpick.tune.config import Config
 from kernelpick.tune.space import Space
 
 

@@ -7,7 +7,7 @@ import itertools
 import math
 from collections.abc import Sequence
 
-from kernelpick.tune.config import Config
+from kernelpick.config import Config
 from kernelpick.tune.space import Dimension, Space, config_values, dimensions_of
 
 Point = tuple[int, ...]

@@ -9,8 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from kernelpick.config import Config
 from kernelpick.errors import ConfigError
-from kernelpick.tune.config import Config
 from kernelpick.tune.search.base import Batch, Evaluation, SearchStrategy, best, latest
 from kernelpick.tune.search.grid import Grid
 

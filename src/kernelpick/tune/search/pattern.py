@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kernelpick.tune.config import Config
+from kernelpick.config import Config
 from kernelpick.tune.search.base import Batch, Evaluation, SearchStrategy, latest
 from kernelpick.tune.search.grid import Grid
 

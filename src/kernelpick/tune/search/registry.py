@@ -6,8 +6,8 @@ import importlib
 from collections.abc import Sequence
 
 from kernelpick import settings
+from kernelpick.config import Config
 from kernelpick.errors import ConfigError
-from kernelpick.tune.config import Config
 from kernelpick.tune.search.base import Budget, SearchStrategy
 from kernelpick.tune.space import Space
 

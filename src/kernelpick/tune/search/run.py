@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from kernelpick.bench.result import BenchmarkResult
+from kernelpick.config import Config
 from kernelpick.errors import ConfigError
-from kernelpick.tune.config import Config
 from kernelpick.tune.search.base import Budget, Evaluation, SearchStrategy, latest
 from kernelpick.tune.search.base import best as fastest
 

@@ -1,4 +1,4 @@
-"""tune/config.py: configs compare, hash, convert and serialize the same way in every process."""
+"""config.py: configs compare, hash, convert and serialize the same way in every process."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import torch
 import triton
 import triton.language as tl
 
+from kernelpick.config import Config
 from kernelpick.errors import ConfigError
-from kernelpick.tune.config import Config
 
 
 def test_equal_configs_are_equal_and_hash_alike_whatever_their_pre_hook() -> None:
