@@ -26,6 +26,7 @@ from kernelpick.errors import (
     TableError,
     TuningRequired,
 )
+from kernelpick.search.space import Space
 from kernelpick.select import (
     Epilogue,
     SelectionRecord,
@@ -40,7 +41,6 @@ from kernelpick.select.eligibility import require
 from kernelpick.store.default import fresh_cache
 from kernelpick.store.deploy import load_table
 from kernelpick.tune import Autotuner, Config, TuningRecord, autotune
-from kernelpick.tune.space import Space
 from kernelpick.workers import start_workers
 from kernelpick.workers.plan import fork_zygote_early
 

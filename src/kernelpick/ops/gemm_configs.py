@@ -14,9 +14,9 @@ import torch
 
 from kernelpick.config import Config
 from kernelpick.device import DeviceInfo
+from kernelpick.search.space import gemm_shared_memory
 from kernelpick.select.signature import Signature
 from kernelpick.tensors import TensorSpec
-from kernelpick.tune.space import gemm_shared_memory
 
 Tile = tuple[int, int, int, int, int]
 

@@ -12,7 +12,7 @@ from kernelpick.bench.result import BenchmarkResult
 from kernelpick.reports.errors import ReportError
 from kernelpick.reports.log import read_log, selection_key
 from kernelpick.reports.roofline import Roofline, roofline
-from kernelpick.reports.search import SearchTrace, finite_number, parse_search
+from kernelpick.reports.search import LoggedSearch, finite_number, parse_search
 from kernelpick.reports.work import gemm_name, work_of
 from kernelpick.store.keys import canonical_json
 from kernelpick.store.text import candidate_name, inputs_text
@@ -89,7 +89,7 @@ class TunedKey:
     tunings: int  # log lines merged (0 from the store)
     source: str  # "log" or "store"
     note: str = ""
-    searches: tuple[SearchTrace, ...] = ()
+    searches: tuple[LoggedSearch, ...] = ()
     flops: float | None = None
     bytes: float | None = None
 

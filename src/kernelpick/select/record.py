@@ -11,9 +11,9 @@ from rich.table import Table
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.device import DeviceInfo
 from kernelpick.report import autotune_table, headline
+from kernelpick.search.run import SearchTrace
 from kernelpick.select.eligibility import SkippedChoice
 from kernelpick.select.signature import Signature
-from kernelpick.tune.search.run import SearchTrace
 
 
 @dataclass(frozen=True, slots=True)

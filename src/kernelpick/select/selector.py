@@ -33,6 +33,7 @@ from kernelpick.compile.precompile import CompileOutcome, classify
 from kernelpick.errors import ArgumentError, ConfigError, IsolationError, NoValidChoices, TuningRequired
 from kernelpick.report import TuningProgress, headline, print_table
 from kernelpick.reports.log import log_tuning
+from kernelpick.search.registry import default_strategy_name, strategy_class
 from kernelpick.select.choice import Choice, ChoiceSpace, ExternChoice, PortableChoice, qualified_name
 from kernelpick.select.eligibility import SkippedChoice, eligible_spaces
 from kernelpick.select.record import ChoiceResult, SelectionRecord
@@ -50,7 +51,6 @@ from kernelpick.store import ResultStore, StoredResult, TuningKey, default_store
 from kernelpick.store.deploy import tabled_winner, tuning_required
 from kernelpick.store.table import TableEntry
 from kernelpick.tensors import preserved_rng
-from kernelpick.tune.search.registry import default_strategy_name, strategy_class
 from kernelpick.workers import values
 from kernelpick.workers.plan import isolation_wanted, start_early
 from kernelpick.workers.request import Problem, measure_in_workers, payload_folder

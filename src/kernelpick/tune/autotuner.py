@@ -47,16 +47,16 @@ from kernelpick.errors import (
 )
 from kernelpick.report import TuningProgress, print_table, record_table
 from kernelpick.reports.log import log_tuning
+from kernelpick.search.registry import default_strategy_name, strategy_class
+from kernelpick.search.run import SearchTrace
+from kernelpick.search.searching import search
+from kernelpick.search.space import Space
 from kernelpick.select.modules import keep_kernel_source
 from kernelpick.store import ResultStore, StoredResult, TuningKey, default_store
 from kernelpick.store.deploy import TableHit, tabled_winner, tuning_required
 from kernelpick.tune.dispatch import MISSES, Dispatcher, describe_key, specialized_arguments
 from kernelpick.tune.prune import Pruner
 from kernelpick.tune.record import TuningRecord, failure_report
-from kernelpick.tune.search.registry import default_strategy_name, strategy_class
-from kernelpick.tune.search.run import SearchTrace
-from kernelpick.tune.searching import search
-from kernelpick.tune.space import Space
 from kernelpick.workers import values
 from kernelpick.workers.plan import isolation_wanted, start_early
 from kernelpick.workers.request import (

@@ -10,7 +10,7 @@ from kernelpick.bench.result import BenchmarkResult
 from kernelpick.config import Config
 from kernelpick.device import DeviceInfo
 from kernelpick.report import headline
-from kernelpick.tune.search.run import SearchTrace
+from kernelpick.search.run import SearchTrace
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,7 @@ import math
 from collections.abc import Sequence
 
 from kernelpick.config import Config
-from kernelpick.tune.space import Dimension, Space, config_values, dimensions_of
+from kernelpick.search.space import Dimension, Space, config_values, dimensions_of
 
 Point = tuple[int, ...]
 

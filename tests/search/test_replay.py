@@ -1,4 +1,4 @@
-"""bench/replay.py: recorded spaces are read and written as documented, replayed exactly at full
+"""search/replay.py: recorded spaces are read and written as documented, replayed exactly at full
 effort and with seeded noise below it, on a simulated clock that charges compiles once; scores
 judge a search by the recorded time of what it picked."""
 
@@ -11,17 +11,17 @@ from pathlib import Path
 
 import pytest
 
-from kernelpick.bench.replay import Recorded, RecordedSpace, ReplayBenchmarker, exhaustive_seconds, score
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.stats import TimingSummary
 from kernelpick.config import Config
 from kernelpick.device import DeviceInfo
 from kernelpick.errors import ConfigError
+from kernelpick.search import Budget
+from kernelpick.search.replay import Recorded, RecordedSpace, ReplayBenchmarker, exhaustive_seconds, score
 from kernelpick.store.base import StoredResult
 from kernelpick.store.keys import TuningKey
 from kernelpick.store.sqlite import SQLiteStore
-from kernelpick.tune.search import Budget
-from tests.tune.search.synthetic import recorded_gemm
+from tests.search.synthetic import recorded_gemm
 
 A, B, C = Config({"BLOCK": 16}), Config({"BLOCK": 32}, num_warps=8), Config({"BLOCK": 64})
 SMALL = RecordedSpace(

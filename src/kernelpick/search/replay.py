@@ -37,10 +37,10 @@ from kernelpick.bench.result import STATUSES, BenchmarkResult, Status
 from kernelpick.bench.stats import TimingSummary
 from kernelpick.config import Config
 from kernelpick.errors import ConfigError
+from kernelpick.search.base import Budget
+from kernelpick.search.registry import make_strategy
+from kernelpick.search.run import SearchTrace, run_search
 from kernelpick.store.base import StoredRow
-from kernelpick.tune.search.base import Budget
-from kernelpick.tune.search.registry import make_strategy
-from kernelpick.tune.search.run import SearchTrace, run_search
 
 FORMAT = "kernelpick-recorded-space"
 VERSION = 1
@@ -115,7 +115,7 @@ class RecordedSpace:
             return cls.from_dict(data)
         except (KeyError, TypeError, ValueError) as error:
             raise ConfigError(
-                f"{path} is not a recorded space ({error}); expected the format described in kernelpick.bench.replay"
+                f"{path} is not a recorded space ({error}); expected the format described in kernelpick.search.replay"
             ) from None
 
     @classmethod

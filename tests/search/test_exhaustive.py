@@ -1,12 +1,12 @@
-"""tune/search/exhaustive.py: every candidate once, in one batch (batches under a budget of seconds)."""
+"""search/exhaustive.py: every candidate once, in one batch (batches under a budget of seconds)."""
 
 from __future__ import annotations
 
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.stats import TimingSummary
 from kernelpick.config import Config
-from kernelpick.tune.search import Budget, make_strategy, run_search
-from tests.tune.search.synthetic import Bench
+from kernelpick.search import Budget, make_strategy, run_search
+from tests.search.synthetic import Bench
 
 CONFIGS = [Config({"BLOCK": b}, num_warps=w) for b in (16, 32, 64, 128, 256) for w in (2, 4, 8)]
 

@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kernelpick.config import Config
-from kernelpick.tune.search.base import Batch, Evaluation, SearchStrategy, latest
-from kernelpick.tune.search.grid import Grid
+from kernelpick.search.base import Batch, Evaluation, SearchStrategy, latest
+from kernelpick.search.grid import Grid
 
 
 @dataclass(slots=True)

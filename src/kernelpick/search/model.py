@@ -11,8 +11,8 @@ import numpy as np
 
 from kernelpick.config import Config
 from kernelpick.errors import ConfigError
-from kernelpick.tune.search.base import Batch, Evaluation, SearchStrategy, best, latest
-from kernelpick.tune.search.grid import Grid
+from kernelpick.search.base import Batch, Evaluation, SearchStrategy, best, latest
+from kernelpick.search.grid import Grid
 
 
 class ModelGuidedSearch(SearchStrategy):

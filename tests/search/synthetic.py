@@ -13,11 +13,11 @@ import math
 import random
 from collections.abc import Callable, Sequence
 
-from kernelpick.bench.replay import Recorded, RecordedSpace
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.stats import TimingSummary
 from kernelpick.config import Config
-from kernelpick.tune.space import Space, gemm_shared_memory
+from kernelpick.search.replay import Recorded, RecordedSpace
+from kernelpick.search.space import Space, gemm_shared_memory
 
 SHARED_MEMORY = 232448  # an H100's opt-in shared memory per block
 MULTIPROCESSORS = 132

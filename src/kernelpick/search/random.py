@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from kernelpick.tune.search.base import Batch, Evaluation, SearchStrategy
+from kernelpick.search.base import Batch, Evaluation, SearchStrategy
 
 
 class RandomSearch(SearchStrategy):

@@ -11,10 +11,10 @@ from typing import Any, Literal
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.config import Config
 from kernelpick.errors import ConfigError
-from kernelpick.tune.search.base import Budget, Evaluation, SearchStrategy, latest
-from kernelpick.tune.search.base import best as fastest
+from kernelpick.search.base import Budget, Evaluation, SearchStrategy, latest
+from kernelpick.search.base import best as fastest
 
-log = logging.getLogger("kernelpick.tune.search")
+log = logging.getLogger("kernelpick.search")
 
 #: Times `configs` at `effort` (0 < effort <= 1 of a full timing) and returns a result for each.
 Measure = Callable[[Sequence[Config], float], Mapping[Config, BenchmarkResult]]

@@ -13,7 +13,7 @@ from kernelpick import settings
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.config import Config
 from kernelpick.errors import ConfigError
-from kernelpick.tune.space import Space
+from kernelpick.search.space import Space
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,4 @@
-"""tune/space.py: a declared space gives its configs in a stable order, cut by its constraint and
+"""search/space.py: a declared space gives its configs in a stable order, cut by its constraint and
 the device's shared memory and registers before anything compiles; what cannot work is refused."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import pytest
 from kernelpick.config import Config
 from kernelpick.device import DeviceInfo
 from kernelpick.errors import ConfigError
-from kernelpick.tune.space import Dimension, Space, gemm_shared_memory
+from kernelpick.search.space import Dimension, Space, gemm_shared_memory
 
 H100 = DeviceInfo("cuda", 0, "NVIDIA H100 80GB HBM3", (9, 0), 50 * 2**20, 132, shared_memory_per_block=232448)
 CPU = DeviceInfo("cpu", None, "cpu", None, 0, 0)

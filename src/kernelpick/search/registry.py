@@ -8,16 +8,16 @@ from collections.abc import Sequence
 from kernelpick import settings
 from kernelpick.config import Config
 from kernelpick.errors import ConfigError
-from kernelpick.tune.search.base import Budget, SearchStrategy
-from kernelpick.tune.space import Space
+from kernelpick.search.base import Budget, SearchStrategy
+from kernelpick.search.space import Space
 
 #: Each strategy's name, and where its class lives (module, class name).
 STRATEGIES: dict[str, tuple[str, str]] = {
-    "exhaustive": ("kernelpick.tune.search.exhaustive", "ExhaustiveSearch"),
-    "random": ("kernelpick.tune.search.random", "RandomSearch"),
-    "halving": ("kernelpick.tune.search.halving", "SuccessiveHalving"),
-    "pattern": ("kernelpick.tune.search.pattern", "PatternSearch"),
-    "model": ("kernelpick.tune.search.model", "ModelGuidedSearch"),
+    "exhaustive": ("kernelpick.search.exhaustive", "ExhaustiveSearch"),
+    "random": ("kernelpick.search.random", "RandomSearch"),
+    "halving": ("kernelpick.search.halving", "SuccessiveHalving"),
+    "pattern": ("kernelpick.search.pattern", "PatternSearch"),
+    "model": ("kernelpick.search.model", "ModelGuidedSearch"),
 }
 
 

@@ -1,4 +1,4 @@
-"""tune/search/registry.py: strategies by name, loaded when asked for; and what every registered
+"""search/registry.py: strategies by name, loaded when asked for; and what every registered
 strategy promises: it proposes only candidates, ends, keeps to its budget and repeats itself."""
 
 from __future__ import annotations
@@ -11,11 +11,10 @@ from collections.abc import Sequence
 import pytest
 
 from kernelpick import settings
-from kernelpick.bench.replay import ReplayBenchmarker
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.config import Config
 from kernelpick.errors import ConfigError, SettingsError
-from kernelpick.tune.search import (
+from kernelpick.search import (
     Budget,
     SearchStrategy,
     SearchTrace,
@@ -25,7 +24,8 @@ from kernelpick.tune.search import (
     strategy_class,
     strategy_names,
 )
-from tests.tune.search.synthetic import gemm_space, recorded_gemm
+from kernelpick.search.replay import ReplayBenchmarker
+from tests.search.synthetic import gemm_space, recorded_gemm
 
 RECORDED = recorded_gemm(2048, 2048, 2048, small=True)
 SEEDED = [name for name in strategy_names() if name != "exhaustive"]
@@ -43,9 +43,9 @@ def test_an_unknown_name_is_refused_listing_the_valid_ones() -> None:
 
 def test_strategies_are_imported_only_when_asked_for() -> None:
     code = (
-        "import sys, kernelpick.tune.search as s; "
-        "print('kernelpick.tune.search.model' in sys.modules, 'sklearn' in sys.modules); "
-        "s.strategy_class('model'); print('kernelpick.tune.search.model' in sys.modules)"
+        "import sys, kernelpick.search as s; "
+        "print('kernelpick.search.model' in sys.modules, 'sklearn' in sys.modules); "
+        "s.strategy_class('model'); print('kernelpick.search.model' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False", "True"]

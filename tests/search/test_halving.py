@@ -1,4 +1,4 @@
-"""tune/search/halving.py: quick timings of many configs, the clearly slower dropped, the rest timed
+"""search/halving.py: quick timings of many configs, the clearly slower dropped, the rest timed
 harder, the last round at full effort."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import math
 
 from kernelpick.config import Config
-from kernelpick.tune.search import Budget, make_strategy, run_search
-from tests.tune.search.synthetic import Bench
+from kernelpick.search import Budget, make_strategy, run_search
+from tests.search.synthetic import Bench
 
 CONFIGS = [Config({"BLOCK": b}) for b in range(1, 82)]
 

@@ -1,4 +1,4 @@
-"""tune/search/grid.py: candidates as points, so strategies step to neighbouring values and learn
+"""search/grid.py: candidates as points, so strategies step to neighbouring values and learn
 from features, whether or not a Space declared the dimensions."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import pytest
 
 from kernelpick.config import Config
 from kernelpick.errors import ConfigError
-from kernelpick.tune.search.grid import Grid
-from kernelpick.tune.space import Space
+from kernelpick.search.grid import Grid
+from kernelpick.search.space import Space
 
 SPACE = Space(BLOCK=[16, 32, 64, 128], num_warps=[2, 4, 8], MODE=["a", "b"], GROUP=[8])
 

@@ -1,4 +1,4 @@
-"""tune/search/base.py: batches and budgets refuse what cannot work; budgets follow the settings;
+"""search/base.py: batches and budgets refuse what cannot work; budgets follow the settings;
 the best of a history is the fastest of its fullest timings."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.stats import TimingSummary
 from kernelpick.config import Config
 from kernelpick.errors import ConfigError
-from kernelpick.tune.search import Batch, Budget, Evaluation
-from kernelpick.tune.search.base import best, latest
+from kernelpick.search import Batch, Budget, Evaluation
+from kernelpick.search.base import best, latest
 
 A, B = Config({"BLOCK": 16}), Config({"BLOCK": 32})
 

@@ -6,7 +6,7 @@ import math
 from collections.abc import Sequence
 
 from kernelpick.config import Config
-from kernelpick.tune.search.base import Batch, Evaluation, SearchStrategy, latest
+from kernelpick.search.base import Batch, Evaluation, SearchStrategy, latest
 
 
 class SuccessiveHalving(SearchStrategy):

@@ -1,4 +1,4 @@
-"""tune/search/model.py: a random-forest surrogate picks what to time: it finds the best of a GEMM
+"""search/model.py: a random-forest surrogate picks what to time: it finds the best of a GEMM
 space in a tenth of exhaustive's time where random search does not, learns where configs fail,
 and says what to install when scikit-learn is missing."""
 
@@ -9,11 +9,11 @@ import sys
 
 import pytest
 
-from kernelpick.bench.replay import score
 from kernelpick.config import Config
 from kernelpick.errors import ConfigError
-from kernelpick.tune.search import Budget, make_strategy, run_search
-from tests.tune.search.synthetic import BOWL_SPACE, OPTIMUM, Bench, bowl, recorded_gemm
+from kernelpick.search import Budget, make_strategy, run_search
+from kernelpick.search.replay import score
+from tests.search.synthetic import BOWL_SPACE, OPTIMUM, Bench, bowl, recorded_gemm
 
 
 @pytest.mark.parametrize(

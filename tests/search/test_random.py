@@ -1,10 +1,10 @@
-"""tune/search/random.py: the candidates in a seeded random order, 16 at a time, each once."""
+"""search/random.py: the candidates in a seeded random order, 16 at a time, each once."""
 
 from __future__ import annotations
 
 from kernelpick.config import Config
-from kernelpick.tune.search import make_strategy, run_search
-from tests.tune.search.synthetic import Bench
+from kernelpick.search import make_strategy, run_search
+from tests.search.synthetic import Bench
 
 CONFIGS = [Config({"BLOCK": b}) for b in range(1, 41)]
 

@@ -1,16 +1,16 @@
-"""tune/search/pattern.py: walkers, each from the best of a few random configs, step along one
+"""search/pattern.py: walkers, each from the best of a few random configs, step along one
 dimension at a time to neighbouring values (the next power of two, warps, stages), move to what is
 faster, and find the optimum of a bowl; one batch holds every walker's poll."""
 
 from __future__ import annotations
 
 from kernelpick.config import Config
-from kernelpick.tune.search import make_strategy, run_search
-from kernelpick.tune.search.base import Evaluation
-from kernelpick.tune.search.grid import Grid
-from kernelpick.tune.search.pattern import PatternSearch
-from kernelpick.tune.space import Space
-from tests.tune.search.synthetic import BOWL_SPACE, OPTIMUM, Bench, bowl, gemm_space, recorded_gemm
+from kernelpick.search import make_strategy, run_search
+from kernelpick.search.base import Evaluation
+from kernelpick.search.grid import Grid
+from kernelpick.search.pattern import PatternSearch
+from kernelpick.search.space import Space
+from tests.search.synthetic import BOWL_SPACE, OPTIMUM, Bench, bowl, gemm_space, recorded_gemm
 
 
 def _timed(bench: Bench, configs: tuple[Config, ...]) -> tuple[Evaluation, ...]:

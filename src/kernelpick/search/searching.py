@@ -11,10 +11,10 @@ from collections.abc import Callable, Mapping, Sequence
 from kernelpick import settings
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.config import Config
-from kernelpick.tune.search.base import Budget
-from kernelpick.tune.search.registry import make_strategy
-from kernelpick.tune.search.run import SearchTrace, run_search
-from kernelpick.tune.space import Space
+from kernelpick.search.base import Budget
+from kernelpick.search.registry import make_strategy
+from kernelpick.search.run import SearchTrace, run_search
+from kernelpick.search.space import Space
 
 #: Times configs and writes the seconds of its steps (compile, benchmark, ...) into the dict given.
 MeasureBatch = Callable[[Sequence[Config], dict[str, float]], Mapping[Config, BenchmarkResult]]

@@ -1,4 +1,4 @@
-"""tune/searching.py with the autotuner: search=, KERNELPICK_SEARCH and budgets, spaces, a store that starts searches warm."""
+"""search/searching.py with the autotuner: search=, KERNELPICK_SEARCH and budgets, spaces, a store that starts searches warm."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import triton
 import kernelpick
 from kernelpick import settings
 from kernelpick.errors import ConfigError
+from kernelpick.search.space import Space
 from kernelpick.store import MemoryStore
-from kernelpick.tune.space import Space
 from tests.tune.kernels import add_kernel, grid_1d
 
 SPACE = [triton.Config({"BLOCK": b}, num_warps=w) for b in (16, 32, 64, 128, 256) for w in (1, 2)]

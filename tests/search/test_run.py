@@ -1,4 +1,4 @@
-"""tune/search/run.py: run_search times what a strategy proposes, once per effort, within the budget,
+"""search/run.py: run_search times what a strategy proposes, once per effort, within the budget,
 and its trace says what was timed, when, what the best was along the way and why it stopped."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.stats import TimingSummary
 from kernelpick.config import Config
 from kernelpick.errors import ConfigError
-from kernelpick.tune.search import Batch, Budget, Evaluation, SearchStrategy, run_search
-from tests.tune.search.synthetic import Bench
+from kernelpick.search import Batch, Budget, Evaluation, SearchStrategy, run_search
+from tests.search.synthetic import Bench
 
 CONFIGS = [Config({"BLOCK": 2**i}) for i in range(4, 10)]  # 16 ... 512
 TIMES = {c: 1.0 + abs(c.kwargs["BLOCK"] - 128) / 100 for c in CONFIGS}  # 128 is the fastest
@@ -100,7 +100,7 @@ def test_a_strategy_proposing_only_timed_configs_is_stopped_with_a_warning(
 ) -> None:
     strategy = Scripted([Batch((CONFIGS[0],))] * 10)
     bench = _bench()
-    with caplog.at_level(logging.WARNING, logger="kernelpick.tune.search"):
+    with caplog.at_level(logging.WARNING, logger="kernelpick.search"):
         trace = run_search(strategy, bench.measure, clock=bench.clock)
     assert (trace.stopped, trace.used, len(strategy.seen)) == ("stalled", 1, 4)
     assert "proposed only timed configs 3 times" in caplog.text

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from kernelpick.bench.replay import RecordedSpace, score
-from kernelpick.tune.search import Budget, strategy_names
+from kernelpick.search import Budget, strategy_names
+from kernelpick.search.replay import RecordedSpace, score
 
-RECORDED = sorted((Path(__file__).parents[2] / "data" / "search").glob("*.json"))
+RECORDED = sorted((Path(__file__).parents[1] / "data" / "search").glob("*.json"))
 NONE_YET = pytest.mark.skip(
     reason="no recorded spaces in tests/data/search/ yet: bench/search.py records them on a GPU"
 )
