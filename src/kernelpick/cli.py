@@ -15,8 +15,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from kernelpick import __version__, settings
+from kernelpick.console import console
 from kernelpick.errors import KernelpickError
-from kernelpick.report import console
 from kernelpick.store.command import add_cache_commands, store_command
 from kernelpick.store.keys import Toolchain
 from kernelpick.store.redis import without_password
@@ -24,7 +24,7 @@ from kernelpick.store.redis import without_password
 
 def _demo(args: argparse.Namespace) -> int:
     from kernelpick.demo import run_demo
-    from kernelpick.report import record_table
+    from kernelpick.tune.record import record_table
 
     with settings.override(**({"cache_dir": args.cache_dir} if args.cache_dir else {})):
         demo = run_demo()

@@ -118,7 +118,7 @@ def test_a_search_compiles_with_patience_and_does_not_store_a_skipped_config(mon
 def test_the_autotune_table_says_which_search_ran_and_how_much_of_the_space_it_evaluated() -> None:
     from rich.console import Console
 
-    from kernelpick.report import record_table
+    from kernelpick.tune.record import record_table
 
     kernel = kernelpick.autotune(SPACE, key=["n"], search="random", store=MemoryStore())(add_kernel)
     with settings.override(search_budget=4):

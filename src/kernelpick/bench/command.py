@@ -11,8 +11,8 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
+from kernelpick.console import console
 from kernelpick.device import REGISTERS_PER_BLOCK, DeviceInfo, Requirements, visible_devices
-from kernelpick.report import console
 from kernelpick.store.keys import Toolchain
 
 

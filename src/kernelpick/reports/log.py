@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kernelpick import settings
-from kernelpick.report import headline
+from kernelpick.console import headline
 from kernelpick.reports.work import work_of
 from kernelpick.store.keys import Toolchain, canonical_json, canonical_value
 

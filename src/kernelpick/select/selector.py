@@ -30,8 +30,8 @@ from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.timers import Timer, timer_for
 from kernelpick.bench.verify import Tolerance, tf32_allowed
 from kernelpick.compile.precompile import CompileOutcome, classify
+from kernelpick.console import TuningProgress, headline, print_table
 from kernelpick.errors import ArgumentError, ConfigError, IsolationError, NoValidChoices, TuningRequired
-from kernelpick.report import TuningProgress, headline, print_table
 from kernelpick.reports.log import log_tuning
 from kernelpick.search.registry import default_strategy_name, strategy_class
 from kernelpick.select.choice import Choice, ChoiceSpace, ExternChoice, PortableChoice, qualified_name

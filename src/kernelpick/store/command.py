@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any
 from rich.markup import escape
 from rich.table import Table
 
+from kernelpick.console import console
 from kernelpick.device import DeviceInfo
 from kernelpick.errors import StoreError, TableError
-from kernelpick.report import console
 from kernelpick.store.default import default_store_path
 from kernelpick.store.text import candidate_name, inputs_text
 
@@ -202,7 +202,7 @@ def _cache_list(args: argparse.Namespace) -> int:
 
 
 def _cache_show(args: argparse.Namespace) -> int:
-    from kernelpick.report import autotune_table
+    from kernelpick.select.record import autotune_table
     from kernelpick.store.maintenance import describe_toolchain, summarize_keys
 
     rows, _, _ = _stored_rows(args)

@@ -37,6 +37,7 @@ from kernelpick.compile.portable import KernelLaunch
 from kernelpick.compile.precompile import CompileOutcome, patience, precompile
 from kernelpick.compile.unwrap import innermost
 from kernelpick.config import Config, default_config
+from kernelpick.console import TuningProgress, print_table
 from kernelpick.device import DeviceInfo, describe, device_of, warn_once_if_interpreted
 from kernelpick.errors import (
     ConfigError,
@@ -45,7 +46,6 @@ from kernelpick.errors import (
     failure_exception,
     no_valid_configs,
 )
-from kernelpick.report import TuningProgress, print_table, record_table
 from kernelpick.reports.log import log_tuning
 from kernelpick.search.registry import default_strategy_name, strategy_class
 from kernelpick.search.run import SearchTrace
@@ -56,7 +56,7 @@ from kernelpick.store import ResultStore, StoredResult, TuningKey, default_store
 from kernelpick.store.deploy import TableHit, tabled_winner, tuning_required
 from kernelpick.tune.dispatch import MISSES, Dispatcher, describe_key, specialized_arguments
 from kernelpick.tune.prune import Pruner
-from kernelpick.tune.record import TuningRecord, failure_report
+from kernelpick.tune.record import TuningRecord, failure_report, record_table
 from kernelpick.workers import values
 from kernelpick.workers.plan import isolation_wanted, start_early
 from kernelpick.workers.request import (

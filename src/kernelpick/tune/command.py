@@ -7,8 +7,8 @@ from pathlib import Path
 
 from rich.markup import escape
 
+from kernelpick.console import TuningProgress, console, headline
 from kernelpick.errors import StoreError
-from kernelpick.report import TuningProgress, console, headline
 from kernelpick.store import SQLiteStore
 from kernelpick.store.default import default_store
 from kernelpick.store.table import DeploymentTable, export_table

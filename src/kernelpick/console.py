@@ -1,12 +1,11 @@
-"""What people see: AUTOTUNE tables, progress bars for long tuning, and plain-data reports."""
+"""What people see in a terminal: a console for tables, error messages in one line, progress bars for
+long tuning."""
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.markup import escape
@@ -14,11 +13,6 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from rich.table import Table
 
 from kernelpick import settings
-from kernelpick.bench.result import BenchmarkResult
-from kernelpick.device import DeviceInfo
-
-if TYPE_CHECKING:  # a runtime import would be circular: kernelpick.tune imports this module
-    from kernelpick.tune.record import TuningRecord
 
 
 def console(stderr: bool = False) -> Console:
@@ -31,83 +25,6 @@ def console(stderr: bool = False) -> Console:
 
 #: Progress bars appear only once tuning has taken this long.
 PROGRESS_AFTER_SECONDS = 1.0
-
-
-def autotune_table(
-    title: str,
-    rows: Sequence[tuple[str, BenchmarkResult]],
-    device: DeviceInfo,
-    seconds: float | None = None,
-    *,
-    best: str | None = None,
-    note: str = "",
-) -> Table:
-    """A table of candidates, lowest cost first.
-
-    Columns: the cost of a call (device or host time, the larger), its share of the lowest cost,
-    the device median, the host time per call (selection), the spread (half the interquartile
-    range, % of the median), the timed runs, the timer, the seconds its compile took (where
-    known), and the status with its reason. `best` marks what was picked; `note` says why, when
-    that is not the fastest.
-    """
-    ok = [r.cost_ms for _, r in rows if r.ok]
-    lowest = min(ok) if ok else None
-    timing = "" if seconds is None else f" in {seconds:.2f} s"
-    # Names, keys and messages are text, never rich markup: "[redis]" or "[constexpr]" must show.
-    table = Table(
-        title=escape(f"AUTOTUNE {title} on {device.label}: {len(rows)} candidates{timing}"),
-        title_justify="left",
-        caption=escape(note) or None,
-        caption_justify="left",
-        box=None,
-        pad_edge=False,
-    )
-    columns = (
-        "candidate",
-        "ms/call",
-        "% of best",
-        "device ms",
-        "host ms",
-        "± %",
-        "runs",
-        "timer",
-        "compile s",
-    )
-    for column in columns:
-        table.add_column(column, justify="left" if column in ("candidate", "timer") else "right")
-    table.add_column("status")
-    for name, result in sorted(rows, key=lambda row: row[1].cost_ms):
-        timing_cells = ["-"] * 7
-        if result.timing is not None and lowest is not None:
-            t = result.timing
-            timing_cells = [
-                f"{t.cost_ms:.4f}",
-                f"{100 * lowest / t.cost_ms:.1f}%",
-                f"{t.median_ms:.4f}",
-                "-" if t.host_ms is None else f"{t.host_ms:.4f}",
-                f"{100 * t.spread:.1f}",
-                str(t.runs),
-                t.timer or "-",
-            ]
-        timing_cells.append("-" if result.compile_s is None else f"{result.compile_s:.2f}")
-        status = result.status + (" (stored)" if result.from_store else "")
-        if name == best:
-            status += ", picked"
-        if result.message:
-            status += f": {headline(result.message)}"
-        table.add_row(escape(name), *timing_cells, escape(status))
-    return table
-
-
-def record_table(title: str, record: TuningRecord) -> Table:
-    """The AUTOTUNE table of one tuning record."""
-    rows = [(str(config), result) for config, result in record.results.items()]
-    notes = [record.note] if record.note else []
-    if record.search is not None:
-        notes.append(record.search.summary())
-    return autotune_table(
-        title, rows, record.device, record.seconds, best=str(record.best), note="\n".join(notes)
-    )
 
 
 def headline(message: str, limit: int = 100) -> str:

@@ -1,22 +1,17 @@
-"""report.py: AUTOTUNE tables people can read at a glance, and progress bars only for long work."""
+"""select/record.py: AUTOTUNE tables people can read at a glance."""
 
 from __future__ import annotations
 
 import io
-import time
 
-import pytest
 import torch
 from rich.console import Console
 from rich.table import Table
 
-from kernelpick import report, settings
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.stats import TimingSummary
-from kernelpick.config import Config
 from kernelpick.device import DeviceInfo, describe
-from kernelpick.report import TuningProgress, autotune_table, headline, print_table, record_table
-from kernelpick.tune.record import TuningRecord
+from kernelpick.select.record import autotune_table
 
 CPU = describe(torch.device("cpu"))
 H100 = DeviceInfo("cuda", 0, "NVIDIA H100 80GB HBM3", (9, 0), 50 * 2**20, 132)
@@ -105,84 +100,3 @@ def test_the_compile_seconds_are_shown_where_known() -> None:
     rows = [("a", BenchmarkResult.failed("timeout", "killed", compile_s=30.0)), *ROWS]
     compile_s = {row[0]: row[-2] for row in body(autotune_table("add", rows, CPU))}
     assert compile_s["a"] == "30.00" and compile_s["BLOCK=32"] == "-"
-
-
-def test_record_table_lists_every_config_of_a_tuning() -> None:
-    fast, slow = Config({"BLOCK": 64}), Config({"BLOCK": 32})
-    record = TuningRecord("add", (100,), CPU, {slow: ok(2.0), fast: ok(1.0)}, fast, 0.5, False)
-    names = [row[0] for row in body(record_table("add", record))]
-    assert names == [str(fast), str(slow)]
-
-
-def test_tables_go_to_stderr(capsys: pytest.CaptureFixture[str]) -> None:
-    print_table(autotune_table("add", ROWS, CPU))
-    captured = capsys.readouterr()
-    assert captured.out == ""
-    assert "BLOCK=32" in captured.err
-
-
-# -- headline -------------------------------------------------------------------------------------
-
-
-def test_headline_of_a_compiler_error_is_its_last_line_with_the_error_kind() -> None:
-    assert headline(COMPILER_ERROR) == "CompilationError: arange's range must be a power of 2"
-
-
-def test_headline_of_one_line_is_that_line() -> None:
-    assert headline("  OutOfResources: out of resource: shared memory  ") == (
-        "OutOfResources: out of resource: shared memory"
-    )
-
-
-def test_headline_does_not_repeat_the_kind() -> None:
-    assert headline("ValueError: bad\n  details\nValueError: the reason") == "ValueError: the reason"
-
-
-def test_headline_is_cut_to_the_limit() -> None:
-    line = headline("RuntimeError: " + "x" * 500, limit=40)
-    assert len(line) == 40
-    assert line.endswith("...")
-
-
-def test_headline_of_nothing() -> None:
-    assert headline("") == ""
-    assert headline("\n  \n") == ""
-
-
-# -- TuningProgress -------------------------------------------------------------------------------
-
-
-def test_fast_work_shows_no_progress_even_when_forced_on() -> None:
-    with settings.override(progress="on"), TuningProgress("compiling add", total=3) as progress:
-        for _ in range(3):
-            progress.advance()
-        assert progress._bar is None
-    assert progress.done == 3
-
-
-def test_slow_work_shows_a_bar_when_forced_on(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(report, "PROGRESS_AFTER_SECONDS", 0.01)
-    with settings.override(progress="on"), TuningProgress("compiling add", total=4) as progress:
-        time.sleep(0.02)
-        progress.advance(2, "benchmarking add")
-        progress.advance()
-        assert progress._bar is not None
-        task = progress._bar.tasks[0]
-        assert (task.completed, task.total, task.description) == (3, 4, "benchmarking add")
-        assert progress._bar.live.is_started
-    assert not progress._bar.live.is_started  # stopped when the work ends
-
-
-def test_progress_off_shows_nothing_however_long(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(report, "PROGRESS_AFTER_SECONDS", 0.0)
-    with settings.override(progress="off"), TuningProgress("compiling add", total=2) as progress:
-        progress.advance(2)
-        assert progress._bar is None
-
-
-def test_progress_auto_shows_nothing_without_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(report, "PROGRESS_AFTER_SECONDS", 0.0)
-    assert not report.console(stderr=True).is_terminal  # pytest captures stderr
-    with settings.override(progress="auto"), TuningProgress("compiling add", total=2) as progress:
-        progress.advance(2)
-        assert progress._bar is None
