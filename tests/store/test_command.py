@@ -18,8 +18,8 @@ from kernelpick import settings
 from kernelpick.bench.benchmarker import MEASUREMENT_VERSION
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.stats import TimingSummary
+from kernelpick.bench.verify import VERIFICATION_VERSION
 from kernelpick.config import Config
-from kernelpick.select.selector import SELECTION_VERSION
 from kernelpick.store.base import StoredResult
 from kernelpick.store.keys import Toolchain, TuningKey
 from kernelpick.store.sqlite import SQLiteStore
@@ -64,7 +64,7 @@ def extern(name: str, result: BenchmarkResult) -> StoredResult:
 GEMM = key(
     [{"dtype": "float16", "size": [64, 32], "stride": [32, 1], "offset": 0}],
     kernel="gemm",
-    source=SELECTION_VERSION,
+    source=VERIFICATION_VERSION,
 )
 
 
@@ -361,7 +361,7 @@ def test_prune_stale_removes_rows_of_another_toolchain_or_measurement_version_on
     )
     store.save(old_toolchain, configs((A, ok(1.0)), (B, ok(2.0))), pick=A.digest)
     store.save(old_version, configs((A, ok(1.0))), pick=A.digest)
-    unverified = key(4096, kernel="gemm", source=f"{SELECTION_VERSION}:unverified")
+    unverified = key(4096, kernel="gemm", source=f"{VERIFICATION_VERSION}:unverified")
     store.save(unverified, [extern("mm", ok(1.0))], pick="digest-mm")
 
     code, out, _ = run_cli(capsys, "cache", "prune", "--stale", "--store", str(filled))

@@ -36,6 +36,7 @@ from kernelpick import settings
 from kernelpick.console import headline
 from kernelpick.reports.work import work_of
 from kernelpick.store.keys import Toolchain, canonical_json, canonical_value
+from kernelpick.store.text import notable_specialization
 
 if TYPE_CHECKING:
     from kernelpick.bench.result import BenchmarkResult
@@ -97,9 +98,6 @@ def tuning_entry(
         values = record.key[:-1]  # the last value is the device
         names = list(key_names or [])[: len(values)]
         key = {n: canonical_value(v) for n, v in zip(names, values)}
-        # Imported here: kernelpick.tune imports this module.
-        from kernelpick.tune.dispatch import notable_specialization
-
         rest = values[len(names) :]  # the dtypes, then the specialization (`kernelpick.tune.dispatch`)
         dtypes = [str(v).removeprefix("torch.") for v in rest if not isinstance(v, str)]
         specialized = next((v for v in rest if isinstance(v, str)), "")
