@@ -100,7 +100,7 @@ def test_a_strategy_proposing_only_timed_configs_is_stopped_with_a_warning(
 ) -> None:
     strategy = Scripted([Batch((CONFIGS[0],))] * 10)
     bench = _bench()
-    with caplog.at_level(logging.WARNING, logger="kernelpick.search"):
+    with caplog.at_level(logging.WARNING, logger="kernelpick.tune.search"):
         trace = run_search(strategy, bench.measure, clock=bench.clock)
     assert (trace.stopped, trace.used, len(strategy.seen)) == ("stalled", 1, 4)
     assert "proposed only timed configs 3 times" in caplog.text

@@ -14,7 +14,7 @@ from kernelpick.errors import ConfigError
 from kernelpick.search.base import Budget, Evaluation, SearchStrategy, latest
 from kernelpick.search.base import best as fastest
 
-log = logging.getLogger("kernelpick.search")
+log = logging.getLogger("kernelpick.tune.search")
 
 #: Times `configs` at `effort` (0 < effort <= 1 of a full timing) and returns a result for each.
 Measure = Callable[[Sequence[Config], float], Mapping[Config, BenchmarkResult]]
