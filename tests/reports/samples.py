@@ -16,7 +16,7 @@ from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.stats import TimingSummary
 from kernelpick.config import Config
 from kernelpick.device import DeviceInfo
-from kernelpick.reports.log import tuning_entry
+from kernelpick.select.log import tuning_entry
 from kernelpick.select.record import ChoiceResult, SelectionRecord
 from kernelpick.select.signature import Signature
 from kernelpick.tensors import TensorSpec

@@ -16,7 +16,7 @@ import kernelpick
 from kernelpick import settings
 from kernelpick.cli import main
 from tests.reports.samples import SPACE, write_gemm_log
-from tests.reports.test_log import tune
+from tests.select.test_log import tune
 from tests.tune.kernels import add_kernel
 
 

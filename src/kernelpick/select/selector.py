@@ -32,10 +32,10 @@ from kernelpick.bench.verify import VERIFICATION_VERSION, Tolerance, tf32_allowe
 from kernelpick.compile.precompile import CompileOutcome, classify
 from kernelpick.console import TuningProgress, headline, print_table
 from kernelpick.errors import ArgumentError, ConfigError, IsolationError, NoValidChoices, TuningRequired
-from kernelpick.reports.log import log_tuning
 from kernelpick.search.registry import default_strategy_name, strategy_class
 from kernelpick.select.choice import Choice, ChoiceSpace, ExternChoice, PortableChoice, qualified_name
 from kernelpick.select.eligibility import SkippedChoice, eligible_spaces
+from kernelpick.select.log import log_tuning
 from kernelpick.select.record import ChoiceResult, SelectionRecord
 from kernelpick.select.searching import NO_SEARCH, SelectionSearch, search_choices
 from kernelpick.select.signature import (

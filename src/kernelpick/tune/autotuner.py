@@ -46,11 +46,11 @@ from kernelpick.errors import (
     failure_exception,
     no_valid_configs,
 )
-from kernelpick.reports.log import log_tuning
 from kernelpick.search.registry import default_strategy_name, strategy_class
 from kernelpick.search.run import SearchTrace
 from kernelpick.search.searching import search
 from kernelpick.search.space import Space
+from kernelpick.select.log import log_tuning
 from kernelpick.select.modules import keep_kernel_source
 from kernelpick.store import ResultStore, StoredResult, TuningKey, default_store
 from kernelpick.store.deploy import TableHit, tabled_winner, tuning_required

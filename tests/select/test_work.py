@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from kernelpick.reports import ReportError, work
-from kernelpick.reports.log import selection_key
-from kernelpick.reports.work import forget_work, work_of
+from kernelpick.select.log import selection_key
 from kernelpick.select.signature import Signature
+from kernelpick.select.work import forget_work, work_of
 
 
 def key_of(*tensors: torch.Tensor) -> dict[str, object]:

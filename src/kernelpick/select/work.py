@@ -18,6 +18,8 @@ from typing import Any
 
 import torch
 
+from kernelpick.errors import ReportError
+
 log = logging.getLogger("kernelpick.reports")
 
 #: A figure of work: a number, or a function of the key that gives one.
@@ -52,8 +54,6 @@ def work(name: str, *, flops: Figure | None = None, bytes: Figure | None = None)
     Raises:
         ReportError: neither figure given, or one that is neither a number nor callable.
     """
-    from kernelpick.reports.errors import ReportError
-
     if flops is None and bytes is None:
         raise ReportError(f"work({name!r}) needs flops=, bytes= or both: a number or a function of the key")
     for label, figure in (("flops", flops), ("bytes", bytes)):

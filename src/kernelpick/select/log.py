@@ -17,7 +17,7 @@ A line is one JSON object:
   compiler spent on it, or null where not known);
 - when known: `search` (a tuned kernel's `search.to_dict()`: see `kernelpick.reports.search`) or
   `searches` (a selector's, one per config space it searched, by the space's name, each with the
-  space's `configs` count), `flops` and `bytes` (`kernelpick.reports.work`).
+  space's `configs` count), `flops` and `bytes` (`kernelpick.select.work`).
 """
 
 from __future__ import annotations
@@ -30,19 +30,19 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from kernelpick import settings
+from kernelpick.bench.result import BenchmarkResult
+from kernelpick.config import Config
 from kernelpick.console import headline
-from kernelpick.reports.work import work_of
+from kernelpick.device import DeviceInfo
+from kernelpick.errors import ReportError
+from kernelpick.search.run import SearchTrace
+from kernelpick.select.record import SelectionRecord
+from kernelpick.select.work import work_of
 from kernelpick.store.keys import Toolchain, canonical_json, canonical_value
 from kernelpick.store.text import notable_specialization
-
-if TYPE_CHECKING:
-    from kernelpick.bench.result import BenchmarkResult
-    from kernelpick.device import DeviceInfo
-    from kernelpick.select.record import SelectionRecord
-    from kernelpick.tune.record import TuningRecord
 
 log = logging.getLogger("kernelpick.reports")
 
@@ -53,7 +53,33 @@ _warned: set[str] = set()
 _warned_lock = threading.Lock()
 
 
-def log_tuning(record: TuningRecord | SelectionRecord, key_names: Sequence[str] | None = None) -> None:
+class AutotuneRecord(Protocol):
+    """What a line reads of a tuned kernel's record: `kernelpick.tune.TuningRecord`, which the
+    autotuning front above this package defines (this package imports nothing of it)."""
+
+    @property
+    def kernel(self) -> str: ...
+    @property
+    def key(self) -> tuple[Any, ...]: ...
+    @property
+    def device(self) -> DeviceInfo: ...
+    @property
+    def results(self) -> Mapping[Config, BenchmarkResult]: ...
+    @property
+    def best(self) -> Config: ...
+    @property
+    def seconds(self) -> float: ...
+    @property
+    def from_store(self) -> bool: ...
+    @property
+    def phases(self) -> Mapping[str, float]: ...
+    @property
+    def note(self) -> str: ...
+    @property
+    def search(self) -> SearchTrace | None: ...
+
+
+def log_tuning(record: AutotuneRecord | SelectionRecord, key_names: Sequence[str] | None = None) -> None:
     """Append one JSON line describing `record` to the file `KERNELPICK_LOG` names; nothing when unset.
 
     Never raises into the caller: a log that cannot be written costs one warning per path.
@@ -76,11 +102,9 @@ def log_tuning(record: TuningRecord | SelectionRecord, key_names: Sequence[str] 
 
 
 def tuning_entry(
-    record: TuningRecord | SelectionRecord, key_names: Sequence[str] | None = None
+    record: AutotuneRecord | SelectionRecord, key_names: Sequence[str] | None = None
 ) -> dict[str, Any]:
     """The plain data of one log line (this module's docstring lists its fields)."""
-    from kernelpick.select.record import SelectionRecord
-
     search = None  # a tuned kernel's search
     if isinstance(record, SelectionRecord):
         kind, name = "select", record.selector
@@ -203,8 +227,6 @@ def read_log(path: Path) -> list[dict[str, Any]]:
     Raises:
         ReportError: no file at `path`.
     """
-    from kernelpick.reports.errors import ReportError
-
     try:
         text = Path(path).read_text(encoding="utf-8", errors="replace")
     except FileNotFoundError:

@@ -12,14 +12,14 @@ from typing import Any
 import pytest
 import torch
 import triton
+from tests.reports.samples import SPACE
+from tests.tune.kernels import add_kernel, grid_1d
 
 import kernelpick
 from kernelpick import settings
 from kernelpick.reports import read_log, work
-from kernelpick.reports.log import append_line
-from kernelpick.reports.work import forget_work
-from tests.reports.samples import SPACE
-from tests.tune.kernels import add_kernel, grid_1d
+from kernelpick.select.log import append_line
+from kernelpick.select.work import forget_work
 
 
 def lines(path: Path) -> list[dict[str, Any]]:
