@@ -1,4 +1,4 @@
-"""select/command.py: `kernelpick code NAME` prints the source of stored choices."""
+"""cli/code.py: `kernelpick code NAME` prints the source of stored choices."""
 
 from __future__ import annotations
 
@@ -9,13 +9,13 @@ from typing import Any
 import pytest
 import torch
 import triton
-from tests.select.test_template_choice import SCALE, double
-from tests.tune.kernels import add_kernel
 
 from kernelpick import Config, Selector, autotune, cli, extern, template, triton_choice
+from kernelpick.cli.code import stored_code
 from kernelpick.errors import StoreError
-from kernelpick.select.command import stored_code
 from kernelpick.store.default import default_store_path
+from tests.select.test_template_choice import SCALE, double
+from tests.tune.kernels import add_kernel
 
 KERNEL_LINE = "def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):"
 

@@ -1,4 +1,4 @@
-"""The `kernelpick` command: demo (JSON and tables), analyze and settings (`cache`: test_cli_cache.py)."""
+"""The `kernelpick` command: demo (JSON and tables), analyze and settings (`cache`: test_cache.py)."""
 
 from __future__ import annotations
 
@@ -12,12 +12,13 @@ import torch
 import triton
 
 import kernelpick
-from kernelpick import cli, settings
+from kernelpick import settings
+from kernelpick.cli import commands
 from kernelpick.errors import CacheDirError
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = cli.main(list(argv))
+    code = commands.main(list(argv))
     out, err = capsys.readouterr()
     return code, out, err
 
@@ -71,7 +72,7 @@ def test_settings_masks_the_redis_password(capsys: pytest.CaptureFixture[str]) -
     assert "hunter2" not in out and "***" in out
 
 
-SOURCES = str(Path(__file__).resolve().parents[1] / "src")
+SOURCES = str(Path(__file__).resolve().parents[2] / "src")
 
 
 def test_settings_shows_every_variable_and_marks_the_bad_ones() -> None:
@@ -115,12 +116,12 @@ def test_an_os_error_is_one_line_and_status_2_and_debug_shows_its_traceback(
     def disk_full(args: object) -> int:
         raise OSError(28, "No space left on device", "/cache/results.sqlite3")
 
-    monkeypatch.setattr(cli, "_settings", disk_full)
+    monkeypatch.setattr(commands, "_settings", disk_full)
     code, out, err = run_cli(capsys, "settings")
     assert (code, out) == (2, "")
     assert err == "kernelpick: error: [Errno 28] No space left on device: '/cache/results.sqlite3'\n"
     with pytest.raises(OSError, match="No space left"):
-        cli.main(["--debug", "settings"])
+        commands.main(["--debug", "settings"])
 
 
 def test_an_unusable_cache_dir_is_one_line_and_status_2(
@@ -133,10 +134,10 @@ def test_an_unusable_cache_dir_is_one_line_and_status_2(
         assert code == 2 and "Traceback" not in err
         assert err.startswith(f"kernelpick: error: KERNELPICK_CACHE_DIR={file} cannot be used")
         with pytest.raises(CacheDirError):
-            cli.main(["--debug", "cache", "stats"])
+            commands.main(["--debug", "cache", "stats"])
 
 
-EXAMPLE = str(Path(__file__).resolve().parents[1] / "examples" / "analyze_kernel.py")
+EXAMPLE = str(Path(__file__).resolve().parents[2] / "examples" / "analyze_kernel.py")
 AXPY_ARGS = ["--arg", "x_ptr=f32[4096]", "--arg", "y_ptr=f32[4096]", "--arg", "alpha=fp32", "--arg", "n=i32"]
 
 
@@ -168,7 +169,7 @@ def test_analyze_missing_argument_and_bad_spec_are_clear_errors(capsys: pytest.C
 
 def test_version_names_kernelpick_triton_and_torch(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_:
-        cli.main(["--version"])
+        commands.main(["--version"])
     assert exit_.value.code == 0
     assert capsys.readouterr().out == (
         f"kernelpick {kernelpick.__version__} (triton {triton.__version__}, torch {torch.__version__}, "
@@ -178,7 +179,7 @@ def test_version_names_kernelpick_triton_and_torch(capsys: pytest.CaptureFixture
 
 def test_help_lists_the_device_and_code_commands(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
-        cli.main(["--help"])
+        commands.main(["--help"])
     out = capsys.readouterr().out
     assert "device" in out and "the facts of each visible GPU" in out
     assert "code" in out and "print the source of a stored choice" in out

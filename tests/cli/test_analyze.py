@@ -10,12 +10,27 @@ import torch
 from triton._utils import type_canonicalisation_dict
 from triton.tools.tensor_descriptor import TensorDescriptor
 
-from kernelpick.analysis import analyze, format_access, load_kernel, parse_spec, run_analyze
-from kernelpick.analysis.command import TENSOR_DTYPES, parse_arguments
+from kernelpick.analysis import analyze
+from kernelpick.cli.analyze import (
+    TENSOR_DTYPES,
+    format_access,
+    load_kernel,
+    parse_arguments,
+    parse_spec,
+    run_analyze,
+)
 from kernelpick.errors import AnalysisError, KernelpickError
 
-CONTROL = str(Path(__file__).with_name("corpus_control.py"))
-MEMORY = str(Path(__file__).with_name("corpus_memory.py"))
+#: The access-analysis tests' kernels, which the command loads by file and by module name.
+CORPUS = Path(__file__).parents[1] / "analysis"
+CONTROL = str(CORPUS / "corpus_control.py")
+MEMORY = str(CORPUS / "corpus_memory.py")
+
+
+@pytest.fixture(autouse=True)
+def corpus_importable(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The corpus modules import each other by name, as from their own folder (on the path there)."""
+    monkeypatch.syspath_prepend(str(CORPUS))
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""bench/command.py: `kernelpick device` prints the facts of each visible device."""
+"""cli/device.py: `kernelpick device` prints the facts of each visible device."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from kernelpick import cli
-from kernelpick.bench.command import device_facts
+from kernelpick.cli.device import device_facts
 from kernelpick.device import DeviceInfo
 from tests.bench.test_bandwidth import H100, keep
 
@@ -55,7 +55,7 @@ def test_the_gpu_table_names_each_fact(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     keep(H100, 2950.0)
-    monkeypatch.setattr("kernelpick.bench.command.visible_devices", lambda: [H100])
+    monkeypatch.setattr("kernelpick.cli.device.visible_devices", lambda: [H100])
     assert cli.main(["device"]) == 0
     out = capsys.readouterr().out
     for text in (

@@ -1,4 +1,4 @@
-"""store/command.py: `kernelpick cache ...` lists, shows, exports, imports, prunes and verifies the result store."""
+"""cli/cache.py: `kernelpick cache ...` lists, shows, exports, imports, prunes and verifies the result store."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from kernelpick.config import Config
 from kernelpick.store.base import StoredResult
 from kernelpick.store.keys import Toolchain, TuningKey
 from kernelpick.store.sqlite import SQLiteStore
-from tests.test_cli import run_cli
+from tests.cli.test_commands import run_cli
 from tests.tune.kernels import add_kernel, grid_1d
 
 NOW = Toolchain.current()

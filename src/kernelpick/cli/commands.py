@@ -15,9 +15,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from kernelpick import __version__, settings
+from kernelpick.cli.cache import add_cache_commands, store_command
 from kernelpick.console import console
 from kernelpick.errors import KernelpickError
-from kernelpick.store.command import add_cache_commands, store_command
 from kernelpick.store.keys import Toolchain
 from kernelpick.store.redis import without_password
 
@@ -43,7 +43,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _analyze(args: argparse.Namespace) -> int:
-    from kernelpick.analysis import run_analyze
+    from kernelpick.cli.analyze import run_analyze
 
     print(run_analyze(args.kernel, args.arg, args.json))
     return 0
@@ -122,14 +122,14 @@ def build_parser() -> argparse.ArgumentParser:
         commands,
         "tune",
         "run a spec's tuning jobs here, on local GPUs or over a Ray cluster, and export the table",
-        "kernelpick.tune.command",
+        "kernelpick.cli.tune",
         "run_tune",
     )
     _add_command(
         commands,
         "report",
         "per tuned key, its candidates, plots, search progress and roofline, from the tuning log and the store",
-        "kernelpick.reports.command",
+        "kernelpick.cli.report",
         "run_report",
     )
 
@@ -143,14 +143,14 @@ def build_parser() -> argparse.ArgumentParser:
         commands,
         "code",
         "print the source of a stored choice: a rendered template, a Triton kernel and its config",
-        "kernelpick.select.command",
+        "kernelpick.cli.code",
         "run_code",
     )
     _add_command(
         commands,
         "device",
         "the facts of each visible GPU (or the CPU interpreter): SMs, memory, peaks, eligibility",
-        "kernelpick.bench.command",
+        "kernelpick.cli.device",
         "run_device",
     )
 
@@ -174,7 +174,3 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"kernelpick: error: {error}", file=sys.stderr)
         return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())

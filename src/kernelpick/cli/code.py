@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kernelpick.cli.cache import STORE_HELP, existing_store, store_path
 from kernelpick.errors import StoreError
 from kernelpick.select.modules import kernel_source_path, source_hash, template_path
 from kernelpick.store.base import StoredRow
-from kernelpick.store.command import STORE_HELP, existing_store, store_path
 from kernelpick.store.text import candidate_name, inputs_text
 
 
