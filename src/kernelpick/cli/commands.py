@@ -14,12 +14,13 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
-from kernelpick import __version__, settings
+from kernelpick import settings
 from kernelpick.cli.cache import add_cache_commands, store_command
 from kernelpick.console import console
 from kernelpick.errors import KernelpickError
 from kernelpick.store.keys import Toolchain
 from kernelpick.store.redis import without_password
+from kernelpick.version import __version__
 
 
 def _demo(args: argparse.Namespace) -> int:
