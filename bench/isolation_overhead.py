@@ -22,7 +22,7 @@ from tests.tune.kernels import add_kernel  # noqa: E402
 
 import kernelpick  # noqa: E402
 from kernelpick import settings  # noqa: E402
-from kernelpick.bench.device import describe, device_of  # noqa: E402
+from kernelpick.device import describe, device_of  # noqa: E402
 from kernelpick.workers import pool_for  # noqa: E402
 from kernelpick.workers.plan import worker_devices  # noqa: E402
 

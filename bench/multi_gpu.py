@@ -41,7 +41,7 @@ def role() -> dict[str, Any]:
     import torch
 
     from kernelpick import settings
-    from kernelpick.bench.device import describe
+    from kernelpick.device import describe
     from kernelpick.workers import pool_for
     from kernelpick.workers.plan import worker_devices
 

@@ -46,8 +46,8 @@ WARPS = (2, 4, 8)
 def space(shared_memory_limit: int) -> tuple[list[Any], int]:
     """The exhaustive space's configs whose fp16 tiles fit the device's shared memory (the default
     GEMM estimate of `kernelpick.Space`), and how many the product had."""
-    from kernelpick.tune.config import Config
-    from kernelpick.tune.space import gemm_shared_memory
+    from kernelpick.config import Config
+    from kernelpick.search.space import gemm_shared_memory
 
     product = list(itertools.product(BLOCKS, BLOCKS, BLOCKS, STAGES, WARPS))
     configs = [
@@ -160,11 +160,11 @@ def replay(log_dir: Path) -> None:
     import torch  # noqa: F401  (kernelpick's records need it loaded)
 
     from kernelpick import settings
-    from kernelpick.bench.device import DeviceInfo
-    from kernelpick.bench.replay import RecordedSpace, score
+    from kernelpick.device import DeviceInfo
     from kernelpick.reports import log_tuning
+    from kernelpick.search import Budget, strategy_names
+    from kernelpick.search.replay import RecordedSpace, score
     from kernelpick.tune.record import TuningRecord
-    from kernelpick.tune.search import Budget, strategy_names
 
     slugs = sorted({path.stem.rsplit("-", 1)[1] for path in DATA.glob("gemm-*.json")})
     for slug in slugs:

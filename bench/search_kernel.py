@@ -9,10 +9,10 @@ KERNELPICK_SEARCH* settings of the process.
 from __future__ import annotations
 
 import torch
-from search import space
 
 import kernelpick
 from kernelpick.demo import matmul_kernel
+from search import space
 
 _limit = int(getattr(torch.cuda.get_device_properties(0), "shared_memory_per_block_optin", 0)) or 232448
 tuned_matmul = kernelpick.autotune(space(_limit)[0], key=["M", "N", "K"])(matmul_kernel)

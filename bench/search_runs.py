@@ -175,7 +175,7 @@ def cold_exhaustive_s(recorded: list[dict[str, Any]]) -> dict[tuple[int, ...], f
 
 def judge(run: dict[str, Any], true_ms: dict[str, float], exhaustive_s: float) -> dict[str, Any]:
     """A run's curve and pick judged by the recorded true times, against a cold exhaustive tuning."""
-    from kernelpick.tune.config import Config
+    from kernelpick.config import Config
 
     best = min(true_ms.values())
     curve = []
@@ -203,7 +203,7 @@ Judged = tuple[str, dict[str, Any], float | None]
 
 def judged_candidates(lines: list[str], truth: dict[tuple[int, ...], dict[str, float]]) -> list[Judged]:
     """Every candidate of the logged tunings, with its strategy and its true slowdown."""
-    from kernelpick.tune.config import Config
+    from kernelpick.config import Config
 
     judged = []
     for line in lines:
@@ -308,7 +308,7 @@ def collect(folders: list[Path], device: str | None = None) -> None:
     """Judge every run by the recorded true times and merge them into the results file and log
     (with no folders, those of `device` already there are judged again)."""
     sys.path.insert(0, str(HERE))
-    from kernelpick.tune.config import Config
+    from kernelpick.config import Config
 
     found = [json.loads(p.read_text()) for f in folders for p in sorted(f.glob("search-run-*.json"))]
     if not found and device is None:

@@ -83,9 +83,9 @@ def main() -> int:
     import kernelpick
     from kernelpick import settings
     from kernelpick.bench.benchmarker import budgets_for
-    from kernelpick.bench.device import describe
     from kernelpick.bench.host import host_ms
     from kernelpick.bench.timers import timer_for
+    from kernelpick.device import describe
 
     device = torch.device("cuda", 0)
     info = describe(device)

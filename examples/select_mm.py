@@ -20,8 +20,8 @@ import torch
 
 import kernelpick
 from kernelpick import Config, Selector, extern, settings, template
+from kernelpick.console import print_table
 from kernelpick.ops.gemm_templates import GEMM
-from kernelpick.report import print_table
 
 
 def blocked_mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import torch
 
 from kernelpick import Selector, extern, processed, settings
-from kernelpick.report import print_table
+from kernelpick.console import print_table
 
 
 def rows_times(x: torch.Tensor, weight_rows: torch.Tensor) -> torch.Tensor:

@@ -1,4 +1,5 @@
-"""Shared test set-up: an isolated store per test, and the `gpu` marker skipped without a GPU."""
+"""Shared test set-up: an isolated store per test, the `gpu` marker skipped without a GPU, and one tuning
+log written by real interpreted tunings, shared by the log, report and command tests."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import torch
 os.environ.pop("TRITON_INTERPRET", None)
 
 from kernelpick import settings
+from tests.reports.samples import tune_for_real
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -29,3 +31,13 @@ def isolated_settings(tmp_path: Path) -> Iterator[settings.Settings]:
     """Every test gets its own empty store and no stray environment settings."""
     with settings.override(cache_dir=tmp_path / "kernelpick-cache") as scoped:
         yield scoped
+
+
+@pytest.fixture(scope="session")
+def real_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tuning log of `add_kernel` tuned for n=1000 and n=3000 and of the `add` selector (read-only:
+    copy it to change it)."""
+    folder = tmp_path_factory.mktemp("real-log")
+    with settings.override(cache_dir=folder / "cache"):
+        tune_for_real(folder / "tunings.jsonl")
+    return folder / "tunings.jsonl"

@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from kernelpick import settings
-from kernelpick.cli import build_parser
+from kernelpick.cli.commands import build_parser
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"

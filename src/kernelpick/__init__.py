@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from kernelpick import reports, settings
 from kernelpick.analysis import KernelAccess, analyze
 from kernelpick.bench import BenchmarkResult, TimingSummary
-from kernelpick.bench.device import Requirements
+from kernelpick.device import Requirements
 from kernelpick.errors import (
     AnalysisError,
     ArgumentError,
@@ -26,6 +26,7 @@ from kernelpick.errors import (
     TableError,
     TuningRequired,
 )
+from kernelpick.search.space import Space
 from kernelpick.select import (
     Epilogue,
     SelectionRecord,
@@ -40,7 +41,7 @@ from kernelpick.select.eligibility import require
 from kernelpick.store.default import fresh_cache
 from kernelpick.store.deploy import load_table
 from kernelpick.tune import Autotuner, Config, TuningRecord, autotune
-from kernelpick.tune.space import Space
+from kernelpick.version import __version__
 from kernelpick.workers import start_workers
 from kernelpick.workers.plan import fork_zygote_early
 
@@ -48,8 +49,6 @@ if TYPE_CHECKING:
     from kernelpick import ops
     from kernelpick.pytorch import Operator, op
     from kernelpick.pytorch.functional import functional, launch
-
-__version__ = "0.1.0"
 
 # Before the program uses CUDA: a process forked now can still make a CUDA context, so workers
 # forked from it start in milliseconds instead of seconds (`kernelpick.workers.zygote`).

@@ -10,7 +10,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernelpick.bench.device import DeviceInfo, describe
+from kernelpick.device import DeviceInfo, describe
 from kernelpick.tune import Config, TuningRecord, autotune
 
 

@@ -191,6 +191,10 @@ class MutatesArgsError(OperatorError):
     """An operator's explicit `mutates_args` disagrees with what its kernels were found to write."""
 
 
+class ReportError(KernelpickError, ValueError):
+    """A report cannot be made from what it was given; the message says what to give instead."""
+
+
 def describe_value(value: object, limit: int = 200) -> str:
     """A value as an error message shows it: a tensor by its dtype, size and device, never its values
     (a repr of a large tensor runs to pages), a list or tuple of tensors the same way, anything else

@@ -29,7 +29,7 @@ log = logging.getLogger("kernelpick.settings")
 CompileMode = Literal["thread", "process"]
 Toggle = Literal["auto", "on", "off"]
 TimerName = Literal["auto", "cudagraph", "profiler", "events"]
-#: The search strategies' names (kernelpick.tune.search.registry.STRATEGIES holds their classes).
+#: The search strategies' names (kernelpick.search.registry.STRATEGIES holds their classes).
 SearchName = Literal["exhaustive", "random", "halving", "pattern", "model"]
 
 

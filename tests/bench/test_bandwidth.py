@@ -11,7 +11,7 @@ import torch
 
 from kernelpick import cli, settings
 from kernelpick.bench.bandwidth import bandwidth_path, cached_bandwidth, memory_bandwidth
-from kernelpick.bench.device import DeviceInfo, describe
+from kernelpick.device import DeviceInfo, describe
 from kernelpick.errors import KernelpickError
 
 H100 = DeviceInfo("cuda", 0, "NVIDIA H100 80GB HBM3", (9, 0), 50 * 2**20, 132)
@@ -58,7 +58,7 @@ def test_measuring_again_measures_each_model_once_however_many_gpus_have_it(
 
     monkeypatch.setattr("kernelpick.bench.bandwidth._copy_gbps", copy_gbps)
     gpus = [H100, replace(H100, index=1), a100]
-    monkeypatch.setattr("kernelpick.bench.command.visible_devices", lambda: gpus)
+    monkeypatch.setattr("kernelpick.cli.device.visible_devices", lambda: gpus)
     assert cli.main(["device", "--measure", "--json"]) == 0
     facts = json.loads(capsys.readouterr().out)["devices"]
     assert copies == [torch.device("cuda", 0), torch.device("cuda", 2)]  # the second H100 reads the first's

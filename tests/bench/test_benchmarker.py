@@ -304,7 +304,7 @@ def test_a_failing_round_without_a_first_round_fails_every_candidate() -> None:
 
 
 def test_gpu_budgets_come_from_the_settings() -> None:
-    from kernelpick.bench.device import DeviceInfo
+    from kernelpick.device import DeviceInfo
 
     gpu = DeviceInfo("cuda", 0, "NVIDIA H200", (9, 0), 60 << 20, 132)
     with settings.override(rep_ms=7.0, confirm_top=3, confirm_within=0.05, screen_cutoff=0.2):

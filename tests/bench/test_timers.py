@@ -12,8 +12,8 @@ import torch
 
 from kernelpick import settings
 from kernelpick.bench import timers
-from kernelpick.bench.device import describe
 from kernelpick.bench.timers import TimingBudget, UserBenchTimer, WallClockTimer, timer_for
+from kernelpick.device import describe
 
 
 class FakeClock:

@@ -23,7 +23,7 @@ from kernelpick.compile.precompile import (
     precompile,
     precompile_jobs,
 )
-from kernelpick.tune.config import Config
+from kernelpick.config import Config
 from tests.tune.kernels import add_kernel
 
 

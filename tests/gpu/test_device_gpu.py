@@ -11,7 +11,7 @@ import torch
 import kernelpick
 from kernelpick import cli
 from kernelpick.bench.bandwidth import cached_bandwidth, memory_bandwidth
-from kernelpick.bench.device import SHARED_MEMORY_BY_CAPABILITY, describe
+from kernelpick.device import SHARED_MEMORY_BY_CAPABILITY, describe
 
 pytestmark = pytest.mark.gpu
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from kernelpick.cli import tune as command
 from kernelpick.store.deploy import tables
-from kernelpick.tune import command
 from kernelpick.tune.cluster import tune_spec
 
 SPEC = Path(__file__).resolve().parents[1] / "tune" / "specs" / "small_spec.py"

@@ -9,8 +9,8 @@ import torch
 import torch.nn.functional as F
 
 from kernelpick import Config, Selector, extern, ops, template
-from kernelpick.bench.device import DeviceInfo
 from kernelpick.bench.verify import tolerance_for
+from kernelpick.device import DeviceInfo
 from kernelpick.errors import ConfigError
 from kernelpick.ops.gemm import HalfPrecisionOnly, torch_addmm
 from kernelpick.ops.gemm_templates import PERSISTENT_TMA_GEMM

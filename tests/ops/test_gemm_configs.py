@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kernelpick.bench.device import DeviceInfo
+from kernelpick.config import Config
+from kernelpick.device import DeviceInfo
 from kernelpick.ops.gemm_configs import gemm_configs, persistent_configs, shared_memory_bytes
 from kernelpick.ops.gemm_templates import PERSISTENT_TMA_GEMM
 from kernelpick.select.signature import Signature
 from kernelpick.tensors import TensorSpec
-from kernelpick.tune.config import Config
 
 H100 = DeviceInfo("cuda", 0, "NVIDIA H100 80GB HBM3", (9, 0), 50 * 2**20, 132)
 A100 = DeviceInfo("cuda", 0, "NVIDIA A100-SXM4-80GB", (8, 0), 40 * 2**20, 108)

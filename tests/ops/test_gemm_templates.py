@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kernelpick.bench.device import DeviceInfo
 from kernelpick.bench.inputs import ExampleInputs
 from kernelpick.compile.precompile import precompile
+from kernelpick.config import Config
+from kernelpick.device import DeviceInfo
 from kernelpick.ops.gemm import _EPILOGUES
 from kernelpick.ops.gemm_templates import GEMM, PERSISTENT_TMA_GEMM
 from kernelpick.select.render import Epilogue
@@ -15,7 +16,6 @@ from kernelpick.select.signature import Signature
 from kernelpick.select.template import TritonTemplate
 from kernelpick.select.template_choice import TemplateChoice, _generate, template
 from kernelpick.tensors import TensorSpec
-from kernelpick.tune.config import Config
 
 H100 = DeviceInfo("cuda", 0, "NVIDIA H100 80GB HBM3", (9, 0), 50 * 2**20, 132)
 LARGE = Config({"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8}, num_warps=8, num_stages=3)

@@ -12,14 +12,14 @@ import triton
 
 import kernelpick
 from kernelpick import Selector, extern, settings
-from kernelpick.bench.device import DeviceInfo
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.stats import TimingSummary
-from kernelpick.reports.log import tuning_entry
+from kernelpick.config import Config
+from kernelpick.device import DeviceInfo
+from kernelpick.select.log import tuning_entry
 from kernelpick.select.record import ChoiceResult, SelectionRecord
 from kernelpick.select.signature import Signature
 from kernelpick.tensors import TensorSpec
-from kernelpick.tune.config import Config
 from tests.select.test_selector import fast_add, slow_add
 from tests.tune.kernels import add_kernel, grid_1d
 

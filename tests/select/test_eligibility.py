@@ -20,7 +20,7 @@ from kernelpick import (
     template,
     triton_choice,
 )
-from kernelpick.bench.device import DeviceInfo
+from kernelpick.device import DeviceInfo
 from kernelpick.errors import ConfigError, NoValidChoices
 from kernelpick.select.eligibility import SkippedChoice, eligible_spaces
 

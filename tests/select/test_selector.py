@@ -17,8 +17,8 @@ import torch
 
 from kernelpick import NoValidChoices, Selector, extern, load_table, require, settings
 from kernelpick.bench.verify import Tolerance
+from kernelpick.console import console
 from kernelpick.errors import ArgumentError, ConfigError
-from kernelpick.report import console
 from kernelpick.store import MemoryStore, default_store
 from kernelpick.store.deploy import tables
 from kernelpick.store.sqlite import SQLiteStore

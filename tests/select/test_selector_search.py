@@ -16,8 +16,8 @@ from tests.select.search_choices import CONFIGS, DOUBLE, ISOLATED, double, halve
 from tests.tune.kernels import add_kernel
 
 from kernelpick import Config, Selector, extern, processed, settings, template, triton_choice
+from kernelpick.console import console
 from kernelpick.errors import ConfigError
-from kernelpick.report import console
 from kernelpick.reports.data import load_report
 from kernelpick.select.choice import Choice
 from kernelpick.store import SQLiteStore

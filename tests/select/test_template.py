@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 import torch
 
+from kernelpick.config import Config
 from kernelpick.errors import TemplateError
 from kernelpick.select.render import Epilogue
 from kernelpick.select.template import TritonTemplate
 from kernelpick.tensors import TensorSpec
-from kernelpick.tune.config import Config
 
 SCALE_SOURCE = """
 {{ def_kernel() }}

@@ -9,7 +9,7 @@ import pytest
 import torch
 import triton
 
-from kernelpick.bench.device import DeviceInfo
+from kernelpick.device import DeviceInfo
 from kernelpick.store.keys import Toolchain, TuningKey, canonical_json, canonical_value
 
 H100 = DeviceInfo("cuda", 0, "NVIDIA H100 80GB HBM3", (9, 0), 50 * 2**20, 132)

@@ -17,10 +17,10 @@ import pytest
 import triton.language as tl
 
 from kernelpick.bench.result import BenchmarkResult
+from kernelpick.config import Config
 from kernelpick.errors import StoreError
 from kernelpick.store.base import StoredResult
 from kernelpick.store.sqlite import SCHEMA_VERSION, SQLiteStore
-from kernelpick.tune.config import Config
 from tests.store.samples import make_key as key
 from tests.store.samples import ok, write_damaged_store
 

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from kernelpick.cli import tune as command
 from kernelpick.errors import ConfigError
 from kernelpick.store import default_store
 from kernelpick.store.recording import replay
 from kernelpick.store.sqlite import SQLiteStore
-from kernelpick.tune import command
 from kernelpick.tune.cluster import run_job, tune_spec
 from kernelpick.tune.jobs import Job, JobOutcome, load_spec, tensor
 

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 import triton
 
+from kernelpick.config import Config
 from kernelpick.errors import ConfigError, NoValidConfigs
-from kernelpick.tune.config import Config
 from kernelpick.tune.prune import Pruner
 
 CONFIGS = [Config({"BLOCK": b}, num_warps=w) for b in (16, 32, 64, 128) for w in (4, 8)]

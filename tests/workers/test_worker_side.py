@@ -7,7 +7,7 @@ from pathlib import Path
 import torch
 
 import kernelpick
-from kernelpick.bench.device import describe
+from kernelpick.device import describe
 from kernelpick.select.choice import PortableChoice
 from kernelpick.select.signature import Signature
 from kernelpick.workers import values

@@ -2,16 +2,6 @@
 
 from __future__ import annotations
 
-from kernelpick.analysis.command import format_access, load_kernel, parse_spec, run_analyze
 from kernelpick.analysis.kernel_access import KernelAccess, analyze, clear_cache, written_arguments
 
-__all__ = [
-    "KernelAccess",
-    "analyze",
-    "clear_cache",
-    "format_access",
-    "load_kernel",
-    "parse_spec",
-    "run_analyze",
-    "written_arguments",
-]
+__all__ = ["KernelAccess", "analyze", "clear_cache", "written_arguments"]

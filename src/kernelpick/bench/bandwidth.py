@@ -18,8 +18,8 @@ from pathlib import Path
 import torch
 
 from kernelpick import settings
-from kernelpick.bench.device import DeviceInfo
 from kernelpick.bench.timers import timing_events
+from kernelpick.device import DeviceInfo
 from kernelpick.errors import KernelpickError
 
 _COPIES = 20
@@ -70,7 +70,7 @@ def memory_bandwidth(device: DeviceInfo, *, again: bool = False) -> MeasuredBand
     cache dir, when it can be used).
 
     Args:
-        device: a GPU (`kernelpick.bench.device.describe(torch.device("cuda", i))`).
+        device: a GPU (`kernelpick.device.describe(torch.device("cuda", i))`).
         again: measure even when a measurement is kept, and keep the new one.
 
     Raises:

@@ -14,11 +14,11 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from kernelpick import settings
-from kernelpick.bench.device import DeviceInfo
 from kernelpick.bench.host import host_ms
 from kernelpick.bench.result import BenchmarkResult, Status
 from kernelpick.bench.stats import TimingSummary
 from kernelpick.bench.timers import Benchmarkable, Timer, TimingBudget
+from kernelpick.device import DeviceInfo
 
 log = logging.getLogger("kernelpick.bench")
 _K = TypeVar("_K")

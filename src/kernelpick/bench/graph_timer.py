@@ -23,8 +23,8 @@ from typing import Any
 
 import torch
 
-from kernelpick.bench.device import DeviceInfo
 from kernelpick.bench.timers import Benchmarkable, CudaEventTimer, TimingBudget, timing_events
+from kernelpick.device import DeviceInfo
 
 log = logging.getLogger("kernelpick.bench")
 

@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from kernelpick.bench.benchmarker import benchmark, classify_run_error
-from kernelpick.bench.device import DeviceInfo
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.timers import Timer
 from kernelpick.bench.verify import Tolerance, compare
+from kernelpick.device import DeviceInfo
 
 
 class Example(Protocol):

@@ -19,8 +19,8 @@ from typing import Any
 
 import torch
 
-from kernelpick.bench.device import DeviceInfo
 from kernelpick.bench.timers import Benchmarkable, CudaEventTimer, TimingBudget
+from kernelpick.device import DeviceInfo
 
 log = logging.getLogger("kernelpick.bench")
 

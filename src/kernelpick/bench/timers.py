@@ -29,7 +29,7 @@ from typing import Any, Protocol
 import torch
 
 from kernelpick import settings
-from kernelpick.bench.device import DeviceInfo
+from kernelpick.device import DeviceInfo
 
 
 class Benchmarkable(Protocol):

@@ -13,6 +13,12 @@ from typing import Any
 
 import torch
 
+from kernelpick.bench.benchmarker import MEASUREMENT_VERSION
+
+#: Part of every selector's store key: bump when the way choices are verified changes (how they are
+#: timed is `MEASUREMENT_VERSION`'s). The text stays "select-...": stored keys hold it.
+VERIFICATION_VERSION = f"select-1:{MEASUREMENT_VERSION}"
+
 
 @dataclass(frozen=True, slots=True)
 class Tolerance:

@@ -12,9 +12,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from kernelpick.bench.device import DeviceInfo
 from kernelpick.compile.launch import runner
 from kernelpick.compile.precompile import CompileJob, CompileOutcome
+from kernelpick.device import DeviceInfo
 
 
 @dataclass(frozen=True)

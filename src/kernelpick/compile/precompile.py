@@ -33,7 +33,7 @@ from kernelpick.compile.target import FALLBACK_TARGET, as_jit_function, speciali
 from kernelpick.compile.unwrap import unwrap
 
 if TYPE_CHECKING:  # a runtime import would be circular: kernelpick.tune imports this module
-    from kernelpick.tune.config import Config
+    from kernelpick.config import Config
 
 log = logging.getLogger("kernelpick.compile")
 

@@ -12,11 +12,11 @@ from dataclasses import dataclass
 
 import torch
 
-from kernelpick.bench.device import DeviceInfo
+from kernelpick.config import Config
+from kernelpick.device import DeviceInfo
+from kernelpick.search.space import gemm_shared_memory
 from kernelpick.select.signature import Signature
 from kernelpick.tensors import TensorSpec
-from kernelpick.tune.config import Config
-from kernelpick.tune.space import gemm_shared_memory
 
 Tile = tuple[int, int, int, int, int]
 

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import torch
 
-from kernelpick.bench.device import Requirements
+from kernelpick.device import Requirements
 from kernelpick.select.template import GridContext, TritonTemplate
 from kernelpick.tensors import TensorSpec
 

@@ -2,23 +2,23 @@
 
 from __future__ import annotations
 
+from kernelpick.errors import ReportError
 from kernelpick.reports.data import Candidate, Report, TunedKey, load_report
-from kernelpick.reports.errors import ReportError
-from kernelpick.reports.log import log_tuning, read_log
 from kernelpick.reports.page import render_html, write_html
 from kernelpick.reports.plots import Plot, plots_of, write_pngs
 from kernelpick.reports.roofline import DevicePeaks, Roofline, device_peaks, roofline
-from kernelpick.reports.search import SearchTrace
-from kernelpick.reports.work import Work, forget_work, work
+from kernelpick.reports.search import LoggedSearch
+from kernelpick.select.log import log_tuning, read_log
+from kernelpick.select.work import Work, forget_work, work
 
 __all__ = [
     "Candidate",
     "DevicePeaks",
+    "LoggedSearch",
     "Plot",
     "Report",
     "ReportError",
     "Roofline",
-    "SearchTrace",
     "TunedKey",
     "Work",
     "device_peaks",

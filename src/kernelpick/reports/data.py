@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kernelpick.bench.result import BenchmarkResult
-from kernelpick.reports.errors import ReportError
-from kernelpick.reports.log import read_log, selection_key
+from kernelpick.errors import ReportError
 from kernelpick.reports.roofline import Roofline, roofline
-from kernelpick.reports.search import SearchTrace, finite_number, parse_search
-from kernelpick.reports.work import gemm_name, work_of
+from kernelpick.reports.search import LoggedSearch, finite_number, parse_search
+from kernelpick.select.log import read_log, selection_key
+from kernelpick.select.work import gemm_name, work_of
 from kernelpick.store.keys import canonical_json
 from kernelpick.store.text import candidate_name, inputs_text
 
@@ -76,7 +76,7 @@ class TunedKey:
 
     kind: str  # "autotune" or "select"
     name: str
-    key: Mapping[str, Any]  # as work functions see it (`kernelpick.reports.work`)
+    key: Mapping[str, Any]  # as work functions see it (`kernelpick.select.work`)
     key_text: str
     key_inputs: Any  # the store key's inputs: what matches a log line with store rows
     device: str
@@ -89,7 +89,7 @@ class TunedKey:
     tunings: int  # log lines merged (0 from the store)
     source: str  # "log" or "store"
     note: str = ""
-    searches: tuple[SearchTrace, ...] = ()
+    searches: tuple[LoggedSearch, ...] = ()
     flops: float | None = None
     bytes: float | None = None
 

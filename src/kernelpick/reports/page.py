@@ -10,7 +10,7 @@ from typing import Any
 
 import jinja2
 
-from kernelpick.report import headline
+from kernelpick.console import headline
 from kernelpick.reports.data import Report, TunedKey
 from kernelpick.reports.plots import Plot
 from kernelpick.store.keys import Toolchain

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kernelpick.bench.device import device_peaks
 from kernelpick.bench.result import STATUSES
+from kernelpick.device import device_peaks
+from kernelpick.errors import ReportError
 from kernelpick.reports.data import safe_filename
-from kernelpick.reports.errors import ReportError
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

@@ -1,6 +1,6 @@
 """Roofline figures: achieved TFLOP/s and GB/s of a timed call against its device's peaks.
 
-The peaks are the datasheet table of `kernelpick.bench.device` (`kernelpick.reports` re-exports
+The peaks are the datasheet table of `kernelpick.device` (`kernelpick.reports` re-exports
 `DevicePeaks` and `device_peaks` from here).
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kernelpick.bench.device import DevicePeaks, device_peaks
+from kernelpick.device import DevicePeaks, device_peaks
 
 __all__ = ["DevicePeaks", "Roofline", "device_peaks", "roofline"]
 

@@ -5,10 +5,10 @@ A tuning record with a `search` attribute logs `search.to_dict()`. This module r
 the strategy's name and one entry per timed config in the order it was timed, `seconds` since the
 tuning began and `cost_ms` (None or absent for a config that failed). It also accepts `trace`,
 `history` or `steps` for the list, `seconds_at`/`elapsed_s`/`elapsed` for the time, `median_ms` or
-a nested `result` (a `BenchmarkResult.to_dict()`, as `kernelpick.tune.search` logs) for the cost,
+a nested `result` (a `BenchmarkResult.to_dict()`, as `kernelpick.search` logs) for the cost,
 and `[seconds, cost_ms]` pairs. An entry's `effort` (below 1: a quick, noisy timing) is read as
 the tuner weighs it: once a config is timed at a higher effort, only timings at that effort compete
-for the best (`kernelpick.tune.search.SearchTrace.progress`).
+for the best (`kernelpick.search.SearchTrace.progress`).
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ _COSTS = ("cost_ms", "median_ms", "ms")
 
 
 @dataclass(frozen=True, slots=True)
-class SearchTrace:
-    """One search's timed configs in order: when each was timed (None where the trace does not say)
-    and what it cost (infinity for a failure)."""
+class LoggedSearch:
+    """One search's timed configs in order, read back from the tuning log: when each was timed (None
+    where the trace does not say) and what it cost (infinity for a failure)."""
 
     strategy: str
     seconds: tuple[float | None, ...]
@@ -65,7 +65,7 @@ class SearchTrace:
         }
 
 
-def parse_search(data: Any) -> SearchTrace | None:
+def parse_search(data: Any) -> LoggedSearch | None:
     """The trace in a log line's `search` (None when it has no list of evaluations)."""
     if not isinstance(data, Mapping):
         return None
@@ -80,7 +80,7 @@ def parse_search(data: Any) -> SearchTrace | None:
         if isinstance(step, Mapping):
             when = next((step[name] for name in _TIMES if name in step), None)
             cost = next((step[name] for name in _COSTS if name in step), None)
-            if cost is None:  # `kernelpick.tune.search.SearchTrace.to_dict()`: the result nested
+            if cost is None:  # `kernelpick.search.SearchTrace.to_dict()`: the result nested
                 cost = _timed_cost(step.get("result"))
             effort = step.get("effort", 1.0)
         elif isinstance(step, (list, tuple)) and len(step) >= 2:
@@ -92,7 +92,7 @@ def parse_search(data: Any) -> SearchTrace | None:
         costs.append(math.inf if found is None or found <= 0 else found)
         efforts.append(finite_number(effort) or 1.0)
     strategy = data.get("strategy") or data.get("name") or "search"
-    return SearchTrace(str(strategy), tuple(seconds), tuple(costs), tuple(efforts))
+    return LoggedSearch(str(strategy), tuple(seconds), tuple(costs), tuple(efforts))
 
 
 def _timed_cost(result: Any) -> float | None:

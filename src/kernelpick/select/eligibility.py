@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kernelpick.bench.device import DeviceInfo, Requirements
+from kernelpick.device import DeviceInfo, Requirements
 from kernelpick.errors import ConfigError
 from kernelpick.select.choice import Choice, ChoiceSpace
 from kernelpick.select.signature import Signature

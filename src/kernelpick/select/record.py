@@ -1,19 +1,21 @@
-"""`SelectionRecord`: what selecting for one signature found, and why the winner won."""
+"""`SelectionRecord`: what selecting for one signature found, and why the winner won; the AUTOTUNE table
+that shows candidates and their results to people (`autotune_table`), for selections and tunings alike."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from rich.markup import escape
 from rich.table import Table
 
-from kernelpick.bench.device import DeviceInfo
 from kernelpick.bench.result import BenchmarkResult
-from kernelpick.report import autotune_table, headline
+from kernelpick.console import headline
+from kernelpick.device import DeviceInfo
+from kernelpick.search.run import SearchTrace
 from kernelpick.select.eligibility import SkippedChoice
 from kernelpick.select.signature import Signature
-from kernelpick.tune.search.run import SearchTrace
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,3 +126,69 @@ class SelectionRecord:
             f"of {len(self.results)} choices, {failed} failed"
             + (f" ({headline(next(iter(self.failed.values())).message, 60)})" if failed else "")
         )
+
+
+def autotune_table(
+    title: str,
+    rows: Sequence[tuple[str, BenchmarkResult]],
+    device: DeviceInfo,
+    seconds: float | None = None,
+    *,
+    best: str | None = None,
+    note: str = "",
+) -> Table:
+    """A table of candidates, lowest cost first.
+
+    Columns: the cost of a call (device or host time, the larger), its share of the lowest cost,
+    the device median, the host time per call (selection), the spread (half the interquartile
+    range, % of the median), the timed runs, the timer, the seconds its compile took (where
+    known), and the status with its reason. `best` marks what was picked; `note` says why, when
+    that is not the fastest.
+    """
+    ok = [r.cost_ms for _, r in rows if r.ok]
+    lowest = min(ok) if ok else None
+    timing = "" if seconds is None else f" in {seconds:.2f} s"
+    # Names, keys and messages are text, never rich markup: "[redis]" or "[constexpr]" must show.
+    table = Table(
+        title=escape(f"AUTOTUNE {title} on {device.label}: {len(rows)} candidates{timing}"),
+        title_justify="left",
+        caption=escape(note) or None,
+        caption_justify="left",
+        box=None,
+        pad_edge=False,
+    )
+    columns = (
+        "candidate",
+        "ms/call",
+        "% of best",
+        "device ms",
+        "host ms",
+        "± %",
+        "runs",
+        "timer",
+        "compile s",
+    )
+    for column in columns:
+        table.add_column(column, justify="left" if column in ("candidate", "timer") else "right")
+    table.add_column("status")
+    for name, result in sorted(rows, key=lambda row: row[1].cost_ms):
+        timing_cells = ["-"] * 7
+        if result.timing is not None and lowest is not None:
+            t = result.timing
+            timing_cells = [
+                f"{t.cost_ms:.4f}",
+                f"{100 * lowest / t.cost_ms:.1f}%",
+                f"{t.median_ms:.4f}",
+                "-" if t.host_ms is None else f"{t.host_ms:.4f}",
+                f"{100 * t.spread:.1f}",
+                str(t.runs),
+                t.timer or "-",
+            ]
+        timing_cells.append("-" if result.compile_s is None else f"{result.compile_s:.2f}")
+        status = result.status + (" (stored)" if result.from_store else "")
+        if name == best:
+            status += ", picked"
+        if result.message:
+            status += f": {headline(result.message)}"
+        table.add_row(escape(name), *timing_cells, escape(status))
+    return table

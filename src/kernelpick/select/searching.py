@@ -2,7 +2,7 @@
 
 With a strategy other than "exhaustive", every space that expands into several configs for a
 signature (a template's or a triton_choice's configs, under `processed(...)` too) is searched by
-`kernelpick.tune.searching.search`: the strategy proposes batches, the selector's own measuring
+`kernelpick.search.searching.search`: the strategy proposes batches, the selector's own measuring
 compiles, verifies and times each batch (in this process or in workers, as it would every choice),
 and the results the store holds for the key count as timed at no cost. Every other choice (externs,
 single choices, choices that could not be built, the reference) is always timed. Then one final
@@ -17,14 +17,14 @@ from dataclasses import dataclass
 
 from kernelpick import settings
 from kernelpick.bench.result import BenchmarkResult
+from kernelpick.config import Config
+from kernelpick.search.base import latest
+from kernelpick.search.run import SearchTrace
+from kernelpick.search.searching import MeasureBatch, search
 from kernelpick.select.choice import Choice, ChoiceSpace
 from kernelpick.select.processing import ProcessedChoice
 from kernelpick.select.template_choice import TemplateChoice
 from kernelpick.select.triton_choice import TritonKernelChoice
-from kernelpick.tune.config import Config
-from kernelpick.tune.search.base import latest
-from kernelpick.tune.search.run import SearchTrace
-from kernelpick.tune.searching import MeasureBatch, search
 
 #: Compiles, verifies and times choices as the selector does: each one's result by digest, and the
 #: name of what outputs were checked against (None: nothing).
@@ -103,7 +103,7 @@ def search_choices(
     (those the store did not hold), together; it is skipped when that is a single choice timed already.
 
     Args:
-        strategy: a strategy's name (`kernelpick.tune.search.registry`), not "exhaustive".
+        strategy: a strategy's name (`kernelpick.search.registry`), not "exhaustive".
         choices: every choice of the selection for its signature.
         stored: the results the store holds, by digest: known at no cost, never timed again.
         measure: the selector's measuring.
@@ -137,7 +137,7 @@ def search_choices(
 def _by_config(
     space: SearchedSpace, measure: Callable[[list[Choice]], Mapping[str, BenchmarkResult]]
 ) -> MeasureBatch:
-    """`measure` for configs of `space`, as `kernelpick.tune.searching.search` calls it."""
+    """`measure` for configs of `space`, as `kernelpick.search.searching.search` calls it."""
 
     def timed(batch: Sequence[Config], steps: dict[str, float]) -> dict[Config, BenchmarkResult]:
         found = measure([space.choices[config] for config in batch])

@@ -20,17 +20,17 @@ from typing import Any
 import torch
 
 from kernelpick import settings
-from kernelpick.bench.benchmarker import MEASUREMENT_VERSION, budgets_for
+from kernelpick.bench.benchmarker import budgets_for
 from kernelpick.bench.inputs import ExampleInputs, InputGen
 from kernelpick.bench.measure import Candidate, Checking, Measurement, measure
 from kernelpick.bench.pick import pick
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.timers import Timer, timer_for
-from kernelpick.bench.verify import Tolerance, tf32_allowed
+from kernelpick.bench.verify import VERIFICATION_VERSION, Tolerance, tf32_allowed
 from kernelpick.compile.precompile import classify, current_patience, patience
+from kernelpick.console import TuningProgress, headline, print_table
 from kernelpick.errors import ArgumentError, ConfigError, IsolationError, NoValidChoices, TuningRequired
-from kernelpick.report import TuningProgress, headline, print_table
-from kernelpick.reports.log import log_tuning
+from kernelpick.search.registry import default_strategy_name, strategy_class
 from kernelpick.select.choice import (
     Choice,
     ChoiceSpace,
@@ -40,6 +40,7 @@ from kernelpick.select.choice import (
     qualified_name,
 )
 from kernelpick.select.eligibility import SkippedChoice, eligible_spaces
+from kernelpick.select.log import log_tuning
 from kernelpick.select.record import ChoiceResult, SelectionRecord
 from kernelpick.select.searching import NO_SEARCH, SelectionSearch, search_choices
 from kernelpick.select.signature import (
@@ -55,16 +56,11 @@ from kernelpick.store import ResultStore, StoredResult, TuningKey, default_store
 from kernelpick.store.deploy import tabled_winner, tuning_required
 from kernelpick.store.table import TableEntry
 from kernelpick.tensors import preserved_rng
-from kernelpick.tune.search.registry import default_strategy_name, strategy_class
 from kernelpick.workers import values
 from kernelpick.workers.plan import isolation_wanted, start_early
 from kernelpick.workers.request import Problem, measure_in_workers, payload_folder
 
 log = logging.getLogger("kernelpick.select")
-
-#: Part of every store key: bump when the way choices are verified changes (how they are timed is
-#: `MEASUREMENT_VERSION`'s).
-SELECTION_VERSION = f"select-1:{MEASUREMENT_VERSION}"
 
 VerifyAgainst = str | Choice | ChoiceSpace | Callable[..., Any] | None
 
@@ -202,7 +198,7 @@ class Selector:
             signature = Signature.of(inputs, kwargs, self.key)
             choices, skipped = self._expand(signature)
             store = self._store()
-            source = SELECTION_VERSION if self.verify else f"{SELECTION_VERSION}:unverified"
+            source = VERIFICATION_VERSION if self.verify else f"{VERIFICATION_VERSION}:unverified"
             tuning_key = TuningKey.make(self.name, source, signature.device, signature.to_data())
             # The store is read once, and only when needed (a deployment table may answer first).
             stored = functools.cache(lambda: store.load(tuning_key) if store is not None else {})

@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from kernelpick.bench.device import DeviceInfo, describe, device_of
+from kernelpick.device import DeviceInfo, describe, device_of
 from kernelpick.errors import ArgumentError, ConfigError, describe_value
 from kernelpick.tensors import TensorSpec
 

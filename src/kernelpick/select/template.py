@@ -27,12 +27,12 @@ from typing import Any
 import jinja2
 import torch
 
-from kernelpick.bench.device import DeviceInfo, Requirements
 from kernelpick.codegen import CodeBuffer
+from kernelpick.config import Config
+from kernelpick.device import DeviceInfo, Requirements
 from kernelpick.errors import TemplateError
 from kernelpick.select.render import Epilogue, PartialRender
 from kernelpick.tensors import TensorSpec
-from kernelpick.tune.config import Config
 
 OUTPUT = "OUT"
 _ENV = jinja2.Environment(

@@ -15,6 +15,7 @@ from kernelpick.bench.inputs import ExampleInputs
 from kernelpick.codegen import CodeBuffer
 from kernelpick.compile.launch import launcher
 from kernelpick.compile.precompile import CompileJob, CompileOutcome, classify
+from kernelpick.config import Config
 from kernelpick.errors import ConfigError, TemplateError
 from kernelpick.select.choice import Choice, ConfigSource, NamedChoice, configs_for, short_hash
 from kernelpick.select.modules import load_module, write_module
@@ -22,7 +23,6 @@ from kernelpick.select.render import Epilogue
 from kernelpick.select.signature import Signature
 from kernelpick.select.template import RenderedKernel, TritonTemplate
 from kernelpick.tensors import TensorSpec
-from kernelpick.tune.config import Config
 
 EpilogueSource = Epilogue | Callable[[Signature], Epilogue | None] | None
 ConstantSource = Mapping[str, Any] | Callable[[Signature], Mapping[str, Any]] | None

@@ -12,6 +12,7 @@ from kernelpick.compile.interpreted import compilable
 from kernelpick.compile.launch import launcher
 from kernelpick.compile.precompile import CompileJob, CompileOutcome, classify
 from kernelpick.compile.unwrap import innermost
+from kernelpick.config import Config
 from kernelpick.errors import ConfigError
 from kernelpick.select.choice import (
     Choice,
@@ -24,7 +25,6 @@ from kernelpick.select.choice import (
 )
 from kernelpick.select.modules import keep_kernel_source
 from kernelpick.select.signature import Signature
-from kernelpick.tune.config import Config
 
 Bind = Callable[..., tuple[Any, Any]]
 

@@ -282,7 +282,7 @@ def _here() -> tuple[str, str, Toolchain]:
     """This process's default device model (a GPU's when there is one), capability and toolchain."""
     import torch
 
-    from kernelpick.bench.device import describe
+    from kernelpick.device import describe
 
     device = describe(torch.device("cuda" if torch.cuda.is_available() else "cpu"))
     return device.name, device.capability_text, Toolchain.current()

@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from kernelpick.bench.device import DeviceInfo
+from kernelpick.device import DeviceInfo
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from kernelpick.bench.benchmarker import MEASUREMENT_VERSION
 from kernelpick.bench.result import BenchmarkResult
+from kernelpick.bench.verify import VERIFICATION_VERSION
 from kernelpick.errors import StoreError
 from kernelpick.store.base import ResultStore, StoredRow, parse_description, parse_result
 from kernelpick.store.keys import Toolchain, TuningKey
@@ -223,11 +225,7 @@ def prune(store: SQLiteStore, rules: PruneFilter, *, dry_run: bool = False) -> l
 
 def current_versions() -> tuple[str, str]:
     """The measurement version autotune keys start with and the selection version of selector keys."""
-    # Imported here: kernelpick.select imports the store package.
-    from kernelpick.bench.benchmarker import MEASUREMENT_VERSION
-    from kernelpick.select.selector import SELECTION_VERSION
-
-    return MEASUREMENT_VERSION, SELECTION_VERSION
+    return MEASUREMENT_VERSION, VERIFICATION_VERSION
 
 
 def stale_reason(key: TuningKey) -> str | None:

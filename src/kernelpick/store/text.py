@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -47,11 +48,21 @@ def value_text(value: Any, *, compact: bool = True) -> str:
 def inputs_text(inputs: Sequence[Any], limit: int | None = 60, *, compact: bool = True) -> str:
     """A key's inputs (`value_text`), a specialization only where notable (see
     `kernelpick.tune.dispatch`), cut to `limit` characters (None: whole)."""
-    # Imported here: kernelpick.tune imports the store package (and torch: `kernelpick cache` starts fast).
-    from kernelpick.tune.dispatch import is_specialization, notable_specialization
-
     shown = [
         notable_specialization(v) if is_specialization(v) else value_text(v, compact=compact) for v in inputs
     ]
     text = ", ".join(filter(None, shown))
     return text if limit is None or len(text) <= limit else text[: limit - 3] + "..."
+
+
+def notable_specialization(text: str) -> str:
+    """The marks of a `kernelpick.tune.dispatch.specialization()` other than the usual "D": "x_ptr:- n:1"."""
+    return " ".join(mark for mark in text.split() if mark[-1] in "-1")
+
+
+def is_specialization(value: Any) -> bool:
+    """Whether a key value (as stored: plain data) is a `kernelpick.tune.dispatch.specialization()`."""
+    return isinstance(value, str) and _SPECIALIZATION.fullmatch(value) is not None
+
+
+_SPECIALIZATION = re.compile(r"(\w+:[D1-]( \w+:[D1-])*)?")

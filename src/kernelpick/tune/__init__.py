@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from kernelpick.config import Config
 from kernelpick.tune.autotuner import Autotuner, autotune
-from kernelpick.tune.config import Config
 from kernelpick.tune.record import TuningRecord
 
 __all__ = ["Autotuner", "Config", "TuningRecord", "autotune"]

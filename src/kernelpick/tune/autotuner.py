@@ -25,7 +25,6 @@ from triton.runtime.jit import KernelInterface
 from kernelpick import settings
 from kernelpick.analysis import analyze
 from kernelpick.bench.benchmarker import MEASUREMENT_VERSION, budgets_for
-from kernelpick.bench.device import DeviceInfo, describe, device_of, warn_once_if_interpreted
 from kernelpick.bench.inputs import KernelArguments, tensor_of
 from kernelpick.bench.measure import Candidate, Hooks, Measurement, measure
 from kernelpick.bench.pick import Pick, pick
@@ -37,6 +36,9 @@ from kernelpick.compile.launch import check_launch_arguments, runner
 from kernelpick.compile.portable import KernelLaunch
 from kernelpick.compile.precompile import CompileOutcome, patience, precompile
 from kernelpick.compile.unwrap import innermost
+from kernelpick.config import Config, default_config
+from kernelpick.console import TuningProgress, print_table
+from kernelpick.device import DeviceInfo, describe, device_of, warn_once_if_interpreted
 from kernelpick.errors import (
     ConfigError,
     IsolationError,
@@ -44,19 +46,17 @@ from kernelpick.errors import (
     failure_exception,
     no_valid_configs,
 )
-from kernelpick.report import TuningProgress, print_table, record_table
-from kernelpick.reports.log import log_tuning
+from kernelpick.search.registry import default_strategy_name, strategy_class
+from kernelpick.search.run import SearchTrace
+from kernelpick.search.searching import search
+from kernelpick.search.space import Space
+from kernelpick.select.log import log_tuning
 from kernelpick.select.modules import keep_kernel_source
 from kernelpick.store import ResultStore, StoredResult, TuningKey, default_store
 from kernelpick.store.deploy import TableHit, tabled_winner, tuning_required
-from kernelpick.tune.config import Config, default_config
 from kernelpick.tune.dispatch import MISSES, Dispatcher, describe_key, specialized_arguments
 from kernelpick.tune.prune import Pruner
-from kernelpick.tune.record import TuningRecord, failure_report
-from kernelpick.tune.search.registry import default_strategy_name, strategy_class
-from kernelpick.tune.search.run import SearchTrace
-from kernelpick.tune.searching import search
-from kernelpick.tune.space import Space
+from kernelpick.tune.record import TuningRecord, failure_report, record_table
 from kernelpick.workers import values
 from kernelpick.workers.plan import isolation_wanted, start_early
 from kernelpick.workers.request import (

@@ -24,7 +24,7 @@ from typing import Any
 import torch
 
 from kernelpick import settings
-from kernelpick.bench.device import describe
+from kernelpick.device import describe
 from kernelpick.errors import ConfigError, KernelpickError
 from kernelpick.store.default import default_store, recording
 from kernelpick.store.recording import replay

@@ -16,7 +16,6 @@ out, those marked `do_not_specialize_on_alignment` keep only the "equal to 1" ca
 
 from __future__ import annotations
 
-import re
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -68,19 +67,6 @@ def specialization(args: tuple[Any, ...], kwargs: dict[str, Any], specialized: S
         if mark != ".":  # named, so leaving out what Triton does not specialize is unambiguous
             marks.append(f"{name}:{mark}")
     return " ".join(marks)
-
-
-def notable_specialization(text: str) -> str:
-    """The marks of a `specialization()` other than the usual "D": "x_ptr:- n:1"."""
-    return " ".join(mark for mark in text.split() if mark[-1] in "-1")
-
-
-def is_specialization(value: Any) -> bool:
-    """Whether a key value (as stored: plain data) is a `specialization()`."""
-    return isinstance(value, str) and _SPECIALIZATION.fullmatch(value) is not None
-
-
-_SPECIALIZATION = re.compile(r"(\w+:[D1-]( \w+:[D1-])*)?")
 
 
 def exact_key(

@@ -34,26 +34,18 @@ import torch
 
 from kernelpick import settings
 from kernelpick.errors import ConfigError
+from kernelpick.tensors import TensorSpec
 
 _Runner = Callable[[torch.device], object]
 
 
-@dataclass(frozen=True, slots=True)
-class TensorSpec:
-    """An input tensor of a job, made on the job's device: random values of this dtype and size."""
-
-    dtype: torch.dtype
-    size: tuple[int, ...]
-
-    def make(self, device: torch.device) -> torch.Tensor:
-        if self.dtype.is_floating_point:
-            return torch.randn(self.size, dtype=self.dtype, device=device)
-        if self.dtype == torch.bool:
-            return torch.rand(self.size, device=device) < 0.5
-        return torch.randint(-64, 64, self.size, dtype=self.dtype, device=device)
-
-    def __str__(self) -> str:
-        return f"{str(self.dtype).removeprefix('torch.')}{list(self.size)}"
+def make_input(spec: TensorSpec, device: torch.device) -> torch.Tensor:
+    """An input tensor of a job, made on the job's device: random values of the spec's dtype and size."""
+    if spec.dtype.is_floating_point:
+        return torch.randn(spec.size, dtype=spec.dtype, device=device)
+    if spec.dtype == torch.bool:
+        return torch.rand(spec.size, device=device) < 0.5
+    return torch.randint(-64, 64, spec.size, dtype=spec.dtype, device=device)
 
 
 def tensor(dtype: str | torch.dtype, *size: int) -> TensorSpec:
@@ -71,7 +63,8 @@ def tensor(dtype: str | torch.dtype, *size: int) -> TensorSpec:
         dtype = found
     if not size or any(not isinstance(s, int) or isinstance(s, bool) or s <= 0 for s in size):
         raise ConfigError(f"tensor sizes must be positive integers, got {list(size)}")
-    return TensorSpec(dtype, tuple(size))
+    # A new row-major tensor; made on the job's device when the job runs (`make_input`).
+    return TensorSpec.contiguous(size, dtype, torch.device("meta"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +83,7 @@ class Job:
         label = name or f"{getattr(selector, 'name', selector)}({', '.join(map(str, inputs))})"
 
         def run(device: torch.device) -> object:
-            made = [x.make(device) if isinstance(x, TensorSpec) else x for x in inputs]
+            made = [make_input(x, device) if isinstance(x, TensorSpec) else x for x in inputs]
             tune = getattr(selector, "tune", None)
             return tune(*made, **kwargs) if tune is not None else selector(*made, **kwargs)
 

@@ -6,8 +6,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kernelpick.config import Config
 from kernelpick.errors import ConfigError, NoValidConfigs
-from kernelpick.tune.config import Config
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,11 +6,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kernelpick.bench.device import DeviceInfo
+from rich.table import Table
+
 from kernelpick.bench.result import BenchmarkResult
-from kernelpick.report import headline
-from kernelpick.tune.config import Config
-from kernelpick.tune.search.run import SearchTrace
+from kernelpick.config import Config
+from kernelpick.console import headline
+from kernelpick.device import DeviceInfo
+from kernelpick.search.run import SearchTrace
+from kernelpick.select.record import autotune_table
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,3 +65,14 @@ def failure_report(kernel: str, key: tuple[Any, ...], results: Mapping[Config, B
     lines += [f"  {config}: {r.status}: {headline(r.message, 300)}" for config, r in results.items()]
     lines.append("fix the configs or the kernel; each reason above is what the compiler or the launch said")
     return "\n".join(lines)
+
+
+def record_table(title: str, record: TuningRecord) -> Table:
+    """The AUTOTUNE table of one tuning record."""
+    rows = [(str(config), result) for config, result in record.results.items()]
+    notes = [record.note] if record.note else []
+    if record.search is not None:
+        notes.append(record.search.summary())
+    return autotune_table(
+        title, rows, record.device, record.seconds, best=str(record.best), note="\n".join(notes)
+    )

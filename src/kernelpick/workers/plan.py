@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from kernelpick import settings
-from kernelpick.bench.device import DeviceInfo, describe
+from kernelpick.device import DeviceInfo, describe
 from kernelpick.errors import SettingsError
 from kernelpick.workers.pool import pool_for
 from kernelpick.workers.zygote import fork_zygote

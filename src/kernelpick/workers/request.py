@@ -22,13 +22,13 @@ import torch
 
 from kernelpick import settings
 from kernelpick.bench.benchmarker import budgets_for
-from kernelpick.bench.device import DeviceInfo, describe
 from kernelpick.bench.inputs import ExampleInputs, KernelArguments
 from kernelpick.bench.measure import Candidate, Checking, Measurement, measure
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.timers import timer_for
 from kernelpick.bench.verify import Tolerance
 from kernelpick.compile.precompile import CompileJob, CompileOutcome, classify, patience, precompile_jobs
+from kernelpick.device import DeviceInfo, describe
 from kernelpick.errors import IsolationError
 from kernelpick.tensors import example_generator
 from kernelpick.workers import values

@@ -1,0 +1,25 @@
+"""Exhaustive search: every candidate, in one batch."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from kernelpick.search.base import Batch, Evaluation, SearchStrategy
+
+
+class ExhaustiveSearch(SearchStrategy):
+    """Times every candidate not timed yet, all in one batch (so they all compile in parallel).
+
+    Under a budget of seconds it goes in batches of `batch_size` instead, in the candidates' order,
+    so that the budget can stop it.
+    """
+
+    name = "exhaustive"
+    batch_size = 64
+
+    def propose(self, history: Sequence[Evaluation]) -> Batch | None:
+        timed = {e.config for e in history}
+        todo = tuple(c for c in self.candidates if c not in timed)
+        if self.budget.max_seconds is not None:
+            todo = todo[: self.batch_size]
+        return Batch(todo) if todo else None

@@ -1,0 +1,49 @@
+"""A tuning's search: a strategy proposes configs, the tuner's benchmarker times them, the store keeps them.
+
+The autotuner calls `search` when a strategy other than "exhaustive" is asked for; it passes what
+the store already holds, which the strategy sees as timed at no cost.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+from kernelpick import settings
+from kernelpick.bench.result import BenchmarkResult
+from kernelpick.config import Config
+from kernelpick.search.base import Budget
+from kernelpick.search.registry import make_strategy
+from kernelpick.search.run import SearchTrace, run_search
+from kernelpick.search.space import Space
+
+#: Times configs and writes the seconds of its steps (compile, benchmark, ...) into the dict given.
+MeasureBatch = Callable[[Sequence[Config], dict[str, float]], Mapping[Config, BenchmarkResult]]
+
+
+def search(
+    strategy: str,
+    configs: Sequence[Config],
+    known: Mapping[Config, BenchmarkResult],
+    measure: MeasureBatch,
+    space: Space | None,
+    phases: dict[str, float],
+) -> SearchTrace:
+    """Search `configs` with the named strategy, within the settings' budget and seed.
+
+    A batch asked for at less than full effort is timed with proportionally fewer runs and no
+    second round. The seconds of each batch's steps add up in `phases`.
+    """
+    current = settings.current()
+
+    def timed(batch: Sequence[Config], effort: float) -> Mapping[Config, BenchmarkResult]:
+        steps: dict[str, float] = {}
+        quick = {"rep_ms": max(1.0, current.rep_ms * effort), "confirm_top": 0} if effort < 1 else {}
+        with settings.override(**quick):
+            results = measure(batch, steps)
+        for name, seconds in steps.items():
+            phases[name] = phases.get(name, 0.0) + seconds
+        return results
+
+    budget = Budget.from_settings(len(configs))
+    proposer = make_strategy(strategy, configs, space=space, seed=current.search_seed, budget=budget)
+    return run_search(proposer, timed, known=known)

@@ -1,0 +1,264 @@
+"""The tuning log (`KERNELPICK_LOG`): one JSON line per tuning, appended safely from any thread or process.
+
+A line is one JSON object:
+
+- `version` (1), `time` (unix seconds when the tuning ended), `pid`;
+- `kind` ("autotune" or "select") and `name` (the kernel's or the selector's);
+- `key`: for a tuned kernel its key arguments by name and `dtypes` (its tensors' dtypes); for a
+  selector `inputs` (a tensor as {dtype, size, stride, offset}), `kwargs` and `user_key`;
+  `key_text` the same for people; `key_inputs` the result store key's inputs (matches store rows);
+- `device`, `capability` ("9.0", or null), `interpreter`, `toolchain` {triton, torch, cuda};
+- `seconds`, `from_store` (nothing was measured), `note` (why the pick is not the fastest), `best`
+  (the picked candidate's name), `phases` (a tuned kernel's seconds per step) or `reference` (what
+  a selector checked outputs against);
+- `candidates`: each with `name`, `description` (its config or choice as plain data), `status`,
+  `cost_ms` (null when it failed), `timing` (median_ms, iqr_ms, runs, timer, host_ms, ... or
+  null), `message` (why it failed, one line), `from_store` and `compile_s` (the seconds its
+  compiler spent on it, or null where not known);
+- when known: `search` (a tuned kernel's `search.to_dict()`: see `kernelpick.reports.search`) or
+  `searches` (a selector's, one per config space it searched, by the space's name, each with the
+  space's `configs` count), `flops` and `bytes` (`kernelpick.select.work`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Protocol
+
+from kernelpick import settings
+from kernelpick.bench.result import BenchmarkResult
+from kernelpick.config import Config
+from kernelpick.console import headline
+from kernelpick.device import DeviceInfo
+from kernelpick.errors import ReportError
+from kernelpick.search.run import SearchTrace
+from kernelpick.select.record import SelectionRecord
+from kernelpick.select.work import work_of
+from kernelpick.store.keys import Toolchain, canonical_json, canonical_value
+from kernelpick.store.text import notable_specialization
+
+log = logging.getLogger("kernelpick.reports")
+
+#: The version of the line format; a reader skips lines of a version it does not know.
+LOG_VERSION = 1
+
+_warned: set[str] = set()
+_warned_lock = threading.Lock()
+
+
+class AutotuneRecord(Protocol):
+    """What a line reads of a tuned kernel's record: `kernelpick.tune.TuningRecord`, which the
+    autotuning front above this package defines (this package imports nothing of it)."""
+
+    @property
+    def kernel(self) -> str: ...
+    @property
+    def key(self) -> tuple[Any, ...]: ...
+    @property
+    def device(self) -> DeviceInfo: ...
+    @property
+    def results(self) -> Mapping[Config, BenchmarkResult]: ...
+    @property
+    def best(self) -> Config: ...
+    @property
+    def seconds(self) -> float: ...
+    @property
+    def from_store(self) -> bool: ...
+    @property
+    def phases(self) -> Mapping[str, float]: ...
+    @property
+    def note(self) -> str: ...
+    @property
+    def search(self) -> SearchTrace | None: ...
+
+
+def log_tuning(record: AutotuneRecord | SelectionRecord, key_names: Sequence[str] | None = None) -> None:
+    """Append one JSON line describing `record` to the file `KERNELPICK_LOG` names; nothing when unset.
+
+    Never raises into the caller: a log that cannot be written costs one warning per path.
+
+    Args:
+        record: what one tuning (`autotune`) or selection (`Selector`) found.
+        key_names: for a tuning record, the names of its leading key values (its kernel's `key=`
+            arguments and the constexprs the caller gave), so that the line names them.
+    """
+    path = settings.current().log_path
+    if path is None:
+        return
+    try:
+        append_line(path, json.dumps(tuning_entry(record, key_names), default=str, allow_nan=False))
+    except Exception as error:  # a log must never fail the user's call
+        _warn_once(
+            str(path),
+            f"kernelpick: the tuning log {path} cannot be written ({error}); tunings are not logged",
+        )
+
+
+def tuning_entry(
+    record: AutotuneRecord | SelectionRecord, key_names: Sequence[str] | None = None
+) -> dict[str, Any]:
+    """The plain data of one log line (this module's docstring lists its fields)."""
+    search = None  # a tuned kernel's search
+    if isinstance(record, SelectionRecord):
+        kind, name = "select", record.selector
+        signature = record.signature.to_data()
+        key = selection_key(signature)
+        key_text = str(record.signature)
+        key_inputs: Any = canonical_value(signature)
+        candidates = [candidate_entry(r.name, r.description, r.result) for r in record.results]
+        best = record.best
+        extra: dict[str, Any] = {"reference": record.reference}
+        if record.searches:
+            extra["searches"] = record.searches_to_dict()
+    else:
+        kind, name = "autotune", record.kernel
+        values = record.key[:-1]  # the last value is the device
+        names = list(key_names or [])[: len(values)]
+        key = {n: canonical_value(v) for n, v in zip(names, values)}
+        rest = values[len(names) :]  # the dtypes, then the specialization (`kernelpick.tune.dispatch`)
+        dtypes = [str(v).removeprefix("torch.") for v in rest if not isinstance(v, str)]
+        specialized = next((v for v in rest if isinstance(v, str)), "")
+        key["dtypes"], key["specialized"] = dtypes, specialized
+        notable = notable_specialization(specialized)
+        shown = [f"{n}={v}" for n, v in zip(names, values)] + dtypes + ([notable] if notable else [])
+        key_text = "(" + ", ".join(shown) + ")"
+        key_inputs = canonical_value(values)
+        candidates = [candidate_entry(str(c), c.to_data(), r) for c, r in record.results.items()]
+        best = str(record.best)
+        extra = {"phases": dict(record.phases)}
+        search = record.search
+    entry: dict[str, Any] = {
+        "version": LOG_VERSION,
+        "time": time.time(),
+        "pid": os.getpid(),
+        "kind": kind,
+        "name": name,
+        "key": key,
+        "key_text": key_text,
+        "key_inputs": json.loads(canonical_json(key_inputs)),
+        **device_entry(record.device),
+        "toolchain": asdict(Toolchain.current()),
+        "seconds": record.seconds,
+        "from_store": record.from_store,
+        "note": record.note,
+        "best": best,
+        **extra,
+        "candidates": candidates,
+    }
+    if search is not None:
+        entry["search"] = search.to_dict()
+    flops, moved = work_of(name, key)
+    if flops is not None:
+        entry["flops"] = flops
+    if moved is not None:
+        entry["bytes"] = moved
+    return entry
+
+
+def candidate_entry(name: str, description: Mapping[str, Any], result: BenchmarkResult) -> dict[str, Any]:
+    """One candidate of a log line: its name and description, status, timing figures and reason."""
+    return {
+        "name": name,
+        "description": dict(description),
+        "status": result.status,
+        "cost_ms": result.cost_ms if result.ok else None,
+        "timing": None if result.timing is None else result.timing.to_dict(),
+        "message": headline(result.message, 300),
+        "from_store": result.from_store,
+        "compile_s": result.compile_s,
+    }
+
+
+def device_entry(device: DeviceInfo) -> dict[str, Any]:
+    return {
+        "device": device.name,
+        "capability": device.capability_text or None,
+        "interpreter": device.interpreter,
+    }
+
+
+def selection_key(signature: Sequence[Any]) -> dict[str, Any]:
+    """A selector's key as work functions and reports see it, from `Signature.to_data()` (or a store
+    key's inputs): positional `inputs` (a tensor as {dtype, size, stride, offset}), `kwargs` and the
+    selector's own `user_key`."""
+    inputs, kwargs, user_key = [*signature, [], [], None][:3]
+    return {"inputs": list(inputs), "kwargs": {str(k): v for k, v in kwargs}, "user_key": user_key}
+
+
+def append_line(path: Path, line: str) -> None:
+    """Append `line` and a newline to `path` as one write under an exclusive lock, creating the file.
+
+    Lines from threads and processes appending at once never interleave: the file is opened with
+    O_APPEND and the whole line goes in one `write` while `flock` is held (where the system has it).
+    """
+    data = (line.rstrip("\n") + "\n").encode()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    descriptor = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        _lock(descriptor)
+        written = 0
+        while written < len(data):
+            written += os.write(descriptor, data[written:])
+    finally:
+        os.close(descriptor)  # closing releases the lock
+
+
+def _lock(descriptor: int) -> None:
+    try:
+        import fcntl
+    except ImportError:  # Windows: O_APPEND alone
+        return
+    fcntl.flock(descriptor, fcntl.LOCK_EX)
+
+
+def read_log(path: Path) -> list[dict[str, Any]]:
+    """Every line of the tuning log at `path`, oldest first.
+
+    A line that is not a JSON object of a known version (a line cut short by a crash, or text
+    written by something else) is left out, with one warning saying how many were.
+
+    Raises:
+        ReportError: no file at `path`.
+    """
+    try:
+        text = Path(path).read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        raise ReportError(
+            f"no tuning log at {path}: set KERNELPICK_LOG=<path> while tuning to write one, or pass "
+            "the path of an existing log"
+        ) from None
+    entries, skipped = [], 0
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        try:
+            entry = json.loads(line)
+        except json.JSONDecodeError:
+            skipped += 1
+            continue
+        if (
+            isinstance(entry, dict)
+            and entry.get("version") == LOG_VERSION
+            and isinstance(entry.get("candidates"), list)
+        ):
+            entries.append(entry)
+        else:
+            skipped += 1
+    if skipped:
+        log.warning("%s: %d lines that are not kernelpick tuning log lines were left out", path, skipped)
+    return entries
+
+
+def _warn_once(path: str, message: str) -> None:
+    with _warned_lock:
+        if path in _warned:
+            return
+        _warned.add(path)
+    log.warning(message)

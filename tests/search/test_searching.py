@@ -1,0 +1,132 @@
+"""search/searching.py with the autotuner: search=, KERNELPICK_SEARCH and budgets, spaces, a store that starts searches warm."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import triton
+
+import kernelpick
+from kernelpick import settings
+from kernelpick.errors import ConfigError
+from kernelpick.search.space import Space
+from kernelpick.store import MemoryStore
+from tests.tune.kernels import add_kernel, grid_1d
+
+SPACE = [triton.Config({"BLOCK": b}, num_warps=w) for b in (16, 32, 64, 128, 256) for w in (1, 2)]
+
+
+def add(kernel: kernelpick.Autotuner, n: int = 256) -> None:
+    x = torch.randn(n)
+    out = torch.empty(n)
+    kernel[grid_1d(n)](x, x, out, n)
+    torch.testing.assert_close(out, x + x)
+
+
+def test_a_search_times_only_its_budget_and_the_store_keeps_every_timing() -> None:
+    store = MemoryStore()
+    kernel = kernelpick.autotune(SPACE, key=["n"], search="random", store=store)(add_kernel)
+    with settings.override(search_budget=4, search_seed=7):
+        add(kernel)
+    record = kernel.last_tuning
+    assert record is not None and record.search is not None
+    assert record.search.strategy == "random" and record.search.used == 4
+    assert len(record.results) == 4 and record.best in record.results
+    assert sum(len(rows) for rows in store._rows.values()) == 4
+
+    warm = kernelpick.autotune(SPACE, key=["n"], search="random", store=store)(add_kernel)
+    with settings.override(search_budget=4, search_seed=8):
+        add(warm)
+    again = warm.last_tuning
+    assert again is not None and again.search is not None
+    assert len(again.search.evaluations) - again.search.used == 4  # the stored four, known at no cost
+    assert again.search.used == 4 and sum(len(rows) for rows in store._rows.values()) == 8
+
+
+def test_the_same_seed_searches_the_same_configs() -> None:
+    picked = []
+    for _ in range(2):
+        kernel = kernelpick.autotune(SPACE, key=["n"], search="random", store=MemoryStore())(add_kernel)
+        with settings.override(search_budget=3, search_seed=1):
+            add(kernel)
+        assert kernel.last_tuning is not None
+        picked.append(set(kernel.last_tuning.results))
+    assert picked[0] == picked[1]
+
+
+def test_kernelpick_search_names_the_default_strategy_and_a_wrong_name_is_refused() -> None:
+    kernel = kernelpick.autotune(SPACE, key=["n"], store=MemoryStore())(add_kernel)
+    with settings.override(search="pattern", search_budget=3):
+        add(kernel)
+    assert kernel.last_tuning is not None and kernel.last_tuning.search is not None
+    assert kernel.last_tuning.search.strategy == "pattern"
+    with pytest.raises(ConfigError, match="unknown search strategy 'annealing': expected one of exhaustive"):
+        kernelpick.autotune(SPACE, key=["n"], search="annealing")(add_kernel)
+
+
+def test_exhaustive_times_every_config_without_a_trace() -> None:
+    kernel = kernelpick.autotune(SPACE, key=["n"], store=MemoryStore())(add_kernel)
+    add(kernel)
+    assert kernel.last_tuning is not None and kernel.last_tuning.search is None
+    assert len(kernel.last_tuning.results) == len(SPACE)
+
+
+def test_a_space_is_tuned_over_its_configs_that_pass_the_constraint() -> None:
+    space = Space(BLOCK=[16, 32, 64, 128], num_warps=[1, 2], constraint=lambda c: c["BLOCK"] >= 32)
+    kernel = kernelpick.autotune(space, key=["n"], store=MemoryStore())(add_kernel)
+    add(kernel)
+    assert kernel.last_tuning is not None
+    assert sorted({c.kwargs["BLOCK"] for c in kernel.last_tuning.results}) == [32, 64, 128]
+    assert len(kernel.last_tuning.results) == 6
+
+
+def test_a_search_compiles_with_patience_and_does_not_store_a_skipped_config(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from kernelpick.bench.result import BenchmarkResult
+    from kernelpick.compile.precompile import Patience, _patience
+
+    store = MemoryStore()
+    kernel = kernelpick.autotune(SPACE, key=["n"], search="random", store=store)(add_kernel)
+    measure = kernel.benchmark_configs
+    seen: list[Patience | None] = []
+    slow = kernel.configs[3]
+
+    def benchmark_configs(configs, *args, **kwargs):  # type: ignore[no-untyped-def]
+        seen.append(_patience.get())  # what a forked compile started here would obey
+        results = measure([c for c in configs if c != slow], *args, **kwargs)
+        if slow in configs:  # as if its compile had outlasted the batch's patience
+            results[slow] = BenchmarkResult.failed("skipped", "compiling took over 15 s")
+        return results
+
+    monkeypatch.setattr(kernel, "benchmark_configs", benchmark_configs)
+    with settings.override(search_budget=len(SPACE), search_patience=4.0):
+        add(kernel)
+    assert seen and all(p == Patience(4.0) for p in seen)
+    record = kernel.last_tuning
+    assert record is not None and record.results[slow].status == "skipped" and record.best != slow
+    stored = {candidate for rows in store._rows.values() for candidate in rows}
+    assert slow.digest not in stored and len(stored) == len(SPACE) - 1
+
+    exhaustive = kernelpick.autotune(SPACE, key=["n"], store=MemoryStore())(add_kernel)
+    measure_all = exhaustive.benchmark_configs
+    monkeypatch.setattr(
+        exhaustive, "benchmark_configs", lambda *a, **k: seen.append(_patience.get()) or measure_all(*a, **k)
+    )
+    add(exhaustive)
+    assert seen[-1] is None  # exhaustive tuning waits for every compile
+
+
+def test_the_autotune_table_says_which_search_ran_and_how_much_of_the_space_it_evaluated() -> None:
+    from rich.console import Console
+
+    from kernelpick.tune.record import record_table
+
+    kernel = kernelpick.autotune(SPACE, key=["n"], search="random", store=MemoryStore())(add_kernel)
+    with settings.override(search_budget=4):
+        add(kernel)
+    assert kernel.last_tuning is not None
+    terminal = Console(width=200)
+    with terminal.capture() as captured:
+        terminal.print(record_table("add_kernel", kernel.last_tuning))
+    text = " ".join(captured.get().split())
+    assert f"random search: 4 of {len(SPACE)} configs evaluated (4 timed now, " in text
+    assert "stopped: evaluations)" in text

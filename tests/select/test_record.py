@@ -1,0 +1,102 @@
+"""select/record.py: AUTOTUNE tables people can read at a glance."""
+
+from __future__ import annotations
+
+import io
+
+import torch
+from rich.console import Console
+from rich.table import Table
+
+from kernelpick.bench.result import BenchmarkResult
+from kernelpick.bench.stats import TimingSummary
+from kernelpick.device import DeviceInfo, describe
+from kernelpick.select.record import autotune_table
+
+CPU = describe(torch.device("cpu"))
+H100 = DeviceInfo("cuda", 0, "NVIDIA H100 80GB HBM3", (9, 0), 50 * 2**20, 132)
+
+COMPILER_ERROR = """CompilationError: at 2:41:
+def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+                                         ^
+arange's range must be a power of 2"""
+
+
+def ok(median_ms: float, from_store: bool = False) -> BenchmarkResult:
+    return BenchmarkResult("ok", TimingSummary.of([median_ms]), from_store=from_store)
+
+
+def render(table: Table) -> list[str]:
+    console = Console(file=io.StringIO(), width=300)
+    console.print(table)
+    return [line.rstrip() for line in console.file.getvalue().splitlines()]  # type: ignore[attr-defined]
+
+
+def body(table: Table) -> list[list[str]]:
+    """The table's rows as (candidate, median, % of best, status) cells."""
+    lines = render(table)
+    header = next(i for i, line in enumerate(lines) if line.startswith("candidate"))
+    return [[cell.strip() for cell in line.split("  ") if cell.strip()] for line in lines[header + 1 :]]
+
+
+ROWS = [
+    ("BLOCK=16", ok(2.0)),
+    ("BLOCK=48", BenchmarkResult.failed("compile_error", COMPILER_ERROR)),
+    ("BLOCK=32", ok(1.0)),
+    ("BLOCK=128", BenchmarkResult.failed("runtime_error", "RuntimeError: launch failed")),
+    ("BLOCK=64", ok(4.0, from_store=True)),
+]
+
+
+def test_fastest_first_failures_last_in_their_order() -> None:
+    names = [row[0] for row in body(autotune_table("add", ROWS, CPU))]
+    assert names == ["BLOCK=32", "BLOCK=16", "BLOCK=64", "BLOCK=48", "BLOCK=128"]
+
+
+def test_median_and_share_of_the_best() -> None:
+    rows = {row[0]: row[1:] for row in body(autotune_table("add", ROWS, CPU))}
+    assert rows["BLOCK=32"][:2] == ["1.0000", "100.0%"]
+    assert rows["BLOCK=16"][:2] == ["2.0000", "50.0%"]
+    assert rows["BLOCK=64"][:2] == ["4.0000", "25.0%"]
+    assert rows["BLOCK=48"][:2] == ["-", "-"]
+
+
+def test_status_says_stored_and_why_a_candidate_failed() -> None:
+    rows = {row[0]: row[-1] for row in body(autotune_table("add", ROWS, CPU))}
+    assert rows["BLOCK=32"] == "ok"
+    assert rows["BLOCK=64"] == "ok (stored)"
+    assert rows["BLOCK=48"] == "compile_error: CompilationError: arange's range must be a power of 2"
+    assert rows["BLOCK=128"] == "runtime_error: RuntimeError: launch failed"
+
+
+def test_title_names_the_kernel_device_count_and_time() -> None:
+    text = " ".join(" ".join(render(autotune_table("mm(M=1024)", ROWS, H100, seconds=1.234))).split())
+    assert text.startswith("AUTOTUNE mm(M=1024) on NVIDIA H100 80GB HBM3 (sm_90): 5 candidates in 1.23 s")
+    assert "not representative" in " ".join(render(autotune_table("add", ROWS, CPU)))
+
+
+def test_square_brackets_in_names_keys_and_messages_are_shown_as_written() -> None:
+    rows = [
+        (
+            "mm[tma] BLOCK=64",
+            BenchmarkResult.failed("compile_error", "TypeError: [constexpr] [bold]x[/bold]"),
+        ),
+        ("[red]plain[/red]", ok(1.0)),
+    ]
+    lines = render(autotune_table("mm(float16[64, 64], [redis])", rows, CPU, note="see [link]"))
+    text = "\n".join(lines)
+    assert "AUTOTUNE mm(float16[64, 64], [redis]) on cpu" in text
+    assert "mm[tma] BLOCK=64" in text and "[red]plain[/red]" in text
+    assert "compile_error: TypeError: [constexpr] [bold]x[/bold]" in text and "see [link]" in text
+
+
+def test_a_table_of_failures_only() -> None:
+    rows = [("a", BenchmarkResult.failed("timeout", "no answer in 10 s"))]
+    assert body(autotune_table("add", rows, CPU)) == [["a"] + ["-"] * 8 + ["timeout: no answer in 10 s"]]
+
+
+def test_the_compile_seconds_are_shown_where_known() -> None:
+    rows = [("a", BenchmarkResult.failed("timeout", "killed", compile_s=30.0)), *ROWS]
+    compile_s = {row[0]: row[-2] for row in body(autotune_table("add", rows, CPU))}
+    assert compile_s["a"] == "30.00" and compile_s["BLOCK=32"] == "-"

@@ -1,0 +1,86 @@
+"""console.py: error messages in one line, tables on stderr, and progress bars only for long work."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from kernelpick import console, settings
+from kernelpick.console import TuningProgress, headline, print_table
+from kernelpick.select.record import autotune_table
+from tests.select.test_record import COMPILER_ERROR, CPU, ROWS
+
+
+def test_tables_go_to_stderr(capsys: pytest.CaptureFixture[str]) -> None:
+    print_table(autotune_table("add", ROWS, CPU))
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "BLOCK=32" in captured.err
+
+
+# -- headline -------------------------------------------------------------------------------------
+
+
+def test_headline_of_a_compiler_error_is_its_last_line_with_the_error_kind() -> None:
+    assert headline(COMPILER_ERROR) == "CompilationError: arange's range must be a power of 2"
+
+
+def test_headline_of_one_line_is_that_line() -> None:
+    assert headline("  OutOfResources: out of resource: shared memory  ") == (
+        "OutOfResources: out of resource: shared memory"
+    )
+
+
+def test_headline_does_not_repeat_the_kind() -> None:
+    assert headline("ValueError: bad\n  details\nValueError: the reason") == "ValueError: the reason"
+
+
+def test_headline_is_cut_to_the_limit() -> None:
+    line = headline("RuntimeError: " + "x" * 500, limit=40)
+    assert len(line) == 40
+    assert line.endswith("...")
+
+
+def test_headline_of_nothing() -> None:
+    assert headline("") == ""
+    assert headline("\n  \n") == ""
+
+
+# -- TuningProgress -------------------------------------------------------------------------------
+
+
+def test_fast_work_shows_no_progress_even_when_forced_on() -> None:
+    with settings.override(progress="on"), TuningProgress("compiling add", total=3) as progress:
+        for _ in range(3):
+            progress.advance()
+        assert progress._bar is None
+    assert progress.done == 3
+
+
+def test_slow_work_shows_a_bar_when_forced_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(console, "PROGRESS_AFTER_SECONDS", 0.01)
+    with settings.override(progress="on"), TuningProgress("compiling add", total=4) as progress:
+        time.sleep(0.02)
+        progress.advance(2, "benchmarking add")
+        progress.advance()
+        assert progress._bar is not None
+        task = progress._bar.tasks[0]
+        assert (task.completed, task.total, task.description) == (3, 4, "benchmarking add")
+        assert progress._bar.live.is_started
+    assert not progress._bar.live.is_started  # stopped when the work ends
+
+
+def test_progress_off_shows_nothing_however_long(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(console, "PROGRESS_AFTER_SECONDS", 0.0)
+    with settings.override(progress="off"), TuningProgress("compiling add", total=2) as progress:
+        progress.advance(2)
+        assert progress._bar is None
+
+
+def test_progress_auto_shows_nothing_without_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(console, "PROGRESS_AFTER_SECONDS", 0.0)
+    assert not console.console(stderr=True).is_terminal  # pytest captures stderr
+    with settings.override(progress="auto"), TuningProgress("compiling add", total=2) as progress:
+        progress.advance(2)
+        assert progress._bar is None
