@@ -435,6 +435,15 @@ def as_environment(values: Settings | None = None) -> dict[str, str]:
     return environment
 
 
+def replace_environment(environment: Mapping[str, str]) -> Settings:
+    """Make `environment` this process's whole environment and read the settings again: for a
+    process forked to work for another (a worker forked by the zygote, given what a started worker
+    would get, CUDA_VISIBLE_DEVICES among it, before it uses CUDA)."""
+    os.environ.clear()
+    os.environ.update(environment)
+    return reload()
+
+
 def adopt_environment(changes: Mapping[str, str]) -> Settings:
     """Set `changes` in this process's environment and read the settings again: for a process
     started to work for another (given `as_environment()`, and e.g. CUDA_VISIBLE_DEVICES)."""

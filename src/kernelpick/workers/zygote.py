@@ -195,15 +195,11 @@ def _become_worker(fds: list[int], environment: Mapping[str, str]) -> None:  # p
         sys.stdin = open(0, closefd=False)
         sys.stdout = open(1, "w", buffering=1, closefd=False)
         sys.stderr = open(2, "w", buffering=1, closefd=False)
-        os.environ.clear()
-        os.environ.update(environment)  # CUDA_VISIBLE_DEVICES among them, read when CUDA starts
-        import logging as logs
-
-        for handler in logs.root.handlers[:]:  # the caller's log files are the caller's
-            logs.root.removeHandler(handler)
+        for handler in logging.root.handlers[:]:  # the caller's log files are the caller's
+            logging.root.removeHandler(handler)
         from kernelpick import settings
 
-        settings.reload()
+        settings.replace_environment(environment)  # CUDA_VISIBLE_DEVICES among it, read when CUDA starts
         from kernelpick.workers.main import serve
 
         with os.fdopen(messages, "w") as stream:
