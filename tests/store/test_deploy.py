@@ -188,3 +188,35 @@ def test_a_tuning_with_tables_loaded_reads_the_store_once(tmp_path: Path) -> Non
             del store.load
     assert kernel.last_tuning is not None and "nearest key" in kernel.last_tuning.note
     assert len(reads) == 1  # the table lookup and the results shared one read
+
+
+def test_a_tabled_template_winner_is_rendered_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A deployment's first call binds the tabled config of a template without rendering the others
+    # (a template of 16 configs rendered all of them first: milliseconds at every new shape).
+    from kernelpick import TritonTemplate, template
+    from tests.select.search_choices import CONFIGS, DOUBLE, slow_double
+
+    def choices() -> list[object]:
+        return [extern(slow_double), template(DOUBLE, configs=CONFIGS)]
+
+    x = torch.randn(2048)
+    with settings.override(cache_dir=tmp_path / "tuning-machine"):
+        Selector("double", choices())(x)
+        store = default_store()
+        assert isinstance(store, SQLiteStore)
+        path = export_table(store.rows()).write(tmp_path / "table.json")
+    winner = json.loads(path.read_text())["entries"][0]["choice"]
+    assert winner["kind"] == "template"  # the slow extern lost
+    kernelpick.load_table(path)
+    rendered: list[object] = []
+    prepare = TritonTemplate.prepare
+    monkeypatch.setattr(
+        TritonTemplate,
+        "prepare",
+        lambda self, config, *a, **k: rendered.append(config) or prepare(self, config, *a, **k),
+    )
+    selector = Selector("double", choices())
+    with settings.override(no_tuning=True):
+        torch.testing.assert_close(selector(x), x * 2)
+    assert selector.last_selection is not None and selector.last_selection.best == winner["name"]
+    assert [config.to_data() for config in rendered] == [winner["config"]]

@@ -196,15 +196,17 @@ class Selector:
             start = time.perf_counter()
             check_measurable(self.name, inputs, kwargs)
             signature = Signature.of(inputs, kwargs, self.key)
-            choices, skipped = self._expand(signature)
             store = self._store()
             source = VERIFICATION_VERSION if self.verify else f"{VERIFICATION_VERSION}:unverified"
             tuning_key = TuningKey.make(self.name, source, signature.device, signature.to_data())
-            # The store is read once, and only when needed (a deployment table may answer first).
+            # The store is read once, and only when needed (a deployment table may answer first);
+            # the choices are expanded (templates rendered) only when a table does not answer.
             stored = functools.cache(lambda: store.load(tuning_key) if store is not None else {})
-            tabled = self._from_table(key, tuning_key, choices, skipped, signature, start, stored)
+            expanded = functools.cache(lambda: self._expand(signature))
+            tabled = self._from_table(key, tuning_key, signature, start, stored, expanded)
             if tabled is not None:
                 return tabled
+            choices, skipped = expanded()
             results = {c.digest: stored()[c.digest].result for c in choices if c.digest in stored()}
             todo = [c for c in choices if c.digest not in results]
             if todo and settings.current().no_tuning:
@@ -268,22 +270,27 @@ class Selector:
         self,
         key: tuple[Any, ...],
         tuning_key: TuningKey,
-        choices: list[Choice],
-        skipped: tuple[SkippedChoice, ...],
         signature: Signature,
         start: float,
         stored: Callable[[], Mapping[str, StoredResult]],
+        expanded: Callable[[], tuple[list[Choice], tuple[SkippedChoice, ...]]],
     ) -> Callable[..., Any] | None:
         """Bind the winner a deployment table gives for this key (`kernelpick.store.deploy`), if any
-        (`stored()`: the store's results for it, read when the exact key has no table entry)."""
-        by_digest = {c.digest: c for c in choices}
-        by_name = {c.name: c for c in choices}
+        (`stored()`: the store's results for it, read when the exact key has no table entry;
+        `expanded()`: every choice, made only then too). A template's winner is rendered alone."""
+        spaces, skipped = eligible_spaces(self.spaces, signature.device)
+        found_for: dict[int, Choice | None] = {}
 
         def choice_of(entry: TableEntry) -> Choice | None:
             # The digest for the exact key; by name for another key, whose rendered choices differ.
-            return by_digest.get(entry.candidate) or by_name.get(str(entry.choice.get("name")))
+            if id(entry) not in found_for:
+                found_for[id(entry)] = self._tabled_choice(spaces, signature, entry)
+            return found_for[id(entry)]
 
-        found = tabled_winner(tuning_key, choice_of, lambda: all(c.digest in stored() for c in choices))
+        def stored_completely() -> bool:
+            return all(c.digest in stored() for c in expanded()[0])
+
+        found = tabled_winner(tuning_key, choice_of, stored_completely)
         if found is None:
             return None
         choice, hit = found
@@ -303,6 +310,25 @@ class Selector:
         log_tuning(record)
         self._calls[key] = call
         return call
+
+    @staticmethod
+    def _tabled_choice(
+        spaces: Sequence[ChoiceSpace], signature: Signature, entry: TableEntry
+    ) -> Choice | None:
+        """The choice a table entry names among `spaces`: by its digest, else by its name. A space
+        that can find one choice by its description (`choice_for`: a template's) makes only that one."""
+        name = str(entry.choice.get("name"))
+        for space in spaces:
+            finder = getattr(space, "choice_for", None)
+            if finder is not None:
+                one = finder(signature, entry.choice)
+                candidates: Sequence[Choice] = [] if one is None else [one]
+            else:
+                candidates = space.choices_for(signature)
+            for choice in candidates:
+                if choice.digest == entry.candidate or choice.name == name:
+                    return choice
+        return None
 
     def _bind_winner(
         self,

@@ -74,34 +74,42 @@ class TemplateChoices:
         return {n: v for n, v in zip(self.arguments, signature.inputs) if isinstance(v, TensorSpec)}
 
     def choices_for(self, signature: Signature) -> Sequence[Choice]:
+        return [self._render(signature, raw) for raw in configs_for(self.configs, signature)]
+
+    def choice_for(self, signature: Signature, description: Mapping[str, Any]) -> Choice | None:
+        """The one choice of this space that `description` (a stored or tabled choice's) names, rendered
+        alone: binding a tabled winner renders no other config. None when it names none of them."""
+        if description.get("kind") != "template" or description.get("template") != self.template.name:
+            return None
+        wanted = description.get("config")
+        for raw in configs_for(self.configs, signature):
+            if Config.of(raw).to_data() == wanted:
+                return self._render(signature, raw)
+        return None
+
+    def _render(self, signature: Signature, raw: Any) -> Choice:
+        """The choice of one config for `signature`: rendered, or unavailable with the reason."""
         inputs = self._inputs(signature)
         epilogue = self.epilogue(signature) if callable(self.epilogue) else self.epilogue
         constants = dict(self.constants(signature) if callable(self.constants) else self.constants or {})
         out = signature.named_kwargs.get("out")
-        device = signature.device
-        choices: list[Choice] = []
-        for raw in configs_for(self.configs, signature):
-            config = Config.of(raw)
-            label = f"{self._name}[{epilogue.name}]" if epilogue is not None else self._name
-            name = f"{label} {config}"
-            try:
-                rendered = self.template.prepare(
-                    config,
-                    inputs,
-                    epilogue,
-                    device=device,
-                    output=out if isinstance(out, TensorSpec) else None,
-                    constants=constants,
-                    static_shapes=self.static_shapes,
-                )
-            except (TemplateError, ValueError) as error:
-                digest = short_hash(
-                    "template-failed", self.template.source_hash, config.identity, str(signature)
-                )
-                choices.append(UnavailableChoice(name, digest, "compile_error", str(error)))
-                continue
-            choices.append(TemplateChoice(self, name, config, rendered, epilogue))
-        return choices
+        config = Config.of(raw)
+        label = f"{self._name}[{epilogue.name}]" if epilogue is not None else self._name
+        name = f"{label} {config}"
+        try:
+            rendered = self.template.prepare(
+                config,
+                inputs,
+                epilogue,
+                device=signature.device,
+                output=out if isinstance(out, TensorSpec) else None,
+                constants=constants,
+                static_shapes=self.static_shapes,
+            )
+        except (TemplateError, ValueError) as error:
+            digest = short_hash("template-failed", self.template.source_hash, config.identity, str(signature))
+            return UnavailableChoice(name, digest, "compile_error", str(error))
+        return TemplateChoice(self, name, config, rendered, epilogue)
 
     def __repr__(self) -> str:
         return f"template({self.template.name})"
