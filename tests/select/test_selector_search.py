@@ -20,6 +20,7 @@ from kernelpick.console import console
 from kernelpick.errors import ConfigError
 from kernelpick.reports.data import load_report
 from kernelpick.select.choice import Choice
+from kernelpick.select.choice_measuring import ChoiceMeasuring
 from kernelpick.store import SQLiteStore
 from kernelpick.store.default import default_store_path
 
@@ -30,15 +31,15 @@ def selector(search: str | None = None, **options: Any) -> Selector:
 
 @pytest.fixture
 def timed(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[list[str]]]:
-    """The names of the choices each call of `Selector._measure_here` timed, call by call."""
+    """The names of the choices each measurement in this process timed, call by call."""
     calls: list[list[str]] = []
-    measure_here = Selector._measure_here
+    measure_here = ChoiceMeasuring._here
 
-    def recording(self: Selector, todo: list[Choice], *args: Any, **kwargs: Any) -> Any:
+    def recording(self: ChoiceMeasuring, todo: list[Choice], *args: Any, **kwargs: Any) -> Any:
         calls.append([c.name for c in todo])
         return measure_here(self, todo, *args, **kwargs)
 
-    monkeypatch.setattr(Selector, "_measure_here", recording)
+    monkeypatch.setattr(ChoiceMeasuring, "_here", recording)
     yield calls
 
 

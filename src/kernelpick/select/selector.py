@@ -13,32 +13,26 @@ import functools
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
+from collections.abc import Callable, Sequence
 from typing import Any
 
-import torch
-
 from kernelpick import settings
-from kernelpick.bench.benchmarker import budgets_for
-from kernelpick.bench.inputs import ExampleInputs, InputGen
-from kernelpick.bench.measure import Candidate, Checking, Measurement, measure
-from kernelpick.bench.pick import pick
+from kernelpick.bench.inputs import InputGen
 from kernelpick.bench.result import BenchmarkResult
-from kernelpick.bench.timers import Timer, timer_for
-from kernelpick.bench.verify import VERIFICATION_VERSION, Tolerance, tf32_allowed
-from kernelpick.compile.precompile import classify, current_patience, patience
-from kernelpick.console import TuningProgress, headline, print_table
-from kernelpick.errors import ArgumentError, ConfigError, IsolationError, NoValidChoices, TuningRequired
+from kernelpick.bench.timers import Timer
+from kernelpick.bench.verify import VERIFICATION_VERSION, Tolerance
+from kernelpick.compile.precompile import patience
+from kernelpick.console import headline, print_table
+from kernelpick.errors import ArgumentError, ConfigError, NoValidChoices
 from kernelpick.search.registry import default_strategy_name, strategy_class
 from kernelpick.select.choice import (
     Choice,
     ChoiceSpace,
     ExternChoice,
     PortableChoice,
-    compile_choices,
     qualified_name,
 )
+from kernelpick.select.choice_measuring import ChoiceMeasuring
 from kernelpick.select.eligibility import SkippedChoice, eligible_spaces
 from kernelpick.select.log import log_tuning
 from kernelpick.select.record import ChoiceResult, SelectionRecord
@@ -52,13 +46,10 @@ from kernelpick.select.signature import (
     unhashable_inputs,
     value_key,
 )
+from kernelpick.select.tuning import Tuning, pick_with_incumbent
 from kernelpick.store import ResultStore, StoredResult, TuningKey, default_store
-from kernelpick.store.deploy import tabled_winner, tuning_required
 from kernelpick.store.table import TableEntry
-from kernelpick.tensors import preserved_rng
-from kernelpick.workers import values
-from kernelpick.workers.plan import isolation_wanted, start_early
-from kernelpick.workers.request import Problem, measure_in_workers, payload_folder
+from kernelpick.workers.plan import start_early
 
 log = logging.getLogger("kernelpick.select")
 
@@ -196,25 +187,24 @@ class Selector:
             start = time.perf_counter()
             check_measurable(self.name, inputs, kwargs)
             signature = Signature.of(inputs, kwargs, self.key)
-            store = self._store()
             source = VERIFICATION_VERSION if self.verify else f"{VERIFICATION_VERSION}:unverified"
-            tuning_key = TuningKey.make(self.name, source, signature.device, signature.to_data())
-            # The store is read once, and only when needed (a deployment table may answer first);
-            # the choices are expanded (templates rendered) only when a table does not answer.
-            stored = functools.cache(lambda: store.load(tuning_key) if store is not None else {})
+            tuning = Tuning(
+                f"selector `{self.name}`",
+                str(signature),
+                TuningKey.make(self.name, source, signature.device, signature.to_data()),
+                self._store(),
+                signature.device.name,
+                start,
+            )
+            # The choices are expanded (templates rendered) only when a table does not answer.
             expanded = functools.cache(lambda: self._expand(signature))
-            tabled = self._from_table(key, tuning_key, signature, start, stored, expanded)
+            tabled = self._from_table(key, tuning, signature, expanded)
             if tabled is not None:
                 return tabled
             choices, skipped = expanded()
-            results = {c.digest: stored()[c.digest].result for c in choices if c.digest in stored()}
-            todo = [c for c in choices if c.digest not in results]
-            if todo and settings.current().no_tuning:
-                raise TuningRequired(
-                    tuning_required(
-                        f"selector `{self.name}`", str(signature), signature.device.name, len(todo)
-                    )
-                )
+            by_digest = {c.digest: c for c in choices}
+            results, left = tuning.split(list(by_digest))
+            todo = [by_digest[d] for d in left]
             reference, searched = None, NO_SEARCH
             if todo:
                 reference, searched = self._measure_todo(todo, choices, signature, inputs, kwargs, results)
@@ -225,8 +215,7 @@ class Selector:
             rows = tuple(ChoiceResult(c.name, c.digest, c.description(), results[c.digest]) for c in ranked)
             note = ""
             if any(result.ok for result in results.values()):
-                by_digest = {c.digest: c for c in choices}
-                chosen = pick(
+                chosen = pick_with_incumbent(
                     results, self.reference_digest(signature), name=lambda digest: by_digest[digest].name
                 )
                 note = chosen.note
@@ -234,10 +223,7 @@ class Selector:
                 ranked.insert(0, by_digest[chosen.best])
 
             def save(pick: str | None) -> None:  # after binding, which may find a winner uncallable
-                if store is not None and todo:
-                    now = [StoredResult(c.digest, c.description(), results[c.digest]) for c in todo]
-                    now = [row for row in now if row.result.storable]
-                    store.save(tuning_key, now, pick=pick)
+                tuning.save([StoredResult(c.digest, c.description(), results[c.digest]) for c in todo], pick)
 
             try:
                 winner, call = self._bind_winner(ranked, results, signature, rows)
@@ -251,7 +237,7 @@ class Selector:
                 signature.device,
                 rows,
                 winner.name,
-                time.perf_counter() - start,
+                tuning.seconds,
                 not todo,
                 reference,
                 note if winner.digest == ranked[0].digest else "",
@@ -269,15 +255,13 @@ class Selector:
     def _from_table(
         self,
         key: tuple[Any, ...],
-        tuning_key: TuningKey,
+        tuning: Tuning,
         signature: Signature,
-        start: float,
-        stored: Callable[[], Mapping[str, StoredResult]],
         expanded: Callable[[], tuple[list[Choice], tuple[SkippedChoice, ...]]],
     ) -> Callable[..., Any] | None:
         """Bind the winner a deployment table gives for this key (`kernelpick.store.deploy`), if any
-        (`stored()`: the store's results for it, read when the exact key has no table entry;
-        `expanded()`: every choice, made only then too). A template's winner is rendered alone."""
+        (`expanded()`: every choice, made only when the store's completeness is asked for). A
+        template's winner is rendered alone."""
         spaces, skipped = eligible_spaces(self.spaces, signature.device)
         found_for: dict[int, Choice | None] = {}
 
@@ -287,10 +271,7 @@ class Selector:
                 found_for[id(entry)] = self._tabled_choice(spaces, signature, entry)
             return found_for[id(entry)]
 
-        def stored_completely() -> bool:
-            return all(c.digest in stored() for c in expanded()[0])
-
-        found = tabled_winner(tuning_key, choice_of, stored_completely)
+        found = tuning.tabled(choice_of, lambda: [c.digest for c in expanded()[0]])
         if found is None:
             return None
         choice, hit = found
@@ -302,9 +283,17 @@ class Selector:
             )
             return None
         rows = (ChoiceResult(choice.name, choice.digest, choice.description(), hit.entry.result),)
-        seconds = time.perf_counter() - start
         record = SelectionRecord(
-            self.name, signature, signature.device, rows, choice.name, seconds, True, None, hit.note, skipped
+            self.name,
+            signature,
+            signature.device,
+            rows,
+            choice.name,
+            tuning.seconds,
+            True,
+            None,
+            hit.note,
+            skipped,
         )
         self.records[key] = self.last_selection = record
         log_tuning(record)
@@ -459,83 +448,24 @@ class Selector:
         inputs: tuple[Any, ...],
         kwargs: dict[str, Any],
     ) -> tuple[dict[str, BenchmarkResult], str | None]:
-        """Compile, verify and time `todo`: in worker processes when isolation is wanted (each choice
-        that can cross), else here. Returns the results by digest and the reference's name."""
+        """Compile, verify and time `todo` (`kernelpick.select.choice_measuring`): in worker
+        processes when isolation is wanted (each choice that can cross), else here. Returns the
+        results by digest and the reference's name."""
         reference = self._reference(signature) if self.verify else None
-        results: dict[str, BenchmarkResult] = {}
-        here = list(todo)
-        if isolation_wanted(signature.device, self.isolate):
-            try:
-                here = self._measure_in_workers(todo, signature, inputs, kwargs, reference, results)
-            except IsolationError as error:
-                log.warning("%s: measuring in this process, not in workers: %s", self.name, error)
-                here, results = list(todo), {}
-                self.timed_here.update({choice.name: str(error) for choice in todo})
-        if here:
-            results.update(self._measure_here(here, signature, inputs, kwargs, reference))
+        measuring = ChoiceMeasuring(
+            self.name,
+            signature,
+            reference,
+            self._portable_reference(signature) if reference is not None else None,
+            input_gen=self.input_gen,
+            tolerance=self.tolerance,
+            timer=self.timer,
+            isolate=self.isolate,
+            keep=self.reference_digest(signature),
+        )
+        results = measuring.measure(todo, inputs, kwargs)
+        self.timed_here.update(measuring.timed_here)
         return results, None if reference is None else reference[0]
-
-    def _measure_in_workers(
-        self,
-        todo: list[Choice],
-        signature: Signature,
-        inputs: tuple[Any, ...],
-        kwargs: dict[str, Any],
-        reference: tuple[str, Callable[..., Any]] | None,
-        results: dict[str, BenchmarkResult],
-    ) -> list[Choice]:
-        """Measure what of `todo` can cross to a worker there, into `results`; the choices that cannot
-        (they hold a lock or an open file, say) are returned, each with its reason in `timed_here`.
-
-        Raises:
-            IsolationError: nothing can be measured in workers (the reference or the inputs cannot
-                cross, the selector has a timer of its own, no worker starts).
-        """
-        if self.timer is not None:
-            raise IsolationError("its timer runs in your process")
-        payloads: dict[str, str] = {}
-        here: list[Choice] = []
-        for choice in todo:
-            try:
-                payloads[choice.digest] = values.encode(PortableChoice(choice, signature))
-            except IsolationError as error:
-                here.append(choice)
-                self.timed_here[choice.name] = str(error)
-        if not payloads:
-            return here
-        device = signature.device
-        with payload_folder() as payload:
-            problem = Problem.describe(
-                device,
-                inputs,
-                kwargs,
-                Path(payload),
-                example="inputs",
-                input_gen=None if self.input_gen is None else values.encode(self.input_gen),
-                reference=None if reference is None else values.encode(self._portable_reference(signature)),
-                reference_name="" if reference is None else reference[0],
-                tolerance=None if self.tolerance is None else (self.tolerance.rtol, self.tolerance.atol),
-                # torch's TF32 switch decides what the reference computes and how closely a float32
-                # output must match it: the worker must see the caller's.
-                tf32=tf32_allowed(),
-                keep=self.reference_digest(signature),
-                per_call=True,
-                warm_up_ms=settings.current().select_warmup_ms,
-                patience=current_patience(),
-            )
-            compiled = [c for c in todo if c.digest in payloads and not isinstance(c, ExternChoice)]
-            with TuningProgress(f"selecting {self.name} in workers", total=len(payloads)) as progress:
-                results.update(
-                    measure_in_workers(
-                        problem,
-                        payloads,
-                        list(payloads),
-                        device,
-                        prepare=bool(compiled),
-                        on_done=progress.advance,
-                    )
-                )
-        return here
 
     def _portable_reference(self, signature: Signature) -> Any:
         """What outputs are checked against, as a worker gets it: a choice, or a function."""
@@ -543,54 +473,6 @@ class Selector:
         if isinstance(target, ChoiceSpace) and not isinstance(target, Choice):
             target = target.choices_for(signature)[0]
         return PortableChoice(target, signature) if isinstance(target, Choice) else target
-
-    def _measure_here(
-        self,
-        todo: list[Choice],
-        signature: Signature,
-        inputs: tuple[Any, ...],
-        kwargs: dict[str, Any],
-        reference: tuple[str, Callable[..., Any]] | None,
-    ) -> dict[str, BenchmarkResult]:
-        """Compile, verify and time `todo` in this process, on example inputs."""
-        device = signature.device
-        tensors = [v for v in (*inputs, *kwargs.values()) if isinstance(v, torch.Tensor)]
-        # Tuning never moves the caller's random state, whatever the choices or input_gen draw.
-        with preserved_rng(tensors[0].device if tensors else torch.device("cpu")):
-            example = ExampleInputs(inputs, kwargs, self.input_gen)
-            checking = None if reference is None else Checking(reference, self.tolerance, tf32_allowed())
-            measurement = Measurement(example, device, checking)
-            results: dict[str, BenchmarkResult] = {}
-            with TuningProgress(f"compiling {self.name}", total=2 * len(todo)) as progress:
-                outcomes = compile_choices(todo, example, signature)
-                progress.advance(len(todo), f"verifying and benchmarking {self.name}")
-                candidates = []
-                for choice, outcome in zip(todo, outcomes):
-                    try:
-                        if not outcome.ok:
-                            raise _Failed(BenchmarkResult.failed(outcome.status, outcome.message))
-                        call = choice.callable_for(signature)
-                    except _Failed as failed:
-                        results[choice.digest] = failed.result
-                        progress.advance()
-                        continue
-                    except Exception as error:
-                        results[choice.digest] = BenchmarkResult.failed(*classify(error))
-                        progress.advance()
-                        continue
-                    candidates.append(Candidate(choice.name, choice.digest, call))
-                results.update(
-                    measure(
-                        candidates,
-                        measurement,
-                        self.timer or timer_for(device),
-                        budgets_for(device, per_call=True),
-                        keep=self.reference_digest(signature),
-                        warm_up_ms=settings.current().select_warmup_ms,
-                        on_done=progress.advance,
-                    )
-                )
-        return {c.digest: results[c.digest] for c in todo}
 
     def _failure_report(self, signature: Signature, rows: Sequence[ChoiceResult]) -> str:
         lines = [
@@ -604,13 +486,6 @@ class Selector:
 
     def __repr__(self) -> str:
         return f"Selector({self.name!r}, choices=[{', '.join(s.name for s in self.spaces)}])"
-
-
-class _Failed(Exception):
-    """A choice that failed before it could be measured, with its result."""
-
-    def __init__(self, result: BenchmarkResult) -> None:
-        self.result = result
 
 
 def _as_space(choice: Any) -> ChoiceSpace:

@@ -20,7 +20,6 @@ from triton.runtime.jit import KernelInterface
 
 from kernelpick import settings
 from kernelpick.bench.benchmarker import MEASUREMENT_VERSION
-from kernelpick.bench.pick import Pick, pick
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.timers import Timer, UserBenchTimer
 from kernelpick.compile.interpreted import compilable
@@ -32,7 +31,6 @@ from kernelpick.console import print_table
 from kernelpick.device import DeviceInfo, describe, device_of, warn_once_if_interpreted
 from kernelpick.errors import (
     ConfigError,
-    TuningRequired,
     no_valid_configs,
 )
 from kernelpick.search.registry import default_strategy_name, strategy_class
@@ -42,8 +40,8 @@ from kernelpick.search.space import Space
 from kernelpick.select.kernel_configs import KernelConfigs
 from kernelpick.select.log import log_tuning
 from kernelpick.select.modules import keep_kernel_source
+from kernelpick.select.tuning import Tuning, pick_with_incumbent
 from kernelpick.store import ResultStore, StoredResult, TuningKey, default_store
-from kernelpick.store.deploy import TableHit, tabled_winner, tuning_required
 from kernelpick.tune.dispatch import MISSES, Dispatcher, describe_key, specialized_arguments
 from kernelpick.tune.prune import Pruner
 from kernelpick.tune.record import TuningRecord, failure_report, record_table
@@ -312,73 +310,67 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
                         f"config {config}; leave tuned meta-parameters out of the call"
                     )
             configs = self._prune(self._candidates(device), args, kwargs)
-            phases: dict[str, float] = {}
-            trace, stored = None, functools.cache(lambda: self._read_store(key, device, phases))
-            tabled = self._tabled(key, device, configs, phases, stored)
+            by_digest = {c.digest: c for c in configs}  # a tabled winner pruned away here is passed over
+            tuning = Tuning(
+                f"kernel `{self.name}`",
+                describe_key(self._key_names(), key, dtypes=True),
+                self.tuning_key(key, device),
+                self._store(),
+                device.name,
+                start,
+            )
+            trace = None
+            tabled = (
+                None
+                if len(configs) == 1
+                else tuning.tabled(lambda e: by_digest.get(e.candidate), by_digest.keys)
+            )
             if tabled is not None:
                 best, hit = tabled
                 results: Mapping[Config, BenchmarkResult] = {best: hit.entry.result}
                 from_store, note = True, hit.note
             else:
-                results, measured, trace = self._results(
-                    key, configs, args, kwargs, named, grid, device, phases, stored
-                )
+                results, measured, trace = self._results(tuning, configs, args, kwargs, named, grid, device)
                 from_store = bool(results) and not measured
-                working = [c for c, r in results.items() if r.ok] if results else configs
-                if not working:
-                    self._save(key, device, measured, None, phases)
-                    raise no_valid_configs(failure_report(self.name, key, results), results)
-                chosen = self._pick(working, results)
-                self._save(key, device, measured, chosen.best, phases)
-                best, note = chosen.best, chosen.note
-            seconds = time.perf_counter() - start
+                best, note = configs[0], ""  # a single config: nothing was measured
+                if results:
+                    if not any(r.ok for r in results.values()):
+                        self._save(tuning, measured, None)
+                        raise no_valid_configs(failure_report(self.name, key, results), results)
+                    chosen = pick_with_incumbent(
+                        {c.digest: r for c, r in results.items()},
+                        None if self.default is None else self.default.digest,
+                        name=lambda digest: str(by_digest[digest]),
+                    )
+                    best, note = by_digest[chosen.best], chosen.note
+                self._save(tuning, measured, best)
             record = TuningRecord(
-                self.name, key, device, results, best, seconds, from_store, phases, note, trace
+                self.name, key, device, results, best, tuning.seconds, from_store, tuning.phases, note, trace
             )
             self._finish(key, record)
             run = runner(self.fn, device.interpreter)
             entry = self._dispatch.entries[key] = (self.given.get(best, best), run, dict(best.all_kwargs()))
             return entry
 
-    def _pick(self, working: list[Config], results: Mapping[Config, BenchmarkResult]) -> Pick[Config]:
-        """The config to run: the fastest, unless it does not clearly beat the reference (the user's
-        `default`, else the stored incumbent: the best of the stored results when others are new)."""
-        if not results:  # nothing was measured: a single config
-            return Pick(working[0], working[0], None, "")
-        reference = self.default if self.default in results else None
-        stored = [c for c, r in results.items() if r.ok and r.from_store]
-        if reference is None and stored and len(stored) < len(results):
-            reference = min(stored, key=lambda c: results[c].cost_ms)
-        return pick(results, reference)
-
     def _results(
         self,
-        key: tuple[Any, ...],
+        tuning: Tuning,
         configs: list[Config],
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
         named: dict[str, Any],
         grid: Any,
         device: DeviceInfo,
-        phases: dict[str, float],
-        stored: Callable[[], dict[str, StoredResult]],
     ) -> tuple[dict[Config, BenchmarkResult], dict[Config, BenchmarkResult], SearchTrace | None]:
         """The results of the configs stored or timed now (all of them, unless a search left some
         out), those timed now, and the search's trace."""
         if len(configs) == 1:  # like Triton: nothing to choose between, nothing to measure
             return {}, {}, None
-        found = stored()
-        results = {c: found[c.digest].result for c in configs if c.digest in found}
-        todo = [c for c in configs if c not in results]
-        if todo and settings.current().no_tuning:
-            raise TuningRequired(
-                tuning_required(
-                    f"kernel `{self.name}`",
-                    describe_key(self._key_names(), key, dtypes=True),
-                    device.name,
-                    len(todo),
-                )
-            )
+        by_digest = {c.digest: c for c in configs}
+        stored, left = tuning.split(list(by_digest))
+        results = {by_digest[d]: r for d, r in stored.items()}
+        todo = [by_digest[d] for d in left]
+        phases = tuning.phases
         strategy = self.search or default_strategy_name()
         if not todo or strategy == "exhaustive":
             measured = self.benchmark_configs(todo, args, kwargs, named, grid, device, phases) if todo else {}
@@ -395,57 +387,17 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
         searched = trace.results()
         return searched, {c: r for c, r in searched.items() if c not in results}, trace
 
-    def _read_store(
-        self, key: tuple[Any, ...], device: DeviceInfo, phases: dict[str, float]
-    ) -> dict[str, StoredResult]:
-        """The stored results of this key, by candidate digest (read once per tuning: `_tune` caches it)."""
-        started, store = time.perf_counter(), self._store()
-        found = store.load(self.tuning_key(key, device)) if store is not None else {}
-        phases["store_read"] = time.perf_counter() - started
-        return found
-
-    def _tabled(
-        self,
-        key: tuple[Any, ...],
-        device: DeviceInfo,
-        configs: list[Config],
-        phases: dict[str, float],
-        stored: Callable[[], dict[str, StoredResult]],
-    ) -> tuple[Config, TableHit] | None:
-        """The winner a deployment table gives for this key (`kernelpick.store.deploy`), if any."""
-        if len(configs) == 1:
-            return None
-        started = time.perf_counter()
-        by_digest = {c.digest: c for c in configs}  # a winner pruned away here is passed over
-        tuning_key = self.tuning_key(key, device)
-        found = tabled_winner(
-            tuning_key,
-            lambda entry: by_digest.get(entry.candidate),
-            lambda: by_digest.keys() <= stored().keys(),
-        )
-        phases["table"] = time.perf_counter() - started
-        return found
-
     def _key_names(self) -> list[str]:
         return [name for _, name in self._key_positions]
 
-    def _save(
-        self,
-        key: tuple[Any, ...],
-        device: DeviceInfo,
-        measured: Mapping[Config, BenchmarkResult],
-        best: Config | None,
-        phases: dict[str, float],
-    ) -> None:
+    def _save(self, tuning: Tuning, measured: Mapping[Config, BenchmarkResult], best: Config | None) -> None:
         """Store what was measured now, and the pick among it and the stored results."""
-        store = self._store()
-        if store is None or not measured:
-            return
-        started = time.perf_counter()
-        rows = [StoredResult(c.digest, c.to_dict(), r) for c, r in measured.items() if r.storable]
-        keep_kernel_source(self.base_fn)  # for `kernelpick code`
-        store.save(self.tuning_key(key, device), rows, pick=None if best is None else best.digest)
-        phases["store_write"] = time.perf_counter() - started
+        if measured and tuning.store is not None:
+            keep_kernel_source(self.base_fn)  # for `kernelpick code`
+        tuning.save(
+            [StoredResult(c.digest, c.to_dict(), r) for c, r in measured.items()],
+            None if best is None else best.digest,
+        )
 
     def tuning_key(self, key: tuple[Any, ...], device: DeviceInfo) -> TuningKey:
         """The store key of one tuning: this kernel's source and the call's exact key (less its device)."""

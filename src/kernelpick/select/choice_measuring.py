@@ -1,0 +1,184 @@
+"""Measuring a selection's choices: in worker processes (each choice that can cross) or here.
+
+The selector decides what to measure; this compiles the choices (every Triton kernel among them at
+once), runs each once on example inputs and checks its output against the reference, and times
+those that worked: in the workers when isolation is wanted, the choices crossing by value
+(`kernelpick.workers`), or in this process for a choice that cannot cross (it holds a lock, say),
+a selector with a timer of its own, or where no worker starts.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from kernelpick import settings
+from kernelpick.bench.benchmarker import budgets_for
+from kernelpick.bench.inputs import ExampleInputs, InputGen
+from kernelpick.bench.measure import Candidate, Checking, Measurement, measure
+from kernelpick.bench.result import BenchmarkResult
+from kernelpick.bench.timers import Timer, timer_for
+from kernelpick.bench.verify import Tolerance, tf32_allowed
+from kernelpick.compile.precompile import classify, current_patience
+from kernelpick.console import TuningProgress
+from kernelpick.errors import IsolationError
+from kernelpick.select.choice import Choice, ExternChoice, PortableChoice, compile_choices
+from kernelpick.select.signature import Signature
+from kernelpick.tensors import preserved_rng
+from kernelpick.workers import values
+from kernelpick.workers.plan import isolation_wanted
+from kernelpick.workers.request import Problem, measure_in_workers, payload_folder
+
+log = logging.getLogger("kernelpick.select")
+
+
+@dataclass
+class ChoiceMeasuring:
+    """How one selection measures its choices for one signature: the reference outputs are checked
+    against (its name and callable, and as a worker gets it), the selector's options, and the
+    candidate kept unless clearly beaten. After `measure`, `timed_here` names each choice measured
+    in this process although isolation was wanted, with the reason."""
+
+    name: str
+    signature: Signature
+    reference: tuple[str, Callable[..., Any]] | None
+    portable_reference: Any
+    input_gen: InputGen | None = None
+    tolerance: Tolerance | None = None
+    timer: Timer | None = None
+    isolate: bool | None = None
+    keep: str | None = None
+    timed_here: dict[str, str] = field(default_factory=dict)
+
+    def measure(
+        self, todo: list[Choice], inputs: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> dict[str, BenchmarkResult]:
+        """Compile, verify and time `todo`; each result by digest."""
+        results: dict[str, BenchmarkResult] = {}
+        here = list(todo)
+        if isolation_wanted(self.signature.device, self.isolate):
+            try:
+                here = self._in_workers(todo, inputs, kwargs, results)
+            except IsolationError as error:
+                log.warning("%s: measuring in this process, not in workers: %s", self.name, error)
+                here, results = list(todo), {}
+                self.timed_here.update({choice.name: str(error) for choice in todo})
+        if here:
+            results.update(self._here(here, inputs, kwargs))
+        return results
+
+    def _in_workers(
+        self,
+        todo: list[Choice],
+        inputs: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        results: dict[str, BenchmarkResult],
+    ) -> list[Choice]:
+        """Measure what of `todo` can cross to a worker there, into `results`; the choices that cannot
+        (they hold a lock or an open file, say) are returned, each with its reason in `timed_here`.
+
+        Raises:
+            IsolationError: nothing can be measured in workers (the reference or the inputs cannot
+                cross, the selector has a timer of its own, no worker starts).
+        """
+        if self.timer is not None:
+            raise IsolationError("its timer runs in your process")
+        payloads: dict[str, str] = {}
+        here: list[Choice] = []
+        for choice in todo:
+            try:
+                payloads[choice.digest] = values.encode(PortableChoice(choice, self.signature))
+            except IsolationError as error:
+                here.append(choice)
+                self.timed_here[choice.name] = str(error)
+        if not payloads:
+            return here
+        device = self.signature.device
+        with payload_folder() as payload:
+            problem = Problem.describe(
+                device,
+                inputs,
+                kwargs,
+                Path(payload),
+                example="inputs",
+                input_gen=None if self.input_gen is None else values.encode(self.input_gen),
+                reference=None if self.portable_reference is None else values.encode(self.portable_reference),
+                reference_name="" if self.reference is None else self.reference[0],
+                tolerance=None if self.tolerance is None else (self.tolerance.rtol, self.tolerance.atol),
+                # torch's TF32 switch decides what the reference computes and how closely a float32
+                # output must match it: the worker must see the caller's.
+                tf32=tf32_allowed(),
+                keep=self.keep,
+                per_call=True,
+                warm_up_ms=settings.current().select_warmup_ms,
+                patience=current_patience(),
+            )
+            compiled = [c for c in todo if c.digest in payloads and not isinstance(c, ExternChoice)]
+            with TuningProgress(f"selecting {self.name} in workers", total=len(payloads)) as progress:
+                results.update(
+                    measure_in_workers(
+                        problem,
+                        payloads,
+                        list(payloads),
+                        device,
+                        prepare=bool(compiled),
+                        on_done=progress.advance,
+                    )
+                )
+        return here
+
+    def _here(
+        self, todo: list[Choice], inputs: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> dict[str, BenchmarkResult]:
+        """Compile, verify and time `todo` in this process, on example inputs."""
+        signature, reference = self.signature, self.reference
+        device = signature.device
+        tensors = [v for v in (*inputs, *kwargs.values()) if isinstance(v, torch.Tensor)]
+        # Tuning never moves the caller's random state, whatever the choices or input_gen draw.
+        with preserved_rng(tensors[0].device if tensors else torch.device("cpu")):
+            example = ExampleInputs(inputs, kwargs, self.input_gen)
+            checking = None if reference is None else Checking(reference, self.tolerance, tf32_allowed())
+            measurement = Measurement(example, device, checking)
+            results: dict[str, BenchmarkResult] = {}
+            with TuningProgress(f"compiling {self.name}", total=2 * len(todo)) as progress:
+                outcomes = compile_choices(todo, example, signature)
+                progress.advance(len(todo), f"verifying and benchmarking {self.name}")
+                candidates = []
+                for choice, outcome in zip(todo, outcomes):
+                    try:
+                        if not outcome.ok:
+                            raise _Failed(BenchmarkResult.failed(outcome.status, outcome.message))
+                        call = choice.callable_for(signature)
+                    except _Failed as failed:
+                        results[choice.digest] = failed.result
+                        progress.advance()
+                        continue
+                    except Exception as error:
+                        results[choice.digest] = BenchmarkResult.failed(*classify(error))
+                        progress.advance()
+                        continue
+                    candidates.append(Candidate(choice.name, choice.digest, call))
+                results.update(
+                    measure(
+                        candidates,
+                        measurement,
+                        self.timer or timer_for(device),
+                        budgets_for(device, per_call=True),
+                        keep=self.keep,
+                        warm_up_ms=settings.current().select_warmup_ms,
+                        on_done=progress.advance,
+                    )
+                )
+        return {c.digest: results[c.digest] for c in todo}
+
+
+class _Failed(Exception):
+    """A choice that failed before it could be measured, with its result."""
+
+    def __init__(self, result: BenchmarkResult) -> None:
+        self.result = result
