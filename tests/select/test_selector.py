@@ -540,3 +540,12 @@ def test_a_tabled_winner_is_recorded_with_the_choices_the_device_skipped(tmp_pat
     record = deployed.last_selection
     assert record is not None and record.note.startswith("from the deployment table")
     assert record.skipped == first.skipped
+
+
+def test_a_selection_says_how_long_each_of_its_steps_took() -> None:
+    selector = Selector("add", [extern(slow_add), extern(torch.add)])
+    a, b = inputs()
+    record = selector.tune(a, b)
+    assert {"expand", "store_read", "compile", "benchmark"} <= set(record.phases)
+    assert all(0 <= seconds < record.seconds + 1e-6 for seconds in record.phases.values())
+    assert record.to_dict()["phases"] == dict(record.phases)

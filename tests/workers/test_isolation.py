@@ -115,6 +115,7 @@ def test_a_selector_defined_in_a_function_with_closures_is_isolated(caplog: pyte
     statuses = {row.name: row.result.status for row in local.last_selection.results}
     assert statuses == {"closure": "ok", "aborts": "crashed", "lambda, wrong": "wrong_result"}
     assert "not in workers" not in caplog.text and not local.timed_here
+    assert {"screen", "confirm"} & set(local.last_selection.phases)  # the workers' steps, timed
     assert torch.ones(3).sum().item() == 3.0  # the caller is healthy
 
 

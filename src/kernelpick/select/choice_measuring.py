@@ -10,6 +10,7 @@ a selector with a timer of its own, or where no worker starts.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,6 +55,13 @@ class ChoiceMeasuring:
     isolate: bool | None = None
     keep: str | None = None
     timed_here: dict[str, str] = field(default_factory=dict)
+    #: Seconds per step, added up over the measurements of one selection: compile and benchmark
+    #: here; prepare, screen and confirm in the workers.
+    phases: dict[str, float] = field(default_factory=dict)
+
+    def _add(self, steps: dict[str, float]) -> None:
+        for step, seconds in steps.items():
+            self.phases[step] = self.phases.get(step, 0.0) + seconds
 
     def measure(
         self, todo: list[Choice], inputs: tuple[Any, ...], kwargs: dict[str, Any]
@@ -119,6 +127,7 @@ class ChoiceMeasuring:
                 patience=current_patience(),
             )
             compiled = [c for c in todo if c.digest in payloads and not isinstance(c, ExternChoice)]
+            steps: dict[str, float] = {}
             with TuningProgress(f"selecting {self.name} in workers", total=len(payloads)) as progress:
                 results.update(
                     measure_in_workers(
@@ -128,8 +137,10 @@ class ChoiceMeasuring:
                         device,
                         prepare=bool(compiled),
                         on_done=progress.advance,
+                        timings=steps,
                     )
                 )
+            self._add(steps)
         return here
 
     def _here(
@@ -146,7 +157,10 @@ class ChoiceMeasuring:
             measurement = Measurement(example, device, checking)
             results: dict[str, BenchmarkResult] = {}
             with TuningProgress(f"compiling {self.name}", total=2 * len(todo)) as progress:
+                started = time.perf_counter()
                 outcomes = compile_choices(todo, example, signature)
+                self._add({"compile": time.perf_counter() - started})
+                started = time.perf_counter()
                 progress.advance(len(todo), f"verifying and benchmarking {self.name}")
                 candidates = []
                 for choice, outcome in zip(todo, outcomes):
@@ -174,6 +188,7 @@ class ChoiceMeasuring:
                         on_done=progress.advance,
                     )
                 )
+                self._add({"benchmark": time.perf_counter() - started})
         return {c.digest: results[c.digest] for c in todo}
 
 

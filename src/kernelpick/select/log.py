@@ -114,7 +114,7 @@ def tuning_entry(
         key_inputs: Any = canonical_value(signature)
         candidates = [candidate_entry(r.name, r.description, r.result) for r in record.results]
         best = record.best
-        extra: dict[str, Any] = {"reference": record.reference}
+        extra: dict[str, Any] = {"reference": record.reference, "phases": dict(record.phases)}
         if record.searches:
             extra["searches"] = record.searches_to_dict()
     else:

@@ -46,7 +46,8 @@ class SelectionRecord:
     says why the winner is not the fastest, when the reference was kept (`kernelpick.bench.pick`);
     `skipped` has the choices the device does not meet the requirements of, each with the reason;
     `searches` what a search (`Selector(search=...)`) did in each config space it searched, by the
-    space's name (`results` then holds only the choices evaluated).
+    space's name (`results` then holds only the choices evaluated); `phases` the seconds of its steps
+    (expand, table, store_read, compile, benchmark; in workers prepare, screen, confirm; store_write).
     """
 
     selector: str
@@ -60,6 +61,7 @@ class SelectionRecord:
     note: str = ""
     skipped: tuple[SkippedChoice, ...] = ()
     searches: Mapping[str, SearchTrace] = field(default_factory=dict)
+    phases: Mapping[str, float] = field(default_factory=dict)
     _by_name: dict[str, ChoiceResult] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -106,6 +108,7 @@ class SelectionRecord:
             "results": [r.to_dict() for r in self.results],
             "skipped": [s.to_dict() for s in self.skipped],
             "searches": self.searches_to_dict(),
+            "phases": dict(self.phases),
         }
 
     def searches_to_dict(self) -> dict[str, dict[str, Any]]:

@@ -201,13 +201,17 @@ class Selector:
             tabled = self._from_table(key, tuning, signature, expanded)
             if tabled is not None:
                 return tabled
+            started = time.perf_counter()
             choices, skipped = expanded()
+            tuning.phases["expand"] = time.perf_counter() - started
             by_digest = {c.digest: c for c in choices}
             results, left = tuning.split(list(by_digest))
             todo = [by_digest[d] for d in left]
             reference, searched = None, NO_SEARCH
             if todo:
-                reference, searched = self._measure_todo(todo, choices, signature, inputs, kwargs, results)
+                reference, searched = self._measure_todo(
+                    todo, choices, signature, inputs, kwargs, results, tuning.phases
+                )
             todo = [c for c in todo if c.digest in results]  # what was timed: a search leaves some out
             ranked = sorted(
                 [c for c in choices if c.digest in results], key=lambda c: results[c.digest].cost_ms
@@ -243,6 +247,7 @@ class Selector:
                 note if winner.digest == ranked[0].digest else "",
                 skipped,
                 searched.traces,
+                tuning.phases,
             )
             self.records[key] = self.last_selection = record
             log_tuning(record)
@@ -422,11 +427,12 @@ class Selector:
         inputs: tuple[Any, ...],
         kwargs: dict[str, Any],
         results: dict[str, BenchmarkResult],
+        phases: dict[str, float],
     ) -> tuple[str | None, SelectionSearch]:
         """Measure `todo` into `results`: all of it, or what a search of each config space proposes
         and a final round (`kernelpick.select.searching`). Returns the reference's name and the searches."""
         measure = functools.partial(
-            self._measure, choices=choices, signature=signature, inputs=inputs, kwargs=kwargs
+            self._measure, choices=choices, signature=signature, inputs=inputs, kwargs=kwargs, phases=phases
         )
         strategy = self.search or default_strategy_name()
         if strategy == "exhaustive":
@@ -447,6 +453,7 @@ class Selector:
         signature: Signature,
         inputs: tuple[Any, ...],
         kwargs: dict[str, Any],
+        phases: dict[str, float],
     ) -> tuple[dict[str, BenchmarkResult], str | None]:
         """Compile, verify and time `todo` (`kernelpick.select.choice_measuring`): in worker
         processes when isolation is wanted (each choice that can cross), else here. Returns the
@@ -465,6 +472,8 @@ class Selector:
         )
         results = measuring.measure(todo, inputs, kwargs)
         self.timed_here.update(measuring.timed_here)
+        for step, seconds in measuring.phases.items():
+            phases[step] = phases.get(step, 0.0) + seconds
         return results, None if reference is None else reference[0]
 
     def _portable_reference(self, signature: Signature) -> Any:

@@ -131,6 +131,7 @@ class WorkerPool:
         confirm_within: float = 0.1,
         on_done: Callable[[], object] | None = None,
         reference: str | None = None,
+        timings: dict[str, float] | None = None,
     ) -> dict[str, BenchmarkResult]:
         """Measure each candidate in a worker; then time the closest few again together on all of them.
 
@@ -148,6 +149,7 @@ class WorkerPool:
                 timed again (`kernelpick.bench.benchmarker.finalists`).
             on_done: called after each candidate.
             reference: the candidate always timed again with the closest few (`finalists`' `keep`).
+            timings: where the seconds of each step go (prepare, screen, confirm).
 
         Raises:
             IsolationError: the workers cannot do the work at all (they do not start, or cannot
@@ -161,16 +163,23 @@ class WorkerPool:
                 feed, known = candidates, []
             else:
                 feed, known = None, list(candidates)
+            steps = timings if timings is not None else {}
+            started = time.perf_counter()
             if known and prepare_timeout_s is not None:
                 results = self._prepare(request, known, prepare_timeout_s)
                 for _ in results:
                     if on_done is not None:
                         on_done()
+                steps["prepare"] = time.perf_counter() - started
+                started = time.perf_counter()
             screened = self._screen(request, [c for c in known if c not in results], timeout_s, on_done, feed)
             results.update(screened)
+            steps["screen"] = time.perf_counter() - started
             closest = finalists({c: results[c] for c in screened}, confirm_top, confirm_within, reference)
             if len(closest) > 1:
+                started = time.perf_counter()
                 results = on_one_scale(results, self._confirm(request, closest, timeout_s * len(closest)))
+                steps["confirm"] = time.perf_counter() - started
             return {c: results[c] for c in known or screened}
 
     def _prepare(

@@ -260,6 +260,7 @@ def measure_in_workers(
     *,
     prepare: bool = False,
     on_done: Callable[[], object] | None = None,
+    timings: dict[str, float] | None = None,
 ) -> dict[str, BenchmarkResult]:
     """The caller's side: measure `candidates` on `problem` in the workers of `device`'s GPUs, one
     candidate at a time per worker, then the closest few again on all of them (`kernelpick.workers.pool`).
@@ -272,6 +273,7 @@ def measure_in_workers(
         device: the device measured for.
         prepare: the workers compile the candidates first, many at once (what the caller did not).
         on_done: called after each candidate.
+        timings: where the seconds of each step go (prepare, screen, confirm).
 
     Raises:
         IsolationError: the workers cannot do the work at all (they do not start, or fail on the
@@ -289,6 +291,7 @@ def measure_in_workers(
         confirm_within=current.confirm_within,
         on_done=on_done,
         reference=problem.keep,
+        timings=timings,
     )
 
 
