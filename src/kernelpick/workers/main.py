@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
 import traceback
 from typing import IO, Any
 
@@ -33,6 +34,20 @@ def _cuda_error(torch: Any) -> str | None:
     return None
 
 
+def _warm_up(torch: Any) -> None:
+    """What a worker's first request would otherwise wait for, done while it waits for one: Triton's
+    cache key (hashing Triton's own files, about a second: its first launch of a cached kernel
+    needs it too) and cuBLAS's handle (a reference's first product)."""
+    try:
+        from kernelpick.compile.warm import warm_up_compiler
+
+        warm_up_compiler()
+        ones = torch.ones(8, 8, device="cuda")
+        (ones @ ones).sum().item()
+    except Exception:  # a request does it again, and says what went wrong
+        pass
+
+
 def serve(messages: IO[str]) -> int:
     import torch
 
@@ -43,6 +58,10 @@ def serve(messages: IO[str]) -> int:
     plan.inside_worker = True
     name = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
     _send(messages, {"ready": True, "pid": os.getpid(), "device": name})
+    if torch.cuda.is_available():  # a CPU worker interprets kernels: nothing of Triton's to warm
+        threading.Thread(
+            target=_warm_up, args=(torch,), name="kernelpick-worker-warm-up", daemon=True
+        ).start()
     for line in sys.stdin:
         request = json.loads(line)
         failure = None
