@@ -5,19 +5,23 @@ Every run completes, picks the right winner, records the right statuses, and lea
 
 from __future__ import annotations
 
+import io
 import logging
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
 import torch
 import triton
 import triton.language as tl
+from rich.console import Console
 
 import kernelpick
 from kernelpick import settings
+from kernelpick.tune.record import record_table
 from kernelpick.workers import pool_for
 from tests.workers import faulty
 
@@ -215,3 +219,51 @@ def test_workers_verify_under_the_callers_tf32_switch() -> None:
         torch.backends.cuda.matmul.allow_tf32 = previous
     statuses = {row.name: row.result.status for row in faulty.TF32_SWITCH.last_selection.results}
     assert statuses == {"plus_one": "ok", "plus_tf32_switch": "ok"}
+
+
+def test_what_runs_in_the_caller_says_so_in_the_autotune_table() -> None:
+    # A choice that cannot be serialized (it holds a lock) and a kernel with the user's hooks are
+    # timed in the caller's process: the record and the table say which, and why.
+    lock = threading.Lock()
+
+    def add_under_a_lock(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        with lock:
+            return a + b
+
+    selector = kernelpick.Selector(
+        "locked",
+        [
+            kernelpick.extern(torch.add, name="torch.add"),
+            kernelpick.extern(add_under_a_lock, name="locked add"),
+        ],
+        isolate=True,
+    )
+    a = torch.randn(64)
+    torch.testing.assert_close(selector(a, a), a + a)
+    record = selector.last_selection
+    assert list(record.timed_here) == ["locked add"] and "lock" in record.timed_here["locked add"]
+    assert "timed in this process, not in a worker: locked add" in render(record.table())
+
+    @kernelpick.autotune(
+        [kernelpick.Config({"BLOCK": 32}), kernelpick.Config({"BLOCK": 64})],
+        key=["n"],
+        isolate=True,
+        pre_hook=lambda nargs: None,
+    )
+    @triton.jit
+    def copy(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=offsets < n), mask=offsets < n)
+
+    out = torch.empty(64)
+    copy[lambda meta: (triton.cdiv(64, meta["BLOCK"]),)](a, out, 64)
+    assert "hooks" in copy.last_tuning.timed_here
+    assert "timed in this process, not in workers: its hooks" in render(
+        record_table("copy", copy.last_tuning)
+    )
+
+
+def render(table: object) -> str:
+    out = io.StringIO()
+    Console(file=out, width=200).print(table)
+    return out.getvalue()

@@ -62,6 +62,8 @@ class SelectionRecord:
     skipped: tuple[SkippedChoice, ...] = ()
     searches: Mapping[str, SearchTrace] = field(default_factory=dict)
     phases: Mapping[str, float] = field(default_factory=dict)
+    #: The choices measured in this process although isolation was wanted, each with the reason.
+    timed_here: Mapping[str, str] = field(default_factory=dict)
     _by_name: dict[str, ChoiceResult] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -84,6 +86,9 @@ class SelectionRecord:
         notes = [self.note] if self.note else []
         notes += [f"skipped {s.name}: {s.reason}" for s in self.skipped]
         notes += [self.search_caption(name) for name in self.searches]
+        notes += [
+            f"timed in this process, not in a worker: {name}: {why}" for name, why in self.timed_here.items()
+        ]
         return autotune_table(
             f"{self.selector}{self.signature}",
             rows,
@@ -109,6 +114,7 @@ class SelectionRecord:
             "skipped": [s.to_dict() for s in self.skipped],
             "searches": self.searches_to_dict(),
             "phases": dict(self.phases),
+            "timed_here": dict(self.timed_here),
         }
 
     def searches_to_dict(self) -> dict[str, dict[str, Any]]:

@@ -208,6 +208,7 @@ class Selector:
             results, left = tuning.split(list(by_digest))
             todo = [by_digest[d] for d in left]
             reference, searched = None, NO_SEARCH
+            self.timed_here = {}
             if todo:
                 reference, searched = self._measure_todo(
                     todo, choices, signature, inputs, kwargs, results, tuning.phases
@@ -248,6 +249,7 @@ class Selector:
                 skipped,
                 searched.traces,
                 tuning.phases,
+                dict(self.timed_here),
             )
             self.records[key] = self.last_selection = record
             log_tuning(record)

@@ -319,7 +319,7 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
                 device.name,
                 start,
             )
-            trace = None
+            trace, measured_now = None, False
             tabled = (
                 None
                 if len(configs) == 1
@@ -332,6 +332,7 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
             else:
                 results, measured, trace = self._results(tuning, configs, args, kwargs, named, grid, device)
                 from_store = bool(results) and not measured
+                measured_now = bool(measured)
                 best, note = configs[0], ""  # a single config: nothing was measured
                 if results:
                     if not any(r.ok for r in results.values()):
@@ -345,7 +346,17 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
                     best, note = by_digest[chosen.best], chosen.note
                 self._save(tuning, measured, best)
             record = TuningRecord(
-                self.name, key, device, results, best, tuning.seconds, from_store, tuning.phases, note, trace
+                self.name,
+                key,
+                device,
+                results,
+                best,
+                tuning.seconds,
+                from_store,
+                tuning.phases,
+                note,
+                trace,
+                self.timed_here if measured_now else None,
             )
             self._finish(key, record)
             run = runner(self.fn, device.interpreter)

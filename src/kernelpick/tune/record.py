@@ -36,6 +36,8 @@ class TuningRecord:
     phases: Mapping[str, float] = field(default_factory=dict)  # seconds per step: compile, benchmark, ...
     note: str = ""
     search: SearchTrace | None = None  # what a search (other than timing every config) did
+    #: Why the configs were timed in this process although isolation was wanted (None: they were not).
+    timed_here: str | None = None
 
     @property
     def failed(self) -> dict[Config, BenchmarkResult]:
@@ -73,6 +75,8 @@ def record_table(title: str, record: TuningRecord) -> Table:
     notes = [record.note] if record.note else []
     if record.search is not None:
         notes.append(record.search.summary())
+    if record.timed_here is not None:
+        notes.append(f"timed in this process, not in workers: {record.timed_here}")
     return autotune_table(
         title, rows, record.device, record.seconds, best=str(record.best), note="\n".join(notes)
     )
