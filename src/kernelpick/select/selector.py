@@ -37,6 +37,7 @@ from kernelpick.select.eligibility import SkippedChoice, eligible_spaces
 from kernelpick.select.log import log_tuning
 from kernelpick.select.record import ChoiceResult, SelectionRecord
 from kernelpick.select.searching import NO_SEARCH, SelectionSearch, search_choices
+from kernelpick.select.selector_op import SelectorOp
 from kernelpick.select.signature import (
     POSITIONAL_KEYS,
     Signature,
@@ -169,6 +170,35 @@ class Selector:
     def choices_for(self, *inputs: Any, **kwargs: Any) -> list[Choice]:
         """The choices this selector picks from for inputs like these (expanded for their signature)."""
         return self.expand(Signature.of(inputs, kwargs, self.key))
+
+    def as_op(
+        self, name: str, *, fake: Callable[..., Any] | None = None, schema: str | None = None
+    ) -> SelectorOp:
+        """This selector as the PyTorch operator `name` ("namespace::name"), for `torch.compile` and
+        `torch.export`: a compiled or exported program calls the operator, which selects when the
+        program runs (tuning a new signature on its first call). Eager calls stay the selector's own.
+
+        The operator's fake implementation only describes the output, running nothing: `fake`, or
+        else the reference (an `extern` function, or the function given as `reference=`) run on the
+        fake tensors. That is robust when the reference uses only PyTorch operations and every
+        choice returns its output laid out as the reference does (Inductor checks sizes and
+        strides); give `fake` otherwise, e.g. for a Triton reference.
+
+        Args:
+            name: the operator's name; it becomes `torch.ops.<namespace>.<name>`.
+            fake: a function of the same inputs returning empty tensors shaped, strided and typed like
+                the output (`torch.empty_like(x)`, `x.new_empty(...)`).
+            schema: the operator's schema ("(Tensor a, Tensor b) -> Tensor"); default: from the
+                annotations of `fake`, else of the reference function.
+
+        Returns:
+            A `SelectorOp`: call it like the selector.
+
+        Raises:
+            OperatorError: no fake can be had, no schema can be inferred, the schema does not parse or
+                writes an input, or the name is taken.
+        """
+        return SelectorOp(self, name, fake=fake, schema=schema)
 
     def clear(self) -> None:
         """Forget this process's picks (the store keeps its results)."""

@@ -1,0 +1,174 @@
+"""A selection as a PyTorch operator: compiled and exported programs select when they run.
+
+A `Selector` reads tensor data (alignment, example inputs) and keeps Python state, so
+`torch.compile` and `torch.export` cannot trace into it. As an operator it is one opaque node
+whose fake implementation only describes the output, and whose real implementation is the
+selector: a compiled program tunes a new signature on its first call and then takes the hot path.
+
+Eager calls do not pay PyTorch's dispatcher: a call goes to the operator only while something
+traces it (`torch.compile`, `torch.export`, a dispatch mode such as fake tensors or `make_fx`), a
+check of two flags.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from kernelpick.errors import OperatorError
+from kernelpick.select.choice import Choice, ChoiceSpace, ExternChoice
+
+if TYPE_CHECKING:
+    from kernelpick.select.selector import Selector
+
+#: Whether a call is traced rather than run, `dynamo_tracing() or dispatch_modes()`, tested inline
+#: on the eager path (a call less): Dynamo folds the first to True (torch.compile, strict
+#: torch.export); everything else that traces (non-strict torch.export, AOTAutograd, fake tensors,
+#: make_fx, functionalization) runs under a dispatch mode.
+dynamo_tracing = torch.compiler.is_dynamo_compiling
+dispatch_modes = torch._C._len_torch_dispatch_stack
+
+# torch.library keeps operator definitions weakly: an operator lives as long as its definition.
+_definitions: dict[str, Any] = {}
+
+
+def define_operator(
+    name: str, run: Callable[..., Any], *, schema: str, fake: Callable[..., Any]
+) -> torch._ops.OpOverload:
+    """Register `run` as the functional PyTorch operator `name` ("namespace::name") with `fake` as
+    its fake implementation; returns `torch.ops.<namespace>.<name>.default`.
+
+    Raises:
+        OperatorError: the name or schema is malformed, declares a mutation, or the name is taken.
+    """
+    if not isinstance(name, str) or name.count("::") != 1 or not all(name.split("::")):
+        raise OperatorError(f"an operator name looks like 'namespace::name', got {name!r}")
+    namespace, opname = name.split("::")
+    try:
+        parsed = torch._C.parse_schema(f"{name}{schema}")
+    except RuntimeError as error:
+        raise OperatorError(
+            f"operator `{name}`: schema {schema!r} does not parse ({str(error).splitlines()[0]}); write it "
+            "as '(Tensor x, int n) -> Tensor'"
+        ) from None
+    if parsed.is_mutable:
+        raise OperatorError(
+            f"operator `{name}`: schema {schema!r} marks an input as written, but a selection returns new "
+            "tensors and writes none of its inputs; remove the (a!) annotations"
+        )
+    if hasattr(getattr(torch.ops, namespace), opname):
+        raise OperatorError(
+            f"operator `{name}` already exists in this process: give this one another name (an operator "
+            "cannot be redefined)"
+        )
+    definition = torch.library.custom_op(name, run, mutates_args=(), schema=schema)
+    definition.register_fake(fake)
+    _definitions[name] = definition
+    overload: torch._ops.OpOverload = getattr(getattr(torch.ops, namespace), opname).default
+    return overload
+
+
+class SelectorOp:
+    """A `Selector` as the PyTorch operator `name` (made by `Selector.as_op`).
+
+    Call it like the selector. In eager mode that is the selector's own call; while
+    `torch.compile`, `torch.export`, fake tensors or `make_fx` trace it, the call is one node of
+    `torch.ops.<namespace>.<name>`, whose fake implementation describes the output and whose real
+    implementation runs the selection when the program runs.
+
+    Attributes:
+        selector: the selector it calls.
+        name: "namespace::name".
+        overload: `torch.ops.<namespace>.<name>.default`, what traced programs call.
+        schema: the operator's schema.
+    """
+
+    def __init__(
+        self,
+        selector: Selector,
+        name: str,
+        *,
+        fake: Callable[..., Any] | None = None,
+        schema: str | None = None,
+    ) -> None:
+        self.selector = selector
+        self.name = name
+        if fake is None:
+            reference = _reference_function(selector, name)
+            schema = schema or _inferred_schema(name, reference)
+            fake = _running(reference, name, selector.name)
+        else:
+            schema = schema or _inferred_schema(name, fake)
+        self.overload = define_operator(name, self._run, schema=schema, fake=fake)
+        self.schema = str(self.overload._schema)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if dynamo_tracing() or dispatch_modes():
+            return self.overload(*args, **kwargs)
+        return self.selector(*args, **kwargs)
+
+    def _run(self, *args: Any, **kwargs: Any) -> Any:
+        """The operator's implementation on real tensors: the selection (tuning a new signature)."""
+        return self.selector(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<kernelpick SelectorOp {self.schema}>"
+
+
+def _reference_function(selector: Selector, name: str) -> Callable[..., Any]:
+    """The function a derived fake runs: the selector's reference when it is an extern or a function.
+
+    Raises:
+        OperatorError: the reference is a Triton kernel or template (no output without a launch), or
+            there is none.
+    """
+    target = selector._reference_target()
+    if isinstance(target, ExternChoice):
+        return target.fn
+    if target is not None and not isinstance(target, (Choice, ChoiceSpace)) and callable(target):
+        return target
+    what = (
+        "has no extern choice or reference function"
+        if target is None
+        else f"has the reference `{target.name}`, which is no extern choice or function,"
+    )
+    raise OperatorError(
+        f"operator `{name}`: selector `{selector.name}` {what} to run on tensors without data and describe "
+        "the output (a Triton launch needs data); pass as_op(fake=...), a function of the same inputs that "
+        "returns empty tensors shaped and laid out like the output (e.g. torch.empty_like(x))"
+    )
+
+
+def _running(reference: Callable[..., Any], name: str, selector: str) -> Callable[..., Any]:
+    """The fake implementation without a `fake=`: `reference`, run on the fake tensors."""
+
+    def fake(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return reference(*args, **kwargs)
+        except Exception as error:
+            raise OperatorError(
+                f"operator `{name}` describes its output by running the reference of selector `{selector}` "
+                f"on tensors without data, which failed ({type(error).__name__}: {error}); if the inputs are "
+                "right, the reference cannot run without data: pass as_op(fake=...), a function of the same "
+                "inputs that returns empty tensors shaped and laid out like the output"
+            ) from error
+
+    return fake
+
+
+def _inferred_schema(name: str, fn: Callable[..., Any]) -> str:
+    """The schema from `fn`'s type annotations (the user's fake, else the reference).
+
+    Raises:
+        OperatorError: `fn` has none PyTorch can read.
+    """
+    try:
+        return str(torch.library.infer_schema(fn, mutates_args=()))
+    except (ValueError, TypeError, AttributeError) as error:  # AttributeError: a builtin such as torch.add
+        raise OperatorError(
+            f"operator `{name}`: cannot infer a schema from the annotations of "
+            f"`{getattr(fn, '__qualname__', fn)}` ({error}); pass as_op(schema='(Tensor a, Tensor b) -> Tensor'), "
+            "or a fake= whose parameters and return value are annotated (torch.Tensor, int, float, ...)"
+        ) from None
