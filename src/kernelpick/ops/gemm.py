@@ -3,6 +3,10 @@
 The selectors are built on first use. Float32 products on a GPU where TF32 is allowed
 (`torch.backends.cuda.matmul.allow_tf32`) go to separate selectors whose templates use TF32: the
 templates use TF32 exactly when torch may, and a call that cannot use it pays one dtype check.
+
+Each is also the PyTorch operator `torch.ops.kernelpick.<name>` (`kernelpick.select.selector_op`):
+what `torch.compile`, `torch.export` and fake tensors see, so that a compiled or exported program
+selects when it runs. An eager call checks that nothing traces it and calls the selector.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from kernelpick.ops.gemm_templates import GEMM, PERSISTENT_TMA_GEMM
 from kernelpick.select.choice import Choice, ExternChoice, extern
 from kernelpick.select.render import Epilogue
 from kernelpick.select.selector import Selector
+from kernelpick.select.selector_op import define_operator, dispatch_modes, dynamo_tracing
 from kernelpick.select.signature import Signature
 from kernelpick.select.template_choice import template
 from kernelpick.workers.plan import start_early
@@ -40,12 +45,9 @@ _EPILOGUES = {
 }
 
 
+# A product may use TF32 when it is float32 on a GPU where torch allows it: tested inline by each
+# call, `b.dtype is _FLOAT32 and b.is_cuda and tf32_allowed()`, most calls stopping at the dtype.
 _FLOAT32 = torch.float32
-
-
-def _uses_tf32(b: torch.Tensor) -> bool:
-    """Whether this product may use TF32: float32 on a GPU where torch allows it."""
-    return b.dtype is _FLOAT32 and b.is_cuda and tf32_allowed()
 
 
 def _constants(tf32: bool) -> Callable[[Signature], dict[str, Any]]:
@@ -215,13 +217,69 @@ def selector(name: str) -> Selector:
         return _selectors[name]
 
 
+# The selection behind each operation, which its operator runs. mm, addmm and bmm repeat these
+# lines rather than call them: a call less on the eager path.
+def _mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    name = "mm_tf32" if b.dtype is _FLOAT32 and b.is_cuda and tf32_allowed() else "mm"
+    out: torch.Tensor = (_selectors.get(name) or selector(name))(a, b)
+    return out
+
+
+def _addmm(
+    bias: torch.Tensor, a: torch.Tensor, b: torch.Tensor, *, activation: str | None = None
+) -> torch.Tensor:
+    names = _ADDMM_TF32 if b.dtype is _FLOAT32 and b.is_cuda and tf32_allowed() else _ADDMM
+    name = names.get(activation)
+    if name is None:
+        raise _unknown_activation(activation)
+    out: torch.Tensor = (_selectors.get(name) or selector(name))(bias, a, b)
+    return out
+
+
+def _bmm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    name = "bmm_tf32" if b.dtype is _FLOAT32 and b.is_cuda and tf32_allowed() else "bmm"
+    out: torch.Tensor = (_selectors.get(name) or selector(name))(a, b)
+    return out
+
+
+def _unknown_activation(activation: str | None) -> ConfigError:
+    return ConfigError(
+        f"addmm activation {activation!r} is not supported; use one of {', '.join(map(repr, ACTIVATIONS))}"
+    )
+
+
+# The fake implementations: torch's own operation on the fake tensors gives the output's metadata
+# (and torch's errors for inputs that do not fit), which every choice matches: a new contiguous
+# tensor of the inputs' dtype.
+def _addmm_fake(
+    bias: torch.Tensor, a: torch.Tensor, b: torch.Tensor, *, activation: str | None = None
+) -> torch.Tensor:
+    if activation not in ACTIVATIONS:
+        raise _unknown_activation(activation)
+    return torch.addmm(bias, a, b)
+
+
+_MM = define_operator("kernelpick::mm", _mm, schema="(Tensor a, Tensor b) -> Tensor", fake=torch.mm)
+_ADDMM_OP = define_operator(
+    "kernelpick::addmm",
+    _addmm,
+    schema="(Tensor bias, Tensor a, Tensor b, *, str? activation=None) -> Tensor",
+    fake=_addmm_fake,
+)
+_BMM = define_operator("kernelpick::bmm", _bmm, schema="(Tensor a, Tensor b) -> Tensor", fake=torch.bmm)
+
+
 def mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """`a @ b` for 2-D `a` (M, K) and `b` (K, N), by the fastest correct choice for these inputs.
 
     Choices: `torch.mm` (cuBLAS on GPUs), the tiled Triton GEMM template and, on sm_90+ GPUs, the
     persistent TMA template. fp16, bf16 and fp32 (TF32 where `torch.backends.cuda.matmul.allow_tf32`).
+    Under `torch.compile`, `torch.export` or fake tensors it is the operator `torch.ops.kernelpick.mm`.
     """
-    name = "mm_tf32" if b.dtype is _FLOAT32 and _uses_tf32(b) else "mm"
+    if dynamo_tracing() or dispatch_modes():
+        traced: torch.Tensor = _MM(a, b)
+        return traced
+    name = "mm_tf32" if b.dtype is _FLOAT32 and b.is_cuda and tf32_allowed() else "mm"
     out: torch.Tensor = (_selectors.get(name) or selector(name))(a, b)
     return out
 
@@ -234,6 +292,7 @@ def addmm(
     Choices: `torch.addmm` then the activation (the reference), the Triton templates with the bias
     and activation fused, and for "relu" and "gelu" cuBLASLt's fused epilogue
     (`torch._addmm_activation`; for "gelu" only in fp16/bf16, as its GELU is the tanh approximation).
+    Under `torch.compile`, `torch.export` or fake tensors it is the operator `torch.ops.kernelpick.addmm`.
 
     Args:
         bias: broadcast to (M, N), like `torch.addmm`'s input (e.g. a vector of N).
@@ -244,18 +303,25 @@ def addmm(
     Raises:
         ConfigError: an unknown activation.
     """
-    names = _ADDMM_TF32 if b.dtype is _FLOAT32 and _uses_tf32(b) else _ADDMM
+    if dynamo_tracing() or dispatch_modes():
+        traced: torch.Tensor = _ADDMM_OP(bias, a, b, activation=activation)
+        return traced
+    names = _ADDMM_TF32 if b.dtype is _FLOAT32 and b.is_cuda and tf32_allowed() else _ADDMM
     name = names.get(activation)
     if name is None:
-        raise ConfigError(
-            f"addmm activation {activation!r} is not supported; use one of {', '.join(map(repr, ACTIVATIONS))}"
-        )
+        raise _unknown_activation(activation)
     out: torch.Tensor = (_selectors.get(name) or selector(name))(bias, a, b)
     return out
 
 
 def bmm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """Batched `a @ b` for `a` (B, M, K) and `b` (B, K, N), by the fastest correct choice for these inputs."""
-    name = "bmm_tf32" if b.dtype is _FLOAT32 and _uses_tf32(b) else "bmm"
+    """Batched `a @ b` for `a` (B, M, K) and `b` (B, K, N), by the fastest correct choice for these inputs.
+
+    Under `torch.compile`, `torch.export` or fake tensors it is the operator `torch.ops.kernelpick.bmm`.
+    """
+    if dynamo_tracing() or dispatch_modes():
+        traced: torch.Tensor = _BMM(a, b)
+        return traced
+    name = "bmm_tf32" if b.dtype is _FLOAT32 and b.is_cuda and tf32_allowed() else "bmm"
     out: torch.Tensor = (_selectors.get(name) or selector(name))(a, b)
     return out
