@@ -103,6 +103,14 @@ def test_mistakes_in_declarations_are_reported() -> None:
         ).register(torch.zeros(2), 2)
 
 
+def test_a_selector_is_pointed_to_as_op() -> None:
+    selector = kernelpick.Selector("add", [kernelpick.extern(torch.add)])
+    with pytest.raises(
+        OperatorError, match=r"selector `add`; a selector becomes an operator with selector\.as_op"
+    ):
+        kernelpick.op(fresh("selector"), selector)
+
+
 def test_a_given_schema_gets_the_inferred_mutations() -> None:
     op = kernelpick.op(fresh("schema"), schema="(Tensor x) -> ()")(increment_all)
     op.register(torch.zeros(3))

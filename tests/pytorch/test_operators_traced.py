@@ -214,3 +214,32 @@ def test_autotuned_kernels_in_an_operator_compile_and_export() -> None:
     torch._dynamo.reset()
     assert_same(run(torch.compile(fn, backend="aot_eager", fullgraph=True)), expected)
     assert_same(run(torch.export.export(Wrapper(fn), inputs()).module()), expected)
+
+
+def test_an_operator_calling_kernelpick_ops_selects_only_when_it_runs() -> None:
+    from kernelpick import ops
+
+    @kernelpick.op(f"kp_test_traced::project_{next(_names)}")
+    def project(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        return ops.mm(x, weight) * 2
+
+    def rows_of(m: int) -> list[Any]:  # what ops.mm selected for an (m, 24) x (24, 8) product
+        return [r for r in ops.selector("mm").records.values() if r.signature.tensor(0).size == (m, 24)]
+
+    weight = torch.randn(24, 8)
+    project.register(
+        torch.randn(11, 24), weight
+    )  # recorded on fake tensors: ops.mm describes, selects nothing
+    assert project.mutates_args == () and not rows_of(11)
+    torch._dynamo.reset()
+    counter = torch._dynamo.testing.CompileCounterWithBackend("aot_eager")
+    x = torch.randn(11, 24)
+    torch.testing.assert_close(
+        torch.compile(project, backend=counter, fullgraph=True)(x, weight), 2 * x @ weight
+    )
+    assert counter.frame_count == 1 and len(rows_of(11)) == 1
+    x = torch.randn(13, 24)
+    exported = torch.export.export(Wrapper(project), (x, weight))
+    assert not rows_of(13)
+    torch.testing.assert_close(exported.module()(x, weight), 2 * x @ weight)
+    assert len(rows_of(13)) == 1

@@ -36,6 +36,7 @@ from kernelpick.pytorch.inference import (
 )
 from kernelpick.pytorch.recording import Recording, record_call, recording
 from kernelpick.pytorch.running import on_cpu, routing_cpu_launches, start_routing, stop_routing, tensors_in
+from kernelpick.select.selector import Selector
 
 logger = logging.getLogger("kernelpick.pytorch")
 
@@ -86,7 +87,8 @@ def op(
     Used as `@kernelpick.op("mylib::add")` or `kernelpick.op("mylib::add", add)`. The function takes
     and returns tensors (and the other types `torch.library.custom_op` accepts), and launches plain
     `triton.jit`, `triton.autotune`d, `triton.heuristics` or `kernelpick.autotune`d kernels as
-    `kernel[grid](...)`, or through `kernelpick.launch` / `kernelpick.functional`.
+    `kernel[grid](...)`, or through `kernelpick.launch` / `kernelpick.functional`. It may call
+    `kernelpick.ops` and selectors made operators by `Selector.as_op`, which select when it runs.
 
     Registration completes at the first call (or here, when `example_inputs` is given): the call is
     replayed on fake tensors with every launch recorded instead of run, each kernel argument is
@@ -106,7 +108,8 @@ def op(
         An `Operator` (or a decorator making one).
 
     Raises:
-        OperatorError: the name or schema is malformed, or the annotations cannot give a schema.
+        OperatorError: the name or schema is malformed, the annotations cannot give a schema, or `fn`
+            is a `Selector` (which becomes an operator with `Selector.as_op`).
         MutatesArgsError: (at registration) an explicit `mutates_args` disagrees with what the kernels
             write; the message names each argument and the kernel that writes it.
     """
@@ -140,6 +143,11 @@ class Operator:
     ) -> None:
         if not isinstance(name, str) or name.count("::") != 1 or not all(name.split("::")):
             raise OperatorError(f"an operator name looks like 'namespace::name', got {name!r}")
+        if isinstance(fn, Selector):  # it reads tensor data: it cannot be recorded on fake tensors
+            raise OperatorError(
+                f"op `{name}`: kernelpick.op takes a function that launches kernels, got selector "
+                f"`{fn.name}`; a selector becomes an operator with selector.as_op({name!r}, fake=...)"
+            )
         self.name = name
         self.fn = fn
         self._namespace, self._opname = name.split("::")
