@@ -44,6 +44,21 @@ TOLERANCES: dict[torch.dtype, Tolerance] = {
 TF32_TOLERANCE = Tolerance(1e-2, 1e-2)
 #: Any other floating dtype (float8 variants).
 LOW_PRECISION_TOLERANCE = Tolerance(0.125, 0.125)
+#: Products of float8 inputs (`kernelpick.ops.scaled_mm`), whatever the output dtype, at least. Two
+#: float8 values multiply exactly in float32, but fp8 tensor cores (sm_90) add into an accumulator
+#: that keeps fewer bits than float32 (about 14, as reported for the H800 in the DeepSeek-V3
+#: technical report, 3.3.2). Promoted into float32 after each K slice (torch's `use_fast_accum=False`),
+#: the sums lose of the order of 2**-14 of a slice's sum per MMA step of the slice. An emulation of
+#: such an accumulator (32-deep steps truncated to 14 bits, slices of 512; tests/bench/test_verify.py)
+#: passes from rtol = atol = 7e-4 at K = 4096 to 28672 on random fp8 data. 1 % of the RMS leaves room for that and
+#: for the reference's own, and stays far below what a wrong index, scale or bias moves a value by
+#: (a whole term of the sum, or a whole bias).
+FP8_PRODUCT_TOLERANCE = Tolerance(1e-2, 1e-2)
+#: Products of float8 inputs accumulated in the tensor cores along all of K (torch's
+#: `use_fast_accum=True`): the truncations add up along K. The same emulation passes from 0.0054 at
+#: K = 4096, 0.017 at 14336 and 0.036 at 28672, where two kernels that split K differently (cuBLAS
+#: splits it at small M) can differ by about as much. The GPU tests check real accumulators against it.
+FP8_FAST_ACCUMULATION_TOLERANCE = Tolerance(0.0625, 0.0625)
 
 
 def tf32_allowed() -> bool:
@@ -63,6 +78,15 @@ def tolerance_for(dtype: torch.dtype, *, tf32: bool = False) -> Tolerance | None
     if dtype.is_floating_point or dtype.is_complex:
         return LOW_PRECISION_TOLERANCE
     return None
+
+
+def fp8_product_tolerance(out_dtype: torch.dtype, *, fast_accumulation: bool = False) -> Tolerance:
+    """The tolerance for outputs of `out_dtype` of a product of float8 inputs: the looser, field by
+    field, of the output dtype's own and `FP8_PRODUCT_TOLERANCE` (`FP8_FAST_ACCUMULATION_TOLERANCE`
+    when the accumulation may stay in the tensor cores along all of K)."""
+    allowance = FP8_FAST_ACCUMULATION_TOLERANCE if fast_accumulation else FP8_PRODUCT_TOLERANCE
+    own = tolerance_for(out_dtype) or allowance
+    return Tolerance(max(own.rtol, allowance.rtol), max(own.atol, allowance.atol))
 
 
 def compare(
