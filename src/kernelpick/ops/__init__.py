@@ -3,5 +3,6 @@
 from __future__ import annotations
 
 from kernelpick.ops.gemm import ACTIVATIONS, addmm, bmm, mm, selector
+from kernelpick.ops.scaled_mm import scaled_mm
 
-__all__ = ["ACTIVATIONS", "addmm", "bmm", "mm", "selector"]
+__all__ = ["ACTIVATIONS", "addmm", "bmm", "mm", "scaled_mm", "selector"]

@@ -191,6 +191,8 @@ _ADDMM = {activation: "addmm" if activation is None else f"addmm_{activation}" f
 _ADDMM_TF32 = {activation: f"{name}_tf32" for activation, name in _ADDMM.items()}
 _selectors: dict[str, Selector] = {}
 _lock = threading.Lock()
+#: The selectors of the other modules of kernelpick.ops, by name: the function that gives each.
+_OTHERS: dict[str, Callable[[str], Selector]] = {}
 # The selectors are made on first use, but a program that imports the ops will tune them: its
 # workers start (and Triton's compiler warms up) now, while it still sets up.
 start_early(None)
@@ -201,7 +203,9 @@ def selector(name: str) -> Selector:
 
     `mm`, `bmm` and `addmm` (`addmm_relu`, `addmm_gelu`, `addmm_silu` with an activation) serve
     every call but float32 ones on a GPU where TF32 is allowed, which the same names ending in
-    `_tf32` serve: their templates use TF32 and their results are stored apart.
+    `_tf32` serve: their templates use TF32 and their results are stored apart. `scaled_mm_bf16`,
+    `scaled_mm_fp16` and `scaled_mm_fp32` serve `kernelpick.ops.scaled_mm` by output dtype, with
+    `_bias` and `_fast` (`use_fast_accum`) in their names where those apply: `scaled_mm_bias_fast_bf16`.
 
     Raises:
         ConfigError: `name` is not one of them.
@@ -210,11 +214,21 @@ def selector(name: str) -> Selector:
     if found is not None:
         return found
     if name not in _BUILDERS:
-        raise ConfigError(f"kernelpick.ops has no operation {name!r}; it has {', '.join(_BUILDERS)}")
+        other = _OTHERS.get(name)
+        if other is not None:
+            return other(name)
+        names = ", ".join([*_BUILDERS, *_OTHERS])
+        raise ConfigError(f"kernelpick.ops has no operation {name!r}; it has {names}")
     with _lock:
         if name not in _selectors:
             _selectors[name] = _BUILDERS[name]()
         return _selectors[name]
+
+
+def register_selectors(names: Sequence[str], find: Callable[[str], Selector]) -> None:
+    """Make `selector(name)` answer for each of `names` with `find(name)` (another module of
+    kernelpick.ops, such as `scaled_mm`, keeps its own selectors)."""
+    _OTHERS.update(dict.fromkeys(names, find))
 
 
 # The selection behind each operation, which its operator runs. mm, addmm and bmm repeat these
