@@ -41,7 +41,7 @@ def lower_for_hopper(
     (choice,) = space.choices_for(gpu_signature)
     assert isinstance(choice, TemplateChoice)
     cpu_signature = Signature.of(inputs, {})
-    arguments_of = _generate(choice, choice.kernel(), cpu_signature)[1]
+    arguments_of = _generate(choice, choice.kernels(), cpu_signature)[1]
     args, _ = arguments_of(*ExampleInputs(inputs, {}).args)
     (outcome,) = precompile(
         choice.kernel(),
