@@ -3,12 +3,13 @@
 Run on a GPU machine from the repository root (jinja2, rich, numpy and, for the plot, matplotlib are
 needed besides torch and triton; platformdirs is not, since the script sets the cache directories):
 
+    PYTHONPATH=src python3 bench/gemm_suite.py --decode        # M = 1, 4 and 16: 18 decode shapes
     PYTHONPATH=src python3 bench/gemm_suite.py --m 16,128      # 12 shapes, about 4-6 minutes
     PYTHONPATH=src python3 bench/gemm_suite.py --m 2048        # each run adds to the same results file
     PYTHONPATH=src python3 bench/gemm_suite.py --m 8192        # the largest shapes, about 5-8 minutes
 
 Every shape is bf16 `x @ W.T` as in `nn.Linear` (`--layout nn` for a row-major B): M in
-{16, 128, 2048, 8192} by six (N, K) pairs of Llama-3 8B and 70B projections. For each shape it
+{1, 4, 16, 128, 2048, 8192} by six (N, K) pairs of Llama-3 8B and 70B projections. For each shape it
 measures, with empty caches (fresh KERNELPICK_CACHE_DIR, TRITON_CACHE_DIR, TORCHINDUCTOR_CACHE_DIR):
 
 - tuning time: kernelpick's first call, and Inductor's first call of `torch.compile(mode=
@@ -20,7 +21,11 @@ measures, with empty caches (fresh KERNELPICK_CACHE_DIR, TRITON_CACHE_DIR, TORCH
 - the fused epilogues: `kernelpick.ops.addmm(bias, x, W.T, activation=...)` for gelu and relu against
   the activation applied to `torch.addmm(...)` (`--epilogue-only` measures these alone, into
   gemm_epilogue-<device>.json);
-- once, the dispatch overhead: `kernelpick.ops.mm` against calling its chosen implementation directly.
+- once, the dispatch overhead: `kernelpick.ops.mm` against calling its chosen implementation directly;
+- at decode sizes (M <= 16), where the product is a read of W: each implementation's share of the HBM
+  bandwidth that streaming W once would take (N*K*2 bytes / time), against the device's datasheet
+  peak (`kernelpick.device.device_peaks`) and against the copy bandwidth measured on it
+  (`kernelpick.bench.bandwidth.memory_bandwidth`, kept in the cache dir).
 
 Results go to bench/results/gemm_suite-<device>.json (date, versions, raw figures, the targets),
 merged with earlier runs of the same device, and a plot to gemm_suite-<device>.png. The table of
@@ -43,10 +48,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-M_VALUES = (16, 128, 2048, 8192)
+M_VALUES = (1, 4, 16, 128, 2048, 8192)
+#: M of decode steps: the product reads W once (kernelpick offers its skinny template up to 16 rows).
+DECODE_M = (1, 4, 16)
 #: (N, K) of Llama-3 projections: 8B qkv, o, gate+up, down; 70B qkv, down.
 NK_PAIRS = ((6144, 4096), (4096, 4096), (28672, 4096), (4096, 14336), (10240, 8192), (8192, 28672))
-SHAPES = [(m, n, k) for m in M_VALUES for n, k in NK_PAIRS]
+#: Indices 0-23 are the shapes of earlier runs (M = 16, 128, 2048, 8192), 24-35 the ones added with
+#: decode sizes (M = 1, 4), so that `--shapes` keeps meaning what it meant.
+SHAPES = [(m, n, k) for m in (16, 128, 2048, 8192) for n, k in NK_PAIRS] + [
+    (m, n, k) for m in (1, 4) for n, k in NK_PAIRS
+]
 #: Shapes where two timings of the same cuBLAS call differ by this much or more are too noisy to judge
 #: a pick against the 0.99 target.
 NOISE_LIMIT = 0.01
@@ -55,13 +66,21 @@ TARGETS = {
     "geomean_vs_cublas": 1.02,
     "fused_vs_unfused_geomean": 1.1,
     "dispatch_us_max": 5.0,
+    "decode_hbm_percent_min": 75.0,  # of the datasheet peak, streaming W once (issue 24)
 }
 
 
 def parse() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--m", default=",".join(map(str, M_VALUES)), help="comma-separated M values to run")
-    parser.add_argument("--shapes", default="", help="comma-separated indices into the 24 shapes (0-23)")
+    parser.add_argument(
+        "--decode", action="store_true", help=f"the decode sizes only: --m {','.join(map(str, DECODE_M))}"
+    )
+    parser.add_argument(
+        "--shapes",
+        default="",
+        help="comma-separated indices into the 36 shapes (0-23: M = 16, 128, 2048, 8192; 24-35: M = 1, 4)",
+    )
     parser.add_argument(
         "--layout", choices=("nt", "nn"), default="nt", help="nt: B = W.T (nn.Linear); nn: B row-major"
     )
@@ -124,6 +143,7 @@ class Suite:
         from common import device_slug
 
         self.label = device_slug(self.props.name)  # "h200", as the other result files
+        self._bandwidth: dict[str, Any] | None = None
 
     # -- measuring -----------------------------------------------------------------------------
     def sync(self) -> None:
@@ -166,6 +186,42 @@ class Suite:
         end.record()
         self.sync()
         return float(start.elapsed_time(end)) * 1e3 / calls
+
+    def bandwidth(self) -> dict[str, Any]:
+        """The device's HBM bandwidth: its datasheet peak (None for a model kernelpick has no
+        figures for) and the copy bandwidth measured on it (kept in the cache dir, measured once)."""
+        if self._bandwidth is None:
+            from kernelpick.bench.bandwidth import memory_bandwidth
+            from kernelpick.device import describe, device_peaks
+
+            peaks = device_peaks(self.props.name)
+            copy = memory_bandwidth(describe(self.device))
+            self._bandwidth = {
+                "peak_gbps": None if peaks is None else peaks.memory_gbps,
+                "peak_source": None if peaks is None else f"{peaks.model} datasheet ({peaks.source})",
+                "copy_gbps": copy.memory_gbps,
+            }
+        return self._bandwidth
+
+    def weight_streaming(self, n: int, k: int, kernel_ms: dict[str, float]) -> dict[str, Any]:
+        """Each implementation's GB/s if it read W (N x K bf16) once and nothing else, and that as a
+        percentage of the datasheet peak and of the measured copy bandwidth."""
+        bandwidth = self.bandwidth()
+        weight_bytes = n * k * 2
+        achieved = {
+            name: weight_bytes / (ms * 1e-3) / 1e9 for name, ms in kernel_ms.items() if name != "torch_again"
+        }
+
+        def percent(of: float | None) -> dict[str, float] | None:
+            return None if not of else {name: 100.0 * gbps / of for name, gbps in achieved.items()}
+
+        return {
+            "weight_bytes": weight_bytes,
+            **bandwidth,
+            "gbps": achieved,
+            "percent_of_peak": percent(bandwidth["peak_gbps"]),
+            "percent_of_copy": percent(bandwidth["copy_gbps"]),
+        }
 
     # -- one shape -----------------------------------------------------------------------------
     def operands(self, m: int, n: int, k: int) -> tuple[Any, Any, Any]:
@@ -227,6 +283,8 @@ class Suite:
         entry["kernel_ms_rounds"] = samples
         entry["kernel_ms"] = {name: statistics.median(s) for name, s in samples.items()}
         entry["noise"] = abs(entry["kernel_ms"]["torch_again"] / entry["kernel_ms"]["torch"] - 1.0)
+        if m <= max(DECODE_M):
+            entry["hbm"] = self.weight_streaming(n, k, entry["kernel_ms"])
         entry["back_to_back_us"] = {
             name: self.back_to_back_us(fn, entry["kernel_ms"][name]) for name, fn in fns.items()
         }
@@ -319,6 +377,11 @@ class Suite:
 
 def summarize(shapes: list[dict[str, Any]], dispatch: dict[str, Any] | None) -> dict[str, Any]:
     pick_vs_best, pick_vs_best_quiet, vs_cublas, fused = [], [], [], []
+    decode_percent = [
+        e["hbm"]["percent_of_peak"]["kernelpick"]
+        for e in shapes
+        if (e.get("hbm") or {}).get("percent_of_peak")
+    ]
     kp_tuning = inductor_tuning = kp_total = 0.0
     for entry in shapes:
         ms = entry["kernel_ms"]
@@ -349,6 +412,8 @@ def summarize(shapes: list[dict[str, Any]], dispatch: dict[str, Any] | None) -> 
         "tuning_s_kernelpick_all_shapes": kp_total,
         "tuning_s_inductor": inductor_tuning,
         "dispatch_us": None if dispatch is None else dispatch["overhead_us"],
+        "decode_shapes": len(decode_percent),
+        "decode_hbm_percent_of_peak_min": min(decode_percent) if decode_percent else None,
     }
     summary["targets"] = {
         "pick_vs_best_min >= 0.99 (shapes with noise < 1 %)": _meets(
@@ -372,6 +437,9 @@ def summarize(shapes: list[dict[str, Any]], dispatch: dict[str, Any] | None) -> 
         "dispatch_us <= 5": None
         if dispatch is None
         else dispatch["overhead_us"] <= TARGETS["dispatch_us_max"],
+        "decode picks >= 75 % of HBM peak (streaming W once)": _meets(
+            summary["decode_hbm_percent_of_peak_min"], TARGETS["decode_hbm_percent_min"]
+        ),
     }
     return summary
 
@@ -397,6 +465,27 @@ def print_table(shapes: list[dict[str, Any]], summary: dict[str, Any]) -> None:
             f"{'-' if fused is None else f'{fused:.3f}':>7} | "
             f"{e['kernelpick']['tuning_s']:>6.1f}/{'-' if ind_s is None else f'{ind_s:.1f}':<6} | {e['kernelpick']['choice'][:40]}"
         )
+    decode = sorted((e for e in shapes if e.get("hbm")), key=lambda e: (e["m"], e["n"], e["k"]))
+    if decode:
+        hbm = decode[0]["hbm"]
+        print(
+            f"\ndecode shapes: GB/s if W were read once, % of the HBM peak ({hbm['peak_gbps']} GB/s, "
+            f"{hbm['peak_source']}) and of the copy bandwidth measured here ({hbm['copy_gbps']:.0f} GB/s)"
+        )
+        names = ("torch", "inductor", "kernelpick")
+        print(f"{'M':>5} {'N':>6} {'K':>6} | " + " | ".join(f"{name:>24}" for name in names))
+        for e in decode:
+            cells = []
+            for name in names:
+                gbps = e["hbm"]["gbps"].get(name)
+                peak = (e["hbm"]["percent_of_peak"] or {}).get(name)
+                copy = (e["hbm"]["percent_of_copy"] or {}).get(name)
+                cells.append(
+                    "-"
+                    if gbps is None
+                    else f"{gbps:6.0f} {'-' if peak is None else f'{peak:5.1f}%'} ({copy:5.1f}%)"
+                )
+            print(f"{e['m']:>5} {e['n']:>6} {e['k']:>6} | " + " | ".join(f"{cell:>24}" for cell in cells))
     print()
     for name, met in summary["targets"].items():
         print(f"target {name}: {'met' if met else 'MISSED' if met is False else 'not measured'}")
@@ -474,7 +563,7 @@ def epilogue_only(suite: Suite, shapes: list[tuple[int, int, int]], caches: dict
 def main() -> int:
     args = parse()
     caches = fresh_caches(args)
-    wanted_m = {int(v) for v in args.m.split(",") if v}
+    wanted_m = set(DECODE_M) if args.decode else {int(v) for v in args.m.split(",") if v}
     indices = {int(v) for v in args.shapes.split(",") if v}
     shapes = [s for i, s in enumerate(SHAPES) if s[0] in wanted_m and (not indices or i in indices)]
     suite = Suite(args)

@@ -299,6 +299,25 @@ def test_jobs_of_different_kernels_compile_in_one_batch() -> None:
     assert [o.status for o in outcomes] == ["ok", "compile_error", "ok"]
 
 
+def test_a_job_and_its_companions_compile_together_with_one_outcome() -> None:
+    # A split-K template launches two kernels per call: its job carries the second as a companion,
+    # and the choice fails when either kernel does.
+    x = torch.ones(64)
+    companion = CompileJob(limited_kernel, (x,), {}, Config({"BLOCK": 32}))
+    broken = CompileJob(limited_kernel, (x,), {}, Config({"BLOCK": 128}))  # fails its static assert
+    jobs = [
+        CompileJob(add_kernel, (x, x, x, 64), {}, Config({"BLOCK": 64}), companions=(companion,)),
+        CompileJob(add_kernel, (x, x, x, 64), {}, Config({"BLOCK": 32}), companions=(companion, broken)),
+        CompileJob(add_kernel, (x, x, x, 64), {}, Config({"BLOCK": 16})),
+    ]
+    compiled: list[int] = []
+    outcomes = precompile_jobs(jobs, interpreter=True, workers=2, on_compiled=compiled.append)
+    assert [o.status for o in outcomes] == ["ok", "compile_error", "ok"]
+    assert "BLOCK must be at most 64" in outcomes[1].message
+    assert outcomes[0].seconds is not None and outcomes[0].seconds > 0  # both kernels' lowering
+    assert sorted(compiled) == [0, 2]  # announced once all of its kernels compiled
+
+
 def test_patience_is_what_the_innermost_scope_set() -> None:
     assert current_patience() == 0.0
     with patience(4.0):

@@ -3,19 +3,29 @@
 from __future__ import annotations
 
 import dataclasses
+import json
+import time
+from pathlib import Path
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-from kernelpick import Config, Selector, extern, ops, template
+import kernelpick
+from kernelpick import Config, Selector, TuningRequired, extern, ops, settings, template
 from kernelpick.bench.verify import tolerance_for
 from kernelpick.device import DeviceInfo
 from kernelpick.errors import ConfigError
 from kernelpick.ops.gemm import HalfPrecisionOnly, torch_addmm
-from kernelpick.ops.gemm_templates import PERSISTENT_TMA_GEMM
+from kernelpick.ops.gemm_configs import decode_configs
+from kernelpick.ops.gemm_templates import PERSISTENT_TMA_GEMM, SKINNY_GEMM
+from kernelpick.select.choice import Choice
 from kernelpick.select.record import SelectionRecord
-from kernelpick.select.signature import Signature
+from kernelpick.select.signature import Signature, signature_key
+from kernelpick.store import default_store
+from kernelpick.store.deploy import tables
+from kernelpick.store.sqlite import SQLiteStore
+from kernelpick.store.table import export_table
 
 
 def record_of(name: str) -> SelectionRecord:
@@ -57,7 +67,10 @@ def test_addmm_fuses_bias_and_activation(activation: str | None) -> None:
     record = record_of("addmm" if activation is None else f"addmm_{activation}")
     rows = template_rows(record)
     expected = "bias" if activation is None else f"bias+{activation}"
-    assert rows and all(name.startswith(f"triton_addmm[{expected}]") for name in rows)
+    assert rows and all(
+        name.startswith(f"triton_addmm[{expected}] ") for name in rows if "_decode" not in name
+    )
+    assert all(name.startswith(f"triton_addmm_decode[{expected}] ") for name in rows if "_decode" in name)
     assert all(r.result.ok for r in record.results), [(r.name, r.result.message) for r in record.results]
 
 
@@ -154,3 +167,123 @@ def test_the_persistent_tma_template_runs_in_the_interpreter(transposed_b: bool)
     record = selector.last_selection
     assert record is not None
     assert all(r.result.ok for r in record.results), [(r.name, r.result.message) for r in record.results]
+
+
+# Decode sizes: N and K multiples of no tile, K of no BLOCK_K and of no split (the interpreter's
+# decode configs: BLOCK_K 32 unsplit and 16 in two or more slices).
+DECODE_SIZES = [(1, 40, 72), (3, 37, 100), (16, 24, 130)]
+
+
+def decode_choices(name: str, *inputs: torch.Tensor) -> list[Choice]:
+    return [c for c in ops.selector(name).choices_for(*inputs) if "_decode" in c.name]
+
+
+def assert_each_runs_like(
+    choices: list[Choice], inputs: tuple[torch.Tensor, ...], expected: torch.Tensor
+) -> None:
+    signature = Signature.of(inputs, {})
+    for choice in choices:
+        out = choice.callable_for(signature)(*inputs)
+        torch.testing.assert_close(out, expected, msg=lambda text, name=choice.name: f"{name}: {text}")
+
+
+@pytest.mark.parametrize(("m", "n", "k"), DECODE_SIZES)
+def test_mm_at_decode_sizes_offers_the_skinny_template_and_each_of_its_configs_is_correct(
+    m: int, n: int, k: int
+) -> None:
+    a, weight = torch.randn(m, k), torch.randn(n, k)
+    torch.testing.assert_close(ops.mm(a, weight.t()), a @ weight.t())
+    record = record_of("mm")
+    decode = [r for r in record.results if r.name.startswith("triton_mm_decode")]
+    assert decode and all(r.result.ok for r in decode), [(r.name, r.result.message) for r in decode]
+    choices = decode_choices("mm", a, weight.t())
+    assert any("SPLIT_K=2" in c.name for c in choices)  # the two-pass split-K variant is among them
+    gemv = [c for c in choices if "BLOCK_M=16," not in c.name]  # the form without tl.dot
+    assert bool(gemv) == (m <= 4) and len(gemv) < len(choices)
+    assert_each_runs_like(choices, (a, weight.t()), a @ weight.t())
+    b = torch.randn(k, n)  # a row-major B reads along N: the other GEMV tiling
+    assert_each_runs_like(decode_choices("mm", a, b), (a, b), a @ b)
+
+
+@pytest.mark.parametrize(("m", "n", "k"), DECODE_SIZES[:2])
+def test_addmm_at_decode_sizes_fuses_bias_and_relu_into_the_skinny_template(m: int, n: int, k: int) -> None:
+    a, weight = torch.randn(m, k), torch.randn(n, k)
+    for bias in (torch.randn(n), torch.randn(m, n)):
+        expected = torch.relu(torch.addmm(bias, a, weight.t()))
+        torch.testing.assert_close(ops.addmm(bias, a, weight.t(), activation="relu"), expected)
+        choices = decode_choices("addmm_relu", bias, a, weight.t())
+        assert choices and all(c.name.startswith("triton_addmm_decode[bias+relu]") for c in choices)
+        assert any("SPLIT_K=1" in c.name for c in choices) and any("SPLIT_K=2" in c.name for c in choices)
+        # split along K, the epilogue runs once, in the reduction: relu of the whole sum
+        assert_each_runs_like(choices, (bias, a, weight.t()), expected)
+
+
+@pytest.mark.parametrize("m", [1, 3])
+def test_bmm_at_decode_sizes_offers_the_skinny_template_for_each_batch(m: int) -> None:
+    a, b = torch.randn(2, m, 72), torch.randn(2, 72, 40)
+    torch.testing.assert_close(ops.bmm(a, b), torch.bmm(a, b))
+    choices = decode_choices("bmm", a, b)
+    assert any("SPLIT_K=2" in c.name for c in choices)
+    assert_each_runs_like(choices, (a, b), torch.bmm(a, b))
+
+
+def test_bfloat16_on_a_cpu_gets_the_gemv_form_which_needs_no_tl_dot() -> None:
+    a, weight = torch.randn(2, 72, dtype=torch.bfloat16), torch.randn(40, 72, dtype=torch.bfloat16)
+    torch.testing.assert_close(ops.mm(a, weight.t()), a @ weight.t())
+    decode = [r for r in record_of("mm").results if "_decode" in r.name]
+    assert decode and all(r.result.ok and "BLOCK_M=2," in r.name for r in decode)
+
+
+def test_decode_choices_are_offered_up_to_16_rows_and_each_m_is_a_selection_of_its_own() -> None:
+    weight = torch.randn(40, 72)
+
+    def offered(m: int) -> bool:
+        return bool(decode_choices("mm", torch.empty(m, 72), weight.t()))
+
+    assert offered(1) and offered(16)
+    assert not offered(17) and not offered(2048)
+    # A selection is keyed by exact sizes: M = 1 and M = 2048 never share a pick.
+    assert signature_key((torch.empty(1, 72), weight.t()), {}, None) != signature_key(
+        (torch.empty(2048, 72), weight.t()), {}, None
+    )
+    other = torch.randn(40, 56)  # a K no other test uses: these signatures are new to the selector
+    for m in (1, 2):
+        ops.mm(torch.randn(m, 56), other.t())
+        assert record_of("mm").signature.inputs[0].size == (m, 56)  # a new selection for each M
+
+
+def slow_mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    time.sleep(0.2)  # slower than any config in the interpreter
+    return torch.mm(a, b)
+
+
+def test_a_tabled_decode_winner_is_not_taken_for_a_large_m(tmp_path: Path) -> None:
+    # A deployment table's nearest key gives a new M the winner of the nearest tabled M, if that
+    # choice is offered for it: a decode config won at M = 3 is at M = 4, not at M = 2048.
+    def choices() -> list[object]:
+        return [
+            extern(slow_mm, name="slow_mm"),
+            template(
+                SKINNY_GEMM, configs=decode_configs(0, 1), constants={"ALLOW_TF32": False, "NUM_SMS": 4}
+            ),
+        ]
+
+    weight = torch.randn(40, 72)
+    with settings.override(cache_dir=tmp_path / "tuning-machine"):
+        Selector("decode", choices())(torch.randn(3, 72), weight.t())
+        store = default_store()
+        assert isinstance(store, SQLiteStore)
+        path = export_table(store.rows()).write(tmp_path / "table.json")
+    assert json.loads(path.read_text())["entries"][0]["choice"]["kind"] == "template"
+    tables().clear()
+    kernelpick.load_table(path)
+    try:
+        selector = Selector("decode", choices())
+        with settings.override(no_tuning=True):
+            a = torch.randn(4, 72)  # nearest to the tabled M = 3, where the same configs are offered
+            torch.testing.assert_close(selector(a, weight.t()), a @ weight.t())
+            assert "nearest key" in selector.last_selection.note  # type: ignore[union-attr]
+            with pytest.raises(TuningRequired):
+                selector(torch.randn(2048, 72), weight.t())
+    finally:
+        tables().clear()

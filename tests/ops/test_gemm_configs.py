@@ -7,7 +7,14 @@ import torch
 
 from kernelpick.config import Config
 from kernelpick.device import DeviceInfo
-from kernelpick.ops.gemm_configs import gemm_configs, persistent_configs, shared_memory_bytes
+from kernelpick.ops.gemm_configs import (
+    GEMV_ACCUMULATORS,
+    GENERAL,
+    decode_configs,
+    gemm_configs,
+    persistent_configs,
+    shared_memory_bytes,
+)
 from kernelpick.ops.gemm_templates import PERSISTENT_TMA_GEMM
 from kernelpick.select.signature import Signature
 from kernelpick.tensors import TensorSpec
@@ -97,3 +104,109 @@ def test_every_llama_shape_gets_a_bounded_space(m: int) -> None:
     for n, k in ((6144, 4096), (28672, 4096), (4096, 14336), (8192, 28672)):
         total = len(gemm_configs(0, 1)(problem(m, n, k))) + len(persistent_configs(0, 1)(problem(m, n, k)))
         assert 8 <= total <= 40
+
+
+LLAMA_NK = (
+    (6144, 4096),
+    (4096, 4096),
+    (28672, 4096),
+    (4096, 14336),
+    (10240, 8192),
+    (8192, 28672),
+    (1024, 4096),
+)
+
+
+def decode_tiles(configs: list[Config]) -> list[tuple[int, int, int, int, int, int]]:
+    """(BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K, num_stages, num_warps) of each decode config, in order."""
+    return [
+        (
+            c.kwargs["BLOCK_M"],
+            c.kwargs["BLOCK_N"],
+            c.kwargs["BLOCK_K"],
+            c.kwargs["SPLIT_K"],
+            c.num_stages,
+            c.num_warps,
+        )
+        for c in configs
+    ]
+
+
+def test_one_row_of_x_at_w_t_on_an_h100_gets_gemv_tiles_and_split_k_where_the_grid_is_short() -> None:
+    # 1 x 4096 x 4096, bf16, B = W.T: the GEMV form streams W's rows along K with 256 to 1024
+    # programs; the 32-column GEMV tile (128 programs) and the wider tl.dot tiles (128, 64 and 32
+    # programs) would leave some of the 132 SMs idle, so they are split along K.
+    assert decode_tiles(decode_configs(0, 1)(problem(1, 4096, 4096, b_transposed=True))) == [
+        (1, 4, 1024, 1, 1, 4),
+        (1, 8, 512, 1, 1, 4),
+        (1, 16, 256, 1, 1, 4),
+        (1, 16, 512, 1, 1, 8),
+        (1, 32, 256, 2, 1, 8),
+        (16, 16, 256, 1, 4, 4),
+        (16, 32, 256, 2, 4, 4),
+        (16, 64, 256, 4, 3, 4),
+        (16, 128, 128, 8, 4, 4),
+    ]
+
+
+def test_a_row_major_b_gets_gemv_tiles_wide_in_n() -> None:
+    tiles = decode_tiles(decode_configs(0, 1)(problem(1, 4096, 4096)))
+    assert min(t[1] for t in tiles if t[0] == 1) >= 32
+
+
+@pytest.mark.parametrize("m", [1, 3, 4, 8, 16])
+@pytest.mark.parametrize("transposed", [True, False], ids=["w-t", "row-major"])
+def test_decode_spaces_are_small_and_fit_the_device(m: int, transposed: bool) -> None:
+    for n, k in LLAMA_NK:
+        for dtype in (torch.bfloat16, torch.float32):
+            configs = decode_configs(0, 1)(problem(m, n, k, dtype, b_transposed=transposed))
+            tiles = decode_tiles(configs)
+            assert 1 <= len(configs) == len(set(configs)) <= 12
+            assert all(t[0] == 16 for t in tiles) == (m > 4)  # the GEMV form up to 4 rows
+            for block_m, block_n, block_k, split, stages, warps in tiles:
+                assert block_m >= m
+                if split > 1:  # split only where the unsplit grid leaves SMs idle, no more than that
+                    assert -(-n // block_n) * split // 2 < H100.multiprocessors
+                    assert k >= split * 2 * block_k  # each slice takes two BLOCK_K steps or more
+                if block_m == 16:
+                    assert (
+                        shared_memory_bytes((16, block_n, block_k, stages, warps), dtype.itemsize) <= 232448
+                    )
+                else:  # float32 sums a thread keeps across the loop
+                    assert m * block_n * block_k <= GEMV_ACCUMULATORS * 32 * warps
+
+
+def test_wide_problems_are_not_split_and_narrow_ones_are() -> None:
+    assert all(
+        t[3] == 1 for t in decode_tiles(decode_configs(0, 1)(problem(1, 28672, 4096, b_transposed=True)))
+    )
+    narrow = decode_tiles(decode_configs(0, 1)(problem(16, 1024, 4096, b_transposed=True)))
+    assert narrow and all(t[3] > 1 for t in narrow)
+
+
+@pytest.mark.parametrize("m", [17, 128, 2048])
+def test_the_skinny_template_is_offered_up_to_16_rows_only(m: int) -> None:
+    assert decode_configs(0, 1)(problem(m, 4096, 4096, b_transposed=True)) == []
+    assert decode_configs(0, 1)(problem(m, 4096, 4096, torch.float64)) == []
+
+
+def test_up_to_16_rows_the_tiled_template_keeps_only_its_small_m_tiles() -> None:
+    general = {tile[2:] for tile in GENERAL}  # (BLOCK_K, stages, warps) of the large tiles
+    small = tiles(gemm_configs(0, 1)(problem(16, 4096, 4096)))
+    assert small and all(t[0] == 16 for t in small)
+    assert (16, 64, 32, 2, 4) not in small and (16, 128, 32, 3, 4) not in small  # clamped GENERAL tiles
+    assert any(t[2:] in general for t in tiles(gemm_configs(0, 1)(problem(17, 4096, 4096))))
+
+
+def test_the_interpreter_gets_decode_configs_that_exercise_both_forms_and_the_split() -> None:
+    fp32 = decode_tiles(decode_configs(0, 1)(problem(1, 64, 64, torch.float32, CPU)))
+    assert [(t[0], t[3]) for t in fp32] == [(1, 1), (1, 2), (16, 2)]
+    # no tl.dot of bfloat16 in the interpreter: only the GEMV form
+    assert [t[0] for t in decode_tiles(decode_configs(0, 1)(problem(3, 64, 64, torch.bfloat16, CPU)))] == [
+        4,
+        4,
+    ]
+    assert decode_tiles(decode_configs(0, 1)(problem(8, 64, 64, torch.float32, CPU))) == [
+        (16, 16, 16, 2, 2, 4)
+    ]
+    assert decode_configs(0, 1)(problem(8, 64, 64, torch.bfloat16, CPU)) == []

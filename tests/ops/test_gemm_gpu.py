@@ -85,3 +85,27 @@ def test_float32_with_tf32_allowed_goes_to_the_tf32_selector() -> None:
         assert record.selector == "kernelpick.ops.mm_tf32"
     finally:
         torch.backends.cuda.matmul.allow_tf32 = previous
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+@pytest.mark.parametrize("m", [1, 3, 16])
+def test_decode_sizes_on_a_gpu_compile_and_verify_every_skinny_config(dtype: torch.dtype, m: int) -> None:
+    # N and K multiples of no tile; N small enough that some configs split K
+    bias = torch.randn(1000, device="cuda", dtype=dtype)
+    a = torch.randn(m, 4100, device="cuda", dtype=dtype)
+    weight = torch.randn(1000, 4100, device="cuda", dtype=dtype)
+    for b in (weight.t(), weight.t().contiguous()):
+        torch.testing.assert_close(ops.mm(a, b), torch.mm(a, b), rtol=2e-2, atol=2e-1)
+        assert failures("mm") == {}
+        record = ops.selector("mm").last_selection
+        assert record is not None
+        decode = [r for r in record.results if r.name.startswith("triton_mm_decode")]
+        assert decode and any("SPLIT_K=1," not in r.name for r in decode)
+        expected = torch_addmm(bias, a, b, activation="gelu")
+        torch.testing.assert_close(ops.addmm(bias, a, b, activation="gelu"), expected, rtol=2e-2, atol=2e-1)
+        assert failures("addmm_gelu") == {}
+    batched_a, batched_b = a.expand(3, m, 4100).contiguous(), weight.t().expand(3, 4100, 1000).contiguous()
+    torch.testing.assert_close(
+        ops.bmm(batched_a, batched_b), torch.bmm(batched_a, batched_b), rtol=2e-2, atol=2e-1
+    )
+    assert failures("bmm") == {}

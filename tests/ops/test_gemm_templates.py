@@ -6,11 +6,11 @@ import pytest
 import torch
 
 from kernelpick.bench.inputs import ExampleInputs
-from kernelpick.compile.precompile import precompile
+from kernelpick.compile.precompile import CompileJob, precompile, precompile_jobs
 from kernelpick.config import Config
 from kernelpick.device import DeviceInfo
 from kernelpick.ops.gemm import _EPILOGUES
-from kernelpick.ops.gemm_templates import GEMM, PERSISTENT_TMA_GEMM
+from kernelpick.ops.gemm_templates import GEMM, PERSISTENT_TMA_GEMM, SKINNY_GEMM
 from kernelpick.select.render import Epilogue
 from kernelpick.select.signature import Signature
 from kernelpick.select.template import TritonTemplate
@@ -41,7 +41,7 @@ def lower_for_hopper(
     (choice,) = space.choices_for(gpu_signature)
     assert isinstance(choice, TemplateChoice)
     cpu_signature = Signature.of(inputs, {})
-    arguments_of = _generate(choice, choice.kernel(), cpu_signature)[1]
+    arguments_of = _generate(choice, choice.kernels(), cpu_signature)[1]
     args, _ = arguments_of(*ExampleInputs(inputs, {}).args)
     (outcome,) = precompile(
         choice.kernel(),
@@ -99,3 +99,60 @@ def test_the_grid_of_the_persistent_template_is_capped_by_the_sm_count() -> None
     assert rendered.grid == (132,)
     tiled = GEMM.prepare(LARGE, {"A": a, "B": b}, device=H100, constants={"ALLOW_TF32": False})
     assert tiled.grid == (64 * 32, 1)
+
+
+def lower_every_kernel_for_hopper(
+    config: Config, inputs: tuple[torch.Tensor, ...], arguments: tuple[str, ...], epilogue: Epilogue | None
+) -> TemplateChoice:
+    """Render the skinny template as for an H100 and lower each kernel of a call to TTIR for sm_90."""
+    gpu_signature = Signature(tuple(TensorSpec.of(t) for t in inputs), (), False, H100)
+    space = template(
+        SKINNY_GEMM,
+        configs=[config],
+        arguments=arguments,
+        epilogue=epilogue,
+        constants={"ALLOW_TF32": False, "NUM_SMS": 132},
+    )
+    (choice,) = space.choices_for(gpu_signature)
+    assert isinstance(choice, TemplateChoice)
+    job = choice.compile_job(ExampleInputs(inputs, {}), Signature.of(inputs, {}))
+    assert isinstance(job, CompileJob)
+    assert len(job.companions) == len(choice.rendered.after)
+    (outcome,) = precompile_jobs([job], interpreter=True, workers=1)
+    assert outcome.ok, outcome.message
+    return choice
+
+
+def skinny(block_m: int, block_n: int, block_k: int, split: int, stages: int = 1, warps: int = 4) -> Config:
+    kwargs = {"BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_K": block_k, "SPLIT_K": split}
+    return Config(kwargs, num_warps=warps, num_stages=stages)
+
+
+@pytest.mark.parametrize("split", [1, 4])
+def test_the_gemv_form_compiles_for_hopper_with_a_fused_epilogue(split: int) -> None:
+    bias, x, weight = (
+        torch.empty(4096, dtype=torch.bfloat16),
+        torch.empty(3, 4096, dtype=torch.bfloat16),
+        torch.empty(4096, 4096, dtype=torch.bfloat16),
+    )
+    choice = lower_every_kernel_for_hopper(
+        skinny(4, 16, 256, split), (bias, x, weight.t()), ("bias", "A", "B"), _EPILOGUES["gelu"]
+    )
+    source = choice.rendered.source
+    assert "tl.dot" not in source and source.count("tl.erf") == 1  # the epilogue once, where it stores
+    assert "acc_2 +=" in source and "acc_3" not in source  # three rows unrolled, not four
+    if split == 1:
+        assert choice.rendered.after == () and "WS" not in source
+    else:
+        (reduce,) = choice.rendered.after
+        assert reduce.kernel_name.endswith("_reduce") and f"def {reduce.kernel_name}(" in source
+        assert [p.shape for p in choice.rendered.parameters if p.kind == "workspace"] == [(4, 1, 3, 4096)]
+        assert choice.rendered.grid == (256, 4, 1)
+
+
+def test_the_split_tl_dot_form_compiles_for_hopper_batched() -> None:
+    a, b = torch.empty(2, 16, 4096, dtype=torch.float16), torch.empty(2, 4096, 1024, dtype=torch.float16)
+    choice = lower_every_kernel_for_hopper(skinny(16, 64, 256, 8, stages=3), (a, b), ("A", "B"), None)
+    assert "tl.dot" in choice.rendered.source and "idx_b = tl.program_id(2)" in choice.rendered.source
+    assert choice.rendered.grid == (16, 8, 2)
+    assert choice.rendered.after[0].grid == (32, 2)  # 16 x 1024 partial sums, 512 per program

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from tests.select.workspace_templates import TWO_PASS_SOURCE, two_pass_template
 
 from kernelpick.config import Config
 from kernelpick.errors import TemplateError
@@ -124,3 +125,52 @@ def test_tensor_descriptors_need_aligned_contiguous_rows() -> None:
         template.prepare(Config({"BLOCK": 16}), specs(X=torch.empty(32, 32).t()))
     with pytest.raises(TemplateError, match="tensor descriptor"):
         template.prepare(Config({"BLOCK": 16}), specs(X=torch.empty(32, 33)[:, :32]))
+
+
+def test_a_workspace_and_a_later_kernel_are_parameters_and_launches_of_the_render() -> None:
+    rendered = two_pass_template().prepare(
+        Config({"BLOCK": 16}, num_warps=4), specs(X=torch.empty(3, 10)), constants={"FACTOR": 2.0}
+    )
+    name = rendered.kernel_name
+    # both kernels take every parameter: one argument list serves every launch
+    assert f"def {name}(X, OUT, PARTS):" in rendered.source
+    assert f"def {name}_total(X, OUT, PARTS):" in rendered.source
+    assert [(p.name, p.kind, p.shape) for p in rendered.parameters if p.kind == "workspace"] == [
+        ("PARTS", "workspace", (3, 10))
+    ]
+    assert rendered.grid == (3,)
+    assert [(a.kernel_name, a.grid, a.num_warps, a.num_stages) for a in rendered.after] == [
+        (f"{name}_total", (1,), 2, 1)
+    ]
+    # the later kernel's grid is not in the source but is in the digest
+    wider = two_pass_template(TWO_PASS_SOURCE.replace("grid=[1]", "grid=[2]")).prepare(
+        Config({"BLOCK": 16}), specs(X=torch.empty(3, 10)), constants={"FACTOR": 2.0}
+    )
+    assert wider.source == rendered.source and wider.digest != rendered.digest
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (("{{ def_kernel() }}", "{{ def_kernel('first', grid=[1]) }}"), "the first def_kernel"),
+        (("grid=[1], ", ""), "needs a name .an identifier. and a grid"),
+        (('"total"', '"two words"'), "needs a name"),
+        (
+            ('workspace("PARTS"', 'workspace("X"'),
+            "workspace name 'X' must be an identifier that names no input",
+        ),
+        (('workspace("PARTS"', 'workspace("BLOCK"'), "names no input, output, meta-parameter"),
+    ],
+)
+def test_a_misused_kernel_or_workspace_is_a_template_error(change: tuple[str, str], message: str) -> None:
+    template = two_pass_template(TWO_PASS_SOURCE.replace(*change))
+    with pytest.raises(TemplateError, match=message):
+        template.prepare(Config({"BLOCK": 16}), specs(X=torch.empty(3, 10)), constants={"FACTOR": 2.0})
+
+
+def test_two_kernels_of_one_name_are_refused() -> None:
+    source = TWO_PASS_SOURCE + '\n{{ def_kernel("total", grid=[1]) }}\n    pass\n'
+    with pytest.raises(TemplateError, match="defines two kernels named 'total'"):
+        two_pass_template(source).prepare(
+            Config({"BLOCK": 16}), specs(X=torch.empty(3, 10)), constants={"FACTOR": 2.0}
+        )

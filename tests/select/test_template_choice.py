@@ -6,8 +6,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from tests.select.workspace_templates import two_pass_template
 
 from kernelpick import Config, Epilogue, Selector, TritonTemplate, extern, settings, template
+from kernelpick.bench.inputs import ExampleInputs
+from kernelpick.compile.precompile import CompileJob
 from kernelpick.errors import ConfigError
 from kernelpick.select.signature import Signature
 from kernelpick.select.template_choice import TemplateChoice
@@ -182,3 +185,18 @@ def test_compiling_sees_the_callers_scoped_settings(tmp_path: Path) -> None:
     with settings.override(cache_dir=scoped, compile_workers=2):
         Selector("scale", [Probe("one"), Probe("two"), Probe("three")]).tune(torch.randn(20))
     assert seen == [scoped] * 3
+
+
+def test_a_template_with_a_workspace_and_two_kernels_runs_both_and_compiles_both() -> None:
+    space = template(two_pass_template(), configs=[Config({"BLOCK": 16})], constants={"FACTOR": 2.0})
+    selector = Selector("row_sum", [extern(lambda x: (x * 2).sum(0), name="torch"), space])
+    x = torch.randn(3, 10)
+    record = selector.tune(x)  # the template's output is verified against the reference's
+    assert all(r.result.ok for r in record.results), record.summary()
+    (choice,) = space.choices_for(Signature.of((x,), {}))
+    assert isinstance(choice, TemplateChoice)
+    torch.testing.assert_close(choice.callable_for(Signature.of((x,), {}))(x), (x * 2).sum(0))
+    job = choice.compile_job(ExampleInputs((x,), {}), Signature.of((x,), {}))
+    assert isinstance(job, CompileJob)
+    assert [c.kernel.fn.__name__ for c in job.companions] == [f"{choice.rendered.kernel_name}_total"]
+    assert (job.companions[0].config.num_warps, job.companions[0].grid) == (2, (1,))

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from kernelpick.compile.target import FALLBACK_TARGET, as_jit_function, specialize
@@ -105,13 +105,18 @@ class CompileOutcome:
 @dataclass(frozen=True)
 class CompileJob:
     """One compile: `kernel` (a `triton.jit` function, possibly under `triton.heuristics`) for these
-    launch arguments under `config`; `grid` is what Triton's warm-up call wants (unused by it)."""
+    launch arguments under `config`; `grid` is what Triton's warm-up call wants (unused by it).
+
+    `companions`: the other kernels one call launches with it (a split-K GEMM's reduction), compiled
+    in the same batch; the job's outcome is their first failure, else its own.
+    """
 
     kernel: Any
     args: Sequence[Any]
     kwargs: Mapping[str, Any]
     config: Config
     grid: Any = (1,)
+    companions: tuple[CompileJob, ...] = ()
 
 
 def classify(error: BaseException) -> tuple[CompileStatus, str]:
@@ -198,8 +203,19 @@ def precompile_jobs(
     one kernel or the choices of a selection alike (the arguments are `precompile`'s).
 
     Returns:
-        One outcome per job, in order.
+        One outcome per job, in order (a job with companions: one for all of them).
     """
+    if any(job.companions for job in jobs):
+        return _precompile_with_companions(
+            jobs,
+            interpreter=interpreter,
+            workers=workers,
+            mode=mode,
+            timings=timings,
+            meanwhile=meanwhile,
+            timeout_s=timeout_s,
+            on_compiled=on_compiled,
+        )
     if not jobs or interpreter:
         if meanwhile is not None:
             meanwhile()
@@ -219,6 +235,37 @@ def precompile_jobs(
             if outcome.ok:
                 on_compiled(index)
     return outcomes
+
+
+def _precompile_with_companions(
+    jobs: Sequence[CompileJob], *, on_compiled: Callable[[int], object] | None, **options: Any
+) -> list[CompileOutcome]:
+    """`precompile_jobs` of jobs with companions: every kernel compiled in one batch, one outcome
+    per job (its kernels' first failure, else ok with their seconds summed where known), and
+    `on_compiled` called for a job once all of its kernels are."""
+    flat: list[CompileJob] = []
+    owner: list[int] = []
+    for index, job in enumerate(jobs):
+        for part in (job, *job.companions):
+            flat.append(replace(part, companions=()))
+            owner.append(index)
+    waiting = [1 + len(job.companions) for job in jobs]
+
+    def compiled(index: int) -> None:
+        waiting[owner[index]] -= 1
+        if waiting[owner[index]] == 0 and on_compiled is not None:
+            on_compiled(owner[index])
+
+    outcomes = precompile_jobs(flat, on_compiled=compiled, **options)
+    grouped: list[list[CompileOutcome]] = [[] for _ in jobs]
+    for index, outcome in enumerate(outcomes):
+        grouped[owner[index]].append(outcome)
+    combined = []
+    for parts in grouped:
+        failed = next((o for o in parts if not o.ok), None)
+        seconds = [o.seconds for o in parts if o.seconds is not None]
+        combined.append(failed or CompileOutcome("ok", "", sum(seconds) if seconds else None))
+    return combined
 
 
 def _lower_all(jobs: Sequence[CompileJob], workers: int) -> list[CompileOutcome]:

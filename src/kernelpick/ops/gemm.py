@@ -21,8 +21,8 @@ import torch.nn.functional as F
 
 from kernelpick.bench.verify import tf32_allowed
 from kernelpick.errors import ConfigError
-from kernelpick.ops.gemm_configs import gemm_configs, persistent_configs
-from kernelpick.ops.gemm_templates import GEMM, PERSISTENT_TMA_GEMM
+from kernelpick.ops.gemm_configs import decode_configs, gemm_configs, persistent_configs
+from kernelpick.ops.gemm_templates import GEMM, PERSISTENT_TMA_GEMM, SKINNY_GEMM
 from kernelpick.select.choice import Choice, ExternChoice, extern
 from kernelpick.select.render import Epilogue
 from kernelpick.select.selector import Selector
@@ -127,6 +127,9 @@ def _build_mm(tf32: bool) -> Selector:
                 constants=_constants(tf32),
                 name="triton_mm_tma",
             ),
+            template(
+                SKINNY_GEMM, configs=decode_configs(0, 1), constants=_constants(tf32), name="triton_mm_decode"
+            ),
         ],
     )
 
@@ -158,6 +161,14 @@ def _build_addmm(activation: str | None, tf32: bool) -> Selector:
                 constants=_constants(tf32),
                 name="triton_addmm_tma",
             ),
+            template(
+                SKINNY_GEMM,
+                configs=decode_configs(1, 2),
+                epilogue=epilogue,
+                arguments=arguments,
+                constants=_constants(tf32),
+                name="triton_addmm_decode",
+            ),
         ],
     )
 
@@ -168,6 +179,12 @@ def _build_bmm(tf32: bool) -> Selector:
         [
             extern(torch.bmm, name="torch.bmm", out=torch.bmm),
             template(GEMM, configs=gemm_configs(0, 1), constants=_constants(tf32), name="triton_bmm"),
+            template(
+                SKINNY_GEMM,
+                configs=decode_configs(0, 1),
+                constants=_constants(tf32),
+                name="triton_bmm_decode",
+            ),
         ],
     )
 
@@ -286,8 +303,9 @@ _BMM = define_operator("kernelpick::bmm", _bmm, schema="(Tensor a, Tensor b) -> 
 def mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """`a @ b` for 2-D `a` (M, K) and `b` (K, N), by the fastest correct choice for these inputs.
 
-    Choices: `torch.mm` (cuBLAS on GPUs), the tiled Triton GEMM template and, on sm_90+ GPUs, the
-    persistent TMA template. fp16, bf16 and fp32 (TF32 where `torch.backends.cuda.matmul.allow_tf32`).
+    Choices: `torch.mm` (cuBLAS on GPUs), the tiled Triton GEMM template, on sm_90+ GPUs the persistent
+    TMA template and, for M up to 16 (decode), the skinny template (GEMV-like, split along K where
+    that fills the GPU). fp16, bf16 and fp32 (TF32 where `torch.backends.cuda.matmul.allow_tf32`).
     Under `torch.compile`, `torch.export` or fake tensors it is the operator `torch.ops.kernelpick.mm`.
     """
     if dynamo_tracing() or dispatch_modes():
@@ -303,8 +321,8 @@ def addmm(
 ) -> torch.Tensor:
     """`activation(bias + a @ b)` with the bias and activation fused into the Triton templates' epilogue.
 
-    Choices: `torch.addmm` then the activation (the reference), the Triton templates with the bias
-    and activation fused, and for "relu" and "gelu" cuBLASLt's fused epilogue
+    Choices: `torch.addmm` then the activation (the reference), the Triton templates (those of `mm`)
+    with the bias and activation fused, and for "relu" and "gelu" cuBLASLt's fused epilogue
     (`torch._addmm_activation`; for "gelu" only in fp16/bf16, as its GELU is the tanh approximation).
     Under `torch.compile`, `torch.export` or fake tensors it is the operator `torch.ops.kernelpick.addmm`.
 
@@ -330,6 +348,8 @@ def addmm(
 
 def bmm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """Batched `a @ b` for `a` (B, M, K) and `b` (B, K, N), by the fastest correct choice for these inputs.
+
+    Choices: `torch.bmm`, the tiled Triton GEMM template and, for M up to 16, the skinny template.
 
     Under `torch.compile`, `torch.export` or fake tensors it is the operator `torch.ops.kernelpick.bmm`.
     """

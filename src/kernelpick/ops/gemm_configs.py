@@ -1,4 +1,5 @@
-"""The GEMM templates' config spaces, shaped by the problem: small-M tiles, large tiles, persistent TMA.
+"""The GEMM templates' config spaces, shaped by the problem: small-M tiles, large tiles, persistent TMA,
+and the skinny template's decode configs.
 
 Lists are (BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps). Blocks are clamped to the problem
 (no 128-row tile for 16 rows), duplicates dropped, and configs whose pipeline would not fit in the
@@ -39,7 +40,10 @@ SMALL_M: tuple[Tile, ...] = (
     (64, 128, 128, 3, 4),
     (64, 256, 64, 3, 8),
 )
-#: For every M: medium and large tiles, up to 128x256x64 and 256x128x64 with 8 warps.
+#: For every M above DECODE_MAX_M: medium and large tiles, up to 128x256x64 and 256x128x64 with 8
+#: warps. At decode sizes they would all be clamped to 16 rows, mostly with a BLOCK_K of 32 or 64 too
+#: short to stream the weights; no such tile was picked at M = 16 on an H100 or an H200
+#: (bench/results/gemm_suite-*.json), so they are not offered there.
 GENERAL: tuple[Tile, ...] = (
     (64, 64, 32, 2, 4),
     (64, 128, 32, 3, 4),
@@ -68,6 +72,48 @@ PERSISTENT: tuple[Tile, ...] = (
 )
 #: Triton's interpreter: two small configs, enough to exercise the templates on a CPU.
 INTERPRETED: tuple[Tile, ...] = ((16, 16, 16, 2, 4), (32, 32, 32, 2, 4))
+
+#: The skinny template is offered up to this M: one 16-row tl.dot tile then holds all of M, so every
+#: program streams its own part of B exactly once; above it the tiled template does the same.
+DECODE_MAX_M = 16
+#: Up to this M the skinny template also runs as a GEMV (no tl.dot), one unrolled line per row.
+GEMV_MAX_M = 4
+#: The GEMV form's (BLOCK_N, BLOCK_K, num_warps) when B is read along K (`x @ W.T`: W's rows are
+#: contiguous): few rows of W per program, long stretches of each, like Inductor's reduction for
+#: M = 1; 4096 or 8192 products per loop step (8 or 16 KiB of bf16 weights in flight per program).
+GEMV_ALONG_K: tuple[tuple[int, int, int], ...] = (
+    (4, 1024, 4),
+    (8, 512, 4),
+    (16, 256, 4),
+    (16, 512, 8),
+    (32, 256, 8),
+)
+#: ... and when B is read along N (a row-major (K, N) B): wide in N, so that each row of B's tile is
+#: one or more whole 128-byte lines.
+GEMV_ALONG_N: tuple[tuple[int, int, int], ...] = (
+    (32, 128, 4),
+    (64, 64, 4),
+    (128, 32, 4),
+    (64, 128, 8),
+    (128, 64, 8),
+)
+#: The tl.dot form's (BLOCK_N, BLOCK_K, num_stages, num_warps), 16 rows. The first, narrower than any
+#: tiled-template tile, is offered as it is; the others only split along K (`_split_k`), since
+#: unsplit they are the tiled template's own small-M tiles.
+DECODE_DOT: tuple[tuple[int, int, int, int], ...] = (
+    (16, 256, 4, 4),
+    (32, 256, 4, 4),
+    (64, 256, 3, 4),
+    (128, 128, 4, 4),
+)
+#: Each thread holds BLOCK_N * BLOCK_K / (32 * num_warps) float32 sums per unrolled row of the GEMV
+#: form; BLOCK_K is halved until they fit in this many registers.
+GEMV_ACCUMULATORS = 64
+#: At most this many K slices; each slice keeps at least two BLOCK_K steps.
+MAX_SPLIT_K = 16
+#: Triton's interpreter: the GEMV form (one config unsplit, one split) and the tl.dot form split.
+INTERPRETED_DECODE_GEMV: tuple[tuple[int, int, int], ...] = ((16, 32, 1), (16, 16, 2))
+INTERPRETED_DECODE_DOT: tuple[tuple[int, int, int], ...] = ((16, 16, 2),)
 
 GROUP_M = 8
 TEMPLATE_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
@@ -146,8 +192,93 @@ def gemm_configs(a_index: int, b_index: int) -> Callable[[Signature], list[Confi
             # Triton's interpreter gets tl.dot of bfloat16 wrong (numpy has no bfloat16): verification
             # would reject every config, so none is offered.
             return [] if problem.a.dtype == torch.bfloat16 else _configs(list(INTERPRETED), problem)
-        tiles = [*(SMALL_M if problem.m <= 128 else ()), *GENERAL]
+        tiles = [*(SMALL_M if problem.m <= 128 else ()), *(GENERAL if problem.m > DECODE_MAX_M else ())]
         return _configs(tiles, problem)
+
+    return space
+
+
+def _split_k(problem: GemmProblem, programs: int, block_k: int) -> int:
+    """How many slices of K fill the GPU: 1 when `programs` (the unsplit grid) already gives every SM
+    one, else the smallest power of two that does, each slice keeping two or more BLOCK_K steps."""
+    sms = max(1, problem.device.multiprocessors)
+    split = 1
+    while programs * split < sms and split < MAX_SPLIT_K and problem.k >= 2 * split * 2 * block_k:
+        split *= 2
+    return split
+
+
+def _decode_config(block_m: int, block_n: int, block_k: int, split: int, stages: int, warps: int) -> Config:
+    kwargs = {"BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_K": block_k, "SPLIT_K": split}
+    return Config(kwargs, num_warps=warps, num_stages=stages)
+
+
+def _b_along_k(problem: GemmProblem) -> bool:
+    """Whether B's elements are contiguous along K (`x @ W.T` with W row-major)."""
+    return problem.b.stride[-2] == 1 and problem.b.stride[-1] != 1
+
+
+def _gemv_configs(problem: GemmProblem, batch: int) -> list[Config]:
+    block_m = _ceil_pow2(problem.m)
+    tiles = GEMV_ALONG_K if _b_along_k(problem) else GEMV_ALONG_N
+    configs = []
+    for block_n, block_k, warps in tiles:
+        block_n = min(block_n, _ceil_pow2(problem.n))
+        block_k = min(block_k, _ceil_pow2(problem.k))
+        while block_k > 16 and problem.m * block_n * block_k > GEMV_ACCUMULATORS * 32 * warps:
+            block_k //= 2
+        programs = -(-problem.n // block_n) * batch
+        split = _split_k(problem, programs, block_k)
+        configs.append(_decode_config(block_m, block_n, block_k, split, 1, warps))
+    return configs
+
+
+def _dot_configs(problem: GemmProblem, batch: int) -> list[Config]:
+    budget = problem.device.shared_memory_limit
+    configs = []
+    for index, (block_n, block_k, stages, warps) in enumerate(DECODE_DOT):
+        block_n = min(block_n, max(16, _ceil_pow2(problem.n)))
+        block_k = min(block_k, max(16, _ceil_pow2(problem.k)))
+        split = _split_k(problem, -(-problem.n // block_n) * batch, block_k)
+        if index > 0 and split == 1:
+            continue
+        if (
+            budget is not None
+            and shared_memory_bytes((16, block_n, block_k, stages, warps), problem.a.itemsize) > budget
+        ):
+            continue
+        configs.append(_decode_config(16, block_n, block_k, split, stages, warps))
+    return configs
+
+
+def decode_configs(a_index: int, b_index: int) -> Callable[[Signature], list[Config]]:
+    """The skinny template's configs: none above DECODE_MAX_M rows, else its GEMV form up to GEMV_MAX_M
+    rows (no tl.dot) and its tl.dot form, each split along K where its unsplit grid would leave SMs
+    idle. Config kwargs: BLOCK_M (16 for tl.dot, else M rounded up to a power of two), BLOCK_N,
+    BLOCK_K, SPLIT_K."""
+
+    def space(signature: Signature) -> list[Config]:
+        problem = GemmProblem.of(signature, a_index, b_index)
+        if not _supported(problem) or problem.m > DECODE_MAX_M:
+            return []
+        batch = problem.a.size[0] if problem.a.ndim == 3 else 1
+        gemv = problem.m <= GEMV_MAX_M
+        if problem.device.interpreter:
+            # tl.dot of bfloat16 is wrong in Triton's interpreter (see gemm_configs); the GEMV form
+            # has no tl.dot and runs there in every dtype.
+            dot = problem.a.dtype != torch.bfloat16
+            return [
+                *(
+                    _decode_config(_ceil_pow2(problem.m), n, k, split, 1, 4)
+                    for n, k, split in (INTERPRETED_DECODE_GEMV if gemv else ())
+                ),
+                *(
+                    _decode_config(16, n, k, split, 2, 4)
+                    for n, k, split in (INTERPRETED_DECODE_DOT if dot else ())
+                ),
+            ]
+        found = [*(_gemv_configs(problem, batch) if gemv else ()), *_dot_configs(problem, batch)]
+        return list(dict.fromkeys(found))
 
     return space
 

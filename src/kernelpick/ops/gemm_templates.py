@@ -1,4 +1,5 @@
-"""The built-in Triton GEMM templates: a tiled kernel (2-D and batched) and a persistent TMA kernel."""
+"""The built-in Triton GEMM templates: a tiled kernel (2-D and batched), a persistent TMA kernel, and a
+skinny kernel for decode sizes (a few rows: GEMV-like, optionally split along K)."""
 
 from __future__ import annotations
 
@@ -29,6 +30,11 @@ def _tiles(context: GridContext) -> int:
 def _gemm_grid(context: GridContext) -> tuple[int, ...]:
     batch = context.output.size[0] if context.output.ndim == 3 else 1
     return (_tiles(context), batch)
+
+
+def _skinny_grid(context: GridContext) -> tuple[int, ...]:
+    batch = context.output.size[0] if context.output.ndim == 3 else 1
+    return (_tiles(context), int(context.meta["SPLIT_K"]), batch)
 
 
 def _persistent_grid(context: GridContext) -> tuple[int, ...]:
@@ -168,8 +174,200 @@ PERSISTENT_TMA_SOURCE = (
 """
 )
 
+SKINNY_SOURCE = (
+    _DOT
+    + """
+{% set batched = inputs.A.ndim == 3 %}
+{% set d = 1 if batched else 0 %}
+{% set rows = size_hint("A", d) %}
+{% set depth = size_hint("A", d + 1) %}
+{% set columns = size_hint("B", d + 1) %}
+{% set batch = size_hint("A", 0) if batched else 1 %}
+{# 16 rows: tl.dot; fewer: each row's products summed by CUDA cores, one line per row #}
+{% set dot = BLOCK_M >= 16 %}
+{% set along_k = stride_hint("B", d) == 1 and stride_hint("B", d + 1) != 1 %}
+{% set unrolled = BLOCK_M if rows > BLOCK_M else rows %}
+{# each of a tile's SPLIT_K programs sums its own K_SPLIT of K, a multiple of BLOCK_K #}
+{% set K_SPLIT = ((depth + SPLIT_K * BLOCK_K - 1) // (SPLIT_K * BLOCK_K)) * BLOCK_K %}
+{% set EVEN_K = depth % (SPLIT_K * BLOCK_K) == 0 %}
+{% set EVEN_M = rows % BLOCK_M == 0 %}
+{% set partials = SPLIT_K * batch * rows * columns %}
+{{ def_kernel() }}
+    M = {{ size("A", d) }}
+    N = {{ size("B", d + 1) }}
+    K = {{ size("A", d + 1) }}
+    stride_am = {{ stride("A", d) }}
+    stride_ak = {{ stride("A", d + 1) }}
+    stride_bk = {{ stride("B", d) }}
+    stride_bn = {{ stride("B", d + 1) }}
+    pid = tl.program_id(0)
+    pid_k = tl.program_id(1)
+{% if batched %}
+    idx_b = tl.program_id(2)
+    A = A + idx_b * {{ stride("A", 0) }}
+    B = B + idx_b * {{ stride("B", 0) }}
+{% endif %}
+    # one program per (row block, column block, K slice); at decode sizes one row block holds all of M
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    pid_m = pid // num_pid_n
+    pid_n = pid % num_pid_n
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+{% if int64_index %}
+    rm = rm.to(tl.int64)
+    rn = rn.to(tl.int64)
+{% endif %}
+{% if columns % BLOCK_N == 0 %}
+    rbn = tl.max_contiguous(tl.multiple_of(rn, BLOCK_N), BLOCK_N)
+{% else %}
+    rbn = rn % N
+{% endif %}
+    rk = pid_k * {{ K_SPLIT }} + tl.arange(0, BLOCK_K)
+{% if int64_index %}
+    rk = rk.to(tl.int64)
+{% endif %}
+    b_ptrs = B + (rk[:, None] * stride_bk + rbn[None, :] * stride_bn)
+{% if dot %}
+{% if EVEN_M %}
+    ram = rm
+{% else %}
+    ram = rm % M
+{% endif %}
+    a_ptrs = A + (ram[:, None] * stride_am + rk[None, :] * stride_ak)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, {{ K_SPLIT // BLOCK_K }}):
+{% if EVEN_K %}
+        a = tl.load(a_ptrs)
+        b = tl.load(b_ptrs)
+{% else %}
+        a = tl.load(a_ptrs, mask=rk[None, :] < K - k * BLOCK_K, other=0.0)
+        b = tl.load(b_ptrs, mask=rk[:, None] < K - k * BLOCK_K, other=0.0)
+{% endif %}
+        acc = tl.dot(a, b, acc{{ precision }})
+        a_ptrs += BLOCK_K * stride_ak
+        b_ptrs += BLOCK_K * stride_bk
+{% else %}
+    first_row = pid_m * BLOCK_M
+{% if int64_index %}
+    first_row = first_row.to(tl.int64)
+{% endif %}
+    # each row's products are summed along K only after the loop, as Inductor's reductions do: the
+    # loop itself is loads and FMAs, no shuffles between threads
+{% if along_k %}
+    # B's tile is read along K: a row of A is read as a tile of B's shape (the same value for every
+    # column, from L1), so that it has B's layout: a vector would be moved through shared memory
+    # into that layout at every step
+    a_offsets = rk[:, None] * stride_ak + 0 * rbn[None, :]
+{% else %}
+    a_offsets = rk * stride_ak
+{% endif %}
+{% for i in range(unrolled) %}
+{% if EVEN_M %}
+    a_ptrs_{{ i }} = A + (first_row + {{ i }}) * stride_am + a_offsets
+{% else %}
+    a_ptrs_{{ i }} = A + ((first_row + {{ i }}) % M) * stride_am + a_offsets
+{% endif %}
+    acc_{{ i }} = tl.zeros((BLOCK_K, BLOCK_N), dtype=tl.float32)
+{% endfor %}
+    for k in range(0, {{ K_SPLIT // BLOCK_K }}):
+{% if EVEN_K %}
+        b = tl.load(b_ptrs).to(tl.float32)
+{% else %}
+        k_mask = rk < K - k * BLOCK_K
+        b = tl.load(b_ptrs, mask=k_mask[:, None], other=0.0).to(tl.float32)
+{% endif %}
+{% for i in range(unrolled) %}
+{% if EVEN_K %}
+        a_{{ i }} = tl.load(a_ptrs_{{ i }}).to(tl.float32)
+{% elif along_k %}
+        a_{{ i }} = tl.load(a_ptrs_{{ i }}, mask=k_mask[:, None], other=0.0).to(tl.float32)
+{% else %}
+        a_{{ i }} = tl.load(a_ptrs_{{ i }}, mask=k_mask, other=0.0).to(tl.float32)
+{% endif %}
+{% if along_k %}
+        acc_{{ i }} += a_{{ i }} * b
+{% else %}
+        acc_{{ i }} += a_{{ i }}[:, None] * b
+{% endif %}
+        a_ptrs_{{ i }} += BLOCK_K * stride_ak
+{% endfor %}
+        b_ptrs += BLOCK_K * stride_bk
+    row = tl.arange(0, BLOCK_M)[:, None]
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+{% for i in range(unrolled) %}
+    acc = tl.where(row == {{ i }}, tl.sum(acc_{{ i }}, axis=0)[None, :], acc)
+{% endfor %}
+{% endif %}
+    idx_m = rm[:, None]
+    idx_n = rn[None, :]
+    mask = (idx_m < M) & (idx_n < N)
+{% if SPLIT_K == 1 %}
+{% if batched %}
+    {{ store_output(("idx_b", "idx_m", "idx_n"), "acc", "mask") }}
+{% else %}
+    {{ store_output(("idx_m", "idx_n"), "acc", "mask") }}
+{% endif %}
+{% else %}
+{% set ws = workspace("WS", [SPLIT_K, batch, rows, columns]) %}
+{% if partials >= 2 ** 31 %}
+    pid_k = pid_k.to(tl.int64)
+{% endif %}
+    # this program's partial sums: the reduction kernel adds them in a fixed order
+    partial = {{ ws }} + pid_k * {{ batch * rows * columns }} + idx_m * {{ columns }} + idx_n
+{% if batched %}
+    partial += idx_b * {{ rows * columns }}
+{% endif %}
+    tl.store(partial, acc, mask=mask)
+{% set R_N = [16, 512 // BLOCK_M] | max %}
+{% set r_blocks = ((rows + BLOCK_M - 1) // BLOCK_M) * ((columns + R_N - 1) // R_N) %}
+
+
+{{ def_kernel("reduce", grid=[r_blocks, batch], num_warps=4, num_stages=1) }}
+    M = {{ size("A", d) }}
+    N = {{ size("B", d + 1) }}
+    pid = tl.program_id(0)
+{% if batched %}
+    idx_b = tl.program_id(1)
+{% endif %}
+    num_pid_n = tl.cdiv(N, {{ R_N }})
+    pid_m = pid // num_pid_n
+    pid_n = pid % num_pid_n
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = pid_n * {{ R_N }} + tl.arange(0, {{ R_N }})
+{% if int64_index or partials >= 2 ** 31 %}
+    rm = rm.to(tl.int64)
+    rn = rn.to(tl.int64)
+{% endif %}
+    idx_m = rm[:, None]
+    idx_n = rn[None, :]
+    mask = (idx_m < M) & (idx_n < N)
+    partial = {{ ws }} + idx_m * {{ columns }} + idx_n
+{% if batched %}
+    partial += idx_b * {{ rows * columns }}
+{% endif %}
+    # split 0, 1, 2, ... in this order whichever program finished first: the same sums every call
+    acc = tl.load(partial, mask=mask, other=0.0)
+    for split in tl.static_range(1, SPLIT_K):
+        acc += tl.load(partial + split * {{ batch * rows * columns }}, mask=mask, other=0.0)
+{% if batched %}
+    {{ store_output(("idx_b", "idx_m", "idx_n"), "acc", "mask") }}
+{% else %}
+    {{ store_output(("idx_m", "idx_n"), "acc", "mask") }}
+{% endif %}
+{% endif %}
+"""
+)
+
 #: C = A @ B (2-D) or a batched product (3-D), tiled, with grouped program order.
 GEMM = TritonTemplate("kernelpick_gemm", GEMM_SOURCE, inputs=("A", "B"), output=_output, grid=_gemm_grid)
+
+#: C = A @ B (2-D or batched) for few rows, streaming B once: every program takes all of M (BLOCK_M
+#: rows, 16 with tl.dot, fewer as a GEMV whose rows are unrolled), BLOCK_N columns and, with
+#: SPLIT_K > 1, one of SPLIT_K slices of K, whose float32 partial sums a second kernel adds in a fixed
+#: order (deterministic, as cuBLAS's split-K reduction and Inductor's decompose-K are) before the epilogue.
+SKINNY_GEMM = TritonTemplate(
+    "kernelpick_gemm_skinny", SKINNY_SOURCE, inputs=("A", "B"), output=_output, grid=_skinny_grid
+)
 
 #: C = A @ B (2-D) by a persistent kernel reading A and B through TMA tensor descriptors: only on
 #: sm_90 and newer GPUs, with a Triton that has host tensor descriptors (skipped elsewhere, saying why).

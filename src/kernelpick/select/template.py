@@ -5,6 +5,12 @@ What a template's source can use (besides Jinja2 itself):
 - `{{ def_kernel() }}` at column 0: becomes `@triton.jit def <name>(<parameters>):` followed by one
   `NAME: tl.constexpr = value` line per meta-parameter of the config and per constant. It is filled
   in last, once the body has said which parameters it needs.
+- `{{ def_kernel("reduce", grid=[...], num_warps=4) }}`, after the first kernel: one more kernel,
+  launched after those before it with the same parameters, on its own grid (a list of integers the
+  source computes) and launch options (default: the config's). A split-K GEMM's reduction is one.
+- `{{ workspace("WS", [SPLIT_K, M, N]) }}`: the name of a parameter that receives a float32 scratch
+  tensor of that size, allocated (not zeroed) by each call: partial results one kernel writes and a
+  later one reads.
 - `{{ size("A", 0) }}`, `{{ stride("A", 1) }}`: a literal when shapes are static, else the name of
   an integer parameter added to the kernel. `OUT` names the output. `size_hint`/`stride_hint` give
   the integer itself, for Jinja logic (`{% if stride_hint("B", 0) == 1 %}`).
@@ -19,6 +25,7 @@ What a template's source can use (besides Jinja2 itself):
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -67,8 +74,8 @@ class Parameter:
     """One parameter of a rendered kernel and where its value comes from.
 
     `kind` is "tensor" (the input named `source`), "output", "descriptor" (a `TensorDescriptor` of
-    `source` with `shape`, `strides` and `block`) or "int" (the constant `value`, a size or stride
-    passed when shapes are not static).
+    `source` with `shape`, `strides` and `block`), "workspace" (a new float32 tensor of size `shape`)
+    or "int" (the constant `value`, a size or stride passed when shapes are not static).
     """
 
     name: str
@@ -81,18 +88,35 @@ class Parameter:
 
 
 @dataclass(frozen=True, slots=True)
+class Launch:
+    """A kernel of a rendered template launched after its first: its name, grid and launch options
+    (None: the config's)."""
+
+    kernel_name: str
+    grid: tuple[int, ...]
+    num_warps: int | None = None
+    num_stages: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class RenderedKernel:
-    """A rendered template: its source, its kernel's name and parameters, the output and the grid."""
+    """A rendered template: its source, its kernel's name and parameters, the output and the grid;
+    `after`: the kernels launched after it, in order, with the same parameters (most templates have
+    none)."""
 
     source: str
     kernel_name: str
     parameters: tuple[Parameter, ...]
     output: TensorSpec
     grid: tuple[int, ...]
+    after: tuple[Launch, ...] = ()
 
     @property
     def digest(self) -> str:
-        return hashlib.sha256(self.source.encode()).hexdigest()
+        """The source's hash, and the later kernels' grids and options where there are any (they are
+        not in the source)."""
+        text = self.source if not self.after else self.source + repr(self.after)
+        return hashlib.sha256(text.encode()).hexdigest()
 
 
 OutputRule = Callable[..., tuple[Sequence[int], torch.dtype]]
@@ -241,7 +265,10 @@ class _RenderState:
         self.constants = constants
         self.static = static_shapes
         self.descriptors: list[Parameter] = []
+        self.workspaces: list[Parameter] = []
         self.integers: dict[str, Parameter] = {}
+        self.launches: list[Launch] = []  # the kernels after the first, named by their suffix until the end
+        self.defined = False
         self.hooks: dict[str, Callable[[], str]] = {}
         self.stored = False
 
@@ -320,8 +347,53 @@ class _RenderState:
         text = self._store_code(tuple(indices), value, mask)
         return self._placeholder("STORE_OUTPUT", lambda: text)
 
-    def def_kernel(self) -> str:
-        return self._placeholder("DEF_KERNEL", self._def_code)
+    def workspace(self, name: str, size: Sequence[int]) -> str:
+        if (
+            not name.isidentifier()
+            or name in self.specs
+            or name in self.config.kwargs
+            or name in self.constants
+        ):
+            raise TemplateError(
+                f"workspace name {name!r} must be an identifier that names no input, output, "
+                "meta-parameter or constant"
+            )
+        shape = tuple(int(s) for s in size)
+        if any(s < 0 for s in shape):
+            raise TemplateError(f"workspace {name!r} has a negative size {list(shape)}")
+        found = next((p for p in self.workspaces if p.name == name), None)
+        if found is None:
+            self.workspaces.append(Parameter(name, "workspace", shape=shape))
+        elif found.shape != shape:
+            raise TemplateError(
+                f"workspace {name!r} is asked for with sizes {list(found.shape)} and {list(shape)}"
+            )
+        return name
+
+    def def_kernel(
+        self,
+        name: str | None = None,
+        grid: Sequence[int] | None = None,
+        num_warps: int | None = None,
+        num_stages: int | None = None,
+    ) -> str:
+        if not self.defined:
+            if name is not None or grid is not None or num_warps is not None or num_stages is not None:
+                raise TemplateError(
+                    f"template `{self.template.name}`: the first def_kernel() takes no arguments (its grid "
+                    "is the template's and its options the config's); name and grid the kernels after it"
+                )
+            self.defined = True
+            return self._placeholder("DEF_KERNEL", lambda: self._def_code(self.kernel_name))
+        if name is None or not name.isidentifier() or grid is None:
+            raise TemplateError(
+                f"template `{self.template.name}`: a kernel after the first needs a name (an identifier) "
+                f'and a grid, e.g. def_kernel("reduce", grid=[blocks]); got name={name!r}, grid={grid!r}'
+            )
+        if any(launch.kernel_name == name for launch in self.launches):
+            raise TemplateError(f"template `{self.template.name}` defines two kernels named {name!r}")
+        self.launches.append(Launch(name, tuple(int(g) for g in grid), num_warps, num_stages))
+        return self._placeholder("DEF_KERNEL", lambda: self._def_code(f"{self.kernel_name}_{name}"))
 
     # -- hooks ---------------------------------------------------------------------------------
     def _offset(self, name: str, indices: Sequence[str], strides: Sequence[int]) -> str:
@@ -356,12 +428,12 @@ class _RenderState:
         code.line(f"tl.store({OUTPUT} + {offset}, ({result}).to({OUTPUT}.dtype.element_ty){masked})")
         return code.getvalue()
 
-    def _def_code(self) -> str:
+    def _def_code(self, kernel_name: str) -> str:
         names = [*self.template.inputs, *(self.extra_inputs), OUTPUT]
-        names += [p.name for p in self.descriptors] + list(self.integers)
+        names += [p.name for p in (*self.workspaces, *self.descriptors)] + list(self.integers)
         code = CodeBuffer()
         code.line("@triton.jit")
-        code.line(f"def {self.kernel_name}({', '.join(names)}):")
+        code.line(f"def {kernel_name}({', '.join(names)}):")
         with code.indent():
             for name, value in {**self.config.kwargs, **self.constants}.items():
                 code.line(f"{name}: tl.constexpr = {_literal(value)}")
@@ -397,6 +469,7 @@ class _RenderState:
             "stride_hint": self.stride_hint,
             "dtype": self.dtype,
             "tensor_descriptor": self.tensor_descriptor,
+            "workspace": self.workspace,
             "store_output": self.store_output,
         }
         try:
@@ -421,10 +494,19 @@ class _RenderState:
         header.lines(["import math", "", "import triton", "import triton.language as tl", "", ""])
         source = header.getvalue() + PartialRender(body, self.hooks).finalize()
         parameters = [Parameter(n, "tensor", n) for n in (*self.template.inputs, *self.extra_inputs)]
-        parameters += [Parameter(OUTPUT, "output"), *self.descriptors, *self.integers.values()]
+        parameters += [
+            Parameter(OUTPUT, "output"),
+            *self.workspaces,
+            *self.descriptors,
+            *self.integers.values(),
+        ]
         meta = {**self.constants, **self.config.kwargs}
         context = GridContext(
             self.output, {n: s for n, s in self.specs.items() if n != OUTPUT}, meta, self.device
         )
         grid = tuple(int(g) for g in self.template.grid_rule(context))
-        return RenderedKernel(source, self.kernel_name, tuple(parameters), self.output, grid)
+        after = tuple(
+            dataclasses.replace(launch, kernel_name=f"{self.kernel_name}_{launch.kernel_name}")
+            for launch in self.launches
+        )
+        return RenderedKernel(source, self.kernel_name, tuple(parameters), self.output, grid, after)

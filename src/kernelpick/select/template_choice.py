@@ -1,7 +1,8 @@
 """`kernelpick.template`: a `TritonTemplate` rendered per config and signature, as choices.
 
 The function that launches a rendered kernel is itself generated code: every size, stride, grid and
-option is fixed for a signature, so a call is an allocation, one launch and nothing else.
+option is fixed for a signature, so a call is an allocation, one launch and nothing else (a template
+with a workspace and later kernels: their allocations and launches too).
 """
 
 from __future__ import annotations
@@ -165,34 +166,51 @@ class TemplateChoice(NamedChoice):
         module = load_module(write_module(self.rendered.source))
         return getattr(module, self.rendered.kernel_name)
 
+    def kernels(self) -> list[tuple[Any, Config, tuple[int, ...]]]:
+        """Every kernel one call launches, in order, with its launch options and grid: the first
+        kernel, then the template's later ones (`RenderedKernel.after`)."""
+        module = load_module(write_module(self.rendered.source))
+        found = [(getattr(module, self.rendered.kernel_name), self.launch_config, self.rendered.grid)]
+        for launch in self.rendered.after:
+            options = Config(
+                {},
+                num_warps=launch.num_warps if launch.num_warps is not None else self.config.num_warps,
+                num_stages=launch.num_stages if launch.num_stages is not None else self.config.num_stages,
+            )
+            found.append((getattr(module, launch.kernel_name), options, launch.grid))
+        return found
+
     @property
     def path(self) -> str:
         return str(write_module(self.rendered.source))
 
     def compile_job(self, example: ExampleInputs, signature: Signature) -> CompileJob | CompileOutcome:
         try:
-            kernel = self.kernel()
-            arguments = _generate(self, kernel, signature)[1]
+            kernels = self.kernels()
+            arguments = _generate(self, kernels, signature)[1]
             args, _ = arguments(*example.args, **example.kwargs)
         except Exception as error:
             status, message = classify(error)
             return CompileOutcome(status, message)
-        return CompileJob(kernel, args, {}, self.launch_config, self.rendered.grid)
+        (kernel, options, grid), *later = kernels
+        companions = tuple(CompileJob(k, args, {}, o, g) for k, o, g in later)
+        return CompileJob(kernel, args, {}, options, grid, companions)
 
     def callable_for(self, signature: Signature) -> Callable[..., Any]:
-        return _generate(self, self.kernel(), signature)[0]
+        return _generate(self, self.kernels(), signature)[0]
 
 
 def _generate(
-    choice: TemplateChoice, kernel: Any, signature: Signature
+    choice: TemplateChoice, kernels: Sequence[tuple[Any, Config, tuple[int, ...]]], signature: Signature
 ) -> tuple[Callable[..., Any], Callable[..., Any]]:
-    """Write and compile `call(*inputs, **kwargs)` and `arguments(*inputs, **kwargs)` for one signature."""
+    """Write and compile `call(*inputs, **kwargs)` and `arguments(*inputs, **kwargs)` for one signature:
+    `kernels` are what `TemplateChoice.kernels` gives."""
     rendered = choice.rendered
     position = {name: index for index, name in enumerate(choice.space.arguments)}
     scope: dict[str, Any] = {
-        "launch": launcher(kernel, signature.device.interpreter),
+        "empty": torch.empty,
+        "FLOAT32": torch.float32,
         "empty_strided": torch.empty_strided,
-        "GRID": rendered.grid,
         "OUT_SIZE": rendered.output.size,
         "OUT_STRIDE": rendered.output.stride,
         "OUT_DTYPE": rendered.output.dtype,
@@ -214,24 +232,37 @@ def _generate(
                 list(parameter.block),
             )
             values.append(f"TensorDescriptor(inputs[{position[parameter.source]}], *{parameter.name}_layout)")
+        elif parameter.kind == "workspace":
+            values.append(f"workspace_{parameter.name}")
         else:
             values.append(str(parameter.value))
-    options = ", ".join(f"{k}={v!r}" for k, v in choice.launch_config.options().items() if v is not None)
-    allocate = (
+    allocate = [
         'out = kwargs["out"]'
         if "out" in signature.named_kwargs
         else "out = empty_strided(OUT_SIZE, OUT_STRIDE, dtype=OUT_DTYPE, device=DEVICE)"
-    )
+    ]
+    # Scratch space comes from torch's caching allocator, as the output does: no zeroing, no copy.
+    allocate += [
+        f"workspace_{p.name} = empty({p.shape!r}, dtype=FLOAT32, device=DEVICE)"
+        for p in rendered.parameters
+        if p.kind == "workspace"
+    ]
+    launches = []
+    for index, (kernel, config, grid) in enumerate(kernels):
+        scope[f"launch_{index}"] = launcher(kernel, signature.device.interpreter)
+        scope[f"GRID_{index}"] = grid
+        options = ", ".join(f"{k}={v!r}" for k, v in config.options().items() if v is not None)
+        launches.append(f"launch_{index}({', '.join(values)}, grid=GRID_{index}, {options})")
     code = CodeBuffer()
     code.line("def call(*inputs, **kwargs):")
     with code.indent():
-        code.line(allocate)
-        code.line(f"launch({', '.join(values)}, grid=GRID, {options})")
+        code.lines(allocate)
+        code.lines(launches)
         code.line("return out")
     code.line("")
     code.line("def arguments(*inputs, **kwargs):")
     with code.indent():
-        code.line(allocate)
+        code.lines(allocate)
         code.line(f"return ({', '.join(values)},), out")
     filename = f"<kernelpick caller of {rendered.kernel_name}>"
     exec(compile(code.getvalue(), filename, "exec"), scope)  # our own generated code, never stored data
