@@ -52,7 +52,7 @@ def lower_for_hopper(
     )
     (choice,) = space.choices_for(signature_on(H100, inputs))
     assert isinstance(choice, TemplateChoice)
-    arguments_of = _generate(choice, choice.kernel(), Signature.of(inputs, {}))[1]
+    arguments_of = _generate(choice, choice.kernels(), Signature.of(inputs, {}))[1]
     args, _ = arguments_of(*ExampleInputs(inputs, {}).args)
     specialization = specialize(
         choice.kernel(), args, choice.launch_config.all_kwargs(), target=GPUTarget("cuda", 90, 32)
