@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from types import TracebackType
+from typing import TypeVar
 
 from rich.console import Console
 from rich.markup import escape
@@ -13,6 +15,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from rich.table import Table
 
 from kernelpick import settings
+
+_R = TypeVar("_R")
 
 
 def console(stderr: bool = False) -> Console:
@@ -73,6 +77,17 @@ class TuningProgress:
     def advance(self, steps: int = 1, description: str | None = None) -> None:
         with self._lock:
             self._advance(steps, description)
+
+    def on_done(self, then: Callable[[str, _R], object] | None = None) -> Callable[[str, _R], None]:
+        """A measurement's `on_done`: a step for each candidate done, which then goes on to `then`
+        (a tuning's, which stores its result)."""
+
+        def done(candidate: str, result: _R) -> None:
+            self.advance()
+            if then is not None:
+                then(candidate, result)
+
+        return done
 
     def _advance(self, steps: int, description: str | None) -> None:
         self.done += steps

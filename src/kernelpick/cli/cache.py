@@ -182,7 +182,8 @@ def _cache_list(args: argparse.Namespace) -> int:
         right=("results", "failed", "ms/call"),
     )
     for s in summaries:
-        picked, cost = "-", "-"
+        # No pick: every candidate failed, or the tuning was interrupted before it picked.
+        picked, cost = ("all failed" if s.failed == s.results else "unfinished"), "-"
         if s.picked is not None:
             picked = candidate_name(s.picked.description)
             cost = f"{s.picked.result.cost_ms:.4f}" if s.picked.result.ok else s.picked.result.status
@@ -302,7 +303,13 @@ def _cache_export(args: argparse.Namespace) -> int:
     left_out = len(tuned) - len(table.entries)
     print(
         f"wrote {len(table.entries)} entries for {table.device} ({describe_toolchain(table.toolchain)}) "
-        f"to {args.out}" + (f"; {left_out} keys where no candidate worked are left out" if left_out else "")
+        f"to {args.out}"
+        + (
+            f"; {_count(left_out, 'key')} left out: no candidate worked, or the tuning was interrupted "
+            "before it picked (`cache list` shows them unpicked; tune them again)"
+            if left_out
+            else ""
+        )
     )
     return 0
 

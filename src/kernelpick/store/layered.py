@@ -10,6 +10,7 @@ from typing import TypeVar
 
 from kernelpick.errors import StoreError
 from kernelpick.store.base import ResultStore, StoredResult
+from kernelpick.store.base import picked as stored_pick
 from kernelpick.store.keys import TuningKey
 from kernelpick.store.redis import RedisStore
 
@@ -59,6 +60,11 @@ class LayeredStore:
         if missing:
             self.local.save(key, missing, pick=pick)
         return {**shared, **found}
+
+    def picked(self, key: TuningKey) -> str | bool | None:
+        """The local store's pick for `key` (a load copies the remote one's there); False when the
+        local store cannot say."""
+        return stored_pick(self.local, key)
 
     def save(self, key: TuningKey, results: Iterable[StoredResult], *, pick: str | None = None) -> None:
         results = list(results)
