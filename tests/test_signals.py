@@ -1,11 +1,15 @@
 """signals.py: SIGTERM stops a tuning as Ctrl-C does (the process then ends by it: tests/select/
-test_tuning.py sends it to a real tuning), and a program's own SIGTERM handler is left alone."""
+test_tuning.py sends it to a real tuning), a program's own SIGTERM handler is left alone, and a
+crash in Triton's interpreter ends with one line that names the kernel and KERNELPICK_ISOLATE=on."""
 
 from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -43,3 +47,55 @@ def test_sigterm_is_handled_only_while_tuning_in_the_main_thread() -> None:
     thread.start()
     thread.join()
     assert seen == [signal.SIG_DFL]
+
+
+#: An autotuned kernel that stores far out of bounds: in Triton's interpreter, a SIGSEGV.
+OUT_OF_BOUNDS = """
+import torch, triton, triton.language as tl, kernelpick
+
+@triton.jit
+def scribble(x_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offsets + (1 << 40), tl.zeros((BLOCK,), tl.float32))
+
+kernel = kernelpick.autotune([kernelpick.Config({"BLOCK": 16}), kernelpick.Config({"BLOCK": 32})], key=["n"])(scribble)
+kernel[(1,)](torch.zeros(16), 16)
+"""
+
+
+def _run(tmp_path: Path, *options: str, isolate: str = "auto") -> subprocess.CompletedProcess[str]:
+    env = {
+        **os.environ,
+        "KERNELPICK_CACHE_DIR": str(tmp_path / "cache"),
+        "KERNELPICK_ISOLATE": isolate,
+        "PYTHONPATH": os.pathsep.join(sys.path),
+    }
+    env.pop("PYTHONFAULTHANDLER", None)
+    script = tmp_path / "scribble.py"  # Triton reads a kernel's source from its file
+    script.write_text(OUT_OF_BOUNDS)
+    return subprocess.run(
+        [sys.executable, *options, str(script)], env=env, capture_output=True, text=True, timeout=300
+    )
+
+
+@pytest.mark.parametrize("options", [(), ("-X", "faulthandler")], ids=["plain", "faulthandler"])
+def test_a_crash_in_the_interpreter_ends_with_a_line_naming_the_kernel_and_isolation(
+    tmp_path: Path, options: tuple[str, ...]
+) -> None:
+    done = _run(tmp_path, *options)
+    assert done.returncode == -signal.SIGSEGV  # it still dies as it did, by the signal
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith(
+        "kernelpick: kernel `scribble` crashed this process (SIGSEGV) in Triton's interpreter"
+    )
+    assert "KERNELPICK_ISOLATE=on" in last
+    if options:  # the traceback faulthandler was asked for comes first
+        assert "Fatal Python error: SIGSEGV" in done.stderr and "in _tune" in done.stderr
+
+
+def test_isolated_the_crash_is_each_configs_failure_and_the_caller_lives(tmp_path: Path) -> None:
+    done = _run(tmp_path, isolate="on")
+    assert done.returncode == 1
+    assert "NoValidConfigs: all 2 configs of kernel `scribble` failed" in done.stderr
+    assert done.stderr.count("crashed: the worker died (signal SIGSEGV)") == 2
+    assert "KERNELPICK_ISOLATE=on" not in done.stderr  # the worker's crash is the config's
