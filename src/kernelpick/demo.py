@@ -118,7 +118,8 @@ def run_demo() -> DemoRun:
     torch.testing.assert_close(c.float(), a.float() @ b.float(), rtol=2e-2, atol=2e-2 * size**0.5)
     torch.testing.assert_close(out, x + y)
     assert matmul.last_tuning is not None and add.last_tuning is not None
-    return DemoRun(describe(device), {"matmul": matmul.last_tuning, "add": add.last_tuning}, seconds)
+    tunings = (matmul.last_tuning, add.last_tuning)
+    return DemoRun(describe(device), {record.kernel: record for record in tunings}, seconds)
 
 
 @dataclass(frozen=True, slots=True)

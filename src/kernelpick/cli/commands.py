@@ -33,8 +33,8 @@ def _demo(args: argparse.Namespace) -> int:
         print(json.dumps(demo.summary(verbose=args.verbose), indent=2))
         return 0
     out = console()
-    for name, record in demo.records.items():
-        out.print(record_table(name, record))
+    for record in demo.records.values():
+        out.print(record_table(record))
         out.print()
     where = "read from the result store" if demo.cache_hit else "measured now and stored"
     out.print(escape(f"Tuned 2 kernels on {demo.device.label} in {demo.seconds:.2f} s; results {where}."))

@@ -359,6 +359,7 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
                 note,
                 trace,
                 self.timed_here if measured_now else None,
+                describe_key(self._key_names(), key),
             )
             self._finish(key, record)
             run = runner(self.fn, device.interpreter)
@@ -491,7 +492,7 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
         self.last_tuning = record
         self.configs_timings = {self.given.get(c, c): r.median_ms for c, r in record.results.items()}
         if settings.current().print_tables and len(record.results) > 1:
-            print_table(record_table(f"{self.name}{describe_key(self._key_names(), key)}", record))
+            print_table(record_table(record))
         log.info("tuned %s for %s in %.2f s: %s", self.name, key, record.seconds, record.best)
         log_tuning(record, self._key_names())
         if record.results:  # as Triton: nothing is reported when a single config was left
