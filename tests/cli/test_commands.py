@@ -50,7 +50,11 @@ def test_demo_tables_name_the_device_and_the_failed_config(
     assert code == 0
     assert "AUTOTUNE matmul_kernel(M=32, N=32, K=32) on cpu (Triton interpreter" in out
     assert "compile_error" in out and "power of 2" in out
-    assert "measured now and stored" in out
+    # Why the failing config fails, in words, and what to look at next.
+    assert "BLOCK_M=48 BLOCK_N=32 GROUP_M=8 warps=4 stages=3: compile_error; it fails on purpose" in out
+    assert "a block of 48 rows is not one" in out
+    assert f"measured now and stored in {tmp_path / 'results.sqlite3'}" in " ".join(out.split())
+    assert "kernelpick cache show matmul_kernel --store" in out
 
 
 @pytest.mark.parametrize("width", [80, 100])
@@ -68,6 +72,16 @@ def test_demo_fits_the_width_and_its_titles_name_kernels_as_cache_show_takes_the
     for name in titles:
         code, shown, _ = run_cli(capsys, "cache", "show", name, "--store", str(tmp_path / "results.sqlite3"))
         assert code == 0 and f"AUTOTUNE {name}(" in shown
+
+
+def test_demo_verbose_says_the_whole_reason_and_where_the_time_went(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code, out, _ = run_cli(capsys, "demo", "--verbose", "--cache-dir", str(tmp_path))
+    assert code == 0
+    assert "    arange's range must be a power of 2" in out  # the compiler's own words, whole
+    [steps] = [line for line in out.splitlines() if line.startswith("matmul_kernel: 5 configs measured in")]
+    assert "compile" in steps and "benchmark" in steps
 
 
 def test_settings_lists_every_variable(capsys: pytest.CaptureFixture[str]) -> None:
