@@ -20,9 +20,11 @@ class RecordingStore:
         self._lock = threading.Lock()
         self._saved: dict[str, dict[str, Any]] = {}  # by key digest, in the order first saved
         self._kernels: dict[str, None] = {}  # in order, each once
+        self._keys: dict[str, None] = {}  # the digests of the keys looked up or saved, in order, each once
 
     def load(self, key: TuningKey) -> dict[str, StoredResult]:
         self._kernels.setdefault(key.kernel)
+        self._keys.setdefault(key.digest)
         return self._store().load(key)
 
     def picked(self, key: TuningKey) -> str | bool | None:
@@ -31,6 +33,7 @@ class RecordingStore:
     def save(self, key: TuningKey, results: Iterable[StoredResult], *, pick: str | None = None) -> None:
         results = list(results)
         self._kernels.setdefault(key.kernel)
+        self._keys.setdefault(key.digest)
         self._store().save(key, results, pick=pick)
         with self._lock:
             entry = self._saved.setdefault(key.digest, {"key": key.to_dict(), "results": {}, "pick": None})
@@ -53,6 +56,11 @@ class RecordingStore:
     def kernels(self) -> list[str]:
         """The kernels and selectors looked up or saved for, in order, each once."""
         return list(self._kernels)
+
+    @property
+    def keys(self) -> list[str]:
+        """The digests of the tuning keys looked up or saved, in order, each once."""
+        return list(self._keys)
 
 
 def replay(saved: Iterable[dict[str, Any]], store: ResultStore) -> int:
