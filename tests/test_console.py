@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 
 import pytest
@@ -122,3 +123,15 @@ def test_columns_says_how_wide_piped_output_may_be(
     lines = capsys.readouterr().out.splitlines()
     assert max(len(line) for line in lines) <= 20
     assert lines[1:] == ["name", "a rather long name", "for a row", "short"]  # the figure went; names wrap
+
+
+def test_a_warning_is_said_once_per_cause(caplog: pytest.LogCaptureFixture) -> None:
+    log = logging.getLogger("kernelpick.test-warn-once")
+    with caplog.at_level(logging.WARNING, logger=log.name):
+        for kernel in ("add", "mul", "add"):  # every tuning meets the same cause
+            console.warn_once(log, "no worker starts", "%s: timed here: %s", kernel, "no worker starts")
+        console.warn_once(log, "the worker died", "%s: timed here: %s", "add", "the worker died")
+    assert [r.getMessage() for r in caplog.records] == [
+        "add: timed here: no worker starts",
+        "add: timed here: the worker died",
+    ]

@@ -3,6 +3,7 @@ at, error messages in one line, progress bars for long tuning."""
 
 from __future__ import annotations
 
+import logging
 import re
 import sys
 import threading
@@ -165,6 +166,21 @@ def headline(message: str, limit: int = 100) -> str:
     if len(lines) > 1 and not text.startswith(kind):
         text = f"{kind}: {text}"
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+_warned: set[tuple[str, str]] = set()
+_warned_lock = threading.Lock()
+
+
+def warn_once(logger: logging.Logger, cause: str, message: str, *args: object) -> None:
+    """`logger.warning(message, *args)`, the first time this process meets `cause` (the reason the
+    message gives): one cause met by every tuning is said once, not once a tuning."""
+    with _warned_lock:
+        if (logger.name, cause) in _warned:
+            logger.debug(message, *args)
+            return
+        _warned.add((logger.name, cause))
+    logger.warning(message, *args)
 
 
 def print_table(table: RenderableType) -> None:

@@ -26,7 +26,7 @@ from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.timers import Timer, timer_for
 from kernelpick.bench.verify import Tolerance, tf32_allowed
 from kernelpick.compile.precompile import classify, current_patience
-from kernelpick.console import TuningProgress
+from kernelpick.console import TuningProgress, warn_once
 from kernelpick.errors import IsolationError
 from kernelpick.select.choice import Choice, ExternChoice, PortableChoice, compile_choices
 from kernelpick.select.signature import Signature
@@ -75,7 +75,9 @@ class ChoiceMeasuring:
             try:
                 here = self._in_workers(todo, inputs, kwargs, results)
             except IsolationError as error:
-                log.warning("%s: measuring in this process, not in workers: %s", self.name, error)
+                warn_once(
+                    log, str(error), "%s: measuring in this process, not in workers: %s", self.name, error
+                )
                 here, results = list(todo), {}
                 self.timed_here.update({choice.name: str(error) for choice in todo})
         if here:

@@ -33,7 +33,7 @@ from kernelpick.compile.launch import runner
 from kernelpick.compile.portable import KernelLaunch
 from kernelpick.compile.precompile import CompileOutcome, precompile
 from kernelpick.config import Config
-from kernelpick.console import TuningProgress
+from kernelpick.console import TuningProgress, warn_once
 from kernelpick.device import DeviceInfo
 from kernelpick.errors import IsolationError, failure_exception
 from kernelpick.workers import values
@@ -146,7 +146,9 @@ class KernelConfigs:
                     return self._benchmark_in_workers(configs, args, kwargs, named, grid, device, phases)
                 except IsolationError as error:
                     reason = str(error)
-                    log.warning("%s: benchmarking in this process, not in workers: %s", self.name, reason)
+                    warn_once(
+                        log, reason, "%s: benchmarking in this process, not in workers: %s", self.name, reason
+                    )
             else:
                 log.info("%s: benchmarking in this process, not in workers: %s", self.name, reason)
             self.timed_here = reason
