@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -33,6 +34,18 @@ def test_a_programs_own_sigterm_handler_stays_within_a_tuning() -> None:
         signal.signal(signal.SIGTERM, previous)
 
 
+@pytest.fixture
+def default_sigterm() -> Iterator[None]:
+    """SIGTERM with its default action, as a program leaves it (a Ray local cluster, started by an
+    earlier test, installs a handler of its own)."""
+    previous = signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@pytest.mark.usefixtures("default_sigterm")
 def test_sigterm_is_handled_only_while_tuning_in_the_main_thread() -> None:
     with terminable():
         assert signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL
