@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 
 import pytest
@@ -84,3 +85,53 @@ def test_progress_auto_shows_nothing_without_a_terminal(monkeypatch: pytest.Monk
     with settings.override(progress="auto"), TuningProgress("compiling add", total=2) as progress:
         progress.advance(2)
         assert progress._bar is None
+
+
+# -- console and FittingTable -------------------------------------------------------------------
+
+
+def small_table() -> console.FittingTable:
+    table = console.FittingTable(
+        [console.Column("name", wrap=True), console.Column("figure", right=True, drop=1)], title="two rows"
+    )
+    table.add_row("a rather long name for a row", "1.0")
+    table.add_row("short", "2.0")
+    return table
+
+
+def test_piped_output_is_as_wide_as_its_text_and_never_padded(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("COLUMNS", raising=False)
+    out = console.console()
+    assert not out.is_terminal and out.width == console.PIPED_WIDTH
+    out.print(small_table())
+    lines = capsys.readouterr().out.splitlines()
+    assert lines == [
+        "two rows",
+        "name                          figure",
+        "a rather long name for a row     1.0",
+        "short                            2.0",
+    ]
+
+
+def test_columns_says_how_wide_piped_output_may_be(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "20")
+    console.console().print(small_table())
+    lines = capsys.readouterr().out.splitlines()
+    assert max(len(line) for line in lines) <= 20
+    assert lines[1:] == ["name", "a rather long name", "for a row", "short"]  # the figure went; names wrap
+
+
+def test_a_warning_is_said_once_per_cause(caplog: pytest.LogCaptureFixture) -> None:
+    log = logging.getLogger("kernelpick.test-warn-once")
+    with caplog.at_level(logging.WARNING, logger=log.name):
+        for kernel in ("add", "mul", "add"):  # every tuning meets the same cause
+            console.warn_once(log, "no worker starts", "%s: timed here: %s", kernel, "no worker starts")
+        console.warn_once(log, "the worker died", "%s: timed here: %s", "add", "the worker died")
+    assert [r.getMessage() for r in caplog.records] == [
+        "add: timed here: no worker starts",
+        "add: timed here: the worker died",
+    ]

@@ -11,6 +11,7 @@ from pathlib import Path
 LAYERS = [
     "version",
     "errors",
+    "signals",
     "settings",
     "device",
     "tensors",

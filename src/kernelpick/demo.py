@@ -10,7 +10,9 @@ import torch
 import triton
 import triton.language as tl
 
+from kernelpick.console import headline
 from kernelpick.device import DeviceInfo, describe
+from kernelpick.store.text import candidate_name
 from kernelpick.tune import Config, TuningRecord, autotune
 
 
@@ -67,9 +69,22 @@ def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
     )
 
 
+#: The demo's config that fails on purpose, and why (what the demo says after its tables).
+FAILING_CONFIG = Config({"BLOCK_M": 48, "BLOCK_N": 32, "BLOCK_K": 16, "GROUP_M": 8})
+FAILING_WHY = (
+    "it fails on purpose: tl.arange takes a power-of-two length, and a block of 48 rows is not one; "
+    "a config that fails is recorded with its reason and never picked, and the others are tuned"
+)
+
+
+#: How much of a failure's message `kernelpick demo --verbose` shows: a compile error's source line,
+#: its caret and the error (Triton puts the kernel's source up to that line before them).
+VERBOSE_LINES = 4
+
+
 def matmul_configs(gpu: bool) -> list[Config]:
-    """A small space; the last config is one the compiler rejects (a block of 48 is not a power of
-    two), to show that a bad config is recorded with its reason and skipped."""
+    """A small space; the last config is one the compiler rejects (`FAILING_CONFIG`: a block of 48
+    is not a power of two), to show that a bad config is recorded with its reason and skipped."""
     blocks = (
         [(64, 64, 32), (128, 64, 32), (64, 128, 32), (128, 128, 64)] if gpu else [(16, 16, 16), (32, 32, 16)]
     )
@@ -78,7 +93,7 @@ def matmul_configs(gpu: bool) -> list[Config]:
         for m, n, k in blocks
         for w, s in ((4, 3), (8, 4))
     ]
-    return [*configs, Config({"BLOCK_M": 48, "BLOCK_N": 32, "BLOCK_K": 16, "GROUP_M": 8})]
+    return [*configs, FAILING_CONFIG]
 
 
 def add_configs(gpu: bool) -> list[Config]:
@@ -118,7 +133,8 @@ def run_demo() -> DemoRun:
     torch.testing.assert_close(c.float(), a.float() @ b.float(), rtol=2e-2, atol=2e-2 * size**0.5)
     torch.testing.assert_close(out, x + y)
     assert matmul.last_tuning is not None and add.last_tuning is not None
-    return DemoRun(describe(device), {"matmul": matmul.last_tuning, "add": add.last_tuning}, seconds)
+    tunings = (matmul.last_tuning, add.last_tuning)
+    return DemoRun(describe(device), {record.kernel: record for record in tunings}, seconds)
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +148,31 @@ class DemoRun:
     @property
     def cache_hit(self) -> bool:
         return all(r.from_store for r in self.records.values())
+
+    def failures(self, verbose: bool = False) -> list[str]:
+        """A line for each config that failed: which, and why (with `verbose`, the end of what the
+        compiler or the launch said: the line it was at, and the error)."""
+        lines = []
+        for record in self.records.values():
+            for config, result in record.failed.items():
+                why = FAILING_WHY if config == FAILING_CONFIG else headline(result.message, 300)
+                lines.append(
+                    f"{record.kernel}'s config {candidate_name(config.to_dict())}: {result.status}; {why}"
+                )
+                if verbose:
+                    lines += [f"    {line}" for line in result.message.strip().splitlines()[-VERBOSE_LINES:]]
+        return lines
+
+    def steps(self) -> list[str]:
+        """A line for each kernel: where its tuning's time went (`TuningRecord.phases`)."""
+        lines = []
+        for record in self.records.values():
+            spent = ", ".join(f"{step} {seconds:.2f} s" for step, seconds in record.phases.items())
+            source = "read from the store" if record.from_store else f"{len(record.results)} configs measured"
+            lines.append(
+                f"{record.kernel}: {source} in {record.seconds:.2f} s ({spent or 'nothing to time'})"
+            )
+        return lines
 
     def summary(self, verbose: bool = False) -> dict[str, Any]:
         """The JSON object `kernelpick demo --json` prints."""

@@ -1,7 +1,7 @@
 """Every `KERNELPICK_*` environment variable: its type, default and meaning, declared once.
 
 Read them with `kernelpick.settings.current()`; scope changes with `kernelpick.settings.override(...)`.
-Nothing else in kernelpick reads the environment.
+Nothing else in kernelpick reads the environment (`COLUMNS`, for output to a pipe, is read here too).
 """
 
 from __future__ import annotations
@@ -409,6 +409,13 @@ def cache_dir_or_temporary() -> Path:
             _temporary = Path(tempfile.mkdtemp(prefix="kernelpick-cache-"))
             atexit.register(shutil.rmtree, _temporary, ignore_errors=True)
         return _temporary
+
+
+def terminal_columns() -> int | None:
+    """`COLUMNS`, the width shells give their terminal, where it is set to a number: how wide output
+    to a pipe or a file may be (`kernelpick.console`). Not a setting of kernelpick's own."""
+    columns = os.environ.get("COLUMNS", "")
+    return int(columns) if columns.isdigit() and int(columns) > 0 else None
 
 
 def child_environment(changes: Mapping[str, str | None]) -> dict[str, str]:

@@ -249,8 +249,8 @@ def test_a_failing_second_round_keeps_the_first_rounds_figures() -> None:
     assert [r.median_ms for r in results] == [1.0, 2.0]
 
 
-def test_on_done_is_called_once_per_candidate_failures_included() -> None:
-    calls: list[int] = []
+def test_on_done_is_called_once_per_candidate_with_its_result_failures_included() -> None:
+    calls: list[tuple[int, str]] = []
     candidates = [Sleeper("a", 0.0), Raiser("b", RuntimeError("boom")), Sleeper("c", 0.0)]
     benchmark(
         candidates,
@@ -259,9 +259,9 @@ def test_on_done_is_called_once_per_candidate_failures_included() -> None:
         confirming=QUICK,
         confirm_top=2,
         confirm_within=1.0,
-        on_done=lambda: calls.append(1),
+        on_done=lambda index, result: calls.append((index, result.status)),
     )
-    assert len(calls) == 3
+    assert calls == [(0, "ok"), (1, "runtime_error"), (2, "ok")]
 
 
 def test_no_candidates_no_results() -> None:

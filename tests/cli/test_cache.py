@@ -23,6 +23,7 @@ from kernelpick.config import Config
 from kernelpick.store.base import StoredResult
 from kernelpick.store.keys import Toolchain, TuningKey
 from kernelpick.store.sqlite import SQLiteStore
+from kernelpick.store.text import candidate_name
 from tests.cli.test_commands import run_cli
 from tests.tune.kernels import add_kernel, grid_1d
 
@@ -49,6 +50,11 @@ def ok(median_ms: float) -> BenchmarkResult:
 
 
 FAILED = BenchmarkResult.failed("compile_error", "CompilationError: arange's range must be a power of 2")
+
+
+def name(config: Config) -> str:
+    """A config as every table and command names it."""
+    return candidate_name(config.to_dict())
 
 
 def configs(*pairs: tuple[Config, BenchmarkResult]) -> list[StoredResult]:
@@ -96,9 +102,9 @@ def test_list_shows_each_key_with_its_pick_and_counts(
     assert code == 0
     [first] = lines_with(out, "mm ", "cpu", "1024, float16")
     assert first.split()[4:6] == ["3", "1"]  # results, failed
-    assert str(B) in first and "1.2500" in first
+    assert name(B) in first and "1.2500" in first
     [second] = lines_with(out, "cpu", "2048, float16")
-    assert str(A) in second and "3.0000" in second
+    assert name(A) in second and "3.0000" in second
     [gemm] = lines_with(out, "gemm")
     assert "(float16[64,32])" in gemm and " mm " in gemm and "0.5000" in gemm
     assert len(lines_with(out, H100)) == 1
@@ -114,13 +120,15 @@ def test_show_prints_every_candidate_of_each_key_like_the_autotune_table(
 ) -> None:
     code, out, _ = run_cli(capsys, "cache", "show", "mm", "--store", str(filled))
     assert code == 0
-    assert out.count("AUTOTUNE mm (") == 3  # three keys: two on the CPU, one on the H100
-    assert "AUTOTUNE mm (1024, float16) on NVIDIA H100 80GB HBM3 (sm_90): 1 candidates" in out
-    [picked] = lines_with(out, str(B), "1.2500")
+    assert out.count("AUTOTUNE mm(") == 3  # three keys: two on the CPU, one on the H100
+    assert "AUTOTUNE mm(1024, float16) on NVIDIA H100 80GB HBM3 (sm_90): 1 candidates" in out
+    # Each config without what all of its key's share, which the caption says once.
+    assert "every candidate has stages=3" in out
+    [picked] = lines_with(out, "BLOCK=64 warps=8 ", "1.2500")
     assert "100.0%" in picked and "wallclock" in picked and "ok, picked" in picked
-    [slower] = lines_with(out, str(A), "2.0000")
+    [slower] = lines_with(out, "BLOCK=32 warps=4 ", "2.0000")
     assert "62.5%" in slower and "picked" not in slower
-    [failed] = lines_with(out, str(C))
+    [failed] = lines_with(out, "BLOCK=4096 warps=4 ")
     assert "compile_error: CompilationError: arange's range must be a power of 2" in failed
     assert "(stored)" not in out  # every row is stored: saying so on each says nothing
 
@@ -184,15 +192,18 @@ def tune_add(n: int = 1000) -> kernelpick.Autotuner:
 
 def test_a_real_tuning_is_listed_and_shown_from_the_default_store(capsys: pytest.CaptureFixture[str]) -> None:
     kernel = tune_add()
-    picked = str(kernel.last_tuning.best)
+    picked = name(kernel.last_tuning.best)
     code, out, _ = run_cli(capsys, "cache", "list")
     assert code == 0 and str(settings.cache_dir() / "results.sqlite3") in out
     [line] = lines_with(out, "add_kernel", "cpu", "1000, float32, float32, float32")
     assert picked in line and line.split()[6:8] == ["2", "0"]
 
     code, out, _ = run_cli(capsys, "cache", "show", "add_kernel")
-    assert "AUTOTUNE add_kernel (1000, float32, float32, float32) on cpu (Triton interpreter" in out
-    assert "ok, picked" in lines_with(out, picked)[0]
+    assert "AUTOTUNE add_kernel(1000, float32, float32, float32) on cpu (Triton interpreter" in out
+    # Shown without what every config of the key shares, which the caption says.
+    [shared] = re.findall(r"every candidate has (.*)", out)
+    shown = " ".join(part for part in picked.split() if part not in shared.split())
+    assert "ok, picked" in lines_with(out, shown + " ")[0]
     assert f"source {MEASUREMENT_VERSION}:" in out
 
 
@@ -443,7 +454,7 @@ def test_list_stats_and_export_read_a_redis_store_with_redis(
     code, out, _ = run_cli(capsys, "cache", "list", "--redis", redis_url)
     assert code == 0 and f"tuned keys in Redis at {redis_url}" in out
     [line] = lines_with(out, "mm ", "1024, float16")
-    assert line.split()[4:6] == ["3", "1"] and str(B) in line and "1.2500" in line
+    assert line.split()[4:6] == ["3", "1"] and name(B) in line and "1.2500" in line
 
     code, out, _ = run_cli(capsys, "cache", "stats", "--redis", redis_url, "--json")
     stats = json.loads(out)
@@ -476,3 +487,80 @@ def test_store_is_the_old_name_of_cache_stats_and_prune(capsys: pytest.CaptureFi
     assert json.loads(out)["rows"] == 0
     code, out, _ = run_cli(capsys, "cache", "list")
     assert code == 0 and "no results stored in" in out
+
+
+def widest(out: str) -> int:
+    """The longest line, less the one naming the store's file (a path is not broken)."""
+    return max(len(line) for line in out.splitlines() if not line.startswith("tuned keys in"))
+
+
+def test_keys_that_differ_only_in_strides_or_alignment_are_listed_and_reported_apart(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kernel = kernelpick.autotune([triton.Config({"BLOCK": 16}), triton.Config({"BLOCK": 32})], key=["n"])(
+        add_kernel
+    )
+    buffer = torch.randn(1001)
+    for x in (buffer[:1000], buffer[1:]):  # the second starts 4 bytes off a 16-byte boundary
+        kernel[grid_1d(1000)](x, x, torch.empty(1000), 1000)
+    selector = kernelpick.Selector("matmul", [kernelpick.extern(torch.mm)])
+    a = torch.randn(64, 32)
+    for b in (torch.randn(32, 16), torch.randn(16, 32).t()):  # row-major, then column-major
+        selector.tune(a, b)
+    for width in ("80", "100"):
+        monkeypatch.setenv("COLUMNS", width)
+        code, out, _ = run_cli(capsys, "cache", "list")
+        assert code == 0 and widest(out) <= int(width)
+        # Two keys each, and what sets them apart said once: the misaligned pointers, the strides.
+        assert [line.split()[0] for line in out.splitlines()[2:] if not line.startswith(" ")] == [
+            "add_kernel",
+            "add_kernel",
+            "matmul",
+            "matmul",
+        ]
+        assert out.count("x_ptr:-") == 1 and out.count("stride=[1,32]") == 1
+        code, out, _ = run_cli(capsys, "report")
+        assert code == 0 and widest(out) <= int(width)
+        titles = [line for line in out.splitlines() if line.startswith("AUTOTUNE")]
+        assert len(titles) == 4  # four keys, four tables
+        reported = " ".join(out.split())
+        assert "AUTOTUNE add_kernel(1000, float32, float32, float32, x_ptr:- y_ptr:-) on cpu" in reported
+        assert "AUTOTUNE add_kernel(1000, float32, float32, float32) on cpu" in reported
+        assert "AUTOTUNE matmul(float32[64, 32], float32[32, 16] stride=[1, 32]) on cpu" in reported
+        assert "AUTOTUNE matmul(float32[64, 32], float32[32, 16]) on cpu" in reported
+
+
+@pytest.mark.parametrize("width", [80, 100])
+def test_list_and_show_fit_the_width_and_keep_each_config_whole(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, filled: Path, width: int
+) -> None:
+    monkeypatch.setenv("COLUMNS", str(width))
+    code, out, _ = run_cli(capsys, "cache", "list", "--store", str(filled))
+    assert code == 0 and widest(out) <= width
+    [line] = lines_with(out, "mm ", "1024, float16", "1.2500")
+    assert name(B) in line  # the pick, whole, on its key's line
+    code, out, _ = run_cli(capsys, "cache", "show", "mm", "--store", str(filled))
+    assert code == 0 and widest(out) <= width
+    rows = [line for line in out.splitlines() if line.startswith("BLOCK=")]
+    assert len(rows) == 6  # the candidates of the three keys, each on a line of its own
+    for config in (A, B, C):  # its name whole, its cost and status beside it
+        shown = name(config).removesuffix(" stages=3") + " "
+        assert all(re.search(r" (ok|compile_error:)", line) for line in lines_with(out, shown))
+    [failed] = lines_with(out, "BLOCK=4096")
+    assert "compile_error:" in failed  # the status whole; its reason wraps under it
+    assert "power of 2" in out
+
+
+def test_a_key_whose_tuning_was_interrupted_is_listed_unfinished_and_not_exported(
+    capsys: pytest.CaptureFixture[str], path: Path, tmp_path: Path
+) -> None:
+    store = SQLiteStore(path)
+    store.save(key(1024, "torch.float16"), configs((A, ok(2.0)), (B, ok(1.0))), pick=B.digest)
+    store.save(key(4096, "torch.float16"), configs((A, ok(2.0))))  # stopped before it picked
+    store.save(key(8192, "torch.float16"), configs((C, FAILED)))  # nothing worked
+    store.close()
+    code, out, _ = run_cli(capsys, "cache", "list", "--store", str(path))
+    assert "unfinished" in lines_with(out, "4096, float16")[0]
+    assert "all failed" in lines_with(out, "8192, float16")[0]
+    code, out, _ = run_cli(capsys, "cache", "export", str(tmp_path / "t.json"), "--store", str(path))
+    assert code == 0 and "wrote 1 entries" in out and "2 keys left out" in out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -37,7 +38,7 @@ def test_demo_json_twice_against_one_store_hits_the_cache(
     for summary in (first, second):
         assert summary["interpreter"] is True and summary["device"] == "cpu"
         assert summary["n_configs"] == 9 and summary["n_failed"] == 1
-        assert set(summary["best_config"]) == {"matmul", "add"}
+        assert set(summary["best_config"]) == {"matmul_kernel", "add_kernel"}  # as the store names them
     assert first["best_config"] == second["best_config"]
     assert second["tuning_seconds"] < first["tuning_seconds"] / 3
 
@@ -47,9 +48,40 @@ def test_demo_tables_name_the_device_and_the_failed_config(
 ) -> None:
     code, out, _ = run_cli(capsys, "demo", "--cache-dir", str(tmp_path))
     assert code == 0
-    assert "AUTOTUNE matmul on cpu (Triton interpreter" in out
+    assert "AUTOTUNE matmul_kernel(M=32, N=32, K=32) on cpu (Triton interpreter" in out
     assert "compile_error" in out and "power of 2" in out
-    assert "measured now and stored" in out
+    # Why the failing config fails, in words, and what to look at next.
+    assert "BLOCK_M=48 BLOCK_N=32 GROUP_M=8 warps=4 stages=3: compile_error; it fails on purpose" in out
+    assert "a block of 48 rows is not one" in out
+    assert f"measured now and stored in {tmp_path / 'results.sqlite3'}" in " ".join(out.split())
+    assert "kernelpick cache show matmul_kernel --store" in out
+
+
+@pytest.mark.parametrize("width", [80, 100])
+def test_demo_fits_the_width_and_its_titles_name_kernels_as_cache_show_takes_them(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path, width: int
+) -> None:
+    monkeypatch.setenv("COLUMNS", str(width))
+    code, out, _ = run_cli(capsys, "demo", "--cache-dir", str(tmp_path))
+    assert code == 0 and max(len(line) for line in out.splitlines()) <= width
+    rows = [line for line in out.splitlines() if line.startswith("BLOCK")]
+    assert len(rows) == 9  # a line per config: no name is broken
+    assert all("ok" in row or "compile_error:" in row for row in rows)  # each status whole, beside it
+    titles = re.findall(r"^AUTOTUNE (\w+)\(", out, flags=re.MULTILINE)
+    assert titles == ["matmul_kernel", "add_kernel"]
+    for name in titles:
+        code, shown, _ = run_cli(capsys, "cache", "show", name, "--store", str(tmp_path / "results.sqlite3"))
+        assert code == 0 and f"AUTOTUNE {name}(" in shown
+
+
+def test_demo_verbose_says_the_whole_reason_and_where_the_time_went(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code, out, _ = run_cli(capsys, "demo", "--verbose", "--cache-dir", str(tmp_path))
+    assert code == 0
+    assert "    arange's range must be a power of 2" in out  # the compiler's own words, whole
+    [steps] = [line for line in out.splitlines() if line.startswith("matmul_kernel: 5 configs measured in")]
+    assert "compile" in steps and "benchmark" in steps
 
 
 def test_settings_lists_every_variable(capsys: pytest.CaptureFixture[str]) -> None:

@@ -13,6 +13,7 @@ from kernelpick.compile.precompile import (
     ChildCompileError,
     CompileJob,
     CompilerCrashed,
+    CompileStopped,
     OutOfResources,
     Patience,
     _ForkedExecutor,
@@ -192,6 +193,35 @@ def test_a_config_compiling_past_the_timeout_is_killed_and_the_others_finish() -
     assert futures[0].result() == "a" and futures[2].result() == "c"
     status, message = classify(futures[1].exception())
     assert status == "timeout" and "took over 1 s" in message
+
+
+def test_stopped_from_another_thread_the_compilers_are_killed_at_once() -> None:
+    import threading
+    import time as clock
+
+    stop = threading.Event()
+    executor = _ForkedExecutor(workers=2, stop=stop)
+    children: list[int] = []
+    for _ in range(4):
+        executor.submit(lambda: clock.sleep(60))
+    threading.Timer(0.5, stop.set).start()  # a tuning interrupted while its configs compile
+    started = clock.monotonic()
+    real_fork = os.fork
+
+    def fork() -> int:
+        pid = real_fork()
+        if pid:
+            children.append(pid)
+        return pid
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(os, "fork", fork)
+        with pytest.raises(CompileStopped):
+            executor.run()
+    assert clock.monotonic() - started < 5
+    for pid in children:  # killed and reaped: none is left compiling for nobody
+        with pytest.raises(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
 
 
 def test_each_compiled_config_is_announced_as_its_child_reports_it() -> None:

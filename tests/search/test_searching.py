@@ -126,7 +126,7 @@ def test_the_autotune_table_says_which_search_ran_and_how_much_of_the_space_it_e
     assert kernel.last_tuning is not None
     terminal = Console(width=200)
     with terminal.capture() as captured:
-        terminal.print(record_table("add_kernel", kernel.last_tuning))
+        terminal.print(record_table(kernel.last_tuning))
     text = " ".join(captured.get().split())
     assert f"random search: 4 of {len(SPACE)} configs evaluated (4 timed now, " in text
     assert "stopped: evaluations)" in text

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import io
 
+import pytest
 import torch
-from rich.console import Console
-from rich.table import Table
+from rich.console import Console, RenderableType
 
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.stats import TimingSummary
+from kernelpick.console import FittingTable
 from kernelpick.device import DeviceInfo, describe
 from kernelpick.select.record import autotune_table
 
@@ -27,15 +28,17 @@ def ok(median_ms: float, from_store: bool = False) -> BenchmarkResult:
     return BenchmarkResult("ok", TimingSummary.of([median_ms]), from_store=from_store)
 
 
-def render(table: Table) -> list[str]:
-    console = Console(file=io.StringIO(), width=300)
+def render(table: RenderableType, width: int = 300) -> list[str]:
+    console = Console(file=io.StringIO(), width=width)
     console.print(table)
     return [line.rstrip() for line in console.file.getvalue().splitlines()]  # type: ignore[attr-defined]
 
 
-def body(table: Table) -> list[list[str]]:
-    """The table's rows as (candidate, median, % of best, status) cells."""
-    lines = render(table)
+def body(table: FittingTable) -> list[list[str]]:
+    """The table's rows as (candidate, median, % of best, status) cells, at a width that has them all."""
+    rows = FittingTable(table.columns, title=table.title)  # without the caption under the rows
+    rows.rows = list(table.rows)
+    lines = render(rows)
     header = next(i for i, line in enumerate(lines) if line.startswith("candidate"))
     return [[cell.strip() for cell in line.split("  ") if cell.strip()] for line in lines[header + 1 :]]
 
@@ -100,3 +103,63 @@ def test_the_compile_seconds_are_shown_where_known() -> None:
     rows = [("a", BenchmarkResult.failed("timeout", "killed", compile_s=30.0)), *ROWS]
     compile_s = {row[0]: row[-2] for row in body(autotune_table("add", rows, CPU))}
     assert compile_s["a"] == "30.00" and compile_s["BLOCK=32"] == "-"
+
+
+#: The demo's matmul on a CPU: configs named by five parameters, one failing with a long reason.
+DEMO = [
+    (f"BLOCK_K=16 BLOCK_M={m} BLOCK_N={n} GROUP_M=8 warps={w} stages={s}", ok(ms))
+    for m, n, w, s, ms in (
+        (32, 32, 8, 4, 7.8),
+        (32, 32, 4, 3, 8.0),
+        (16, 16, 8, 4, 28.2),
+        (16, 16, 4, 3, 28.8),
+    )
+] + [
+    (
+        "BLOCK_K=16 BLOCK_M=48 BLOCK_N=32 GROUP_M=8 warps=4 stages=3",
+        BenchmarkResult.failed("compile_error", COMPILER_ERROR),
+    )
+]
+
+
+@pytest.mark.parametrize("width", [80, 100])
+def test_the_table_fits_the_width_with_a_line_per_candidate_and_every_status_whole(width: int) -> None:
+    table = autotune_table("matmul_kernel(M=32, N=32, K=32)", DEMO, CPU, 0.3, best=DEMO[0][0])
+    lines = render(table, width)
+    assert max(len(line) for line in lines) <= width
+    header = next(line for line in lines if line.startswith("candidate"))
+    assert "ms/call" in header and "status" in header  # what always stays
+    rows = [line for line in lines if line.startswith("BLOCK_M=")]
+    assert len(rows) == 5  # each on one line: names are not broken
+    assert rows[0].startswith("BLOCK_M=32 BLOCK_N=32 warps=8 stages=4") and rows[0].endswith("ok, picked")
+    assert rows[-1].endswith("compile_error:")  # the status whole; its reason wraps below it
+    assert "arange's range must be a power of 2" in " ".join(" ".join(lines).split())
+    assert "every candidate has BLOCK_K=16 GROUP_M=8" in lines
+    if width == 100:  # room for the share of the best and the spread, not for the timer
+        assert "% of best" in header and "± %" in header and "timer" not in header
+
+
+def test_columns_go_in_their_order_as_the_console_narrows() -> None:
+    table = autotune_table("add", ROWS, CPU)
+
+    def header(width: int) -> list[str]:
+        line = next(line for line in render(table, width) if line.startswith("candidate "))
+        return [cell.strip() for cell in line.split("  ") if cell.strip()]
+
+    every = [
+        "candidate",
+        "ms/call",
+        "% of best",
+        "device ms",
+        "host ms",
+        "± %",
+        "runs",
+        "timer",
+        "compile s",
+        "status",
+    ]
+    assert header(300) == every
+    assert header(100) == [c for c in every if c != "timer"]  # empty columns go first: no timer here
+    assert header(80) == ["candidate", "ms/call", "% of best", "device ms", "± %", "runs", "status"]
+    assert header(60) == ["candidate", "ms/call", "% of best", "status"]
+    assert header(40) == ["candidate", "ms/call", "status"]  # never fewer

@@ -2,6 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -76,3 +85,132 @@ def test_the_stored_winner_stays_unless_a_new_candidate_clearly_beats_it() -> No
     assert pick_with_incumbent(results, "new").best == "new"
     # All new, or all stored: the fastest.
     assert pick_with_incumbent({"a": timed(1.0, 0.05), "b": timed(0.99, 0.05)}, None).best == "b"
+
+
+def test_each_result_is_stored_as_it_is_measured_and_the_pick_only_at_the_end() -> None:
+    store = MemoryStore()
+    step = tuning(store)
+    with step.measuring(lambda digest: {"name": digest}) as measured:
+        measured("a", timed(2.0))
+        assert set(store.load(step.key)) == {"a"} and store.picks == {}  # stored, not picked
+        measured("b", timed(1.0))
+    step.save([StoredResult("a", {}, timed(2.0)), StoredResult("b", {}, timed(1.0))], winner="b")
+    assert store.picks == {step.key.digest: "b"}
+
+
+def test_a_tuning_stopped_before_it_picked_gets_its_pick_from_the_next_which_measures_nothing() -> None:
+    store = MemoryStore()
+    with tuning(store).measuring(lambda digest: {}) as measured:  # every result stored, then stopped
+        measured("a", timed(2.0))
+        measured("b", timed(1.0))
+    assert store.picks == {}
+    next_one = tuning(store)
+    results, todo = next_one.split(["a", "b"])
+    assert todo == [] and set(results) == {"a", "b"}
+    next_one.save([], winner="b")
+    assert store.picks == {next_one.key.digest: "b"}
+    tuning(store).save([], winner="a")  # a key with a pick keeps it
+    assert store.picks == {next_one.key.digest: "b"}
+
+
+#: A selector of 12 choices that each sleep on every call: measuring one takes a few calls, so a
+#: signal sent once some results are stored lands mid-way. Each call writes its process id to a file.
+SLEEPY = """
+import json, os, sys, time
+import torch
+from kernelpick import Selector, extern
+
+delay, isolate, calls = float(sys.argv[1]), sys.argv[2] == "on", sys.argv[3]
+
+def choice(number):
+    def sleepy(a):
+        with open(calls, "a") as marks:
+            marks.write(f"{os.getpid()}\\n")
+        time.sleep(delay)
+        return a + 0
+    return extern(sleepy, name=f"sleep{number}")
+
+selector = Selector("sleepy", [choice(n) for n in range(12)], isolate=isolate)
+record = selector.tune(torch.ones(4))
+print(json.dumps({"measured": sum(not r.result.from_store for r in record.results)}))
+"""
+
+
+def _sleepy(folder: Path, delay: float, isolate: bool) -> subprocess.Popen[str]:
+    env = {
+        **os.environ,
+        "KERNELPICK_CACHE_DIR": str(folder / "cache"),
+        "PYTHONPATH": os.pathsep.join(sys.path),
+    }
+    return subprocess.Popen(
+        [sys.executable, "-c", SLEEPY, str(delay), "on" if isolate else "off", str(folder / "calls")],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _stored(folder: Path) -> tuple[int, int]:
+    """(results, picks) in the store's file, read as another process would."""
+    path = folder / "cache" / "results.sqlite3"
+    if not path.exists():
+        return 0, 0
+    try:
+        with sqlite3.connect(path, timeout=30) as db:
+            return db.execute("SELECT COUNT(*) FROM results").fetchone()[0], db.execute(
+                "SELECT COUNT(*) FROM picks"
+            ).fetchone()[0]
+    except sqlite3.OperationalError:  # the tables are not made yet
+        return 0, 0
+
+
+def _wait_for_rows(folder: Path, process: subprocess.Popen[str], count: int) -> None:
+    deadline = time.monotonic() + 120
+    while _stored(folder)[0] < count:
+        assert process.poll() is None, process.communicate()
+        assert time.monotonic() < deadline, "no results were stored"
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_an_interrupted_tuning_keeps_what_it_measured_and_the_next_measures_only_the_rest(
+    tmp_path: Path, stop: signal.Signals
+) -> None:
+    process = _sleepy(tmp_path, 0.05, isolate=False)
+    _wait_for_rows(tmp_path, process, 4)
+    process.send_signal(stop)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == -stop  # it ends as the signal ends a process
+    rows, picks = _stored(tmp_path)
+    assert 4 <= rows < 12 and picks == 0  # what was measured, and no pick: the tuning did not finish
+    assert "selector `sleepy` (float32[4]) was interrupted" in err
+    assert "the next tuning measures only the rest" in err
+
+    again = _sleepy(tmp_path, 0.0, isolate=False)
+    out, err = again.communicate(timeout=120)
+    assert again.returncode == 0, err
+    assert json.loads(out)["measured"] == 12 - rows
+    assert _stored(tmp_path) == (12, 1)
+
+
+def test_an_interrupted_isolated_tuning_stops_the_worker_busy_with_a_choice(tmp_path: Path) -> None:
+    process = _sleepy(tmp_path, 1.0, isolate=True)  # a choice takes its worker about 4 s
+    _wait_for_rows(tmp_path, process, 1)  # the worker has just begun the next choice
+    process.send_signal(signal.SIGINT)
+    signalled = time.monotonic()
+    process.communicate(timeout=60)
+    # Not after the worker finished that choice, which nobody waits for: it was killed.
+    assert time.monotonic() - signalled < 2.5
+    workers = {int(line) for line in (tmp_path / "calls").read_text().split()} - {process.pid}
+    assert workers and not any(_alive(pid) for pid in workers)  # the choices ran in a worker, now gone
+    rows, picks = _stored(tmp_path)
+    assert 1 <= rows < 12 and picks == 0
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True

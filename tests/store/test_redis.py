@@ -413,3 +413,22 @@ def test_the_backlog_keeps_the_latest_keys_up_to_its_cap(monkeypatch: pytest.Mon
         make_key("mm", i).digest for i in (2, 3, 4)
     ]
     assert len(store.local.load(make_key("mm", 0))) == 1  # the oldest only go unshared: kept locally
+
+
+def test_an_outage_is_not_worth_a_warning_where_the_local_store_had_every_result(
+    tmp_path: Path, warnings: pytest.LogCaptureFixture
+) -> None:
+    local = SQLiteStore(tmp_path / "results.sqlite3")
+    for index in range(3):  # what an earlier process tuned and stored here
+        local.save(make_key("mm", index), [measured("a", 1.0)], pick="a")
+    url = f"redis://127.0.0.1:{_closed_port()}/0"
+    for _ in range(2):  # two processes that find every result they need here, Redis down
+        store = LayeredStore(local, RedisStore(url, timeout_s=0.2), retry_after_s=0.0)
+        for index in range(3):
+            assert set(store.load(make_key("mm", index))) == {"a"}
+    assert store_warnings(warnings) == []
+    # A key the local store knows nothing of: Redis might have had it, and now it matters.
+    store.load(make_key("mm", 7))
+    store.save(make_key("mm", 7), [measured("a", 2.0)], pick="a")
+    [warning] = store_warnings(warnings)  # once for its cause, however many calls met it
+    assert "local store alone" in warning and "ConnectionError" in warning

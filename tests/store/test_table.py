@@ -38,10 +38,11 @@ def store(tmp_path: Path) -> SQLiteStore:
 def test_the_pick_is_exported_even_when_another_candidate_measured_faster(store: SQLiteStore) -> None:
     # The never-lose rule kept the reference "a"; the table runs what tuning ran, not the raw fastest.
     store.save(key(16), [row("a", ok(1.00)), row("b", ok(0.99))], pick="digest-a")
-    store.save(key(64), [row("a", ok(2.0)), row("b", ok(1.0))])  # no pick recorded: the fastest
+    store.save(key(32), [row("a", ok(2.0)), row("b", ok(1.0))], pick="digest-b")
+    store.save(key(64), [row("a", ok(2.0)), row("b", ok(1.0))])  # interrupted: no pick recorded
     store.save(key(128), [row("a", BenchmarkResult.failed("compile_error", "no"))])  # nothing worked
     table = export_table(store.rows())
-    assert [(e.inputs[0], e.candidate) for e in table.entries] == [(16, "digest-a"), (64, "digest-b")]
+    assert [(e.inputs[0], e.candidate) for e in table.entries] == [(16, "digest-a"), (32, "digest-b")]
     assert (table.device, table.capability, table.toolchain) == ("NVIDIA H100 80GB HBM3", "9.0", NEW)
 
 
@@ -71,7 +72,7 @@ def test_several_devices_or_toolchains_must_be_named(store: SQLiteStore) -> None
     with pytest.raises(TableError, match="no results stored for device 'A100'"):
         export_table(store.rows(), device="A100")
 
-    store.save(key(32, toolchain=OLD), [row("a", ok(1.0))])
+    store.save(key(32, toolchain=OLD), [row("a", ok(1.0))], pick="digest-a")
     with pytest.raises(TableError, match=r"under 2 toolchains.*triton 3.6.0, torch 2.11.0"):
         export_table(store.rows(), device="NVIDIA H100 80GB HBM3")
     old = export_table(store.rows(), device="NVIDIA H100 80GB HBM3", toolchain=OLD)

@@ -149,3 +149,25 @@ def test_jobs_run_on_a_real_local_ray_cluster(tmp_path: Path) -> None:
     table = command.export(run, tmp_path / "table.json")
     assert len(table.entries) == 5
     assert json.loads((tmp_path / "table.json").read_text())["device"] == "cpu"
+
+
+def test_export_holds_the_keys_the_specs_jobs_tuned_and_nothing_else_the_store_holds(tmp_path: Path) -> None:
+    import torch
+    import triton
+
+    import kernelpick
+    from kernelpick.demo import add_kernel
+
+    # Tuned before, outside the spec: another key of the spec's kernel, and another kernel.
+    other = kernelpick.autotune([triton.Config({"BLOCK": 16}), triton.Config({"BLOCK": 32})], key=["n"])(
+        add_kernel
+    )
+    x = torch.randn(100)
+    other[(7,)](x, x, torch.empty(100), 100)
+    kernelpick.Selector("outsider", [kernelpick.extern(torch.add)]).tune(x, x)
+
+    run = tune_spec(SPEC)
+    table = command.export(run, tmp_path / "table.json")
+    kernels = [e.kernel for e in table.entries]
+    assert sorted(kernels) == ["add_kernel", "add_kernel", "add_kernel", "adder", "adder"]
+    assert sorted(e.inputs[0] for e in table.entries if e.kernel == "add_kernel") == [64, 512, 4096]

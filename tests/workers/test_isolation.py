@@ -258,9 +258,7 @@ def test_what_runs_in_the_caller_says_so_in_the_autotune_table() -> None:
     out = torch.empty(64)
     copy[lambda meta: (triton.cdiv(64, meta["BLOCK"]),)](a, out, 64)
     assert "hooks" in copy.last_tuning.timed_here
-    assert "timed in this process, not in workers: its hooks" in render(
-        record_table("copy", copy.last_tuning)
-    )
+    assert "timed in this process, not in workers: its hooks" in render(record_table(copy.last_tuning))
 
 
 def render(table: object) -> str:

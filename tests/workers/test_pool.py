@@ -156,9 +156,13 @@ def test_prepare_splits_the_candidates_and_its_failures_are_final() -> None:
         return screen_by_median(request)
 
     pool, workers = scripted(rejects_d, rejects_d)
-    done: list[int] = []
+    done: dict[str, str] = {}
     results = pool.measure(
-        {}, list(MEDIANS), timeout_s=5.0, prepare_timeout_s=5.0, on_done=lambda: done.append(1)
+        {},
+        list(MEDIANS),
+        timeout_s=5.0,
+        prepare_timeout_s=5.0,
+        on_done=lambda candidate, result: done.setdefault(candidate, result.status),
     )
     prepares = [r["candidates"] for w in workers for r in w.requests if r["step"] == "prepare"]
     assert prepares == [["a", "c"], ["b", "d"]]
@@ -167,7 +171,7 @@ def test_prepare_splits_the_candidates_and_its_failures_are_final() -> None:
         c for w in workers for r in w.requests if r["step"] == "screen" for c in r["candidates"]
     )
     assert sorted(set(screened)) == ["a", "b", "c"]  # each worker's first one twice
-    assert len(done) == 4
+    assert done == {"d": "compile_error", "a": "ok", "b": "ok", "c": "ok"}  # each as it was done
 
 
 def test_a_worker_dying_while_compiling_only_loses_its_head_start(caplog: pytest.LogCaptureFixture) -> None:
@@ -242,3 +246,26 @@ def test_an_answer_that_came_in_time_counts_even_if_it_is_read_late() -> None:
     pool, _ = scripted(screen_by_median)
     results = pool.measure({}, ["a"], timeout_s=0.0)
     assert results["a"].ok and results["a"].median_ms == 3.0
+
+
+def test_an_interrupted_measurement_kills_the_workers_busy_with_its_candidates() -> None:
+    pool, workers = scripted(screen_by_median, screen_by_median)
+
+    def interrupted(candidate: str, result: BenchmarkResult) -> None:
+        raise KeyboardInterrupt  # Ctrl-C as the first result comes in
+
+    with pytest.raises(KeyboardInterrupt):
+        pool.measure({}, list(MEDIANS), timeout_s=5.0, on_done=interrupted)
+    # The first answered and is idle; the second was running a candidate nobody waits for now.
+    assert [w.alive for w in workers] == [True, False]
+
+
+def test_a_feed_of_an_interrupted_measurement_does_not_reach_the_next() -> None:
+    pool, _ = scripted(screen_by_median)
+    stale = pool.feed()
+    stale.put("a")  # its compiler went on after its measurement was interrupted
+    stale.close()
+    feed = pool.feed()
+    feed.put("b")
+    feed.close()
+    assert list(pool.measure({}, feed, timeout_s=5.0)) == ["b"]

@@ -52,7 +52,7 @@ def benchmark(
     confirm_within: float = 0.1,
     cutoff: float | None = None,
     best_ms: float = float("inf"),
-    on_done: Callable[[], object] | None = None,
+    on_done: Callable[[int, BenchmarkResult], object] | None = None,
     host_time: HostTimer | None = None,
     reference: int | None = None,
 ) -> list[BenchmarkResult]:
@@ -72,7 +72,8 @@ def benchmark(
             more than this fraction is timed no further (None: every candidate gets its full budget).
         best_ms: the lowest cost known before this call (measured elsewhere: another worker), for
             the cutoff.
-        on_done: called after each candidate of the first round (for progress bars).
+        on_done: called with each candidate's index and first-round result as it is done with
+            (progress bars; a tuning stores each result as it comes).
         host_time: measures a candidate's host time per call after its first round (None: device
             time alone is its cost, as for the configs of one kernel, which share one launcher).
         reference: the index of the candidate to keep unless clearly beaten (`bench.pick`): it is
@@ -102,7 +103,7 @@ def benchmark(
             log.debug("candidate %s failed: %s", candidate.name, message)
             results.append(BenchmarkResult.failed(status, message))
         if on_done is not None:
-            on_done()
+            on_done(len(results) - 1, results[-1])
     fastest = finalists(dict(enumerate(results)), confirm_top, confirm_within, keep=reference)
     if confirming is not None and len(fastest) >= 2:
         return _confirmed(candidates, timer, confirming, fastest, dict(enumerate(results)))

@@ -21,6 +21,9 @@ from kernelpick.bench.timers import Timer
 from kernelpick.bench.verify import Tolerance, compare
 from kernelpick.device import DeviceInfo
 
+#: Called with a candidate's digest and result as each is done with.
+OnDone = Callable[[str, BenchmarkResult], object]
+
 
 class Example(Protocol):
     """The arguments candidates run on, restorable to their first values."""
@@ -194,7 +197,7 @@ def measure(
     *,
     keep: str | None = None,
     warm_up_ms: float = 0.0,
-    on_done: Callable[[], object] | None = None,
+    on_done: OnDone | None = None,
 ) -> dict[str, BenchmarkResult]:
     """Run each candidate once (checked against the reference, when there is one), then time those
     that worked (`kernelpick.bench.benchmarker.benchmark`).
@@ -207,7 +210,9 @@ def measure(
         keep: the digest of the candidate kept unless clearly beaten (`kernelpick.bench.pick`).
         warm_up_ms: on a GPU, run the candidates in turn this long (each at least once) before any
             is timed, once per measurement.
-        on_done: called once per candidate, as each is done with (for progress bars).
+        on_done: called with each candidate's digest and result as it is done with (its first
+            round's, on a GPU: the closest few are timed again after), for progress bars and for a
+            tuning, which stores each result as it comes.
 
     Returns:
         Each candidate's result, by digest, in the candidates' order.
@@ -226,12 +231,17 @@ def measure(
         else:
             results[candidate.digest] = found
             if on_done is not None:
-                on_done()
+                on_done(candidate.digest, found)
     if runs and warm_up_ms > 0 and not measurement.device.interpreter and not measurement.warmed:
         warm_up(runs, measurement.device, warm_up_ms)
         measurement.warmed = True
     kept = next((i for i, run in enumerate(runs) if run.digest == keep), None)
-    timed = benchmark(runs, timer, on_done=on_done, reference=kept, **budgets)
+
+    def timed_one(index: int, result: BenchmarkResult) -> None:
+        if on_done is not None:
+            on_done(runs[index].digest, result)
+
+    timed = benchmark(runs, timer, on_done=timed_one, reference=kept, **budgets)
     results.update({run.digest: result for run, result in zip(runs, timed)})
     return {c.digest: results[c.digest] for c in candidates}
 

@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING, Any
 from rich.markup import escape
 from rich.table import Table
 
-from kernelpick.console import console
+from kernelpick.console import Column, FittingTable, console
 from kernelpick.device import DeviceInfo
 from kernelpick.errors import StoreError, TableError
 from kernelpick.store.default import default_store_path
-from kernelpick.store.text import candidate_name, inputs_text
+from kernelpick.store.text import candidate_name, key_text
 
 if TYPE_CHECKING:
     from kernelpick.store.base import StoredRow
@@ -170,29 +170,31 @@ def _cache_list(args: argparse.Namespace) -> int:
         print(f"no results stored in {where}")
         return 0
     print(f"tuned keys in {where}:")
-    table = _table(
-        "kernel",
-        "device",
-        "inputs",
-        "results",
-        "failed",
-        "picked",
-        "ms/call",
-        "key",
-        right=("results", "failed", "ms/call"),
+    # Narrow consoles lose the key's digest first, then the counts, the device and the pick's cost.
+    table = FittingTable(
+        [
+            Column("kernel"),
+            Column("device", drop=2),
+            Column("inputs", wrap=True, fit=32),
+            Column("results", right=True, drop=3),
+            Column("failed", right=True, drop=3),
+            Column("picked", wrap=True, fit=28),
+            Column("ms/call", right=True, drop=1),
+            Column("key", drop=4),
+        ]
     )
     for s in summaries:
-        picked, cost = "-", "-"
+        # No pick: every candidate failed, or the tuning was interrupted before it picked.
+        picked, cost = ("all failed" if s.failed == s.results else "unfinished"), "-"
         if s.picked is not None:
             picked = candidate_name(s.picked.description)
             cost = f"{s.picked.result.cost_ms:.4f}" if s.picked.result.ok else s.picked.result.status
-        _add_row(
-            table,
+        table.add_row(
             s.key.kernel,
             s.key.device,
-            inputs_text(s.key.inputs),
-            s.results,
-            s.failed,
+            key_text(s.key),
+            str(s.results),
+            str(s.failed),
             picked,
             cost,
             s.key.digest[:12],
@@ -237,7 +239,7 @@ def _cache_show(args: argparse.Namespace) -> int:
             f"stored {_when(max(r.created for r in key_rows))}"
         )
         best = None if s.picked is None else candidate_name(s.picked.description)
-        title = f"{s.key.kernel} ({inputs_text(s.key.inputs)})"
+        title = f"{s.key.kernel}{key_text(s.key)}"  # as `kernelpick report` titles it
         device = DeviceInfo.recorded(s.key.device, s.key.capability)
         out.print(autotune_table(title, named, device, best=best, note=note))
         out.print()
@@ -302,7 +304,13 @@ def _cache_export(args: argparse.Namespace) -> int:
     left_out = len(tuned) - len(table.entries)
     print(
         f"wrote {len(table.entries)} entries for {table.device} ({describe_toolchain(table.toolchain)}) "
-        f"to {args.out}" + (f"; {left_out} keys where no candidate worked are left out" if left_out else "")
+        f"to {args.out}"
+        + (
+            f"; {_count(left_out, 'key')} left out: no candidate worked, or the tuning was interrupted "
+            "before it picked (`cache list` shows them unpicked; tune them again)"
+            if left_out
+            else ""
+        )
     )
     return 0
 

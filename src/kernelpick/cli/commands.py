@@ -25,21 +25,36 @@ from kernelpick.version import __version__
 
 def _demo(args: argparse.Namespace) -> int:
     from kernelpick.demo import run_demo
+    from kernelpick.store.default import default_store_path
     from kernelpick.tune.record import record_table
 
     with settings.override(**({"cache_dir": args.cache_dir} if args.cache_dir else {})):
         demo = run_demo()
+        store = default_store_path() if settings.current().cache else None
     if args.json:
         print(json.dumps(demo.summary(verbose=args.verbose), indent=2))
         return 0
     out = console()
-    for name, record in demo.records.items():
-        out.print(record_table(name, record))
+    for record in demo.records.values():
+        out.print(record_table(record))
         out.print()
+    for line in [*demo.failures(args.verbose), *(demo.steps() if args.verbose else [])]:
+        out.print(escape(line))
     where = "read from the result store" if demo.cache_hit else "measured now and stored"
-    out.print(escape(f"Tuned 2 kernels on {demo.device.label} in {demo.seconds:.2f} s; results {where}."))
+    kept = f" in {store}" if store is not None else " (in memory: KERNELPICK_CACHE=0)"
+    out.print(
+        escape(f"Tuned 2 kernels on {demo.device.label} in {demo.seconds:.2f} s; results {where}{kept}.")
+    )
     if not demo.cache_hit:
         out.print("Run it again: the second run reads every result from the store and benchmarks nothing.")
+    if store is not None:
+        shown = next(iter(demo.records))
+        again = f" --store {store}" if args.cache_dir else ""
+        out.print(
+            escape(
+                f"What the store holds: kernelpick cache list{again}; kernelpick cache show {shown}{again}"
+            )
+        )
     return 0
 
 
@@ -101,7 +116,12 @@ def build_parser() -> argparse.ArgumentParser:
         "demo", help="tune a built-in matmul and vector add here and print the results"
     )
     demo.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
-    demo.add_argument("--verbose", action="store_true", help="with --json: include every config's result")
+    demo.add_argument(
+        "--verbose",
+        action="store_true",
+        help="the whole reason of each failure and where each tuning's time went (with --json: every "
+        "config's result)",
+    )
     demo.add_argument("--cache-dir", help="use this result store folder (default: KERNELPICK_CACHE_DIR)")
     demo.set_defaults(handler=_demo)
 

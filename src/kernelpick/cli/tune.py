@@ -29,7 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--devices", help="without Ray: local GPUs to tune on in parallel, one process each, e.g. 0,1,2,3"
     )
     parser.add_argument(
-        "--export", metavar="TABLE.json", help="write the deployment table of the tuned kernels"
+        "--export", metavar="TABLE.json", help="write the deployment table of the keys the spec's jobs tuned"
     )
     parser.add_argument(
         "--fresh", action="store_true", help="run every job, even those a run before finished"
@@ -85,13 +85,13 @@ def run_tune(args: argparse.Namespace) -> int:
 
 
 def export(run: TuneRun, path: Path) -> DeploymentTable:
-    """The table of the kernels the spec's jobs tuned on the run's device model, written to `path`."""
+    """The table of the keys the spec's jobs tuned on the run's device model (not the other keys of
+    their kernels, nor other kernels the store holds), written to `path`."""
     store = default_store()
     local = getattr(store, "local", store)  # a layered store's local part holds what it read remotely too
     if not isinstance(local, SQLiteStore):
         raise StoreError(f"cannot export {path}: the result store is in memory (KERNELPICK_CACHE=0)")
-    kernels = set(run.kernels)
-    rows = [row for row in local.rows() if row.key.kernel in kernels]
+    rows = [row for row in local.rows() if run.tuned(row)]
     table = export_table(rows, device=run.device)
     table.write(path)
     return table

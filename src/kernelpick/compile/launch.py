@@ -24,6 +24,7 @@ from triton.runtime.jit import JITFunction
 from kernelpick.compile.interpreter import Patches, explain, extend
 from kernelpick.compile.unwrap import innermost, unwrap
 from kernelpick.errors import ArgumentError, InterpretationError, describe_value
+from kernelpick.signals import naming_crashes
 
 _keep_alive: dict[int, tuple[JITFunction[Any], InterpretedFunction[Any]]] = {}
 _lock = threading.RLock()
@@ -127,7 +128,7 @@ def interpret(kernel: Any, *args: Any, grid: Any, **kwargs: Any) -> Any:
         bound.apply_defaults()
         grid = tuple(int(n) for n in grid(dict(bound.arguments)))
     try:
-        with interpreting():
+        with interpreting(), naming_crashes(getattr(function.fn, "__name__", "?")):
             return function.run(*args, grid=grid, warmup=False, **kwargs)
     except InterpretationError:
         raise

@@ -13,12 +13,14 @@ target, which catches what the compiler would reject (bad block shapes, static a
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import selectors
 import signal
 import statistics
+import threading
 import time
 import traceback
 import warnings
@@ -41,6 +43,8 @@ CompileStatus = Literal["ok", "compile_error", "out_of_resources", "crashed", "t
 
 #: How much lower forked compilers run than the process that forked them (`os.nice`).
 COMPILER_NICENESS = 5
+#: How often compiling that may be stopped from another thread looks whether it was.
+_STOP_POLL_S = 0.1
 #: Seconds a compile may always take under `patience`, however quick the others were. In the GPU
 #: searches of docs/benchmarks.md, every batch of 16 compilers that took over 8 s held a 2-warp tile
 #: of 128x128 or more (timed at 20x the best and worse); the batches without one took 5.8 s at most
@@ -149,6 +153,7 @@ def precompile(
     meanwhile: Callable[[], object] | None = None,
     timeout_s: float | None = None,
     on_compiled: Callable[[int], object] | None = None,
+    stop: threading.Event | None = None,
 ) -> list[CompileOutcome]:
     """Compile `kernel` for `args` under every config, in parallel.
 
@@ -170,6 +175,8 @@ def precompile(
         on_compiled: called with a config's index as soon as it is known to have compiled, before
             the others are done in the process mode (another process can then load it from Triton's
             on-disk cache); at the end in the other modes. Called from this thread.
+        stop: in the process mode, once set (from another thread: the tuning was interrupted), the
+            compilers are killed and `CompileStopped` is raised.
 
     Returns:
         One outcome per config, in order. Successfully compiled kernels are in Triton's caches, so
@@ -185,6 +192,7 @@ def precompile(
         meanwhile=meanwhile,
         timeout_s=timeout_s,
         on_compiled=on_compiled,
+        stop=stop,
     )
 
 
@@ -198,6 +206,7 @@ def precompile_jobs(
     meanwhile: Callable[[], object] | None = None,
     timeout_s: float | None = None,
     on_compiled: Callable[[int], object] | None = None,
+    stop: threading.Event | None = None,
 ) -> list[CompileOutcome]:
     """Compile every job in parallel, whatever its kernel: `precompile`'s work, for the configs of
     one kernel or the choices of a selection alike (the arguments are `precompile`'s).
@@ -222,7 +231,7 @@ def precompile_jobs(
         outcomes = _lower_all(jobs, workers) if jobs else []
     # The forked mode queues job numbers in one pipe buffer (64 KiB): plenty for any real space.
     elif mode == "process" and hasattr(os, "fork") and len(jobs) < 16_000:
-        forked = _ForkedExecutor(workers, timeout_s, _patience.get())
+        forked = _ForkedExecutor(workers, timeout_s, _patience.get(), stop)
         outcomes = _compile_all(jobs, forked, meanwhile, on_compiled)
         if timings is not None:
             timings.update(forked.timings)
@@ -368,6 +377,10 @@ class CompileSkipped(CompileTimeout):
     """A config compiled far longer than the rest of its batch (`Patience`); its compiler was killed."""
 
 
+class CompileStopped(Exception):
+    """Compiling was stopped from another thread (the tuning was interrupted); the compilers were killed."""
+
+
 @dataclass(slots=True)
 class _Child:
     """A forked compiler: its process, unread output, and the config it is compiling since when."""
@@ -386,11 +399,16 @@ class _ForkedExecutor(Executor):
     """
 
     def __init__(
-        self, workers: int, timeout_s: float | None = None, patience: Patience | None = None
+        self,
+        workers: int,
+        timeout_s: float | None = None,
+        patience: Patience | None = None,
+        stop: threading.Event | None = None,
     ) -> None:
         self.workers = workers
         self.timeout_s = timeout_s
         self.patience = patience
+        self.stop = stop
         self.jobs: list[tuple[Callable[[], Any], Future[Any]]] = []
         self.configs: list[int] = []  # the config index of each job
         self.on_compiled: Callable[[int], object] | None = None  # with a config index, as each compiles
@@ -479,38 +497,51 @@ class _ForkedExecutor(Executor):
             watch.register(read_end, selectors.EVENT_READ)
             running[read_end] = _Child(pid)
         limit = self._limit(compiled_s)
-        while running:
-            busy = [child.since for child in running.values() if child.config is not None]
-            wait = None if limit is None or not busy else max(0.0, min(busy) + limit[0] - time.monotonic())
-            for key, _ in watch.select(wait):
-                child = running[key.fd]
-                chunk = os.read(key.fd, 65536)
-                if not chunk:  # the child is done (or died)
-                    self._forget(watch, running, key.fd)
+        try:
+            while running:
+                if self.stop is not None and self.stop.is_set():
+                    raise CompileStopped("compiling was stopped; the compilers were killed")
+                busy = [child.since for child in running.values() if child.config is not None]
+                wait = (
+                    None if limit is None or not busy else max(0.0, min(busy) + limit[0] - time.monotonic())
+                )
+                if self.stop is not None:  # looked at again this often
+                    wait = _STOP_POLL_S if wait is None else min(wait, _STOP_POLL_S)
+                for key, _ in watch.select(wait):
+                    child = running[key.fd]
+                    chunk = os.read(key.fd, 65536)
+                    if not chunk:  # the child is done (or died)
+                        self._forget(watch, running, key.fd)
+                        continue
+                    *lines, child.pending = (child.pending + chunk).split(b"\n")
+                    for line in lines:
+                        report = json.loads(line)
+                        if report.get("started"):
+                            child.config, child.since = report["index"], time.monotonic()
+                        else:
+                            reports[report["index"]] = report
+                            child.config = None
+                            self.seconds[report["index"]] = time.monotonic() - child.since
+                            if report["error"] is None:
+                                compiled_s.append(self.seconds[report["index"]])
+                                if self.on_compiled is not None:
+                                    self.on_compiled(self.configs[report["index"]])
+                limit = self._limit(compiled_s)
+                if limit is None:
                     continue
-                *lines, child.pending = (child.pending + chunk).split(b"\n")
-                for line in lines:
-                    report = json.loads(line)
-                    if report.get("started"):
-                        child.config, child.since = report["index"], time.monotonic()
-                    else:
-                        reports[report["index"]] = report
-                        child.config = None
-                        self.seconds[report["index"]] = time.monotonic() - child.since
-                        if report["error"] is None:
-                            compiled_s.append(self.seconds[report["index"]])
-                            if self.on_compiled is not None:
-                                self.on_compiled(self.configs[report["index"]])
-            limit = self._limit(compiled_s)
-            if limit is None:
-                continue
-            seconds, kind, error = limit
+                seconds, kind, error = limit
+                for fd, child in list(running.items()):
+                    if child.config is not None and time.monotonic() - child.since > seconds:
+                        os.kill(child.pid, signal.SIGKILL)
+                        self.seconds[child.config] = time.monotonic() - child.since
+                        reports[child.config] = {"index": child.config, "error": error, "type": kind}
+                        self._forget(watch, running, fd)
+        except BaseException:  # interrupted (Ctrl-C, or `stop` from another thread): their work is not wanted
             for fd, child in list(running.items()):
-                if child.config is not None and time.monotonic() - child.since > seconds:
+                with contextlib.suppress(ProcessLookupError):
                     os.kill(child.pid, signal.SIGKILL)
-                    self.seconds[child.config] = time.monotonic() - child.since
-                    reports[child.config] = {"index": child.config, "error": error, "type": kind}
-                    self._forget(watch, running, fd)
+                self._forget(watch, running, fd)
+            raise
         return reports
 
     def seconds_by_config(self) -> dict[int, float]:
@@ -547,6 +578,10 @@ class _ForkedExecutor(Executor):
     def _child(self, queue: int, write_end: int) -> None:  # pragma: no cover - child only
         code = 0
         try:
+            # Ctrl-C reaches the whole foreground process group: the parent decides, and kills the
+            # compilers when it stops; a SIGTERM handler of the tuning's is the parent's alone.
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
             # Compilers fill every core; what waits on them must not wait for a core as well: the
             # worker processes importing torch as they start, the parent feeding configs to them.
             os.nice(COMPILER_NICENESS)

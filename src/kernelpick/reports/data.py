@@ -15,7 +15,7 @@ from kernelpick.reports.search import LoggedSearch, finite_number, parse_search
 from kernelpick.select.log import read_log, selection_key
 from kernelpick.select.work import gemm_name, work_of
 from kernelpick.store.keys import canonical_json
-from kernelpick.store.text import candidate_name, inputs_text
+from kernelpick.store.text import candidate_name, key_text
 
 if TYPE_CHECKING:
     from kernelpick.store.base import StoredRow
@@ -244,10 +244,12 @@ def keys_from_log(entries: Iterable[Mapping[str, Any]]) -> list[TunedKey]:
 def _merge(entries: Sequence[Mapping[str, Any]]) -> TunedKey:
     latest = entries[-1]
     candidates: dict[str, Candidate] = {}
+    logged_as: dict[str, str] = {}  # a config's name in a line of an older kernelpick -> its name now
     for entry in entries:
         for data in entry["candidates"]:
             candidate = _logged_candidate(data)
             if candidate is not None:
+                logged_as[data["name"]] = candidate.name
                 candidates.pop(candidate.name, None)  # the latest result, in the latest order
                 candidates[candidate.name] = candidate
     searches = [parse_search(data) for e in entries for data in _logged_searches(e)]
@@ -265,7 +267,7 @@ def _merge(entries: Sequence[Mapping[str, Any]]) -> TunedKey:
         capability=latest.get("capability"),
         toolchain=latest.get("toolchain"),
         candidates=tuple(candidates.values()),
-        best=None if latest.get("best") is None else str(latest["best"]),
+        best=None if latest.get("best") is None else logged_as.get(str(latest["best"]), str(latest["best"])),
         seconds=finite_number(latest.get("seconds")),
         time=finite_number(latest.get("time")),
         tunings=len(entries),
@@ -298,8 +300,11 @@ def _logged_candidate(data: Any) -> Candidate | None:
         result = BenchmarkResult.from_dict(data, from_store=bool(data.get("from_store")))
     except (KeyError, TypeError, ValueError):
         return None
-    description = data.get("description")
-    return Candidate(data["name"], description if isinstance(description, Mapping) else {}, result)
+    found = data.get("description")
+    description: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
+    # A config by the name it has everywhere now (an older kernelpick logged Config's own text).
+    name = candidate_name(description) if "kwargs" in description else data["name"]
+    return Candidate(name, description, result)
 
 
 def _store_rows(path: Path) -> list[StoredRow]:
@@ -335,7 +340,7 @@ def keys_from_store(rows: Iterable[StoredRow]) -> list[TunedKey]:
                 kind="select" if selection else "autotune",
                 name=key.kernel,
                 key=selection_key(inputs) if selection else {"values": inputs},
-                key_text=f"({inputs_text(inputs[0] if selection else inputs, None, compact=False)})",
+                key_text=key_text(key, compact=False),
                 key_inputs=json.loads(canonical_json(inputs)),
                 device=key.device,
                 capability=key.capability or None,

@@ -21,12 +21,12 @@ import torch
 from kernelpick import settings
 from kernelpick.bench.benchmarker import budgets_for
 from kernelpick.bench.inputs import ExampleInputs, InputGen
-from kernelpick.bench.measure import Candidate, Checking, Measurement, measure
+from kernelpick.bench.measure import Candidate, Checking, Measurement, OnDone, measure
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.timers import Timer, timer_for
 from kernelpick.bench.verify import Tolerance, tf32_allowed
 from kernelpick.compile.precompile import classify, current_patience
-from kernelpick.console import TuningProgress
+from kernelpick.console import TuningProgress, warn_once
 from kernelpick.errors import IsolationError
 from kernelpick.select.choice import Choice, ExternChoice, PortableChoice, compile_choices
 from kernelpick.select.signature import Signature
@@ -42,8 +42,9 @@ log = logging.getLogger("kernelpick.select")
 class ChoiceMeasuring:
     """How one selection measures its choices for one signature: the reference outputs are checked
     against (its name and callable, and as a worker gets it), the selector's options, and the
-    candidate kept unless clearly beaten. After `measure`, `timed_here` names each choice measured
-    in this process although isolation was wanted, with the reason."""
+    candidate kept unless clearly beaten. `finished` is given each choice's digest and result as it
+    is done with (the selection stores it then). After `measure`, `timed_here` names each choice
+    measured in this process although isolation was wanted, with the reason."""
 
     name: str
     signature: Signature
@@ -54,6 +55,7 @@ class ChoiceMeasuring:
     timer: Timer | None = None
     isolate: bool | None = None
     keep: str | None = None
+    finished: OnDone | None = None
     timed_here: dict[str, str] = field(default_factory=dict)
     #: Seconds per step, added up over the measurements of one selection: compile and benchmark
     #: here; prepare, screen and confirm in the workers.
@@ -73,7 +75,9 @@ class ChoiceMeasuring:
             try:
                 here = self._in_workers(todo, inputs, kwargs, results)
             except IsolationError as error:
-                log.warning("%s: measuring in this process, not in workers: %s", self.name, error)
+                warn_once(
+                    log, str(error), "%s: measuring in this process, not in workers: %s", self.name, error
+                )
                 here, results = list(todo), {}
                 self.timed_here.update({choice.name: str(error) for choice in todo})
         if here:
@@ -136,7 +140,7 @@ class ChoiceMeasuring:
                         list(payloads),
                         device,
                         prepare=bool(compiled),
-                        on_done=progress.advance,
+                        on_done=progress.on_done(self.finished),
                         timings=steps,
                     )
                 )
@@ -163,6 +167,7 @@ class ChoiceMeasuring:
                 started = time.perf_counter()
                 progress.advance(len(todo), f"verifying and benchmarking {self.name}")
                 candidates = []
+                done = progress.on_done(self.finished)
                 for choice, outcome in zip(todo, outcomes):
                     try:
                         if not outcome.ok:
@@ -170,11 +175,11 @@ class ChoiceMeasuring:
                         call = choice.callable_for(signature)
                     except _Failed as failed:
                         results[choice.digest] = failed.result
-                        progress.advance()
+                        done(choice.digest, failed.result)
                         continue
                     except Exception as error:
                         results[choice.digest] = BenchmarkResult.failed(*classify(error))
-                        progress.advance()
+                        done(choice.digest, results[choice.digest])
                         continue
                     candidates.append(Candidate(choice.name, choice.digest, call))
                 results.update(
@@ -185,7 +190,7 @@ class ChoiceMeasuring:
                         budgets_for(device, per_call=True),
                         keep=self.keep,
                         warm_up_ms=settings.current().select_warmup_ms,
-                        on_done=progress.advance,
+                        on_done=done,
                     )
                 )
                 self._add({"benchmark": time.perf_counter() - started})

@@ -25,7 +25,7 @@ from kernelpick import settings
 from kernelpick.analysis import analyze
 from kernelpick.bench.benchmarker import budgets_for
 from kernelpick.bench.inputs import KernelArguments, tensor_of
-from kernelpick.bench.measure import Candidate, Hooks, Measurement, measure
+from kernelpick.bench.measure import Candidate, Hooks, Measurement, OnDone, measure
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.timers import Timer, timer_for
 from kernelpick.bench.verify import tf32_allowed
@@ -33,7 +33,7 @@ from kernelpick.compile.launch import runner
 from kernelpick.compile.portable import KernelLaunch
 from kernelpick.compile.precompile import CompileOutcome, precompile
 from kernelpick.config import Config
-from kernelpick.console import TuningProgress
+from kernelpick.console import TuningProgress, warn_once
 from kernelpick.device import DeviceInfo
 from kernelpick.errors import IsolationError, failure_exception
 from kernelpick.workers import values
@@ -54,7 +54,8 @@ log = logging.getLogger("kernelpick.tune")
 class KernelConfigs:
     """One kernel's configs and the user's options for measuring them (what `kernelpick.autotune`
     was given). `analyzed` is what the access analysis is asked about: the tuned kernel, whose first
-    config's meta-parameters complete the arguments. After `measure`, `timed_here` says why the
+    config's meta-parameters complete the arguments. `finished` is given each config's digest and
+    result as it is done with (the tuning stores it then). After `measure`, `timed_here` says why the
     configs were timed in this process although isolation was wanted (None: they were not)."""
 
     name: str
@@ -71,6 +72,7 @@ class KernelConfigs:
     isolate: bool | None = None
     default: Config | None = None
     budget_overrides: Mapping[str, Any] = field(default_factory=dict)
+    finished: OnDone | None = None
     timed_here: str | None = None
 
     def compile(
@@ -144,7 +146,9 @@ class KernelConfigs:
                     return self._benchmark_in_workers(configs, args, kwargs, named, grid, device, phases)
                 except IsolationError as error:
                     reason = str(error)
-                    log.warning("%s: benchmarking in this process, not in workers: %s", self.name, reason)
+                    warn_once(
+                        log, reason, "%s: benchmarking in this process, not in workers: %s", self.name, reason
+                    )
             else:
                 log.info("%s: benchmarking in this process, not in workers: %s", self.name, reason)
             self.timed_here = reason
@@ -190,6 +194,7 @@ class KernelConfigs:
             started = time.perf_counter()
             progress.advance(len(configs), f"benchmarking {self.name}")
             candidates = []
+            done = progress.on_done(self.finished)
             for config, outcome in zip(configs, outcomes):
                 hooks = self._hooks(config, example.named)
                 if outcome.ok:
@@ -197,6 +202,7 @@ class KernelConfigs:
                     candidates.append(Candidate(str(config), config.digest, launch, hooks))
                     continue
                 results[config] = BenchmarkResult.failed(outcome.status, outcome.message, outcome.seconds)
+                done(config.digest, results[config])
                 if hooks is not None:
                     hooks.failed_before_running(failure_exception(outcome.status, outcome.message))
             with settings.override(**self.budget_overrides):
@@ -207,7 +213,7 @@ class KernelConfigs:
                     self._budgets(device),
                     keep=None if self.default is None else self.default.digest,
                     warm_up_ms=self._warm_up_ms(),
-                    on_done=progress.advance,
+                    on_done=done,
                 )
             phases["benchmark"] = time.perf_counter() - started
         return _with_compile_seconds(configs, outcomes, measured, results)
@@ -270,7 +276,7 @@ class KernelConfigs:
                 feed.put(configs[index].digest)
                 progress.advance()
 
-            submitted, analyzed = threading.Event(), threading.Event()
+            submitted, analyzed, stop = threading.Event(), threading.Event(), threading.Event()
 
             def wait_for_analysis() -> None:  # in the compile thread, while its children compile
                 submitted.set()
@@ -293,6 +299,7 @@ class KernelConfigs:
                             timeout_s=current.compile_timeout_s,
                             meanwhile=wait_for_analysis,
                             on_compiled=compiled,
+                            stop=stop,
                         )
                     )
                 finally:
@@ -304,24 +311,32 @@ class KernelConfigs:
             with ThreadPoolExecutor(1, thread_name_prefix="kernelpick-compile") as compiler:
                 compiling = compiler.submit(contextvars.copy_context().run, compile_all)
                 try:
-                    # After Triton's code generation for every config, which holds the GIL: the
-                    # analysis then runs beside the children compiling, not against it.
-                    submitted.wait()
-                    problem = self._problem(args, kwargs, device, Path(payload), kernel, phases)
-                finally:
-                    analyzed.set()
-                try:
+                    try:
+                        # After Triton's code generation for every config, which holds the GIL: the
+                        # analysis then runs beside the children compiling, not against it.
+                        submitted.wait()
+                        problem = self._problem(args, kwargs, device, Path(payload), kernel, phases)
+                    finally:
+                        analyzed.set()
                     with settings.override(**self.budget_overrides):
                         measured = measure_in_workers(
-                            problem, payloads, feed, device, on_done=progress.advance
+                            problem, payloads, feed, device, on_done=progress.on_done(self.finished)
                         )
-                finally:
+                except Exception:
                     compiling.result()  # the compilers' own failure, if any, comes first
+                    raise
+                except BaseException:  # interrupted (Ctrl-C, SIGTERM): nothing more is compiled
+                    stop.set()
+                    compiling.exception()
+                    raise
+                compiling.result()
             phases["benchmark"] = time.perf_counter() - started
             for config, outcome in zip(configs, outcomes):
                 if not outcome.ok:
                     results[config] = BenchmarkResult.failed(outcome.status, outcome.message, outcome.seconds)
                     progress.advance(2)
+                    if self.finished is not None:
+                        self.finished(config.digest, results[config])
         return _with_compile_seconds(configs, outcomes, measured, results)
 
     def _problem(

@@ -42,7 +42,7 @@ from kernelpick.search.run import SearchTrace
 from kernelpick.select.record import SelectionRecord
 from kernelpick.select.work import work_of
 from kernelpick.store.keys import Toolchain, canonical_json, canonical_value
-from kernelpick.store.text import notable_specialization
+from kernelpick.store.text import candidate_name, notable_specialization
 
 log = logging.getLogger("kernelpick.reports")
 
@@ -130,8 +130,10 @@ def tuning_entry(
         shown = [f"{n}={v}" for n, v in zip(names, values)] + dtypes + ([notable] if notable else [])
         key_text = "(" + ", ".join(shown) + ")"
         key_inputs = canonical_value(values)
-        candidates = [candidate_entry(str(c), c.to_data(), r) for c, r in record.results.items()]
-        best = str(record.best)
+        candidates = [
+            candidate_entry(candidate_name(c.to_data()), c.to_data(), r) for c, r in record.results.items()
+        ]
+        best = candidate_name(record.best.to_data())
         extra = {"phases": dict(record.phases)}
         search = record.search
     entry: dict[str, Any] = {

@@ -7,11 +7,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rich.markup import escape
-from rich.table import Table
-
 from kernelpick.bench.result import BenchmarkResult
-from kernelpick.console import headline
+from kernelpick.console import Column, FittingTable, headline
 from kernelpick.device import DeviceInfo
 from kernelpick.search.run import SearchTrace
 from kernelpick.select.eligibility import SkippedChoice
@@ -80,7 +77,7 @@ class SelectionRecord:
     def failed(self) -> dict[str, BenchmarkResult]:
         return {r.name: r.result for r in self.results if not r.result.ok}
 
-    def table(self) -> Table:
+    def table(self) -> FittingTable:
         """The AUTOTUNE table: choice, median, % of best, status."""
         rows = [(r.name, r.result) for r in self.results]
         notes = [self.note] if self.note else []
@@ -145,42 +142,45 @@ def autotune_table(
     *,
     best: str | None = None,
     note: str = "",
-) -> Table:
-    """A table of candidates, lowest cost first.
+) -> FittingTable:
+    """A table of candidates, lowest cost first, that fits the width it is printed at.
 
     Columns: the cost of a call (device or host time, the larger), its share of the lowest cost,
     the device median, the host time per call (selection), the spread (half the interquartile
     range, % of the median), the timed runs, the timer, the seconds its compile took (where
-    known), and the status with its reason. `best` marks what was picked; `note` says why, when
-    that is not the fastest.
+    known), and the status with its reason. Where the console is narrower than that, the timer,
+    the compile and host times, the device time (the cost, without host times), the runs and
+    spread, then the share go, in that order (a column with nothing in it first); the candidate,
+    its cost and its status stay, and wrap. `best` marks what was picked; `note` says why, when that
+    is not the fastest. Parameters every candidate shares ("GROUP_M=8") are said once, under the
+    table, so that each row shows what sets it apart.
+
+    `title` begins with the name the store knows the kernel or selector by (what `kernelpick cache
+    show` takes).
     """
     ok = [r.cost_ms for _, r in rows if r.ok]
     lowest = min(ok) if ok else None
     timing = "" if seconds is None else f" in {seconds:.2f} s"
-    # Names, keys and messages are text, never rich markup: "[redis]" or "[constexpr]" must show.
-    table = Table(
-        title=escape(f"AUTOTUNE {title} on {device.label}: {len(rows)} candidates{timing}"),
-        title_justify="left",
-        caption=escape(note) or None,
-        caption_justify="left",
-        box=None,
-        pad_edge=False,
+    names, shared = _without_shared([name for name, _ in rows])
+    notes = [f"every candidate has {' '.join(shared)}"] if shared else []
+    no_host = all(r.timing is None or r.timing.host_ms is None for _, r in rows)
+    table = FittingTable(
+        [
+            Column("candidate", wrap=True),
+            Column("ms/call", right=True),
+            Column("% of best", right=True, drop=3),
+            Column("device ms", right=True, drop=6 if no_host else 5),  # the cost, without host times
+            Column("host ms", right=True, drop=6),
+            Column("± %", right=True, drop=4),
+            Column("runs", right=True, drop=4),
+            Column("timer", drop=7),
+            Column("compile s", right=True, drop=6),
+            Column("status", wrap=True, fit=len("compile_error (stored):")),  # a reason wraps
+        ],
+        title=f"AUTOTUNE {title} on {device.label}: {len(rows)} candidates{timing}",
+        caption="\n".join([*notes, *([note] if note else [])]),
     )
-    columns = (
-        "candidate",
-        "ms/call",
-        "% of best",
-        "device ms",
-        "host ms",
-        "± %",
-        "runs",
-        "timer",
-        "compile s",
-    )
-    for column in columns:
-        table.add_column(column, justify="left" if column in ("candidate", "timer") else "right")
-    table.add_column("status")
-    for name, result in sorted(rows, key=lambda row: row[1].cost_ms):
+    for (name, result), shown in sorted(zip(rows, names), key=lambda pair: pair[0][1].cost_ms):
         timing_cells = ["-"] * 7
         if result.timing is not None and lowest is not None:
             t = result.timing
@@ -199,5 +199,18 @@ def autotune_table(
             status += ", picked"
         if result.message:
             status += f": {headline(result.message)}"
-        table.add_row(escape(name), *timing_cells, escape(status))
+        table.add_row(shown, *timing_cells, status)
     return table
+
+
+def _without_shared(names: Sequence[str]) -> tuple[list[str], list[str]]:
+    """`names` less the `name=value` parts every one of them has ("GROUP_M=8"), and those parts;
+    nothing is taken out of fewer than two names, nor where a name would be left empty."""
+    parts = [name.split(" ") for name in names]
+    if len(parts) < 2:
+        return list(names), []
+    shared = [p for p in parts[0] if "=" in p and all(p in other for other in parts[1:])]
+    kept = [[p for p in own if p not in shared] for own in parts]
+    if not shared or not all(kept):
+        return list(names), []
+    return [" ".join(own) for own in kept], shared

@@ -18,6 +18,7 @@ from typing import Any
 
 from kernelpick import settings
 from kernelpick.bench.inputs import InputGen
+from kernelpick.bench.measure import OnDone
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.timers import Timer
 from kernelpick.bench.verify import VERIFICATION_VERSION, Tolerance
@@ -240,9 +241,10 @@ class Selector:
             reference, searched = None, NO_SEARCH
             self.timed_here = {}
             if todo:
-                reference, searched = self._measure_todo(
-                    todo, choices, signature, inputs, kwargs, results, tuning.phases
-                )
+                with tuning.measuring(lambda digest: by_digest[digest].description()) as measured:
+                    reference, searched = self._measure_todo(
+                        todo, choices, signature, inputs, kwargs, results, tuning.phases, measured
+                    )
             todo = [c for c in todo if c.digest in results]  # what was timed: a search leaves some out
             ranked = sorted(
                 [c for c in choices if c.digest in results], key=lambda c: results[c.digest].cost_ms
@@ -460,11 +462,19 @@ class Selector:
         kwargs: dict[str, Any],
         results: dict[str, BenchmarkResult],
         phases: dict[str, float],
+        finished: OnDone | None = None,
     ) -> tuple[str | None, SelectionSearch]:
         """Measure `todo` into `results`: all of it, or what a search of each config space proposes
-        and a final round (`kernelpick.select.searching`). Returns the reference's name and the searches."""
+        and a final round (`kernelpick.select.searching`); `finished` is given each result as it
+        comes. Returns the reference's name and the searches."""
         measure = functools.partial(
-            self._measure, choices=choices, signature=signature, inputs=inputs, kwargs=kwargs, phases=phases
+            self._measure,
+            choices=choices,
+            signature=signature,
+            inputs=inputs,
+            kwargs=kwargs,
+            phases=phases,
+            finished=finished,
         )
         strategy = self.search or default_strategy_name()
         if strategy == "exhaustive":
@@ -486,10 +496,11 @@ class Selector:
         inputs: tuple[Any, ...],
         kwargs: dict[str, Any],
         phases: dict[str, float],
+        finished: OnDone | None = None,
     ) -> tuple[dict[str, BenchmarkResult], str | None]:
         """Compile, verify and time `todo` (`kernelpick.select.choice_measuring`): in worker
-        processes when isolation is wanted (each choice that can cross), else here. Returns the
-        results by digest and the reference's name."""
+        processes when isolation is wanted (each choice that can cross), else here; `finished` is
+        given each result as it comes. Returns the results by digest and the reference's name."""
         reference = self._reference(signature) if self.verify else None
         measuring = ChoiceMeasuring(
             self.name,
@@ -501,6 +512,7 @@ class Selector:
             timer=self.timer,
             isolate=self.isolate,
             keep=self.reference_digest(signature),
+            finished=finished,
         )
         results = measuring.measure(todo, inputs, kwargs)
         self.timed_here.update(measuring.timed_here)

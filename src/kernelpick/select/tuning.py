@@ -2,27 +2,34 @@
 
 A tuning of one key looks for a deployment table's winner, reads the store's results (once, and
 only when needed), leaves what the store holds out of what is measured (and measures nothing under
-`KERNELPICK_NO_TUNING=1`), picks (the fastest, unless it does not clearly beat the reference) and
-saves what was measured with the pick. What its candidates are, how they are measured and how the
+`KERNELPICK_NO_TUNING=1`), stores each result as it is measured, picks (the fastest, unless it does
+not clearly beat the reference) and saves what was measured with the pick. A tuning interrupted
+(Ctrl-C, SIGTERM, a crash) has stored what it measured, without a pick: the next one measures only
+the rest, then picks. What its candidates are, how they are measured and how the
 winner is called is its front's: `kernelpick.tune` (the `triton.autotune` front, whose candidates
 are one kernel's configs) and `Selector` (choices of any kind). Candidates are named here by digest.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import time
-from collections.abc import Callable, Collection, Mapping, Sequence
-from typing import TypeVar
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from typing import Any, TypeVar
 
 from kernelpick import settings
 from kernelpick.bench.pick import Pick, pick
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.errors import TuningRequired
+from kernelpick.signals import Terminated, terminable
 from kernelpick.store import ResultStore, StoredResult, TuningKey
+from kernelpick.store.base import picked
 from kernelpick.store.deploy import TableHit, tabled_winner, tuning_required
 from kernelpick.store.table import TableEntry
 
 _C = TypeVar("_C")
+log = logging.getLogger("kernelpick.select")
 
 
 class Tuning:
@@ -99,15 +106,63 @@ class Tuning:
             raise TuningRequired(tuning_required(self.subject, self.described, self.device, len(todo)))
         return results, todo
 
+    @contextlib.contextmanager
+    def measuring(
+        self, describe: Callable[[str], Mapping[str, Any]]
+    ) -> Iterator[Callable[[str, BenchmarkResult], None]]:
+        """Within the block, the front measures; what it yields is the measurement's `on_done`,
+        which stores each result at once, without a pick (`describe(digest)`: the candidate as
+        plain data). SIGTERM ends the block as Ctrl-C does (`kernelpick.signals.terminable`): the
+        workers and compilers still busy are stopped, what was measured stays stored, and the
+        next tuning of the key measures only the rest.
+        """
+
+        stored: list[str] = []
+
+        def measured(digest: str, result: BenchmarkResult) -> None:
+            self._write([StoredResult(digest, describe(digest), result)], None)
+            if result.storable:
+                stored.append(digest)
+
+        with terminable():
+            try:
+                yield measured
+            except (KeyboardInterrupt, Terminated) as interruption:
+                kept = (
+                    f"the {len(set(stored))} results measured are stored"
+                    if stored
+                    else "nothing was measured yet"
+                )
+                if self.store is None:
+                    kept = "nothing is stored (the result store is off)"
+                log.warning(
+                    "%s %s was interrupted (%s): %s; the next tuning measures only the rest",
+                    self.subject,
+                    self.described,
+                    "Ctrl-C" if isinstance(interruption, KeyboardInterrupt) else "SIGTERM",
+                    kept,
+                )
+                raise
+
     def save(self, rows: Sequence[StoredResult], winner: str | None) -> None:
-        """Store what was measured now (results that may be stored: not a search's given-up compile)
-        and the pick among it and the stored results (None: every candidate failed)."""
+        """Store what was measured now, again (as the measurement ended: a GPU's closest few are
+        timed twice, a config's compile seconds are known) and the pick among it and the stored
+        results (None: every candidate failed). With nothing measured now, the pick is stored
+        only where the key has none: a tuning stopped after its last result, before it picked."""
+        if winner is not None and self.store is not None and not any(r.result.storable for r in rows):
+            if picked(self.store, self.key) is None:
+                self._write([], winner)
+            return
+        self._write(rows, winner)
+
+    def _write(self, rows: Sequence[StoredResult], winner: str | None) -> None:
+        """Store `rows` that may be stored (not a search's given-up compile), and `winner`."""
         rows = [row for row in rows if row.result.storable]
-        if self.store is None or not rows:
+        if self.store is None or not (rows or winner):
             return
         started = time.perf_counter()
         self.store.save(self.key, rows, pick=winner)
-        self.phases["store_write"] = time.perf_counter() - started
+        self.phases["store_write"] = self.phases.get("store_write", 0.0) + time.perf_counter() - started
 
 
 def pick_with_incumbent(

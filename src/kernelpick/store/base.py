@@ -46,9 +46,18 @@ class ResultStore(Protocol):
         """Remember `results` under `key`, replacing earlier results of the same candidates.
 
         `pick` is the digest of the candidate the tuning chose (it may be one stored earlier): what a
-        deployment table exported from the store runs for this key.
+        deployment table exported from the store runs for this key. A tuning saves each result as it
+        is measured with no pick, and all of them with the pick once it has picked: a key with
+        results and no pick is one whose tuning was interrupted (or whose candidates all failed).
         """
         ...
+
+
+def picked(store: ResultStore, key: TuningKey) -> str | bool | None:
+    """The candidate the last finished tuning of `key` picked, None when there is none, or False when
+    `store` cannot say (kernelpick's stores can, by a `picked(key)` method; the protocol asks none)."""
+    ask = getattr(store, "picked", None)
+    return False if ask is None else ask(key)
 
 
 class MemoryStore:
@@ -64,6 +73,9 @@ class MemoryStore:
             candidate: replace(row, result=replace(row.result, from_store=True))
             for candidate, row in self._rows.get(key.digest, {}).items()
         }
+
+    def picked(self, key: TuningKey) -> str | None:
+        return self.picks.get(key.digest)
 
     def save(self, key: TuningKey, results: Iterable[StoredResult], *, pick: str | None = None) -> None:
         self._rows.setdefault(key.digest, {}).update({r.candidate: r for r in results})

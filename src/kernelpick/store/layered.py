@@ -10,6 +10,7 @@ from typing import TypeVar
 
 from kernelpick.errors import StoreError
 from kernelpick.store.base import ResultStore, StoredResult
+from kernelpick.store.base import picked as stored_pick
 from kernelpick.store.keys import TuningKey
 from kernelpick.store.redis import RedisStore
 
@@ -31,10 +32,14 @@ class LayeredStore:
 
     Loads read the local store, then the remote one, and copy into the local store what only the
     remote one had; saves go to both. When the remote store fails (down, unreachable, too slow),
-    calls carry on with the local store alone after one warning, and the remote one is asked again
-    `retry_after_s` later: a shared store never makes a call fail. What was saved meanwhile is kept
-    (the latest per key and candidate, for up to `BACKLOG_KEYS` keys) and sent once the remote store
-    answers again, so an outage delays sharing but loses nothing of a process that outlives it.
+    calls carry on with the local store alone, and the remote one is asked again `retry_after_s`
+    later: a shared store never makes a call fail. What was saved meanwhile is kept (the latest per
+    key and candidate, for up to `BACKLOG_KEYS` keys) and sent once the remote store answers again,
+    so an outage delays sharing but loses nothing of a process that outlives it.
+
+    An outage is warned of once per cause (the error the remote store gave), and only where it
+    mattered: a save it could not share, or a load of a key the local store knows nothing of. A
+    process whose local store held every result it needed says nothing.
     """
 
     def __init__(
@@ -46,12 +51,15 @@ class LayeredStore:
         self._lock = threading.Lock()
         self._failing = False
         self._retry_at = 0.0  # time.monotonic() after which a failing remote is asked again
+        self._failure: StoreError | None = None  # the remote store's last failure
+        self._warned: set[str] = set()  # the causes of failures warned of
         #: Saves the remote store has not had, by key digest: the key, its results by candidate, its pick.
         self._backlog: dict[str, tuple[TuningKey, dict[str, StoredResult], str | None]] = {}
 
     def load(self, key: TuningKey) -> dict[str, StoredResult]:
         found = self.local.load(key)
-        answer = self._ask_remote(lambda: self.remote.load_with_pick(key))
+        # With nothing for the key here, the remote store's answer could have saved a tuning.
+        answer = self._ask_remote(lambda: self.remote.load_with_pick(key), mattered=not found)
         if answer is None:
             return found
         shared, pick = answer
@@ -60,13 +68,18 @@ class LayeredStore:
             self.local.save(key, missing, pick=pick)
         return {**shared, **found}
 
+    def picked(self, key: TuningKey) -> str | bool | None:
+        """The local store's pick for `key` (a load copies the remote one's there); False when the
+        local store cannot say."""
+        return stored_pick(self.local, key)
+
     def save(self, key: TuningKey, results: Iterable[StoredResult], *, pick: str | None = None) -> None:
         results = list(results)
         self.local.save(key, results, pick=pick)
         # Through the backlog, so that a save made as the remote store comes back goes out merged
         # with (and after) what was kept for its key, which would otherwise overwrite it.
         self._keep(key, results, pick)
-        self._ask_remote(self._send_kept)
+        self._ask_remote(self._send_kept, mattered=True)
 
     @property
     def unsent(self) -> int:
@@ -107,32 +120,31 @@ class LayeredStore:
                 raise
         return len(backlog)
 
-    def _ask_remote(self, request: Callable[[], _T]) -> _T | None:
-        """`request()`'s answer, or None when the remote store is failing (it then warns once).
+    def _ask_remote(self, request: Callable[[], _T], *, mattered: bool) -> _T | None:
+        """`request()`'s answer, or None when the remote store is failing; `mattered`: whether
+        going without the answer matters to the caller (a failure is then warned of, once per cause).
 
         A remote store asked again after failing first gets what was kept for it, so that nothing
         reaches it before the older saves do.
         """
         with self._lock:
-            if self._failing and time.monotonic() < self._retry_at:
-                return None
+            skip = self._failing and time.monotonic() < self._retry_at
             retrying = self._failing
+        if skip:
+            if mattered:
+                self._warn()
+            return None
         try:
             sent = self._send_kept() if retrying else 0
             answer = request()
         except StoreError as error:
             with self._lock:
-                first = not self._failing
                 self._failing = True
+                self._failure = error
                 self._retry_at = time.monotonic() + self.retry_after_s
-            if first:
-                log.warning(
-                    "%s; carrying on with the local store alone, asking Redis again in %g s",
-                    error,
-                    self.retry_after_s,
-                )
-            else:
-                log.debug("%s; asking again in %g s", error, self.retry_after_s)
+            log.debug("%s; asking again in %g s", error, self.retry_after_s)
+            if mattered:
+                self._warn()
             return None
         with self._lock:
             self._failing = False
@@ -141,6 +153,26 @@ class LayeredStore:
             if sent:
                 log.info("sent %d tunings saved while Redis at %s was away", sent, self.remote.url)
         return answer
+
+    def _warn(self) -> None:
+        """Warn of the remote store's last failure, unless its cause was warned of already."""
+        with self._lock:
+            error = self._failure
+            if error is None or _cause(error) in self._warned:
+                return
+            self._warned.add(_cause(error))
+        log.warning(
+            "%s; carrying on with the local store alone, asking Redis again in %g s (results saved meanwhile "
+            "are sent once it answers)",
+            error,
+            self.retry_after_s,
+        )
+
+
+def _cause(error: StoreError) -> str:
+    """What went wrong, without which request met it: the client's error where there is one."""
+    cause = error.__cause__
+    return str(error) if cause is None else f"{type(cause).__name__}: {cause}"
 
 
 def _merge(older: _Kept, newer: _Kept) -> _Kept:

@@ -102,6 +102,15 @@ class RedisStore:
         }
         return results, self._parse_pick(key.digest, pick)
 
+    def picked(self, key: TuningKey) -> str | None:
+        """The candidate the last finished tuning of `key` picked, if any.
+
+        Raises:
+            StoreError: the server cannot be reached or did not answer in time.
+        """
+        (pick,) = self._request(f"read the pick of {key.kernel}", lambda pipe: pipe.hget(_PICKS, key.digest))
+        return self._parse_pick(key.digest, pick)
+
     def save(self, key: TuningKey, results: Iterable[StoredResult], *, pick: str | None = None) -> None:
         """Write `results` (and the pick) under `key` in one MULTI/EXEC transaction: no other client
         sees part of it.

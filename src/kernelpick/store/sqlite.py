@@ -199,6 +199,21 @@ class SQLiteStore:
                 )
         return found
 
+    def picked(self, key: TuningKey) -> str | None:
+        """The candidate the last finished tuning of `key` picked (None: none finished, or all failed).
+
+        Raises:
+            StoreError: SQLite cannot read the file.
+        """
+        try:
+            with self._lock:
+                found = self._db.execute(
+                    "SELECT candidate FROM picks WHERE key = ?", (key.digest,)
+                ).fetchone()
+        except sqlite3.Error as error:
+            raise StoreError(f"cannot read the result store {self.path}: {error}") from error
+        return None if found is None else str(found[0])
+
     def save(self, key: TuningKey, results: Iterable[StoredResult], *, pick: str | None = None) -> None:
         now = time.time()
         rows = [

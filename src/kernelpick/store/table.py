@@ -130,8 +130,9 @@ def export_table(
 ) -> DeploymentTable:
     """The winner of every key stored for one device model and toolchain.
 
-    The winner is the candidate the last tuning of the key picked; for rows stored before picks were
-    recorded, the fastest that worked. Keys where nothing worked are left out.
+    The winner is the candidate the last finished tuning of the key picked. Keys with no pick are
+    left out: their tuning was interrupted (it stores each result as it is measured, and the pick
+    once it has picked: its winner among what it measured could be any), or nothing worked.
 
     Args:
         rows: stored results, e.g. `SQLiteStore.rows()`.
@@ -176,11 +177,10 @@ def export_table(
         by_key.setdefault(row.key.digest, []).append(row)
     entries = []
     for key_rows in by_key.values():
-        working = [r for r in key_rows if r.result.ok]
-        if not working:
+        picked = [r for r in key_rows if r.picked and r.result.ok]
+        if not picked:
             continue
-        picked = [r for r in working if r.picked]
-        best = picked[0] if picked else min(working, key=lambda r: (r.result.cost_ms, r.candidate))
+        best = picked[0]
         key = best.key
         entries.append(
             TableEntry(

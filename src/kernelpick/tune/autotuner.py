@@ -13,6 +13,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import triton
@@ -20,6 +21,7 @@ from triton.runtime.jit import KernelInterface
 
 from kernelpick import settings
 from kernelpick.bench.benchmarker import MEASUREMENT_VERSION
+from kernelpick.bench.measure import OnDone
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.timers import Timer, UserBenchTimer
 from kernelpick.compile.interpreted import compilable
@@ -357,6 +359,7 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
                 note,
                 trace,
                 self.timed_here if measured_now else None,
+                describe_key(self._key_names(), key),
             )
             self._finish(key, record)
             run = runner(self.fn, device.interpreter)
@@ -381,20 +384,27 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
         stored, left = tuning.split(list(by_digest))
         results = {by_digest[d]: r for d, r in stored.items()}
         todo = [by_digest[d] for d in left]
+        if not todo:
+            return {c: results[c] for c in configs}, {}, None
         phases = tuning.phases
         strategy = self.search or default_strategy_name()
-        if not todo or strategy == "exhaustive":
-            measured = self.benchmark_configs(todo, args, kwargs, named, grid, device, phases) if todo else {}
-            results.update(measured)
-            return {c: results[c] for c in configs}, measured, None
+        with tuning.measuring(lambda digest: by_digest[digest].to_dict()) as measured_one:
+            if strategy == "exhaustive":
+                measured = self.benchmark_configs(
+                    todo, args, kwargs, named, grid, device, phases, measured_one
+                )
+                results.update(measured)
+                return {c: results[c] for c in configs}, measured, None
 
-        def measure(batch: Sequence[Config], steps: dict[str, float]) -> dict[Config, BenchmarkResult]:
-            # A config compiling far longer than the rest of its batch is given up as `skipped`
-            # (forked compilers only: a thread cannot be stopped).
-            with patience(settings.current().search_patience):
-                return self.benchmark_configs(list(batch), args, kwargs, named, grid, device, steps)
+            def measure(batch: Sequence[Config], steps: dict[str, float]) -> dict[Config, BenchmarkResult]:
+                # A config compiling far longer than the rest of its batch is given up as `skipped`
+                # (forked compilers only: a thread cannot be stopped).
+                with patience(settings.current().search_patience):
+                    return self.benchmark_configs(
+                        list(batch), args, kwargs, named, grid, device, steps, measured_one
+                    )
 
-        trace = search(strategy, configs, results, measure, self.space, phases)
+            trace = search(strategy, configs, results, measure, self.space, phases)
         searched = trace.results()
         return searched, {c: r for c, r in searched.items() if c not in results}, trace
 
@@ -449,10 +459,12 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
         grid: Any,
         device: DeviceInfo,
         phases: dict[str, float],
+        finished: OnDone | None = None,
     ) -> dict[Config, BenchmarkResult]:
         """Compile and time `configs` (`kernelpick.select.kernel_configs`): in worker processes when
-        isolation is wanted, unless the user's hooks or do_bench must run here."""
-        measuring = self._kernel_configs()
+        isolation is wanted, unless the user's hooks or do_bench must run here; `finished` is given
+        each config's digest and result as it comes."""
+        measuring = replace(self._kernel_configs(), finished=finished)
         results = measuring.measure(configs, args, kwargs, named, grid, device, phases)
         self.timed_here = measuring.timed_here
         return results
@@ -480,7 +492,7 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
         self.last_tuning = record
         self.configs_timings = {self.given.get(c, c): r.median_ms for c, r in record.results.items()}
         if settings.current().print_tables and len(record.results) > 1:
-            print_table(record_table(f"{self.name}{describe_key(self._key_names(), key)}", record))
+            print_table(record_table(record))
         log.info("tuned %s for %s in %.2f s: %s", self.name, key, record.seconds, record.best)
         log_tuning(record, self._key_names())
         if record.results:  # as Triton: nothing is reported when a single config was left

@@ -26,6 +26,7 @@ import torch
 from kernelpick import settings
 from kernelpick.device import describe
 from kernelpick.errors import ConfigError, KernelpickError
+from kernelpick.store.base import StoredRow
 from kernelpick.store.default import default_store, recording
 from kernelpick.store.recording import replay
 from kernelpick.tune.jobs import Job, JobOutcome, Journal, Spec, load_spec
@@ -58,7 +59,13 @@ def run_job(
             error = f"{type(failure).__name__}: {failure}"
             log.debug("job %s failed:\n%s", job_name, traceback.format_exc())
     return JobOutcome(
-        job_name, model, time.perf_counter() - started, error, tuple(recorder.kernels), tuple(recorder.saved)
+        job_name,
+        model,
+        time.perf_counter() - started,
+        error,
+        tuple(recorder.kernels),
+        tuple(recorder.saved),
+        tuple(recorder.keys),
     )
 
 
@@ -89,6 +96,12 @@ class TuneRun:
     def kernels(self) -> list[str]:
         """The kernels and selectors the spec's finished jobs tuned, in this run or an earlier one."""
         return sorted(self.journal.kernels(self.device))
+
+    def tuned(self, row: StoredRow) -> bool:
+        """Whether a stored row is of a key the spec's finished jobs tuned (in this run or an earlier
+        one): what `kernelpick tune --export` exports, and nothing else the store holds."""
+        keys, unkeyed = self.journal.keys(self.device)
+        return row.key.digest in keys or row.key.kernel in unkeyed
 
     @property
     def failed(self) -> list[JobOutcome]:

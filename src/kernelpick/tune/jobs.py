@@ -170,7 +170,8 @@ def _checked(path: Path, jobs: Iterable[Any]) -> tuple[Job, ...]:
 
 @dataclass(frozen=True, slots=True)
 class JobOutcome:
-    """How one job went, on which device, and the kernels or selectors it tuned."""
+    """How one job went, on which device, the kernels or selectors it tuned, and the digests of the
+    keys it tuned (or found tuned) them for."""
 
     job: str
     device: str  # the device model it ran on
@@ -178,6 +179,7 @@ class JobOutcome:
     error: str = ""  # empty when it finished
     kernels: tuple[str, ...] = ()
     rows: tuple[dict[str, Any], ...] = ()  # what it stored, as plain data (`capture`), for the driver
+    keys: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -222,6 +224,19 @@ class Journal:
                 found.update(str(k) for k in entry.get("kernels", ()))
         return found
 
+    def keys(self, device: str) -> tuple[set[str], set[str]]:
+        """The digests of the keys that finished jobs tuned on this device model, and the kernels of
+        the jobs a journal of an older kernelpick recorded no keys for (all their keys count)."""
+        keys: set[str] = set()
+        unkeyed: set[str] = set()
+        for entry in self._entries():
+            if entry.get("ok") and entry.get("device") == device:
+                if "keys" in entry:
+                    keys.update(str(k) for k in entry["keys"])
+                else:
+                    unkeyed.update(str(k) for k in entry.get("kernels", ()))
+        return keys, unkeyed
+
     def record(self, outcome: JobOutcome) -> None:
         entry = {
             "job": outcome.job,
@@ -230,6 +245,7 @@ class Journal:
             "seconds": round(outcome.seconds, 3),
             "error": outcome.error,
             "kernels": list(outcome.kernels),
+            "keys": list(outcome.keys),
             "time": time.time(),
         }
         with self._lock:

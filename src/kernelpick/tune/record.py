@@ -6,14 +6,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from rich.table import Table
-
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.config import Config
-from kernelpick.console import headline
+from kernelpick.console import FittingTable, headline
 from kernelpick.device import DeviceInfo
 from kernelpick.search.run import SearchTrace
 from kernelpick.select.record import autotune_table
+from kernelpick.store.text import candidate_name
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,7 +22,8 @@ class TuningRecord:
     `results` holds every config considered, measured now or read from the store (empty when pruning
     left a single config: there was nothing to choose between); `from_store` is True when nothing had
     to be measured; `note` says why `best` is not the fastest, when the reference was kept
-    (`kernelpick.bench.pick`).
+    (`kernelpick.bench.pick`); `key_text` is the key for people ("(M=128, N=4096)"), which `title`
+    puts after the kernel's name.
     """
 
     kernel: str
@@ -38,6 +38,13 @@ class TuningRecord:
     search: SearchTrace | None = None  # what a search (other than timing every config) did
     #: Why the configs were timed in this process although isolation was wanted (None: they were not).
     timed_here: str | None = None
+    key_text: str = ""
+
+    @property
+    def title(self) -> str:
+        """What its AUTOTUNE table is titled: the kernel's name, as the store knows it (what
+        `kernelpick cache show` takes), and its key."""
+        return f"{self.kernel}{self.key_text}"
 
     @property
     def failed(self) -> dict[Config, BenchmarkResult]:
@@ -69,14 +76,19 @@ def failure_report(kernel: str, key: tuple[Any, ...], results: Mapping[Config, B
     return "\n".join(lines)
 
 
-def record_table(title: str, record: TuningRecord) -> Table:
-    """The AUTOTUNE table of one tuning record."""
-    rows = [(str(config), result) for config, result in record.results.items()]
+def record_table(record: TuningRecord) -> FittingTable:
+    """The AUTOTUNE table of one tuning record, titled `record.title`."""
+    rows = [(candidate_name(config.to_dict()), result) for config, result in record.results.items()]
     notes = [record.note] if record.note else []
     if record.search is not None:
         notes.append(record.search.summary())
     if record.timed_here is not None:
         notes.append(f"timed in this process, not in workers: {record.timed_here}")
     return autotune_table(
-        title, rows, record.device, record.seconds, best=str(record.best), note="\n".join(notes)
+        record.title,
+        rows,
+        record.device,
+        record.seconds,
+        best=candidate_name(record.best.to_dict()),
+        note="\n".join(notes),
     )

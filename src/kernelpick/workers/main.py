@@ -51,11 +51,12 @@ def _warm_up(torch: Any) -> None:
 def serve(messages: IO[str]) -> int:
     import torch
 
-    from kernelpick import settings
+    from kernelpick import settings, signals
     from kernelpick.workers import plan
     from kernelpick.workers.request import answer
 
     plan.inside_worker = True
+    signals.crash_hints = False  # a crash here is the candidate's, which the pool records
     name = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
     _send(messages, {"ready": True, "pid": os.getpid(), "device": name})
     if torch.cuda.is_available():  # a CPU worker interprets kernels: nothing of Triton's to warm

@@ -18,17 +18,19 @@ from __future__ import annotations
 
 import atexit
 import collections
+import contextlib
 import itertools
 import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 from kernelpick.bench.benchmarker import finalists, on_one_scale
+from kernelpick.bench.measure import OnDone
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.stats import TimingSummary
 from kernelpick.errors import IsolationError
@@ -129,7 +131,7 @@ class WorkerPool:
         prepare_timeout_s: float | None = None,
         confirm_top: int = 0,
         confirm_within: float = 0.1,
-        on_done: Callable[[], object] | None = None,
+        on_done: OnDone | None = None,
         reference: str | None = None,
         timings: dict[str, float] | None = None,
     ) -> dict[str, BenchmarkResult]:
@@ -147,7 +149,8 @@ class WorkerPool:
             confirm_top: at most how many of the fastest to time again together (0 or 1: none).
             confirm_within: only candidates that ran within this fraction of the best median are
                 timed again (`kernelpick.bench.benchmarker.finalists`).
-            on_done: called after each candidate.
+            on_done: called with each candidate and its result as it is done with (its screening
+                result: the closest few are timed again after).
             reference: the candidate always timed again with the closest few (`finalists`' `keep`).
             timings: where the seconds of each step go (prepare, screen, confirm).
 
@@ -167,9 +170,9 @@ class WorkerPool:
             started = time.perf_counter()
             if known and prepare_timeout_s is not None:
                 results = self._prepare(request, known, prepare_timeout_s)
-                for _ in results:
+                for candidate, result in results.items():
                     if on_done is not None:
-                        on_done()
+                        on_done(candidate, result)
                 steps["prepare"] = time.perf_counter() - started
                 started = time.perf_counter()
             screened = self._screen(request, [c for c in known if c not in results], timeout_s, on_done, feed)
@@ -194,27 +197,28 @@ class WorkerPool:
                 step = {**request, "candidates": self._carried(shares[worker.slot]), "step": "prepare"}
                 busy[worker.slot] = self._send(worker, step, "", timeout_s)
         failed: dict[str, BenchmarkResult] = {}
-        while busy:
-            message = self._next_message(busy)
-            if message is None:  # the deadline passed: those compile again, one by one, in step 2
-                for slot in busy:
-                    self.workers[slot].kill()
-                log.warning(
-                    "compiling in the workers took over %g s; going on one candidate at a time", timeout_s
-                )
-                break
-            slot, body = message
-            del busy[slot]
-            if body is None:
-                log.warning(
-                    "a worker died while compiling %d candidates; going on one at a time: %s",
-                    len(shares[slot]),
-                    _failure(self.workers[slot], body, {}),
-                )
-            elif "error" in body:
-                raise IsolationError(f"a worker could not run the measurement: {body['error']}")
-            else:
-                failed.update({c: BenchmarkResult.from_dict(r) for c, r in body["results"].items()})
+        with self._abandoned_on_error(busy):
+            while busy:
+                message = self._next_message(busy)
+                if message is None:  # the deadline passed: those compile again, one by one, in step 2
+                    for slot in busy:
+                        self.workers[slot].kill()
+                    log.warning(
+                        "compiling in the workers took over %g s; going on one candidate at a time", timeout_s
+                    )
+                    break
+                slot, body = message
+                del busy[slot]
+                if body is None:
+                    log.warning(
+                        "a worker died while compiling %d candidates; going on one at a time: %s",
+                        len(shares[slot]),
+                        _failure(self.workers[slot], body, {}),
+                    )
+                elif "error" in body:
+                    raise IsolationError(f"a worker could not run the measurement: {body['error']}")
+                else:
+                    failed.update({c: BenchmarkResult.from_dict(r) for c, r in body["results"].items()})
         return failed
 
     def _screen(
@@ -222,7 +226,7 @@ class WorkerPool:
         request: Mapping[str, Any],
         candidates: Sequence[str],
         timeout_s: float,
-        on_done: Callable[[], object] | None,
+        on_done: OnDone | None,
         feed: Feed | None = None,
     ) -> dict[str, BenchmarkResult]:
         """Step 2: one candidate at a time to whichever worker is free (and more from `feed`)."""
@@ -230,48 +234,49 @@ class WorkerPool:
         pending = collections.deque(candidates)
         busy: dict[int, _Busy] = {}
         feeding = feed is not None
-        while pending or busy or feeding:
-            for worker in self.workers:
-                if not pending:
-                    break
-                if worker.slot in busy:
+        with self._abandoned_on_error(busy):
+            while pending or busy or feeding:
+                for worker in self.workers:
+                    if not pending:
+                        break
+                    if worker.slot in busy:
+                        continue
+                    if not worker.alive:
+                        worker.start()
+                    candidate = pending.popleft()
+                    fastest = min((r.cost_ms for r in results.values() if r.ok), default=None)
+                    step = {
+                        **request,
+                        "candidates": self._carried([candidate]),
+                        "step": "screen",
+                        "best_ms": fastest,
+                    }
+                    busy[worker.slot] = self._send(worker, step, candidate, timeout_s)
+                message = self._next_message(busy, feed if feeding else None)
+                if message is not None and message[0] == _FEED:
+                    fed = message[1] or {}
+                    if "candidate" in fed:
+                        pending.append(fed["candidate"])
+                    feeding = "closed" not in fed
                     continue
-                if not worker.alive:
-                    worker.start()
-                candidate = pending.popleft()
-                fastest = min((r.cost_ms for r in results.values() if r.ok), default=None)
-                step = {
-                    **request,
-                    "candidates": self._carried([candidate]),
-                    "step": "screen",
-                    "best_ms": fastest,
-                }
-                busy[worker.slot] = self._send(worker, step, candidate, timeout_s)
-            message = self._next_message(busy, feeding)
-            if message is not None and message[0] == _FEED:
-                fed = message[1] or {}
-                if "candidate" in fed:
-                    pending.append(fed["candidate"])
-                feeding = "closed" not in fed
-                continue
-            if message is None:  # a deadline passed
-                for slot, waiting in list(busy.items()):
-                    if time.monotonic() >= waiting.deadline:
-                        worker = self.workers[slot]
-                        worker.kill()
-                        del busy[slot]
-                        results[waiting.candidate] = BenchmarkResult.failed(
-                            "timeout",
-                            f"took over {timeout_s:g} s; the worker was killed{_output(worker.tail())}",
-                        )
-                        if on_done is not None:
-                            on_done()
-                continue
-            slot, body = message
-            candidate = busy.pop(slot).candidate
-            results[candidate] = self._result(slot, candidate, body, first=not results)
-            if on_done is not None:
-                on_done()
+                if message is None:  # a deadline passed
+                    for slot, waiting in list(busy.items()):
+                        if time.monotonic() >= waiting.deadline:
+                            worker = self.workers[slot]
+                            worker.kill()
+                            del busy[slot]
+                            results[waiting.candidate] = BenchmarkResult.failed(
+                                "timeout",
+                                f"took over {timeout_s:g} s; the worker was killed{_output(worker.tail())}",
+                            )
+                            if on_done is not None:
+                                on_done(waiting.candidate, results[waiting.candidate])
+                    continue
+                slot, body = message
+                candidate = busy.pop(slot).candidate
+                results[candidate] = self._result(slot, candidate, body, first=not results)
+                if on_done is not None:
+                    on_done(candidate, results[candidate])
         return results
 
     def _confirm(
@@ -295,23 +300,26 @@ class WorkerPool:
             busy[worker.slot] = self._send(worker, step, "", timeout_s)
         # Only workers that timed every finalist count: each finalist then runs on the same GPUs.
         complete: list[dict[str, TimingSummary]] = []
-        while busy:
-            message = self._next_message(busy)
-            if message is None:
-                for slot in busy:
-                    self.workers[slot].kill()
-                log.warning(
-                    "second round took over %g s on %d worker(s); using the others'", timeout_s, len(busy)
-                )
-                break
-            slot, body = message
-            del busy[slot]
-            found = {} if body is None else body.get("results", {})
-            timed = {c: BenchmarkResult.from_dict(found.get(c, _MISSING)).timing for c in candidates}
-            if all(timed.values()):
-                complete.append(timed)  # type: ignore[arg-type]
-            else:
-                log.warning("second round failed on a worker: %s", _failure(self.workers[slot], body, found))
+        with self._abandoned_on_error(busy):
+            while busy:
+                message = self._next_message(busy)
+                if message is None:
+                    for slot in busy:
+                        self.workers[slot].kill()
+                    log.warning(
+                        "second round took over %g s on %d worker(s); using the others'", timeout_s, len(busy)
+                    )
+                    break
+                slot, body = message
+                del busy[slot]
+                found = {} if body is None else body.get("results", {})
+                timed = {c: BenchmarkResult.from_dict(found.get(c, _MISSING)).timing for c in candidates}
+                if all(timed.values()):
+                    complete.append(timed)  # type: ignore[arg-type]
+                else:
+                    log.warning(
+                        "second round failed on a worker: %s", _failure(self.workers[slot], body, found)
+                    )
         if not complete:
             log.warning("second round failed, keeping the first round's timings")
             return {}
@@ -320,13 +328,25 @@ class WorkerPool:
             for c in candidates
         }
 
+    @contextlib.contextmanager
+    def _abandoned_on_error(self, busy: Mapping[int, _Busy]) -> Iterator[None]:
+        """Within the block, an exception that ends it (Ctrl-C, SIGTERM while tuning, an unusable
+        answer) kills the workers still `busy` with its requests: nobody reads their answers now, and
+        a worker left running a candidate would hold its GPU until that candidate ended."""
+        try:
+            yield
+        except BaseException:
+            for slot in list(busy):
+                self.workers[slot].kill()
+            raise
+
     def _next_message(
-        self, busy: Mapping[int, _Busy], feeding: bool = False
+        self, busy: Mapping[int, _Busy], feeding: Feed | None = None
     ) -> tuple[int, dict[str, Any] | None] | None:
         """The next answer of a busy worker (None for its death) or, while `feeding`, of the feed;
         None once the nearest deadline passes."""
         while True:
-            if not busy and not feeding:
+            if not busy and feeding is None:
                 return None
             remaining = None
             if busy:
@@ -338,7 +358,8 @@ class WorkerPool:
             except queue.Empty:
                 return None
             if slot == _FEED:
-                if feeding:
+                # Only this measurement's feed: one interrupted earlier may still deliver to the queue.
+                if feeding is not None and generation == feeding.number:
                     return slot, body
                 continue
             current = slot in busy and generation == self.workers[slot].generation
@@ -375,6 +396,7 @@ class WorkerPool:
 
 _MISSING = {"status": "runtime_error", "timing": None, "message": "no result"}
 _FEED = -1  # the slot of messages from a feed
+_feeds = itertools.count(1)
 
 
 class Feed:
@@ -383,12 +405,13 @@ class Feed:
 
     def __init__(self, messages: queue.Queue[_Message]) -> None:
         self._messages = messages
+        self.number = next(_feeds)  # tells its messages from those of an earlier feed
 
     def put(self, candidate: str) -> None:
-        self._messages.put((_FEED, 0, {"candidate": candidate}))
+        self._messages.put((_FEED, self.number, {"candidate": candidate}))
 
     def close(self) -> None:
-        self._messages.put((_FEED, 0, {"closed": True}))
+        self._messages.put((_FEED, self.number, {"closed": True}))
 
 
 def _failure(worker: WorkerProcess, body: Mapping[str, Any] | None, results: Mapping[str, Any]) -> str:

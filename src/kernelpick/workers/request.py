@@ -23,7 +23,7 @@ import torch
 from kernelpick import settings
 from kernelpick.bench.benchmarker import budgets_for
 from kernelpick.bench.inputs import ExampleInputs, KernelArguments
-from kernelpick.bench.measure import Candidate, Checking, Measurement, measure
+from kernelpick.bench.measure import Candidate, Checking, Measurement, OnDone, measure
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.timers import timer_for
 from kernelpick.bench.verify import Tolerance
@@ -259,7 +259,7 @@ def measure_in_workers(
     device: DeviceInfo,
     *,
     prepare: bool = False,
-    on_done: Callable[[], object] | None = None,
+    on_done: OnDone | None = None,
     timings: dict[str, float] | None = None,
 ) -> dict[str, BenchmarkResult]:
     """The caller's side: measure `candidates` on `problem` in the workers of `device`'s GPUs, one
@@ -272,7 +272,7 @@ def measure_in_workers(
         candidates: the digests to measure, or a `Feed` of them as they become ready.
         device: the device measured for.
         prepare: the workers compile the candidates first, many at once (what the caller did not).
-        on_done: called after each candidate.
+        on_done: called with each candidate and its result as it is done with.
         timings: where the seconds of each step go (prepare, screen, confirm).
 
     Raises:
