@@ -101,7 +101,9 @@ def test_decode_sizes_on_a_gpu_compile_and_verify_every_skinny_config(dtype: tor
         assert record is not None
         decode = [r for r in record.results if r.name.startswith("triton_mm_decode")]
         assert decode and any("SPLIT_K=1," not in r.name for r in decode)
-        expected = torch_addmm(bias, a, b, activation="gelu")
+        # the reference in float32, rounded once as the fused kernel rounds: in the input dtype the
+        # product is rounded before the bias cancels most of it (a 0.44 error seen at 16 x 4100 bfloat16)
+        expected = torch_addmm(bias.float(), a.float(), b.float(), activation="gelu").to(dtype)
         torch.testing.assert_close(ops.addmm(bias, a, b, activation="gelu"), expected, rtol=2e-2, atol=2e-1)
         assert failures("addmm_gelu") == {}
     batched_a, batched_b = a.expand(3, m, 4100).contiguous(), weight.t().expand(3, 4100, 1000).contiguous()
