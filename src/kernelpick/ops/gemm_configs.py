@@ -78,15 +78,25 @@ INTERPRETED: tuple[Tile, ...] = ((16, 16, 16, 2, 4), (32, 32, 32, 2, 4))
 DECODE_MAX_M = 16
 #: Up to this M the skinny template also runs as a GEMV (no tl.dot), one unrolled line per row.
 GEMV_MAX_M = 4
-#: The GEMV form's (BLOCK_N, BLOCK_K, num_warps) when B is read along K (`x @ W.T`: W's rows are
-#: contiguous): few rows of W per program, long stretches of each, like Inductor's reduction for
-#: M = 1; 4096 or 8192 products per loop step (8 or 16 KiB of bf16 weights in flight per program).
+#: The GEMV form's (BLOCK_N, BLOCK_K, num_warps) for one row (M = 1) when B is read along K
+#: (`x @ W.T`: W's rows are contiguous): each thread reads one 16-byte vector of bf16 weights per loop
+#: step, from one to eight rows of W a program, 2048 along K. Measured, not guessed: of 450-880
+#: configs a shape (1 to 32 rows, BLOCK_K 256 to 4096, 2 to 16 warps, stages, split-K; bench/gemv_sweep.py
+#: on an H100, bench/results/gemv_sweep-h100.json), these four hold the fastest within 0.3 % at
+#: 1x4096x4096, 1x4096x14336 and 1x28672x4096; the earlier 8x512 tiles ran 6-17 % slower.
+GEMV_ONE_ROW: tuple[tuple[int, int, int], ...] = (
+    (1, 2048, 8),
+    (2, 2048, 16),
+    (4, 2048, 8),
+    (8, 2048, 16),
+)
+#: ... for 2 to 4 rows: 256 along K, again one 16-byte vector of W per thread a step (the sweep's
+#: fastest at 4x4096x4096, and the next three within 2 %).
 GEMV_ALONG_K: tuple[tuple[int, int, int], ...] = (
-    (4, 1024, 4),
-    (8, 512, 4),
-    (16, 256, 4),
-    (16, 512, 8),
-    (32, 256, 8),
+    (4, 256, 4),
+    (2, 256, 2),
+    (8, 256, 4),
+    (16, 256, 8),
 )
 #: ... and when B is read along N (a row-major (K, N) B): wide in N, so that each row of B's tile is
 #: one or more whole 128-byte lines.
@@ -220,7 +230,10 @@ def _b_along_k(problem: GemmProblem) -> bool:
 
 def _gemv_configs(problem: GemmProblem, batch: int) -> list[Config]:
     block_m = _ceil_pow2(problem.m)
-    tiles = GEMV_ALONG_K if _b_along_k(problem) else GEMV_ALONG_N
+    if not _b_along_k(problem):
+        tiles = GEMV_ALONG_N
+    else:
+        tiles = GEMV_ONE_ROW if problem.m == 1 else GEMV_ALONG_K
     configs = []
     for block_n, block_k, warps in tiles:
         block_n = min(block_n, _ceil_pow2(problem.n))
