@@ -6,7 +6,9 @@ not guessed: for each decode shape (M = 1 or 4, bf16 `x @ W.T`), every config of
 of W per program, BLOCK_K, warps, stages, split-K) is compiled and timed by a Selector (one exhaustive selection, torch.mm its reference), then the 16
 fastest, the current space's pick, torch.mm and Inductor's max-autotune kernel are timed again with
 `triton.testing.do_bench` in interleaved rounds. Inductor's generated code for the shape is kept, so
-that its kernel can be read.
+that its kernel can be read, with the config its coordinate descent ended at. --narrow sweeps a
+smaller grid around the wide grid's M = 1 leaders (up to 8192 along K and 32 warps) into
+gemv_sweep-narrow-<device>.json.
 
 The committed H100 file's run (2026-11-26) also varied two knobs the template had then: EVICT (B read
 with eviction_policy="evict_first", A with "evict_last": faster in every leader, 6-17 % over the
@@ -25,6 +27,7 @@ import argparse
 import datetime
 import itertools
 import json
+import logging
 import os
 import platform
 import statistics
@@ -42,22 +45,23 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--shapes", default=",".join(SHAPES), help="comma-separated MxNxK")
     parser.add_argument("--rounds", type=int, default=5, help="interleaved do_bench rounds of the leaders")
     parser.add_argument("--leaders", type=int, default=16, help="how many of the sweep's fastest to re-time")
+    parser.add_argument("--narrow", action="store_true", help="the narrow grid around the M = 1 leaders")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     return parser.parse_args()
 
 
-def grid(m: int, n: int, k: int) -> list[Any]:
-    """Every GEMV config worth compiling: 8 to 64 float32 sums per thread per unrolled row."""
+#: The grid's axes: rows of W a program, BLOCK_K, warps, stages, split-K.
+WIDE = ((1, 2, 4, 8, 16, 32), (256, 512, 1024, 2048, 4096), (2, 4, 8, 16), (1, 3), (1, 2, 4))
+#: ... around the wide grid's leaders at M = 1 (few rows, long along K, one stage), with 32 warps
+NARROW = ((1, 2, 4, 8), (1024, 2048, 4096, 8192), (4, 8, 16, 32), (1,), (1, 2))
+
+
+def grid(m: int, n: int, k: int, axes: tuple[tuple[int, ...], ...] = WIDE) -> list[Any]:
+    """Every GEMV config of `axes` worth compiling: 8 to 64 float32 sums per thread per unrolled row."""
     from kernelpick import Config
 
     configs = []
-    for block_n, block_k, warps, stages, split in itertools.product(
-        (1, 2, 4, 8, 16, 32),
-        (256, 512, 1024, 2048, 4096),
-        (2, 4, 8, 16),
-        (1, 3),
-        (1, 2, 4),
-    ):
+    for block_n, block_k, warps, stages, split in itertools.product(*axes):
         per_thread = m * block_n * block_k / (32 * warps)
         programs = -(-n // block_n) * split
         if (
@@ -70,6 +74,21 @@ def grid(m: int, n: int, k: int) -> list[Any]:
         kwargs = {"BLOCK_M": m, "BLOCK_N": block_n, "BLOCK_K": block_k, "SPLIT_K": split}
         configs.append(Config(kwargs, num_warps=warps, num_stages=stages))
     return configs
+
+
+class _Messages(logging.Handler):
+    """Keeps the messages of a logger that contain `text` (Inductor's coordinate descent says which
+    config its reduction ended with only in a debug message)."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(logging.DEBUG)
+        self.text = text
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        if self.text in message:
+            self.messages.append(message)
 
 
 def main() -> int:
@@ -106,12 +125,12 @@ def main() -> int:
         "shapes": [],
     }
     args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / f"gemv_sweep-{label}.json"
+    path = args.out / f"gemv_sweep{'-narrow' if args.narrow else ''}-{label}.json"
     for text in args.shapes.split(","):
         m, n, k = (int(v) for v in text.split("x"))
         a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
         b = torch.randn(n, k, device="cuda", dtype=torch.bfloat16).t()
-        configs = grid(m, n, k)
+        configs = grid(m, n, k, NARROW if args.narrow else WIDE)
         current = gemm_configs.decode_configs(0, 1)(Signature.of((a, b), {}))
         print(f"[{text}] {len(configs)} configs, the current space's {len(current)} among them", flush=True)
         swept = [*configs, *current]
@@ -150,6 +169,9 @@ def main() -> int:
         compiled = torch.compile(lambda x, y: x @ y, mode="max-autotune-no-cudagraphs")
         from torch._inductor.utils import run_and_get_code
 
+        descent = _Messages("Improve from")
+        logging.getLogger("torch._inductor.runtime.coordinate_descent_tuner").addHandler(descent)
+        logging.getLogger("torch._inductor.runtime.coordinate_descent_tuner").setLevel(logging.DEBUG)
         _, inductor_code = run_and_get_code(compiled, a, b)
         calls["inductor"] = compiled
         rounds: dict[str, list[float]] = {name: [] for name in calls}
@@ -172,6 +194,7 @@ def main() -> int:
             "gbs": {name: weight_bytes / (ms * 1e-3) / 1e9 for name, ms in medians.items()},
             "best_current": best_current,
             "inductor_code": inductor_code,
+            "inductor_coordinate_descent": descent.messages,
         }
         results["shapes"].append(entry)
         path.write_text(json.dumps(results, indent=1))

@@ -196,6 +196,23 @@ def test_the_reference_is_always_a_finalist() -> None:
     assert finalists(results, top=4, within=0.05, keep="gone") == ["t1", "t2", "t3"]
 
 
+def test_the_fastest_on_the_device_of_a_host_tie_is_a_finalist() -> None:
+    # Host-bound calls 3-8 % apart on the host are a tie (bench.pick.HOST_NOISE) that the device
+    # breaks: the call fastest on the device may win, so it is timed again even when the cost order
+    # leaves it last.
+    def host_bound(device_ms: float, host_ms: float) -> BenchmarkResult:
+        return BenchmarkResult("ok", TimingSummary.of([device_ms] * 5).with_host(host_ms))
+
+    results = {
+        "t1": host_bound(0.0120, 0.0146),
+        "t2": host_bound(0.0121, 0.0150),
+        "t3": host_bound(0.0124, 0.0152),
+        "cublas": host_bound(0.0098, 0.0158),
+    }
+    assert finalists(results, top=2, within=0.1) == ["t1", "cublas"]
+    assert finalists(results, top=3, within=0.1, keep="t3") == ["t1", "t3", "cublas"]
+
+
 def test_confirm_top_still_caps_the_close_candidates() -> None:
     first = {"a": 1.0, "b": 1.01, "c": 1.02, "d": 1.03}
     timer = ScriptedTimer(first, first)
