@@ -170,9 +170,13 @@ def main() -> int:
         from torch._inductor.utils import run_and_get_code
 
         descent = _Messages("Improve from")
-        logging.getLogger("torch._inductor.runtime.coordinate_descent_tuner").addHandler(descent)
-        logging.getLogger("torch._inductor.runtime.coordinate_descent_tuner").setLevel(logging.DEBUG)
-        _, inductor_code = run_and_get_code(compiled, a, b)
+        tuner_log = logging.getLogger("torch._inductor.runtime.coordinate_descent_tuner")
+        tuner_log.addHandler(descent)
+        tuner_log.setLevel(logging.DEBUG)
+        try:
+            _, inductor_code = run_and_get_code(compiled, a, b)
+        finally:
+            tuner_log.removeHandler(descent)
         calls["inductor"] = compiled
         rounds: dict[str, list[float]] = {name: [] for name in calls}
         for _ in range(args.rounds):

@@ -134,17 +134,27 @@ def decode_tiles(configs: list[Config]) -> list[tuple[int, int, int, int, int, i
 
 def test_one_row_of_x_at_w_t_on_an_h100_gets_gemv_tiles_and_split_k_where_the_grid_is_short() -> None:
     # 1 x 4096 x 4096, bf16, B = W.T: the GEMV form streams one to eight of W's rows a program, 2048
-    # along K (a 16-byte vector a thread a step), 512 to 4096 programs; the wider tl.dot tiles (128, 64
-    # and 32 programs) would leave some of the 132 SMs idle, so they are split along K.
+    # along K (a 16-byte vector a thread a step; 4096 only where K takes two such steps), 512 to 4096
+    # programs; the wider tl.dot tiles (128, 64 and 32 programs) would leave some of the 132 SMs idle,
+    # so they are split along K.
     assert decode_tiles(decode_configs(0, 1)(problem(1, 4096, 4096, b_transposed=True))) == [
         (1, 1, 2048, 1, 1, 8),
         (1, 2, 2048, 1, 1, 16),
-        (1, 4, 2048, 1, 1, 8),
         (1, 8, 2048, 1, 1, 16),
         (16, 16, 256, 1, 4, 4),
         (16, 32, 256, 2, 4, 4),
         (16, 64, 256, 4, 3, 4),
         (16, 128, 128, 8, 4, 4),
+    ]
+
+
+def test_one_row_with_a_long_k_also_gets_4096_along_k() -> None:
+    tiles = decode_tiles(decode_configs(0, 1)(problem(1, 8192, 28672, b_transposed=True)))
+    assert [t for t in tiles if t[0] == 1] == [
+        (1, 1, 2048, 1, 1, 8),
+        (1, 2, 2048, 1, 1, 16),
+        (1, 8, 2048, 1, 1, 16),
+        (1, 1, 4096, 1, 1, 16),
     ]
 
 

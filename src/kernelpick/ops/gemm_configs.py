@@ -80,15 +80,15 @@ DECODE_MAX_M = 16
 GEMV_MAX_M = 4
 #: The GEMV form's (BLOCK_N, BLOCK_K, num_warps) for one row (M = 1) when B is read along K
 #: (`x @ W.T`: W's rows are contiguous): each thread reads one 16-byte vector of bf16 weights per loop
-#: step, from one to eight rows of W a program, 2048 along K. Measured, not guessed: of 450-880
-#: configs a shape (1 to 32 rows, BLOCK_K 256 to 4096, 2 to 16 warps, stages, split-K; bench/gemv_sweep.py
-#: on an H100, bench/results/gemv_sweep-h100.json), these four hold the fastest within 0.3 % at
-#: 1x4096x4096, 1x4096x14336 and 1x28672x4096; the earlier 8x512 tiles ran 6-17 % slower.
+#: step, from one to eight rows of W a program, 2048 or 4096 along K. Measured, not guessed: of up to
+#: 880 configs a shape (1 to 32 rows, BLOCK_K 256 to 8192, 2 to 32 warps, stages, split-K;
+#: bench/gemv_sweep.py on an H100, bench/results/gemv_sweep[-narrow]-h100.json), these four hold the
+#: fastest within 0.1 % on all six Llama (N, K) pairs; the earlier 8x512 tiles ran 6-17 % slower.
 GEMV_ONE_ROW: tuple[tuple[int, int, int], ...] = (
     (1, 2048, 8),
     (2, 2048, 16),
-    (4, 2048, 8),
     (8, 2048, 16),
+    (1, 4096, 16),
 )
 #: ... for 2 to 4 rows: 256 along K, again one 16-byte vector of W per thread a step (the sweep's
 #: fastest at 4x4096x4096, and the next three within 2 %).
@@ -234,6 +234,9 @@ def _gemv_configs(problem: GemmProblem, batch: int) -> list[Config]:
         tiles = GEMV_ALONG_N
     else:
         tiles = GEMV_ONE_ROW if problem.m == 1 else GEMV_ALONG_K
+    # a tile whose BLOCK_K is more than half of K is the same loop with fewer programs: left out
+    # while another tile takes two steps or more
+    tiles = [tile for tile in tiles if 2 * tile[1] <= problem.k] or tiles
     configs = []
     for block_n, block_k, warps in tiles:
         block_n = min(block_n, _ceil_pow2(problem.n))
