@@ -26,7 +26,7 @@ K = TypeVar("K")
 #: How finely one call's host time is known: in one selection on an H100 the same Triton launcher read
 #: 14.6-15.6 µs a call for 16 configs (7 %), and ranking by those figures picked an fp8 GEMM 24 %
 #: slower on the device than torch._scaled_mm, whose host time read 2.6 % more
-#: (bench/results/scaled_mm_suite-h100.json, 1x4096x4096, before this rule).
+#: (1x4096x4096 in bench/results/scaled_mm_suite-h100-before-host-tie.json).
 HOST_NOISE = 0.1
 
 
