@@ -25,6 +25,7 @@ from kernelpick.store.keys import Toolchain, TuningKey
 from kernelpick.store.sqlite import SQLiteStore
 from kernelpick.store.text import candidate_name
 from tests.cli.test_commands import run_cli
+from tests.reports.samples import GEMM_SUITE_H100, store_of_suite
 from tests.tune.kernels import add_kernel, grid_1d
 
 NOW = Toolchain.current()
@@ -564,3 +565,73 @@ def test_a_key_whose_tuning_was_interrupted_is_listed_unfinished_and_not_exporte
     assert "all failed" in lines_with(out, "8192, float16")[0]
     code, out, _ = run_cli(capsys, "cache", "export", str(tmp_path / "t.json"), "--store", str(path))
     assert code == 0 and "wrote 1 entries" in out and "2 keys left out" in out
+
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "ops-decisions.md"
+
+
+@pytest.fixture
+def suite(tmp_path: Path) -> Path:
+    """A store of the selections `kernelpick.ops.mm` made on an H100 for bench/gemm_suite.py."""
+    return store_of_suite(GEMM_SUITE_H100, tmp_path / "h100.sqlite3")
+
+
+def test_show_of_a_selector_ends_with_its_decisions_per_m(
+    capsys: pytest.CaptureFixture[str], suite: Path
+) -> None:
+    code, out, _ = run_cli(capsys, "cache", "show", "kernelpick.ops.mm", "--store", str(suite))
+    assert code == 0 and out.count("AUTOTUNE kernelpick.ops.mm(") == 24
+    decisions = out[out.index("DECISIONS") :]
+    assert "AUTOTUNE" not in decisions  # after every key's candidates
+    assert decisions.count(f"DECISIONS kernelpick.ops.mm on {H100} (sm_90)\nN=") == 6  # six (N, K)
+    row = decisions.split("N=10240, K=8192")[1].splitlines()[2]
+    assert row.split()[:6] == ["16", "triton_mm", "0.0667", "torch.mm", "0.1076", "1.61×"]
+    code, alone, _ = run_cli(
+        capsys, "cache", "show", "kernelpick.ops.mm", "--store", str(suite), "--decisions"
+    )
+    assert alone == decisions
+    code, out, _ = run_cli(capsys, "cache", "show", "kernelpick.ops.mm", "--store", str(suite), "--json")
+    data = json.loads(out)
+    assert len(data["keys"]) == 24 and len(data["decisions"]) == 6
+    group = data["decisions"][0]
+    assert group["shape"] == "N=4096, K=4096, bfloat16, B column-major"
+    assert [d["m"] for d in group["decisions"]] == [16, 128, 2048, 8192]
+    first = group["decisions"][0]
+    assert first["pick"].startswith("triton_mm BLOCK_M=") and first["versus"] == "torch.mm"
+    assert first["roofline"]["bound"] == "memory" and first["roofline"]["peaks_of"] == "H100 SXM5 80GB"
+
+
+def test_a_tuned_kernel_shows_decisions_only_when_asked(
+    capsys: pytest.CaptureFixture[str], filled: Path
+) -> None:
+    code, out, _ = run_cli(capsys, "cache", "show", "mm", "--store", str(filled))
+    assert code == 0 and "DECISIONS" not in out  # a tuned kernel's keys are values, not a product's sizes
+    code, out, _ = run_cli(capsys, "cache", "show", "mm", "--store", str(filled), "--decisions")
+    assert out.count("DECISIONS mm on ") == 2  # on the CPU and on the H100
+    [row] = lines_with(out, "(1024, float16)", "1.2500")
+    assert row.split()[2:7] == ["BLOCK=64", "warps=8", "stages=3", "1.2500", "BLOCK=32"]  # then the runner-up
+
+
+@pytest.mark.parametrize("width", [80, 100])
+def test_decisions_fit_the_width_a_row_per_m_and_piped_lines_are_not_padded(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, suite: Path, width: int
+) -> None:
+    monkeypatch.setenv("COLUMNS", str(width))
+    code, out, _ = run_cli(capsys, "cache", "show", "kernelpick.ops.mm", "--store", str(suite), "--decisions")
+    lines = out.splitlines()
+    assert code == 0 and max(len(line) for line in lines) <= width
+    assert all(line == line.rstrip() for line in lines)
+    rows = [line.split() for line in lines if re.match(r" *\d+  ", line)]
+    assert [row[0] for row in rows] == ["16", "128", "2048", "8192"] * 6
+    assert all(row[-1] in ("memory", "compute") and sum(c.endswith("%") for c in row) == 2 for row in rows)
+
+
+def test_the_decisions_page_shows_what_the_command_prints(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, suite: Path
+) -> None:
+    text = DOCS.read_text()
+    command = "$ COLUMNS=100 kernelpick cache show kernelpick.ops.mm --decisions --store h100.sqlite3\n"
+    shown = text.split(command, 1)[1].split("```", 1)[0]
+    monkeypatch.setenv("COLUMNS", "100")
+    _, out, _ = run_cli(capsys, "cache", "show", "kernelpick.ops.mm", "--decisions", "--store", str(suite))
+    assert shown == out, "paste the command's output into docs/ops-decisions.md"

@@ -15,7 +15,7 @@ from PIL import Image
 import kernelpick
 from kernelpick import settings
 from kernelpick.cli import main
-from tests.reports.samples import SPACE, write_gemm_log
+from tests.reports.samples import GEMM_SUITE_H100, SPACE, store_of_suite, write_gemm_log
 from tests.select.test_log import tune
 from tests.tune.kernels import add_kernel
 
@@ -122,6 +122,23 @@ def test_search_traces_and_roofline_figures_are_reported(
     assert "search model: " in out and "% of the best known" in out and "TFLOP/s" in out
     assert "% of 989.5" in out and "H100 SXM5 80GB" in out
     assert "more candidates not shown (--top 0 shows all)" in out
+
+
+def test_a_selectors_decisions_follow_its_keys_in_the_terminal_and_the_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = store_of_suite(GEMM_SUITE_H100, tmp_path / "h100.sqlite3")
+    status, out, _ = report(capsys, "--store", str(store), "--top", "1")
+    assert status == 0 and out.count("DECISIONS kernelpick.ops.mm on NVIDIA H100 80GB HBM3 (sm_90)") == 6
+    assert out.index("DECISIONS") > out.rindex("AUTOTUNE")
+    assert "N=10240, K=8192, bfloat16, B column-major M pick ms/call vs vs ms speedup % mem" in out
+    assert "16 triton_mm 0.0667 torch.mm 0.1076 1.61× 75.3% 4.1% 15.9 memory" in out
+    data = report_json(capsys, "--store", str(store))
+    assert [len(group["decisions"]) for group in data["decisions"]] == [4] * 6
+    assert {d["roofline"]["bound"] for g in data["decisions"] for d in g["decisions"]} == {
+        "memory",
+        "compute",
+    }
 
 
 def distinct_colours(path: Path) -> int:

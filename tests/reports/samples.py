@@ -14,11 +14,15 @@ import kernelpick
 from kernelpick import Selector, extern, settings
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.stats import TimingSummary
+from kernelpick.bench.verify import VERIFICATION_VERSION
 from kernelpick.config import Config
 from kernelpick.device import DeviceInfo
 from kernelpick.select.log import tuning_entry
 from kernelpick.select.record import ChoiceResult, SelectionRecord
 from kernelpick.select.signature import Signature
+from kernelpick.store.base import StoredResult
+from kernelpick.store.keys import Toolchain, TuningKey
+from kernelpick.store.sqlite import SQLiteStore
 from kernelpick.tensors import TensorSpec
 from tests.select.test_selector import fast_add, slow_add
 from tests.tune.kernels import add_kernel, grid_1d
@@ -112,4 +116,35 @@ def write_gemm_log(
             lines.append(json.dumps(entry))
     with path.open("a") as out:
         out.write("\n".join(lines) + "\n")
+    return path
+
+
+#: Selections of `kernelpick.ops.mm` an H100 made (bf16 `x @ W.T`, M from 16 to 8192), as recorded by
+#: bench/gemm_suite.py.
+GEMM_SUITE_H100 = Path(__file__).resolve().parents[2] / "bench" / "results" / "gemm_suite-h100.json"
+
+
+def store_of_suite(suite: Path, path: Path) -> Path:
+    """A result store at `path` holding every selection a bench/gemm_suite.py result recorded: each
+    shape's candidates as it timed them, its pick, its device and the toolchain of its run."""
+    data = json.loads(suite.read_text())
+    store = SQLiteStore(path)
+    for shape in data["shapes"]:
+        record = shape["kernelpick"]["record"]
+        run = data["runs"][shape["run"]]
+        versions = run["versions"]
+        key = TuningKey(
+            record["selector"],
+            VERIFICATION_VERSION,
+            record["device"],
+            ".".join(map(str, run["capability"])),
+            Toolchain(versions["triton"], versions["torch"], versions["cuda"]),
+            tuple(record["signature"]),
+        )
+        results = [
+            StoredResult(r["digest"], r["choice"], BenchmarkResult.from_dict(r)) for r in record["results"]
+        ]
+        best = next(r["digest"] for r in record["results"] if r["name"] == record["best"])
+        store.save(key, results, pick=best)
+    store.close()
     return path

@@ -83,3 +83,18 @@ def test_chromium_renders_the_page_with_its_tables_and_plots(page: Path, tmp_pat
     assert background < 0.95 * 1280 * 2000
     star = sum(count for count, rgb in colours if all(abs(a - b) <= 6 for a, b in zip(rgb, PICKED_STAR)))
     assert star > 40  # the embedded plots were decoded and drawn (about 150 pixels of stars)
+
+
+def test_a_selectors_decisions_head_its_section_each_m_linking_to_its_candidates(page: Path) -> None:
+    html = page.read_text()
+    section = html[html.index('<h2 id="kernelpick.ops.mm">') :]
+    titles = re.findall(r'<h3 class="decisions">([^<]*)</h3>', section)
+    assert titles == [
+        "Decisions on NVIDIA H100 80GB HBM3 (sm_90): N=512, K=8192, float16, B row-major",
+        "Decisions on NVIDIA H100 80GB HBM3 (sm_90): N=4096, K=4096, float16, B row-major",
+    ]
+    assert section.index('<h3 class="decisions">') < section.index("<h3 id=")  # before the keys
+    links = re.findall(r'<td><a href="#([^"]+)">(\d+)</a></td>', section)
+    assert [m for _, m in links] == ["512", "4096"]
+    assert all(f'<h3 id="{slug}">' in section for slug, _ in links)
+    assert "ridge point 295 FLOP/B" in section and '<td class="name">compute</td>' in section

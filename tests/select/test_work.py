@@ -49,6 +49,30 @@ def test_a_batched_product_counts_every_batch_and_addmm_its_bias() -> None:
     )
 
 
+def test_an_fp8_product_moves_one_byte_a_value_its_scales_and_an_output_of_the_selectors_dtype() -> None:
+    m, k, n = 16, 64, 32
+    a = torch.empty(m, k).to(torch.float8_e4m3fn)
+    b = torch.empty(n, k).to(torch.float8_e4m3fn).t()
+    per_row = key_of(a, b, torch.ones(m, 1), torch.ones(1, n))
+    assert work_of("kernelpick.ops.scaled_mm_bf16", per_row) == (
+        2 * m * n * k,
+        m * k + k * n + 4 * (m + n) + 2 * m * n,
+    )
+    assert work_of("kernelpick.ops.scaled_mm_fast_fp32", per_row) == (
+        2 * m * n * k,
+        m * k + k * n + 4 * (m + n) + 4 * m * n,
+    )
+    bias = key_of(a, b, torch.ones(()), torch.ones(()), torch.empty(n, dtype=torch.float16))
+    assert work_of("kernelpick.ops.scaled_mm_bias_fp16", bias) == (
+        2 * m * n * k,
+        m * k + k * n + 4 * 2 + 2 * n + 2 * m * n,
+    )
+    assert work_of("scaled_mm", per_row) == (
+        None,
+        None,
+    )  # a user's selector of that name: its output dtype is unknown
+
+
 def test_other_kernels_and_shapes_that_do_not_multiply_have_no_figures() -> None:
     assert work_of("add", key_of(torch.empty(8, 8), torch.empty(8, 8))) == (None, None)
     assert work_of("mm", key_of(torch.empty(8, 3), torch.empty(4, 8))) == (None, None)

@@ -204,6 +204,8 @@ def _cache_list(args: argparse.Namespace) -> int:
 
 
 def _cache_show(args: argparse.Namespace) -> int:
+    from kernelpick.reports.data import keys_from_store
+    from kernelpick.reports.decisions import decision_groups, print_decisions
     from kernelpick.select.record import autotune_table
     from kernelpick.store.maintenance import describe_toolchain, summarize_keys
 
@@ -213,6 +215,9 @@ def _cache_show(args: argparse.Namespace) -> int:
     for row in sorted(mine, key=lambda r: (r.result.cost_ms, r.candidate)):
         by_key.setdefault(row.key.digest, []).append(row)
     summaries = summarize_keys(mine)
+    # A selector's decisions follow its candidates; --decisions shows them alone, for any kernel.
+    tuned = keys_from_store(mine)
+    groups = decision_groups(tuned) if args.decisions or any(t.kind == "select" for t in tuned) else []
     if args.json:
         candidates = {
             digest: [
@@ -227,11 +232,16 @@ def _cache_show(args: argparse.Namespace) -> int:
             ]
             for digest, key_rows in by_key.items()
         }
-        keys = [{**_key_data(s.key), "candidates": candidates[s.key.digest]} for s in summaries]
-        print(json.dumps({"kernel": args.kernel, "keys": keys}, indent=2))
+        keys = (
+            []
+            if args.decisions
+            else [{**_key_data(s.key), "candidates": candidates[s.key.digest]} for s in summaries]
+        )
+        decisions = [group.to_dict() for group in groups]
+        print(json.dumps({"kernel": args.kernel, "keys": keys, "decisions": decisions}, indent=2))
         return 0
     out = console()
-    for s in summaries:
+    for s in [] if args.decisions else summaries:
         key_rows = by_key[s.key.digest]
         named = [(candidate_name(r.description), replace(r.result, from_store=False)) for r in key_rows]
         note = (
@@ -243,6 +253,7 @@ def _cache_show(args: argparse.Namespace) -> int:
         device = DeviceInfo.recorded(s.key.device, s.key.capability)
         out.print(autotune_table(title, named, device, best=best, note=note))
         out.print()
+    print_decisions(out, groups)
     return 0
 
 
@@ -439,8 +450,18 @@ def add_cache_commands(commands: Any) -> None:
     listing.add_argument("--json", action="store_true", help="print a JSON list")
     listing.set_defaults(handler=_cache_list)
 
-    show = cache.add_parser("show", parents=[readable], help="every candidate of each of a kernel's keys")
+    show = cache.add_parser(
+        "show",
+        parents=[readable],
+        help="every candidate of each of a kernel's keys, then a selector's decisions per key (per M)",
+    )
     show.add_argument("kernel", metavar="KERNEL", help="the kernel's name, as `cache list` shows it")
+    show.add_argument(
+        "--decisions",
+        action="store_true",
+        help="only the decisions: per key (per M for a matrix product) the pick, what it beat, and its "
+        "share of the device's memory and compute limits",
+    )
     show.add_argument("--json", action="store_true", help="print one JSON object")
     show.set_defaults(handler=_cache_show)
 

@@ -14,6 +14,7 @@ from kernelpick.console import console
 from kernelpick.device import DeviceInfo
 from kernelpick.errors import ReportError
 from kernelpick.reports.data import Report, TunedKey, load_report
+from kernelpick.reports.decisions import decision_groups, print_decisions
 from kernelpick.reports.page import TOP_ON_PAGE, write_html
 from kernelpick.reports.plots import Plot, plots_of, write_pngs
 from kernelpick.select.record import autotune_table
@@ -83,9 +84,11 @@ def run_report(args: argparse.Namespace) -> int:
         top = TOP_ON_PAGE if args.top is None else args.top
         written.append(write_html(report, plots, Path(args.html), top=top))
     if args.json:
-        print(
-            json.dumps({**report.to_dict(), "written": [str(p) for p in written]}, indent=2, allow_nan=False)
-        )
+        decisions = [
+            group.to_dict() for group in decision_groups(k for k in report.keys if k.kind == "select")
+        ]
+        data = {**report.to_dict(), "decisions": decisions, "written": [str(p) for p in written]}
+        print(json.dumps(data, indent=2, allow_nan=False))
         return 0
     out = console()
     print_report(out, report, TOP_IN_TERMINAL if args.top is None else args.top)
@@ -95,7 +98,8 @@ def run_report(args: argparse.Namespace) -> int:
 
 
 def print_report(out: Console, report: Report, top: int) -> None:
-    """Each key's AUTOTUNE table (its `top` candidates; 0: all), roofline figures and searches."""
+    """Each key's AUTOTUNE table (its `top` candidates; 0: all), roofline figures and searches; then
+    each selector's decisions (`kernelpick.reports.decisions`)."""
     if not report.keys:
         raise ReportError(f"the {' and the '.join(report.sources)} hold no tunings yet")
     for tuned in report.keys:
@@ -121,6 +125,7 @@ def print_report(out: Console, report: Report, top: int) -> None:
         for line in summary_lines(tuned):
             out.print(escape(line))
         out.print()
+    print_decisions(out, decision_groups(k for k in report.keys if k.kind == "select"))
 
 
 def summary_lines(tuned: TunedKey) -> list[str]:

@@ -12,6 +12,7 @@ import jinja2
 
 from kernelpick.console import headline
 from kernelpick.reports.data import Report, TunedKey
+from kernelpick.reports.decisions import SPEEDUP_NOTE, DecisionGroup, decision_groups
 from kernelpick.reports.plots import Plot
 from kernelpick.store.keys import Toolchain
 
@@ -52,6 +53,13 @@ TEMPLATE = """<!DOCTYPE html>
 {% for kernel in kernels %}
 <h2 id="{{ kernel|e }}">{{ kernel }}</h2>
 {% for plot in kernel_plots.get(kernel, []) %}<div class="plots"><img alt="{{ plot.title }}" src="data:image/png;base64,{{ plot.data }}"></div>{% endfor %}
+{% for group in decisions.get(kernel, []) %}
+<h3 class="decisions">Decisions on {{ group.where }}{% if group.shape %}: {{ group.shape }}{% endif %}</h3>
+{% set columns = group.columns() %}<table class="decisions"><tr>{% for column in columns %}<th{% if not column.right %} class="name"{% endif %}>{{ column.header }}</th>{% endfor %}</tr>
+{% for d in group.decisions %}<tr>{% for cell in group.cells(d) %}<td{% if not columns[loop.index0].right %} class="name"{% endif %}>{% if loop.first %}<a href="#{{ d.tuned.slug }}">{{ cell }}</a>{% else %}{{ cell }}{% endif %}</td>{% endfor %}</tr>
+{% endfor %}</table>
+{% if group.caption %}<p class="meta">{{ group.caption }}</p>{% endif %}
+{% endfor %}{% if decisions.get(kernel) %}<p class="meta">{{ speedup_note }}</p>{% endif %}
 {% for k in by_kernel[kernel] %}{% set winner = k.winner %}{% set best_known = k.best_known_ms %}
 <h3 id="{{ k.slug }}">{{ k.name }}{{ k.key_text }}</h3>
 <p class="meta">{{ "Tuned kernel" if k.kind == "autotune" else "Selector" }} on {{ k.device }}{% if k.capability %} (sm {{ k.capability }}){% endif %}
@@ -89,11 +97,14 @@ TEMPLATE = """<!DOCTYPE html>
 
 
 def render_html(report: Report, plots: list[Plot], top: int = TOP_ON_PAGE) -> str:
-    """The page: per kernel its roofline, per key its summary, roofline figures, searches, its `top`
-    candidates (0: all) and its plots."""
+    """The page: per kernel its roofline and a selector's decisions (each linking to its key), per key
+    its summary, roofline figures, searches, its `top` candidates (0: all) and its plots."""
     environment = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
     kernels = report.kernels()
     by_kernel: dict[str, list[TunedKey]] = {kernel: report.of(kernel) for kernel in kernels}
+    decisions: dict[str, list[DecisionGroup]] = {}
+    for group in decision_groups(k for k in report.keys if k.kind == "select"):
+        decisions.setdefault(group.kernel, []).append(group)
     kernel_plots: dict[str, list[dict[str, str]]] = {}
     key_plots: dict[str, list[dict[str, str]]] = {}
     for plot in plots:
@@ -110,6 +121,8 @@ def render_html(report: Report, plots: list[Plot], top: int = TOP_ON_PAGE) -> st
         by_kernel=by_kernel,
         kernel_plots=kernel_plots,
         key_plots=key_plots,
+        decisions=decisions,
+        speedup_note=SPEEDUP_NOTE,
         top=top if top > 0 else max((len(k.candidates) for k in report.keys), default=0),
         number=_number,
         percent=_percent,

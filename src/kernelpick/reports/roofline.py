@@ -53,6 +53,14 @@ class Roofline:
         return None if gbps is None or self.peaks is None else 100 * gbps / self.peaks.memory_gbps
 
     @property
+    def ridge(self) -> float | None:
+        """The ridge point, FLOPs per byte: a call of lower intensity is bound by memory, of higher by
+        compute (None without both peaks)."""
+        if self.peak_tflops is None or self.peaks is None:
+            return None
+        return self.peak_tflops * 1e3 / self.peaks.memory_gbps
+
+    @property
     def roof_tflops(self) -> float | None:
         """The roof at this call's intensity (None without both figures and both peaks)."""
         if self.intensity is None or self.peak_tflops is None or self.peaks is None:
@@ -85,6 +93,7 @@ class Roofline:
             "compute_percent": self.compute_percent,
             "memory_percent": self.memory_percent,
             "roof_percent": self.roof_percent,
+            "ridge": self.ridge,
             "bound": self.bound,
             "peaks_of": None if self.peaks is None else self.peaks.model,
         }

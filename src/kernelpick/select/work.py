@@ -4,7 +4,8 @@
 tuning's key; the tuning log then records the figures of every tuning of that kernel or selector.
 A tuned kernel's key maps its key argument names to their values, with `dtypes` (the tensor
 arguments' dtype names); a selector's has `inputs` (a tensor as {dtype, size, stride, offset}),
-`kwargs` and `user_key`. The GEMM selectors (`mm`, `addmm`, `bmm` and `kernelpick.ops`'s) need none.
+`kwargs` and `user_key`. The GEMM selectors (`mm`, `addmm`, `bmm` and `kernelpick.ops`'s, `scaled_mm`
+included) need none: their figures are built in (`matrix_product`), and any other name has none.
 """
 
 from __future__ import annotations
@@ -103,33 +104,95 @@ def _figure(name: str, figure: Figure | None, key: Mapping[str, Any]) -> float |
 
 
 def gemm_name(name: str) -> str | None:
-    """The product a GEMM selector computes ("mm", "addmm" or "bmm"; kernelpick.ops's too), else None."""
+    """The product a GEMM selector computes ("mm", "addmm", "bmm" or "scaled_mm"; kernelpick.ops's too),
+    else None. `scaled_mm` is only kernelpick.ops's, whose names end in the output dtype."""
     base = name.removeprefix("kernelpick.ops.").removesuffix("_tf32")
     if base in ("mm", "bmm", "addmm") or base.startswith("addmm_"):
         return base.split("_")[0]
+    if name.startswith("kernelpick.ops.scaled_mm") and _scaled_output(name) is not None:
+        return "scaled_mm"
     return None
 
 
-def gemm_work(name: str, key: Mapping[str, Any]) -> tuple[float | None, float | None]:
-    """2·M·N·K FLOPs (times the batch for bmm) and (M·K + K·N + M·N) elements moved (plus the bias
-    for addmm), from the shapes of a selector key's tensors."""
-    tensors = [t for t in key.get("inputs", []) if isinstance(t, Mapping) and "size" in t and "dtype" in t]
+#: The output dtype of kernelpick.ops's scaled_mm selectors, by the end of their names.
+_SCALED_OUTPUTS = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
+
+
+def _scaled_output(name: str) -> str | None:
+    return _SCALED_OUTPUTS.get(name.rsplit("_", 1)[-1])
+
+
+@dataclass(frozen=True, slots=True)
+class MatrixProduct:
+    """One call of a GEMM selector, from its key: `batch` products of A (M, K) and B (K, N).
+
+    `a`, `b` and each of `others` (bias, scale_a, scale_b: by name) are the key's tensors, as plain data
+    ({dtype, size, stride, offset, aligned}); the output is written once, in `out_dtype`.
+    """
+
+    op: str  # "mm", "addmm", "bmm" or "scaled_mm"
+    batch: int
+    m: int
+    n: int
+    k: int
+    a: Mapping[str, Any]
+    b: Mapping[str, Any]
+    others: tuple[tuple[str, Mapping[str, Any]], ...]
+    out_dtype: str
+
+    @property
+    def flops(self) -> float:
+        """2·M·N·K multiply-adds' operations per product, times the batch."""
+        return 2.0 * self.batch * self.m * self.n * self.k
+
+    @property
+    def bytes(self) -> float | None:
+        """Bytes read and written with perfect caching: every input once (at decode, the weight B is
+        nearly all of it) and the output once; None when a dtype is unknown."""
+        tensors = [self.a, self.b, *(tensor for _, tensor in self.others)]
+        sizes = [itemsize(str(t["dtype"])) for t in tensors]
+        out_size = itemsize(self.out_dtype)
+        if out_size is None or any(size is None for size in sizes):
+            return None
+        moved = sum(_elements(t) * (size or 0) for t, size in zip(tensors, sizes))
+        return float(moved + self.batch * self.m * self.n * out_size)
+
+
+def _elements(tensor: Mapping[str, Any]) -> int:
+    return math.prod(int(extent) for extent in tensor["size"])
+
+
+def matrix_product(name: str, key: Mapping[str, Any]) -> MatrixProduct | None:
+    """The product a call of the GEMM selector `name` with `key` computes (`gemm_name`), or None: another
+    selector, or tensors that do not multiply."""
     op = gemm_name(name)
+    tensors = [t for t in key.get("inputs", []) if isinstance(t, Mapping) and "size" in t and "dtype" in t]
+    others: list[tuple[str, Mapping[str, Any]]] = []
     if op == "addmm" and len(tensors) == 3:
         bias, a, b = tensors
+        others = [("bias", bias)]
     elif op in ("mm", "bmm") and len(tensors) == 2:
-        bias, (a, b) = None, tensors
+        a, b = tensors
+    elif op == "scaled_mm" and len(tensors) in (4, 5):
+        a, b = tensors[:2]
+        others = list(zip(("scale_a", "scale_b", "bias"), tensors[2:]))
     else:
-        return None, None
+        return None
     a_size, b_size = list(a["size"]), list(b["size"])
     if len(a_size) != len(b_size) or len(a_size) not in (2, 3) or a_size[-1] != b_size[-2]:
-        return None, None
-    batch = a_size[0] if len(a_size) == 3 else 1
-    m, k, n = a_size[-2], a_size[-1], b_size[-1]
-    bias_elements = math.prod(int(extent) for extent in bias["size"]) if bias is not None else 0
-    elements = batch * (m * k + k * n + m * n) + bias_elements
-    size = itemsize(a["dtype"])
-    return 2.0 * batch * m * n * k, None if size is None else float(elements * size)
+        return None
+    batch = int(a_size[0]) if len(a_size) == 3 else 1
+    m, k, n = (int(extent) for extent in (a_size[-2], a_size[-1], b_size[-1]))
+    out_dtype = _scaled_output(name) if op == "scaled_mm" else str(a["dtype"])
+    assert out_dtype is not None  # gemm_name checked it
+    return MatrixProduct(op, batch, m, n, k, a, b, tuple(others), out_dtype.removeprefix("torch."))
+
+
+def gemm_work(name: str, key: Mapping[str, Any]) -> tuple[float | None, float | None]:
+    """(FLOPs, bytes) of a GEMM selector's call (`MatrixProduct`), from the shapes of its key's tensors;
+    (None, None) where they do not multiply."""
+    product = matrix_product(name, key)
+    return (None, None) if product is None else (product.flops, product.bytes)
 
 
 def itemsize(dtype: str) -> int | None:
