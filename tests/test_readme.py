@@ -11,8 +11,8 @@ link leads somewhere.
   docs/cli.md names every command.
 - A block marked on the line before by `<!-- fragment ... -->` or `<!-- not run: why -->` is not run.
 - Every relative link of README.md and docs/*.md leads to a file that exists, and to a heading
-  there when it names one; the settings table of docs/settings.md is the one `kernelpick.settings`
-  describes.
+  there when it names one; docs/index.md leads to every page of docs/; the settings table of
+  docs/settings.md is the one `kernelpick.settings` describes.
 """
 
 from __future__ import annotations
@@ -38,6 +38,8 @@ DOCS = sorted((ROOT / "docs").glob("*.md"))
 #: Where the README sends a reader for every command, and for every setting.
 CLI_PAGE = ROOT / "docs" / "cli.md"
 SETTINGS_PAGE = ROOT / "docs" / "settings.md"
+#: Lines the README may have: past this it is a reference again, and reference belongs in docs/.
+README_MOST_LINES = 450
 NOT_RUN = ("fragment", "not run")
 #: Seconds any one block may take: the slowest runs in about 10 s on a 2-core CPU.
 BLOCK_TIMEOUT = 300
@@ -344,3 +346,19 @@ def test_relative_links_lead_somewhere(path: Path) -> None:
         elif anchor and file.suffix == ".md" and anchor not in anchors(file):
             broken.append(f"{link}: no such heading")
     assert not broken, f"{path.name}: {broken}"
+
+
+def test_every_page_of_docs_is_reached_from_the_readme_through_the_index() -> None:
+    assert "docs/index.md" in links(README), "the README does not link docs/index.md"
+    listed = {
+        (ROOT / "docs" / link.partition("#")[0]).resolve() for link in links(ROOT / "docs" / "index.md")
+    }
+    unlisted = [page.name for page in DOCS if page.name != "index.md" and page.resolve() not in listed]
+    assert not unlisted, f"docs/index.md does not link {unlisted}"
+
+
+def test_the_readme_stays_a_short_user_document() -> None:
+    count = len(README.read_text().splitlines())
+    assert count <= README_MOST_LINES, (
+        f"README.md has {count} lines, more than {README_MOST_LINES}: move reference material to docs/"
+    )
