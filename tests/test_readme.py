@@ -1,14 +1,18 @@
-"""The README is right: every example runs, every command line works, every link leads somewhere.
+"""The README and the pages of docs/ are right: every example runs, every command line works, every
+link leads somewhere.
 
-- Each ```python block runs on its own, in a new process on the CPU, with an empty store. A block
-  whose first line mentions TRITON_INTERPRET=1 runs with it set; no other does.
-- The ```bash and ```console blocks run in order, in one folder with one store, as a user would type
-  them (so `kernelpick demo` fills the store that `kernelpick code` reads later). A ```console block
-  shows `$ command` and its output: the output must match.
-- Every `kernelpick ...` line, in any block, names a real command and options it takes.
+- Each ```python block, in README.md or docs/*.md, runs on its own, in a new process on the CPU, with
+  an empty store. A block whose first line mentions TRITON_INTERPRET=1 runs with it set; no other does.
+- The ```bash and ```console blocks run in order (README.md's, then each page of docs/ by name), in
+  one folder with one store, as a user would type them (so the `kernelpick demo` of the README fills
+  the store that `kernelpick code` reads in docs/reports.md). A ```console block shows `$ command`
+  and its output: the output must match.
+- Every `kernelpick ...` line, in any block, names a real command and options it takes, and
+  docs/cli.md names every command.
 - A block marked on the line before by `<!-- fragment ... -->` or `<!-- not run: why -->` is not run.
 - Every relative link of README.md and docs/*.md leads to a file that exists, and to a heading
-  there when it names one; the settings table is the one `kernelpick.settings` describes.
+  there when it names one; docs/index.md leads to every page of docs/; the settings table of
+  docs/settings.md is the one `kernelpick.settings` describes.
 """
 
 from __future__ import annotations
@@ -31,6 +35,11 @@ from kernelpick.cli.commands import build_parser
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 DOCS = sorted((ROOT / "docs").glob("*.md"))
+#: Where the README sends a reader for every command, and for every setting.
+CLI_PAGE = ROOT / "docs" / "cli.md"
+SETTINGS_PAGE = ROOT / "docs" / "settings.md"
+#: Lines the README may have: past this it is a reference again, and reference belongs in docs/.
+README_MOST_LINES = 450
 NOT_RUN = ("fragment", "not run")
 #: Seconds any one block may take: the slowest runs in about 10 s on a 2-core CPU.
 BLOCK_TIMEOUT = 300
@@ -40,6 +49,7 @@ BLOCK_TIMEOUT = 300
 class Block:
     """A fenced code block of a Markdown file."""
 
+    path: Path
     language: str
     code: str
     line: int  # of the opening fence, counted from 1
@@ -55,7 +65,7 @@ class Block:
         return first.startswith("#") and "TRITON_INTERPRET=1" in first
 
     def __str__(self) -> str:
-        return f"README.md:{self.line}"
+        return f"{self.path.relative_to(ROOT)}:{self.line}"
 
 
 def fenced_blocks(path: Path) -> list[Block]:
@@ -70,12 +80,14 @@ def fenced_blocks(path: Path) -> list[Block]:
         end = next(i for i in range(index + 1, len(lines)) if lines[i].startswith("```"))
         before = lines[index - 1].strip() if index else ""
         mark = before[4:-3].strip() if before.startswith("<!--") and before.endswith("-->") else ""
-        blocks.append(Block(opening.group(1), "\n".join(lines[index + 1 : end]) + "\n", index + 1, mark))
+        code = "\n".join(lines[index + 1 : end]) + "\n"
+        blocks.append(Block(path, opening.group(1), code, index + 1, mark))
         index = end + 1
     return blocks
 
 
-BLOCKS = fenced_blocks(README)
+README_BLOCKS = fenced_blocks(README)
+BLOCKS = README_BLOCKS + [block for page in DOCS for block in fenced_blocks(page)]
 PYTHON = [b for b in BLOCKS if b.language == "python"]
 SHELL = [b for b in BLOCKS if b.language in ("bash", "console")]
 
@@ -94,7 +106,9 @@ def environment(cache: Path, interpreted: bool = False) -> dict[str, str]:
 
 def run_python(block: Block, folder: Path) -> subprocess.CompletedProcess[str]:
     folder.mkdir(parents=True)
-    script = folder / f"readme_line_{block.line}.py"  # a file: triton.jit reads its kernels' source
+    script = (
+        folder / f"{block.path.stem.lower()}_line_{block.line}.py"
+    )  # triton.jit reads its kernels' source
     script.write_text(block.code)
     return subprocess.run(
         [sys.executable, str(script)],
@@ -121,17 +135,17 @@ def console_commands(code: str) -> list[tuple[str, list[str]]]:
     return commands
 
 
-def run_shell_session(folder: Path) -> dict[int, str | None]:
+def run_shell_session(folder: Path) -> dict[str, str | None]:
     """Run every shell block in order in `folder`; the failure of each (None when it worked)."""
     folder.mkdir(parents=True)
     for shared in ("examples", "tests"):  # the README's commands name files of the repository
         (folder / shared).symlink_to(ROOT / shared)
     env = environment(folder / "cache")
-    failures: dict[int, str | None] = {}
+    failures: dict[str, str | None] = {}
     for block in SHELL:
         if not block.runs:
             continue
-        failures[block.line] = None
+        failures[str(block)] = None
         if block.language == "bash":
             steps = [(block.code, None)]
         else:
@@ -146,13 +160,13 @@ def run_shell_session(folder: Path) -> dict[int, str | None]:
                 timeout=BLOCK_TIMEOUT,
             )
             if done.returncode != 0:
-                failures[block.line] = (
+                failures[str(block)] = (
                     f"exit {done.returncode}:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
                 )
                 break
             got = [line.rstrip() for line in done.stdout.splitlines() if line.strip()]
             if expected is not None and got != [line for line in expected if line]:
-                failures[block.line] = "output differs:\n" + "\n".join(got)
+                failures[str(block)] = "output differs:\n" + "\n".join(got)
                 break
     return failures
 
@@ -166,7 +180,8 @@ def started(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Futu
         futures: dict[str, Future[object]] = {"shell": pool.submit(run_shell_session, folder / "shell")}
         for block in PYTHON:
             if block.runs:
-                futures[str(block)] = pool.submit(run_python, block, folder / f"python-{block.line}")
+                place = folder / f"python-{block.path.stem}-{block.line}"
+                futures[str(block)] = pool.submit(run_python, block, place)
         yield futures
         for future in futures.values():
             future.cancel()
@@ -183,7 +198,7 @@ def test_python_example_runs(block: Block, started: dict[str, Future[object]]) -
 def test_shell_example_runs(block: Block, started: dict[str, Future[object]]) -> None:
     failures = started["shell"].result()
     assert isinstance(failures, dict)
-    assert failures[block.line] is None, f"{block}: {failures[block.line]}"
+    assert failures[str(block)] is None, f"{block}: {failures[str(block)]}"
 
 
 def test_only_few_blocks_are_left_unrun() -> None:
@@ -249,10 +264,10 @@ def test_documented_command_exists_with_its_options(block: Block, line: str) -> 
 
 
 def test_every_command_is_documented_and_has_help(capsys: pytest.CaptureFixture[str]) -> None:
-    text = README.read_text()
+    text = CLI_PAGE.read_text()
     parser = build_parser()
     for name, command in subcommands(parser).items():
-        assert f"kernelpick {name}" in text, f"`kernelpick {name}` is not in the README"
+        assert f"kernelpick {name}" in text, f"`kernelpick {name}` is not in {CLI_PAGE.name}"
         names = [[name, nested] for nested in subcommands(command)] or [[name]]
         for words in names:
             with pytest.raises(SystemExit) as exit_:
@@ -262,7 +277,7 @@ def test_every_command_is_documented_and_has_help(capsys: pytest.CaptureFixture[
 
 
 def test_the_two_set_up_commands_are_make_targets() -> None:
-    setup = next(b for b in BLOCKS if "make demo" in b.code)
+    setup = next(b for b in README_BLOCKS if "make demo" in b.code)
     assert [line.split("#")[0].strip() for line in setup.code.splitlines()] == ["make demo", "make test"]
     makefile = (ROOT / "Makefile").read_text()
     assert re.search(r"^demo:", makefile, re.M) and re.search(r"^test:", makefile, re.M)
@@ -276,11 +291,13 @@ def settings_table() -> list[str]:
 
 
 def test_settings_table_is_generated_from_the_settings() -> None:
-    lines = README.read_text().splitlines()
+    lines = SETTINGS_PAGE.read_text().splitlines()
     start = next(i for i, line in enumerate(lines) if line == "| variable | default | meaning |") + 2
-    end = next(i for i in range(start, len(lines)) if not lines[i].startswith("|"))
+    end = next((i for i in range(start, len(lines)) if not lines[i].startswith("|")), len(lines))
     expected = "\n".join(settings_table())
-    assert lines[start:end] == settings_table(), f"replace the README's settings table with:\n{expected}"
+    assert lines[start:end] == settings_table(), (
+        f"replace the table of {SETTINGS_PAGE.name} with:\n{expected}"
+    )
 
 
 def test_every_variable_named_exists() -> None:
@@ -329,3 +346,19 @@ def test_relative_links_lead_somewhere(path: Path) -> None:
         elif anchor and file.suffix == ".md" and anchor not in anchors(file):
             broken.append(f"{link}: no such heading")
     assert not broken, f"{path.name}: {broken}"
+
+
+def test_every_page_of_docs_is_reached_from_the_readme_through_the_index() -> None:
+    assert "docs/index.md" in links(README), "the README does not link docs/index.md"
+    listed = {
+        (ROOT / "docs" / link.partition("#")[0]).resolve() for link in links(ROOT / "docs" / "index.md")
+    }
+    unlisted = [page.name for page in DOCS if page.name != "index.md" and page.resolve() not in listed]
+    assert not unlisted, f"docs/index.md does not link {unlisted}"
+
+
+def test_the_readme_stays_a_short_user_document() -> None:
+    count = len(README.read_text().splitlines())
+    assert count <= README_MOST_LINES, (
+        f"README.md has {count} lines, more than {README_MOST_LINES}: move reference material to docs/"
+    )
