@@ -580,24 +580,24 @@ def test_show_of_a_selector_ends_with_its_decisions_per_m(
     capsys: pytest.CaptureFixture[str], suite: Path
 ) -> None:
     code, out, _ = run_cli(capsys, "cache", "show", "kernelpick.ops.mm", "--store", str(suite))
-    assert code == 0 and out.count("AUTOTUNE kernelpick.ops.mm(") == 24
+    assert code == 0 and out.count("AUTOTUNE kernelpick.ops.mm(") == 36
     decisions = out[out.index("DECISIONS") :]
     assert "AUTOTUNE" not in decisions  # after every key's candidates
     assert decisions.count(f"DECISIONS kernelpick.ops.mm on {H100} (sm_90)\nN=") == 6  # six (N, K)
     row = decisions.split("N=10240, K=8192")[1].splitlines()[2]
-    assert row.split()[:6] == ["16", "triton_mm", "0.0667", "torch.mm", "0.1076", "1.61×"]
+    assert row.split()[:6] == ["1", "triton_mm_decode", "0.0584", "torch.mm", "0.0721", "1.24×"]
     code, alone, _ = run_cli(
         capsys, "cache", "show", "kernelpick.ops.mm", "--store", str(suite), "--decisions"
     )
     assert alone == decisions
     code, out, _ = run_cli(capsys, "cache", "show", "kernelpick.ops.mm", "--store", str(suite), "--json")
     data = json.loads(out)
-    assert len(data["keys"]) == 24 and len(data["decisions"]) == 6
+    assert len(data["keys"]) == 36 and len(data["decisions"]) == 6
     group = data["decisions"][0]
     assert group["shape"] == "N=4096, K=4096, bfloat16, B column-major"
-    assert [d["m"] for d in group["decisions"]] == [16, 128, 2048, 8192]
+    assert [d["m"] for d in group["decisions"]] == [1, 4, 16, 128, 2048, 8192]
     first = group["decisions"][0]
-    assert first["pick"].startswith("triton_mm BLOCK_M=") and first["versus"] == "torch.mm"
+    assert first["pick"].startswith("triton_mm_decode BLOCK_M=1,") and first["versus"] == "torch.mm"
     assert first["roofline"]["bound"] == "memory" and first["roofline"]["peaks_of"] == "H100 SXM5 80GB"
 
 
@@ -622,7 +622,7 @@ def test_decisions_fit_the_width_a_row_per_m_and_piped_lines_are_not_padded(
     assert code == 0 and max(len(line) for line in lines) <= width
     assert all(line == line.rstrip() for line in lines)
     rows = [line.split() for line in lines if re.match(r" *\d+  ", line)]
-    assert [row[0] for row in rows] == ["16", "128", "2048", "8192"] * 6
+    assert [row[0] for row in rows] == ["1", "4", "16", "128", "2048", "8192"] * 6
     assert all(row[-1] in ("memory", "compute") and sum(c.endswith("%") for c in row) == 2 for row in rows)
 
 

@@ -119,8 +119,9 @@ def write_gemm_log(
     return path
 
 
-#: Selections of `kernelpick.ops.mm` an H100 made (bf16 `x @ W.T`, M from 16 to 8192), as recorded by
-#: bench/gemm_suite.py.
+#: Selections of `kernelpick.ops.mm` an H100 made (bf16 `x @ W.T`, M from 1 to 8192), as recorded by
+#: bench/gemm_suite.py. A new GPU run of the suite changes them: the tests that quote its figures, and
+#: docs/ops-decisions.md, which a test compares with the command's output, then take the new ones.
 GEMM_SUITE_H100 = Path(__file__).resolve().parents[2] / "bench" / "results" / "gemm_suite-h100.json"
 
 

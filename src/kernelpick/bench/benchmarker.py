@@ -15,7 +15,6 @@ from typing import Any, TypeVar
 
 from kernelpick import settings
 from kernelpick.bench.host import host_ms
-from kernelpick.bench.pick import lowest_cost
 from kernelpick.bench.result import BenchmarkResult, Status
 from kernelpick.bench.stats import TimingSummary
 from kernelpick.bench.timers import Benchmarkable, Timer, TimingBudget
@@ -163,24 +162,9 @@ def finalists(
     if not ranked:
         return []
     limit = results[ranked[0]].cost_ms * (1.0 + within)
-    chosen = [
-        k
-        for k in ranked
-        if (timing := results[k].timing) is not None and max(timing.min_ms, timing.host_ms or 0.0) <= limit
-    ][:top]
-    # the reference, and the pick's own first choice (`bench.pick.lowest_cost`: a tie on the host
-    # goes to the fastest on the device, which the cost order may have left out), take the places
-    # of the last others
-    required = [
-        k for k in dict.fromkeys((lowest_cost(results, ranked), keep)) if k is not None and k in ranked
-    ]
-    for wanted in required:
-        if wanted not in chosen:
-            if len(chosen) >= top:
-                dropped = next((k for k in reversed(chosen) if k not in required), None)
-                if dropped is not None:
-                    chosen.remove(dropped)
-            chosen.append(wanted)
+    chosen = [k for k in ranked if (timing := results[k].timing) is not None and timing.min_ms <= limit][:top]
+    if keep is not None and keep in ranked and keep not in chosen:
+        chosen = [*chosen[: top - 1], keep] if len(chosen) >= top else [*chosen, keep]
     return chosen
 
 
