@@ -234,12 +234,12 @@ def _b_along_k(problem: GemmProblem) -> bool:
 def _gemv_configs(problem: GemmProblem, batch: int) -> list[Config]:
     block_m = _ceil_pow2(problem.m)
     if not _b_along_k(problem):
-        tiles = GEMV_ALONG_N
+        table = GEMV_ALONG_N
     else:
-        tiles = GEMV_ONE_ROW if problem.m == 1 else GEMV_ALONG_K
+        table = GEMV_ONE_ROW if problem.m == 1 else GEMV_ALONG_K
     # a tile whose BLOCK_K is more than half of K is the same loop with fewer programs: left out
     # while another tile takes two steps or more
-    tiles = [tile for tile in tiles if 2 * tile[1] <= problem.k] or tiles
+    tiles = [tile for tile in table if 2 * tile[1] <= problem.k] or list(table)
     configs = []
     for block_n, block_k, warps in tiles:
         block_n = min(block_n, _ceil_pow2(problem.n))
