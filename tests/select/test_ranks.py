@@ -251,3 +251,27 @@ def test_a_process_alone_or_a_job_of_one_rank_tunes_alone(tmp_path: Path) -> Non
         assert rank_job() is None
     finally:
         dist.destroy_process_group()
+
+
+def test_the_ranks_benchmark_keeps_its_books_on_the_cpu(tmp_path: Path) -> None:
+    # bench/ranks.py --dry: its jobs of 1 and 2 ranks, on the CPU, and the file it writes.
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, str(root / "bench" / "ranks.py"), "--dry", "--out", str(tmp_path)],
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    data = json.loads((tmp_path / "ranks-dry.json").read_text())
+    assert set(data["runs"]) == {"1", "2"} and data["dry"] is True
+    for name, run in data["runs"].items():
+        assert [r["rank"] for r in run["ranks"]] == list(range(int(name)))
+        for report in run["ranks"]:
+            assert [k["kind"] for k in report["keys"]] == ["ops.mm"] * 3 + ["autotune"] * 3
+            assert all(k["pick"] and k["seconds"] > 0 for k in report["keys"])
+    two = data["summary"]["2"]
+    assert two["picks_identical"] and len(two["rank_total_s"]) == 2
+    assert two["ratio_to_alone"] == pytest.approx(two["job_total_s"] / data["summary"]["1"]["job_total_s"])
