@@ -26,7 +26,6 @@ first rank to meet the key searches, and the others wait for what it found.
 
 from __future__ import annotations
 
-import datetime
 import hashlib
 import json
 import logging
@@ -45,8 +44,8 @@ log = logging.getLogger("kernelpick.select")
 
 #: Every key kernelpick writes in the job's store starts so; the number is the format of the values.
 NAMESPACE = "kernelpick/1/"
-#: Longest single wait on the job's store: a wait in slices stays responsive to Ctrl-C and SIGTERM.
-_WAIT_SLICE_S = 1.0
+#: Seconds between two looks for a value another rank publishes: the first, and the most.
+_POLL_MIN_S, _POLL_MAX_S = 0.002, 0.05
 
 
 @dataclass(frozen=True)
@@ -144,22 +143,19 @@ class KeyShare:
         return self._parse_pick(kept)
 
     def _wait_for(self, name: str, deadline: float) -> bytes | None:
-        import torch.distributed as dist
+        """The value of `name` once set, or None when `deadline` passes first.
 
-        while True:
+        Asked every few milliseconds, then every `_POLL_MAX_S`: the store's own timed wait logs a
+        line from C++ each time it times out, and one wait to the deadline would not end on Ctrl-C.
+        """
+        pause = _POLL_MIN_S
+        while not self._call("look for a value", lambda s: s.check([name])):
             left = deadline - time.monotonic()
             if left <= 0:
                 return None
-            started = time.monotonic()
-            try:
-                self.job.store.wait([name], datetime.timedelta(seconds=min(_WAIT_SLICE_S, left)))
-            except dist.DistStoreError:  # not there yet
-                if time.monotonic() - started < min(_WAIT_SLICE_S, left) / 2:
-                    time.sleep(min(_WAIT_SLICE_S, left) / 2)  # a store that fails at once: no busy loop
-                continue
-            except Exception as error:
-                raise StoreError(f"the job's store failed to wait for {name}: {error}") from error
-            return bytes(self._call("read a value", lambda s: s.get(name)))
+            time.sleep(min(pause, left))
+            pause = min(2 * pause, _POLL_MAX_S)
+        return bytes(self._call("read a value", lambda s: s.get(name)))
 
     def _call(self, what: str, request: Any) -> Any:
         try:

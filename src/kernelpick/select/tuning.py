@@ -338,8 +338,8 @@ class Tuning:
                     self.phases["wait"] = self.phases.get("wait", 0.0) + time.perf_counter() - started
                     if found is None:
                         log.warning(
-                            "%s %s: another rank took part %d of its candidates over %g s ago "
-                            "(KERNELPICK_WAIT_TIMEOUT) and has not published it; measuring it here",
+                            "%s %s: another rank took part %d of its candidates and has not "
+                            "published it in %g s (KERNELPICK_WAIT_TIMEOUT); measuring it here",
                             self.subject,
                             self.described,
                             index,

@@ -162,7 +162,7 @@ class FileClaim:
 
 def wait_until(deadline: float, ready: Callable[[], bool]) -> bool:
     """Whether `ready()` came true before `deadline` (`time.monotonic()`), asked every `POLL_S`
-    seconds at first, then less often (up to a second) over a long wait."""
+    seconds at first, then less often (every quarter of a second at most) over a long wait."""
     pause = POLL_S
     while True:
         if ready():
@@ -171,4 +171,4 @@ def wait_until(deadline: float, ready: Callable[[], bool]) -> bool:
         if left <= 0:
             return False
         time.sleep(min(pause, left))
-        pause = min(pause * 1.5, 1.0)
+        pause = min(pause * 1.5, 0.25)
