@@ -125,6 +125,21 @@ class Settings:
         1.0,
         "Seconds a Redis request may take before the store carries on with local results only.",
     )
+    one_tuning: bool = _setting(
+        "KERNELPICK_ONE_TUNING",
+        True,
+        "Processes needing one key at once tune it once: one tunes (a lock per key beside the store, or in Redis), the others wait and run its pick.",
+    )
+    ranks: bool = _setting(
+        "KERNELPICK_RANKS",
+        True,
+        "Under torch.distributed, the ranks deal each key's candidates out between them and all run one agreed pick (docs/multi-rank.md).",
+    )
+    wait_timeout_s: float = _setting(
+        "KERNELPICK_WAIT_TIMEOUT",
+        600.0,
+        "Seconds a process waits for another process's (or rank's) tuning of a key before it tunes the key itself.",
+    )
     tables: str = _setting(
         "KERNELPICK_TABLES",
         "",
@@ -416,6 +431,13 @@ def terminal_columns() -> int | None:
     to a pipe or a file may be (`kernelpick.console`). Not a setting of kernelpick's own."""
     columns = os.environ.get("COLUMNS", "")
     return int(columns) if columns.isdigit() and int(columns) > 0 else None
+
+
+def local_ranks() -> int:
+    """`LOCAL_WORLD_SIZE`, the number of ranks `torchrun` started on this machine, where it is set to a
+    number (else 1): each rank then measures on its own GPU. Not a setting of kernelpick's own."""
+    count = os.environ.get("LOCAL_WORLD_SIZE", "")
+    return int(count) if count.isdigit() and int(count) > 0 else 1
 
 
 def child_environment(changes: Mapping[str, str | None]) -> dict[str, str]:

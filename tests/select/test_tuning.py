@@ -9,10 +9,13 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
+from tests.store.conftest import RedisServer
 
 from kernelpick import settings
 from kernelpick.bench.result import BenchmarkResult
@@ -151,9 +154,10 @@ def _sleepy(folder: Path, delay: float, isolate: bool) -> subprocess.Popen[str]:
     )
 
 
-def _stored(folder: Path) -> tuple[int, int]:
-    """(results, picks) in the store's file, read as another process would."""
-    path = folder / "cache" / "results.sqlite3"
+def _stored(folder: Path, cache: Path | None = None) -> tuple[int, int]:
+    """(results, picks) in the store's file (in `cache`, default: folder/cache), read as another
+    process would."""
+    path = (cache or folder / "cache") / "results.sqlite3"
     if not path.exists():
         return 0, 0
     try:
@@ -165,9 +169,11 @@ def _stored(folder: Path) -> tuple[int, int]:
         return 0, 0
 
 
-def _wait_for_rows(folder: Path, process: subprocess.Popen[str], count: int) -> None:
+def _wait_for_rows(
+    folder: Path, process: subprocess.Popen[str], count: int, cache: Path | None = None
+) -> None:
     deadline = time.monotonic() + 120
-    while _stored(folder)[0] < count:
+    while _stored(folder, cache)[0] < count:
         assert process.poll() is None, process.communicate()
         assert time.monotonic() < deadline, "no results were stored"
         time.sleep(0.05)
@@ -214,3 +220,171 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+# -- one tuning per key, however many processes need it --------------------------------------------
+
+#: A selector of 8 choices that each sleep on every call (all alike: processes tuning on their own
+#: would each pick their own), each call's process id written to a file. It says it is ready (a file
+#: named after its process id), waits for a go (the file argv[2]), tunes, and prints what it ran.
+ONCE = """
+import json, os, sys, time
+from pathlib import Path
+import torch
+from kernelpick import Selector, extern
+
+calls, go, delay = sys.argv[1], Path(sys.argv[2]), float(sys.argv[3])
+
+def choice(number):
+    def sleepy(a):
+        with open(calls, "a") as marks:
+            marks.write(f"{os.getpid()} {number}\\n")
+        time.sleep(delay)
+        return a + 0
+    return extern(sleepy, name=f"sleep{number}")
+
+selector = Selector("once", [choice(n) for n in range(8)], reference=lambda a: a + 0)
+Path(f"{go}.{os.getpid()}").touch()
+while not go.exists():
+    time.sleep(0.01)
+started = time.monotonic()
+record = selector.tune(torch.ones(4))
+print(json.dumps({
+    "best": record.best,
+    "from_store": record.from_store,
+    "seconds": time.monotonic() - started,
+    "waited": record.phases.get("wait", 0.0),
+}))
+"""
+
+
+def _once(folder: Path, cache: Path, delay: float, **environment: str) -> subprocess.Popen[str]:
+    env = {
+        **os.environ,
+        "KERNELPICK_CACHE_DIR": str(cache),
+        "PYTHONPATH": os.pathsep.join(sys.path),
+        **environment,
+    }
+    return subprocess.Popen(
+        [sys.executable, "-c", ONCE, str(folder / "calls"), str(folder / "go"), str(delay)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _ready(folder: Path, processes: list[subprocess.Popen[str]]) -> None:
+    """Wait until each of `processes` waits for the go."""
+    deadline = time.monotonic() + 120
+    while not all((folder / f"go.{p.pid}").exists() for p in processes):
+        for process in processes:
+            assert process.poll() is None, process.communicate()
+        assert time.monotonic() < deadline, "the processes did not start"
+        time.sleep(0.05)
+
+
+def _finish(process: subprocess.Popen[str]) -> dict[str, Any]:
+    out, err = process.communicate(timeout=120)
+    assert process.returncode == 0, err
+    return {**json.loads(out), "stderr": err}
+
+
+def _measured_by(folder: Path) -> dict[int, set[int]]:
+    """The choices each process called, by process id."""
+    found: dict[int, set[int]] = {}
+    for line in (folder / "calls").read_text().splitlines():
+        pid, number = map(int, line.split())
+        found.setdefault(pid, set()).add(number)
+    return found
+
+
+def _together(folder: Path, caches: list[Path], **environment: str) -> list[dict[str, Any]]:
+    """Run `ONCE` in a process per cache folder, all tuning at once; what each ran."""
+    processes = [_once(folder, cache, 0.002, **environment) for cache in caches]
+    _ready(folder, processes)
+    (folder / "go").touch()
+    return [_finish(process) for process in processes]
+
+
+def test_processes_needing_one_key_at_once_tune_it_once_and_all_run_its_pick(tmp_path: Path) -> None:
+    ran = _together(tmp_path, [tmp_path / "cache"] * 3)
+    [measured] = _measured_by(tmp_path).values()  # one process measured
+    assert measured == set(range(8))
+    assert len({r["best"] for r in ran}) == 1  # every process runs the tuner's pick
+    assert sorted(r["from_store"] for r in ran) == [False, True, True]
+    assert _stored(tmp_path) == (8, 1)
+
+
+def test_without_one_tuning_each_process_tunes_the_key_itself(tmp_path: Path) -> None:
+    _together(tmp_path, [tmp_path / "cache"] * 2, KERNELPICK_ONE_TUNING="0")
+    assert len(_measured_by(tmp_path)) == 2
+
+
+@pytest.fixture
+def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    server = RedisServer(tmp_path_factory.mktemp("redis"))
+    yield server.url
+    server.kill()
+
+
+def test_machines_sharing_redis_tune_a_key_once_and_all_run_its_pick(tmp_path: Path, redis_url: str) -> None:
+    # Each process has a store of its own (as on machines of their own), layered over one Redis.
+    ran = _together(tmp_path, [tmp_path / f"machine{n}" for n in range(3)], KERNELPICK_REDIS_URL=redis_url)
+    [measured] = _measured_by(tmp_path).values()
+    assert measured == set(range(8))
+    assert len({r["best"] for r in ran}) == 1
+    assert sorted(r["from_store"] for r in ran) == [False, True, True]
+
+
+def _holding(folder: Path, cache: Path, **environment: str) -> subprocess.Popen[str]:
+    """A process that has claimed the key and stored a result, measuring the others slowly."""
+    holder = _once(folder, cache, 0.5, **environment)  # 2 s a choice: 16 s in all
+    (folder / "go").touch()
+    _wait_for_rows(folder, holder, 1, cache)
+    return holder
+
+
+def _rows_before(cache: Path, moment: float) -> int:
+    """How many results the store in `cache` got before `moment` (`time.time()`)."""
+    with sqlite3.connect(cache / "results.sqlite3", timeout=30) as db:
+        return int(db.execute("SELECT COUNT(*) FROM results WHERE created < ?", (moment,)).fetchone()[0])
+
+
+@pytest.mark.parametrize("shared", ["sqlite", "redis"])
+def test_a_tuner_killed_mid_tuning_leaves_the_key_to_a_waiter_which_measures_only_the_rest(
+    tmp_path: Path, shared: str, request: pytest.FixtureRequest
+) -> None:
+    environment = {"KERNELPICK_WAIT_TIMEOUT": "60" if shared == "sqlite" else "3"}
+    caches = [tmp_path / "cache"] * 2
+    if shared == "redis":  # the claim lapses with its lease (3 s: the wait timeout), not at once
+        environment["KERNELPICK_REDIS_URL"] = request.getfixturevalue("redis_url")
+        caches = [tmp_path / "first", tmp_path / "second"]
+    holder = _holding(tmp_path, caches[0], **environment)
+    waiter = _once(tmp_path, caches[1], 0.002, **environment)
+    _ready(tmp_path, [waiter])
+    time.sleep(1.0)  # it reads the store and waits for the claim
+    holder.send_signal(signal.SIGKILL)
+    killed, killed_at = time.monotonic(), time.time()
+    holder.wait(timeout=10)
+    ran = _finish(waiter)
+    assert time.monotonic() - killed < (10 if shared == "sqlite" else 15)
+    assert ran["waited"] > 0.5 and not ran["from_store"]  # it waited for the claim until the kill
+    # It measured what the killed tuner had not stored, and only that.
+    stored = _rows_before(caches[0], killed_at)
+    assert 1 <= stored < 8
+    assert len(_measured_by(tmp_path)[waiter.pid]) == 8 - stored
+
+
+def test_a_waiter_tunes_the_key_itself_when_the_tuner_hangs_past_the_timeout(tmp_path: Path) -> None:
+    holder = _holding(tmp_path, tmp_path / "cache", KERNELPICK_WAIT_TIMEOUT="2")
+    holder.send_signal(signal.SIGSTOP)
+    try:
+        waiter = _once(tmp_path, tmp_path / "cache", 0.002, KERNELPICK_WAIT_TIMEOUT="2")
+        ran = _finish(waiter)
+        assert ran["seconds"] >= 2.0
+        assert "tuning it here too" in ran["stderr"]
+        assert _measured_by(tmp_path)[waiter.pid]  # it measured what the hung tuner had not stored
+    finally:
+        holder.kill()
+        holder.wait(timeout=10)

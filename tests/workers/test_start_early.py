@@ -49,6 +49,16 @@ def test_with_isolation_off_only_the_compiler_warms(started: Started) -> None:
     assert started.calls == ["compiler"]
 
 
+def test_a_rank_among_several_on_a_machine_warms_the_compiler_and_starts_its_workers_later(
+    started: Started, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # torchrun says how many ranks it started here; which GPU is this rank's, the program says later.
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    plan.start_early(None)
+    assert started.done.wait(10)
+    assert started.calls == ["compiler"]
+
+
 def test_nothing_starts_in_a_multiprocessing_child(started: Started, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(plan.multiprocessing, "parent_process", lambda: object())
     plan.start_early(None)
@@ -79,3 +89,16 @@ def test_workers_are_told_the_folder_rendered_kernels_are_written_to(tmp_path: P
     with settings.override(cache_dir=file):  # unusable: this process writes to a temporary folder
         told = plan.worker_settings()["cache_dir"]
         assert told == str(settings.cache_dir_or_temporary()) and told != str(file)
+
+
+def test_a_rank_among_several_measures_on_its_own_gpu_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kernelpick.device import DeviceInfo
+
+    h100 = DeviceInfo("cuda", 1, "NVIDIA H100 80GB HBM3", (9, 0), 50 << 20, 132)
+    monkeypatch.setattr(plan.torch.cuda, "device_count", lambda: 4)
+    monkeypatch.setattr(plan, "describe", lambda device: h100)
+    assert plan.worker_devices(h100) == [0, 1, 2, 3]  # a process alone: every GPU of the model
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")  # one of 4 ranks here: the others use the other GPUs
+    assert plan.worker_devices(h100) == [1]
+    with settings.override(devices="2,3"):
+        assert plan.worker_devices(h100) == [2, 3]  # unless KERNELPICK_DEVICES says otherwise

@@ -13,12 +13,13 @@ import functools
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from kernelpick import settings
 from kernelpick.bench.inputs import InputGen
 from kernelpick.bench.measure import OnDone
+from kernelpick.bench.pick import Pick
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.timers import Timer
 from kernelpick.bench.verify import VERIFICATION_VERSION, Tolerance
@@ -219,77 +220,118 @@ class Selector:
             check_measurable(self.name, inputs, kwargs)
             signature = Signature.of(inputs, kwargs, self.key)
             source = VERIFICATION_VERSION if self.verify else f"{VERIFICATION_VERSION}:unverified"
-            tuning = Tuning(
+            with Tuning(
                 f"selector `{self.name}`",
                 str(signature),
                 TuningKey.make(self.name, source, signature.device, signature.to_data()),
                 self._store(),
                 signature.device.name,
                 start,
-            )
-            # The choices are expanded (templates rendered) only when a table does not answer.
-            expanded = functools.cache(lambda: self._expand(signature))
-            tabled = self._from_table(key, tuning, signature, expanded)
-            if tabled is not None:
-                return tabled
-            started = time.perf_counter()
-            choices, skipped = expanded()
-            tuning.phases["expand"] = time.perf_counter() - started
-            by_digest = {c.digest: c for c in choices}
-            results, left = tuning.split(list(by_digest))
-            todo = [by_digest[d] for d in left]
-            reference, searched = None, NO_SEARCH
-            self.timed_here = {}
-            if todo:
-                with tuning.measuring(lambda digest: by_digest[digest].description()) as measured:
-                    reference, searched = self._measure_todo(
-                        todo, choices, signature, inputs, kwargs, results, tuning.phases, measured
-                    )
-            todo = [c for c in todo if c.digest in results]  # what was timed: a search leaves some out
-            ranked = sorted(
-                [c for c in choices if c.digest in results], key=lambda c: results[c.digest].cost_ms
-            )
-            rows = tuple(ChoiceResult(c.name, c.digest, c.description(), results[c.digest]) for c in ranked)
-            note = ""
-            if any(result.ok for result in results.values()):
-                chosen = pick_with_incumbent(
-                    results, self.reference_digest(signature), name=lambda digest: by_digest[digest].name
-                )
-                note = chosen.note
-                ranked.remove(by_digest[chosen.best])
-                ranked.insert(0, by_digest[chosen.best])
+            ) as tuning:
+                return self._tune(key, tuning, signature, inputs, kwargs)
 
-            def save(pick: str | None) -> None:  # after binding, which may find a winner uncallable
-                tuning.save([StoredResult(c.digest, c.description(), results[c.digest]) for c in todo], pick)
+    def _tune(
+        self,
+        key: tuple[Any, ...],
+        tuning: Tuning,
+        signature: Signature,
+        inputs: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> Callable[..., Any]:
+        """Select for one signature (the lock held): from a table, else from the store's results and
+        what is measured now (`Tuning.settle`); bind the winner and record why it won."""
+        # The choices are expanded (templates rendered) only when a table does not answer.
+        expanded = functools.cache(lambda: self._expand(signature))
+        tabled = self._from_table(key, tuning, signature, expanded)
+        if tabled is not None:
+            return tabled
+        started = time.perf_counter()
+        choices, skipped = expanded()
+        tuning.phases["expand"] = time.perf_counter() - started
+        by_digest = {c.digest: c for c in choices}
+        reference, searched = None, NO_SEARCH
+        self.timed_here = {}
 
-            try:
-                winner, call = self._bind_winner(ranked, results, signature, rows)
-            except NoValidChoices:  # failures are results too: stored even when nothing can be called
-                save(None)
-                raise
-            save(winner.digest)
-            record = SelectionRecord(
-                self.name,
+        def measure(
+            todo: list[str], known: Mapping[str, BenchmarkResult], measured: OnDone
+        ) -> dict[str, BenchmarkResult]:
+            nonlocal reference, searched
+            results = dict(known)
+            reference, searched = self._measure_todo(
+                [by_digest[d] for d in todo],
+                choices,
                 signature,
-                signature.device,
-                rows,
-                winner.name,
-                tuning.seconds,
-                not todo,
-                reference,
-                note if winner.digest == ranked[0].digest else "",
-                skipped,
-                searched.traces,
+                inputs,
+                kwargs,
+                results,
                 tuning.phases,
-                dict(self.timed_here),
+                measured,
             )
-            self.records[key] = self.last_selection = record
-            log_tuning(record)
-            if settings.current().print_tables:
-                print_table(record.table())
-            log.info("selected for %s in %.2f s: %s", self.name, record.seconds, record.summary())
-            self._calls[key] = call
-            return call
+            return {d: r for d, r in results.items() if d not in known}
+
+        def choose(results: Mapping[str, BenchmarkResult]) -> Pick[str] | None:
+            if not any(result.ok for result in results.values()):
+                return None
+            return pick_with_incumbent(
+                results, self.reference_digest(signature), name=lambda digest: by_digest[digest].name
+            )
+
+        strategy = self.search or default_strategy_name()
+        settled = tuning.settle(
+            list(by_digest),
+            measure,
+            choose,
+            lambda digest: by_digest[digest].description(),
+            divisible=strategy == "exhaustive",
+        )
+        results = dict(settled.results)
+        ranked = sorted([c for c in choices if c.digest in results], key=lambda c: results[c.digest].cost_ms)
+        rows = tuple(ChoiceResult(c.name, c.digest, c.description(), results[c.digest]) for c in ranked)
+        if settled.pick is not None:
+            ranked.remove(by_digest[settled.pick])
+            ranked.insert(0, by_digest[settled.pick])
+        fresh = [c for c in choices if c.digest in settled.fresh]
+
+        def save(pick: str | None) -> None:  # after binding, which may find a winner uncallable
+            tuning.save([StoredResult(c.digest, c.description(), results[c.digest]) for c in fresh], pick)
+
+        try:
+            winner, call = self._bind_winner(ranked, results, signature, rows)
+        except NoValidChoices:  # failures are results too: stored even when nothing can be called
+            save(None)
+            raise
+        save(winner.digest)
+        if settled.picked_by and winner.digest != settled.pick:
+            log.warning(
+                "%s: the pick of %s, %s, cannot be called here: running %s, unlike %s",
+                self.name,
+                settled.picked_by,
+                by_digest[settled.pick].name if settled.pick in by_digest else settled.pick,
+                winner.name,
+                settled.picked_by,
+            )
+        record = SelectionRecord(
+            self.name,
+            signature,
+            signature.device,
+            rows,
+            winner.name,
+            tuning.seconds,
+            not fresh,
+            reference,
+            settled.note if winner.digest == settled.pick else "",
+            skipped,
+            searched.traces,
+            tuning.phases,
+            dict(self.timed_here),
+        )
+        self.records[key] = self.last_selection = record
+        log_tuning(record)
+        if settings.current().print_tables:
+            print_table(record.table())
+        log.info("selected for %s in %.2f s: %s", self.name, record.seconds, record.summary())
+        self._calls[key] = call
+        return call
 
     def _from_table(
         self,

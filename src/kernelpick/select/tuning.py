@@ -8,6 +8,11 @@ not clearly beat the reference) and saves what was measured with the pick. A tun
 the rest, then picks. What its candidates are, how they are measured and how the
 winner is called is its front's: `kernelpick.tune` (the `triton.autotune` front, whose candidates
 are one kernel's configs) and `Selector` (choices of any kind). Candidates are named here by digest.
+
+A key is tuned once however many processes need it at once (`settle`): processes sharing a store
+claim the key before measuring (`kernelpick.store.claims`), and one that waited runs the pick of
+the one that tuned; the ranks of a `torch.distributed` job deal its candidates out between them
+and run one agreed pick (`kernelpick.select.ranks`).
 """
 
 from __future__ import annotations
@@ -16,20 +21,55 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from types import TracebackType
 from typing import Any, TypeVar
 
 from kernelpick import settings
+from kernelpick.bench.measure import OnDone
 from kernelpick.bench.pick import Pick, pick
 from kernelpick.bench.result import BenchmarkResult
-from kernelpick.errors import TuningRequired
+from kernelpick.console import warn_once
+from kernelpick.errors import StoreError, TuningRequired
+from kernelpick.select.ranks import KeyShare, RankJob, rank_job
 from kernelpick.signals import Terminated, terminable
 from kernelpick.store import ResultStore, StoredResult, TuningKey
 from kernelpick.store.base import picked
+from kernelpick.store.claims import Claim, Claims, Finished, claims_of
 from kernelpick.store.deploy import TableHit, tabled_winner, tuning_required
 from kernelpick.store.table import TableEntry
 
 _C = TypeVar("_C")
 log = logging.getLogger("kernelpick.select")
+
+#: Measures candidates (by digest) and returns their results: given what to measure, the results
+#: known already (from the store: a search starts from them) and what to give each result as it
+#: comes (which stores it).
+Measure = Callable[[list[str], Mapping[str, BenchmarkResult], OnDone], Mapping[str, BenchmarkResult]]
+#: The pick among results, or None when none of them is ok.
+Choose = Callable[[Mapping[str, BenchmarkResult]], "Pick[str] | None"]
+
+
+@dataclass(frozen=True, slots=True)
+class Settled:
+    """How a key's tuning ended (`Tuning.settle`).
+
+    Attributes:
+        results: every candidate's result that was had, stored, measured or received, in the
+            order of the candidates.
+        measured: the candidates measured in this process now.
+        fresh: the candidates whose results the store did not hold: measured here, or by another rank.
+        pick: the candidate to run (None: every candidate failed).
+        note: why it was picked, for the AUTOTUNE table ("" when the fastest simply won).
+        picked_by: who picked it when not this process: "another process", "rank 1"; else "".
+    """
+
+    results: dict[str, BenchmarkResult]
+    measured: frozenset[str]
+    fresh: frozenset[str]
+    pick: str | None
+    note: str
+    picked_by: str = ""
 
 
 class Tuning:
@@ -59,9 +99,24 @@ class Tuning:
         self.store = store
         self.device = device
         self.started = time.perf_counter() if started is None else started
-        #: Seconds per step (table, store_read, store_write; the front adds compile, benchmark, ...).
+        #: Seconds per step (table, store_read, store_write, wait; the front adds compile, benchmark, ...).
         self.phases: dict[str, float] = {}
         self._stored: Mapping[str, StoredResult] | None = None
+        self._claims: Claims | None = None  # set at the first store read when claims are wanted
+        self._mark: Finished | None = None  # the key's last finished tuning as of that read
+        self._claim: Claim | None = None  # the key, while this tuning holds it
+        self._alone = False  # whether this tuning goes without claims (not wanted, or they failed)
+
+    def __enter__(self) -> Tuning:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        """Let go of the key if this tuning still holds it (it ended before it saved a pick)."""
+        claim, self._claim = self._claim, None
+        if claim is not None:
+            claim.release()
 
     @property
     def seconds(self) -> float:
@@ -72,9 +127,29 @@ class Tuning:
         """The store's results for this key, by candidate digest: read once, when first asked for."""
         if self._stored is None:
             started = time.perf_counter()
+            self._read_mark()  # before the store: a tuning finishing after it changes the mark
             self._stored = self.store.load(self.key) if self.store is not None else {}
-            self.phases["store_read"] = time.perf_counter() - started
+            self.phases["store_read"] = self.phases.get("store_read", 0.0) + time.perf_counter() - started
         return self._stored
+
+    def _read_mark(self) -> None:
+        """Note the key's last finished tuning, when processes sharing the store claim keys
+        (`KERNELPICK_ONE_TUNING`, a store that has claims) and this is no rank of a job."""
+        if self._alone:
+            return
+        if self._claims is None:
+            current = settings.current()
+            if not current.one_tuning or current.no_tuning or self.store is None or rank_job() is not None:
+                self._alone = True
+                return
+            self._claims = claims_of(self.store)
+            if self._claims is None:
+                self._alone = True
+                return
+        try:
+            self._mark = self._claims.last(self.key)
+        except StoreError as error:
+            self._go_alone(error)
 
     def tabled(
         self, candidate_of: Callable[[TableEntry], _C | None], digests: Callable[[], Collection[str]]
@@ -105,6 +180,193 @@ class Tuning:
         if todo and settings.current().no_tuning:
             raise TuningRequired(tuning_required(self.subject, self.described, self.device, len(todo)))
         return results, todo
+
+    def settle(
+        self,
+        digests: Sequence[str],
+        measure: Measure,
+        choose: Choose,
+        describe: Callable[[str], Mapping[str, Any]],
+        *,
+        divisible: bool,
+    ) -> Settled:
+        """Measure what the store lacks of `digests` and pick, once for every process that needs the
+        key now: as the ranks of a job (`kernelpick.select.ranks`), or as the one process that claimed
+        the key (the others wait for its pick). `divisible`: whether the candidates may be measured in
+        parts (an exhaustive tuning; a search measures each batch from the results before it).
+
+        Raises:
+            TuningRequired: something is left to measure and `KERNELPICK_NO_TUNING=1`.
+        """
+        job = None if settings.current().no_tuning else rank_job()
+        if job is not None:
+            return self._settle_as_rank(job, digests, measure, choose, describe, divisible)
+        results, todo = self.split(digests)
+        if todo:
+            waited = self._claim_or_adopt(digests, choose)
+            if isinstance(waited, Settled):
+                return waited
+            if waited:  # what another process measured meanwhile is not measured again
+                results, todo = self.split(digests)
+        measured: Mapping[str, BenchmarkResult] = {}
+        if todo:
+            with self.measuring(describe) as on_done:
+                measured = measure(todo, results, on_done)
+        return self._settled(digests, {**results, **measured}, measured.keys(), measured.keys(), choose)
+
+    def _settled(
+        self,
+        digests: Sequence[str],
+        results: Mapping[str, BenchmarkResult],
+        measured: Collection[str],
+        fresh: Collection[str],
+        choose: Choose,
+        agreed: tuple[str | None, str] | None = None,
+    ) -> Settled:
+        """The end of a tuning: the pick `choose` makes, or the one `agreed` (by whom) elsewhere."""
+        ordered = {d: results[d] for d in digests if d in results}
+        chosen = choose(ordered)
+        pick, note = (chosen.best, chosen.note) if chosen is not None else (None, "")
+        by = ""
+        if agreed is not None and agreed[0] != pick:
+            (pick, by), note = agreed, f"the pick of {agreed[1]}"
+        elif agreed is not None:
+            by = agreed[1]
+        return Settled(ordered, frozenset(measured), frozenset(fresh), pick, note, by)
+
+    def _claim_or_adopt(self, digests: Sequence[str], choose: Choose) -> Settled | bool:
+        """Claim the key before measuring it (when claims are wanted). Returns how the tuning ended
+        when another process finished tuning the key since this one read the store (its pick is
+        this one's too), else whether the store should be read again (this one waited).
+
+        Waiting ends after `KERNELPICK_WAIT_TIMEOUT`: the key is then tuned here too, unclaimed.
+        """
+        claims = self._claims
+        if claims is None:
+            return False
+        started = time.perf_counter()
+        timeout = settings.current().wait_timeout_s
+        try:
+            claim = claims.claim(self.key, 0.0)
+            if claim is None:
+                log.info(
+                    "%s %s: waiting up to %g s for another process that is tuning it",
+                    self.subject,
+                    self.described,
+                    timeout,
+                )
+                claim = claims.claim(self.key, timeout)
+            mark = claims.last(self.key) if claim is not None else None
+        except StoreError as error:
+            self._go_alone(error)
+            return False
+        waited = time.perf_counter() - started
+        self.phases["wait"] = self.phases.get("wait", 0.0) + waited
+        if claim is None:
+            log.warning(
+                "%s %s: another process has been tuning it for over %g s (KERNELPICK_WAIT_TIMEOUT); "
+                "tuning it here too",
+                self.subject,
+                self.described,
+                timeout,
+            )
+            self._stored = None
+            return True
+        self._claim = claim
+        if mark is None or mark == self._mark:
+            if waited > 0.0:
+                self._stored = None
+            return waited > 0.0
+        self._stored = None  # a tuning finished since the store was read: what it stored
+        results, _ = self._known(digests)
+        if mark.pick is None or mark.pick not in results or not results[mark.pick].ok:
+            return True  # it picked nothing this tuning can run: measure what is left, holding the key
+        self._claim = None
+        claim.release()
+        log.info(
+            "%s %s: running the pick of another process, which tuned it meanwhile",
+            self.subject,
+            self.described,
+        )
+        return self._settled(digests, results, (), (), choose, (mark.pick, "another process"))
+
+    def _known(self, digests: Sequence[str]) -> tuple[dict[str, BenchmarkResult], list[str]]:
+        """`split` without the check of `KERNELPICK_NO_TUNING` (nothing is measured)."""
+        stored = self.stored()
+        results = {d: stored[d].result for d in digests if d in stored}
+        return results, [d for d in digests if d not in results]
+
+    def _settle_as_rank(
+        self,
+        job: RankJob,
+        digests: Sequence[str],
+        measure: Measure,
+        choose: Choose,
+        describe: Callable[[str], Mapping[str, Any]],
+        divisible: bool,
+    ) -> Settled:
+        """`settle` as a rank of `job`: take parts of the candidates while some are left, measure and
+        publish them, wait for the others' parts, and run the pick the first rank with all of them
+        decided (`kernelpick.select.ranks`)."""
+        stored = {d: r.result for d, r in self.stored().items()}
+        share = KeyShare(
+            job, self.key.digest, digests, max(1, min(job.world, len(digests))) if divisible else 1
+        )
+        results: dict[str, BenchmarkResult] = {}
+        measured: dict[str, BenchmarkResult] = {}
+        taken: set[int] = set()
+        with self.measuring(describe) as on_done:
+
+            def take(index: int) -> None:
+                part = share.parts[index]
+                have = {d: stored[d] for d in part if d in stored}
+                todo = [d for d in part if d not in stored]
+                found = dict(measure(todo, have, on_done)) if todo else {}
+                measured.update(found)
+                results.update(share.publish(index, {**have, **found}))
+                taken.add(index)
+
+            try:
+                while (index := share.claim()) is not None:
+                    take(index)
+                deadline = time.monotonic() + settings.current().wait_timeout_s
+                for index in range(len(share.parts)):
+                    if index in taken:
+                        continue
+                    started = time.perf_counter()
+                    found = share.wait(index, deadline)
+                    self.phases["wait"] = self.phases.get("wait", 0.0) + time.perf_counter() - started
+                    if found is None:
+                        log.warning(
+                            "%s %s: another rank took part %d of its candidates and has not "
+                            "published it in %g s (KERNELPICK_WAIT_TIMEOUT); measuring it here",
+                            self.subject,
+                            self.described,
+                            index,
+                            settings.current().wait_timeout_s,
+                        )
+                        take(index)
+                    else:
+                        results.update(found)
+                ordered = {d: results[d] for d in digests if d in results}
+                chosen = choose(ordered)
+                pick, rank = share.decide(None if chosen is None else chosen.best)
+            except StoreError as error:
+                self._go_alone(error)
+                todo = [d for d in digests if d not in results and d not in stored]
+                found = dict(measure(todo, {**stored, **results}, on_done)) if todo else {}
+                measured.update(found)
+                results = {**stored, **results, **found}
+                fresh = [d for d in results if d not in stored]
+                return self._settled(digests, results, measured, fresh, choose)
+        fresh = [d for d in results if d not in stored]
+        agreed = (pick, "" if rank == job.rank else f"rank {rank}")
+        return self._settled(digests, results, measured, fresh, choose, agreed)
+
+    def _go_alone(self, error: StoreError) -> None:
+        """Tune without the other processes after `error` (a claim or the job's store failed)."""
+        self._claims, self._alone = None, True
+        warn_once(log, str(error), "%s; tuning without the other processes meanwhile", error)
 
     @contextlib.contextmanager
     def measuring(
@@ -152,8 +414,14 @@ class Tuning:
         if winner is not None and self.store is not None and not any(r.result.storable for r in rows):
             if picked(self.store, self.key) is None:
                 self._write([], winner)
-            return
-        self._write(rows, winner)
+        else:
+            self._write(rows, winner)
+        claim, self._claim = self._claim, None
+        if claim is not None:  # after the save: a process that waited reads the store next
+            try:
+                claim.finish(Finished.new(winner))
+            except StoreError as error:
+                self._go_alone(error)
 
     def _write(self, rows: Sequence[StoredResult], winner: str | None) -> None:
         """Store `rows` that may be stored (not a search's given-up compile), and `winner`."""

@@ -11,8 +11,9 @@ from typing import TypeVar
 from kernelpick.errors import StoreError
 from kernelpick.store.base import ResultStore, StoredResult
 from kernelpick.store.base import picked as stored_pick
+from kernelpick.store.claims import Claim, Finished
 from kernelpick.store.keys import TuningKey
-from kernelpick.store.redis import RedisStore
+from kernelpick.store.redis import RedisClaims, RedisStore
 
 log = logging.getLogger("kernelpick.store")
 
@@ -80,6 +81,10 @@ class LayeredStore:
         # with (and after) what was kept for its key, which would otherwise overwrite it.
         self._keep(key, results, pick)
         self._ask_remote(self._send_kept, mattered=True)
+
+    def claims(self) -> LayeredClaims:
+        """Claims through the remote store, shared by every machine using it (`kernelpick.store.claims`)."""
+        return LayeredClaims(self, self.remote.claims())
 
     @property
     def unsent(self) -> int:
@@ -167,6 +172,28 @@ class LayeredStore:
             error,
             self.retry_after_s,
         )
+
+
+class LayeredClaims:
+    """The remote store's claims, asked as the layered store asks it for results: while the remote
+    store fails, asking raises at once (the tuning then goes ahead alone), without a request that
+    would wait for the server's timeout."""
+
+    def __init__(self, layered: LayeredStore, remote: RedisClaims) -> None:
+        self.layered = layered
+        self.remote = remote
+
+    def last(self, key: TuningKey) -> Finished | None:
+        return self._ask(lambda: self.remote.last(key))
+
+    def claim(self, key: TuningKey, timeout_s: float) -> Claim | None:
+        return self._ask(lambda: self.remote.claim(key, timeout_s))
+
+    def _ask(self, request: Callable[[], _T]) -> _T:
+        answer = self.layered._ask_remote(lambda: (request(),), mattered=False)
+        if answer is None:
+            raise StoreError(f"Redis at {self.remote.store.url} is not answering")
+        return answer[0]
 
 
 def _cause(error: StoreError) -> str:

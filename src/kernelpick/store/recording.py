@@ -8,6 +8,7 @@ from typing import Any
 
 from kernelpick.store.base import ResultStore, StoredResult
 from kernelpick.store.base import picked as stored_pick
+from kernelpick.store.claims import Claims, claims_of
 from kernelpick.store.keys import TuningKey
 
 
@@ -29,6 +30,9 @@ class RecordingStore:
 
     def picked(self, key: TuningKey) -> str | bool | None:
         return stored_pick(self._store(), key)
+
+    def claims(self) -> Claims | None:
+        return claims_of(self._store())
 
     def save(self, key: TuningKey, results: Iterable[StoredResult], *, pick: str | None = None) -> None:
         results = list(results)

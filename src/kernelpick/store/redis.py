@@ -6,6 +6,7 @@ import hashlib
 import json
 import logging
 import re
+import secrets
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -14,6 +15,7 @@ from typing import Any
 from kernelpick import settings
 from kernelpick.errors import StoreError
 from kernelpick.store.base import StoredResult, StoredRow, is_number, parse_stored
+from kernelpick.store.claims import Finished, wait_until
 from kernelpick.store.keys import TuningKey, canonical_json, canonical_value
 
 log = logging.getLogger("kernelpick.store")
@@ -26,6 +28,25 @@ MAX_ENTRY_BYTES = 64 * 1024
 _KEYS = f"{PREFIX}keys"  # hash: key digest -> the key's canonical JSON (what `rows()` lists)
 _PICKS = f"{PREFIX}picks"  # hash: key digest -> the digest of the candidate its tuning chose
 _ROWS_BATCH = 256  # keys read per round trip by `rows()`
+#: Seconds a claim on a key lasts unless its holder renews it (a third of that apart, from a thread
+#: of its own): a holder that dies or stops lets go of the key this long after, at most (or
+#: `KERNELPICK_WAIT_TIMEOUT` after, when that is shorter).
+LEASE_S = 10.0
+#: Seconds a finished tuning's mark is kept: far longer than anyone waits for it.
+MARK_S = 24 * 3600
+_RENEW = """
+if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) end
+return 0
+"""
+_RELEASE = """
+if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end
+return 0
+"""
+_FINISH = """
+redis.call('set', KEYS[2], ARGV[2], 'EX', ARGV[3])
+if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end
+return 0
+"""
 
 
 def _results_key(digest: str) -> str:
@@ -188,6 +209,10 @@ class RedisStore:
                         key, candidate, stored.description, stored.result, created, picked == candidate
                     )
 
+    def claims(self) -> RedisClaims:
+        """Claims on keys shared by every process of every machine using this server."""
+        return RedisClaims(self)
+
     def close(self) -> None:
         self._client.close()
 
@@ -243,6 +268,84 @@ class RedisStore:
                 return
             self._warned.add(what)
         log.warning("%s", message)
+
+
+class RedisClaims:
+    """A claim is a Redis key set if absent (SET NX) with an expiry its holder renews; a finished
+    tuning's mark is another key. See `kernelpick.store.claims`."""
+
+    def __init__(self, store: RedisStore) -> None:
+        self.store = store
+
+    def last(self, key: TuningKey) -> Finished | None:
+        (mark,) = self.store._request(
+            f"read the tuning mark of {key.kernel}", lambda pipe: pipe.get(_mark_key(key))
+        )
+        return None if isinstance(mark, Exception) else Finished.parse(mark)
+
+    def claim(self, key: TuningKey, timeout_s: float) -> RedisClaim | None:
+        token = secrets.token_hex(8)
+        # A waiter gives up after KERNELPICK_WAIT_TIMEOUT: a lease no longer than that lets a
+        # waiter take over from a holder that died before then.
+        lease_ms = int(1000 * max(1.0, min(LEASE_S, settings.current().wait_timeout_s)))
+
+        def taken() -> bool:
+            (answer,) = self.store._request(
+                f"claim {key.kernel}", lambda pipe: pipe.set(_lock_key(key), token, nx=True, px=lease_ms)
+            )
+            return answer is True
+
+        if not wait_until(time.monotonic() + timeout_s, taken):
+            return None
+        return RedisClaim(self.store, key, token, lease_ms)
+
+
+class RedisClaim:
+    """A key held in Redis, its expiry renewed by a thread until it is let go."""
+
+    def __init__(self, store: RedisStore, key: TuningKey, token: str, lease_ms: int) -> None:
+        self.store = store
+        self.key = key
+        self.token = token
+        self.lease_ms = lease_ms
+        self._done = threading.Event()
+        self._renewing = threading.Thread(target=self._renew, name="kernelpick-claim", daemon=True)
+        self._renewing.start()
+
+    def _renew(self) -> None:
+        while not self._done.wait(self.lease_ms / 3000):
+            try:
+                self._script(_RENEW, [_lock_key(self.key)], [self.token, self.lease_ms])
+            except StoreError as error:  # the claim lapses if this goes on: another process tunes too
+                log.debug("cannot renew the claim on %s: %s", self.key.kernel, error)
+
+    def finish(self, mark: Finished) -> None:
+        self._done.set()
+        self._script(
+            _FINISH, [_lock_key(self.key), _mark_key(self.key)], [self.token, mark.to_json(), MARK_S]
+        )
+
+    def release(self) -> None:
+        self._done.set()
+        try:
+            self._script(_RELEASE, [_lock_key(self.key)], [self.token])
+        except StoreError as error:  # it expires by itself
+            log.debug("cannot let go of the claim on %s: %s", self.key.kernel, error)
+
+    def _script(self, script: str, keys: list[str], args: list[object]) -> None:
+        (answer,) = self.store._request(
+            f"update the claim on {self.key.kernel}", lambda pipe: pipe.eval(script, len(keys), *keys, *args)
+        )
+        if isinstance(answer, Exception):
+            raise StoreError(f"Redis at {self.store.url} refused to update a claim: {answer}")
+
+
+def _lock_key(key: TuningKey) -> str:
+    return f"{PREFIX}claim:{key.digest}"
+
+
+def _mark_key(key: TuningKey) -> str:
+    return f"{PREFIX}tuned:{key.digest}"
 
 
 def _encode_entry(stored: StoredResult, created: float) -> bytes:

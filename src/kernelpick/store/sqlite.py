@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 
 from kernelpick.errors import StoreError
 from kernelpick.store.base import StoredResult, StoredRow, parse_stored
+from kernelpick.store.claims import FileClaims
 from kernelpick.store.keys import TuningKey, canonical_json, canonical_value
 
 log = logging.getLogger("kernelpick.store")
@@ -213,6 +214,10 @@ class SQLiteStore:
         except sqlite3.Error as error:
             raise StoreError(f"cannot read the result store {self.path}: {error}") from error
         return None if found is None else str(found[0])
+
+    def claims(self) -> FileClaims:
+        """Claims on keys shared by the processes using this file: lock files in `<file>.locks/`."""
+        return FileClaims(self.path.with_name(f"{self.path.name}.locks"))
 
     def save(self, key: TuningKey, results: Iterable[StoredResult], *, pick: str | None = None) -> None:
         now = time.time()

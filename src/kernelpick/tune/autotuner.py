@@ -22,6 +22,7 @@ from triton.runtime.jit import KernelInterface
 from kernelpick import settings
 from kernelpick.bench.benchmarker import MEASUREMENT_VERSION
 from kernelpick.bench.measure import OnDone
+from kernelpick.bench.pick import Pick
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.timers import Timer, UserBenchTimer
 from kernelpick.compile.interpreted import compilable
@@ -42,7 +43,7 @@ from kernelpick.search.space import Space
 from kernelpick.select.kernel_configs import KernelConfigs
 from kernelpick.select.log import log_tuning
 from kernelpick.select.modules import keep_kernel_source
-from kernelpick.select.tuning import Tuning, pick_with_incumbent
+from kernelpick.select.tuning import Settled, Tuning, pick_with_incumbent
 from kernelpick.store import ResultStore, StoredResult, TuningKey, default_store
 from kernelpick.tune.dispatch import MISSES, Dispatcher, describe_key, specialized_arguments
 from kernelpick.tune.prune import Pruner
@@ -312,61 +313,71 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
                         f"config {config}; leave tuned meta-parameters out of the call"
                     )
             configs = self._prune(self._candidates(device), args, kwargs)
-            by_digest = {c.digest: c for c in configs}  # a tabled winner pruned away here is passed over
-            tuning = Tuning(
+            with Tuning(
                 f"kernel `{self.name}`",
                 describe_key(self._key_names(), key, dtypes=True),
                 self.tuning_key(key, device),
                 self._store(),
                 device.name,
                 start,
-            )
-            trace, measured_now = None, False
-            tabled = (
-                None
-                if len(configs) == 1
-                else tuning.tabled(lambda e: by_digest.get(e.candidate), by_digest.keys)
-            )
-            if tabled is not None:
-                best, hit = tabled
-                results: Mapping[Config, BenchmarkResult] = {best: hit.entry.result}
-                from_store, note = True, hit.note
-            else:
-                results, measured, trace = self._results(tuning, configs, args, kwargs, named, grid, device)
-                from_store = bool(results) and not measured
-                measured_now = bool(measured)
-                best, note = configs[0], ""  # a single config: nothing was measured
-                if results:
-                    if not any(r.ok for r in results.values()):
-                        self._save(tuning, measured, None)
-                        raise no_valid_configs(failure_report(self.name, key, results), results)
-                    chosen = pick_with_incumbent(
-                        {c.digest: r for c, r in results.items()},
-                        None if self.default is None else self.default.digest,
-                        name=lambda digest: str(by_digest[digest]),
-                    )
-                    best, note = by_digest[chosen.best], chosen.note
-                self._save(tuning, measured, best)
-            record = TuningRecord(
-                self.name,
-                key,
-                device,
-                results,
-                best,
-                tuning.seconds,
-                from_store,
-                tuning.phases,
-                note,
-                trace,
-                self.timed_here if measured_now else None,
-                describe_key(self._key_names(), key),
-            )
-            self._finish(key, record)
-            run = runner(self.fn, device.interpreter)
-            entry = self._dispatch.entries[key] = (self.given.get(best, best), run, dict(best.all_kwargs()))
-            return entry
+            ) as tuning:
+                return self._tune_key(key, tuning, configs, args, kwargs, named, grid, device)
 
-    def _results(
+    def _tune_key(
+        self,
+        key: tuple[Any, ...],
+        tuning: Tuning,
+        configs: list[Config],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        named: dict[str, Any],
+        grid: Any,
+        device: DeviceInfo,
+    ) -> _Entry:
+        """Tune one key (the lock held): from a table, else from the store's results and what is
+        measured now (`Tuning.settle`); remember the pick for the key."""
+        by_digest = {c.digest: c for c in configs}  # a tabled winner pruned away here is passed over
+        trace, measured_now = None, False
+        tabled = (
+            None if len(configs) == 1 else tuning.tabled(lambda e: by_digest.get(e.candidate), by_digest.keys)
+        )
+        if tabled is not None:
+            best, hit = tabled
+            results: Mapping[Config, BenchmarkResult] = {best: hit.entry.result}
+            from_store, note = True, hit.note
+        else:
+            settled, trace = self._settle(tuning, configs, args, kwargs, named, grid, device)
+            results = {by_digest[d]: r for d, r in settled.results.items()} if settled else {}
+            fresh = [c for c in configs if settled is not None and c.digest in settled.fresh]
+            from_store = bool(results) and not fresh
+            measured_now = settled is not None and bool(settled.measured)
+            best, note = configs[0], ""  # a single config: nothing was measured
+            if settled is not None:
+                if settled.pick is None:
+                    self._save(tuning, fresh, results, None)
+                    raise no_valid_configs(failure_report(self.name, key, results), results)
+                best, note = by_digest[settled.pick], settled.note
+            self._save(tuning, fresh, results, best)
+        record = TuningRecord(
+            self.name,
+            key,
+            device,
+            results,
+            best,
+            tuning.seconds,
+            from_store,
+            tuning.phases,
+            note,
+            trace,
+            self.timed_here if measured_now else None,
+            describe_key(self._key_names(), key),
+        )
+        self._finish(key, record)
+        run = runner(self.fn, device.interpreter)
+        entry = self._dispatch.entries[key] = (self.given.get(best, best), run, dict(best.all_kwargs()))
+        return entry
+
+    def _settle(
         self,
         tuning: Tuning,
         configs: list[Config],
@@ -375,28 +386,30 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
         named: dict[str, Any],
         grid: Any,
         device: DeviceInfo,
-    ) -> tuple[dict[Config, BenchmarkResult], dict[Config, BenchmarkResult], SearchTrace | None]:
-        """The results of the configs stored or timed now (all of them, unless a search left some
-        out), those timed now, and the search's trace."""
-        if len(configs) == 1:  # like Triton: nothing to choose between, nothing to measure
-            return {}, {}, None
+    ) -> tuple[Settled | None, SearchTrace | None]:
+        """How tuning the configs ended (None for a single config: nothing to choose between,
+        nothing measured, as in Triton), and the search's trace when one ran here."""
+        if len(configs) == 1:
+            return None, None
         by_digest = {c.digest: c for c in configs}
-        stored, left = tuning.split(list(by_digest))
-        results = {by_digest[d]: r for d, r in stored.items()}
-        todo = [by_digest[d] for d in left]
-        if not todo:
-            return {c: results[c] for c in configs}, {}, None
-        phases = tuning.phases
         strategy = self.search or default_strategy_name()
-        with tuning.measuring(lambda digest: by_digest[digest].to_dict()) as measured_one:
-            if strategy == "exhaustive":
-                measured = self.benchmark_configs(
-                    todo, args, kwargs, named, grid, device, phases, measured_one
-                )
-                results.update(measured)
-                return {c: results[c] for c in configs}, measured, None
+        trace: SearchTrace | None = None
 
-            def measure(batch: Sequence[Config], steps: dict[str, float]) -> dict[Config, BenchmarkResult]:
+        def measure(
+            todo: list[str], known: Mapping[str, BenchmarkResult], measured_one: OnDone
+        ) -> dict[str, BenchmarkResult]:
+            nonlocal trace
+            phases = tuning.phases
+            if strategy == "exhaustive":
+                batch = [by_digest[d] for d in todo]
+                measured = self.benchmark_configs(
+                    batch, args, kwargs, named, grid, device, phases, measured_one
+                )
+                return {c.digest: r for c, r in measured.items()}
+
+            def measure_batch(
+                batch: Sequence[Config], steps: dict[str, float]
+            ) -> dict[Config, BenchmarkResult]:
                 # A config compiling far longer than the rest of its batch is given up as `skipped`
                 # (forked compilers only: a thread cannot be stopped).
                 with patience(settings.current().search_patience):
@@ -404,19 +417,44 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
                         list(batch), args, kwargs, named, grid, device, steps, measured_one
                     )
 
-            trace = search(strategy, configs, results, measure, self.space, phases)
-        searched = trace.results()
-        return searched, {c: r for c, r in searched.items() if c not in results}, trace
+            stored = {by_digest[d]: r for d, r in known.items()}
+            trace = search(strategy, configs, stored, measure_batch, self.space, phases)
+            return {c.digest: r for c, r in trace.results().items() if c.digest not in known}
+
+        def choose(results: Mapping[str, BenchmarkResult]) -> Pick[str] | None:
+            if not any(r.ok for r in results.values()):
+                return None
+            return pick_with_incumbent(
+                results,
+                None if self.default is None else self.default.digest,
+                name=lambda digest: str(by_digest[digest]),
+            )
+
+        settled = tuning.settle(
+            list(by_digest),
+            measure,
+            choose,
+            lambda digest: by_digest[digest].to_dict(),
+            divisible=strategy == "exhaustive",
+        )
+        return settled, trace
 
     def _key_names(self) -> list[str]:
         return [name for _, name in self._key_positions]
 
-    def _save(self, tuning: Tuning, measured: Mapping[Config, BenchmarkResult], best: Config | None) -> None:
-        """Store what was measured now, and the pick among it and the stored results."""
-        if measured and tuning.store is not None:
+    def _save(
+        self,
+        tuning: Tuning,
+        fresh: Sequence[Config],
+        results: Mapping[Config, BenchmarkResult],
+        best: Config | None,
+    ) -> None:
+        """Store the results the store lacked (`fresh`: measured now, here or by another rank), and
+        the pick among them and the stored ones."""
+        if fresh and tuning.store is not None:
             keep_kernel_source(self.base_fn)  # for `kernelpick code`
         tuning.save(
-            [StoredResult(c.digest, c.to_dict(), r) for c, r in measured.items()],
+            [StoredResult(c.digest, c.to_dict(), results[c]) for c in fresh],
             None if best is None else best.digest,
         )
 

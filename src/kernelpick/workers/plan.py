@@ -36,8 +36,9 @@ def isolation_wanted(device: DeviceInfo, requested: bool | None) -> bool:
 
 
 def worker_devices(device: DeviceInfo) -> list[int | None]:
-    """The GPUs that measure in parallel: those of `KERNELPICK_DEVICES` (default: every visible GPU)
-    of the model tuned for, since results from another model would not be comparable.
+    """The GPUs that measure in parallel: those of `KERNELPICK_DEVICES` (default: every visible GPU;
+    in a rank of a `torch.distributed` job, the rank's own GPU, since the other ranks use theirs) of
+    the model tuned for, since results from another model would not be comparable.
 
     Raises:
         SettingsError: `KERNELPICK_DEVICES` is not a comma-separated list of visible GPU indices.
@@ -46,6 +47,8 @@ def worker_devices(device: DeviceInfo) -> list[int | None]:
         return [None]
     count = torch.cuda.device_count()
     text = settings.current().devices.strip()
+    if not text and _one_rank_of_several():
+        return [device.index if device.index is not None else torch.cuda.current_device()]
     try:
         wanted = [int(part) for part in text.split(",") if part.strip()] if text else list(range(count))
     except ValueError:
@@ -59,6 +62,16 @@ def worker_devices(device: DeviceInfo) -> list[int | None]:
         )
     same = [i for i in wanted if describe(torch.device("cuda", i)).name == device.name]
     return list(same or [device.index if device.index is not None else 0])
+
+
+def _one_rank_of_several() -> bool:
+    """Whether this process is one of several ranks on this machine (`torchrun` says so), or a rank
+    of a `torch.distributed` job of two or more ranks."""
+    if settings.local_ranks() > 1:
+        return True
+    import torch.distributed as dist
+
+    return bool(dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1)
 
 
 def step_budgets(request: Mapping[str, Any], budgets: Mapping[str, Any]) -> dict[str, Any]:
@@ -168,7 +181,8 @@ def start_early(requested: bool | None) -> None:
     if settings.current().no_tuning:
         return
     _started_early = True
-    isolate = requested is not False and settings.current().isolate != "off"
+    # A rank's GPU is not known yet (the program sets it later): its workers start at its first tuning.
+    isolate = requested is not False and settings.current().isolate != "off" and not _one_rank_of_several()
 
     def start() -> None:
         try:

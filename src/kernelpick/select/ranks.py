@@ -1,0 +1,202 @@
+"""The ranks of a `torch.distributed` job tune together: each key's candidates dealt out between the
+ranks that meet it, and one pick that every rank runs.
+
+In eager code every rank meets the same keys in about the same order, one at a time, and needs
+each pick before it can go on: dealing whole keys out (rank `hash(key) % world` tunes it) would
+make the others wait for each key in turn, as long as one rank tuning them all. So the unit dealt
+out is a part of one key's candidates, through the key-value store the job's process group was
+started with (`torch.distributed`'s TCPStore under torchrun: every rank of every node reaches it):
+
+1. A rank that meets a key takes the next part of its candidates left (an atomic counter per key),
+   measures it (what its result store lacks of it), publishes the results, and takes another
+   while parts are left. Ranks that meet the key together share its parts; a rank alone takes
+   them all, and waits for nobody.
+2. It then waits for the parts others took, each published once they measured it. A part not
+   published within `KERNELPICK_WAIT_TIMEOUT` (its rank died or hangs) it measures itself.
+3. The first rank with every part decides the pick among all results; every rank reads that
+   decision back and runs it (compare-and-set: one decision per key, whatever the timing).
+
+No collective is called, so a rank never waits for another to reach the same call: it waits only
+for parts another rank is measuring now, and a rank measuring a part waits for nothing but the
+keys that measuring it tunes in turn (deeper ones, so the waits cannot go round in a circle).
+Results are plain data (JSON, checked when read), like a result store's. A search (a strategy
+other than exhaustive) proposes each batch from the results before it, so its key is one part: the
+first rank to meet the key searches, and the others wait for what it found.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from kernelpick import settings
+from kernelpick.bench.result import BenchmarkResult
+from kernelpick.console import warn_once
+from kernelpick.errors import StoreError
+from kernelpick.store.base import parse_result
+
+log = logging.getLogger("kernelpick.select")
+
+#: Every key kernelpick writes in the job's store starts so; the number is the format of the values.
+NAMESPACE = "kernelpick/1/"
+#: Seconds between two looks for a value another rank publishes: the first, and the most.
+_POLL_MIN_S, _POLL_MAX_S = 0.002, 0.05
+
+
+@dataclass(frozen=True)
+class RankJob:
+    """This process's place in a job of several ranks, and the job's store (a `torch.distributed.Store`)."""
+
+    store: Any
+    rank: int
+    world: int
+
+
+def rank_job() -> RankJob | None:
+    """The job this process is a rank of, when ranks tune together: a `torch.distributed` process group
+    of two or more ranks is initialized and `KERNELPICK_RANKS` is on; else None."""
+    if not settings.current().ranks:
+        return None
+    import torch.distributed as dist
+
+    if not dist.is_available() or not dist.is_initialized():
+        return None
+    world = dist.get_world_size()
+    if world < 2:
+        return None
+    try:
+        # The store `init_process_group` made (TCPStore, FileStore, ...): torch names no public getter.
+        store = dist.distributed_c10d._get_default_store()
+    except Exception as error:
+        warn_once(
+            log,
+            "no job store",
+            "the ranks of this job tune alone: kernelpick cannot reach the store of its process group (%s)",
+            error,
+        )
+        return None
+    return RankJob(dist.distributed_c10d.PrefixStore(NAMESPACE, store), dist.get_rank(), world)
+
+
+class KeyShare:
+    """One key's tuning as the ranks share it through the job's store.
+
+    The store's keys are the tuning key's digest, a digest of its candidates' list and the number of
+    parts: ranks that list other candidates for the key (another config space) do not mix results.
+
+    Args:
+        job: the job.
+        key: the tuning key's digest.
+        digests: every candidate's digest, in the order every rank lists them.
+        parts: into how many parts the candidates are dealt (candidate i goes to part i % parts).
+
+    Every method raises StoreError when the job's store fails (the tuning then goes on alone).
+    """
+
+    def __init__(self, job: RankJob, key: str, digests: Sequence[str], parts: int) -> None:
+        self.job = job
+        listing = hashlib.sha256("\n".join(digests).encode()).hexdigest()[:16]
+        self.prefix = f"{key}/{listing}/{parts}/"
+        self.parts = [list(digests[index::parts]) for index in range(parts)]
+
+    def claim(self) -> int | None:
+        """The index of the next part left, now this rank's to measure; None when none is left."""
+        taken = int(self._call("take a part", lambda s: s.add(f"{self.prefix}taken", 1)))
+        return taken - 1 if taken <= len(self.parts) else None
+
+    def publish(self, index: int, results: Mapping[str, BenchmarkResult]) -> dict[str, BenchmarkResult]:
+        """Publish the results of part `index`; returns the part's results as the job has them (those
+        of a rank that published the part first, when one did)."""
+        value = json.dumps(
+            {
+                "rank": self.job.rank,
+                "results": {
+                    digest: {"result": result.to_dict(), "from_store": result.from_store}
+                    for digest, result in results.items()
+                },
+            }
+        )
+        kept = self._call("publish results", lambda s: s.compare_set(f"{self.prefix}part/{index}", "", value))
+        return self._parse_part(index, kept)
+
+    def wait(self, index: int, deadline: float) -> dict[str, BenchmarkResult] | None:
+        """The results of part `index` once published, or None when `deadline` (`time.monotonic()`)
+        passes first."""
+        found = self._wait_for(f"{self.prefix}part/{index}", deadline)
+        return None if found is None else self._parse_part(index, found)
+
+    def decided(self, deadline: float) -> tuple[str | None, int] | None:
+        """The pick decided for the key (None: every candidate failed) and the rank that decided it,
+        once decided; None when `deadline` passes first."""
+        found = self._wait_for(f"{self.prefix}pick", deadline)
+        return None if found is None else self._parse_pick(found)
+
+    def decide(self, pick: str | None) -> tuple[str | None, int]:
+        """Decide the key's pick unless a rank did first; returns the pick decided and its rank."""
+        value = json.dumps({"rank": self.job.rank, "pick": pick})
+        kept = self._call("decide a pick", lambda s: s.compare_set(f"{self.prefix}pick", "", value))
+        return self._parse_pick(kept)
+
+    def _wait_for(self, name: str, deadline: float) -> bytes | None:
+        """The value of `name` once set, or None when `deadline` passes first.
+
+        Asked every few milliseconds, then every `_POLL_MAX_S`: the store's own timed wait logs a
+        line from C++ each time it times out, and one wait to the deadline would not end on Ctrl-C.
+        """
+        pause = _POLL_MIN_S
+        while not self._call("look for a value", lambda s: s.check([name])):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            time.sleep(min(pause, left))
+            pause = min(2 * pause, _POLL_MAX_S)
+        return bytes(self._call("read a value", lambda s: s.get(name)))
+
+    def _call(self, what: str, request: Any) -> Any:
+        try:
+            return request(self.job.store)
+        except Exception as error:  # torch.distributed's errors (DistError and others) are RuntimeErrors
+            raise StoreError(f"the job's store failed to {what}: {type(error).__name__}: {error}") from error
+
+    def _parse_part(self, index: int, raw: Any) -> dict[str, BenchmarkResult]:
+        """A published part read back, checked as a store's rows are: a result that is not what
+        kernelpick publishes, or of a candidate not in the part, is left out (measured again)."""
+        data = _json(raw)
+        entries = data.get("results") if isinstance(data, dict) else None
+        if not isinstance(entries, dict):
+            raise StoreError(
+                f"the job's store holds something else than results under {self.prefix}part/{index}"
+            )
+        part = set(self.parts[index])
+        found = {}
+        for digest, entry in entries.items():
+            if digest not in part or not isinstance(entry, dict):
+                continue
+            try:
+                result = parse_result(entry.get("result"))
+            except ValueError as error:
+                log.warning(
+                    "ignoring the result of candidate %s published by another rank: %s", digest[:12], error
+                )
+                continue
+            found[digest] = replace(result, from_store=entry.get("from_store") is True)
+        return found
+
+    def _parse_pick(self, raw: Any) -> tuple[str | None, int]:
+        data = _json(raw)
+        if not isinstance(data, dict) or not isinstance(data.get("rank"), int):
+            raise StoreError(f"the job's store holds something else than a pick under {self.prefix}pick")
+        pick = data.get("pick")
+        return (pick if isinstance(pick, str) else None), int(data["rank"])
+
+
+def _json(raw: Any) -> Any:
+    try:
+        return json.loads(bytes(raw))
+    except (TypeError, ValueError, RecursionError):
+        return None

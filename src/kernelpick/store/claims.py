@@ -1,0 +1,174 @@
+"""Claims on tuning keys: processes that need one key at once agree on one tuner, the others wait.
+
+A store that can coordinate its users gives `claims()`: the SQLite store a lock file per key beside
+its file (`FileClaims`), Redis a key with an expiry (`kernelpick.store.redis.RedisClaims`). A
+tuning about to measure claims its key; the process that holds the claim tunes, and when it has
+picked it leaves a mark (`Finished`: a token of its own and its pick) and lets go. A process that
+waited sees the mark changed since it read the store, and runs that pick; one whose wait ran out
+(the holder hangs, or tunes for longer than `KERNELPICK_WAIT_TIMEOUT`) tunes the key itself.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from filelock import BaseFileLock, FileLock, Timeout
+
+from kernelpick.errors import StoreError
+from kernelpick.store.keys import TuningKey
+
+log = logging.getLogger("kernelpick.store")
+
+#: Seconds between two looks at a claim held by another process.
+POLL_S = 0.05
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    """The mark a finished tuning of a key leaves: a token of its own (no two tunings share one) and
+    the candidate it picked (None: every candidate failed)."""
+
+    token: str
+    pick: str | None
+
+    @staticmethod
+    def new(pick: str | None) -> Finished:
+        return Finished(secrets.token_hex(8), pick)
+
+    def to_json(self) -> str:
+        return json.dumps({"token": self.token, "pick": self.pick})
+
+    @staticmethod
+    def parse(text: str | bytes | None) -> Finished | None:
+        """A mark read back; None for none, or for what kernelpick did not write."""
+        if text is None:
+            return None
+        try:
+            data = json.loads(text)
+        except (ValueError, RecursionError):
+            return None
+        if not isinstance(data, dict) or not isinstance(data.get("token"), str):
+            return None
+        pick = data.get("pick")
+        return Finished(data["token"], pick if isinstance(pick, str) else None)
+
+
+class Claim(Protocol):
+    """A key held by this process: it tunes the key, then `finish`es or (interrupted, failed) `release`s."""
+
+    def finish(self, mark: Finished) -> None:
+        """Leave `mark` as the key's last finished tuning, then let go.
+
+        Raises:
+            StoreError: the mark could not be written (the claim is let go all the same).
+        """
+        ...
+
+    def release(self) -> None:
+        """Let go without a mark: a waiter then tunes the key itself."""
+        ...
+
+
+class Claims(Protocol):
+    """Claims on the keys of one store."""
+
+    def last(self, key: TuningKey) -> Finished | None:
+        """The mark of the last finished tuning of `key` that held a claim (None: none).
+
+        Raises:
+            StoreError: it cannot be read.
+        """
+        ...
+
+    def claim(self, key: TuningKey, timeout_s: float) -> Claim | None:
+        """Hold `key`, waiting up to `timeout_s` while another process holds it; None when the wait ran out.
+
+        Raises:
+            StoreError: it cannot be claimed (the lock's folder or server cannot be used).
+        """
+        ...
+
+
+def claims_of(store: object) -> Claims | None:
+    """The claims of `store`, or None when it has none (a store in memory, a user's own store)."""
+    claims: Callable[[], Claims | None] | None = getattr(store, "claims", None)
+    return None if claims is None else claims()
+
+
+class FileClaims:
+    """A lock file per key in `folder`, held with `filelock` (the system lets go of it when its holder
+    dies, however it dies), and a mark file beside it, replaced whole when a tuning finishes: one
+    small file per key tuned while a claim was wanted.
+    """
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+
+    def last(self, key: TuningKey) -> Finished | None:
+        try:
+            return Finished.parse(self._path(key, "done").read_text())
+        except FileNotFoundError:
+            return None
+        except (OSError, UnicodeDecodeError) as error:
+            raise StoreError(
+                f"cannot read the tuning mark of {key.kernel} in {self.folder}: {error}"
+            ) from error
+
+    def claim(self, key: TuningKey, timeout_s: float) -> FileClaim | None:
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            lock = FileLock(str(self._path(key, "lock")))
+            try:
+                lock.acquire(timeout=timeout_s, poll_interval=POLL_S)
+            except Timeout:
+                return None
+        except OSError as error:
+            raise StoreError(f"cannot lock {key.kernel} in {self.folder}: {error}") from error
+        return FileClaim(lock, self._path(key, "done"))
+
+    def _path(self, key: TuningKey, suffix: str) -> Path:
+        return self.folder / f"{key.digest}.{suffix}"
+
+
+class FileClaim:
+    """A key held through its lock file."""
+
+    def __init__(self, lock: BaseFileLock, mark: Path) -> None:
+        self._lock = lock
+        self._mark = mark
+
+    def finish(self, mark: Finished) -> None:
+        try:
+            # Whole or not at all: a waiter reads the mark as soon as the lock is let go.
+            partial = self._mark.with_name(f"{self._mark.name}.{os.getpid()}")
+            partial.write_text(mark.to_json())
+            os.replace(partial, self._mark)
+        except OSError as error:
+            raise StoreError(f"cannot write the tuning mark {self._mark}: {error}") from error
+        finally:
+            self.release()
+
+    def release(self) -> None:
+        self._lock.release()
+
+
+def wait_until(deadline: float, ready: Callable[[], bool]) -> bool:
+    """Whether `ready()` came true before `deadline` (`time.monotonic()`), asked every `POLL_S`
+    seconds at first, then less often (every quarter of a second at most) over a long wait."""
+    pause = POLL_S
+    while True:
+        if ready():
+            return True
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        time.sleep(min(pause, left))
+        pause = min(pause * 1.5, 0.25)
