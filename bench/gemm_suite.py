@@ -63,7 +63,7 @@ SHAPES = [(m, n, k) for m in (16, 128, 2048, 8192) for n, k in NK_PAIRS] + [
 NOISE_LIMIT = 0.01
 TARGETS = {
     "pick_vs_best_min": 0.99,
-    "geomean_vs_cublas": 1.02,
+    "geomean_vs_cublas": 1.05,  # issue 24 (1.02 before it)
     "fused_vs_unfused_geomean": 1.1,
     "dispatch_us_max": 5.0,
     "decode_hbm_percent_min": 75.0,  # of the datasheet peak, streaming W once (issue 24)
