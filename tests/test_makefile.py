@@ -13,9 +13,15 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def planned(target: str) -> list[str]:
-    """The commands `make TARGET` would run from scratch (make -n: none is run)."""
+    """The commands `make TARGET` would run from scratch (make -n: none is run). Under `make test`
+    the inner make would also print the directory it enters and leaves: --no-print-directory."""
     done = subprocess.run(
-        ["make", "-n", "-B", target], cwd=ROOT, capture_output=True, text=True, check=True, timeout=60
+        ["make", "--no-print-directory", "-n", "-B", target],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
     )
     return done.stdout.splitlines()
 

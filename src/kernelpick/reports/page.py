@@ -81,11 +81,11 @@ TEMPLATE = """<!DOCTYPE html>
 {% endfor %}</table>
 {% endif %}
 {% set ranked = k.ranked() %}
-<table><tr><th>#</th><th class="name">candidate</th><th>ms/call</th><th>% of best</th><th>device ms</th><th>runs</th><th class="name">timer</th><th class="name">status</th></tr>
+<table><tr><th>#</th><th class="name">candidate</th><th>ms/call</th><th>% of best</th><th>runs</th><th class="name">timer</th><th class="name">status</th></tr>
 {% for c in ranked[:top] %}<tr{% if c.name == k.best %} class="picked"{% endif %}><td>{{ loop.index }}</td><td class="name">{{ c.name }}</td>
 {% if c.result.ok %}<td>{{ "%.4f"|format(c.result.cost_ms) }}</td><td>{{ ratio(best_known, c.result.cost_ms) }}</td>
-<td>{{ "%.4f"|format(c.result.timing.median_ms) }}</td><td>{{ c.result.timing.runs }}</td><td class="name">{{ c.result.timing.timer or "-" }}</td>
-{% else %}<td>-</td><td>-</td><td>-</td><td>-</td><td class="name">-</td>{% endif %}
+<td>{{ c.result.timing.runs }}</td><td class="name">{{ c.result.timing.timer or "-" }}</td>
+{% else %}<td>-</td><td>-</td><td>-</td><td class="name">-</td>{% endif %}
 <td class="status{% if not c.result.ok %} failed{% endif %}">{{ c.result.status }}{% if c.result.from_store %} (stored){% endif %}{% if c.name == k.best %}, picked{% endif %}{% if c.result.message %}: {{ brief(c.result.message) }}{% endif %}</td></tr>
 {% endfor %}</table>
 {% if ranked|length > top %}<p class="meta">{{ ranked|length - top }} more candidates are not shown (<code>kernelpick report --json</code> lists them all).</p>{% endif %}

@@ -168,10 +168,9 @@ def autotune_table(
     table = FittingTable(
         [
             Column("candidate", wrap=True),
-            Column("ms/call", right=True),
+            Column("ms/call", right=True),  # on the device: what ranks
             Column("% of best", right=True, drop=3),
-            Column("device ms", right=True, drop=6 if no_host else 5),  # the cost, without host times
-            Column("host ms", right=True, drop=6),
+            Column("host ms", right=True, drop=6 if no_host else 5),
             Column("± %", right=True, drop=4),
             Column("runs", right=True, drop=4),
             Column("timer", drop=7),
@@ -182,13 +181,12 @@ def autotune_table(
         caption="\n".join([*notes, *([note] if note else [])]),
     )
     for (name, result), shown in sorted(zip(rows, names), key=lambda pair: pair[0][1].cost_ms):
-        timing_cells = ["-"] * 7
+        timing_cells = ["-"] * 6
         if result.timing is not None and lowest is not None:
             t = result.timing
             timing_cells = [
                 f"{t.cost_ms:.4f}",
                 f"{100 * lowest / t.cost_ms:.1f}%",
-                f"{t.median_ms:.4f}",
                 "-" if t.host_ms is None else f"{t.host_ms:.4f}",
                 f"{100 * t.spread:.1f}",
                 str(t.runs),
