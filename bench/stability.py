@@ -1,14 +1,18 @@
 """Are kernelpick's picks stable across fresh processes? The same problems tuned again and again, compared.
 
-Five problems, each tuned `--trials` times (default 10), every trial in a fresh Python process with
+Seven problems, each tuned `--trials` times (default 10), every trial in a fresh Python process with
 its own empty KERNELPICK_CACHE_DIR (so kernelpick measures everything again) and one
 TRITON_CACHE_DIR shared by all trials (so only the first trial compiles); nothing else is set, so
 kernelpick runs with the defaults a user gets (isolated workers on a GPU):
 
 - `autotune_4096`: `kernelpick.autotune` over the 48-config bf16 matmul space of
   `autotune_vs_triton.py` at M=N=K=4096 (`--size`);
-- four `kernelpick.ops.mm` selections on GEMM suite shapes (bf16 `x @ W.T`), indices 0, 7, 14 and 21
-  of `gemm_suite.SHAPES` (`--shapes`): 16x6144x4096, 128x4096x4096, 2048x28672x4096, 8192x4096x14336.
+- five `kernelpick.ops.mm` selections on GEMM suite shapes (bf16 `x @ W.T`), indices 0, 7, 14, 21
+  and 27 of `gemm_suite.SHAPES` (`--shapes`): 16x6144x4096, 128x4096x4096, 2048x28672x4096,
+  8192x4096x14336 and the decode step 1x4096x14336;
+- `scaled_mm_16x4096x4096`: a `kernelpick.ops.scaled_mm` selection, fp8 (e4m3) `x @ W.T` with
+  per-tensor scales and a bf16 output, its operands made as bench/scaled_mm_suite.py makes them
+  (`--skip-fp8` leaves it out; a GPU below sm_89, with no fp8 tensor cores, leaves it out too).
 
 Each trial reports, per problem, its pick, the tuning seconds, the winner's cost_ms and the record's
 note. Then a last fresh process times every distinct pick of each problem interleaved:
@@ -18,14 +22,16 @@ same pick in >= 9 of 10 trials (>= 90 % of them), or all picks within 1 % of eac
 interleaved timings.
 
     PYTHONPATH=src python3 bench/stability.py                  # 10 trials, then the timing
-    PYTHONPATH=src python3 bench/stability.py --trials 5 --shapes 0,21 --skip-autotune
+    PYTHONPATH=src python3 bench/stability.py --trials 5 --shapes 0,21 --skip-autotune --skip-fp8
 
 A trial takes tens of seconds (the first longer: it compiles into the shared Triton cache); no trial
 is started that would not leave the whole run within `--budget-s` (500 s), so a slow machine gets
-fewer trials rather than a killed run. Every trial's output and the timings go to
-bench/results/stability-<device>.json (rewritten after each trial); a table of the problems is
-printed last. `--tiny` is a smoke test without a GPU (Triton's interpreter, 64^3 and
-tiny GEMMs, timed with time.perf_counter): its figures mean nothing.
+fewer trials rather than a killed run. A run starts `--trials` + 1 processes: one per trial, then
+one that times the picks. Every trial's output and the timings go to
+bench/results/stability-<device>.json (rewritten after each trial: a run's file holds that run's
+trials only); a table of the problems is printed last. `--tiny` is a smoke test without a GPU
+(Triton's interpreter, 64^3 and tiny GEMMs, timed with time.perf_counter): its figures mean nothing
+(tests/bench_scripts/test_stability.py runs it).
 """
 
 from __future__ import annotations
@@ -38,7 +44,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -48,9 +54,16 @@ from gemm_suite import SHAPES
 #: M=N=K of the autotune problem, as autotune_vs_triton.SIZE. That module is imported in the roles
 #: only: importing it makes the tuned kernel (autotune_space), and so starts kernelpick's workers.
 SIZE = 4096
-DEFAULT_SHAPES = (0, 7, 14, 21)
-#: `--tiny`: selection shapes for Triton's interpreter instead of the suite's.
-TINY_SHAPES = ((16, 64, 32), (32, 64, 64))
+#: gemm_suite.SHAPES indices: 16x6144x4096, 128x4096x4096, 2048x28672x4096, 8192x4096x14336 and the
+#: decode step 1x4096x14336 (issue 24).
+DEFAULT_SHAPES = (0, 7, 14, 21, 27)
+#: (M, N, K) of the fp8 `scaled_mm` problems: x (M, K) @ W.T, W (N, K), per-tensor scales.
+FP8_SHAPES = ((16, 4096, 4096),)
+#: `--tiny`: selection shapes for Triton's interpreter instead of the suite's (the last a decode step).
+TINY_SHAPES = ((16, 64, 32), (32, 64, 64), (1, 32, 64))
+TINY_FP8_SHAPES = ((16, 32, 64),)
+#: The largest value of e4m3, as in scaled_mm_suite: quantizing divides by amax / FP8_MAX.
+FP8_MAX = 448.0
 TINY_SIZE = 64
 ROUNDS = 5
 #: The target: the same pick in this share of the trials, or all picks within this ratio.
@@ -71,8 +84,20 @@ def selection_shapes(args: argparse.Namespace) -> list[tuple[int, int, int]]:
     return [SHAPES[int(i)] for i in args.shapes.split(",") if i]
 
 
-def problem_names(size: int, shapes: list[tuple[int, int, int]], autotune: bool) -> list[str]:
-    return ([f"autotune_{size}"] if autotune else []) + [f"mm_{m}x{n}x{k}" for m, n, k in shapes]
+def fp8_shapes(args: argparse.Namespace) -> list[tuple[int, int, int]]:
+    if args.skip_fp8:
+        return []
+    return list(TINY_FP8_SHAPES if args.tiny else FP8_SHAPES)
+
+
+def problem_names(
+    size: int, shapes: list[tuple[int, int, int]], autotune: bool, fp8: Sequence[tuple[int, int, int]] = ()
+) -> list[str]:
+    return (
+        ([f"autotune_{size}"] if autotune else [])
+        + [f"mm_{m}x{n}x{k}" for m, n, k in shapes]
+        + [f"scaled_mm_{m}x{n}x{k}" for m, n, k in fp8]
+    )
 
 
 def matmul_inputs(size: int) -> tuple[Any, Any, Any]:
@@ -101,6 +126,43 @@ def gemm_operands(m: int, n: int, k: int) -> tuple[Any, Any]:
     return a, b
 
 
+def fp8_operands(m: int, n: int, k: int) -> tuple[Any, Any, Any, Any]:
+    """fp8 (e4m3) `a (M, K)`, `b = W.T` with W (N, K), and their per-tensor float32 scales, quantized
+    from standard normal values as scaled_mm_suite's `--scaling tensor` makes them."""
+    import torch
+
+    gpu = torch.cuda.is_available()
+    device = torch.device("cuda", torch.cuda.current_device()) if gpu else torch.device("cpu")
+    generator = torch.Generator(device=device).manual_seed(m * 7 + n * 3 + k)
+    x = torch.randn(m, k, device=device, generator=generator)
+    w = torch.randn(n, k, device=device, generator=generator)
+    scale_x, scale_w = x.abs().max() / FP8_MAX, w.abs().max() / FP8_MAX
+    a = (x / scale_x).to(torch.float8_e4m3fn)
+    b = (w / scale_w).to(torch.float8_e4m3fn).t()
+    return a, b, scale_x.float(), scale_w.float()
+
+
+def scaled_mm_bf16(a: Any, b: Any, scale_a: Any, scale_b: Any) -> Any:
+    """`kernelpick.ops.scaled_mm` with a bf16 output: the call the fp8 problems tune."""
+    import torch
+
+    import kernelpick.ops
+
+    return kernelpick.ops.scaled_mm(a, b, scale_a, scale_b, out_dtype=torch.bfloat16)
+
+
+def selection(kind: str) -> tuple[Callable[..., tuple[Any, ...]], Callable[..., Any], str]:
+    """A selection problem's operands (of M, N, K), the call that tunes it and its selector's name."""
+    import torch
+
+    import kernelpick.ops
+    from kernelpick.ops.scaled_mm import selector_name
+
+    if kind == "scaled_mm":
+        return fp8_operands, scaled_mm_bf16, selector_name(torch.bfloat16)
+    return gemm_operands, kernelpick.ops.mm, "mm"
+
+
 def sync() -> None:
     import torch
 
@@ -116,7 +178,9 @@ def launch_kwargs(config: Any) -> dict[str, Any]:
 # -- roles: each runs in a fresh process ---------------------------------------------------------
 
 
-def role_trial(size: int, shapes: list[tuple[int, int, int]], autotune: bool) -> dict[str, Any]:
+def role_trial(
+    size: int, shapes: list[tuple[int, int, int]], autotune: bool, fp8: Sequence[tuple[int, int, int]] = ()
+) -> dict[str, Any]:
     """Tune every problem once (first call of each), in this order; what each picked and how."""
     import autotune_vs_triton as avt
 
@@ -157,17 +221,19 @@ def role_trial(size: int, shapes: list[tuple[int, int, int]], autotune: bool) ->
             "failed": len(tuning.failed),
             "costs_ms": {avt.config_name(cfg): r.cost_ms for cfg, r in tuning.results.items() if r.ok},
         }
-    for m, n, k in shapes:
-        a, b = gemm_operands(m, n, k)
+    problem_shapes = [("selection", "mm", s) for s in shapes] + [("scaled_mm", "scaled_mm", s) for s in fp8]
+    for kind, prefix, (m, n, k) in problem_shapes:
+        make_operands, call, selector_name = selection(kind)
+        operands = make_operands(m, n, k)
         sync()
         start = time.perf_counter()
-        kernelpick.ops.mm(a, b)
+        call(*operands)
         sync()
         seconds = time.perf_counter() - start
-        record = kernelpick.ops.selector("mm").last_selection
+        record = kernelpick.ops.selector(selector_name).last_selection
         result = record.winner.result
-        problems[f"mm_{m}x{n}x{k}"] = {
-            "kind": "selection",
+        problems[f"{prefix}_{m}x{n}x{k}"] = {
+            "kind": kind,
             "shape": [m, n, k],
             "pick": record.best,
             "tuning_s": seconds,
@@ -185,8 +251,6 @@ def role_trial(size: int, shapes: list[tuple[int, int, int]], autotune: bool) ->
 def role_truth(plan_path: str) -> dict[str, Any]:
     """Every distinct pick of each problem, timed interleaved; the median of the rounds per pick."""
     import torch
-
-    import kernelpick
 
     plan = json.loads(Path(plan_path).read_text())
     gpu = torch.cuda.is_available()
@@ -210,7 +274,7 @@ def role_truth(plan_path: str) -> dict[str, Any]:
         if problem["kind"] == "autotune":
             fns = fixed_configs(plan["size"], problem["picks"], gpu)
         else:
-            fns = selection_picks(kernelpick, *problem["shape"], list(problem["picks"]))
+            fns = selection_picks(problem["kind"], *problem["shape"], list(problem["picks"]))
         errors = {pick: fn for pick, fn in fns.items() if isinstance(fn, str)}
         runs: dict[str, Callable[[], Any]] = {p: fn for p, fn in fns.items() if not isinstance(fn, str)}
         samples: dict[str, list[float]] = {pick: [] for pick in runs}
@@ -252,13 +316,16 @@ def fixed_configs(size: int, picks: dict[str, Any], gpu: bool) -> dict[str, Any]
     return fns
 
 
-def selection_picks(kernelpick: Any, m: int, n: int, k: int, picks: list[str]) -> dict[str, Any]:
+def selection_picks(kind: str, m: int, n: int, k: int, picks: list[str]) -> dict[str, Any]:
     """Each picked choice's hot-path callable on the shape's operands (or why it could not be had)."""
-    a, b = gemm_operands(m, n, k)
-    kernelpick.ops.mm(a, b)  # from the store of the last trial: nothing is measured again
-    selector = kernelpick.ops.selector("mm")
+    import kernelpick.ops
+
+    make_operands, call, selector_name = selection(kind)
+    operands = make_operands(m, n, k)
+    call(*operands)  # from the store of the last trial: nothing is measured again
+    selector = kernelpick.ops.selector(selector_name)
     signature = selector.last_selection.signature
-    choices = {c.name: c for c in selector.choices_for(a, b)}
+    choices = {c.name: c for c in selector.choices_for(*operands)}
     fns: dict[str, Any] = {}
     for pick in picks:
         if pick not in choices:
@@ -269,7 +336,7 @@ def selection_picks(kernelpick: Any, m: int, n: int, k: int, picks: list[str]) -
         except Exception as error:
             fns[pick] = f"{type(error).__name__}: {error}"[:300]
             continue
-        fns[pick] = checked(lambda fn=fn: fn(a, b))
+        fns[pick] = checked(lambda fn=fn: fn(*operands))
     return fns
 
 
@@ -287,12 +354,27 @@ def checked(run: Callable[[], Any]) -> Any:
 
 
 def parse() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--trials", type=int, default=10, help="fresh processes tuning every problem")
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog="A run starts --trials + 1 fresh processes (11 by default): one per trial, each tuning "
+        "every problem with an empty kernelpick cache, then one timing every distinct pick. Every "
+        "trial, the timings and the summary per problem go to bench/results/stability-<device>.json, "
+        "rewritten after each trial: the file holds this run's trials only, not earlier runs'.",
+    )
+    parser.add_argument(
+        "--trials",
+        type=int,
+        default=10,
+        help="fresh processes tuning every problem, one per trial (a last one times the picks)",
+    )
     parser.add_argument(
         "--shapes",
         default=",".join(map(str, DEFAULT_SHAPES)),
-        help="comma-separated indices into gemm_suite's 24 shapes (0-23)",
+        help="comma-separated indices into gemm_suite's 36 shapes (0-23: M = 16, 128, 2048, 8192; "
+        "24-35: M = 1, 4)",
+    )
+    parser.add_argument(
+        "--skip-fp8", action="store_true", help=f"leave the fp8 scaled_mm problems {list(FP8_SHAPES)} out"
     )
     parser.add_argument("--size", type=int, default=SIZE, help="M=N=K of the autotune problem")
     parser.add_argument("--skip-autotune", action="store_true", help="leave the autotune problem out")
@@ -300,13 +382,17 @@ def parse() -> argparse.Namespace:
     parser.add_argument(
         "--tiny",
         action="store_true",
-        help=f"smoke test without a GPU: --size {TINY_SIZE} and tiny GEMMs {list(TINY_SHAPES)}",
+        help=f"smoke test without a GPU: --size {TINY_SIZE}, tiny GEMMs {list(TINY_SHAPES)} and fp8 "
+        f"{list(TINY_FP8_SHAPES)}",
     )
     parser.add_argument(
         "--budget-s",
         type=float,
         default=500,
         help="start no trial that would end the run later than this (the truth role included)",
+    )
+    parser.add_argument(
+        "--out", type=Path, default=None, help="folder of the results file (default: bench/results)"
     )
     parser.add_argument("--role", help=argparse.SUPPRESS)
     parser.add_argument("--plan", help=argparse.SUPPRESS)
@@ -350,36 +436,60 @@ def summarize(names: list[str], trials: list[dict[str, Any]], truth: dict[str, A
     return summary
 
 
+def save(report: dict[str, Any], folder: Path | None) -> Path:
+    """Write the report to bench/results/stability-<device>.json (and $OUT), or into `folder`."""
+    from common import device_slug, write_result
+
+    if folder is None:
+        return write_result("stability", report)
+    path = folder / f"stability-{device_slug(report['environment']['device'])}.json"
+    folder.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(report, indent=2, default=str) + "\n")
+    return path
+
+
 def main() -> int:
     args = parse()
     if args.role == "trial":
         plan = json.loads(Path(args.plan).read_text())
         shapes = [tuple(s) for s in plan["shapes"]]
-        print(json.dumps(role_trial(plan["size"], shapes, plan["autotune"])))
+        fp8 = [tuple(s) for s in plan.get("fp8_shapes", [])]
+        print(json.dumps(role_trial(plan["size"], shapes, plan["autotune"], fp8)))
         return 0
     if args.role == "truth":
         print(json.dumps(role_truth(args.plan)))
         return 0
 
-    from common import environment, run_role, write_result
+    from common import environment, run_role
 
     begun = time.perf_counter()
     shapes = selection_shapes(args)
+    fp8 = fp8_shapes(args)
+    here = environment()
+    fp8_note = None
+    if fp8 and here["device"] != "cpu" and tuple(map(int, here["capability"].split("."))) < (8, 9):
+        fp8_note = f"left out: {here['device']} (sm_{here['capability']}) has no fp8 tensor cores (sm_89+)"
+        print(f"fp8 problems {fp8_note}", flush=True)
+        fp8 = []
     autotune = not args.skip_autotune
-    names = problem_names(args.size, shapes, autotune)
+    names = problem_names(args.size, shapes, autotune, fp8)
     if not names:
-        raise SystemExit("nothing to tune: both --skip-autotune and --skip-selection")
+        raise SystemExit("nothing to tune: --skip-autotune, --skip-selection and --skip-fp8 (or no fp8 here)")
     work = Path(tempfile.mkdtemp(prefix="kp-stability-"))
     triton_cache = str(work / "triton-cache")
     plan_path = work / "trial.json"
-    plan_path.write_text(json.dumps({"size": args.size, "shapes": shapes, "autotune": autotune}))
+    plan_path.write_text(
+        json.dumps({"size": args.size, "shapes": shapes, "autotune": autotune, "fp8_shapes": fp8})
+    )
     script = Path(__file__).resolve()
     report: dict[str, Any] = {
-        "environment": environment(),
+        "environment": here,
         "settings": {
             "trials": args.trials,
             "size": args.size,
             "shapes": shapes,
+            "fp8_shapes": fp8,
+            "fp8_note": fp8_note,
             "autotune": autotune,
             "tiny": args.tiny,
             "rounds": ROUNDS,
@@ -419,7 +529,7 @@ def main() -> int:
         )
         print(f"trial {index + 1} ({wall:.1f} s): {picks}", flush=True)
         report["trials"] = trials
-        write_result("stability", report)  # after every trial: a run cut short keeps what it measured
+        save(report, args.out)  # after every trial: a run cut short keeps what it measured
     report["trials"] = trials
 
     done = [t for t in trials if "problems" in t]
@@ -456,7 +566,7 @@ def main() -> int:
     report["all_met"] = all(s["met"] for s in summary.values())
     report["wall_s"] = time.perf_counter() - begun
 
-    path = write_result("stability", report)
+    path = save(report, args.out)
     print(f"\nwrote {path} ({report['wall_s']:.0f} s, {len(done)} of {len(trials)} trials ran)")
     width = max(len(n) for n in names)
     print(f"{'problem':<{width}} {'distinct':>8} {'top count':>9} {'spread %':>9}  {'met':<4} top pick")

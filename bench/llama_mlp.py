@@ -1,0 +1,438 @@
+"""Llama MLP block: compiled with `kernelpick.ops` against Inductor's max-autotune and eager torch, per forward.
+
+Run on a GPU machine from the repository root (as for bench/gemm_suite.py, whose helpers this script
+uses: jinja2, rich and numpy besides torch and triton):
+
+    PYTHONPATH=src python3 bench/llama_mlp.py --sizes 8b          # Llama-3 8B, M = 1, 4, 16, 128, 2048
+    PYTHONPATH=src python3 bench/llama_mlp.py --sizes 70b         # each run adds to the same results file
+    PYTHONPATH=src python3 bench/llama_mlp.py --sizes 8b:1,70b:16 --fused-gate-up
+    PYTHONPATH=src python3 bench/llama_mlp.py --dry --out /tmp    # the bookkeeping on the CPU (see below)
+
+The block is Llama's MLP in bf16, `down(silu(gate(x)) * up(x))` with no biases, for x of M tokens
+(batch x sequence, flattened): Llama-3 8B (hidden 4096, intermediate 14336) and 70B (8192, 28672), M in
+{1, 4, 16} (decode) and {128, 2048} (prefill), ten sizes. The weights are random, scaled as
+nn.Linear's (1 / sqrt(fan_in)), and shared by the variants, each a forward of the same block:
+
+- `eager`: the plain module in eager torch (`F.linear`: cuBLAS);
+- `inductor`: the plain module under `torch.compile(mode="max-autotune-no-cudagraphs")`;
+- `kernelpick`: a module whose projections call `kernelpick.ops.mm(x, W.t())` (the operator
+  `torch.ops.kernelpick.mm` in the graph), under `torch.compile` in its default mode (Inductor fuses
+  the SiLU and the product around the operators; kernelpick selects each projection at run time);
+- with `--fused-gate-up`, `kernelpick_fused`: the same with gate and up as one product of the
+  concatenated weight (2 x intermediate columns), split after it.
+
+Every process starts with empty caches (fresh KERNELPICK_CACHE_DIR, TRITON_CACHE_DIR,
+TORCHINDUCTOR_CACHE_DIR, as gemm_suite.fresh_caches makes them). Per size it records:
+
+- each variant's first forward in seconds: Dynamo and Inductor compile, Inductor's autotuning, and
+  kernelpick's selections (the first call of each new projection shape tunes it);
+- ms per forward: `triton.testing.do_bench` medians (L2 flushed), the variants taking turns in
+  interleaved rounds (gemm_suite's `Suite.kernel_ms`); eager is timed twice per round (`eager` and
+  `eager_again`) and their disagreement is the size's own noise;
+- kernelpick's speedup over eager and over Inductor (their ms over its ms);
+- kernelpick's pick for each projection (gate, up, down, gate_up), from the selections its first
+  forward made;
+- each compiled variant's largest absolute difference from eager's output, and that over eager's
+  largest absolute value.
+
+Results go to bench/results/llama_mlp-<device>.json (date, versions, device, raw figures; also to
+$OUT where it is set), merged with earlier runs of the same device (sizes keyed by model and M);
+the table of every size in the file is printed last. No size is started that would take the run past
+`--budget-s` (480 s) on the estimate of the longest size so far: the sizes left are printed, with the
+`--sizes` that runs them. Not yet run on a GPU: how long each size takes is not known.
+
+--dry runs the same steps on the CPU in float32 with small blocks (hidden 32 and 64), kernelpick's
+templates in Triton's interpreter and Inductor compiling C++; its timings are the wall clock and say
+nothing. It writes only where --out says (tests/bench_scripts/test_llama_mlp.py runs it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import RESULTS, device_slug, environment, write_result
+from gemm_suite import Suite, fresh_caches, geomean
+
+#: (hidden, intermediate) of the Llama-3 MLPs.
+MODELS = {"8b": (4096, 14336), "70b": (8192, 28672)}
+#: Tokens per forward: decode steps (1, 4, 16), prefill (128, 2048).
+M_VALUES = (1, 4, 16, 128, 2048)
+#: --dry: blocks small enough for Triton's interpreter, the intermediate size not a multiple of hidden.
+DRY_MODELS = {"8b": (32, 48), "70b": (64, 80)}
+DRY_M_VALUES = (1, 4, 16)
+#: The timed variants, in the order of the table; `eager_again` is eager timed a second time.
+VARIANTS = ("eager", "inductor", "kernelpick", "kernelpick_fused")
+#: Seconds kept free at the end of --budget-s for the summary and the file.
+RESERVE_S = 10.0
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--sizes",
+        default="",
+        help="comma-separated sizes: MODEL:M (8b:16), MODEL (every M of it) or M (that M of every "
+        f"model); models {', '.join(MODELS)}, M in {', '.join(map(str, M_VALUES))} (default: all ten)",
+    )
+    parser.add_argument(
+        "--fused-gate-up", action="store_true", help="also time kernelpick with gate and up as one product"
+    )
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved timing rounds per size")
+    parser.add_argument("--rep-ms", type=int, default=50, help="do_bench rep per round, in ms")
+    parser.add_argument(
+        "--budget-s", type=float, default=480, help="start no size that would end the run later than this"
+    )
+    parser.add_argument(
+        "--warm-caches", action="store_true", help="keep existing caches (compile times then mean little)"
+    )
+    parser.add_argument("--fresh", action="store_true", help="start a new results file instead of merging")
+    parser.add_argument("--dry", action="store_true", help="on the CPU: float32, small blocks, M = 1, 4, 16")
+    parser.add_argument(
+        "--out", type=Path, default=None, help="folder of the results file (default: bench/results)"
+    )
+    return parser.parse_args(argv)
+
+
+def sizes(spec: str, dry: bool) -> list[tuple[str, int]]:
+    """The (model, M) pairs `--sizes` names, in the order model by model, M ascending.
+
+    Raises:
+        SystemExit: an item names no model or M of this run (the message lists them).
+    """
+    models, m_values = (DRY_MODELS, DRY_M_VALUES) if dry else (MODELS, M_VALUES)
+    every = [(model, m) for model in models for m in m_values]
+    if not spec:
+        return every
+    wanted: set[tuple[str, int]] = set()
+    for item in filter(None, (part.strip() for part in spec.split(","))):
+        if ":" in item:
+            model, _, m = item.partition(":")
+        else:
+            model, m = (item, "") if item in models else ("", item)
+        picked = [s for s in every if (not model or s[0] == model) and (not m or str(s[1]) == m)]
+        if not picked:
+            raise SystemExit(
+                f"--sizes {item!r} names no size of this run: use MODEL:M, MODEL or M with models "
+                f"{', '.join(models)} and M in {', '.join(map(str, m_values))}"
+            )
+        wanted.update(picked)
+    return [s for s in every if s in wanted]
+
+
+def cpu_ms(fn: Callable[[], Any], warmup: int = 0, rep: int = 0, return_mode: str = "median") -> float:
+    """--dry's stand-in for `triton.testing.do_bench` (same arguments): the median of 3 wall-clock
+    runs in ms, after one."""
+    fn()
+    samples = []
+    for _ in range(3):
+        start = time.perf_counter()
+        fn()
+        samples.append((time.perf_counter() - start) * 1e3)
+    return statistics.median(samples)
+
+
+class MLPBench(Suite):
+    """gemm_suite's Suite (its first-call timing and interleaved rounds) for the MLP's variants, on
+    the CPU too (--dry)."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        if not args.dry:
+            super().__init__(args)
+        else:
+            import torch
+            import triton
+
+            import kernelpick
+            import kernelpick.ops
+
+            self.args, self.torch, self.triton, self.kernelpick = args, torch, triton, kernelpick
+            self.do_bench = cpu_ms
+            self.device = torch.device("cpu")
+            self.label = "dry"
+        self.dtype = self.torch.float32 if args.dry else self.torch.bfloat16
+
+    def sync(self) -> None:
+        if not self.args.dry:
+            super().sync()
+
+    # -- the block -----------------------------------------------------------------------------
+    def weights(self, hidden: int, intermediate: int) -> dict[str, Any]:
+        """gate, up (intermediate, hidden) and down (hidden, intermediate), scaled as nn.Linear's."""
+        torch = self.torch
+        generator = torch.Generator(device=self.device).manual_seed(hidden * 3 + intermediate)
+
+        def weight(rows: int, columns: int) -> Any:
+            w = torch.randn(rows, columns, device=self.device, generator=generator) / columns**0.5
+            return w.to(self.dtype)
+
+        return {
+            "gate": weight(intermediate, hidden),
+            "up": weight(intermediate, hidden),
+            "down": weight(hidden, intermediate),
+        }
+
+    def modules(self, weights: dict[str, Any]) -> dict[str, Any]:
+        """The plain block (eager and Inductor run it) and the blocks calling kernelpick.ops.mm."""
+        torch, ops = self.torch, self.kernelpick.ops
+        functional = torch.nn.functional
+
+        class Block(torch.nn.Module):
+            def __init__(self, fused: bool = False) -> None:
+                super().__init__()
+                for name, w in weights.items():
+                    self.register_buffer(name, w)
+                if fused:
+                    self.register_buffer("gate_up", torch.cat([weights["gate"], weights["up"]]))
+
+        class Plain(Block):
+            def forward(self, x: Any) -> Any:
+                return functional.linear(
+                    functional.silu(functional.linear(x, self.gate)) * functional.linear(x, self.up),
+                    self.down,
+                )
+
+        class Kernelpick(Block):
+            def forward(self, x: Any) -> Any:
+                return ops.mm(
+                    functional.silu(ops.mm(x, self.gate.t())) * ops.mm(x, self.up.t()), self.down.t()
+                )
+
+        class KernelpickFused(Block):
+            def forward(self, x: Any) -> Any:
+                gate, up = ops.mm(x, self.gate_up.t()).chunk(2, dim=1)
+                return ops.mm(functional.silu(gate) * up, self.down.t())
+
+        found = {"plain": Plain().eval(), "kernelpick": Kernelpick().eval()}
+        if self.args.fused_gate_up:
+            found["kernelpick_fused"] = KernelpickFused(fused=True).eval()
+        return found
+
+    # -- one size ------------------------------------------------------------------------------
+    def size(self, model: str, m: int, hidden: int, intermediate: int) -> dict[str, Any]:
+        with self.torch.no_grad():  # inference: kernelpick's operators have no backward
+            return self._size(model, m, hidden, intermediate)
+
+    def _size(self, model: str, m: int, hidden: int, intermediate: int) -> dict[str, Any]:
+        torch = self.torch
+        torch._dynamo.reset()  # the block's forward is one code object: recompiles per size hit its limit
+        weights = self.weights(hidden, intermediate)
+        modules = self.modules(weights)
+        generator = torch.Generator(device=self.device).manual_seed(m)
+        x = torch.randn(m, hidden, device=self.device, generator=generator).to(self.dtype)
+        entry: dict[str, Any] = {
+            "model": model,
+            "m": m,
+            "hidden": hidden,
+            "intermediate": intermediate,
+            "dtype": str(self.dtype).removeprefix("torch."),
+        }
+        forwards: dict[str, Callable[[], Any]] = {}
+        first: dict[str, Any] = {}
+        outputs: dict[str, Any] = {}
+        errors: dict[str, str] = {}
+        plain = modules["plain"]
+        first["eager"], outputs["eager"] = self.first_call_seconds(lambda: plain(x))
+        forwards["eager"] = forwards["eager_again"] = lambda: plain(x)
+
+        print(f"[{model} M={m}] Inductor max-autotune ...", flush=True)
+        inductor = torch.compile(plain, mode="max-autotune-no-cudagraphs", dynamic=False)
+        try:
+            first["inductor"], outputs["inductor"] = self.first_call_seconds(lambda: inductor(x))
+            forwards["inductor"] = lambda: inductor(x)
+        except Exception as error:  # reported, not fatal: the other variants still mean something
+            errors["inductor"] = f"{type(error).__name__}: {error}"[:500]
+
+        picks: dict[str, Any] = {}
+        for name in ("kernelpick", "kernelpick_fused"):
+            if name not in modules:
+                continue
+            print(f"[{model} M={m}] {name} ...", flush=True)
+            compiled = torch.compile(modules[name], dynamic=False)
+            known = set(self.kernelpick.ops.selector("mm").records)
+            try:
+                first[name], outputs[name] = self.first_call_seconds(lambda compiled=compiled: compiled(x))
+                forwards[name] = lambda compiled=compiled: compiled(x)
+            except Exception as error:
+                errors[name] = f"{type(error).__name__}: {error}"[:500]
+                continue
+            picks[name] = self.picks(known, m, hidden, intermediate)
+
+        print(f"[{model} M={m}] timing {', '.join(forwards)} ({self.args.rounds} rounds) ...", flush=True)
+        samples = self.kernel_ms(forwards)
+        ms = {name: statistics.median(s) for name, s in samples.items()}
+        reference = outputs["eager"].float()
+        largest = float(reference.abs().max()) or 1.0
+        error_vs_eager = {
+            name: float((out.float() - reference).abs().max())
+            for name, out in outputs.items()
+            if name != "eager"
+        }
+        entry.update(
+            first_call_s=first,
+            kernel_ms_rounds=samples,
+            kernel_ms=ms,
+            noise=abs(ms["eager"] - ms["eager_again"]) / min(ms["eager"], ms["eager_again"]),
+            speedup={
+                name: {other: ms[other] / ms[name] for other in ("eager", "inductor") if other in ms}
+                for name in ("kernelpick", "kernelpick_fused")
+                if name in ms
+            },
+            picks=picks,
+            max_abs_error_vs_eager=error_vs_eager,
+            max_abs_error_vs_eager_relative={name: e / largest for name, e in error_vs_eager.items()},
+            eager_max_abs=largest,
+            errors=errors,
+        )
+        return entry
+
+    def picks(self, known: set[Any], m: int, hidden: int, intermediate: int) -> dict[str, Any]:
+        """What `ops.mm` picked for each projection in the selections made since `known` (a forward
+        selects each new projection shape once: gate and up share one)."""
+        projections = {
+            (intermediate, hidden): ("gate", "up"),
+            (hidden, intermediate): ("down",),
+            (2 * intermediate, hidden): ("gate_up",),
+        }
+        found: dict[str, Any] = {}
+        for key, record in self.kernelpick.ops.selector("mm").records.items():
+            if key in known:
+                continue
+            a, b = record.signature.inputs[:2]
+            if a.size[0] != m:
+                continue
+            for projection in projections.get((b.size[1], a.size[1]), ()):
+                found[projection] = {
+                    "shape": [a.size[0], b.size[1], a.size[1]],
+                    "pick": record.best,
+                    "tuning_s": record.seconds,
+                    "from_store": record.from_store,
+                    "note": record.note,
+                    "choices": len(record.results),
+                    "failed": sum(not r.result.ok for r in record.results),
+                }
+        return found
+
+
+# -- the report ------------------------------------------------------------------------------------
+
+
+def summarize(entries: list[dict[str, Any]]) -> dict[str, Any]:
+    """Geomeans and worst cases of kernelpick's speedups, and the compile seconds of each variant."""
+    summary: dict[str, Any] = {"sizes": len(entries)}
+    for name in ("kernelpick", "kernelpick_fused"):
+        for other in ("eager", "inductor"):
+            values = [e["speedup"][name][other] for e in entries if other in e["speedup"].get(name, {})]
+            summary[f"{name}_vs_{other}_geomean"] = geomean(values)
+            summary[f"{name}_vs_{other}_min"] = min(values) if values else None
+    for name in VARIANTS:
+        seconds = [e["first_call_s"][name] for e in entries if name in e["first_call_s"]]
+        summary[f"first_call_s_{name}"] = sum(seconds) if seconds else None
+    return summary
+
+
+def print_table(entries: list[dict[str, Any]], summary: dict[str, Any]) -> None:
+    names = [n for n in VARIANTS if any(n in e["kernel_ms"] for e in entries)]
+    header = (
+        f"{'model':>5} {'M':>5} | "
+        + " ".join(f"{n + ' ms':>13}" for n in names)
+        + f" | {'kp/eager':>8} {'kp/ind':>7} {'noise':>6} | "
+        + " ".join(f"{n + ' s':>11}" for n in names[1:])
+        + f" | {'err kp':>8} | picks (gate, down)"
+    )
+    print(header)
+    print("-" * len(header))
+
+    def cell(value: float | None, width: int, digits: int) -> str:
+        return f"{'-' if value is None else f'{value:.{digits}f}':>{width}}"
+
+    for e in sorted(entries, key=lambda e: (e["hidden"], e["m"])):
+        speedup = e["speedup"].get("kernelpick", {})
+        picks = e["picks"].get("kernelpick", {})
+        print(
+            f"{e['model']:>5} {e['m']:>5} | "
+            + " ".join(cell(e["kernel_ms"].get(n), 13, 4) for n in names)
+            + f" | {cell(speedup.get('eager'), 8, 3)} {cell(speedup.get('inductor'), 7, 3)} "
+            + f"{100 * e['noise']:>5.1f}% | "
+            + " ".join(cell(e["first_call_s"].get(n), 11, 1) for n in names[1:])
+            + f" | {cell(e['max_abs_error_vs_eager'].get('kernelpick'), 8, 4)} | "
+            + ", ".join(picks.get(p, {}).get("pick", "-")[:30] for p in ("gate", "down"))
+        )
+        for name, error in e["errors"].items():
+            print(f"      {name} failed: {error[:200]}")
+    print(
+        f"\nkernelpick against eager: geomean {summary['kernelpick_vs_eager_geomean']}, "
+        f"worst {summary['kernelpick_vs_eager_min']}; against Inductor: geomean "
+        f"{summary['kernelpick_vs_inductor_geomean']}, worst {summary['kernelpick_vs_inductor_min']}"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    begun = time.perf_counter()
+    caches = fresh_caches(args)  # before torch is imported
+    todo = sizes(args.sizes, args.dry)
+    bench = MLPBench(args)
+    here = environment()
+    here.update(
+        kernelpick=bench.kernelpick.__version__,
+        caches=caches or "warm",
+        settings={
+            "rounds": args.rounds,
+            "rep_ms": args.rep_ms,
+            "dry": args.dry,
+            "fused_gate_up": args.fused_gate_up,
+        },
+    )
+    slug = "dry" if args.dry else device_slug(here["device"])
+    folder = args.out or RESULTS
+    path = folder / f"llama_mlp-{slug}.json"
+    results: dict[str, Any] = {} if args.fresh or not path.exists() else json.loads(path.read_text())
+    runs = results.setdefault("runs", [])
+    runs.append(here)
+    entries = {(e["model"], e["m"]): e for e in results.get("sizes", [])}
+    models = DRY_MODELS if args.dry else MODELS
+
+    def save() -> Path:
+        results["sizes"] = list(entries.values())
+        results["summary"] = summarize(results["sizes"])
+        results["environment"] = here  # this run's: write_result names the file by its device
+        if args.out is None and not args.dry:
+            return write_result("llama_mlp", results)
+        folder.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(results, indent=1, default=str) + "\n")
+        return path
+
+    longest, left = 0.0, []
+    for index, (model, m) in enumerate(todo):
+        elapsed = time.perf_counter() - begun
+        if index and elapsed + longest + RESERVE_S > args.budget_s:
+            left = todo[index:]
+            break
+        started = time.perf_counter()
+        entry = bench.size(model, m, *models[model])
+        entry["run"] = len(runs) - 1
+        entry["wall_s"] = time.perf_counter() - started
+        longest = max(longest, entry["wall_s"])
+        entries[(model, m)] = entry
+        save()  # after every size: a run cut short keeps what it measured
+    results["left"] = [f"{model}:{m}" for model, m in left]
+    written = save()
+    print(f"\nwrote {written} ({time.perf_counter() - begun:.0f} s)")
+    print_table(results["sizes"], results["summary"])
+    if left:
+        print(
+            f"\nnot started within --budget-s {args.budget_s:.0f}: run again with --sizes {','.join(results['left'])}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
