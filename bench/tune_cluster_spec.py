@@ -31,7 +31,8 @@ def gemm_inputs(m: int, n: int, k: int, device: torch.device) -> tuple[torch.Ten
 
 
 def gemm_job(m: int, n: int, k: int) -> Job:
-    return Job(f"mm {m}x{n}x{k}", lambda device: ops.mm(*gemm_inputs(m, n, k, device)))
+    # The FLOPs rank the jobs: on several GPUs the longest are dealt first.
+    return Job(f"mm {m}x{n}x{k}", lambda device: ops.mm(*gemm_inputs(m, n, k, device)), cost=2 * m * n * k)
 
 
 def run_matmul(size: int, device: torch.device) -> torch.Tensor:
@@ -52,11 +53,11 @@ def run_add(length: int, device: torch.device) -> torch.Tensor:
 
 
 def matmul_job(size: int) -> Job:
-    return Job(f"demo matmul {size}", lambda device: run_matmul(size, device))
+    return Job(f"demo matmul {size}", lambda device: run_matmul(size, device), cost=2 * size**3)
 
 
 def add_job(length: int) -> Job:
-    return Job(f"demo add {length}", lambda device: run_add(length, device))
+    return Job(f"demo add {length}", lambda device: run_add(length, device), cost=length)
 
 
 JOBS = [gemm_job(*shape) for shape in SHAPES]

@@ -5,7 +5,9 @@ Two parallel modes, chosen by `KERNELPICK_COMPILE_MODE`:
 - `thread`: Triton's own async compile mode (`triton.runtime._async_compile.AsyncCompileMode`) over a
   thread pool. Triton's code generation holds the GIL; its MLIR/LLVM passes and ptxas do not.
 - `process`: the same compile calls, run in forked children that fill Triton's on-disk cache; the
-  parent then loads each kernel from that cache. Children never touch CUDA.
+  parent then loads each kernel from that cache. Children never touch CUDA. A child compiles a
+  config only once it holds the config's claim (`kernelpick.compile.claims`): the processes of one
+  host that need one binary at once compile it once, the others load it from Triton's cache.
 
 On CPU devices nothing is compiled for real: each config is lowered to TTIR for an explicit GPU
 target, which catches what the compiler would reject (bad block shapes, static asserts, ...).
@@ -29,8 +31,10 @@ from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from kernelpick.compile.claims import ClaimWait, claims_folder, compile_claim
 from kernelpick.compile.target import FALLBACK_TARGET, as_jit_function, specialize
 from kernelpick.compile.unwrap import unwrap
 
@@ -43,6 +47,9 @@ CompileStatus = Literal["ok", "compile_error", "out_of_resources", "crashed", "t
 
 #: How much lower forked compilers run than the process that forked them (`os.nice`).
 COMPILER_NICENESS = 5
+#: Seconds a forked compiler waits for a config another process of the host is compiling, when its
+#: batch has no compile timeout (with one, the timeout ends the wait: the config took too long).
+CLAIM_WAIT_S = 300.0
 #: How often compiling that may be stopped from another thread looks whether it was.
 _STOP_POLL_S = 0.1
 #: Seconds a compile may always take under `patience`, however quick the others were. In the GPU
@@ -231,7 +238,7 @@ def precompile_jobs(
         outcomes = _lower_all(jobs, workers) if jobs else []
     # The forked mode queues job numbers in one pipe buffer (64 KiB): plenty for any real space.
     elif mode == "process" and hasattr(os, "fork") and len(jobs) < 16_000:
-        forked = _ForkedExecutor(workers, timeout_s, _patience.get(), stop)
+        forked = _ForkedExecutor(workers, timeout_s, _patience.get(), stop, claims_folder())
         outcomes = _compile_all(jobs, forked, meanwhile, on_compiled)
         if timings is not None:
             timings.update(forked.timings)
@@ -404,8 +411,10 @@ class _ForkedExecutor(Executor):
         timeout_s: float | None = None,
         patience: Patience | None = None,
         stop: threading.Event | None = None,
+        claims: Path | None = None,
     ) -> None:
         self.workers = workers
+        self.claims = claims  # the compile claims' folder; None: children compile unclaimed
         self.timeout_s = timeout_s
         self.patience = patience
         self.stop = stop
@@ -414,6 +423,7 @@ class _ForkedExecutor(Executor):
         self.on_compiled: Callable[[int], object] | None = None  # with a config index, as each compiles
         self.timings: dict[str, float] = {}  # seconds: compiling in children, loading in the parent
         self.seconds: dict[int, float] = {}  # by job: how long its child spent on it
+        self.waited: dict[int, float] = {}  # by job: seconds its child waited for another process's claim
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
         future: Future[Any] = Future()
@@ -424,6 +434,16 @@ class _ForkedExecutor(Executor):
         started = time.perf_counter()
         reports = self._run_children(meanwhile)
         self.timings["compile_children"] = time.perf_counter() - started
+        if self.waited:
+            # Configs another process of the host was compiling: loaded from its binary, not compiled.
+            self.timings["compile_claimed_elsewhere"] = float(len(self.waited))
+            self.timings["compile_claim_wait"] = sum(self.waited.values())
+            log.debug(
+                "%d of %d configs were compiling in another process: waited %.1f s for them",
+                len(self.waited),
+                len(self.jobs),
+                self.timings["compile_claim_wait"],
+            )
         started = time.perf_counter()
         compiled = []
         for index, (job, future) in enumerate(self.jobs):
@@ -522,6 +542,8 @@ class _ForkedExecutor(Executor):
                             reports[report["index"]] = report
                             child.config = None
                             self.seconds[report["index"]] = time.monotonic() - child.since
+                            if report.get("waited_s"):
+                                self.waited[report["index"]] = report["waited_s"]
                             if report["error"] is None:
                                 compiled_s.append(self.seconds[report["index"]])
                                 if self.on_compiled is not None:
@@ -575,6 +597,16 @@ class _ForkedExecutor(Executor):
         os.close(fd)
         os.waitpid(running.pop(fd).pid, 0)
 
+    def _claim(self, index: int) -> contextlib.AbstractContextManager[ClaimWait]:
+        """The claim on job `index`'s compile, held while the child compiles it: named by Triton's
+        cache key of it, which Triton's `AsyncCompileMode` puts on the job's future as `_key` (a
+        job without one, not Triton's, is compiled unclaimed)."""
+        key = getattr(self.jobs[index][1], "_key", None)
+        if self.claims is None or not isinstance(key, str):
+            return contextlib.nullcontext(ClaimWait(False, 0.0))
+        wait_s = self.timeout_s if self.timeout_s is not None else CLAIM_WAIT_S
+        return compile_claim(self.claims, key, wait_s)
+
     def _child(self, queue: int, write_end: int) -> None:  # pragma: no cover - child only
         code = 0
         try:
@@ -591,11 +623,17 @@ class _ForkedExecutor(Executor):
                     index = int.from_bytes(number, "little")
                     stream.write(json.dumps({"index": index, "started": True}) + "\n")
                     stream.flush()
-                    try:
-                        self.jobs[index][0]()
-                        report: dict[str, Any] = {"index": index, "error": None, "type": None}
-                    except Exception as error:
-                        report = {"index": index, "error": str(error)[:4000], "type": type(error).__name__}
+                    with self._claim(index) as claim:
+                        try:
+                            self.jobs[index][0]()
+                            report: dict[str, Any] = {"index": index, "error": None, "type": None}
+                        except Exception as error:
+                            report = {
+                                "index": index,
+                                "error": str(error)[:4000],
+                                "type": type(error).__name__,
+                            }
+                    report["waited_s"] = claim.waited_s
                     stream.write(json.dumps(report) + "\n")
                     stream.flush()
         except BrokenPipeError:  # the parent is gone (killed, or it gave up on us): nobody to tell

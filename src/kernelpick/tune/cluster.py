@@ -6,16 +6,21 @@ and into Redis when `KERNELPICK_REDIS_URL` is set. What a job stored also comes 
 process, which saves it into its own store, so that the table exported at the end holds every job's
 winner even with no shared store. Finished jobs are written to a journal; a run started again
 skips them.
+
+On several devices, each takes the next job when it is free, and the jobs are dealt longest first
+(`longest_first`), so that the last job to start is a short one: a long job dealt last would keep
+one device busy while the others idle.
 """
 
 from __future__ import annotations
 
 import logging
 import multiprocessing
+import statistics
 import tempfile
 import time
 import traceback
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -139,8 +144,6 @@ def tune_spec(
     started = time.perf_counter()
     spec = load_spec(spec_path, reload=True)  # its kernels new: none remembers a tuning from before
     journal = Journal.for_spec(spec)
-    if not resume:
-        journal.forget()
     runner: _Runner
     if ray_address is not None:
         runner = _RayRunner(spec, ray_address)
@@ -149,10 +152,15 @@ def tune_spec(
     else:
         runner = _LocalRunner(spec)
     try:
-        done = journal.finished()
         model = runner.device_model()
+        last_seconds = journal.seconds(model)  # kept by --fresh too: they rank the jobs
+        if not resume:
+            journal.forget()
+        done = journal.finished()
         run = TuneRun(spec, journal, model)
         todo = [job for job in spec.jobs if (job.name, model) not in done]
+        if runner.parallel:
+            todo = longest_first(todo, last_seconds)
         run.skipped = [job.name for job in spec.jobs if (job.name, model) in done]
         if on_start is not None:
             on_start(len(todo), run.skipped)
@@ -169,8 +177,36 @@ def tune_spec(
     return run
 
 
+def longest_first(jobs: Sequence[Job], seconds: Mapping[str, float]) -> list[Job]:
+    """The jobs in the order a run on several devices deals them: the longest first.
+
+    Each device takes the next job when it is free, so in this order a long job is never left to
+    start last, with the other devices idle until it ends (the longest-processing-time rule).
+
+    Args:
+        jobs: the jobs to run.
+        seconds: how long jobs took when they last ran (`Journal.seconds`), by name.
+
+    Returns:
+        The jobs ordered by their estimated seconds, longest first: the seconds a job last took;
+        else its `cost`, scaled to seconds by the jobs that have both (as it is when none has
+        seconds); else the median of the other jobs' estimates. Equal estimates keep the spec's
+        order, and so does a spec of which nothing is known.
+    """
+    known = {job.name: seconds[job.name] for job in jobs if job.name in seconds}
+    ratios = [known[job.name] / job.cost for job in jobs if job.name in known and job.cost]
+    scale = statistics.median(ratios) if ratios else (None if known else 1.0)
+    estimates = dict(known)
+    for job in jobs:
+        if job.name not in estimates and job.cost is not None and scale is not None:
+            estimates[job.name] = job.cost * scale
+    unknown = statistics.median(estimates.values()) if estimates else 0.0
+    return sorted(jobs, key=lambda job: -estimates.get(job.name, unknown))
+
+
 class _Runner:
     remote = True  # whether jobs store into another process's view of the store
+    parallel = False  # whether jobs run at once on several devices (then dealt longest first)
 
     def device_model(self) -> str:
         raise NotImplementedError
@@ -200,6 +236,8 @@ class _LocalRunner(_Runner):
 
 class _ProcessRunner(_Runner):
     """One process per local GPU, each taking the next job when it is free."""
+
+    parallel = True
 
     def __init__(self, spec: Spec, devices: Sequence[str]) -> None:
         if not torch.cuda.is_available():
@@ -245,6 +283,8 @@ def _device_model() -> str:
 
 class _RayRunner(_Runner):
     """One actor per GPU of the cluster (per CPU when it has none), each taking the next job when free."""
+
+    parallel = True
 
     def __init__(self, spec: Spec, address: str) -> None:
         try:

@@ -10,7 +10,10 @@ on the device it is given::
 
     JOBS = [Job.select(ops.mm, tensor("float16", m, 4096), tensor("float16", 4096, 4096))
             for m in (16, 128, 1024)]
-    JOBS.append(Job("my_kernel n=4096", lambda device: launch_my_kernel(4096, device)))
+    JOBS.append(Job("my_kernel n=4096", lambda device: launch_my_kernel(4096, device), cost=2 * 4096))
+
+A job's `cost` is optional: a number that ranks it against the spec's other jobs (its FLOPs, say).
+Runs on several devices deal the longest jobs first (`kernelpick.tune.cluster.longest_first`).
 
 Tuning results go to the result store as for any call; the job journal only says which jobs are
 done, so that a run started again skips them.
@@ -69,16 +72,28 @@ def tensor(dtype: str | torch.dtype, *size: int) -> TensorSpec:
 
 @dataclass(frozen=True, slots=True)
 class Job:
-    """One tuning: a name (unique in its spec; the journal knows jobs by it) and what to run on a device."""
+    """One tuning: a name (unique in its spec; the journal knows jobs by it), what to run on a device,
+    and optionally its cost: how long it takes against the spec's other jobs, in any unit they share
+    (FLOPs, say), for dealing the longest first when jobs run on several devices."""
 
     name: str
     run: _Runner = field(repr=False)
+    cost: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.cost is not None and not (isinstance(self.cost, (int, float)) and self.cost >= 0):
+            raise ConfigError(
+                f"job {self.name!r}: cost must be a number of 0 or more (its FLOPs, say), got {self.cost!r}"
+            )
 
     @classmethod
-    def select(cls, selector: Any, *inputs: Any, name: str | None = None, **kwargs: Any) -> Job:
+    def select(
+        cls, selector: Any, *inputs: Any, name: str | None = None, cost: float | None = None, **kwargs: Any
+    ) -> Job:
         """A job that tunes `selector` (a `Selector` or `kernelpick.ops` op) for these inputs.
 
-        `inputs` are `tensor(...)` specs, made on the device, and other values, passed as they are.
+        `inputs` are `tensor(...)` specs, made on the device, and other values, passed as they are;
+        `cost` is the job's (see `Job`).
         """
         label = name or f"{getattr(selector, 'name', selector)}({', '.join(map(str, inputs))})"
 
@@ -87,7 +102,7 @@ class Job:
             tune = getattr(selector, "tune", None)
             return tune(*made, **kwargs) if tune is not None else selector(*made, **kwargs)
 
-        return cls(label, run)
+        return cls(label, run, cost)
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,6 +230,17 @@ class Journal:
             if isinstance(entry, dict) and "job" in entry and "device" in entry:
                 entries.append(entry)
         return entries
+
+    def seconds(self, device: str) -> dict[str, float]:
+        """How long each job took when it last ran, finished or not: on this device model where it
+        ran on it, else on any other (a longer job is longer on every GPU)."""
+        found: dict[str, float] = {}
+        here: dict[str, float] = {}
+        for entry in self._entries():
+            seconds = entry.get("seconds")
+            if isinstance(seconds, (int, float)) and seconds > 0:
+                (here if entry.get("device") == device else found)[str(entry["job"])] = float(seconds)
+        return {**found, **here}
 
     def kernels(self, device: str) -> set[str]:
         """The kernels and selectors that finished jobs tuned on this device model."""

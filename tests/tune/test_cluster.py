@@ -1,0 +1,133 @@
+"""tune/cluster.py: on several devices, `kernelpick tune` deals the longest jobs first.
+
+The devices here are threads (a run of `--devices` needs CUDA GPUs): each takes the next job when it
+is free, as the device processes do, and a job lasts `cost` tenths of a second.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from kernelpick.errors import ConfigError
+from kernelpick.tune import cluster
+from kernelpick.tune.cluster import longest_first, tune_spec
+from kernelpick.tune.jobs import Job, JobOutcome, Journal, Spec, load_spec
+
+UNIT_S = 0.1
+
+
+def nothing(device: object) -> None:
+    return None
+
+
+def named(jobs: Sequence[Job]) -> list[str]:
+    return [job.name for job in jobs]
+
+
+def test_jobs_are_ranked_by_their_last_seconds_else_their_cost_scaled_to_seconds() -> None:
+    jobs = [
+        Job("a", nothing, cost=10),
+        Job("b", nothing, cost=40),
+        Job("c", nothing),
+        Job("d", nothing, cost=1),
+    ]
+    # a took 2 s for a cost of 10: b's cost of 40 is 8 s, d's 0.2 s; c took 5 s.
+    assert named(longest_first(jobs, {"a": 2.0, "c": 5.0})) == ["b", "c", "a", "d"]
+    # Nothing run yet: the costs as they are; c counts as the median (10), after a, as in the spec.
+    assert named(longest_first(jobs, {})) == ["b", "a", "c", "d"]
+
+
+def test_a_spec_of_which_nothing_is_known_keeps_its_order() -> None:
+    jobs = [Job(name, nothing) for name in "abcd"]
+    assert named(longest_first(jobs, {})) == ["a", "b", "c", "d"]
+
+
+def test_a_cost_must_be_a_number_of_zero_or_more() -> None:
+    with pytest.raises(ConfigError, match="cost must be a number of 0 or more"):
+        Job("a", nothing, cost=-1)
+
+
+class ThreadDevices(cluster._ProcessRunner):
+    """`--devices` with threads for GPUs; each job sleeps its cost in tenths of a second."""
+
+    def __init__(self, spec: Spec, devices: Sequence[str]) -> None:
+        self.spec = spec
+        self.pools = [ThreadPoolExecutor(1) for _ in devices]
+
+    def device_model(self) -> str:
+        return "test gpu"
+
+
+def fake_run_job(spans: dict[str, tuple[float, float]]) -> object:
+    lock = threading.Lock()
+
+    def run(spec_path: str, job_name: str) -> JobOutcome:
+        started = time.monotonic()
+        job = load_spec(spec_path).job(job_name)
+        time.sleep((job.cost or 1) * UNIT_S)
+        with lock:
+            spans[job_name] = (started, time.monotonic())
+        return JobOutcome(job_name, "test gpu", time.monotonic() - started)
+
+    return run
+
+
+@pytest.fixture
+def uneven_spec(tmp_path: Path) -> Path:
+    spec = tmp_path / "uneven_spec.py"
+    spec.write_text(
+        "from kernelpick.tune.jobs import Job\n"
+        "JOBS = [Job(f'short {i}', print, cost=1) for i in range(6)] + [Job('long', print, cost=4)]\n"
+    )
+    return spec
+
+
+def test_on_two_devices_the_long_job_dealt_last_in_the_spec_starts_first(
+    uneven_spec: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spans: dict[str, tuple[float, float]] = {}
+    monkeypatch.setattr(cluster, "_ProcessRunner", ThreadDevices)
+    monkeypatch.setattr(cluster, "run_job", fake_run_job(spans))
+    run = tune_spec(uneven_spec, devices=["0", "1"])
+    assert sorted(o.job for o in run.outcomes) == sorted([f"short {i}" for i in range(6)] + ["long"])
+    first = min(spans, key=lambda name: spans[name][0])
+    assert first == "long"
+    # In the spec's order the long job would start after the six short ones, at 0.3 s, and end last
+    # at 0.7 s; dealt first, it ends while the other device works through the short ones (0.5 s).
+    assert spans["long"][1] < max(end for _, end in spans.values())
+
+
+def test_a_fresh_run_deals_by_the_seconds_the_last_run_took(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec = tmp_path / "costless_spec.py"
+    spec.write_text("from kernelpick.tune.jobs import Job\nJOBS = [Job(n, print) for n in 'abc']\n")
+    journal = Journal.for_spec(load_spec(spec))
+    for name, seconds in (("a", 1.0), ("b", 3.0), ("c", 2.0)):
+        journal.record(JobOutcome(name, "test gpu", seconds))
+    dealt: list[str] = []
+
+    def record(spec_path: str, job_name: str) -> JobOutcome:
+        dealt.append(job_name)
+        return JobOutcome(job_name, "test gpu", 0.01)
+
+    monkeypatch.setattr(cluster, "_ProcessRunner", ThreadDevices)
+    monkeypatch.setattr(cluster, "run_job", record)
+    tune_spec(spec, devices=["0"], resume=False)
+    assert dealt == ["b", "c", "a"]
+
+
+def test_the_journal_gives_each_jobs_last_seconds_of_this_model_before_another_models(tmp_path: Path) -> None:
+    journal = Journal(tmp_path / "journal.jsonl")
+    journal.record(JobOutcome("a", "H100", 4.0))
+    journal.record(JobOutcome("a", "H200", 3.0))
+    journal.record(JobOutcome("b", "H200", 1.0, error="failed"))  # a failed job's seconds count too
+    journal.record(JobOutcome("a", "H100", 5.0))
+    assert journal.seconds("H100") == {"a": 5.0, "b": 1.0}
+    assert journal.seconds("H200") == {"a": 3.0, "b": 1.0}
