@@ -1,8 +1,9 @@
 """Host time per call: how long the host takes to issue one call in a stream of back-to-back calls.
 
-A call costs its device time or its host time, whichever is larger: a 5 µs kernel behind 20 µs of
-Python and launch overhead runs at 20 µs a call. Device timers leave the host out on purpose, so
-the host's share is measured apart, as a user's program incurs it: the exact callable, called
+A 5 µs kernel behind 20 µs of Python and launch overhead runs at 20 µs a call in a program the host
+bounds. Device timers leave the host out on purpose, so the host's share is measured apart and
+shown beside the device time (it no longer ranks: `TimingSummary.cost_ms` says why), as a user's
+program incurs it: the exact callable, called
 back to back with no synchronization between calls, and the time until the last call returns
 (not until the device finishes) divided by the calls.
 """

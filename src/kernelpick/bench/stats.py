@@ -14,7 +14,7 @@ class TimingSummary:
 
     The figures are device time, taken by the timer named in `timer` ("cudagraph", "profiler",
     "events", "wallclock", "user"). `host_ms`, when measured, is the host time one call takes in a
-    stream of back-to-back calls: a call costs the larger of the two (`cost_ms`).
+    stream of back-to-back calls, shown beside the device time, which alone ranks (`cost_ms`).
     """
 
     median_ms: float
