@@ -10,6 +10,8 @@ import re
 import statistics
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -90,3 +92,15 @@ def run_role(
 
 def median(values: list[float]) -> float:
     return statistics.median(values)
+
+
+def wall_clock_ms(fn: Callable[[], Any], runs: int = 3) -> float:
+    """A CPU's stand-in for a device timer (smoke tests, --dry): the median of `runs` wall-clock runs
+    of `fn` in ms, after one untimed run."""
+    fn()
+    samples = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        fn()
+        samples.append((time.perf_counter() - start) * 1e3)
+    return statistics.median(samples)

@@ -58,7 +58,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import RESULTS, device_slug, environment, write_result
+from common import RESULTS, device_slug, environment, wall_clock_ms, write_result
 from gemm_suite import Suite, fresh_caches, geomean
 
 #: (hidden, intermediate) of the Llama-3 MLPs.
@@ -128,15 +128,8 @@ def sizes(spec: str, dry: bool) -> list[tuple[str, int]]:
 
 
 def cpu_ms(fn: Callable[[], Any], warmup: int = 0, rep: int = 0, return_mode: str = "median") -> float:
-    """--dry's stand-in for `triton.testing.do_bench` (same arguments): the median of 3 wall-clock
-    runs in ms, after one."""
-    fn()
-    samples = []
-    for _ in range(3):
-        start = time.perf_counter()
-        fn()
-        samples.append((time.perf_counter() - start) * 1e3)
-    return statistics.median(samples)
+    """--dry's stand-in for `triton.testing.do_bench` (same arguments): `common.wall_clock_ms`."""
+    return wall_clock_ms(fn)
 
 
 class MLPBench(Suite):

@@ -260,14 +260,7 @@ def role_truth(plan_path: str) -> dict[str, Any]:
         def time_ms(fn: Callable[[], Any]) -> float:
             return float(triton.testing.do_bench(fn, warmup=25, rep=50, return_mode="median"))
     else:  # the smoke test only: the interpreter has no device timer
-
-        def time_ms(fn: Callable[[], Any]) -> float:
-            samples = []
-            for _ in range(3):
-                start = time.perf_counter()
-                fn()
-                samples.append((time.perf_counter() - start) * 1e3)
-            return statistics.median(samples)
+        from common import wall_clock_ms as time_ms
 
     found: dict[str, Any] = {}
     for name, problem in plan["problems"].items():
