@@ -17,8 +17,9 @@ $(STAMP): pyproject.toml
 	$(SAY) "[1/3] a virtual environment in $(VENV)"
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@$(BIN)/python -m pip install -q --upgrade pip
-	$(SAY) "[2/3] torch, a CPU build (a large download, unless $(VENV) has it already)"
-	@# A CPU build of torch: without a pin pip would pull a multi-GB CUDA build.
+	$(SAY) "[2/3] torch 2.13.0 (a large download, unless $(VENV) has it already)"
+	@# Pinned. Where pip is configured with a local CPU wheel (as CI's machines are) that is what it
+	@# installs; from PyPI alone, Linux gets the default build, which bundles CUDA (several GB).
 	@$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install --progress-bar on torch==2.13.0
 	$(SAY) "[3/3] kernelpick and what it needs: triton (a large download), numpy, jinja2, rich"
 	@$(BIN)/python -m pip install --progress-bar on -e .
