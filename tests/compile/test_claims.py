@@ -23,9 +23,9 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 from triton.runtime.cache import get_cache_key
 
-from kernelpick.compile import precompile as precompile_module
+from kernelpick.compile import forked as forked_module
 from kernelpick.compile.claims import CLAIMS_FOLDER, claims_folder, compile_claim
-from kernelpick.compile.precompile import _ForkedExecutor
+from kernelpick.compile.forked import _ForkedExecutor
 
 TARGET = GPUTarget("cuda", 90, 32)  # an H100's binaries, compiled on this CPU
 BLOCKS = (64, 128, 256)
@@ -172,7 +172,7 @@ def test_a_forked_compiler_whose_claim_wait_runs_out_compiles_the_config_itself(
         args=(str(claims_folder()), executor.jobs[0][1]._key, held),  # type: ignore[attr-defined]
     )
     holder.start()
-    monkeypatch.setattr(precompile_module, "CLAIM_WAIT_S", 0.5)
+    monkeypatch.setattr(forked_module, "CLAIM_WAIT_S", 0.5)
     try:
         assert held.wait(10)
         started = time.monotonic()

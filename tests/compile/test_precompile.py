@@ -9,14 +9,16 @@ import torch
 import triton
 import triton.language as tl
 
-from kernelpick.compile.precompile import (
+from kernelpick.compile.forked import (
     ChildCompileError,
-    CompileJob,
     CompilerCrashed,
     CompileStopped,
     OutOfResources,
     Patience,
     _ForkedExecutor,
+)
+from kernelpick.compile.precompile import (
+    CompileJob,
     _patience,
     classify,
     current_patience,

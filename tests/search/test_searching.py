@@ -82,7 +82,8 @@ def test_a_space_is_tuned_over_its_configs_that_pass_the_constraint() -> None:
 
 def test_a_search_compiles_with_patience_and_does_not_store_a_skipped_config(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     from kernelpick.bench.result import BenchmarkResult
-    from kernelpick.compile.precompile import Patience, _patience
+    from kernelpick.compile.forked import Patience
+    from kernelpick.compile.precompile import _patience
 
     store = MemoryStore()
     kernel = kernelpick.autotune(SPACE, key=["n"], search="random", store=store)(add_kernel)

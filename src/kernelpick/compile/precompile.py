@@ -15,26 +15,25 @@ target, which catches what the compiler would reject (bad block shapes, static a
 
 from __future__ import annotations
 
-import contextlib
-import json
 import logging
 import os
-import selectors
-import signal
-import statistics
 import threading
 import time
-import traceback
-import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from kernelpick.compile.claims import ClaimWait, claims_folder, compile_claim
+from kernelpick.compile.claims import claims_folder
+from kernelpick.compile.forked import (
+    CompilerCrashed,
+    CompileSkipped,
+    CompileTimeout,
+    Patience,
+    _ForkedExecutor,
+)
 from kernelpick.compile.target import FALLBACK_TARGET, as_jit_function, specialize
 from kernelpick.compile.unwrap import unwrap
 
@@ -44,40 +43,6 @@ if TYPE_CHECKING:  # a runtime import would be circular: kernelpick.tune imports
 log = logging.getLogger("kernelpick.compile")
 
 CompileStatus = Literal["ok", "compile_error", "out_of_resources", "crashed", "timeout", "skipped"]
-
-#: How much lower forked compilers run than the process that forked them (`os.nice`).
-COMPILER_NICENESS = 5
-#: Seconds a forked compiler waits for a config another process of the host is compiling, when its
-#: batch has no compile timeout (with one, the timeout ends the wait: the config took too long).
-CLAIM_WAIT_S = 300.0
-#: How often compiling that may be stopped from another thread looks whether it was.
-_STOP_POLL_S = 0.1
-#: Seconds a compile may always take under `patience`, however quick the others were. In the GPU
-#: searches of docs/benchmarks.md, every batch of 16 compilers that took over 8 s held a 2-warp tile
-#: of 128x128 or more (timed at 20x the best and worse); the batches without one took 5.8 s at most
-#: (`strategies.batch_seconds` in bench/results/search-*-before-floor.json).
-PATIENCE_FLOOR_S = 8.0
-
-
-@dataclass(frozen=True, slots=True)
-class Patience:
-    """How long a batch of compiles waits for its stragglers: once half of the batch has compiled, a
-    config still compiling after `factor` times their median (and at least `floor_s`) is given up.
-
-    A search sets it: one config that takes minutes to compile (a huge tile spilling registers)
-    would otherwise hold up every later proposal: on an H100 one search waited 200 s for its second
-    batch (docs/benchmarks.md).
-    """
-
-    factor: float
-    floor_s: float = PATIENCE_FLOOR_S
-
-    def limit_s(self, compiled_s: Sequence[float], jobs: int) -> float | None:
-        """Seconds a config may compile for, given the compile times of those done so far."""
-        if not compiled_s or 2 * len(compiled_s) < jobs:
-            return None
-        return max(self.floor_s, self.factor * statistics.median(compiled_s))
-
 
 _patience: ContextVar[Patience | None] = ContextVar("kernelpick_compile_patience", default=None)
 
@@ -362,283 +327,3 @@ def _compile_all(
                 continue
             outcomes[index] = CompileOutcome("ok", "", seconds.get(index))
     return [o if o is not None else CompileOutcome("compile_error", "not compiled") for o in outcomes]
-
-
-class ChildCompileError(Exception):
-    """A compile that failed in a forked child; the message carries the child's exception."""
-
-
-class OutOfResources(ChildCompileError):
-    """Named like Triton's error so that `classify` maps it the same way."""
-
-
-class CompilerCrashed(ChildCompileError):
-    """The forked child compiling a config died before reporting on it; `classify` maps it to crashed."""
-
-
-class CompileTimeout(ChildCompileError):
-    """A config compiled for longer than the compile timeout; its compiler was killed."""
-
-
-class CompileSkipped(CompileTimeout):
-    """A config compiled far longer than the rest of its batch (`Patience`); its compiler was killed."""
-
-
-class CompileStopped(Exception):
-    """Compiling was stopped from another thread (the tuning was interrupted); the compilers were killed."""
-
-
-@dataclass(slots=True)
-class _Child:
-    """A forked compiler: its process, unread output, and the config it is compiling since when."""
-
-    pid: int
-    pending: bytes = b""
-    config: int | None = None
-    since: float = 0.0
-
-
-class _ForkedExecutor(Executor):
-    """Collects Triton's compile calls, runs them in forked children, then loads the results.
-
-    A child that dies (a crash inside LLVM or ptxas) takes only its own configs down: they are
-    reported as crashed, and the parent never runs them.
-    """
-
-    def __init__(
-        self,
-        workers: int,
-        timeout_s: float | None = None,
-        patience: Patience | None = None,
-        stop: threading.Event | None = None,
-        claims: Path | None = None,
-    ) -> None:
-        self.workers = workers
-        self.claims = claims  # the compile claims' folder; None: children compile unclaimed
-        self.timeout_s = timeout_s
-        self.patience = patience
-        self.stop = stop
-        self.jobs: list[tuple[Callable[[], Any], Future[Any]]] = []
-        self.configs: list[int] = []  # the config index of each job
-        self.on_compiled: Callable[[int], object] | None = None  # with a config index, as each compiles
-        self.timings: dict[str, float] = {}  # seconds: compiling in children, loading in the parent
-        self.seconds: dict[int, float] = {}  # by job: how long its child spent on it
-        self.waited: dict[int, float] = {}  # by job: seconds its child waited for another process's claim
-
-    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
-        future: Future[Any] = Future()
-        self.jobs.append((lambda: fn(*args, **kwargs), future))
-        return future
-
-    def run(self, meanwhile: Callable[[], object] | None = None) -> None:
-        started = time.perf_counter()
-        reports = self._run_children(meanwhile)
-        self.timings["compile_children"] = time.perf_counter() - started
-        if self.waited:
-            # Configs another process of the host was compiling: loaded from its binary, not compiled.
-            self.timings["compile_claimed_elsewhere"] = float(len(self.waited))
-            self.timings["compile_claim_wait"] = sum(self.waited.values())
-            log.debug(
-                "%d of %d configs were compiling in another process: waited %.1f s for them",
-                len(self.waited),
-                len(self.jobs),
-                self.timings["compile_claim_wait"],
-            )
-        started = time.perf_counter()
-        compiled = []
-        for index, (job, future) in enumerate(self.jobs):
-            report = reports.get(index)
-            if report is None:
-                future.set_exception(
-                    CompilerCrashed("the compiler process crashed while compiling this config")
-                )
-            elif report["error"] is not None:
-                kind = {
-                    "OutOfResources": OutOfResources,
-                    "CompileTimeout": CompileTimeout,
-                    "CompileSkipped": CompileSkipped,
-                }.get(report["type"], ChildCompileError)
-                message = (
-                    report["error"]
-                    if issubclass(kind, CompileTimeout)
-                    else f"{report['type']}: {report['error']}"
-                )
-                future.set_exception(kind(message))
-            else:
-                compiled.append((job, future))
-
-        def load(job: Callable[[], Any]) -> tuple[Any, BaseException | None]:
-            try:
-                return job(), None  # a hit in Triton's cache, filled by the child
-            except Exception as error:
-                return None, error
-
-        # Loading is mostly file reads: a few threads overlap them.
-        with ThreadPoolExecutor(max_workers=max(1, min(8, len(compiled)))) as pool:
-            loaded = list(pool.map(load, [job for job, _ in compiled]))
-        for (_, future), (kernel, error) in zip(compiled, loaded):
-            if error is None:
-                future.set_result(kernel)
-            else:
-                future.set_exception(error)
-        self.timings["compile_load"] = time.perf_counter() - started
-
-    def _run_children(self, meanwhile: Callable[[], object] | None) -> dict[int, dict[str, Any]]:
-        count = min(self.workers, len(self.jobs))
-        # Children take job numbers from a shared pipe, one at a time, so that a child that drew
-        # quick configs goes on to the next instead of idling while another works through slow ones.
-        queue_read, queue_write = os.pipe()
-        os.write(queue_write, b"".join(index.to_bytes(4, "little") for index in range(len(self.jobs))))
-        os.close(queue_write)
-        children = []
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", DeprecationWarning)  # fork() with threads: children run no CUDA
-            for _ in range(count):
-                read_end, write_end = os.pipe()
-                pid = os.fork()
-                if pid == 0:  # pragma: no cover - runs in the child
-                    os.close(read_end)
-                    self._child(queue_read, write_end)
-                os.close(write_end)
-                children.append((pid, read_end))
-        os.close(queue_read)
-        if meanwhile is not None:
-            meanwhile()  # while the children compile
-        return self._collect(children)
-
-    def _collect(self, children: list[tuple[int, int]]) -> dict[int, dict[str, Any]]:
-        """Read every child's reports; kill a child whose current config outlives `timeout_s`, or
-        the limit `patience` sets."""
-        reports: dict[int, dict[str, Any]] = {}
-        compiled_s: list[float] = []  # how long each config that compiled took
-        watch = selectors.DefaultSelector()
-        running: dict[int, _Child] = {}  # by read end
-        for pid, read_end in children:
-            watch.register(read_end, selectors.EVENT_READ)
-            running[read_end] = _Child(pid)
-        limit = self._limit(compiled_s)
-        try:
-            while running:
-                if self.stop is not None and self.stop.is_set():
-                    raise CompileStopped("compiling was stopped; the compilers were killed")
-                busy = [child.since for child in running.values() if child.config is not None]
-                wait = (
-                    None if limit is None or not busy else max(0.0, min(busy) + limit[0] - time.monotonic())
-                )
-                if self.stop is not None:  # looked at again this often
-                    wait = _STOP_POLL_S if wait is None else min(wait, _STOP_POLL_S)
-                for key, _ in watch.select(wait):
-                    child = running[key.fd]
-                    chunk = os.read(key.fd, 65536)
-                    if not chunk:  # the child is done (or died)
-                        self._forget(watch, running, key.fd)
-                        continue
-                    *lines, child.pending = (child.pending + chunk).split(b"\n")
-                    for line in lines:
-                        report = json.loads(line)
-                        if report.get("started"):
-                            child.config, child.since = report["index"], time.monotonic()
-                        else:
-                            reports[report["index"]] = report
-                            child.config = None
-                            self.seconds[report["index"]] = time.monotonic() - child.since
-                            if report.get("waited_s"):
-                                self.waited[report["index"]] = report["waited_s"]
-                            if report["error"] is None:
-                                compiled_s.append(self.seconds[report["index"]])
-                                if self.on_compiled is not None:
-                                    self.on_compiled(self.configs[report["index"]])
-                limit = self._limit(compiled_s)
-                if limit is None:
-                    continue
-                seconds, kind, error = limit
-                for fd, child in list(running.items()):
-                    if child.config is not None and time.monotonic() - child.since > seconds:
-                        os.kill(child.pid, signal.SIGKILL)
-                        self.seconds[child.config] = time.monotonic() - child.since
-                        reports[child.config] = {"index": child.config, "error": error, "type": kind}
-                        self._forget(watch, running, fd)
-        except BaseException:  # interrupted (Ctrl-C, or `stop` from another thread): their work is not wanted
-            for fd, child in list(running.items()):
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(child.pid, signal.SIGKILL)
-                self._forget(watch, running, fd)
-            raise
-        return reports
-
-    def seconds_by_config(self) -> dict[int, float]:
-        """How long a child spent on each config it was given (by config index), once `run` is done."""
-        return {self.configs[job]: seconds for job, seconds in self.seconds.items()}
-
-    def _limit(self, compiled_s: Sequence[float]) -> tuple[float, str, str] | None:
-        """How long the config in flight may compile, with the report of one that outlives it: the
-        patience's limit when it is the nearer (`CompileSkipped`), else the timeout's (None: none)."""
-        if self.patience is not None:
-            straggler = self.patience.limit_s(compiled_s, len(self.jobs))
-            if straggler is not None and (self.timeout_s is None or straggler < self.timeout_s):
-                return (
-                    straggler,
-                    "CompileSkipped",
-                    f"compiling took over {straggler:.0f} s, {self.patience.factor:g}x the median of the "
-                    f"{len(compiled_s)} configs compiled beside it; the search went on without it "
-                    "(KERNELPICK_SEARCH_PATIENCE)",
-                )
-        if self.timeout_s is None:
-            return None
-        return (
-            self.timeout_s,
-            "CompileTimeout",
-            f"compiling took over {self.timeout_s:g} s; the compiler was killed",
-        )
-
-    @staticmethod
-    def _forget(watch: selectors.BaseSelector, running: dict[int, _Child], fd: int) -> None:
-        watch.unregister(fd)
-        os.close(fd)
-        os.waitpid(running.pop(fd).pid, 0)
-
-    def _claim(self, index: int) -> contextlib.AbstractContextManager[ClaimWait]:
-        """The claim on job `index`'s compile, held while the child compiles it: named by Triton's
-        cache key of it, which Triton's `AsyncCompileMode` puts on the job's future as `_key` (a
-        job without one, not Triton's, is compiled unclaimed)."""
-        key = getattr(self.jobs[index][1], "_key", None)
-        if self.claims is None or not isinstance(key, str):
-            return contextlib.nullcontext(ClaimWait(False, 0.0))
-        wait_s = self.timeout_s if self.timeout_s is not None else CLAIM_WAIT_S
-        return compile_claim(self.claims, key, wait_s)
-
-    def _child(self, queue: int, write_end: int) -> None:  # pragma: no cover - child only
-        code = 0
-        try:
-            # Ctrl-C reaches the whole foreground process group: the parent decides, and kills the
-            # compilers when it stops; a SIGTERM handler of the tuning's is the parent's alone.
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-            # Compilers fill every core; what waits on them must not wait for a core as well: the
-            # worker processes importing torch as they start, the parent feeding configs to them.
-            os.nice(COMPILER_NICENESS)
-            with os.fdopen(write_end, "w") as stream:
-                # Reads of 4 bytes from a pipe are atomic: each job number goes to exactly one child.
-                while len(number := os.read(queue, 4)) == 4:
-                    index = int.from_bytes(number, "little")
-                    stream.write(json.dumps({"index": index, "started": True}) + "\n")
-                    stream.flush()
-                    with self._claim(index) as claim:
-                        try:
-                            self.jobs[index][0]()
-                            report: dict[str, Any] = {"index": index, "error": None, "type": None}
-                        except Exception as error:
-                            report = {
-                                "index": index,
-                                "error": str(error)[:4000],
-                                "type": type(error).__name__,
-                            }
-                    report["waited_s"] = claim.waited_s
-                    stream.write(json.dumps(report) + "\n")
-                    stream.flush()
-        except BrokenPipeError:  # the parent is gone (killed, or it gave up on us): nobody to tell
-            code = 1
-        except BaseException:
-            traceback.print_exc()
-            code = 1
-        os._exit(code)
