@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 import torch
 
@@ -44,6 +46,25 @@ def test_bad_schemas_and_missing_annotations_say_what_to_do() -> None:
 
     with pytest.raises(OperatorError, match=r"cannot infer a schema.*Annotate every parameter"):
         schema.base_schema("t::g", bare, None)
+
+
+def test_a_callable_without_annotations_to_read_says_to_pass_a_schema_or_wrap_it() -> None:
+    # a partial has a signature but no annotations or globals for torch.library.infer_schema
+    partial = functools.partial(annotated, n=3)
+    with pytest.raises(
+        OperatorError, match=r"from a partial object, which is not a Python function.*schema="
+    ):
+        schema.base_schema("t::g", partial, None)
+    assert schema.base_schema("t::g", partial, "(Tensor x) -> Tensor") == "(Tensor x) -> Tensor"
+
+
+def test_an_operator_of_a_builtin_is_refused_with_a_function_to_write() -> None:
+    import kernelpick
+
+    with pytest.raises(OperatorError, match=r"`torch.add` has no Python signature.*def add\(x: torch.Tensor"):
+        kernelpick.op("t::builtin_add", torch.add)
+    with pytest.raises(OperatorError, match=r"`torch.add` has no Python signature"):
+        kernelpick.op("t::builtin_add", torch.add, schema="(Tensor x, Tensor y) -> Tensor")
 
 
 def test_bind_applies_defaults_and_reports_misfits() -> None:

@@ -14,6 +14,7 @@ dispatcher would: a few hundred nanoseconds instead of the dispatcher's tens of 
 from __future__ import annotations
 
 import functools
+import inspect
 import logging
 import threading
 from collections.abc import Callable, Iterable, Sequence
@@ -148,6 +149,14 @@ class Operator:
                 f"op `{name}`: kernelpick.op takes a function that launches kernels, got selector "
                 f"`{fn.name}`; a selector becomes an operator with selector.as_op({name!r}, fake=...)"
             )
+        try:  # each call binds its arguments to the function's parameters
+            inspect.signature(fn)
+        except (TypeError, ValueError):
+            raise OperatorError(
+                f"op `{name}`: {schemas.described(fn)} has no Python signature (a builtin?): kernelpick.op "
+                "wraps a Python function that launches kernels; write one that calls it, e.g. "
+                "def add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor: return torch.add(x, y)"
+            ) from None
         self.name = name
         self.fn = fn
         self._namespace, self._opname = name.split("::")

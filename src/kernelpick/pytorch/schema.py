@@ -36,6 +36,14 @@ def base_schema(op_name: str, fn: Callable[..., Any], schema: str | None) -> str
     if schema is not None:
         parse(op_name, schema)
         return schema
+    if not inspect.isfunction(inspect.unwrap(fn)):
+        # torch.library.infer_schema reads a Python function's annotations and globals: a builtin
+        # (`torch.add`), a functools.partial or a callable object has neither
+        raise OperatorError(
+            f"op `{op_name}`: cannot infer a schema from {described(fn)}, which is not a Python function "
+            "with annotations: pass schema='(Tensor x, Tensor y) -> Tensor' (its arguments and result), or "
+            "wrap it in an annotated function (def add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor)"
+        )
     try:
         return str(torch.library.infer_schema(fn, mutates_args=()))
     except (ValueError, TypeError) as error:
@@ -44,6 +52,16 @@ def base_schema(op_name: str, fn: Callable[..., Any], schema: str | None) -> str
             "Annotate every parameter and the return value (torch.Tensor, int, float, bool, list[torch.Tensor], "
             "...), or pass schema='(Tensor x, int n) -> Tensor'"
         ) from None
+
+
+def described(fn: Any) -> str:
+    """How an error names the callable `fn`: `module.name`, or the kind of object it is."""
+    builtin = inspect.isbuiltin(fn)
+    name = getattr(fn, "__name__" if builtin else "__qualname__", None) or getattr(fn, "__name__", None)
+    module = getattr(fn, "__module__", None)
+    if name is None:
+        return f"a {type(fn).__name__} object"
+    return f"`{module}.{name}`" if module else f"`{name}`"
 
 
 def declared_mutations(op_name: str, schema: str) -> tuple[str, ...]:
