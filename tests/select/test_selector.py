@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -360,6 +361,26 @@ def test_a_meta_tensor_is_named_by_position_or_keyword() -> None:
     )
     with pytest.raises(ArgumentError, match=r"^keyword argument `b` of selector `scale` is a meta tensor"):
         selector.tune(torch.randn(8), b=torch.empty(8, device="meta"))
+
+
+def test_a_fake_tensor_is_refused_with_the_operator_to_use_instead() -> None:
+    # as FakeTensorMode (or torch.export's tracing) hands a bare selector call: nothing is measured
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    def scaled(a: torch.Tensor) -> torch.Tensor:
+        return a * 2
+
+    selector = Selector("ops.scale", [extern(scaled), extern(lambda a: a + a, name="added")])
+    with warnings.catch_warnings(), FakeTensorMode():
+        warnings.simplefilter("ignore")  # torch's, about the key reading a fake tensor's data pointer
+        fake = torch.randn(8)
+        with pytest.raises(ArgumentError) as raised:
+            selector(fake)
+    assert str(raised.value).startswith(
+        "input 0 of selector `ops.scale` is a fake tensor (a float32 FakeTensor"
+    )
+    assert "selector.as_op('namespace::ops_scale')" in str(raised.value)
+    assert selector.records == {}
 
 
 def test_two_different_choices_with_one_name_are_refused() -> None:

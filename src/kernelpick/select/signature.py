@@ -27,14 +27,11 @@ def value_key(value: Any) -> Any:
     storage starts misaligned is told apart from one with the same offset into an aligned storage.
     """
     if isinstance(value, _Tensor):
-        return (
-            value.dtype,
-            value.shape,
-            value.stride(),
-            value.storage_offset(),
-            not value.data_ptr() & 15,
-            value.device,
-        )
+        try:
+            aligned = not value.data_ptr() & 15
+        except RuntimeError:  # a tensor without data (one day a fake tensor): `check_measurable` says so
+            aligned = True
+        return (value.dtype, value.shape, value.stride(), value.storage_offset(), aligned, value.device)
     return value
 
 
@@ -126,12 +123,14 @@ def _hashable(value: Any) -> bool:
 
 
 def check_measurable(selector: str, inputs: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
-    """Refuse, by position or keyword, a meta tensor among a selector's inputs: choices are measured
-    (and the winner called) on tensors with data.
+    """Refuse, by position or keyword, a meta or fake tensor among a selector's inputs: choices are
+    measured (and the winner called) on tensors with data.
 
     Raises:
         ArgumentError: the message names the input and describes it.
     """
+    from torch._subclasses.fake_tensor import is_fake
+
     named = [(f"input {i}", v) for i, v in enumerate(inputs)]
     named += [(f"keyword argument `{k}`", v) for k, v in kwargs.items()]
     for where, value in named:
@@ -139,6 +138,14 @@ def check_measurable(selector: str, inputs: Sequence[Any], kwargs: Mapping[str, 
             raise ArgumentError(
                 f"{where} of selector `{selector}` is a meta tensor ({describe_value(value)}): a "
                 "selector measures its choices on tensors with data; pass tensors on a GPU or the CPU"
+            )
+        if isinstance(value, _Tensor) and is_fake(value):
+            raise ArgumentError(
+                f"{where} of selector `{selector}` is a fake tensor ({describe_value(value)}), as "
+                "torch.compile, torch.export and FakeTensorMode trace with: a selector measures its "
+                "choices on tensors with data; in a traced program call it as an operator, "
+                f"selector.as_op('namespace::{selector.replace('.', '_')}'), which selects when the "
+                "program runs"
             )
 
 
