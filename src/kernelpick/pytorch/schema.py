@@ -10,6 +10,7 @@ from typing import Any
 import torch
 
 from kernelpick.errors import OperatorError
+from kernelpick.select.choice import qualified_name
 
 
 def parse(op_name: str, schema: str) -> Any:
@@ -55,13 +56,11 @@ def base_schema(op_name: str, fn: Callable[..., Any], schema: str | None) -> str
 
 
 def described(fn: Any) -> str:
-    """How an error names the callable `fn`: `module.name`, or the kind of object it is."""
-    builtin = inspect.isbuiltin(fn)
-    name = getattr(fn, "__name__" if builtin else "__qualname__", None) or getattr(fn, "__name__", None)
-    module = getattr(fn, "__module__", None)
-    if name is None:
+    """How an error names the callable `fn`: as the store names a library function (`torch.add`), or,
+    for an object without a name of its own (a partial, a callable instance), by its kind."""
+    if getattr(fn, "__name__", None) is None:
         return f"a {type(fn).__name__} object"
-    return f"`{module}.{name}`" if module else f"`{name}`"
+    return f"`{qualified_name(fn)}`"
 
 
 def declared_mutations(op_name: str, schema: str) -> tuple[str, ...]:
