@@ -257,18 +257,8 @@ class Suite:
         tune_s, out = self.first_call_seconds(lambda: ops.mm(a, b))
         record = ops.selector("mm").last_selection
         expected = torch.mm(a, b)
-        entry["kernelpick"] = {
-            "tuning_s": tune_s,
-            "choice": record.best,
-            "choices": len(record.results),
-            "failed": {
-                r.name: f"{r.result.status}: {r.result.message[:200]}"
-                for r in record.results
-                if not r.result.ok
-            },
-            "max_abs_error_vs_torch": float((out.float() - expected.float()).abs().max()),
-            "record": record.to_dict(),
-        }
+        entry["kernelpick"] = selection_entry(tune_s, record)
+        entry["kernelpick"]["max_abs_error_vs_torch"] = float((out.float() - expected.float()).abs().max())
         print(f"[{m}x{n}x{k}] compiling torch.compile max-autotune ...", flush=True)
         inductor_fn, inductor_s, inductor_status = self.inductor(lambda x, y: torch.mm(x, y), a, b)
         entry["inductor"] = {"compile_s": inductor_s, "status": inductor_status}
@@ -558,6 +548,20 @@ def epilogue_only(suite: Suite, shapes: list[tuple[int, int, int]], caches: dict
         print(f"{e['m']:>5} {e['n']:>6} {e['k']:>6} | {fused}")
     print(f"\nwrote {path}\n{summary}")
     return 0
+
+
+def selection_entry(tuning_s: float, record: Any) -> dict[str, Any]:
+    """What a suite keeps of a selection (a `SelectionRecord`): its tuning time, its pick, how many
+    choices it had, why each that failed did, and the whole record."""
+    return {
+        "tuning_s": tuning_s,
+        "choice": record.best,
+        "choices": len(record.results),
+        "failed": {
+            r.name: f"{r.result.status}: {r.result.message[:200]}" for r in record.results if not r.result.ok
+        },
+        "record": record.to_dict(),
+    }
 
 
 def main() -> int:

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gemm_suite import NK_PAIRS, NOISE_LIMIT, Suite, fresh_caches, geomean
+from gemm_suite import NK_PAIRS, NOISE_LIMIT, Suite, fresh_caches, geomean, selection_entry
 
 M_VALUES = (1, 16, 128, 2048)
 SHAPES = [(m, n, k) for m in M_VALUES for n, k in NK_PAIRS]
@@ -126,18 +126,8 @@ class ScaledSuite(Suite):
         ).last_selection
         expected = torch_call().float()
         rms = float(expected.pow(2).mean().sqrt()) or 1.0
-        entry["kernelpick"] = {
-            "tuning_s": tune_s,
-            "choice": record.best,
-            "choices": len(record.results),
-            "failed": {
-                r.name: f"{r.result.status}: {r.result.message[:200]}"
-                for r in record.results
-                if not r.result.ok
-            },
-            "max_error_vs_torch_over_rms": float((out.float() - expected).abs().max()) / rms,
-            "record": record.to_dict(),
-        }
+        entry["kernelpick"] = selection_entry(tune_s, record)
+        entry["kernelpick"]["max_error_vs_torch_over_rms"] = float((out.float() - expected).abs().max()) / rms
         print(f"[{m}x{n}x{k} {entry['variant']}] compiling torch.compile max-autotune ...", flush=True)
 
         def expression(a: Any, b: Any, scale_a: Any, scale_b: Any, bias: Any) -> Any:
