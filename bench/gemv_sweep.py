@@ -11,8 +11,8 @@ smaller grid around the wide grid's M = 1 leaders (up to 8192 along K and 32 war
 gemv_sweep-narrow-<device>.json.
 
 The committed H100 file's run (2026-11-26) also varied two knobs the template had then: EVICT (B read
-with eviction_policy="evict_first", A with "evict_last": faster in every leader, 6-17 % over the
-fastest without it, so the GEMV form now always does it) and A_ROW (a row of A read as a BLOCK_K x 1
+with eviction_policy="evict_first", A with "evict_last": in every leader; the fastest config without
+it ran 4-12 % slower, so the GEMV form now always does it) and A_ROW (a row of A read as a BLOCK_K x 1
 column instead of a tile of B's shape: no difference beyond 1.4 %, dropped).
 
 Writes bench/results/gemv_sweep-<device>.json (date, versions, every config's time, the re-timed

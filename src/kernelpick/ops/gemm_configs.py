@@ -86,7 +86,7 @@ GEMV_MAX_M = 4
 #: step, from one to eight rows of W a program, 2048 or 4096 along K. Measured, not guessed: of up to
 #: 880 configs a shape (1 to 32 rows, BLOCK_K 256 to 8192, 2 to 32 warps, stages, split-K;
 #: bench/gemv_sweep.py on an H100, bench/results/gemv_sweep[-narrow]-h100.json), these four hold the
-#: fastest within 0.1 % on all six Llama (N, K) pairs; the earlier 8x512 tiles ran 6-17 % slower.
+#: fastest within 0.1 % on all six Llama (N, K) pairs; the earlier space's pick ran 8-20 % slower.
 GEMV_ONE_ROW: tuple[tuple[int, int, int], ...] = (
     (1, 2048, 8),
     (2, 2048, 16),

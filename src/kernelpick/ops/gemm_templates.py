@@ -187,8 +187,8 @@ SKINNY_SOURCE = (
 {% set dot = BLOCK_M >= 16 %}
 {% set along_k = stride_hint("B", d) == 1 and stride_hint("B", d + 1) != 1 %}
 {% set unrolled = BLOCK_M if rows > BLOCK_M else rows %}
-{# the GEMV form streams B, read once, past the caches and keeps A, read by every program: 6-17 %
-   faster on an H100 at M = 1 and 4 (bench/results/gemv_sweep-h100.json) #}
+{# the GEMV form streams B, read once, past the caches and keeps A, read by every program: the
+   fastest config without it ran 4-12 % slower on an H100 at M = 1 and 4 (bench/results/gemv_sweep-h100.json) #}
 {% set b_policy = ', eviction_policy="evict_first"' %}
 {% set a_policy = ', eviction_policy="evict_last"' %}
 {# each of a tile's SPLIT_K programs sums its own K_SPLIT of K, a multiple of BLOCK_K #}
