@@ -17,6 +17,13 @@ host work, so this is the host cost of a call. Variants take turns sample by sam
 
   no kernel (also on CPU): the same three ways of calling functions that allocate (or write in
     place) without launching anything: the wrapper's own cost, free of launch-time noise.
+  selection (also on CPU): a `Selector` of two externs (`torch.add`, a closure) as an operator
+    (`selector.as_op`), what a compiled program calls for `kernelpick.ops.mm` and the like:
+    direct        torch.add itself
+    selector      the selector's eager hot path
+    torch.ops     its operator through PyTorch's dispatcher (kernelpick's registration)
+    custom_op     the same selector registered with `torch.library.custom_op` (how kernelpick
+                  registered selections before 2026-11-26), for comparison in the same run
 
 Without a GPU only the no-kernel variants run (Triton's interpreter would dwarf everything). Writes bench/results/op_overhead-<device>.json and
 prints a table last.
@@ -110,7 +117,25 @@ def build(device: str) -> dict[str, Any]:
     def nothing_(x: torch.Tensor) -> None:  # the CPU stand-in of an in-place kernel: a cheap write
         x.zero_()
 
+    def closure_add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return x + y
+
+    selector = kernelpick.Selector(
+        f"bench_overhead_add_{device}", [kernelpick.extern(torch.add), kernelpick.extern(closure_add)]
+    )
+    custom_op = torch.library.custom_op(
+        f"bench_overhead::selection_custom_op_{device}",
+        lambda x, y: selector(x, y),
+        mutates_args=(),
+        schema="(Tensor x, Tensor y) -> Tensor",
+    )
+    custom_op.register_fake(lambda x, y: torch.empty_like(x))
     parts: dict[str, Any] = {
+        "selector": selector,
+        "selector_op": selector.as_op(
+            f"bench_overhead::selection_{device}", schema="(Tensor x, Tensor y) -> Tensor"
+        ),
+        "selection_custom_op": custom_op,
         "add_kernel": add_kernel,
         "add": add,
         "increment_": increment_,
@@ -153,6 +178,8 @@ def measure(n: int, calls: int, repeats: int) -> dict[str, Any]:
     )
     op_nothing(x, y)
     op_nothing_(x.clone())
+    selector, selector_op, custom_op = parts["selector"], parts["selector_op"], parts["selection_custom_op"]
+    selector(x, y)  # tunes: the variants below take the hot path
     variants: dict[str, Callable[[], Any]] = {
         "eager/no kernel direct": lambda: nothing(x, y),
         "eager/no kernel kernelpick.op": lambda: op_nothing(x, y),
@@ -160,6 +187,10 @@ def measure(n: int, calls: int, repeats: int) -> dict[str, Any]:
         "eager/no kernel in place direct": lambda: nothing_(x),
         "eager/no kernel in place kernelpick.op": lambda: op_nothing_(x),
         "eager/no kernel in place torch.ops": lambda: op_nothing_.overload(x),
+        "selection/direct": lambda: torch.add(x, y),
+        "selection/selector": lambda: selector(x, y),
+        "selection/torch.ops": lambda: selector_op.overload(x, y),
+        "selection/custom_op": lambda: custom_op(x, y),
     }
     if device == "cuda":
         add, op_add, increment_, op_increment_ = (
@@ -202,6 +233,9 @@ def measure(n: int, calls: int, repeats: int) -> dict[str, Any]:
         - medians["eager/no kernel direct"],
         "no kernel, in place: op - direct": medians["eager/no kernel in place kernelpick.op"]
         - medians["eager/no kernel in place direct"],
+        "selection: selector - direct": medians["selection/selector"] - medians["selection/direct"],
+        "selection: torch.ops - direct": medians["selection/torch.ops"] - medians["selection/direct"],
+        "selection: custom_op - direct": medians["selection/custom_op"] - medians["selection/direct"],
     }
     headline = "no kernel: op - direct"
     if device == "cuda":

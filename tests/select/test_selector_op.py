@@ -208,3 +208,37 @@ def test_a_name_is_taken_once() -> None:
     Selector("add", [extern(fast_add)]).as_op(name)
     with pytest.raises(OperatorError, match="already exists"):
         Selector("add", [extern(fast_add)]).as_op(name)
+
+
+def test_through_the_dispatcher_plain_tensors_run_the_selection_and_grads_are_refused_at_backward() -> None:
+    selector = Selector("add", [extern(fast_add)])
+    add = selector.as_op(fresh("add"))
+    x, y = torch.randn(8), torch.randn(8)
+    torch.testing.assert_close(add.overload(x, y), x + y)
+    with torch.inference_mode():  # no Autograd key: straight to the implementation
+        torch.testing.assert_close(add.overload(x, y), x + y)
+    leaf = torch.randn(8, requires_grad=True)
+    out = add.overload(leaf, y)
+    torch.testing.assert_close(out, leaf.detach() + y)
+    assert out.requires_grad, "an output of an input that requires grad is part of the graph"
+    with pytest.raises(RuntimeError, match="no autograd formula"):
+        out.sum().backward()
+    with torch.no_grad():
+        assert not add.overload(leaf, y).requires_grad
+
+
+def test_through_the_dispatcher_fake_and_functional_tensors_reach_the_fake() -> None:
+    calls: list[str] = []
+
+    def fake(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        calls.append("fake")
+        return torch.empty_like(x)
+
+    selector = Selector("add", [extern(fast_add)])
+    add = selector.as_op(fresh("add"), fake=fake)
+    with FakeTensorMode() as mode:
+        out = add.overload(mode.from_tensor(torch.randn(4)), mode.from_tensor(torch.randn(4)))
+    assert out.shape == (4,) and calls == ["fake"] and not selector.records
+    traced = torch.func.functionalize(lambda x, y: add.overload(x, y) * 2)
+    x = torch.randn(4)
+    torch.testing.assert_close(traced(x, x), 4 * x)  # the functional wrapper unwrapped below Autograd
