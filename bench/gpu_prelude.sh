@@ -7,3 +7,11 @@ if compgen -G ".whl/*.whl" >/dev/null; then
 fi
 export PYTHONPATH=/tmp/site:$PWD/src:$PWD/bench:$PWD
 python3 -c "import torch, triton; print('versions: torch', torch.__version__, 'triton', triton.__version__)"
+# Ray for `kernelpick tune --ray` (issue 25): .ray/ holds Ray's cp312 wheel unpacked without its Java,
+# dashboard client and libraries (rllib, data, serve, train, tune), xz-compressed to fit the carry
+# limit, and the wheels of what Ray needs that the image lacks (jsonschema and its own needs).
+if [ -f .ray/ray-stripped.tar.xz ]; then
+  tar -xJf .ray/ray-stripped.tar.xz -C /tmp/site
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .ray/*.whl
+  python3 -c "import ray; print('ray', ray.__version__)"
+fi

@@ -1,8 +1,8 @@
-"""Tuning on 1 GPU vs 2 (issue 5): the 48-config bf16 matmul space of the foundation bench, 8 shapes.
+"""Tuning on 1 GPU vs 2 and 4 (issues 5, 25): the 48-config bf16 matmul space of the foundation bench, 8 shapes.
 
-Each run is a fresh process with fresh caches; isolated runs differ only in KERNELPICK_DEVICES ("0"
-or "0,1"). A third run tunes in the caller's process (KERNELPICK_ISOLATE=off, one GPU): against the
-isolated run on GPU 0 it gives what isolation costs on a real workload. Run on the 2-GPU machine:
+Each run is a fresh process with fresh caches; isolated runs differ only in KERNELPICK_DEVICES ("0",
+"0,1", and "0,1,2,3" where 4 GPUs are seen). A third run tunes in the caller's process (KERNELPICK_ISOLATE=off, one GPU): against the
+isolated run on GPU 0 it gives what isolation costs on a real workload. Run on a 2- or 4-GPU machine:
 PYTHONPATH=src:. python bench/multi_gpu.py — writes bench/results/multi_gpu-<device>.json.
 """
 
@@ -78,10 +78,13 @@ def main() -> None:
     if parser.parse_args().role:
         print(json.dumps(role()))
         return
+    import torch
     from common import environment, run_role, write_result
 
     report: dict[str, Any] = {"environment": environment(), "shapes": SHAPES}
     runs = {"0": ("0", "on"), "0,1": ("0,1", "on"), "in-process": ("0", "off")}
+    if torch.cuda.device_count() >= 4:
+        runs["0,1,2,3"] = ("0,1,2,3", "on")
     for name, (devices, isolate) in runs.items():
         work = tempfile.mkdtemp()
         env = {
@@ -100,6 +103,13 @@ def main() -> None:
     report["speedup"] = report["0"]["total_s"] / report["0,1"]["total_s"]
     report["speedup_with_startup"] = report["0"]["with_startup_s"] / report["0,1"]["with_startup_s"]
     report["isolation_overhead_s"] = report["0"]["total_s"] - report["in-process"]["total_s"]
+    if "0,1,2,3" in report:
+        report["speedup_4"] = report["0"]["total_s"] / report["0,1,2,3"]["total_s"]
+        report["speedup_4_with_startup"] = report["0"]["with_startup_s"] / report["0,1,2,3"]["with_startup_s"]
+        print(
+            f"4 GPUs {report['speedup_4']:.2f}x faster than 1 ({report['speedup_4_with_startup']:.2f}x "
+            "counting the workers' start)"
+        )
     print(
         f"wrote {write_result('multi_gpu', report)}; 2 GPUs {report['speedup']:.2f}x faster than 1 "
         f"({report['speedup_with_startup']:.2f}x counting the workers' start); isolation costs "

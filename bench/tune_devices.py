@@ -5,6 +5,10 @@ TRITON_CACHE_DIR), so every config is compiled: once per host, whichever GPU's p
 Run on a machine of 2 or 4 GPUs from the repository root:
 
     PYTHONPATH=src:bench python bench/tune_devices.py            # --devices 0, 0,1 (and 0,1,2,3 with 4 GPUs)
+    PYTHONPATH=src:bench python bench/tune_devices.py --ray      # the same, then --ray local on 2 (and 4) GPUs
+
+A `--ray local` run starts a Ray cluster of its own in the command's process (one actor per GPU it
+sees; CUDA_VISIBLE_DEVICES gives it 2 or 4), so its figure counts Ray's start as well.
 
 Figures: each run's wall time, its speedup over one GPU, and each job's seconds and GPU model from
 the run's journal (the longest job, and when the last job ended). Results:
@@ -25,16 +29,22 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 SPEC = HERE / "tune_cluster_spec.py"
 TARGETS = {2: 1.8, 4: 3.4}  # speedup over one GPU (issue 25)
+RAY_TARGET = 1.1  # a --ray run's wall time at most this times --devices on as many GPUs (issue 25)
 
 
-def tune(devices: str) -> dict[str, Any]:
+def tune(devices: str, ray: bool = False) -> dict[str, Any]:
+    """One fresh `kernelpick tune` of the spec: `--devices DEVICES`, or with `ray` `--ray local` on
+    those GPUs alone (CUDA_VISIBLE_DEVICES)."""
     work = Path(tempfile.mkdtemp(prefix="tune-devices-"))
     env = {
         **os.environ,
         "KERNELPICK_CACHE_DIR": str(work / "store"),
         "TRITON_CACHE_DIR": str(work / "triton"),
     }
-    command = [sys.executable, "-m", "kernelpick.cli", "tune", str(SPEC), "--devices", devices]
+    where = ["--ray", "local"] if ray else ["--devices", devices]
+    if ray:
+        env["CUDA_VISIBLE_DEVICES"] = devices
+    command = [sys.executable, "-m", "kernelpick.cli", "tune", str(SPEC), *where]
     start = time.perf_counter()
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=590, check=False)
     wall = time.perf_counter() - start
@@ -43,6 +53,7 @@ def tune(devices: str) -> dict[str, Any]:
     jobs = sorted(entries, key=lambda e: -e["seconds"])
     return {
         "devices": devices,
+        "ray": ray,
         "returncode": done.returncode,
         "wall_s": wall,
         "jobs": len(entries),
@@ -54,15 +65,28 @@ def tune(devices: str) -> dict[str, Any]:
 
 
 def main() -> None:
+    import argparse
+
     import torch
     from common import environment, write_result
 
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--ray", action="store_true", help="also `--ray local` on 2 (and 4) GPUs")
+    args = parser.parse_args()
     count = torch.cuda.device_count()
     runs = [",".join(map(str, range(n))) for n in (1, 2, 4) if n <= count]
     report: dict[str, Any] = {"environment": environment(), "spec": str(SPEC.relative_to(HERE.parent))}
     for devices in runs:
         report[devices] = tune(devices)
         print(f"--devices {devices}: {report[devices]['wall_s']:.1f} s, rc {report[devices]['returncode']}")
+    if args.ray:
+        report["ray"] = {}
+        for devices in runs[1:]:
+            outcome = report["ray"][devices] = tune(devices, ray=True)
+            print(f"--ray local on {devices}: {outcome['wall_s']:.1f} s, rc {outcome['returncode']}")
+        report["ray_vs_devices"] = {
+            devices: report["ray"][devices]["wall_s"] / report[devices]["wall_s"] for devices in runs[1:]
+        }
     report["speedup"] = {
         devices: report["0"]["wall_s"] / report[devices]["wall_s"] for devices in runs if devices != "0"
     }
@@ -71,6 +95,8 @@ def main() -> None:
         for n, target in TARGETS.items()
         if n <= count
     }
+    for devices, ratio in report.get("ray_vs_devices", {}).items():
+        report["targets"][f"--ray on {devices} <= {RAY_TARGET}x --devices"] = ratio <= RAY_TARGET
     print(json.dumps({"speedup": report["speedup"], "targets": report["targets"]}, indent=2))
     print(f"wrote {write_result('tune_devices', report)}")
 
