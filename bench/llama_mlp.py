@@ -33,13 +33,17 @@ TORCHINDUCTOR_CACHE_DIR, as gemm_suite.fresh_caches makes them). Per size it rec
 - kernelpick's pick for each projection (gate, up, down, gate_up), from the selections its first
   forward made;
 - each compiled variant's largest absolute difference from eager's output, and that over eager's
-  largest absolute value.
+  largest absolute value;
+- after the rounds, each variant's host time per forward (`host_us`: 200 forwards back to back, the
+  time until the last returns, the GPU synchronized only before and after) and its GPU time per
+  forward back to back (`back_to_back_us`, no cache flush): a variant whose host time nears its GPU
+  time is bound by launching, and its do_bench figures by the host's speed at the time.
 
 Results go to bench/results/llama_mlp-<device>.json (date, versions, device, raw figures; also to
 $OUT where it is set), merged with earlier runs of the same device (sizes keyed by model and M);
 the table of every size in the file is printed last. No size is started that would take the run past
 `--budget-s` (480 s) on the estimate of the longest size so far: the sizes left are printed, with the
-`--sizes` that runs them. Not yet run on a GPU: how long each size takes is not known.
+`--sizes` that runs them. On the H100 the five 8B sizes took 118 s.
 
 --dry runs the same steps on the CPU in float32 with small blocks (hidden 32 and 64), kernelpick's
 templates in Triton's interpreter and Inductor compiling C++; its timings are the wall clock and say
@@ -261,6 +265,15 @@ class MLPBench(Suite):
         print(f"[{model} M={m}] timing {', '.join(forwards)} ({self.args.rounds} rounds) ...", flush=True)
         samples = self.kernel_ms(forwards)
         ms = {name: statistics.median(s) for name, s in samples.items()}
+        host_us = {name: self.host_us(fn) for name, fn in forwards.items()}
+        print(
+            f"[{model} M={m}] host us per forward: " + ", ".join(f"{k} {v:.1f}" for k, v in host_us.items())
+        )
+        back_to_back_us = (
+            {}
+            if self.args.dry
+            else {name: self.back_to_back_us(fn, ms[name]) for name, fn in forwards.items()}
+        )
         reference = outputs["eager"].float()
         largest = float(reference.abs().max()) or 1.0
         error_vs_eager = {
@@ -272,6 +285,8 @@ class MLPBench(Suite):
             first_call_s=first,
             kernel_ms_rounds=samples,
             kernel_ms=ms,
+            host_us=host_us,
+            back_to_back_us=back_to_back_us,
             noise=abs(ms["eager"] - ms["eager_again"]) / min(ms["eager"], ms["eager_again"]),
             speedup={
                 name: {other: ms[other] / ms[name] for other in ("eager", "inductor") if other in ms}
@@ -285,6 +300,17 @@ class MLPBench(Suite):
             errors=errors,
         )
         return entry
+
+    def host_us(self, fn: Callable[[], Any], calls: int = 200) -> float:
+        """Host microseconds per call of `calls` back-to-back calls (the GPU synchronized before and
+        after, not counted): launching, not running."""
+        self.sync()
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        host = time.perf_counter() - start
+        self.sync()
+        return host / calls * 1e6
 
     def picks(self, known: set[Any], m: int, hidden: int, intermediate: int) -> dict[str, Any]:
         """What `ops.mm` picked for each projection in the selections made since `known` (a forward
