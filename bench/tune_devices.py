@@ -79,11 +79,13 @@ def main() -> None:
     for devices in runs:
         report[devices] = tune(devices)
         print(f"--devices {devices}: {report[devices]['wall_s']:.1f} s, rc {report[devices]['returncode']}")
+        write_result("tune_devices", report)  # each run kept as it ends: a killed command loses one
     if args.ray:
         report["ray"] = {}
         for devices in runs[1:]:
             outcome = report["ray"][devices] = tune(devices, ray=True)
             print(f"--ray local on {devices}: {outcome['wall_s']:.1f} s, rc {outcome['returncode']}")
+            write_result("tune_devices", report)
         report["ray_vs_devices"] = {
             devices: report["ray"][devices]["wall_s"] / report[devices]["wall_s"] for devices in runs[1:]
         }
