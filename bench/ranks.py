@@ -93,7 +93,8 @@ def rank_run(args: argparse.Namespace) -> None:
         w = torch.randn(n, k, device=device, dtype=a.dtype)
         seconds = first_call(functools.partial(ops.mm, a, w.t()), gpu)
         record = ops.selector("mm").last_selection
-        keys.append(entry("ops.mm", (m, n, k), record.best, seconds, record.phases))
+        results = {row.name: row.result for row in record.results}
+        keys.append(entry("ops.mm", (m, n, k), record.best, seconds, record.phases, results))
     for m, n, k in DRY_AUTOTUNE_SHAPES if args.dry else AUTOTUNE_SHAPES:
         from kernelpick.demo import matmul_arguments
 
@@ -102,7 +103,8 @@ def rank_run(args: argparse.Namespace) -> None:
         c = torch.empty(m, n, device=device, dtype=a.dtype)
         seconds = first_call(functools.partial(tuned[grid], *matmul_arguments(a, b, c)), gpu)
         record = tuned.last_tuning
-        keys.append(entry("autotune", (m, n, k), str(record.best), seconds, record.phases))
+        results = {str(config): result for config, result in record.results.items()}
+        keys.append(entry("autotune", (m, n, k), str(record.best), seconds, record.phases, results))
     report = {
         "rank": rank,
         "world": world,
@@ -159,7 +161,11 @@ def first_call(call: Any, gpu: bool) -> float:
     return time.perf_counter() - started
 
 
-def entry(kind: str, shape: tuple[int, int, int], pick: str, seconds: float, phases: Any) -> dict[str, Any]:
+def entry(
+    kind: str, shape: tuple[int, int, int], pick: str, seconds: float, phases: Any, results: dict[str, Any]
+) -> dict[str, Any]:
+    """One key as a rank saw it; `results`: each candidate's BenchmarkResult by name."""
+    failed = {name: f"{r.status}: {r.message}"[:300] for name, r in results.items() if not r.ok}
     return {
         "kind": kind,
         "shape": list(shape),
@@ -167,6 +173,9 @@ def entry(kind: str, shape: tuple[int, int, int], pick: str, seconds: float, pha
         "seconds": seconds,
         "wait_s": float(phases.get("wait", 0.0)),
         "phases": dict(phases),
+        "candidates": len(results),
+        "failed": len(failed),
+        "failures": dict(list(failed.items())[:3]),
     }
 
 
