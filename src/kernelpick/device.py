@@ -156,6 +156,11 @@ class DeviceInfo:
         return self.type != "cuda"
 
     @property
+    def torch_device(self) -> torch.device:
+        """The `torch.device` it is: "cuda:1", "cpu"."""
+        return torch.device(self.type) if self.index is None else torch.device(self.type, self.index)
+
+    @property
     def capability_text(self) -> str:
         """The compute capability as store keys and the tuning log write it: "9.0", "" when unknown."""
         return "" if self.capability is None else "{}.{}".format(*self.capability)

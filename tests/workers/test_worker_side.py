@@ -66,3 +66,31 @@ def test_a_candidate_written_in_place_is_checked_against_the_reference_of_the_fi
         "step": "screen",
     }
     assert answer(request)[candidate.digest]["status"] == "ok"
+
+
+def test_a_template_runs_on_the_workers_device_whatever_the_callers_device_is_numbered(tmp_path: Path) -> None:
+    # Rank 1 of a job renders its templates for cuda:1; its worker sees that GPU alone, as cuda:0.
+    # Here the caller's device is a GPU the worker lacks (cuda:5) and the worker's the CPU.
+    import dataclasses
+
+    from kernelpick.device import DeviceInfo
+    from kernelpick.ops import selector
+    from kernelpick.select.template_choice import TemplateChoice
+
+    a, b = torch.randn(16, 32), torch.randn(32, 16)
+    elsewhere = torch.device("cuda", 5)
+    local = Signature.of((a, b), {})
+    caller = Signature(
+        tuple(dataclasses.replace(spec, device=elsewhere) for spec in local.inputs),
+        local.kwargs,
+        local.user_key,
+        DeviceInfo("cuda", 5, "NVIDIA H100 80GB HBM3", (9, 0), 50 * 2**20, 132),
+    )
+    template = next(c for c in selector("mm").expand(caller) if isinstance(c, TemplateChoice))
+    assert template.rendered.output.device == elsewhere  # rendered for the caller's GPU
+    portable = PortableChoice(template, caller)
+    assert portable.on(describe(a.device)).signature.device == describe(a.device)
+    problem = Problem.describe(describe(a.device), (a, b), {}, tmp_path)
+    request = {"problem": problem.to_data(), "candidates": {template.digest: values.encode(portable)}}
+    result = answer({**request, "step": "screen"})[template.digest]
+    assert result["status"] == "ok", result["message"]

@@ -11,13 +11,14 @@ from __future__ import annotations
 import hashlib
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from kernelpick import settings
 from kernelpick.bench.inputs import ExampleInputs
 from kernelpick.compile.precompile import CompileJob, CompileOutcome, classify, precompile_jobs
+from kernelpick.device import DeviceInfo
 from kernelpick.errors import ConfigError
 from kernelpick.select.signature import Signature
 
@@ -108,6 +109,11 @@ class PortableChoice:
 
     def callable(self) -> Callable[..., Any]:
         return self.choice.callable_for(self.signature)
+
+    def on(self, device: DeviceInfo) -> PortableChoice:
+        """This choice measured on `device`: a worker's own GPU, which it may number otherwise than
+        the caller does (each worker sees one GPU, as cuda:0)."""
+        return replace(self, signature=replace(self.signature, device=device))
 
 
 class NamedChoice:

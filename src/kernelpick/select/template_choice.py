@@ -214,7 +214,9 @@ def _generate(
         "OUT_SIZE": rendered.output.size,
         "OUT_STRIDE": rendered.output.stride,
         "OUT_DTYPE": rendered.output.dtype,
-        "DEVICE": rendered.output.device,
+        # The signature's device, not the rendered output's: a worker measures on its own GPU, whose
+        # index there (0) need not be the caller's (cuda:1 in rank 1 of a job, say).
+        "DEVICE": signature.device.torch_device,
     }
     values = []
     for parameter in rendered.parameters:

@@ -173,6 +173,8 @@ class _WorkerProblem:
             found = values.decode(payload)
             if self._kernel is not None:  # a config of the problem's kernel
                 found = found.bound(self._kernel, self.device.interpreter)
+            else:  # a choice, measured on this worker's device
+                found = found.on(self.device)
             self._portables[digest] = found
         return found
 
