@@ -1,0 +1,29 @@
+"""Tuning on a GPU other than the first: its workers number it cuda:0, the caller cuda:1."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import kernelpick.ops
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs a second GPU"),
+]
+
+
+def test_a_selection_on_the_second_gpu_measures_its_templates() -> None:
+    device = torch.device("cuda", 1)
+    a = torch.randn(48, 1024, device=device, dtype=torch.bfloat16)
+    b = torch.randn(1024, 2048, device=device, dtype=torch.bfloat16)
+    out = kernelpick.ops.mm(a, b)
+    assert out.device == device
+    torch.testing.assert_close(out, a @ b, rtol=2e-2, atol=2e-2)
+    record = kernelpick.ops.selector("mm").last_selection
+    assert record is not None
+    templates = [row for row in record.results if row.name.startswith("triton_mm")]
+    assert templates, "the GEMM template's configs are among the choices"
+    failed = {row.name: row.result.message for row in templates if not row.result.ok}
+    assert not any("device ordinal" in message for message in failed.values()), failed
+    assert len(failed) < len(templates), failed
