@@ -103,6 +103,12 @@ _RUN_AT_ONCE = {torch._C.DispatchKey.CPU, torch._C.DispatchKey.CUDA}
 _IN_PLACE_OR_VIEW = torch._C.DispatchKey.ADInplaceOrView
 
 
+def _runs_at_once(keyset: Any) -> bool:
+    """Whether a call dispatched with `keyset` may run the implementation from the Autograd kernel."""
+    below = keyset & _BELOW_AUTOGRAD
+    return below.remove(_IN_PLACE_OR_VIEW).highestPriorityTypeId() in _RUN_AT_ONCE
+
+
 def _autograd_kernel(overload: torch._ops.OpOverload, run: Callable[..., Any]) -> Callable[..., Any]:
     """The operator's Autograd kernel: `run` itself for plain tensors that need no grad (a second
     trip through the dispatcher costs about 2 us), else on to the keys below."""
@@ -110,15 +116,19 @@ def _autograd_kernel(overload: torch._ops.OpOverload, run: Callable[..., Any]) -
     grad_enabled = torch._C.is_grad_enabled
     any_requires_grad = torch._C._any_requires_grad
     redispatch = overload.redispatch
+    at_once: dict[int, bool] = {}  # by keyset (its bits): a handful of them in a process
 
     def autograd(keyset: Any, *args: Any, **kwargs: Any) -> Any:
         if grad_enabled() and any_requires_grad(*args):
             return _NoFormula.apply(overload, keyset, kwargs, *args)  # type: ignore[no-untyped-call]
-        below = keyset & _BELOW_AUTOGRAD
-        if below.remove(_IN_PLACE_OR_VIEW).highestPriorityTypeId() in _RUN_AT_ONCE:
+        bits = keyset.raw_repr()
+        plain = at_once.get(bits)
+        if plain is None:
+            plain = at_once[bits] = _runs_at_once(keyset)
+        if plain:
             return run(*args, **kwargs)
         with below_autograd():
-            return redispatch(below, *args, **kwargs)
+            return redispatch(keyset & _BELOW_AUTOGRAD, *args, **kwargs)
 
     return autograd
 
