@@ -187,3 +187,50 @@ def test_lowering_while_another_thread_interprets() -> None:
     assert overlapped, f"the interpretation took only {time.perf_counter() - started:.3f} s"
     assert "tt.func public @add_kernel" in ttir
     assert torch.equal(x, torch.full((16,), 3000.0))
+
+
+@triton.jit
+def _fixed_kernel(x_ptr, n):  # type: ignore[no-untyped-def]
+    pass
+
+
+@triton.jit
+def _constexpr_kernel(x_ptr, BLOCK: tl.constexpr):  # type: ignore[no-untyped-def]
+    pass
+
+
+class _Compiled:
+    """A compiled kernel's stand-in: `compiled[grid](*args)` records the launch."""
+
+    def __init__(self, launches: list[tuple[object, ...]]) -> None:
+        self.launches = launches
+
+    def __getitem__(self, grid: tuple[int, ...]) -> object:
+        return lambda *args: self.launches.append(("compiled", grid, *args))
+
+
+def test_a_fixed_launch_binds_once_then_launches_the_compiled_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kernelpick.compile import launch as module
+
+    launches: list[tuple[object, ...]] = []
+    device = [0]
+
+    def run(self: object, *args: object, grid: object, warmup: bool, **options: object) -> _Compiled:
+        launches.append(("run", grid, *args))
+        return _Compiled(launches)
+
+    monkeypatch.setattr(type(_fixed_kernel), "run", run)
+    monkeypatch.setattr(module, "_current_device", lambda: device[0])
+    launch = module.fixed_launcher(_fixed_kernel, interpreter=False)
+    assert isinstance(launch, module.FixedLaunch)
+    launch("x", 7, grid=(4,), num_warps=4)
+    launch("x", 7, grid=(4,), num_warps=4)
+    device[0] = 1  # another current device: the kernel is not loaded there, Triton's run finds out
+    launch("x", 7, grid=(4,), num_warps=4)
+    assert launches == [("run", (4,), "x", 7), ("compiled", (4, 1, 1), "x", 7), ("run", (4,), "x", 7)]
+    launches.clear()
+    constexpr = module.fixed_launcher(_constexpr_kernel, interpreter=False)
+    constexpr("x", grid=(2,), BLOCK=16)
+    constexpr("x", grid=(2,), BLOCK=16)
+    assert [entry[0] for entry in launches] == ["run", "run"], "a constexpr parameter is bound each call"
+    assert module.fixed_launcher(_fixed_kernel, interpreter=True) is not launch

@@ -68,7 +68,9 @@ def test_a_candidate_written_in_place_is_checked_against_the_reference_of_the_fi
     assert answer(request)[candidate.digest]["status"] == "ok"
 
 
-def test_a_template_runs_on_the_workers_device_whatever_the_callers_device_is_numbered(tmp_path: Path) -> None:
+def test_a_template_runs_on_the_workers_device_whatever_the_callers_device_is_numbered(
+    tmp_path: Path,
+) -> None:
     # Rank 1 of a job renders its templates for cuda:1; its worker sees that GPU alone, as cuda:0.
     # Here the caller's device is a GPU the worker lacks (cuda:5) and the worker's the CPU.
     import dataclasses

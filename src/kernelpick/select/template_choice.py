@@ -14,7 +14,7 @@ import torch
 
 from kernelpick.bench.inputs import ExampleInputs
 from kernelpick.codegen import CodeBuffer
-from kernelpick.compile.launch import launcher
+from kernelpick.compile.launch import fixed_launcher
 from kernelpick.compile.precompile import CompileJob, CompileOutcome, classify
 from kernelpick.config import Config
 from kernelpick.errors import ConfigError, TemplateError
@@ -251,7 +251,7 @@ def _generate(
     ]
     launches = []
     for index, (kernel, config, grid) in enumerate(kernels):
-        scope[f"launch_{index}"] = launcher(kernel, signature.device.interpreter)
+        scope[f"launch_{index}"] = fixed_launcher(kernel, signature.device.interpreter)
         scope[f"GRID_{index}"] = grid
         options = ", ".join(f"{k}={v!r}" for k, v in config.options().items() if v is not None)
         launches.append(f"launch_{index}({', '.join(values)}, grid=GRID_{index}, {options})")
