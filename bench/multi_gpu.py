@@ -1,8 +1,9 @@
-"""Tuning on 1 GPU vs 2 and 4 (issues 5, 25): the 48-config bf16 matmul space of the foundation bench, 8 shapes.
+"""Tuning on 1 GPU vs 2 and 4 (issues 5, 25): the 48-config bf16 matmul space, 8 shapes.
 
 Each run is a fresh process with fresh caches; isolated runs differ only in KERNELPICK_DEVICES ("0",
-"0,1", and "0,1,2,3" where 4 GPUs are seen). A third run tunes in the caller's process (KERNELPICK_ISOLATE=off, one GPU): against the
-isolated run on GPU 0 it gives what isolation costs on a real workload. Run on a 2- or 4-GPU machine:
+"0,1", and "0,1,2,3" where 4 GPUs are seen). Another run tunes in the caller's process
+(KERNELPICK_ISOLATE=off, one GPU): against the isolated run on GPU 0 it gives what isolation costs
+on a real workload. Run on a 2- or 4-GPU machine:
 PYTHONPATH=src:. python bench/multi_gpu.py — writes bench/results/multi_gpu-<device>.json.
 """
 

@@ -1,4 +1,4 @@
-"""`kernelpick tune --devices` on 1, 2 and 4 GPUs of this machine (issue 25): the 29 jobs of
+"""`kernelpick tune --devices` on 1, 2 and 4 GPUs of this machine (issue 25): the jobs of
 bench/tune_cluster_spec.py, each run a fresh command with fresh caches (KERNELPICK_CACHE_DIR and
 TRITON_CACHE_DIR), so every config is compiled: once per host, whichever GPU's process needs it.
 
