@@ -10,6 +10,12 @@ python3 -c "import torch, triton; print('versions: torch', torch.__version__, 't
 # Ray for `kernelpick tune --ray` (issue 25): .ray/ holds Ray's cp312 wheel unpacked without its Java,
 # dashboard client and libraries (rllib, data, serve, train, tune), xz-compressed to fit the carry
 # limit, and the wheels of what Ray needs that the image lacks (jsonschema and its own needs).
+# To make it here (`echo /.ray/ >> .git/info/exclude` first), with the device tool's pip download
+# flags (--no-deps --only-binary=:all: --python-version 3.12 --implementation cp --platform
+# manylinux2014_x86_64 ...): download ray==2.60.0 into a scratch folder and unzip it; remove
+# ray/jars ray/dashboard/client/build ray/rllib ray/data ray/serve ray/llm ray/train ray/tune ray/air;
+# `tar -cf - ray ray-*.dist-info | xz -9 > .ray/ray-stripped.tar.xz` (79 MB wheel -> 20 MB); download
+# jsonschema jsonschema-specifications referencing rpds-py into .ray/ the same way.
 if [ -f .ray/ray-stripped.tar.xz ]; then
   tar -xJf .ray/ray-stripped.tar.xz -C /tmp/site
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .ray/*.whl
