@@ -168,6 +168,8 @@ class FixedLaunch:
     Llama MLP forward's host time at M = 1, three template launches, from 192 to 133 us on an H100
     machine: bench/forward_profile.py). While the current device is not the one the kernel was loaded
     on, or for a kernel with constexpr parameters or pre-run hooks, every call is Triton's `run`.
+    Triton's compile-time knobs (`TRITON_DEBUG`, instrumentation) are read at the first call: a
+    change made later reaches kernels rendered later, not this one.
     """
 
     __slots__ = ("device", "kernel", "runner")
