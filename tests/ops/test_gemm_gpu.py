@@ -130,3 +130,25 @@ def test_decode_sizes_on_a_gpu_compile_and_verify_every_skinny_config(dtype: tor
         atol=2e-1,
     )
     assert failures("bmm") == {}
+
+
+@pytest.mark.parametrize("m", [1, 16, 256])
+def test_every_template_computes_right_on_later_calls_too(m: int) -> None:
+    # A template's first call goes through Triton's run; later ones launch the compiled kernel
+    # directly (compile/launch.py, FixedLaunch). Each template choice is called three times on new
+    # values, by its own bound callable, and checked each time.
+    a = torch.randn(m, 512, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(512, 384, device="cuda", dtype=torch.bfloat16)
+    selector = ops.selector("mm")
+    selector.tune(a, b)
+    record = selector.last_selection
+    assert record is not None
+    signature = record.signature
+    worked = {r.name for r in record.results if r.result.ok}
+    templates = [c for c in selector.expand(signature) if c.name.startswith("triton_mm") and c.name in worked]
+    assert templates
+    for choice in templates:
+        call = choice.callable_for(signature)
+        for _ in range(3):
+            x, y = torch.randn_like(a), torch.randn_like(b)
+            torch.testing.assert_close(call(x, y), torch.mm(x, y), rtol=2e-2, atol=2e-1, msg=choice.name)
