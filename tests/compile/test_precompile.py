@@ -357,3 +357,27 @@ def test_patience_is_what_the_innermost_scope_set() -> None:
         with patience(0):
             assert current_patience() == 0.0
     assert current_patience() == 0.0
+
+
+def test_jobs_with_companions_are_stopped_like_any_others(monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    from kernelpick.compile import precompile as module
+
+    stops: list[object] = []
+
+    class Recorded(Exception):
+        pass
+
+    def forked(workers: int, timeout_s: object, patience: object, stop: object, claims: object) -> None:
+        stops.append(stop)
+        raise Recorded
+
+    monkeypatch.setattr(module, "_ForkedExecutor", forked)
+    x = torch.ones(64)
+    companion = CompileJob(limited_kernel, (x,), {}, Config({"BLOCK": 32}))
+    jobs = [CompileJob(add_kernel, (x, x, x, 64), {}, Config({"BLOCK": 64}), companions=(companion,))]
+    stop = threading.Event()
+    with pytest.raises(Recorded):
+        precompile_jobs(jobs, interpreter=False, workers=2, mode="process", stop=stop)
+    assert stops == [stop]

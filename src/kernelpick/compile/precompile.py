@@ -196,6 +196,7 @@ def precompile_jobs(
             meanwhile=meanwhile,
             timeout_s=timeout_s,
             on_compiled=on_compiled,
+            stop=stop,
         )
     if not jobs or interpreter:
         if meanwhile is not None:
