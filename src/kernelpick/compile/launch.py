@@ -198,6 +198,7 @@ class FixedLaunch:
 
 
 def _current_device() -> int:
+    # Looked up at each call, not bound at import: a CPU-only torch has no `_cuda_getDevice`.
     return int(torch._C._cuda_getDevice())
 
 
