@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -206,10 +206,9 @@ _BUILDERS.update(
 #: The selector of each activation of addmm, and of its TF32 variant.
 _ADDMM = {activation: "addmm" if activation is None else f"addmm_{activation}" for activation in ACTIVATIONS}
 _ADDMM_TF32 = {activation: f"{name}_tf32" for activation, name in _ADDMM.items()}
+#: The selectors made so far, by name (every module of kernelpick.ops reads it on its eager path).
 _selectors: dict[str, Selector] = {}
 _lock = threading.Lock()
-#: The selectors of the other modules of kernelpick.ops, by name: the function that gives each.
-_OTHERS: dict[str, Callable[[str], Selector]] = {}
 # The selectors are made on first use, but a program that imports the ops will tune them: its
 # workers start (and Triton's compiler warms up) now, while it still sets up.
 start_early(None)
@@ -231,21 +230,17 @@ def selector(name: str) -> Selector:
     if found is not None:
         return found
     if name not in _BUILDERS:
-        other = _OTHERS.get(name)
-        if other is not None:
-            return other(name)
-        names = ", ".join([*_BUILDERS, *_OTHERS])
-        raise ConfigError(f"kernelpick.ops has no operation {name!r}; it has {names}")
+        raise ConfigError(f"kernelpick.ops has no operation {name!r}; it has {', '.join(_BUILDERS)}")
     with _lock:
         if name not in _selectors:
             _selectors[name] = _BUILDERS[name]()
         return _selectors[name]
 
 
-def register_selectors(names: Sequence[str], find: Callable[[str], Selector]) -> None:
-    """Make `selector(name)` answer for each of `names` with `find(name)` (another module of
-    kernelpick.ops, such as `scaled_mm`, keeps its own selectors)."""
-    _OTHERS.update(dict.fromkeys(names, find))
+def register_selectors(builders: Mapping[str, Callable[[], Selector]]) -> None:
+    """Let `selector(name)` make and keep the selectors of another module of kernelpick.ops (such as
+    `scaled_mm`), each built by its function on first use."""
+    _BUILDERS.update(builders)
 
 
 # The selection behind each operation, which its operator runs. mm, addmm and bmm repeat these

@@ -20,7 +20,6 @@ output (a new row-major (M, N) tensor of the output dtype, as every choice retur
 from __future__ import annotations
 
 import functools
-import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -28,7 +27,8 @@ import torch
 
 from kernelpick.bench.verify import fp8_product_tolerance
 from kernelpick.errors import ArgumentError
-from kernelpick.ops.gemm import register_selectors
+from kernelpick.ops.gemm import _selectors, register_selectors
+from kernelpick.ops.gemm import selector as ops_selector
 from kernelpick.ops.scaled_mm_configs import FP8, persistent_scaled_gemm_configs, scaled_gemm_configs
 from kernelpick.ops.scaled_mm_templates import OUT_DTYPES, persistent_tma_scaled_gemm, scaled_gemm
 from kernelpick.select.choice import Choice, extern
@@ -258,19 +258,7 @@ def _build(out_dtype: torch.dtype, bias: bool, fast: bool) -> Selector:
     )
 
 
-_BUILDERS: dict[str, Callable[[], Selector]] = {_name(*v): functools.partial(_build, *v) for v in _VARIANTS}
-_selectors: dict[str, Selector] = {}
-_lock = threading.Lock()
-
-
-def _selector(name: str) -> Selector:
-    with _lock:
-        if name not in _selectors:
-            _selectors[name] = _BUILDERS[name]()
-        return _selectors[name]
-
-
-register_selectors(list(_BUILDERS), _selector)
+register_selectors({_name(*v): functools.partial(_build, *v) for v in _VARIANTS})
 
 
 def _scaled_mm(
@@ -287,7 +275,7 @@ def _scaled_mm(
     name = _NAMES.get((out_dtype, bias is not None, use_fast_accum))
     if name is None:
         raise _unsupported(out_dtype, bias is not None)
-    selector = _selectors.get(name) or _selector(name)
+    selector = _selectors.get(name) or ops_selector(name)
     out: torch.Tensor = (
         selector(a, b, scale_a, scale_b) if bias is None else selector(a, b, scale_a, scale_b, bias)
     )
@@ -365,7 +353,7 @@ def scaled_mm(
     name = _NAMES.get((out_dtype, bias is not None, use_fast_accum))
     if name is None:
         raise _unsupported(out_dtype, bias is not None)
-    selector = _selectors.get(name) or _selector(name)
+    selector = _selectors.get(name) or ops_selector(name)
     out: torch.Tensor = (
         selector(a, b, scale_a, scale_b) if bias is None else selector(a, b, scale_a, scale_b, bias)
     )
