@@ -1,0 +1,24 @@
+"""Tests of the GPU benchmark scripts' bookkeeping, each run on the CPU in its dry mode."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+
+
+def run_bench(script: str, *args: str, timeout: float = 280) -> None:
+    """Run bench/`script` with `args` in a fresh Python (this one's import path); fail with its
+    error output unless it succeeds."""
+    done = subprocess.run(
+        [sys.executable, str(BENCH / script), *args],
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]

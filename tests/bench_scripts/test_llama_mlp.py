@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "llama_mlp.py"
+from tests.bench_scripts import BENCH, run_bench
+
+SCRIPT = BENCH / "llama_mlp.py"
 
 
 def bench_module() -> ModuleType:
@@ -24,15 +23,7 @@ def bench_module() -> ModuleType:
 
 
 def run(*args: str) -> None:
-    done = subprocess.run(
-        [sys.executable, str(SCRIPT), "--dry", *args],
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
-        capture_output=True,
-        text=True,
-        timeout=280,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
+    run_bench("llama_mlp.py", "--dry", *args)
 
 
 def test_sizes_name_a_model_an_m_or_both() -> None:

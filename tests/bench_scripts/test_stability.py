@@ -4,27 +4,16 @@ picks timed, kept on the CPU with --tiny."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "stability.py"
+from tests.bench_scripts import run_bench
 
 
 @pytest.mark.slow
 def test_a_tiny_run_tunes_every_problem_in_every_trial_and_times_each_pick(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, str(SCRIPT), "--tiny", "--trials", "2", "--out", str(tmp_path)],
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
-        capture_output=True,
-        text=True,
-        timeout=280,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
+    run_bench("stability.py", "--tiny", "--trials", "2", "--out", str(tmp_path))
     data = json.loads((tmp_path / "stability-cpu.json").read_text())
     names = ["autotune_64", "mm_16x64x32", "mm_32x64x64", "mm_1x32x64", "scaled_mm_16x32x64"]
     assert data["problems"] == names and data["settings"]["fp8_shapes"] == [[16, 32, 64]]

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 import torch.distributed as dist
+from tests.bench_scripts import run_bench
 
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.stats import TimingSummary
@@ -255,16 +256,7 @@ def test_a_process_alone_or_a_job_of_one_rank_tunes_alone(tmp_path: Path) -> Non
 
 def test_the_ranks_benchmark_keeps_its_books_on_the_cpu(tmp_path: Path) -> None:
     # bench/ranks.py --dry: its jobs of 1 and 2 ranks, on the CPU, and the file it writes.
-    root = Path(__file__).resolve().parents[2]
-    done = subprocess.run(
-        [sys.executable, str(root / "bench" / "ranks.py"), "--dry", "--out", str(tmp_path)],
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
+    run_bench("ranks.py", "--dry", "--out", str(tmp_path), timeout=300)
     data = json.loads((tmp_path / "ranks-dry.json").read_text())
     assert set(data["runs"]) == {"1", "2"} and data["dry"] is True
     for name, run in data["runs"].items():
