@@ -149,6 +149,10 @@ def test_every_template_computes_right_on_later_calls_too(m: int) -> None:
     assert templates
     for choice in templates:
         call = choice.callable_for(signature)
-        for _ in range(3):
+        for index in range(3):
             x, y = torch.randn_like(a), torch.randn_like(b)
-            torch.testing.assert_close(call(x, y), torch.mm(x, y), rtol=2e-2, atol=2e-1, msg=choice.name)
+            got, want = call(x, y), torch.mm(x, y)
+            error = (got.float() - want.float()).abs().max().item()
+            torch.testing.assert_close(
+                got, want, rtol=2e-2, atol=2e-1, msg=f"{choice.name}, call {index}: max error {error}"
+            )
