@@ -6,7 +6,9 @@ import json
 import subprocess
 import sys
 import types
+from pathlib import Path
 
+import pytest
 import torch
 import triton
 import triton.language as tl
@@ -53,3 +55,16 @@ def test_libraries_are_named_and_the_users_code_is_not() -> None:
     assert values.is_library(sys.modules["kernelpick.workers.values"])
     assert not values.is_library(sys.modules[__name__])  # a test module: the user's code
     assert not values.is_library(types.ModuleType("__main__"))
+
+
+def test_a_module_is_looked_at_once_however_many_values_are_sent(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # Each value sent asks about every module loaded; a process that compiled templates has hundreds.
+    module = types.ModuleType("rendered_here")
+    module.__file__ = str(tmp_path / "rendered_here.py")
+    monkeypatch.setitem(sys.modules, "rendered_here", module)
+    values.encode(lambda x: x + 1)  # asks about every module loaded, this one included
+    monkeypatch.setattr(Path, "resolve", lambda self: pytest.fail("resolved a path again"))
+    assert not values.is_library(module)
+    values.encode(lambda x: x + 2)

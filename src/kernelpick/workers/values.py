@@ -74,8 +74,20 @@ def is_library(module: types.ModuleType) -> bool:
     )  # a namespace package: its folders
     if not places:
         return True  # built into the interpreter, or frozen
-    roots = _library_roots()
-    return all(any(Path(place).resolve().is_relative_to(root) for root in roots) for place in places)
+    key = (name, tuple(places))
+    found = _verdicts.get(key)
+    if found is None:  # resolving paths takes syscalls: once per module, not once per value sent
+        roots = _library_roots()
+        found = all(any(Path(place).resolve().is_relative_to(root) for root in roots) for place in places)
+        _verdicts[key] = found
+    return found
+
+
+#: `is_library`'s verdict on each module it looked at, by name and files. Every value sent asks about
+#: every module loaded; a process that compiled templates here has hundreds (one per rendered kernel):
+#: resolving their paths each time took 80 ms per value (about 2 s of each `ops.mm` tuning on an H100
+#: machine after 24 keys, bench/ranks.py).
+_verdicts: dict[tuple[str, tuple[str, ...]], bool] = {}
 
 
 def _rebuild_kernel(fn: types.FunctionType, options: dict[str, Any], filename: str, lines: list[str]) -> Any:
