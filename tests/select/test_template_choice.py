@@ -9,8 +9,8 @@ import torch
 from tests.select.workspace_templates import two_pass_template
 
 from kernelpick import Config, Epilogue, Selector, TritonTemplate, extern, settings, template
-from kernelpick.bench.inputs import ExampleInputs
-from kernelpick.compile.precompile import CompileJob
+from kernelpick.bench.inputs import ExampleInputs, GivenInputs
+from kernelpick.compile.precompile import CompileJob, precompile_jobs
 from kernelpick.errors import ConfigError
 from kernelpick.select.signature import Signature
 from kernelpick.select.template_choice import TemplateChoice
@@ -200,3 +200,24 @@ def test_a_template_with_a_workspace_and_two_kernels_runs_both_and_compiles_both
     assert isinstance(job, CompileJob)
     assert [c.kernel.fn.__name__ for c in job.companions] == [f"{choice.rendered.kernel_name}_total"]
     assert (job.companions[0].config.num_warps, job.companions[0].grid) == (2, (1,))
+
+
+def test_compiling_binds_the_callers_own_inputs_and_stand_ins_for_the_output_and_workspace() -> None:
+    # Compiling needs kinds, dtypes and alignment: compiling every choice of a large product at once
+    # must not allocate an output (and scratch space) per choice.
+    space = template(two_pass_template(), configs=[Config({"BLOCK": 16})], constants={"FACTOR": 2.0})
+    x = torch.randn(3, 10)
+    signature = Signature.of((x,), {})
+    (choice,) = space.choices_for(signature)
+    job = choice.compile_job(GivenInputs((x,), {}), signature)
+    assert isinstance(job, CompileJob)
+    tensors = [a for a in job.args if isinstance(a, torch.Tensor)]
+    assert tensors[0] is x  # the input as given, not a copy
+    assert [t.device.type for t in tensors[1:]] == ["meta", "meta"]  # output and workspace
+    assert [t.dtype for t in tensors[1:]] == [torch.float32, torch.float32]
+    (outcome,) = precompile_jobs([job], interpreter=True, workers=1)
+    assert outcome.ok, outcome.message
+    out = torch.empty(10)
+    torch.testing.assert_close(
+        choice.callable_for(Signature.of((x,), {"out": out}))(x, out=out), (x * 2).sum(0)
+    )

@@ -68,6 +68,74 @@ def test_choices_compile_in_the_workers_first_and_a_compiler_death_is_survived()
     assert torch.ones(3).sum().item() == 3.0
 
 
+SCALE_SOURCE = """
+{{ def_kernel() }}
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < {{ size("X", 0) }}
+    acc = tl.load(X + offsets, mask=mask).to(tl.float32) + tl.load(Y + offsets, mask=mask)
+    {{ store_output(("offsets",), "acc", "mask") }}
+"""
+
+
+def test_templates_compile_here_and_are_timed_there_beside_choices_the_workers_compile(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A template's compiling runs only kernelpick's code: it compiles here, each config timed in a
+    # worker as soon as it compiled; a triton_choice's bind is the user's: it compiles in the workers.
+    from kernelpick.select import choice_measuring
+
+    sent: set[tuple[str, bool]] = set()  # each choice sent, and whether it was compiled here
+    encode = choice_measuring.values.encode
+
+    def spy(value: object) -> str:
+        if isinstance(value, choice_measuring.PortableChoice):
+            sent.add((value.choice.name.split(",")[0], value.compiled))
+        return encode(value)
+
+    monkeypatch.setattr(choice_measuring.values, "encode", spy)
+    add = kernelpick.TritonTemplate(
+        "add",
+        SCALE_SOURCE,
+        inputs=("X", "Y"),
+        output=lambda x, y: (x.size, x.dtype),
+        grid=lambda context: (-(-context.output.size[0] // context.meta["BLOCK"]),),
+    )
+    selector = kernelpick.Selector(
+        "mixed",
+        [
+            kernelpick.extern(torch.add, name="torch.add"),
+            kernelpick.template(add, configs=[kernelpick.Config({"BLOCK": b}) for b in (64, 128, 48)]),
+            kernelpick.triton_choice(
+                faulty.add_blocks,
+                grid=faulty._blocks,
+                configs=[kernelpick.Config({"BLOCK": 32})],
+                bind=faulty.bind_add,
+            ),
+        ],
+        isolate=True,
+    )
+    a, b = torch.randn(300), torch.randn(300)
+    torch.testing.assert_close(selector(a, b), a + b)
+    record = selector.last_selection
+    assert record is not None
+    assert {r.name.split(",")[0]: r.result.status for r in record.results} == {
+        "torch.add": "ok",
+        "add BLOCK=64": "ok",
+        "add BLOCK=128": "ok",
+        "add BLOCK=48": "compile_error",  # found here: it never reached a worker
+        "add_blocks BLOCK=32": "ok",
+    }
+    assert {
+        ("torch.add", True),  # nothing to compile
+        ("add BLOCK=64", True),
+        ("add BLOCK=128", True),
+        ("add BLOCK=48", True),
+        ("add_blocks BLOCK=32", False),
+    } <= sent
+    assert ("add BLOCK=64", False) not in sent and ("add_blocks BLOCK=32", True) not in sent
+    assert {"compile", "prepare", "screen"} <= set(record.phases)
+
+
 def test_an_autotuned_config_that_never_ends_is_killed_and_the_others_win() -> None:
     x, y = torch.randn(300), torch.randn(300)
     out = torch.empty(300)

@@ -205,7 +205,7 @@ def test_candidates_fed_while_measuring_are_screened_as_they_arrive() -> None:
         feed.close()
 
     threading.Thread(target=compile_slowly).start()
-    results = pool.measure({}, feed, timeout_s=5.0, confirm_top=2, confirm_within=0.1)
+    results = pool.measure({}, [], feed=feed, timeout_s=5.0, confirm_top=2, confirm_within=0.1)
     assert list(results) == list(MEDIANS)
     assert [r["step"] for r in worker.requests] == ["screen"] * 4 + ["confirm"]
     assert results["b"].median_ms == 2.0  # confirmed
@@ -215,7 +215,7 @@ def test_a_feed_that_closes_empty_ends_the_measurement() -> None:
     pool, (worker,) = scripted(screen_by_median)
     feed = pool.feed()
     feed.close()
-    assert pool.measure({}, feed, timeout_s=5.0) == {}
+    assert pool.measure({}, [], feed=feed, timeout_s=5.0) == {}
     assert worker.requests == []
 
 
@@ -268,4 +268,4 @@ def test_a_feed_of_an_interrupted_measurement_does_not_reach_the_next() -> None:
     feed = pool.feed()
     feed.put("b")
     feed.close()
-    assert list(pool.measure({}, feed, timeout_s=5.0)) == ["b"]
+    assert list(pool.measure({}, [], feed=feed, timeout_s=5.0)) == ["b"]

@@ -95,17 +95,19 @@ def qualified_name(fn: Any) -> str:
 @dataclass(frozen=True)
 class PortableChoice:
     """A choice as a worker process gets it (`kernelpick.workers.request`): the choice itself, the
-    user's code in it serialized by value, and the signature it is measured for."""
+    user's code in it serialized by value, the signature it is measured for, and whether the caller
+    compiled it already (the worker then loads it from Triton's on-disk cache at its first call)."""
 
     choice: Choice
     signature: Signature
+    compiled: bool = False
 
     @property
     def name(self) -> str:
         return self.choice.name
 
-    def compile_job(self, example: ExampleInputs, device: Any) -> CompileJob | CompileOutcome:
-        return self.choice.compile_job(example, self.signature)
+    def compile_job(self, example: ExampleInputs, device: Any) -> CompileJob | CompileOutcome | None:
+        return None if self.compiled else self.choice.compile_job(example, self.signature)
 
     def callable(self) -> Callable[..., Any]:
         return self.choice.callable_for(self.signature)

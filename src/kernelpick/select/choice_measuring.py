@@ -5,13 +5,21 @@ once), runs each once on example inputs and checks its output against the refere
 those that worked: in the workers when isolation is wanted, the choices crossing by value
 (`kernelpick.workers`), or in this process for a choice that cannot cross (it holds a lock, say),
 a selector with a timer of its own, or where no worker starts.
+
+In workers, the choices whose compiling runs none of the user's code (templates; a library function
+has nothing to compile) compile here, in forked compilers, and each goes to the workers as soon as it
+compiled: the GPUs time while the rest compile, and each is compiled once for all of a host's GPUs.
+A `triton_choice` (whose `bind` is the user's) or a processed choice compiles in the workers.
 """
 
 from __future__ import annotations
 
+import contextvars
 import logging
+import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,20 +28,34 @@ import torch
 
 from kernelpick import settings
 from kernelpick.bench.benchmarker import budgets_for
-from kernelpick.bench.inputs import ExampleInputs, InputGen
+from kernelpick.bench.inputs import ExampleInputs, GivenInputs, InputGen
 from kernelpick.bench.measure import Candidate, Checking, Measurement, OnDone, measure
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.timers import Timer, timer_for
 from kernelpick.bench.verify import Tolerance, tf32_allowed
-from kernelpick.compile.precompile import classify, current_patience
+from kernelpick.compile.precompile import (
+    CompileJob,
+    CompileOutcome,
+    classify,
+    current_patience,
+    precompile_jobs,
+)
 from kernelpick.console import TuningProgress, warn_once
 from kernelpick.errors import IsolationError
 from kernelpick.select.choice import Choice, ExternChoice, PortableChoice, compile_choices
 from kernelpick.select.signature import Signature
+from kernelpick.select.template_choice import TemplateChoice, UnavailableChoice
 from kernelpick.tensors import preserved_rng
 from kernelpick.workers import values
 from kernelpick.workers.plan import isolation_wanted
-from kernelpick.workers.request import Problem, measure_in_workers, payload_folder
+from kernelpick.workers.pool import Feed
+from kernelpick.workers.request import (
+    Problem,
+    feed_for,
+    measure_in_workers,
+    payload_folder,
+    start_workers_for,
+)
 
 log = logging.getLogger("kernelpick.select")
 
@@ -58,7 +80,8 @@ class ChoiceMeasuring:
     finished: OnDone | None = None
     timed_here: dict[str, str] = field(default_factory=dict)
     #: Seconds per step, added up over the measurements of one selection: compile and benchmark
-    #: here; prepare, screen and confirm in the workers.
+    #: here; in workers compile (here, beside the screening), prepare (what the workers compile),
+    #: screen and confirm.
     phases: dict[str, float] = field(default_factory=dict)
 
     def _add(self, steps: dict[str, float]) -> None:
@@ -101,16 +124,23 @@ class ChoiceMeasuring:
         if self.timer is not None:
             raise IsolationError("its timer runs in your process")
         payloads: dict[str, str] = {}
+        caller_compiles: list[Choice] = []  # and the workers compile the rest of what crosses
         here: list[Choice] = []
         for choice in todo:
+            compiled_here = compiles_here(choice)
             try:
-                payloads[choice.digest] = values.encode(PortableChoice(choice, self.signature))
+                payloads[choice.digest] = values.encode(PortableChoice(choice, self.signature, compiled_here))
             except IsolationError as error:
                 here.append(choice)
                 self.timed_here[choice.name] = str(error)
+            else:
+                if compiled_here:
+                    caller_compiles.append(choice)
         if not payloads:
             return here
         device = self.signature.device
+        start_workers_for(device)  # they start while the choices compile
+        others = [d for d in payloads if d not in {c.digest for c in caller_compiles}]
         with payload_folder() as payload:
             problem = Problem.describe(
                 device,
@@ -130,21 +160,27 @@ class ChoiceMeasuring:
                 warm_up_ms=settings.current().select_warmup_ms,
                 patience=current_patience(),
             )
-            compiled = [c for c in todo if c.digest in payloads and not isinstance(c, ExternChoice)]
-            steps: dict[str, float] = {}
             with TuningProgress(f"selecting {self.name} in workers", total=len(payloads)) as progress:
-                results.update(
-                    measure_in_workers(
+                done = progress.on_done(self.finished)
+                feed = feed_for(device)
+                steps: dict[str, float] = {}
+                with _Compiling(
+                    caller_compiles, self.signature, GivenInputs(inputs, kwargs), feed, steps
+                ) as compiling:
+                    measured = measure_in_workers(
                         problem,
                         payloads,
-                        list(payloads),
+                        others,
                         device,
-                        prepare=bool(compiled),
-                        on_done=progress.on_done(self.finished),
+                        feed=feed,
+                        prepare=bool(others),
+                        on_done=done,
                         timings=steps,
                     )
-                )
-            self._add(steps)
+                self._add(steps)
+                for digest, result in compiling.failed.items():
+                    done(digest, result)
+                results.update({**measured, **compiling.failed})
         return here
 
     def _here(
@@ -195,6 +231,95 @@ class ChoiceMeasuring:
                 )
                 self._add({"benchmark": time.perf_counter() - started})
         return {c.digest: results[c.digest] for c in todo}
+
+
+def compiles_here(choice: Choice) -> bool:
+    """Whether `choice` compiles in the caller when it is measured in workers: when compiling it runs
+    none of the user's code (a template's own generated binding; a library function has nothing to
+    compile). A `triton_choice`'s `bind` and a processed choice's `before` are the user's: those
+    choices compile in the workers, where a crash or a hang in them is only that choice's."""
+    return isinstance(choice, (TemplateChoice, ExternChoice, UnavailableChoice))
+
+
+class _Compiling:
+    """Compile choices in forked compilers, in a thread of their own, feeding each one's digest to the
+    workers as soon as it compiled (what needs no compiling at once), so the GPUs time while the
+    compilers run and a choice is compiled once for all of a host's GPUs. `failed` holds each choice
+    that did not compile, with its result; `steps["compile"]` the seconds it took. Leaving the block
+    waits for the compilers, or, when it is left by an interruption, stops them.
+
+    Compiling binds each choice's arguments to the call's own inputs (`given`), its output and scratch
+    space to stand-ins without memory (`TemplateChoice.compile_job`).
+    """
+
+    def __init__(
+        self,
+        choices: list[Choice],
+        signature: Signature,
+        given: GivenInputs,
+        feed: Feed,
+        steps: dict[str, float],
+    ) -> None:
+        self.choices, self.signature, self.given, self.feed, self.steps = (
+            choices,
+            signature,
+            given,
+            feed,
+            steps,
+        )
+        self.failed: dict[str, BenchmarkResult] = {}
+        self._stop = threading.Event()
+        self._compiler = ThreadPoolExecutor(1, thread_name_prefix="kernelpick-compile")
+        self._compiling: Future[None] | None = None
+
+    def __enter__(self) -> _Compiling:
+        self._compiling = self._compiler.submit(contextvars.copy_context().run, self._compile_all)
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: Any) -> None:
+        assert self._compiling is not None
+        try:
+            if kind is not None and not issubclass(kind, Exception):  # interrupted: nothing more compiles
+                self._stop.set()
+                self._compiling.exception()
+            else:
+                self._compiling.result()  # the compilers' own failure, if any, comes first
+        finally:
+            self._compiler.shutdown()
+
+    def _compile_all(self) -> None:
+        started = time.perf_counter()
+        try:
+            jobs: list[tuple[str, CompileJob]] = []
+            for choice in self.choices:
+                try:
+                    found = choice.compile_job(self.given, self.signature)
+                except Exception as error:  # a choice's own bug is that choice's failure
+                    found = CompileOutcome(*classify(error))
+                if isinstance(found, CompileJob):
+                    jobs.append((choice.digest, found))
+                elif found.ok:  # nothing to compile
+                    self.feed.put(choice.digest)
+                else:
+                    self.failed[choice.digest] = BenchmarkResult.failed(found.status, found.message)
+            current = settings.current()
+            outcomes = precompile_jobs(
+                [job for _, job in jobs],
+                interpreter=self.signature.device.interpreter,
+                workers=settings.compile_workers(),
+                mode=current.compile_mode,
+                timeout_s=current.compile_timeout_s,
+                on_compiled=lambda index: self.feed.put(jobs[index][0]),
+                stop=self._stop,
+            )
+            for (digest, _), outcome in zip(jobs, outcomes):
+                if not outcome.ok:
+                    self.failed[digest] = BenchmarkResult.failed(
+                        outcome.status, outcome.message, outcome.seconds
+                    )
+        finally:
+            self.steps["compile"] = time.perf_counter() - started
+            self.feed.close()
 
 
 class _Failed(Exception):

@@ -320,7 +320,7 @@ class KernelConfigs:
                         analyzed.set()
                     with settings.override(**self.budget_overrides):
                         measured = measure_in_workers(
-                            problem, payloads, feed, device, on_done=progress.on_done(self.finished)
+                            problem, payloads, [], device, feed=feed, on_done=progress.on_done(self.finished)
                         )
                 except Exception:
                     compiling.result()  # the compilers' own failure, if any, comes first

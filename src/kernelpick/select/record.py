@@ -44,7 +44,8 @@ class SelectionRecord:
     `skipped` has the choices the device does not meet the requirements of, each with the reason;
     `searches` what a search (`Selector(search=...)`) did in each config space it searched, by the
     space's name (`results` then holds only the choices evaluated); `phases` the seconds of its steps
-    (expand, table, store_read, compile, benchmark; in workers prepare, screen, confirm; store_write;
+    (expand, table, store_read, compile, benchmark; in workers compile (here, beside the screening),
+    prepare (what the workers compile), screen, confirm; store_write;
     wait: for another process or rank tuning the same key, `kernelpick.select.tuning`).
     """
 

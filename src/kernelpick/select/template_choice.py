@@ -217,6 +217,7 @@ def _generate(
         # The signature's device, not the rendered output's: a worker measures on its own GPU, whose
         # index there (0) need not be the caller's (cuda:1 in rank 1 of a job, say).
         "DEVICE": signature.device.torch_device,
+        "STAND_IN": torch.device("meta"),
     }
     values = []
     for parameter in rendered.parameters:
@@ -238,17 +239,20 @@ def _generate(
             values.append(f"workspace_{parameter.name}")
         else:
             values.append(str(parameter.value))
-    allocate = [
-        'out = kwargs["out"]'
-        if "out" in signature.named_kwargs
-        else "out = empty_strided(OUT_SIZE, OUT_STRIDE, dtype=OUT_DTYPE, device=DEVICE)"
-    ]
-    # Scratch space comes from torch's caching allocator, as the output does: no zeroing, no copy.
-    allocate += [
-        f"workspace_{p.name} = empty({p.shape!r}, dtype=FLOAT32, device=DEVICE)"
-        for p in rendered.parameters
-        if p.kind == "workspace"
-    ]
+
+    def allocate(device: str) -> list[str]:
+        lines = [
+            'out = kwargs["out"]'
+            if "out" in signature.named_kwargs
+            else f"out = empty_strided(OUT_SIZE, OUT_STRIDE, dtype=OUT_DTYPE, device={device})"
+        ]
+        # Scratch space comes from torch's caching allocator, as the output does: no zeroing, no copy.
+        return lines + [
+            f"workspace_{p.name} = empty({p.shape!r}, dtype=FLOAT32, device={device})"
+            for p in rendered.parameters
+            if p.kind == "workspace"
+        ]
+
     launches = []
     for index, (kernel, config, grid) in enumerate(kernels):
         scope[f"launch_{index}"] = fixed_launcher(kernel, signature.device.interpreter)
@@ -258,13 +262,16 @@ def _generate(
     code = CodeBuffer()
     code.line("def call(*inputs, **kwargs):")
     with code.indent():
-        code.lines(allocate)
+        code.lines(allocate("DEVICE"))
         code.lines(launches)
         code.line("return out")
     code.line("")
+    # Compiling needs the arguments' kinds, dtypes and alignment, not their memory: the output and
+    # scratch space are meta tensors (address 0, as aligned as any allocation), so compiling every
+    # choice of a large product at once holds no output of any.
     code.line("def arguments(*inputs, **kwargs):")
     with code.indent():
-        code.lines(allocate)
+        code.lines(allocate("STAND_IN"))
         code.line(f"return ({', '.join(values)},), out")
     filename = f"<kernelpick caller of {rendered.kernel_name}>"
     exec(compile(code.getvalue(), filename, "exec"), scope)  # our own generated code, never stored data

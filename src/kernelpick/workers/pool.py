@@ -4,7 +4,9 @@ A measurement has up to three steps:
 
 1. prepare (optional): the workers compile the candidates between them, many at once, each worker
    its share, into Triton's on-disk cache; a candidate that fails to compile is done with. A
-   worker that dies here only loses the head start: its share is compiled again in step 2.
+   worker that dies here only loses the head start: its share is compiled again in step 2. (What
+   the caller compiles itself, in forked compilers, it names through a `Feed` as each compiles:
+   those are screened as they come, and their compiling overlaps the rest.)
 2. screen: one candidate at a time goes to whichever worker is free, so that a candidate that hangs
    or kills its worker is known by name: it gets status `timeout` or `crashed` with the end of the
    worker's output, the worker is started again, and the rest go on. Each request carries the
@@ -124,9 +126,10 @@ class WorkerPool:
     def measure(
         self,
         request: Mapping[str, Any],
-        candidates: Sequence[str] | Feed,
+        candidates: Sequence[str],
         payloads: Mapping[str, Any] | None = None,
         *,
+        feed: Feed | None = None,
         timeout_s: float,
         prepare_timeout_s: float | None = None,
         confirm_top: int = 0,
@@ -139,13 +142,14 @@ class WorkerPool:
 
         Args:
             request: what every worker needs to rebuild the problem (problem, settings).
-            candidates: the ids of the candidates to measure (config or choice digests), or a
-                `Feed` that delivers them as they become ready (no prepare step then).
+            candidates: the ids of the candidates to measure (config or choice digests) known now.
             payloads: what each request carries of each candidate it names, by id (None: the ids
                 alone, as a list).
+            feed: more candidates, delivered as they become ready (compiled by the caller); they
+                are screened as they come, after any prepare step of `candidates`.
             timeout_s: how long one candidate may take, compiling and timing included.
-            prepare_timeout_s: how long the workers may compile their shares in the prepare step
-                (None: no prepare step; the caller compiled already, or each worker compiles as it goes).
+            prepare_timeout_s: how long the workers may compile their shares of `candidates` in the
+                prepare step (None: no prepare step; the caller compiled them already).
             confirm_top: at most how many of the fastest to time again together (0 or 1: none).
             confirm_within: only candidates that ran within this fraction of the best median are
                 timed again (`kernelpick.bench.benchmarker.finalists`).
@@ -162,20 +166,19 @@ class WorkerPool:
             self._payloads = payloads
             self._started()
             results: dict[str, BenchmarkResult] = {}
-            if isinstance(candidates, Feed):
-                feed, known = candidates, []
-            else:
-                feed, known = None, list(candidates)
+            known = list(candidates)
+            fed = _Fed(feed)
             steps = timings if timings is not None else {}
             started = time.perf_counter()
             if known and prepare_timeout_s is not None:
-                results = self._prepare(request, known, prepare_timeout_s)
+                results = self._prepare(request, known, prepare_timeout_s, fed)
                 for candidate, result in results.items():
                     if on_done is not None:
                         on_done(candidate, result)
                 steps["prepare"] = time.perf_counter() - started
                 started = time.perf_counter()
-            screened = self._screen(request, [c for c in known if c not in results], timeout_s, on_done, feed)
+            first = [c for c in known if c not in results] + fed.arrived
+            screened = self._screen(request, first, timeout_s, on_done, fed)
             results.update(screened)
             steps["screen"] = time.perf_counter() - started
             closest = finalists({c: results[c] for c in screened}, confirm_top, confirm_within, reference)
@@ -183,12 +186,13 @@ class WorkerPool:
                 started = time.perf_counter()
                 results = on_one_scale(results, self._confirm(request, closest, timeout_s * len(closest)))
                 steps["confirm"] = time.perf_counter() - started
-            return {c: results[c] for c in known or screened}
+            return {c: results[c] for c in dict.fromkeys([*known, *screened])}
 
     def _prepare(
-        self, request: Mapping[str, Any], candidates: Sequence[str], timeout_s: float
+        self, request: Mapping[str, Any], candidates: Sequence[str], timeout_s: float, fed: _Fed
     ) -> dict[str, BenchmarkResult]:
-        """Step 1: every worker compiles its share; the failures, by candidate."""
+        """Step 1: every worker compiles its share; the failures, by candidate. What `fed` delivers
+        meanwhile waits in it for step 2."""
         live = [w for w in self.workers if w.alive]
         shares = {w.slot: list(candidates[i :: len(live)]) for i, w in enumerate(live)}
         busy: dict[int, _Busy] = {}
@@ -199,7 +203,10 @@ class WorkerPool:
         failed: dict[str, BenchmarkResult] = {}
         with self._abandoned_on_error(busy):
             while busy:
-                message = self._next_message(busy)
+                message = self._next_message(busy, fed.feed if fed.open else None)
+                if message is not None and message[0] == _FEED:
+                    fed.arrive(message[1])
+                    continue
                 if message is None:  # the deadline passed: those compile again, one by one, in step 2
                     for slot in busy:
                         self.workers[slot].kill()
@@ -227,15 +234,14 @@ class WorkerPool:
         candidates: Sequence[str],
         timeout_s: float,
         on_done: OnDone | None,
-        feed: Feed | None = None,
+        fed: _Fed,
     ) -> dict[str, BenchmarkResult]:
-        """Step 2: one candidate at a time to whichever worker is free (and more from `feed`)."""
+        """Step 2: one candidate at a time to whichever worker is free (and more as `fed` delivers them)."""
         results: dict[str, BenchmarkResult] = {}
         pending = collections.deque(candidates)
         busy: dict[int, _Busy] = {}
-        feeding = feed is not None
         with self._abandoned_on_error(busy):
-            while pending or busy or feeding:
+            while pending or busy or fed.open:
                 for worker in self.workers:
                     if not pending:
                         break
@@ -252,12 +258,9 @@ class WorkerPool:
                         "best_ms": fastest,
                     }
                     busy[worker.slot] = self._send(worker, step, candidate, timeout_s)
-                message = self._next_message(busy, feed if feeding else None)
+                message = self._next_message(busy, fed.feed if fed.open else None)
                 if message is not None and message[0] == _FEED:
-                    fed = message[1] or {}
-                    if "candidate" in fed:
-                        pending.append(fed["candidate"])
-                    feeding = "closed" not in fed
+                    pending.extend(fed.arrive(message[1]))
                     continue
                 if message is None:  # a deadline passed
                     for slot, waiting in list(busy.items()):
@@ -412,6 +415,24 @@ class Feed:
 
     def close(self) -> None:
         self._messages.put((_FEED, self.number, {"closed": True}))
+
+
+class _Fed:
+    """What a measurement's feed (if any) delivered so far, and whether more may come."""
+
+    def __init__(self, feed: Feed | None) -> None:
+        self.feed = feed
+        self.open = feed is not None
+        self.arrived: list[str] = []
+
+    def arrive(self, message: Mapping[str, Any] | None) -> list[str]:
+        """Take in one of the feed's messages; the candidates it names."""
+        body = message or {}
+        if "closed" in body:
+            self.open = False
+        named = [body["candidate"]] if "candidate" in body else []
+        self.arrived += named
+        return named
 
 
 def _failure(worker: WorkerProcess, body: Mapping[str, Any] | None, results: Mapping[str, Any]) -> str:

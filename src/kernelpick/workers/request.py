@@ -257,9 +257,10 @@ def _prepare_all(
 def measure_in_workers(
     problem: Problem,
     payloads: Mapping[str, str],
-    candidates: Sequence[str] | Feed,
+    candidates: Sequence[str],
     device: DeviceInfo,
     *,
+    feed: Feed | None = None,
     prepare: bool = False,
     on_done: OnDone | None = None,
     timings: dict[str, float] | None = None,
@@ -271,9 +272,10 @@ def measure_in_workers(
         problem: what they run on.
         payloads: every candidate, `values.encode`d, by digest (a fed candidate's must be in it
             before it is fed).
-        candidates: the digests to measure, or a `Feed` of them as they become ready.
+        candidates: the digests to measure known now.
         device: the device measured for.
-        prepare: the workers compile the candidates first, many at once (what the caller did not).
+        feed: more digests, as each becomes ready (compiled here): screened as they come.
+        prepare: the workers compile `candidates` first, many at once (what the caller did not).
         on_done: called with each candidate and its result as it is done with.
         timings: where the seconds of each step go (prepare, screen, confirm).
 
@@ -287,6 +289,7 @@ def measure_in_workers(
         request,
         candidates,
         payloads,
+        feed=feed,
         timeout_s=current.bench_timeout_s,
         prepare_timeout_s=current.compile_timeout_s if prepare else None,
         confirm_top=0 if device.interpreter else current.confirm_top,
