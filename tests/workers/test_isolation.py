@@ -68,13 +68,21 @@ def test_choices_compile_in_the_workers_first_and_a_compiler_death_is_survived()
     assert torch.ones(3).sum().item() == 3.0
 
 
-SCALE_SOURCE = """
+ADD_SOURCE = """
 {{ def_kernel() }}
     offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offsets < {{ size("X", 0) }}
     acc = tl.load(X + offsets, mask=mask).to(tl.float32) + tl.load(Y + offsets, mask=mask)
     {{ store_output(("offsets",), "acc", "mask") }}
 """
+
+ADD = kernelpick.TritonTemplate(
+    "add",
+    ADD_SOURCE,
+    inputs=("X", "Y"),
+    output=lambda x, y: (x.size, x.dtype),
+    grid=lambda context: (-(-context.output.size[0] // context.meta["BLOCK"]),),
+)
 
 
 def test_templates_compile_here_and_are_timed_there_beside_choices_the_workers_compile(
@@ -93,18 +101,11 @@ def test_templates_compile_here_and_are_timed_there_beside_choices_the_workers_c
         return encode(value)
 
     monkeypatch.setattr(choice_measuring.values, "encode", spy)
-    add = kernelpick.TritonTemplate(
-        "add",
-        SCALE_SOURCE,
-        inputs=("X", "Y"),
-        output=lambda x, y: (x.size, x.dtype),
-        grid=lambda context: (-(-context.output.size[0] // context.meta["BLOCK"]),),
-    )
     selector = kernelpick.Selector(
         "mixed",
         [
             kernelpick.extern(torch.add, name="torch.add"),
-            kernelpick.template(add, configs=[kernelpick.Config({"BLOCK": b}) for b in (64, 128, 48)]),
+            kernelpick.template(ADD, configs=[kernelpick.Config({"BLOCK": b}) for b in (64, 128, 48)]),
             kernelpick.triton_choice(
                 faulty.add_blocks,
                 grid=faulty._blocks,
@@ -134,6 +135,34 @@ def test_templates_compile_here_and_are_timed_there_beside_choices_the_workers_c
     } <= sent
     assert ("add BLOCK=64", False) not in sent and ("add_blocks BLOCK=32", True) not in sent
     assert {"compile", "prepare", "screen"} <= set(record.phases)
+
+
+def test_an_interrupted_selection_stops_the_compilers_it_started_here(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from kernelpick.compile.forked import CompileStopped
+    from kernelpick.select import choice_measuring
+
+    stops: list[threading.Event] = []
+
+    def compiling_until_stopped(jobs: object, *, stop: threading.Event, **options: object) -> None:
+        stops.append(stop)
+        assert stop.wait(30), "the compilers were never told to stop"
+        raise CompileStopped("stopped")
+
+    def interrupted(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt  # Ctrl-C while the workers screen
+
+    monkeypatch.setattr(choice_measuring, "precompile_jobs", compiling_until_stopped)
+    monkeypatch.setattr(choice_measuring, "measure_in_workers", interrupted)
+    selector = kernelpick.Selector(
+        "interrupted",
+        [kernelpick.extern(torch.add), kernelpick.template(ADD, configs=[kernelpick.Config({"BLOCK": 64})])],
+        isolate=True,
+    )
+    with pytest.raises(KeyboardInterrupt):
+        selector(torch.randn(300), torch.randn(300))
+    assert len(stops) == 1 and stops[0].is_set()
 
 
 def test_an_autotuned_config_that_never_ends_is_killed_and_the_others_win() -> None:

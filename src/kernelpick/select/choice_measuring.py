@@ -140,7 +140,8 @@ class ChoiceMeasuring:
             return here
         device = self.signature.device
         start_workers_for(device)  # they start while the choices compile
-        others = [d for d in payloads if d not in {c.digest for c in caller_compiles}]
+        compiled_here_digests = {c.digest for c in caller_compiles}
+        others = [d for d in payloads if d not in compiled_here_digests]
         with payload_folder() as payload:
             problem = Problem.describe(
                 device,
