@@ -269,3 +269,26 @@ def test_a_feed_of_an_interrupted_measurement_does_not_reach_the_next() -> None:
     feed.put("b")
     feed.close()
     assert list(pool.measure({}, [], feed=feed, timeout_s=5.0)) == ["b"]
+
+
+def test_candidates_fed_while_the_workers_compile_others_wait_for_the_screening() -> None:
+    # A selection's templates compile in the caller (fed) while the workers compile its triton_choices.
+    def rejects_d(request: dict[str, Any]) -> dict[str, Any]:
+        if request["step"] == "prepare":
+            return {"results": {"d": {"status": "compile_error", "timing": None, "message": "bad"}}}
+        return screen_by_median(request)
+
+    pool, (worker,) = scripted(rejects_d)
+    feed = pool.feed()
+    feed.put("b")  # arrive before the prepare step's answer, which they must not be lost behind
+    feed.put("c")
+    feed.close()
+    results = pool.measure({}, ["a", "d"], feed=feed, timeout_s=5.0, prepare_timeout_s=5.0)
+    assert [r["candidates"] for r in worker.requests if r["step"] == "prepare"] == [["a", "d"]]
+    assert [r["candidates"] for r in worker.requests if r["step"] == "screen"] == [["a"], ["b"], ["c"]]
+    assert {c: r.status for c, r in results.items()} == {
+        "a": "ok",
+        "d": "compile_error",
+        "b": "ok",
+        "c": "ok",
+    }
