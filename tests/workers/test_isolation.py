@@ -141,7 +141,7 @@ def test_an_interrupted_selection_stops_the_compilers_it_started_here(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from kernelpick.compile.forked import CompileStopped
-    from kernelpick.select import choice_measuring
+    from kernelpick.select import choice, choice_measuring
 
     stops: list[threading.Event] = []
 
@@ -153,7 +153,7 @@ def test_an_interrupted_selection_stops_the_compilers_it_started_here(
     def interrupted(*args: object, **kwargs: object) -> None:
         raise KeyboardInterrupt  # Ctrl-C while the workers screen
 
-    monkeypatch.setattr(choice_measuring, "precompile_jobs", compiling_until_stopped)
+    monkeypatch.setattr(choice, "precompile_jobs", compiling_until_stopped)
     monkeypatch.setattr(choice_measuring, "measure_in_workers", interrupted)
     selector = kernelpick.Selector(
         "interrupted",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import sys
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -239,7 +240,14 @@ def bound_arguments(result: Any, where: str) -> tuple[tuple[Any, ...], Mapping[s
 
 
 def compile_choices(
-    choices: Sequence[Choice], example: ExampleInputs, signature: Signature, *, mode: str | None = None
+    choices: Sequence[Choice],
+    example: ExampleInputs,
+    signature: Signature,
+    *,
+    mode: str | None = None,
+    on_ready: Callable[[int], object] | None = None,
+    timeout_s: float | None = None,
+    stop: threading.Event | None = None,
 ) -> list[CompileOutcome]:
     """Compile `choices` for `signature`, every Triton kernel among them at once (in forked compilers
     unless `mode` or `KERNELPICK_COMPILE_MODE` says threads); each choice's own failure is its outcome.
@@ -249,6 +257,11 @@ def compile_choices(
         example: the example inputs compiling binds arguments for.
         signature: their signature.
         mode: "process" or "thread" (default: the `KERNELPICK_COMPILE_MODE` setting).
+        on_ready: called with a choice's index as soon as it can run: at once for a choice with
+            nothing to compile (a library function), for the others as their compile ends (before
+            the rest end, in forked compilers; see `precompile`'s `on_compiled`).
+        timeout_s: `precompile`'s: how long one may compile before its compiler is killed.
+        stop: `precompile`'s: once set, the compilers are killed and `CompileStopped` is raised.
 
     Returns:
         One outcome per choice, in order.
@@ -265,11 +278,16 @@ def compile_choices(
             outcomes.append(None)
         else:
             outcomes.append(found)
+            if found.ok and on_ready is not None:
+                on_ready(index)
     compiled = precompile_jobs(
         [job for _, job in jobs],
         interpreter=signature.device.interpreter,
         workers=settings.compile_workers(),
         mode=mode or settings.current().compile_mode,
+        timeout_s=timeout_s,
+        on_compiled=None if on_ready is None else lambda number: on_ready(jobs[number][0]),
+        stop=stop,
     )
     for (index, _), outcome in zip(jobs, compiled):
         outcomes[index] = outcome

@@ -33,13 +33,7 @@ from kernelpick.bench.measure import Candidate, Checking, Measurement, OnDone, m
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.timers import Timer, timer_for
 from kernelpick.bench.verify import Tolerance, tf32_allowed
-from kernelpick.compile.precompile import (
-    CompileJob,
-    CompileOutcome,
-    classify,
-    current_patience,
-    precompile_jobs,
-)
+from kernelpick.compile.precompile import classify, current_patience
 from kernelpick.console import TuningProgress, warn_once
 from kernelpick.errors import IsolationError
 from kernelpick.select.choice import Choice, ExternChoice, PortableChoice, compile_choices
@@ -261,13 +255,11 @@ class _Compiling:
         feed: Feed,
         steps: dict[str, float],
     ) -> None:
-        self.choices, self.signature, self.given, self.feed, self.steps = (
-            choices,
-            signature,
-            given,
-            feed,
-            steps,
-        )
+        self.choices = choices
+        self.signature = signature
+        self.given = given
+        self.feed = feed
+        self.steps = steps
         self.failed: dict[str, BenchmarkResult] = {}
         self._stop = threading.Event()
         self._compiler = ThreadPoolExecutor(1, thread_name_prefix="kernelpick-compile")
@@ -291,31 +283,17 @@ class _Compiling:
     def _compile_all(self) -> None:
         started = time.perf_counter()
         try:
-            jobs: list[tuple[str, CompileJob]] = []
-            for choice in self.choices:
-                try:
-                    found = choice.compile_job(self.given, self.signature)
-                except Exception as error:  # a choice's own bug is that choice's failure
-                    found = CompileOutcome(*classify(error))
-                if isinstance(found, CompileJob):
-                    jobs.append((choice.digest, found))
-                elif found.ok:  # nothing to compile
-                    self.feed.put(choice.digest)
-                else:
-                    self.failed[choice.digest] = BenchmarkResult.failed(found.status, found.message)
-            current = settings.current()
-            outcomes = precompile_jobs(
-                [job for _, job in jobs],
-                interpreter=self.signature.device.interpreter,
-                workers=settings.compile_workers(),
-                mode=current.compile_mode,
-                timeout_s=current.compile_timeout_s,
-                on_compiled=lambda index: self.feed.put(jobs[index][0]),
+            outcomes = compile_choices(
+                self.choices,
+                self.given,
+                self.signature,
+                on_ready=lambda index: self.feed.put(self.choices[index].digest),
+                timeout_s=settings.current().compile_timeout_s,
                 stop=self._stop,
             )
-            for (digest, _), outcome in zip(jobs, outcomes):
+            for choice, outcome in zip(self.choices, outcomes):
                 if not outcome.ok:
-                    self.failed[digest] = BenchmarkResult.failed(
+                    self.failed[choice.digest] = BenchmarkResult.failed(
                         outcome.status, outcome.message, outcome.seconds
                     )
         finally:
