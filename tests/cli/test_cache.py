@@ -585,7 +585,7 @@ def test_show_of_a_selector_ends_with_its_decisions_per_m(
     assert "AUTOTUNE" not in decisions  # after every key's candidates
     assert decisions.count(f"DECISIONS kernelpick.ops.mm on {H100} (sm_90)\nN=") == 6  # six (N, K)
     row = decisions.split("N=10240, K=8192")[1].splitlines()[2]
-    assert row.split()[:6] == ["1", "triton_mm_decode", "0.0584", "torch.mm", "0.0721", "1.24×"]
+    assert row.split()[:6] == ["1", "triton_mm_decode", "0.0577", "torch.mm", "0.0714", "1.24×"]
     code, alone, _ = run_cli(
         capsys, "cache", "show", "kernelpick.ops.mm", "--store", str(suite), "--decisions"
     )
