@@ -68,3 +68,21 @@ def test_a_module_is_looked_at_once_however_many_values_are_sent(
     monkeypatch.setattr(Path, "resolve", lambda self: pytest.fail("resolved a path again"))
     assert not values.is_library(module)
     values.encode(lambda x: x + 2)
+
+
+def test_rendered_template_modules_are_not_registered_but_their_kernels_cross(tmp_path: Path) -> None:
+    # A process that compiled templates holds hundreds of them: each value sent would register them all.
+    from kernelpick.select.modules import load_module
+
+    source = tmp_path / "double.py"
+    source.write_text(
+        "import triton\nimport triton.language as tl\n\n\n@triton.jit\n"
+        "def double(x_ptr, n, BLOCK: tl.constexpr):\n"
+        "    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n"
+        "    tl.store(x_ptr + offsets, tl.load(x_ptr + offsets, mask=offsets < n) * 2, mask=offsets < n)\n"
+    )
+    module = load_module(source)
+    assert module.__name__.startswith(values.RENDERED_PREFIX)
+    assert module.__name__ not in values._user_modules()
+    kernel = values.loads(values.dumps(module.double))
+    assert type(kernel).__name__ == "JITFunction" and kernel.cache_key == module.double.cache_key

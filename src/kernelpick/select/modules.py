@@ -22,6 +22,7 @@ from typing import Any
 
 from kernelpick import settings
 from kernelpick.errors import TemplateError
+from kernelpick.workers.values import RENDERED_PREFIX
 
 log = logging.getLogger("kernelpick.select")
 
@@ -106,7 +107,7 @@ def load_module(path: Path | str) -> ModuleType:
         module = _loaded.get(path)
         if module is not None:
             return module
-        name = f"kernelpick_rendered_{path.stem}"
+        name = f"{RENDERED_PREFIX}{path.stem}"
         spec = importlib.util.spec_from_file_location(name, path)
         if spec is None or spec.loader is None or not path.exists():
             raise TemplateError(f"no rendered kernel module at {path}: render the template again")
