@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 
 import pytest
 import torch
@@ -21,6 +22,7 @@ from kernelpick.compile.precompile import (
     CompileJob,
     _patience,
     classify,
+    compiling_beside,
     current_patience,
     patience,
     precompile,
@@ -381,3 +383,22 @@ def test_jobs_with_companions_are_stopped_like_any_others(monkeypatch: pytest.Mo
     with pytest.raises(Recorded):
         precompile_jobs(jobs, interpreter=False, workers=2, mode="process", stop=stop)
     assert stops == [stop]
+
+
+def test_compiling_beside_a_block_raises_the_compilers_failure_first() -> None:
+    def fails(stop: threading.Event) -> None:
+        raise ValueError("the compilers' own failure")
+
+    with pytest.raises(ValueError, match="compilers' own"), compiling_beside(fails):
+        raise RuntimeError("what the block saw of it")
+
+
+def test_an_interrupted_block_stops_the_compiling_beside_it() -> None:
+    stopped: list[bool] = []
+
+    def compiles_until_stopped(stop: threading.Event) -> None:
+        stopped.append(stop.wait(30))
+
+    with pytest.raises(KeyboardInterrupt), compiling_beside(compiles_until_stopped):
+        raise KeyboardInterrupt
+    assert stopped == [True]

@@ -15,6 +15,7 @@ target, which catches what the compiler would reject (bad block shapes, static a
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import os
 import threading
@@ -61,6 +62,27 @@ def current_patience() -> float:
     """The patience compiles started now would have (`patience`'s factor; 0: they wait for all)."""
     found = _patience.get()
     return 0.0 if found is None else found.factor
+
+
+@contextmanager
+def compiling_beside(compile_all: Callable[[threading.Event], object]) -> Iterator[None]:
+    """Run `compile_all(stop)` in a thread of its own (with this context's settings and patience)
+    while the block runs: the workers time what it compiles as it goes. Leaving the block waits for
+    it, and its own failure is raised before the block's; a block left by an interruption (Ctrl-C,
+    SIGTERM) sets `stop` first, so that nothing more is compiled (`precompile`'s `stop`)."""
+    stop = threading.Event()
+    with ThreadPoolExecutor(1, thread_name_prefix="kernelpick-compile") as compiler:
+        compiling = compiler.submit(contextvars.copy_context().run, compile_all, stop)
+        try:
+            yield
+        except Exception:
+            compiling.result()  # the compilers' own failure, if any, comes first
+            raise
+        except BaseException:
+            stop.set()
+            compiling.exception()
+            raise
+        compiling.result()
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,12 +14,10 @@ A `triton_choice` (whose `bind` is the user's) or a processed choice compiles in
 
 from __future__ import annotations
 
-import contextvars
 import logging
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,7 +31,7 @@ from kernelpick.bench.measure import Candidate, Checking, Measurement, OnDone, m
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.timers import Timer, timer_for
 from kernelpick.bench.verify import Tolerance, tf32_allowed
-from kernelpick.compile.precompile import classify, current_patience
+from kernelpick.compile.precompile import classify, compiling_beside, current_patience
 from kernelpick.console import TuningProgress, warn_once
 from kernelpick.errors import IsolationError
 from kernelpick.select.choice import Choice, ExternChoice, PortableChoice, compile_choices
@@ -118,7 +116,8 @@ class ChoiceMeasuring:
         if self.timer is not None:
             raise IsolationError("its timer runs in your process")
         payloads: dict[str, str] = {}
-        caller_compiles: list[Choice] = []  # and the workers compile the rest of what crosses
+        caller_compiles: list[Choice] = []
+        others: list[str] = []  # the digests of what crosses and the workers compile
         here: list[Choice] = []
         for choice in todo:
             compiled_here = compiles_here(choice)
@@ -130,12 +129,12 @@ class ChoiceMeasuring:
             else:
                 if compiled_here:
                     caller_compiles.append(choice)
+                else:
+                    others.append(choice.digest)
         if not payloads:
             return here
         device = self.signature.device
         start_workers_for(device)  # they start while the choices compile
-        compiled_here_digests = {c.digest for c in caller_compiles}
-        others = [d for d in payloads if d not in compiled_here_digests]
         with payload_folder() as payload:
             problem = Problem.describe(
                 device,
@@ -159,9 +158,20 @@ class ChoiceMeasuring:
                 done = progress.on_done(self.finished)
                 feed = feed_for(device)
                 steps: dict[str, float] = {}
-                with _Compiling(
-                    caller_compiles, self.signature, GivenInputs(inputs, kwargs), feed, steps
-                ) as compiling:
+                failed: dict[str, BenchmarkResult] = {}
+
+                def compile_all(stop: threading.Event) -> None:
+                    _compile_and_feed(
+                        caller_compiles,
+                        self.signature,
+                        GivenInputs(inputs, kwargs),
+                        feed,
+                        stop,
+                        steps,
+                        failed,
+                    )
+
+                with compiling_beside(compile_all):
                     measured = measure_in_workers(
                         problem,
                         payloads,
@@ -173,9 +183,9 @@ class ChoiceMeasuring:
                         timings=steps,
                     )
                 self._add(steps)
-                for digest, result in compiling.failed.items():
+                for digest, result in failed.items():
                     done(digest, result)
-                results.update({**measured, **compiling.failed})
+                results.update({**measured, **failed})
         return here
 
     def _here(
@@ -236,69 +246,41 @@ def compiles_here(choice: Choice) -> bool:
     return isinstance(choice, (TemplateChoice, ExternChoice, UnavailableChoice))
 
 
-class _Compiling:
-    """Compile choices in forked compilers, in a thread of their own, feeding each one's digest to the
-    workers as soon as it compiled (what needs no compiling at once), so the GPUs time while the
-    compilers run and a choice is compiled once for all of a host's GPUs. `failed` holds each choice
-    that did not compile, with its result; `steps["compile"]` the seconds it took. Leaving the block
-    waits for the compilers, or, when it is left by an interruption, stops them.
+def _compile_and_feed(
+    choices: list[Choice],
+    signature: Signature,
+    given: GivenInputs,
+    feed: Feed,
+    stop: threading.Event,
+    steps: dict[str, float],
+    failed: dict[str, BenchmarkResult],
+) -> None:
+    """Compile `choices` in forked compilers, feeding each one's digest to the workers as soon as it
+    compiled (what needs no compiling at once), so the GPUs time while the compilers run and a choice
+    is compiled once for all of a host's GPUs; each choice that did not compile goes into `failed`,
+    and the seconds it took into `steps["compile"]`. The feed is closed at the end, whatever happens.
 
     Compiling binds each choice's arguments to the call's own inputs (`given`), its output and scratch
     space to stand-ins without memory (`TemplateChoice.compile_job`).
     """
-
-    def __init__(
-        self,
-        choices: list[Choice],
-        signature: Signature,
-        given: GivenInputs,
-        feed: Feed,
-        steps: dict[str, float],
-    ) -> None:
-        self.choices = choices
-        self.signature = signature
-        self.given = given
-        self.feed = feed
-        self.steps = steps
-        self.failed: dict[str, BenchmarkResult] = {}
-        self._stop = threading.Event()
-        self._compiler = ThreadPoolExecutor(1, thread_name_prefix="kernelpick-compile")
-        self._compiling: Future[None] | None = None
-
-    def __enter__(self) -> _Compiling:
-        self._compiling = self._compiler.submit(contextvars.copy_context().run, self._compile_all)
-        return self
-
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: Any) -> None:
-        assert self._compiling is not None
-        try:
-            if kind is not None and not issubclass(kind, Exception):  # interrupted: nothing more compiles
-                self._stop.set()
-                self._compiling.exception()
-            else:
-                self._compiling.result()  # the compilers' own failure, if any, comes first
-        finally:
-            self._compiler.shutdown()
-
-    def _compile_all(self) -> None:
-        started = time.perf_counter()
-        try:
-            outcomes = compile_choices(
-                self.choices,
-                self.given,
-                self.signature,
-                on_ready=lambda index: self.feed.put(self.choices[index].digest),
-                timeout_s=settings.current().compile_timeout_s,
-                stop=self._stop,
-            )
-            for choice, outcome in zip(self.choices, outcomes):
-                if not outcome.ok:
-                    self.failed[choice.digest] = BenchmarkResult.failed(
-                        outcome.status, outcome.message, outcome.seconds
-                    )
-        finally:
-            self.steps["compile"] = time.perf_counter() - started
-            self.feed.close()
+    started = time.perf_counter()
+    try:
+        outcomes = compile_choices(
+            choices,
+            given,
+            signature,
+            on_ready=lambda index: feed.put(choices[index].digest),
+            timeout_s=settings.current().compile_timeout_s,
+            stop=stop,
+        )
+        for choice, outcome in zip(choices, outcomes):
+            if not outcome.ok:
+                failed[choice.digest] = BenchmarkResult.failed(
+                    outcome.status, outcome.message, outcome.seconds
+                )
+    finally:
+        steps["compile"] = time.perf_counter() - started
+        feed.close()
 
 
 class _Failed(Exception):

@@ -10,13 +10,11 @@ of the kernel's must run here (the user's hooks or do_bench, which Triton runs i
 
 from __future__ import annotations
 
-import contextvars
 import functools
 import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -31,7 +29,7 @@ from kernelpick.bench.timers import Timer, timer_for
 from kernelpick.bench.verify import tf32_allowed
 from kernelpick.compile.launch import runner
 from kernelpick.compile.portable import KernelLaunch
-from kernelpick.compile.precompile import CompileOutcome, precompile
+from kernelpick.compile.precompile import CompileOutcome, compiling_beside, precompile
 from kernelpick.config import Config
 from kernelpick.console import TuningProgress, warn_once
 from kernelpick.device import DeviceInfo
@@ -276,13 +274,13 @@ class KernelConfigs:
                 feed.put(configs[index].digest)
                 progress.advance()
 
-            submitted, analyzed, stop = threading.Event(), threading.Event(), threading.Event()
+            submitted, analyzed = threading.Event(), threading.Event()
 
             def wait_for_analysis() -> None:  # in the compile thread, while its children compile
                 submitted.set()
                 analyzed.wait()
 
-            def compile_all() -> None:
+            def compile_all(stop: threading.Event) -> None:
                 started = time.perf_counter()
                 try:
                     outcomes.extend(
@@ -308,28 +306,18 @@ class KernelConfigs:
                     feed.close()
 
             started = time.perf_counter()
-            with ThreadPoolExecutor(1, thread_name_prefix="kernelpick-compile") as compiler:
-                compiling = compiler.submit(contextvars.copy_context().run, compile_all)
+            with compiling_beside(compile_all):
                 try:
-                    try:
-                        # After Triton's code generation for every config, which holds the GIL: the
-                        # analysis then runs beside the children compiling, not against it.
-                        submitted.wait()
-                        problem = self._problem(args, kwargs, device, Path(payload), kernel, phases)
-                    finally:
-                        analyzed.set()
-                    with settings.override(**self.budget_overrides):
-                        measured = measure_in_workers(
-                            problem, payloads, [], device, feed=feed, on_done=progress.on_done(self.finished)
-                        )
-                except Exception:
-                    compiling.result()  # the compilers' own failure, if any, comes first
-                    raise
-                except BaseException:  # interrupted (Ctrl-C, SIGTERM): nothing more is compiled
-                    stop.set()
-                    compiling.exception()
-                    raise
-                compiling.result()
+                    # After Triton's code generation for every config, which holds the GIL: the
+                    # analysis then runs beside the children compiling, not against it.
+                    submitted.wait()
+                    problem = self._problem(args, kwargs, device, Path(payload), kernel, phases)
+                finally:
+                    analyzed.set()
+                with settings.override(**self.budget_overrides):
+                    measured = measure_in_workers(
+                        problem, payloads, [], device, feed=feed, on_done=progress.on_done(self.finished)
+                    )
             phases["benchmark"] = time.perf_counter() - started
             for config, outcome in zip(configs, outcomes):
                 if not outcome.ok:
