@@ -85,8 +85,8 @@ def is_library(module: types.ModuleType) -> bool:
 
 #: `is_library`'s verdict on each module it looked at, by name and files. Every value sent asks about
 #: every module loaded; a process that compiled templates here has hundreds (one per rendered kernel):
-#: resolving their paths each time took 80 ms per value (about 2 s of each `ops.mm` tuning on an H100
-#: machine after 24 keys, bench/ranks.py).
+#: resolving their paths each time took 80 ms per value on an H100 machine (1.9 s of one `ops.mm`
+#: key's tuning under cProfile; about 6 s of each autotune key after bench/ranks.py's 24 `ops.mm` keys).
 _verdicts: dict[tuple[str, tuple[str, ...]], bool] = {}
 
 
@@ -150,7 +150,7 @@ _seen: tuple[int, set[str]] = (0, set())
 #: The names of template modules kernelpick rendered (`kernelpick.select.modules`). They hold only
 #: kernels, which cross by value as their source (`_kernel_reduce`) without their module registered;
 #: a process that compiled templates holds hundreds, and registering each for every value sent cost
-#: 1.7 ms a value with 400 of them (0.1 ms without).
+#: 1.66 ms a value with 400 of them (0.03 ms without), on a 2-core CPU.
 RENDERED_PREFIX = "kernelpick_rendered_"
 
 
