@@ -70,6 +70,21 @@ def test_a_module_is_looked_at_once_however_many_values_are_sent(
     values.encode(lambda x: x + 2)
 
 
+def test_an_installed_module_is_a_library_without_resolving_its_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The first tuning of a process meets about a thousand modules: their files are under the folders
+    # libraries are installed in, as the import path names them, which says enough.
+    installed = types.ModuleType("installed_elsewhere")
+    installed.__file__ = str(Path(triton.__file__).parent.parent / "installed_elsewhere" / "__init__.py")
+    users = types.ModuleType("users_own")
+    users.__file__ = str(Path(__file__).parent / "users_own.py")
+    values._library_prefixes()  # the library folders themselves are resolved once, up front
+    resolved: list[str] = []
+    real_resolve = Path.resolve
+    monkeypatch.setattr(Path, "resolve", lambda self: resolved.append(str(self)) or real_resolve(self))
+    assert values.is_library(installed) and not resolved
+    assert not values.is_library(users) and resolved == [users.__file__]  # elsewhere: looked at closely
+
+
 def test_rendered_template_modules_are_not_registered_but_their_kernels_cross(tmp_path: Path) -> None:
     # A process that compiled templates holds hundreds of them: each value sent would register them all.
     from kernelpick.select.modules import load_module
