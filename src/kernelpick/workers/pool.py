@@ -177,7 +177,7 @@ class WorkerPool:
                         on_done(candidate, result)
                 steps["prepare"] = time.perf_counter() - started
                 started = time.perf_counter()
-            first = [c for c in known if c not in results] + fed.arrived
+            first = [c for c in known if c not in results] + fed.waiting
             screened = self._screen(request, first, timeout_s, on_done, fed)
             results.update(screened)
             steps["screen"] = time.perf_counter() - started
@@ -205,7 +205,7 @@ class WorkerPool:
             while busy:
                 message = self._next_message(busy, fed.feed if fed.open else None)
                 if message is not None and message[0] == _FEED:
-                    fed.arrive(message[1])
+                    fed.waiting += fed.arrive(message[1])
                     continue
                 if message is None:  # the deadline passed: those compile again, one by one, in step 2
                     for slot in busy:
@@ -418,21 +418,20 @@ class Feed:
 
 
 class _Fed:
-    """What a measurement's feed (if any) delivered so far, and whether more may come."""
+    """A measurement's feed (if any): whether more may come, and what came during the workers'
+    prepare step, which waits for the screen."""
 
     def __init__(self, feed: Feed | None) -> None:
         self.feed = feed
         self.open = feed is not None
-        self.arrived: list[str] = []
+        self.waiting: list[str] = []
 
     def arrive(self, message: Mapping[str, Any] | None) -> list[str]:
         """Take in one of the feed's messages; the candidates it names."""
         body = message or {}
         if "closed" in body:
             self.open = False
-        named = [body["candidate"]] if "candidate" in body else []
-        self.arrived += named
-        return named
+        return [body["candidate"]] if "candidate" in body else []
 
 
 def _failure(worker: WorkerProcess, body: Mapping[str, Any] | None, results: Mapping[str, Any]) -> str:
