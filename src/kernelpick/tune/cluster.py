@@ -35,6 +35,7 @@ from kernelpick.store.base import StoredRow
 from kernelpick.store.default import default_store, recording
 from kernelpick.store.recording import replay
 from kernelpick.tune.jobs import Job, JobOutcome, Journal, Spec, load_spec
+from kernelpick.workers.plan import ready_to_tune
 
 log = logging.getLogger("kernelpick.tune")
 
@@ -274,7 +275,9 @@ class _ProcessRunner(_Runner):
 
 
 def _pin(device: str, environment: dict[str, str]) -> None:
+    """A device process's start: its settings and GPU, then ready to tune before its first job comes."""
     settings.adopt_environment({**environment, "CUDA_VISIBLE_DEVICES": device})
+    ready_to_tune()
 
 
 def _device_model() -> str:

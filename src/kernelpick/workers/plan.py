@@ -135,7 +135,7 @@ def start_workers(device: torch.device | str | None = None, *, wait: bool = Fals
     return True
 
 
-def fork_zygote_early() -> None:
+def fork_zygote_early(*, spawned_to_tune: bool = False) -> None:
     """At `import kernelpick`: fork the zygote that forks workers in milliseconds
     (`kernelpick.workers.zygote`), if this process will want workers and has not used CUDA yet.
 
@@ -152,7 +152,7 @@ def fork_zygote_early() -> None:
         return
     if current.isolate == "auto" and not _gpu_present():
         return
-    fork_zygote()
+    fork_zygote(spawned_to_tune=spawned_to_tune)
 
 
 def _gpu_present() -> bool:
@@ -163,7 +163,7 @@ def _gpu_present() -> bool:
         return Path("/dev/nvidiactl").exists()
 
 
-def start_early(requested: bool | None) -> None:
+def start_early(requested: bool | None, *, spawned_to_tune: bool = False) -> None:
     """Get ready for the first tuning in the background, once per process, if it has a GPU: start the
     isolation workers (unless isolation is off: `requested` False, `KERNELPICK_ISOLATE=off`) and warm
     Triton's compiler up (`kernelpick.compile.warm`).
@@ -172,11 +172,16 @@ def start_early(requested: bool | None) -> None:
     each worker takes seconds to import torch and Triton and make its CUDA context, and that happens
     while the program still sets up (loads its model or data), not in its first tuning. Nothing
     happens in a worker, without a GPU, in a process started by `multiprocessing` (a data
-    loader's worker that imports the program's modules would start workers of its own), or when
-    `KERNELPICK_NO_TUNING=1` says this process never tunes.
+    loader's worker that imports the program's modules would start workers of its own) unless
+    kernelpick started it to tune (`spawned_to_tune`), or when `KERNELPICK_NO_TUNING=1` says this
+    process never tunes.
     """
     global _started_early
-    if _started_early or inside_worker or multiprocessing.parent_process() is not None:
+    if (
+        _started_early
+        or inside_worker
+        or (multiprocessing.parent_process() is not None and not spawned_to_tune)
+    ):
         return
     if settings.current().no_tuning:
         return
@@ -197,3 +202,12 @@ def start_early(requested: bool | None) -> None:
             log.debug("not ready early: %s", error)
 
     threading.Thread(target=start, name="kernelpick-start-early", daemon=True).start()
+
+
+def ready_to_tune() -> None:
+    """In a process kernelpick started to tune (one per GPU of `kernelpick tune --devices`), what a
+    program that imports kernelpick gets: the zygote, then the workers and the compiler's warm-up in
+    the background. `multiprocessing`'s children go without both otherwise, and each such process's
+    first job waited for workers that were new interpreters, importing torch: seconds each time."""
+    fork_zygote_early(spawned_to_tune=True)
+    start_early(None, spawned_to_tune=True)
