@@ -158,3 +158,10 @@ def test_a_device_process_forks_its_zygote_as_a_program_does_and_other_children_
         1, mp_context=context, initializer=settings.adopt_environment, initargs=(environment,)
     ) as pool:
         assert not pool.submit(has_a_zygote).result(timeout=120)
+
+
+def test_a_ray_actor_gets_ready_to_tune_as_it_starts(monkeypatch: pytest.MonkeyPatch) -> None:
+    readied: list[bool] = []
+    monkeypatch.setattr(cluster, "ready_to_tune", lambda: readied.append(True))
+    cluster._TuneActor("spec.py", "")
+    assert readied == [True]

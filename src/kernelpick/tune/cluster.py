@@ -361,6 +361,7 @@ class _TuneActor:
     def __init__(self, spec_path: str, source: str) -> None:
         settings.reload()  # the driver's settings came as environment variables
         self.spec_path, self.source = spec_path, source
+        ready_to_tune()  # as a device process of --devices: workers started before the first job
 
     def device_model(self) -> str:
         return _device_model()
