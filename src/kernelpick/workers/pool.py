@@ -203,7 +203,7 @@ class WorkerPool:
         failed: dict[str, BenchmarkResult] = {}
         with self._abandoned_on_error(busy):
             while busy:
-                message = self._next_message(busy, fed.feed if fed.open else None)
+                message = self._next_message(busy, fed.listening)
                 if message is not None and message[0] == _FEED:
                     fed.waiting += fed.arrive(message[1])
                     continue
@@ -258,7 +258,7 @@ class WorkerPool:
                         "best_ms": fastest,
                     }
                     busy[worker.slot] = self._send(worker, step, candidate, timeout_s)
-                message = self._next_message(busy, fed.feed if fed.open else None)
+                message = self._next_message(busy, fed.listening)
                 if message is not None and message[0] == _FEED:
                     pending.extend(fed.arrive(message[1]))
                     continue
@@ -425,6 +425,11 @@ class _Fed:
         self.feed = feed
         self.open = feed is not None
         self.waiting: list[str] = []
+
+    @property
+    def listening(self) -> Feed | None:
+        """The feed while more may come from it; None once it closed (or there is none)."""
+        return self.feed if self.open else None
 
     def arrive(self, message: Mapping[str, Any] | None) -> list[str]:
         """Take in one of the feed's messages; the candidates it names."""
