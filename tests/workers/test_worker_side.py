@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import torch
@@ -96,3 +97,22 @@ def test_a_template_runs_on_the_workers_device_whatever_the_callers_device_is_nu
     request = {"problem": problem.to_data(), "candidates": {template.digest: values.encode(portable)}}
     result = answer({**request, "step": "screen"})[template.digest]
     assert result["status"] == "ok", result["message"]
+
+
+def test_a_request_says_where_its_seconds_went(tmp_path: Path) -> None:
+    a, b = torch.randn(64), torch.randn(64)
+    signature = Signature.of((a, b), {})
+    candidate = kernelpick.extern(torch.add, name="torch.add")
+    problem = Problem.describe(describe(a.device), (a, b), {}, tmp_path)
+    payloads = {candidate.digest: values.encode(PortableChoice(candidate, signature))}
+    request = {"problem": problem.to_data(), "candidates": payloads, "step": "screen"}
+    spent: dict[str, float] = {}
+    started = time.perf_counter()
+    assert answer(request, spent)[candidate.digest]["status"] == "ok"
+    elapsed = time.perf_counter() - started
+    assert set(spent) == {"problem", "load", "measure"}
+    assert all(seconds > 0 for seconds in spent.values())
+    assert sum(spent.values()) <= elapsed  # parts of the request, not overlapping
+    prepared: dict[str, float] = {}
+    answer({**request, "step": "prepare"}, prepared)
+    assert set(prepared) == {"problem", "load"}  # nothing is measured in the prepare step

@@ -72,8 +72,9 @@ class ChoiceMeasuring:
     finished: OnDone | None = None
     timed_here: dict[str, str] = field(default_factory=dict)
     #: Seconds per step, added up over the measurements of one selection: compile and benchmark
-    #: here; in workers compile (here, beside the screening), prepare (what the workers compile),
-    #: screen and confirm.
+    #: here; in workers compile (here, beside the screening; `compile_*` its parts), prepare (what
+    #: the workers compile), screen and confirm, and the workers' own seconds (`worker_*`: see
+    #: `WorkerPool.measure`).
     phases: dict[str, float] = field(default_factory=dict)
 
     def _add(self, steps: dict[str, float]) -> None:
@@ -272,6 +273,7 @@ def _compile_and_feed(
             on_ready=lambda index: feed.put(choices[index].digest),
             timeout_s=settings.current().compile_timeout_s,
             stop=stop,
+            timings=steps,
         )
         for choice, outcome in zip(choices, outcomes):
             if not outcome.ok:

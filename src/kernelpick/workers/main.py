@@ -66,9 +66,10 @@ def serve(messages: IO[str]) -> int:
     for line in sys.stdin:
         request = json.loads(line)
         failure = None
+        spent: dict[str, float] = {}
         try:
             with settings.override(**request.get("settings", {})):
-                results = answer(request)
+                results = answer(request, spent)
         except Exception as error:
             failure, results = error, {}
         broken = _cuda_error(torch)
@@ -89,7 +90,7 @@ def serve(messages: IO[str]) -> int:
                     "timing": None,
                     "message": f"it left the CUDA context broken ({broken}); the worker was restarted",
                 }
-        reply = {"id": request.get("id"), "results": results}
+        reply = {"id": request.get("id"), "results": results, "seconds": spent}
         if broken is not None:
             reply["exiting"] = True  # its pool must not send it anything more
         _send(messages, reply)

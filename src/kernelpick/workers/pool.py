@@ -63,6 +63,7 @@ class WorkerPool:
         self._start_lock = threading.Lock()
         self._starting: Future[None] | None = None
         self._payloads: Mapping[str, Any] | None = None
+        self._spent: collections.Counter[str] = collections.Counter()  # worker-seconds, by part
 
     def start(self) -> None:
         """Start every worker that is not running (all at once: each takes seconds to import torch).
@@ -156,7 +157,10 @@ class WorkerPool:
             on_done: called with each candidate and its result as it is done with (its screening
                 result: the closest few are timed again after).
             reference: the candidate always timed again with the closest few (`finalists`' `keep`).
-            timings: where the seconds of each step go (prepare, screen, confirm).
+            timings: where the seconds of each step go (prepare, screen, confirm; `workers_start`,
+                waiting for workers to start), and the seconds the workers spent, summed over
+                them: `worker_problem` (making the inputs), `worker_load` (candidates compiled or
+                loaded, ready to launch), `worker_measure` (verifying and timing).
 
         Raises:
             IsolationError: the workers cannot do the work at all (they do not start, or cannot
@@ -164,29 +168,36 @@ class WorkerPool:
         """
         with self._lock:
             self._payloads = payloads
-            self._started()
-            results: dict[str, BenchmarkResult] = {}
-            known = list(candidates)
-            fed = _Fed(feed)
             steps = timings if timings is not None else {}
             started = time.perf_counter()
-            if known and prepare_timeout_s is not None:
-                results = self._prepare(request, known, prepare_timeout_s, fed)
-                for candidate, result in results.items():
-                    if on_done is not None:
-                        on_done(candidate, result)
-                steps["prepare"] = time.perf_counter() - started
+            self._started()
+            if (waited := time.perf_counter() - started) > 0.01:
+                steps["workers_start"] = waited
+            self._spent.clear()
+            try:
+                results: dict[str, BenchmarkResult] = {}
+                known = list(candidates)
+                fed = _Fed(feed)
                 started = time.perf_counter()
-            first = [c for c in known if c not in results] + fed.waiting
-            screened = self._screen(request, first, timeout_s, on_done, fed)
-            results.update(screened)
-            steps["screen"] = time.perf_counter() - started
-            closest = finalists({c: results[c] for c in screened}, confirm_top, confirm_within, reference)
-            if len(closest) > 1:
-                started = time.perf_counter()
-                results = on_one_scale(results, self._confirm(request, closest, timeout_s * len(closest)))
-                steps["confirm"] = time.perf_counter() - started
-            return {c: results[c] for c in dict.fromkeys([*known, *screened])}
+                if known and prepare_timeout_s is not None:
+                    results = self._prepare(request, known, prepare_timeout_s, fed)
+                    for candidate, result in results.items():
+                        if on_done is not None:
+                            on_done(candidate, result)
+                    steps["prepare"] = time.perf_counter() - started
+                    started = time.perf_counter()
+                first = [c for c in known if c not in results] + fed.waiting
+                screened = self._screen(request, first, timeout_s, on_done, fed)
+                results.update(screened)
+                steps["screen"] = time.perf_counter() - started
+                closest = finalists({c: results[c] for c in screened}, confirm_top, confirm_within, reference)
+                if len(closest) > 1:
+                    started = time.perf_counter()
+                    results = on_one_scale(results, self._confirm(request, closest, timeout_s * len(closest)))
+                    steps["confirm"] = time.perf_counter() - started
+                return {c: results[c] for c in dict.fromkeys([*known, *screened])}
+            finally:
+                steps.update({f"worker_{part}": seconds for part, seconds in self._spent.items()})
 
     def _prepare(
         self, request: Mapping[str, Any], candidates: Sequence[str], timeout_s: float, fed: _Fed
@@ -367,6 +378,8 @@ class WorkerPool:
                 continue
             current = slot in busy and generation == self.workers[slot].generation
             if current and (body is None or body.get("id") == busy[slot].request):
+                if body is not None:
+                    self._spent.update(body.get("seconds") or {})
                 if body is not None and body.get("exiting"):
                     self.workers[slot].kill()  # it is on its way out: the next use starts another
                 return slot, body

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import tempfile
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -182,20 +183,28 @@ class _WorkerProblem:
 _current: _WorkerProblem | None = None
 
 
-def answer(request: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+def answer(request: Mapping[str, Any], spent: dict[str, float] | None = None) -> dict[str, dict[str, Any]]:
     """A worker's side of one request: re-create the problem (once for consecutive requests of one
     problem), then compile the candidates (the prepare step, which answers with failures only) or
-    measure them. Each result is keyed by its candidate's digest."""
+    measure them. Each result is keyed by its candidate's digest.
+
+    `spent` gets the seconds of each part: `problem` (re-creating it), `load` (the candidates
+    compiled or loaded, ready to launch) and `measure`."""
     global _current
+    spent = {} if spent is None else spent
+    started = time.perf_counter()
     problem = Problem.from_data(request["problem"])
     if _current is None or _current.problem.key != problem.key:
         _current = None  # the old problem's tensors go before the new ones are made
         _current = _WorkerProblem(problem)
     state = _current
+    spent["problem"] = time.perf_counter() - started
+    started = time.perf_counter()
     torch.backends.cuda.matmul.allow_tf32 = problem.tf32  # what the caller computes with
     portables = {digest: state.portable(digest, payload) for digest, payload in request["candidates"].items()}
     if request.get("step") == "prepare":
         outcomes = _prepare_all(portables, state)
+        spent["load"] = time.perf_counter() - started
         return {
             digest: BenchmarkResult.failed(outcome.status, outcome.message).to_dict()
             for digest, outcome in outcomes.items()
@@ -213,6 +222,8 @@ def answer(request: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
             candidates.append(Candidate(portable.name, digest, portable.callable()))
         except Exception as error:  # a choice's own bug, or a rendered kernel that no longer loads
             failures[digest] = BenchmarkResult.failed(*classify(error))
+    spent["load"] = time.perf_counter() - started
+    started = time.perf_counter()
     budgets = step_budgets(request, budgets_for(state.device, per_call=problem.per_call))
     results = measure(
         candidates,
@@ -222,6 +233,7 @@ def answer(request: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
         keep=problem.keep,
         warm_up_ms=problem.warm_up_ms,
     )
+    spent["measure"] = time.perf_counter() - started
     results.update(failures)
     return {digest: result.to_dict() for digest, result in results.items()}
 
