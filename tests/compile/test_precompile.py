@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+from pathlib import Path
 
 import pytest
 import torch
@@ -141,6 +142,78 @@ def test_forked_compiles_report_failures_and_a_crash_takes_down_only_the_config_
     assert classify(futures[2].exception())[0] == "crashed"
     assert classify(futures[3].exception()) == ("out_of_resources", "OutOfResources: shared memory")
     assert futures[4].result() == "e"
+
+
+class _Compiled:
+    """Stands in for Triton's `CompiledKernel`: what building its launcher reads."""
+
+    def __init__(self, name: str, signature: dict[str, str]) -> None:
+        self.name = name
+        self.src = type("Source", (), {"signature": signature})()
+        self.metadata = type("Metadata", (), {"tensordesc_meta": None})()
+
+
+def test_the_compilers_build_each_signatures_launcher_once_per_batch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from triton.runtime import driver
+
+    built = tmp_path / "built"
+
+    class Driver:
+        @staticmethod
+        def launcher_cls(src: object, metadata: object) -> None:
+            with built.open("a") as stream:  # the children are processes: they tell through a file
+                stream.write(repr(list(src.signature.values())) + "\n")  # type: ignore[attr-defined]
+
+    monkeypatch.setattr(driver, "_active", Driver())
+    one, other = {"x": "*fp32", "n": "i32"}, {"x": "*bf16", "n": "i32"}
+    executor = _ForkedExecutor(workers=3)
+    kernels = [_Compiled(f"k{i}", one if i % 2 else other) for i in range(6)]
+    futures = [executor.submit(lambda kernel=kernel: kernel) for kernel in (*kernels, "not a kernel")]
+    executor.run()
+    assert [f.result() for f in futures] == [*kernels, "not a kernel"]
+    assert sorted(built.read_text().splitlines()) == [repr(["*bf16", "i32"]), repr(["*fp32", "i32"])]
+
+
+def test_without_a_driver_made_before_the_children_none_is_made_in_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import importlib
+
+    drivers = importlib.import_module("triton.runtime.driver")  # the module: its `driver` is shadowed
+    made = tmp_path / "made"
+
+    def create_driver() -> None:  # what `driver.active` would call in the child
+        made.touch()
+
+    monkeypatch.setattr(drivers.driver, "_active", None)
+    monkeypatch.setattr(drivers.driver, "_default", None)
+    monkeypatch.setattr(drivers, "_create_driver", create_driver)
+    executor = _ForkedExecutor(workers=2)
+    future = executor.submit(lambda: _Compiled("k", {"x": "*fp32"}))
+    executor.run()
+    assert future.result().name == "k"
+    assert not made.exists()
+
+
+@pytest.mark.gpu
+def test_gpu_launchers_are_in_tritons_cache_before_any_launch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from triton.runtime.cache import knobs
+
+    monkeypatch.setattr(knobs.cache, "dir", str(tmp_path))
+    x = torch.ones(1000, device="cuda")
+    configs = [Config({"BLOCK": 128}), Config({"BLOCK": 256}), Config({"BLOCK": 512}, num_warps=8)]
+    kernel = triton.jit(add_kernel.fn)
+    outcomes = precompile(
+        kernel, (x, x, x, 1000), {}, configs, grid=(8,), interpreter=False, workers=3, mode="process"
+    )
+    assert all(o.ok for o in outcomes)
+    launchers = list(tmp_path.rglob("__triton_launcher*"))
+    # Triton 3.6 compiles one C launcher for the kernel's signature; later releases compile none.
+    assert len(launchers) == (1 if triton.__version__.startswith("3.6") else 0)
 
 
 @pytest.mark.gpu

@@ -5,17 +5,26 @@ A child that dies (a crash inside LLVM or ptxas) takes only its own configs down
 compiles far longer than the rest of its batch (`Patience`) or than the compile timeout has its
 compiler killed; a child compiles a config only once it holds the config's claim
 (`kernelpick.compile.claims`), so that the processes of one host compile each binary once.
+
+A child also builds what launching a compiled kernel needs besides its binary: Triton 3.6 compiles
+a C launcher for each kernel signature (with `gcc`, a quarter of a second on an idle core), cached
+on disk beside the binaries. Built here, once per signature and batch, every worker that loads the
+kernel finds it there; otherwise each worker built it at its first launch of each signature, all of
+them at once, beside the compilers.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import logging
 import os
 import selectors
+import shutil
 import signal
 import statistics
+import tempfile
 import threading
 import time
 import traceback
@@ -124,6 +133,7 @@ class _ForkedExecutor(Executor):
         self.timings: dict[str, float] = {}  # seconds: compiling in children, loading in the parent
         self.seconds: dict[int, float] = {}  # by job: how long its child spent on it
         self.waited: dict[int, float] = {}  # by job: seconds its child waited for another process's claim
+        self._launchers: str | None = None  # a folder of markers: the launchers a child builds
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
         future: Future[Any] = Future()
@@ -132,7 +142,11 @@ class _ForkedExecutor(Executor):
 
     def run(self, meanwhile: Callable[[], object] | None = None) -> None:
         started = time.perf_counter()
-        reports = self._run_children(meanwhile)
+        self._launchers = tempfile.mkdtemp(prefix="kernelpick-launchers-")
+        try:
+            reports = self._run_children(meanwhile)
+        finally:
+            shutil.rmtree(self._launchers, ignore_errors=True)
         self.timings["compile_children"] = time.perf_counter() - started
         if self.waited:
             # Configs another process of the host was compiling: loaded from its binary, not compiled.
@@ -307,6 +321,28 @@ class _ForkedExecutor(Executor):
         wait_s = self.timeout_s if self.timeout_s is not None else CLAIM_WAIT_S
         return compile_claim(self.claims, key, wait_s)
 
+    def _build_launcher(self, kernel: Any) -> None:  # pragma: no cover - child only
+        """Put the launcher of `kernel` (a compiled kernel, Triton's `CompiledKernel`) into Triton's
+        cache, unless another child of this batch builds the one of its signature. Only with the
+        driver the parent already made: making one here could touch CUDA."""
+        from triton.runtime import driver
+
+        active = getattr(driver, "_active", None)
+        src, metadata = getattr(kernel, "src", None), getattr(kernel, "metadata", None)
+        signature = getattr(src, "signature", None)
+        if self._launchers is None or active is None or not isinstance(signature, dict):
+            return
+        shape = repr((list(signature.values()), getattr(metadata, "tensordesc_meta", None)))
+        marker = os.path.join(self._launchers, hashlib.sha256(shape.encode()).hexdigest())
+        try:
+            os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            return  # built by another child of this batch
+        try:
+            active.launcher_cls(src, metadata)
+        except Exception as error:  # the kernel's first launch builds it instead, and says what fails
+            log.debug("no launcher built for %s: %s", getattr(kernel, "name", "?"), error)
+
     def _child(self, queue: int, write_end: int) -> None:  # pragma: no cover - child only
         code = 0
         try:
@@ -325,7 +361,7 @@ class _ForkedExecutor(Executor):
                     stream.flush()
                     with self._claim(index) as claim:
                         try:
-                            self.jobs[index][0]()
+                            self._build_launcher(self.jobs[index][0]())
                             report: dict[str, Any] = {"index": index, "error": None, "type": None}
                         except Exception as error:
                             report = {

@@ -2,20 +2,30 @@
 
 Triton's first compile in a process hashes Triton's own files, its shared library included
 (hundreds of megabytes), to key its cache, and asks `ptxas` for its version: about a second that
-the first tuning would otherwise wait for, serially, before any config starts compiling.
+the first tuning would otherwise wait for, serially, before any config starts compiling. Its first
+specialization of a launch's arguments imports some forty of its modules (Gluon's among them): on
+an H100 machine, 0.4 s of the first tuning's compile submissions (`compile_submit` 0.40-0.55 s in a
+process's first GEMM selection, 0.02 s in its second: bench/results/launcher_ab-h100.json); in an
+isolation worker, of its first candidate's load.
 """
 
 from __future__ import annotations
 
 
 def warm_up_compiler() -> None:
-    """Compute what Triton's first compile in this process computes once (its cache key's parts).
+    """Compute what Triton's first compile in this process computes once (its cache key's parts),
+    and import what its first specialization of an argument imports.
 
     Raises:
         Exception: whatever Triton raises without a usable GPU backend (callers ignore it).
     """
     import importlib
 
+    from triton.runtime import jit
+
+    mangle_type = getattr(jit, "mangle_type", None)
+    if mangle_type is not None:
+        mangle_type(0)
     from triton.compiler.compiler import make_backend
     from triton.runtime import driver
 
