@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -57,11 +57,16 @@ class ThreadDevices(cluster._ProcessRunner):
     """`--devices` with threads for GPUs; each job sleeps its cost in tenths of a second."""
 
     def __init__(self, spec: Spec, devices: Sequence[str]) -> None:
-        self.spec = spec
-        self.pools = [ThreadPoolExecutor(1) for _ in devices]
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(cluster, "_device_model", lambda: "test gpu")
+            patch.setattr(cluster.torch.cuda, "is_available", lambda: True)
+            super().__init__(spec, devices)
+            for ready in self.ready:
+                ready.result()
 
-    def device_model(self) -> str:
-        return "test gpu"
+    @staticmethod
+    def _pool(device: str) -> Executor:
+        return ThreadPoolExecutor(1, thread_name_prefix=f"device-{device}")
 
 
 def fake_run_job(spans: dict[str, tuple[float, float]]) -> object:
@@ -165,3 +170,46 @@ def test_a_ray_actor_gets_ready_to_tune_as_it_starts(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(cluster, "ready_to_tune", lambda: readied.append(True))
     cluster._TuneActor("spec.py", "")
     assert readied == [True]
+
+
+def test_every_device_process_gets_ready_as_the_run_starts_not_at_its_first_job(
+    uneven_spec: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    events: list[tuple[str, str]] = []
+    lock = threading.Lock()
+
+    def ready(spec_path: str) -> str:
+        time.sleep(UNIT_S)  # a process importing torch and the spec
+        with lock:
+            events.append(("ready", threading.current_thread().name.split("_")[0]))
+        return "test gpu"
+
+    def run(spec_path: str, job_name: str) -> JobOutcome:
+        with lock:
+            events.append(("job", threading.current_thread().name.split("_")[0]))
+        return JobOutcome(job_name, "test gpu", 0.0)
+
+    monkeypatch.setattr(cluster, "_ready", ready)
+    monkeypatch.setattr(cluster, "run_job", run)
+    started = time.monotonic()
+    runner = ThreadDevices(load_spec(uneven_spec), ["0", "1"])
+    # Both got ready at once: one unit of time, not two one after the other.
+    assert time.monotonic() - started < 1.8 * UNIT_S
+    assert sorted(events) == [("ready", "device-0"), ("ready", "device-1")]
+    assert runner.device_model() == "test gpu"
+    list(runner.run(load_spec(uneven_spec).jobs))
+    assert all(kind == "job" for kind, _ in events[2:]) and len(events) == 2 + 7
+
+
+def test_a_device_process_gets_ready_by_importing_the_spec(uneven_spec: Path) -> None:
+    from kernelpick.tune import jobs
+
+    assert uneven_spec.resolve() not in jobs._loaded
+    assert cluster._ready(str(uneven_spec)) == cluster._device_model()
+    assert uneven_spec.resolve() in jobs._loaded  # its first job finds it imported
+
+
+def test_a_spec_that_does_not_import_in_a_device_process_leaves_it_to_the_jobs(tmp_path: Path) -> None:
+    broken = tmp_path / "broken_spec.py"
+    broken.write_text("raise RuntimeError('no GPU library here')\n")
+    assert cluster._ready(str(broken)) == cluster._device_model()  # each job says why it fails

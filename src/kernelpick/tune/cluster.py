@@ -21,7 +21,7 @@ import tempfile
 import time
 import traceback
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -244,20 +244,26 @@ class _ProcessRunner(_Runner):
         if not torch.cuda.is_available():
             raise ConfigError("--devices needs CUDA GPUs; without them run the jobs here (no --devices)")
         self.spec = spec
+        self.pools = [self._pool(device) for device in devices]
+        # Every device process starts now, all at once, and gets ready for its first job (imports
+        # the spec, starts its workers: seconds), not when its first job comes. Before, a second
+        # GPU's process started at its first job, which took 8 s more than the same job later on a
+        # host of 2 H100s (bench/results/tune_devices-h100.json: 11.3 against 3.3 s).
+        self.ready = [pool.submit(_ready, str(spec.path)) for pool in self.pools]
+
+    @staticmethod
+    def _pool(device: str) -> Executor:
         context = multiprocessing.get_context("spawn")  # each process makes its own CUDA context
-        self.pools = [
-            ProcessPoolExecutor(
-                1, mp_context=context, initializer=_pin, initargs=(str(d), settings.as_environment())
-            )
-            for d in devices
-        ]
+        return ProcessPoolExecutor(
+            1, mp_context=context, initializer=_pin, initargs=(device, settings.as_environment())
+        )
 
     def device_model(self) -> str:
-        return self.pools[0].submit(_device_model).result()
+        return self.ready[0].result()
 
     def run(self, jobs: Sequence[Job]) -> Iterator[JobOutcome]:
         queue = list(jobs)
-        running: dict[Future[JobOutcome], ProcessPoolExecutor] = {}
+        running: dict[Future[JobOutcome], Executor] = {}
         for pool in self.pools:
             if queue:
                 running[pool.submit(run_job, str(self.spec.path), queue.pop(0).name)] = pool
@@ -282,6 +288,16 @@ def _pin(device: str, environment: dict[str, str]) -> None:
 
 def _device_model() -> str:
     return describe(torch.device("cuda" if torch.cuda.is_available() else "cpu")).name
+
+
+def _ready(spec_path: str) -> str:
+    """A device process's first task: the spec imported (its kernels and selectors made, which start
+    the workers they need), then its GPU's model."""
+    try:
+        load_spec(spec_path)
+    except Exception as error:  # each job then fails and says why
+        log.debug("the spec did not import in a device process: %s", error)
+    return _device_model()
 
 
 class _RayRunner(_Runner):
