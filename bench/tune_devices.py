@@ -11,7 +11,8 @@ A `--ray local` run starts a Ray cluster of its own in the command's process (on
 sees; CUDA_VISIBLE_DEVICES gives it 2 or 4), so its figure counts Ray's start as well.
 
 Figures: each run's wall time, its speedup over one GPU, and each job's seconds and GPU model from
-the run's journal (the longest job, and when the last job ended). Results:
+the run's journal (the longest job, and when the last job ended); each tuning's seconds and phases,
+by process, from the run's tuning log (`KERNELPICK_LOG`). Results:
 bench/results/tune_devices-<device>.json.
 """
 
@@ -40,6 +41,7 @@ def tune(devices: str, ray: bool = False) -> dict[str, Any]:
         **os.environ,
         "KERNELPICK_CACHE_DIR": str(work / "store"),
         "TRITON_CACHE_DIR": str(work / "triton"),
+        "KERNELPICK_LOG": str(work / "tunings.jsonl"),  # each tuning's phases, by process
     }
     where = ["--ray", "local"] if ray else ["--devices", devices]
     if ray:
@@ -60,8 +62,31 @@ def tune(devices: str, ray: bool = False) -> dict[str, Any]:
         "failed": [e["job"] for e in entries if not e["ok"]],
         "job_seconds": {e["job"]: e["seconds"] for e in jobs},
         "longest_job": jobs[0]["job"] if jobs else None,
+        "tunings": tunings(work / "tunings.jsonl"),
         "output_tail": done.stderr[-2000:],
     }
+
+
+def tunings(log: Path) -> dict[str, list[dict[str, Any]]]:
+    """Each process's tunings in the order they ended (by pid): what was tuned, its seconds and
+    its phases, so that a process's first tuning can be told from its later ones."""
+    by_process: dict[str, list[dict[str, Any]]] = {}
+    if not log.exists():
+        return by_process
+    for line in log.read_text().splitlines():
+        entry = json.loads(line)
+        by_process.setdefault(str(entry["pid"]), []).append(
+            {
+                "time": entry["time"],
+                "name": entry["name"],
+                "key": entry["key_text"],
+                "seconds": entry["seconds"],
+                "phases": {k: round(v, 3) for k, v in (entry.get("phases") or {}).items()},
+            }
+        )
+    for entries in by_process.values():
+        entries.sort(key=lambda e: e["time"])
+    return by_process
 
 
 def main() -> None:

@@ -246,9 +246,9 @@ class _ProcessRunner(_Runner):
         self.spec = spec
         self.pools = [self._pool(device) for device in devices]
         # Every device process starts now, all at once, and gets ready for its first job (imports
-        # the spec, starts its workers: seconds), not when its first job comes. Before, a second
-        # GPU's process started at its first job, which took 8 s more than the same job later on a
-        # host of 2 H100s (bench/results/tune_devices-h100.json: 11.3 against 3.3 s).
+        # the spec, starts its workers: seconds), not when its first job comes: a pool starts its
+        # process at its first task. (Each process's first job still takes seconds more than the
+        # same job later, with or without this: docs/benchmarks.md, "Targets missed".)
         self.ready = [pool.submit(_ready, str(spec.path)) for pool in self.pools]
 
     @staticmethod
