@@ -293,3 +293,27 @@ def test_adopt_environment_sets_variables_and_reads_the_settings_again(
     assert settings.from_environ().rep_ms == 3.0
     monkeypatch.undo()
     assert settings.reload().rep_ms != 3.0  # later tests see the environment as it was
+
+
+@pytest.mark.parametrize(
+    ("visible", "index", "child"),
+    [
+        (None, 1, "1"),  # every GPU visible: the index is the GPU's
+        ("", 0, "0"),
+        ("1", 0, "1"),  # a process of `kernelpick tune --devices 1`, or a Ray actor on GPU 1
+        ("2,3", 1, "3"),
+        (" 4, 6 ", 1, "6"),
+        ("GPU-8a1f,GPU-77c2", 1, "GPU-77c2"),  # GPUs named by UUID stay named so
+        ("MIG-1c2d", 0, "MIG-1c2d"),
+        ("3", 2, "2"),  # not a GPU this process sees: left to CUDA, which says so
+    ],
+)
+def test_a_child_is_told_the_gpu_as_the_machine_numbers_it(
+    monkeypatch: pytest.MonkeyPatch, visible: str | None, index: int, child: str
+) -> None:
+    if visible is None:
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    else:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    assert settings.visible_device(index) == child
+

@@ -440,6 +440,24 @@ def local_ranks() -> int:
     return int(count) if count.isdigit() and int(count) > 0 else 1
 
 
+def visible_device(index: int) -> str:
+    """What a child process's `CUDA_VISIBLE_DEVICES` must say for it to see this process's GPU `index`
+    (as its only GPU): that GPU's entry in this process's own `CUDA_VISIBLE_DEVICES` (a number, a
+    UUID or a MIG name), where that variable narrows what this process sees; else the index itself.
+    Not a setting of kernelpick's own.
+
+    A process of `kernelpick tune --devices 1` or a Ray actor sees its GPU as `cuda:0`; told "0", its
+    worker would measure on the machine's first GPU, beside another process's work.
+    """
+    text = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if text is None or not text.strip():
+        return str(index)
+    entries = [entry.strip() for entry in text.split(",")]
+    if not 0 <= index < len(entries) or not entries[index]:
+        return str(index)
+    return entries[index]
+
+
 def child_environment(changes: Mapping[str, str | None]) -> dict[str, str]:
     """This process's environment with `changes` (None removes a variable), for a process it starts."""
     environment = dict(os.environ)

@@ -214,3 +214,20 @@ def test_a_spec_that_does_not_import_in_a_device_process_leaves_it_to_the_jobs(t
     broken = tmp_path / "broken_spec.py"
     broken.write_text("raise RuntimeError('no GPU library here')\n")
     assert cluster._ready(str(broken)) == cluster._device_model()  # each job says why it fails
+
+
+def test_a_device_process_is_given_its_gpu_as_the_machine_numbers_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    # `CUDA_VISIBLE_DEVICES=2,3 kernelpick tune --devices 0,1`: the processes own GPUs 2 and 3.
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
+    made: list[tuple[object, ...]] = []
+
+    class Pool:
+        def __init__(
+            self, workers: int, *, mp_context: object, initializer: object, initargs: tuple[object, ...]
+        ):
+            made.append(initargs)
+
+    monkeypatch.setattr(cluster, "ProcessPoolExecutor", Pool)
+    cluster._ProcessRunner._pool("1")
+    cluster._ProcessRunner._pool("GPU-77c2")  # a UUID names one GPU whatever the numbering
+    assert [args[0] for args in made] == ["3", "GPU-77c2"]

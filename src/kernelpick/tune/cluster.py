@@ -253,9 +253,12 @@ class _ProcessRunner(_Runner):
 
     @staticmethod
     def _pool(device: str) -> Executor:
+        """The pool of one device's process: `device` as this process numbers its GPUs, told to the
+        process as the machine names it (`settings.visible_device`)."""
         context = multiprocessing.get_context("spawn")  # each process makes its own CUDA context
+        visible = settings.visible_device(int(device)) if device.strip().isdigit() else device
         return ProcessPoolExecutor(
-            1, mp_context=context, initializer=_pin, initargs=(device, settings.as_environment())
+            1, mp_context=context, initializer=_pin, initargs=(visible, settings.as_environment())
         )
 
     def device_model(self) -> str:

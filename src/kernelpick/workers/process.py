@@ -63,7 +63,8 @@ class WorkerProcess:
     """A `python -m kernelpick.workers.main` process bound to one device.
 
     Args:
-        device: the GPU index it owns (it sees only that GPU, as `cuda:0`), or None for the CPU.
+        device: the GPU index it owns, as this process numbers its GPUs (it sees only that GPU, as
+            `cuda:0`: `settings.visible_device`), or None for the CPU.
         messages: where its messages go, as `(slot, message)`; `slot` tells workers apart.
         slot: this worker's number in its pool.
         environment: extra environment variables for it.
@@ -107,7 +108,7 @@ class WorkerProcess:
             **self._environment,
         }
         if self.device is not None:
-            changes["CUDA_VISIBLE_DEVICES"] = str(self.device)
+            changes["CUDA_VISIBLE_DEVICES"] = settings.visible_device(self.device)
         environment = settings.child_environment(changes)
         forked = zygote() if _forking_works else None
         if forked is not None:
