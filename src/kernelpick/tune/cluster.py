@@ -247,8 +247,7 @@ class _ProcessRunner(_Runner):
         self.pools = [self._pool(device) for device in devices]
         # Every device process starts now, all at once, and gets ready for its first job (imports
         # the spec, starts its workers: seconds), not when its first job comes: a pool starts its
-        # process at its first task. (Each process's first job still takes seconds more than the
-        # same job later, with or without this: docs/benchmarks.md, "Targets missed".)
+        # process at its first task.
         self.ready = [pool.submit(_ready, str(spec.path)) for pool in self.pools]
 
     @staticmethod
