@@ -362,6 +362,13 @@ class Suite:
             },
             "caches": caches or "warm",
             "settings": {"rounds": self.args.rounds, "rep_ms": self.args.rep_ms, "layout": self.args.layout},
+            # kernelpick's settings that differ from their defaults (KERNELPICK_OPS_STATIC_SHAPES=0 in
+            # an A/B of the templates' shapes, say), the cache folder aside
+            "kernelpick_settings": {
+                name: value
+                for name, value in self.kernelpick.settings.as_environment().items()
+                if name != "KERNELPICK_CACHE_DIR"
+            },
         }
 
 

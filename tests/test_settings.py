@@ -316,4 +316,3 @@ def test_a_child_is_told_the_gpu_as_the_machine_numbers_it(
     else:
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
     assert settings.visible_device(index) == child
-

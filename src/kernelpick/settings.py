@@ -110,6 +110,11 @@ class Settings:
         "auto",
         "How GPU time is measured: cudagraph (replays, flush time taken off), profiler (kernel durations), events; auto: cudagraph.",
     )
+    ops_static_shapes: bool = _setting(
+        "KERNELPICK_OPS_STATIC_SHAPES",
+        True,
+        "kernelpick.ops's Triton GEMM templates bake each shape's sizes into their source (a compile per shape); off: sizes are arguments, one binary per config serves many shapes.",
+    )
     select_warmup_ms: float = _setting(
         "KERNELPICK_SELECT_WARMUP_MS",
         100.0,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -302,3 +303,52 @@ def test_a_tabled_decode_winner_is_not_taken_for_a_large_m(tmp_path: Path) -> No
                 selector(torch.randn(2048, 72), weight.t())
     finally:
         tables().clear()
+
+
+@pytest.fixture
+def shapes_as_arguments(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """KERNELPICK_OPS_STATIC_SHAPES=0, with selectors made afresh (they read it as they are made)."""
+    from kernelpick.ops import gemm
+
+    monkeypatch.setattr(gemm, "_selectors", {})
+    with settings.override(ops_static_shapes=False):
+        yield
+
+
+def template_sources(name: str, *inputs: torch.Tensor) -> dict[str, str]:
+    """Each template choice's rendered source's digest, by the choice's name."""
+    descriptions = [c.description() for c in ops.selector(name).choices_for(*inputs)]
+    return {d["name"]: d["source_sha256"] for d in descriptions if d["kind"] == "template"}
+
+
+@pytest.mark.usefixtures("shapes_as_arguments")
+@pytest.mark.parametrize(("m", "n", "k"), [(1, 40, 72), (3, 37, 100), (16, 24, 130), (33, 48, 64)])
+def test_with_shapes_as_arguments_every_template_is_correct(m: int, n: int, k: int) -> None:
+    a, weight, bias = torch.randn(m, k), torch.randn(n, k), torch.randn(n)
+    assert_each_runs_like(
+        list(ops.selector("mm").choices_for(a, weight.t())), (a, weight.t()), a @ weight.t()
+    )
+    expected = torch.relu(torch.addmm(bias, a, weight.t()))
+    addmm = [c for c in ops.selector("addmm_relu").choices_for(bias, a, weight.t())]
+    assert_each_runs_like(addmm, (bias, a, weight.t()), expected)
+    batch = torch.randn(2, m, k), torch.randn(2, k, n)
+    assert_each_runs_like(list(ops.selector("bmm").choices_for(*batch)), batch, torch.bmm(*batch))
+
+
+@pytest.mark.usefixtures("shapes_as_arguments")
+def test_with_shapes_as_arguments_one_source_serves_every_shape_of_a_config() -> None:
+    # Two shapes whose N and K divide into the same tiles: each config of the GEMM template renders
+    # the same source for both, so Triton compiles it once (its cache is keyed by the source and the
+    # arguments' specialization: sizes divisible by 16 alike). The split-K decode template's splits
+    # are sized by K: its sources differ.
+    first = template_sources("mm", torch.randn(16, 64), torch.randn(128, 64).t())
+    second = template_sources("mm", torch.randn(16, 128), torch.randn(64, 128).t())
+    shared = {name for name in first.keys() & second.keys() if name.startswith("triton_mm ")}
+    assert shared and all(first[name] == second[name] for name in shared)
+
+
+def test_by_default_each_shape_renders_its_own_source() -> None:
+    first = template_sources("mm", torch.randn(16, 64), torch.randn(128, 64).t())
+    second = template_sources("mm", torch.randn(16, 128), torch.randn(64, 128).t())
+    shared = first.keys() & second.keys()
+    assert shared and all(first[name] != second[name] for name in shared)

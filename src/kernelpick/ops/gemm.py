@@ -19,16 +19,18 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from kernelpick import settings
 from kernelpick.bench.verify import tf32_allowed
 from kernelpick.errors import ConfigError
 from kernelpick.ops.gemm_configs import decode_configs, gemm_configs, persistent_configs
 from kernelpick.ops.gemm_templates import GEMM, PERSISTENT_TMA_GEMM, SKINNY_GEMM
-from kernelpick.select.choice import Choice, ExternChoice, extern
+from kernelpick.select.choice import Choice, ConfigSource, ExternChoice, extern
 from kernelpick.select.render import Epilogue
 from kernelpick.select.selector import Selector
 from kernelpick.select.selector_op import define_operator, dispatch_modes, dynamo_tracing
 from kernelpick.select.signature import Signature
-from kernelpick.select.template_choice import template
+from kernelpick.select.template import TritonTemplate
+from kernelpick.select.template_choice import TemplateChoices, template
 from kernelpick.workers.plan import start_early
 
 #: Activations `addmm` can fuse, as Triton expressions over `acc`.
@@ -55,6 +57,15 @@ def _constants(tf32: bool) -> Callable[[Signature], dict[str, Any]]:
         return {"ALLOW_TF32": tf32, "NUM_SMS": signature.device.multiprocessors or 4}
 
     return constants
+
+
+def _static_shapes() -> bool:
+    """Whether the templates bake sizes into their source (`KERNELPICK_OPS_STATIC_SHAPES`, read as a
+    selector is made): baked, each shape compiles its own binaries; passed as arguments, the GEMM
+    templates render a config's source alike for every shape whose N and K divide into its tiles
+    alike, so one binary serves them all and a model's many shapes compile each config once (the
+    split-K decode template sizes its splits by K, so its sources still differ by K)."""
+    return settings.current().ops_static_shapes
 
 
 def torch_addmm(
@@ -115,29 +126,36 @@ def _library_fused(activation: str | None) -> list[Any]:
     return []
 
 
+def _gemm(
+    source: TritonTemplate, configs: ConfigSource, tf32: bool, name: str, **options: Any
+) -> TemplateChoices:
+    """One of the built-in templates as choices: its constants, and sizes baked in or passed
+    (`_static_shapes`)."""
+    return template(
+        source,
+        configs=configs,
+        constants=_constants(tf32),
+        static_shapes=_static_shapes(),
+        name=name,
+        **options,
+    )
+
+
 def _build_mm(tf32: bool) -> Selector:
     return Selector(
         "kernelpick.ops.mm" + ("_tf32" if tf32 else ""),
         [
             extern(torch.mm, name="torch.mm", out=torch.mm),
-            template(GEMM, configs=gemm_configs(0, 1), constants=_constants(tf32), name="triton_mm"),
-            template(
-                PERSISTENT_TMA_GEMM,
-                configs=persistent_configs(0, 1),
-                constants=_constants(tf32),
-                name="triton_mm_tma",
-            ),
-            template(
-                SKINNY_GEMM, configs=decode_configs(0, 1), constants=_constants(tf32), name="triton_mm_decode"
-            ),
+            _gemm(GEMM, gemm_configs(0, 1), tf32, "triton_mm"),
+            _gemm(PERSISTENT_TMA_GEMM, persistent_configs(0, 1), tf32, "triton_mm_tma"),
+            _gemm(SKINNY_GEMM, decode_configs(0, 1), tf32, "triton_mm_decode"),
         ],
     )
 
 
 def _build_addmm(activation: str | None, tf32: bool) -> Selector:
     # One selector per activation: the call then has no keyword arguments to key on.
-    arguments = ("bias", "A", "B")
-    epilogue = _EPILOGUES[activation]
+    fused = {"epilogue": _EPILOGUES[activation], "arguments": ("bias", "A", "B")}
     suffix = ("" if activation is None else f"_{activation}") + ("_tf32" if tf32 else "")
     reference = torch_addmm if activation is None else functools.partial(torch_addmm, activation=activation)
     return Selector(
@@ -145,30 +163,9 @@ def _build_addmm(activation: str | None, tf32: bool) -> Selector:
         [
             extern(reference, name="torch.addmm" + ("" if activation is None else f"+{activation}")),
             *_library_fused(activation),
-            template(
-                GEMM,
-                configs=gemm_configs(1, 2),
-                epilogue=epilogue,
-                arguments=arguments,
-                constants=_constants(tf32),
-                name="triton_addmm",
-            ),
-            template(
-                PERSISTENT_TMA_GEMM,
-                configs=persistent_configs(1, 2),
-                epilogue=epilogue,
-                arguments=arguments,
-                constants=_constants(tf32),
-                name="triton_addmm_tma",
-            ),
-            template(
-                SKINNY_GEMM,
-                configs=decode_configs(1, 2),
-                epilogue=epilogue,
-                arguments=arguments,
-                constants=_constants(tf32),
-                name="triton_addmm_decode",
-            ),
+            _gemm(GEMM, gemm_configs(1, 2), tf32, "triton_addmm", **fused),
+            _gemm(PERSISTENT_TMA_GEMM, persistent_configs(1, 2), tf32, "triton_addmm_tma", **fused),
+            _gemm(SKINNY_GEMM, decode_configs(1, 2), tf32, "triton_addmm_decode", **fused),
         ],
     )
 
@@ -178,13 +175,8 @@ def _build_bmm(tf32: bool) -> Selector:
         "kernelpick.ops.bmm" + ("_tf32" if tf32 else ""),
         [
             extern(torch.bmm, name="torch.bmm", out=torch.bmm),
-            template(GEMM, configs=gemm_configs(0, 1), constants=_constants(tf32), name="triton_bmm"),
-            template(
-                SKINNY_GEMM,
-                configs=decode_configs(0, 1),
-                constants=_constants(tf32),
-                name="triton_bmm_decode",
-            ),
+            _gemm(GEMM, gemm_configs(0, 1), tf32, "triton_bmm"),
+            _gemm(SKINNY_GEMM, decode_configs(0, 1), tf32, "triton_bmm_decode"),
         ],
     )
 
