@@ -60,6 +60,7 @@ class ThreadDevices(cluster._ProcessRunner):
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(cluster, "_device_model", lambda: "test gpu")
             patch.setattr(cluster.torch.cuda, "is_available", lambda: True)
+            patch.setattr(cluster.torch.cuda, "device_count", lambda: len(devices))
             super().__init__(spec, devices)
             for ready in self.ready:
                 ready.result()
@@ -228,6 +229,21 @@ def test_a_device_process_is_given_its_gpu_as_the_machine_numbers_it(monkeypatch
             made.append(initargs)
 
     monkeypatch.setattr(cluster, "ProcessPoolExecutor", Pool)
+    cluster._ProcessRunner._pool("0")
     cluster._ProcessRunner._pool("1")
-    cluster._ProcessRunner._pool("GPU-77c2")  # a UUID names one GPU whatever the numbering
-    assert [args[0] for args in made] == ["3", "GPU-77c2"]
+    assert [args[0] for args in made] == ["2", "3"]
+
+
+@pytest.mark.parametrize(
+    ("devices", "message"),
+    [
+        (["2"], "names GPU '2', but this process sees GPUs 0 to 1"),
+        (["a"], "names GPU 'a', but this process sees GPUs 0 to 1"),
+        (["-1"], "names GPU '-1'"),
+        (["0", "1", "0"], "names GPU 0 twice"),
+    ],
+)
+def test_devices_must_be_distinct_gpus_this_process_sees(devices: list[str], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        cluster._check_devices(devices, 2)
+    cluster._check_devices(["1", "0"], 2)  # any order

@@ -243,6 +243,7 @@ class _ProcessRunner(_Runner):
     def __init__(self, spec: Spec, devices: Sequence[str]) -> None:
         if not torch.cuda.is_available():
             raise ConfigError("--devices needs CUDA GPUs; without them run the jobs here (no --devices)")
+        _check_devices(devices, torch.cuda.device_count())
         self.spec = spec
         self.pools = [self._pool(device) for device in devices]
         # Every device process starts now, all at once, and gets ready for its first job (imports
@@ -255,7 +256,7 @@ class _ProcessRunner(_Runner):
         """The pool of one device's process: `device` as this process numbers its GPUs, told to the
         process as the machine names it (`settings.visible_device`)."""
         context = multiprocessing.get_context("spawn")  # each process makes its own CUDA context
-        visible = settings.visible_device(int(device)) if device.strip().isdigit() else device
+        visible = settings.visible_device(int(device))
         return ProcessPoolExecutor(
             1, mp_context=context, initializer=_pin, initargs=(visible, settings.as_environment())
         )
@@ -280,6 +281,25 @@ class _ProcessRunner(_Runner):
     def close(self) -> None:
         for pool in self.pools:
             pool.shutdown(cancel_futures=True)
+
+
+def _check_devices(devices: Sequence[str], count: int) -> None:
+    """Refuse `--devices` that do not name distinct GPUs this process sees, by index.
+
+    Raises:
+        ConfigError: an entry is not an index of a visible GPU, or names one twice.
+    """
+    for device in devices:
+        if not device.isdigit() or int(device) >= count:
+            raise ConfigError(
+                f"--devices names GPU {device!r}, but this process sees GPUs 0 to {count - 1}: "
+                "give their indices, e.g. --devices 0,1"
+            )
+    twice = sorted({d for d in devices if devices.count(d) > 1})
+    if twice:
+        raise ConfigError(
+            f"--devices names GPU {twice[0]} twice: each device's process needs a GPU of its own"
+        )
 
 
 def _pin(device: str, environment: dict[str, str]) -> None:
