@@ -112,3 +112,24 @@ def test_a_rank_among_several_measures_on_its_own_gpu_only(monkeypatch: pytest.M
     assert plan.worker_devices(h100) == [1]
     with settings.override(devices="2,3"):
         assert plan.worker_devices(h100) == [2, 3]  # unless KERNELPICK_DEVICES says otherwise
+
+
+@pytest.mark.parametrize(
+    ("devices", "message"),
+    [
+        ("4", "names GPU 4, but GPUs 0 to 3 are visible"),
+        ("1,x", "is not a comma-separated list of GPU indices"),
+        ("1,2,1", "names GPU 1 twice"),
+    ],
+)
+def test_kernelpick_devices_must_name_distinct_visible_gpus(
+    monkeypatch: pytest.MonkeyPatch, devices: str, message: str
+) -> None:
+    from kernelpick.device import DeviceInfo
+    from kernelpick.errors import SettingsError
+
+    h100 = DeviceInfo("cuda", 0, "NVIDIA H100 80GB HBM3", (9, 0), 50 << 20, 132)
+    monkeypatch.setattr(plan.torch.cuda, "device_count", lambda: 4)
+    monkeypatch.setattr(plan, "describe", lambda device: h100)
+    with settings.override(devices=devices), pytest.raises(SettingsError, match=message):
+        plan.worker_devices(h100)

@@ -60,6 +60,12 @@ def worker_devices(device: DeviceInfo) -> list[int | None]:
         raise SettingsError(
             f"KERNELPICK_DEVICES names GPU {invalid[0]}, but GPUs 0 to {count - 1} are visible"
         )
+    twice = sorted({index for index in wanted if wanted.count(index) > 1})
+    if twice:
+        raise SettingsError(
+            f"KERNELPICK_DEVICES names GPU {twice[0]} twice: two workers on one GPU would time each "
+            "other's runs"
+        )
     same = [i for i in wanted if describe(torch.device("cuda", i)).name == device.name]
     return list(same or [device.index if device.index is not None else 0])
 
