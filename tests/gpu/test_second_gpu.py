@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import textwrap
+
 import pytest
 import torch
 
@@ -27,3 +32,26 @@ def test_a_selection_on_the_second_gpu_measures_its_templates() -> None:
     failed = {row.name: row.result.message for row in templates if not row.result.ok}
     assert not any("device ordinal" in message for message in failed.values()), failed
     assert len(failed) < len(templates), failed
+
+
+def test_a_process_that_sees_only_the_second_gpu_gets_workers_on_it() -> None:
+    # As a `kernelpick tune --devices 1` process or a Ray actor given GPU 1: it sees that GPU as
+    # cuda:0, and its workers must measure on it, not on the machine's first GPU.
+    script = textwrap.dedent(
+        """
+        import torch
+        from kernelpick.workers import plan
+        from kernelpick.workers.pool import pool_for
+        from kernelpick.device import describe
+
+        plan.start_workers("cuda", wait=True)
+        pool = pool_for(plan.worker_devices(describe(torch.device("cuda"))))
+        print(str(torch.cuda.get_device_properties(0).uuid), [w.info.get("uuid") for w in pool.workers])
+        """
+    )
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "1", "KERNELPICK_ISOLATE": "on"}
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=180, check=True
+    )
+    own, workers = done.stdout.strip().splitlines()[-1].split(" ", 1)
+    assert workers == repr([own])

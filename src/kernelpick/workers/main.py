@@ -58,7 +58,9 @@ def serve(messages: IO[str]) -> int:
     plan.inside_worker = True
     signals.crash_hints = False  # a crash here is the candidate's, which the pool records
     name = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
-    _send(messages, {"ready": True, "pid": os.getpid(), "device": name})
+    # Which GPU, as the machine knows it: its workers' GPU is a caller's check (`settings.visible_device`).
+    uuid = str(getattr(torch.cuda.get_device_properties(0), "uuid", "")) if torch.cuda.is_available() else ""
+    _send(messages, {"ready": True, "pid": os.getpid(), "device": name, "uuid": uuid})
     if torch.cuda.is_available():  # a CPU worker interprets kernels: nothing of Triton's to warm
         threading.Thread(
             target=_warm_up, args=(torch,), name="kernelpick-worker-warm-up", daemon=True
