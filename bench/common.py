@@ -54,6 +54,19 @@ def environment() -> dict[str, Any]:
     return data
 
 
+def require_kernelpick() -> None:
+    """Stop at once, saying why, when `kernelpick` does not import here: the runs a script starts
+    as subprocesses would each fail the same way, after their set-up (`source bench/gpu_prelude.sh`
+    in this shell puts src/ on the path; sourced inside a pipe, its exports are lost)."""
+    try:
+        import kernelpick  # noqa: F401
+    except ImportError as error:
+        raise SystemExit(
+            f"kernelpick does not import ({error}): run `source bench/gpu_prelude.sh` in this shell "
+            "(not in a pipe), or put src/ on PYTHONPATH"
+        ) from None
+
+
 def device_slug(name: str) -> str:
     """'NVIDIA H100 80GB HBM3' -> 'h100'."""
     match = re.search(r"\b([A-Z]+\d{2,4}[A-Z]?)\b", name)

@@ -252,8 +252,9 @@ def main() -> None:
         rank_run(args)
         return
     import torch
-    from common import RESULTS, device_slug, environment
+    from common import RESULTS, device_slug, environment, require_kernelpick
 
+    require_kernelpick()
     here = environment()
     gpus = torch.cuda.device_count() if not args.dry else 0
     given = [int(n) for n in args.ranks.split(",") if n]

@@ -94,8 +94,9 @@ def main() -> None:
     import argparse
 
     import torch
-    from common import environment, write_result
+    from common import environment, require_kernelpick, write_result
 
+    require_kernelpick()
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--ray", action="store_true", help="also `--ray local` on 2 (and 4) GPUs")
     args = parser.parse_args()
