@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -303,16 +302,6 @@ def test_a_tabled_decode_winner_is_not_taken_for_a_large_m(tmp_path: Path) -> No
                 selector(torch.randn(2048, 72), weight.t())
     finally:
         tables().clear()
-
-
-@pytest.fixture
-def shapes_as_arguments(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """KERNELPICK_OPS_STATIC_SHAPES=0, with selectors made afresh (they read it as they are made)."""
-    from kernelpick.ops import gemm
-
-    monkeypatch.setattr(gemm, "_selectors", {})
-    with settings.override(ops_static_shapes=False):
-        yield
 
 
 def template_sources(name: str, *inputs: torch.Tensor) -> dict[str, str]:

@@ -236,3 +236,32 @@ def test_the_selectors_are_found_by_name() -> None:
     assert selector_name(torch.float32, use_fast_accum=True) == "scaled_mm_fast_fp32"
     with pytest.raises(Exception, match="scaled_mm_bias_fast_fp16"):
         ops.selector("scaled_mm_bias_fp32")  # fp32 outputs take no bias: no such selector
+
+
+@pytest.mark.usefixtures("shapes_as_arguments")
+@pytest.mark.parametrize(("m", "n", "k"), [(1, 48, 80), (33, 48, 80)])
+def test_with_shapes_as_arguments_scaled_mm_matches_torch_and_its_templates_pass_verification(
+    m: int, n: int, k: int
+) -> None:
+    a, b, scale_a, scale_b, bias = operands(m, n, k, per_row=True)
+    out = ops.scaled_mm(a, b, scale_a, scale_b, bias, out_dtype=torch.bfloat16)
+    expected = torch._scaled_mm(a, b, scale_a, scale_b, bias, out_dtype=torch.bfloat16)
+    torch.testing.assert_close(
+        out, expected, rtol=1.6e-2, atol=1e-2 * float(expected.float().pow(2).mean().sqrt())
+    )
+    record = record_of(selector_name(torch.bfloat16, bias=True))
+    assert sum(r.name.startswith("triton_scaled_mm") for r in record.results) == 2
+    assert all(r.result.ok for r in record.results), [(r.name, r.result.message) for r in record.results]
+
+
+@pytest.mark.usefixtures("shapes_as_arguments")
+def test_with_shapes_as_arguments_one_source_serves_shapes_whose_tiles_fit_alike() -> None:
+    def sources(m: int, n: int, k: int) -> dict[str, str]:
+        a, b, scale_a, scale_b, _ = operands(m, n, k, per_row=True)
+        selector = ops.selector(selector_name(torch.bfloat16, bias=False))
+        described = [c.description() for c in selector.choices_for(a, b, scale_a, scale_b)]
+        return {d["name"]: d["source_sha256"] for d in described if d["kind"] == "template"}
+
+    first, second = sources(16, 32, 64), sources(32, 64, 64)
+    shared = first.keys() & second.keys()
+    assert shared and all(first[name] == second[name] for name in shared)

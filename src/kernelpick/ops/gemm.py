@@ -59,7 +59,7 @@ def _constants(tf32: bool) -> Callable[[Signature], dict[str, Any]]:
     return constants
 
 
-def _static_shapes() -> bool:
+def static_shapes() -> bool:
     """Whether the templates bake sizes into their source (`KERNELPICK_OPS_STATIC_SHAPES`, read as a
     selector is made): baked, each shape compiles its own binaries; passed as arguments, the GEMM
     templates render a config's source alike for every shape whose N and K divide into its tiles
@@ -130,12 +130,12 @@ def _gemm(
     source: TritonTemplate, configs: ConfigSource, tf32: bool, name: str, **options: Any
 ) -> TemplateChoices:
     """One of the built-in templates as choices: its constants, and sizes baked in or passed
-    (`_static_shapes`)."""
+    (`static_shapes`)."""
     return template(
         source,
         configs=configs,
         constants=_constants(tf32),
-        static_shapes=_static_shapes(),
+        static_shapes=static_shapes(),
         name=name,
         **options,
     )

@@ -27,7 +27,7 @@ import torch
 
 from kernelpick.bench.verify import fp8_product_tolerance
 from kernelpick.errors import ArgumentError
-from kernelpick.ops.gemm import _selectors, register_selectors
+from kernelpick.ops.gemm import _selectors, register_selectors, static_shapes
 from kernelpick.ops.gemm import selector as ops_selector
 from kernelpick.ops.scaled_mm_configs import FP8, persistent_scaled_gemm_configs, scaled_gemm_configs
 from kernelpick.ops.scaled_mm_templates import OUT_DTYPES, persistent_tma_scaled_gemm, scaled_gemm
@@ -242,6 +242,7 @@ def _build(out_dtype: torch.dtype, bias: bool, fast: bool) -> Selector:
                 epilogue=epilogue,
                 arguments=arguments,
                 constants=_constants(fast),
+                static_shapes=static_shapes(),
                 name="triton_scaled_mm",
             ),
             template(
@@ -250,6 +251,7 @@ def _build(out_dtype: torch.dtype, bias: bool, fast: bool) -> Selector:
                 epilogue=epilogue,
                 arguments=arguments,
                 constants=_constants(fast),
+                static_shapes=static_shapes(),
                 name="triton_scaled_mm_tma",
             ),
         ],
