@@ -244,6 +244,8 @@ def test_an_autotuned_kernel_defined_in_a_function_survives_a_config_that_crashe
     statuses = {c.kwargs["WILD"]: r.status for c, r in copy_or_read_far_away.last_tuning.results.items()}
     assert statuses == {False: "ok", True: "crashed"}
     assert copy_or_read_far_away.timed_here is None
+    # Its record says where the workers' seconds went, as a selection's does.
+    assert {"screen", "worker_load", "worker_measure"} <= set(copy_or_read_far_away.last_tuning.phases)
 
 
 UNGUARDED_SCRIPT = """

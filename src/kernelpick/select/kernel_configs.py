@@ -316,7 +316,13 @@ class KernelConfigs:
                     analyzed.set()
                 with settings.override(**self.budget_overrides):
                     measured = measure_in_workers(
-                        problem, payloads, [], device, feed=feed, on_done=progress.on_done(self.finished)
+                        problem,
+                        payloads,
+                        [],
+                        device,
+                        feed=feed,
+                        on_done=progress.on_done(self.finished),
+                        timings=phases,  # screen, confirm and the workers' own seconds, as a selection's
                     )
             phases["benchmark"] = time.perf_counter() - started
             for config, outcome in zip(configs, outcomes):
