@@ -33,8 +33,8 @@ H100 = DeviceInfo("cuda", 0, "NVIDIA H100 80GB HBM3", (9, 0), 50 << 20, 132, 232
 
 
 def count(static: bool) -> dict[str, Any]:
-    gemm._selectors.clear()  # the selectors read the setting as they are made
-    with settings.override(ops_static_shapes=static):
+    # The selectors read the setting as they are made.
+    with gemm.fresh_selectors(), settings.override(ops_static_shapes=static):
         selector = gemm.selector("mm")
         binaries: set[tuple[str, str]] = set()
         by_template: dict[str, set[tuple[str, str]]] = {}
@@ -52,7 +52,6 @@ def count(static: bool) -> dict[str, Any]:
                     binary = (rendered.source, choice.launch_config.identity)
                     binaries.add(binary)
                     by_template.setdefault(space.name, set()).add(binary)
-    gemm._selectors.clear()
     return {
         "template_choices": choices,
         "binaries": len(binaries),

@@ -7,20 +7,12 @@ from collections.abc import Iterator
 import pytest
 
 from kernelpick import settings
+from kernelpick.ops.gemm import fresh_selectors
 
 
 @pytest.fixture
 def shapes_as_arguments() -> Iterator[None]:
     """KERNELPICK_OPS_STATIC_SHAPES=0, with the ops' selectors made afresh (they read it as they
-    are made) and the earlier ones back after. The registry is emptied in place: `scaled_mm` holds
-    it by name too."""
-    from kernelpick.ops import gemm
-
-    earlier = dict(gemm._selectors)
-    gemm._selectors.clear()
-    try:
-        with settings.override(ops_static_shapes=False):
-            yield
-    finally:
-        gemm._selectors.clear()
-        gemm._selectors.update(earlier)
+    are made) and the earlier ones back after."""
+    with fresh_selectors(), settings.override(ops_static_shapes=False):
+        yield

@@ -341,3 +341,13 @@ def test_by_default_each_shape_renders_its_own_source() -> None:
     second = template_sources("mm", torch.randn(16, 128), torch.randn(64, 128).t())
     shared = first.keys() & second.keys()
     assert shared and all(first[name] != second[name] for name in shared)
+
+
+def test_fresh_selectors_are_made_within_the_block_and_the_earlier_ones_are_back_after() -> None:
+    from kernelpick.ops.gemm import fresh_selectors
+
+    before = ops.selector("mm")
+    with fresh_selectors():
+        within = ops.selector("mm")
+        assert within is not before and ops.selector("mm") is within
+    assert ops.selector("mm") is before

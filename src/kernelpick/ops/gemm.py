@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import functools
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -227,6 +228,23 @@ def selector(name: str) -> Selector:
         if name not in _selectors:
             _selectors[name] = _BUILDERS[name]()
         return _selectors[name]
+
+
+@contextmanager
+def fresh_selectors() -> Iterator[None]:
+    """Within the block, every `selector(name)` is made afresh, reading the settings then in effect
+    (`KERNELPICK_OPS_STATIC_SHAPES`, say); the selectors made before are back after it. For
+    benchmarks and tests that compare settings in one process. The registry is emptied in place:
+    `scaled_mm` holds it by name too."""
+    with _lock:
+        earlier = dict(_selectors)
+        _selectors.clear()
+    try:
+        yield
+    finally:
+        with _lock:
+            _selectors.clear()
+            _selectors.update(earlier)
 
 
 def register_selectors(builders: Mapping[str, Callable[[], Selector]]) -> None:
