@@ -7,9 +7,9 @@ compiler killed; a child compiles a config only once it holds the config's claim
 (`kernelpick.compile.claims`), so that the processes of one host compile each binary once.
 
 A child also builds what launching a compiled kernel needs besides its binary: Triton 3.6 compiles
-a C launcher for each kernel signature with `gcc`, cached on disk beside the binaries. Built here, once per signature and batch, every worker that loads the
-kernel finds it there; otherwise each worker built it at its first launch of each signature, all of
-them at once, beside the compilers.
+a C launcher for each kernel signature with `gcc`, cached on disk beside the binaries. Built here,
+once per signature and batch, every worker that loads the kernel finds it there; otherwise each
+worker built it at its first launch of each signature, all of them at once, beside the compilers.
 """
 
 from __future__ import annotations

@@ -313,8 +313,8 @@ def _device_model() -> str:
 
 
 def _ready(spec_path: str) -> str:
-    """A device process's first task: the spec imported (its kernels and selectors made, which start
-    the workers they need), then its GPU's model."""
+    """A device process's first task: the spec imported (its kernels and selectors made: its first
+    job does not wait for that; `_pin` started the workers already), then its GPU's model."""
     try:
         load_spec(spec_path)
     except Exception as error:  # each job then fails and says why

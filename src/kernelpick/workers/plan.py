@@ -213,7 +213,8 @@ def start_early(requested: bool | None, *, spawned_to_tune: bool = False) -> Non
 def ready_to_tune() -> None:
     """In a process kernelpick started to tune (one per GPU of `kernelpick tune --devices`), what a
     program that imports kernelpick gets: the zygote, then the workers and the compiler's warm-up in
-    the background. `multiprocessing`'s children go without both otherwise, and each such process's
-    first job waited for workers that were new interpreters, importing torch: seconds each time."""
+    the background. `multiprocessing`'s children go without both otherwise: such a process's first
+    job would start its workers then, as new interpreters importing torch (4.4 s each on an H100
+    machine: `kernelpick.workers.zygote`)."""
     fork_zygote_early(spawned_to_tune=True)
     start_early(None, spawned_to_tune=True)
