@@ -3,6 +3,9 @@ say), shape by shape, each run judged against its own `torch.mm` timings (the GP
 between runs; a pick's ratio to cuBLAS in the same rounds does not).
 
     python bench/compare_suites.py BASE.json CHANGED.json [--out results/static_shapes_ab-h100.json]
+    python bench/compare_suites.py small/base.json,large/base.json small/new.json,large/new.json
+
+Each side may be several runs (comma-separated), read as one: a suite split over commands.
 
 For every shape both runs measured: the pick (and whether it is the same choice), the pick's time
 over `torch.mm`'s in each run and the change of that ratio, and each run's tuning seconds. The summary:
@@ -63,14 +66,25 @@ def compare(base: dict[str, Any], changed: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def read_runs(paths: str) -> dict[str, Any]:
+    """Comma-separated results files of bench/gemm_suite.py read as one run: their shapes and runs."""
+    files = [json.loads(Path(path).read_text()) for path in paths.split(",")]
+    return {
+        "shapes": [entry for data in files for entry in data["shapes"]],
+        "runs": [run for data in files for run in data.get("runs", [])],
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("base", type=Path)
-    parser.add_argument("changed", type=Path)
+    parser.add_argument("base", help="the base run's results file(s), comma-separated")
+    parser.add_argument("changed", help="the changed run's results file(s), comma-separated")
     parser.add_argument("--out", type=Path, help="write the comparison here as JSON")
     args = parser.parse_args()
-    result = compare(json.loads(args.base.read_text()), json.loads(args.changed.read_text()))
-    result["files"] = [str(args.base), str(args.changed)]
+    base, changed = read_runs(args.base), read_runs(args.changed)
+    result = compare(base, changed)
+    result["files"] = [args.base, args.changed]
+    result["runs"] = [base["runs"], changed["runs"]]  # each run's date, device, versions, settings
     for row in result["shapes"]:
         m, n, k = row["shape"]
         print(

@@ -64,3 +64,32 @@ def test_each_run_is_judged_against_its_own_torch_timings(tmp_path: Path) -> Non
     second.write_text(json.dumps(changed))
     run_bench("compare_suites.py", str(first), str(second), "--out", str(tmp_path / "ab.json"))
     assert json.loads((tmp_path / "ab.json").read_text())["summary"] == json.loads(json.dumps(summary))
+
+
+def test_a_side_split_over_several_runs_is_read_as_one(tmp_path: Path) -> None:
+    # A suite run over two commands (small M, then large M) on each side.
+    files = {}
+    for name, shapes in {
+        "base_small": [entry(1, "a", 1.0, 1.0, 2.0)],
+        "base_large": [entry(128, "c", 1.0, 1.0, 4.0)],
+        "new_small": [entry(1, "a", 1.0, 1.0, 1.0)],
+        "new_large": [entry(128, "c", 1.1, 1.0, 3.0)],
+    }.items():
+        files[name] = tmp_path / f"{name}.json"
+        files[name].write_text(json.dumps({"shapes": shapes, "runs": [{"date": name}]}))
+    out = tmp_path / "ab.json"
+    run_bench(
+        "compare_suites.py",
+        f"{files['base_small']},{files['base_large']}",
+        f"{files['new_small']},{files['new_large']}",
+        "--out",
+        str(out),
+    )
+    result = json.loads(out.read_text())
+    assert [row["shape"][0] for row in result["shapes"]] == [1, 128]
+    assert result["summary"]["tuning_s"] == [6.0, 4.0]
+    assert result["summary"]["change_worst_quiet"] == pytest.approx(1.1)
+    assert result["runs"] == [
+        [{"date": "base_small"}, {"date": "base_large"}],
+        [{"date": "new_small"}, {"date": "new_large"}],
+    ]
