@@ -1,6 +1,6 @@
 """How many binaries `kernelpick.ops.mm`'s templates compile for the GEMM suite's 36 bf16 shapes
 (`x @ W.T`, M from 1 to 8192 by the six Llama-3 (N, K) pairs of bench/gemm_suite.py), with sizes
-baked into the templates' source (the default) and passed as arguments (KERNELPICK_OPS_STATIC_SHAPES=0).
+baked into the templates' source (KERNELPICK_OPS_STATIC_SHAPES=1) and passed as arguments (the default).
 
 No GPU needed: the choices are rendered for an H100's description, as a selection on one renders
 them, and a binary is counted once per distinct (source, launch options) pair, which is how Triton's

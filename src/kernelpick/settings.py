@@ -112,7 +112,7 @@ class Settings:
     )
     ops_static_shapes: bool = _setting(
         "KERNELPICK_OPS_STATIC_SHAPES",
-        True,
+        False,
         "kernelpick.ops's Triton GEMM templates bake each shape's sizes into their source (a compile per shape); off: sizes are arguments, one binary per config serves many shapes.",
     )
     select_warmup_ms: float = _setting(

@@ -310,9 +310,9 @@ def template_sources(name: str, *inputs: torch.Tensor) -> dict[str, str]:
     return {d["name"]: d["source_sha256"] for d in descriptions if d["kind"] == "template"}
 
 
-@pytest.mark.usefixtures("shapes_as_arguments")
+@pytest.mark.usefixtures("either_shapes")
 @pytest.mark.parametrize(("m", "n", "k"), [(1, 40, 72), (3, 37, 100), (16, 24, 130), (33, 48, 64)])
-def test_with_shapes_as_arguments_every_template_is_correct(m: int, n: int, k: int) -> None:
+def test_with_sizes_passed_or_baked_every_template_is_correct(m: int, n: int, k: int) -> None:
     a, weight, bias = torch.randn(m, k), torch.randn(n, k), torch.randn(n)
     assert_each_runs_like(
         list(ops.selector("mm").choices_for(a, weight.t())), (a, weight.t()), a @ weight.t()
@@ -324,8 +324,7 @@ def test_with_shapes_as_arguments_every_template_is_correct(m: int, n: int, k: i
     assert_each_runs_like(list(ops.selector("bmm").choices_for(*batch)), batch, torch.bmm(*batch))
 
 
-@pytest.mark.usefixtures("shapes_as_arguments")
-def test_with_shapes_as_arguments_one_source_serves_every_shape_of_a_config() -> None:
+def test_by_default_one_source_serves_every_shape_of_a_config() -> None:
     # Two shapes whose N and K divide into the same tiles: each config of the GEMM template renders
     # the same source for both, so Triton compiles it once (its cache is keyed by the source and the
     # arguments' specialization: sizes divisible by 16 alike). The split-K decode template's splits
@@ -336,7 +335,8 @@ def test_with_shapes_as_arguments_one_source_serves_every_shape_of_a_config() ->
     assert shared and all(first[name] == second[name] for name in shared)
 
 
-def test_by_default_each_shape_renders_its_own_source() -> None:
+@pytest.mark.usefixtures("shapes_baked")
+def test_with_sizes_baked_each_shape_renders_its_own_source() -> None:
     first = template_sources("mm", torch.randn(16, 64), torch.randn(128, 64).t())
     second = template_sources("mm", torch.randn(16, 128), torch.randn(64, 128).t())
     shared = first.keys() & second.keys()

@@ -238,9 +238,9 @@ def test_the_selectors_are_found_by_name() -> None:
         ops.selector("scaled_mm_bias_fp32")  # fp32 outputs take no bias: no such selector
 
 
-@pytest.mark.usefixtures("shapes_as_arguments")
+@pytest.mark.usefixtures("either_shapes")
 @pytest.mark.parametrize(("m", "n", "k"), [(1, 48, 80), (33, 48, 80)])
-def test_with_shapes_as_arguments_scaled_mm_matches_torch_and_its_templates_pass_verification(
+def test_with_sizes_passed_or_baked_scaled_mm_matches_torch_and_its_templates_pass_verification(
     m: int, n: int, k: int
 ) -> None:
     a, b, scale_a, scale_b, bias = operands(m, n, k, per_row=True)
@@ -254,8 +254,7 @@ def test_with_shapes_as_arguments_scaled_mm_matches_torch_and_its_templates_pass
     assert all(r.result.ok for r in record.results), [(r.name, r.result.message) for r in record.results]
 
 
-@pytest.mark.usefixtures("shapes_as_arguments")
-def test_with_shapes_as_arguments_one_source_serves_shapes_whose_tiles_fit_alike() -> None:
+def test_by_default_one_source_serves_shapes_whose_tiles_fit_alike() -> None:
     def sources(m: int, n: int, k: int) -> dict[str, str]:
         a, b, scale_a, scale_b, _ = operands(m, n, k, per_row=True)
         selector = ops.selector(selector_name(torch.bfloat16, bias=False))
