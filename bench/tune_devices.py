@@ -47,7 +47,7 @@ def tune(devices: str, ray: bool = False) -> dict[str, Any]:
     if ray:
         env["CUDA_VISIBLE_DEVICES"] = devices
     command = [sys.executable, "-m", "kernelpick.cli", "tune", str(SPEC), *where]
-    start = time.perf_counter()
+    started_at, start = time.time(), time.perf_counter()
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=590, check=False)
     wall = time.perf_counter() - start
     journals = list((work / "store" / "tune-journals").glob("*.jsonl"))
@@ -58,6 +58,10 @@ def tune(devices: str, ray: bool = False) -> dict[str, Any]:
         "ray": ray,
         "returncode": done.returncode,
         "wall_s": wall,
+        # The command's start and end on the clock the tuning log's times are on: what the tunings
+        # leave of the wall time is the command's start (interpreters, imports, workers) and end.
+        "started_at": started_at,
+        "ended_at": started_at + wall,
         "jobs": len(entries),
         "failed": [e["job"] for e in entries if not e["ok"]],
         "job_seconds": {e["job"]: e["seconds"] for e in jobs},
