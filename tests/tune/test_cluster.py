@@ -247,3 +247,28 @@ def test_devices_must_be_distinct_gpus_this_process_sees(devices: list[str], mes
     with pytest.raises(ConfigError, match=message):
         cluster._check_devices(devices, 2)
     cluster._check_devices(["1", "0"], 2)  # any order
+
+
+def test_the_device_processes_are_ended_all_at_once(
+    uneven_spec: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each device's process takes a while to end (its workers stop): 0.3 s here, for 3 devices.
+    ends: list[tuple[float, float]] = []
+
+    class SlowToEnd(ThreadPoolExecutor):
+        def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+            started = time.monotonic()
+            time.sleep(0.3)
+            super().shutdown(wait, cancel_futures=cancel_futures)
+            ends.append((started, time.monotonic()))
+
+    class SlowDevices(ThreadDevices):
+        @staticmethod
+        def _pool(device: str) -> Executor:
+            return SlowToEnd(1, thread_name_prefix=f"device-{device}")
+
+    monkeypatch.setattr(cluster, "_ProcessRunner", SlowDevices)
+    monkeypatch.setattr(cluster, "run_job", fake_run_job({}))
+    tune_spec(uneven_spec, devices=["0", "1", "2"])
+    assert len(ends) == 3
+    assert max(start for start, _ in ends) < min(end for _, end in ends)  # each began before any ended

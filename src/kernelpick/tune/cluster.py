@@ -21,7 +21,14 @@ import tempfile
 import time
 import traceback
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, wait
+from concurrent.futures import (
+    FIRST_COMPLETED,
+    Executor,
+    Future,
+    ProcessPoolExecutor,
+    ThreadPoolExecutor,
+    wait,
+)
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -279,8 +286,11 @@ class _ProcessRunner(_Runner):
                     running[pool.submit(run_job, str(self.spec.path), queue.pop(0).name)] = pool
 
     def close(self) -> None:
-        for pool in self.pools:
-            pool.shutdown(cancel_futures=True)
+        # All at once: a device's process takes a while to end (its workers stop too). Ended one
+        # after another, the end of a run grew with its GPUs: 2.9 s from the last tuning to the
+        # command's end on 1 GPU, 4.8 s on 2, 7.5 s on 4 (tune_devices-h100.json).
+        with ThreadPoolExecutor(len(self.pools), thread_name_prefix="kernelpick-close") as closing:
+            list(closing.map(lambda pool: pool.shutdown(cancel_futures=True), self.pools))
 
 
 def _check_devices(devices: Sequence[str], count: int) -> None:
