@@ -10,7 +10,8 @@ Each side may be several runs (comma-separated), read as one: a suite split over
 For every shape both runs measured: the pick (and whether it is the same choice), the pick's time
 over `torch.mm`'s in each run and the change of that ratio, and each run's tuning seconds. The summary:
 the worst and the geometric mean of the ratio's change over the shapes quiet in both runs (each run's
-two `torch.mm` columns within 1 %), and the tuning seconds of all shapes in each run.
+two `torch.mm` columns within 1 %), and each run's tuning seconds and geomean speedup over `torch.mm`
+over all shapes.
 """
 
 from __future__ import annotations
@@ -28,6 +29,10 @@ def _vs_torch(entry: dict[str, Any]) -> float:
     times = entry["kernel_ms"]
     torch = [float(times[name]) for name in ("torch", "torch_again") if name in times]  # older runs: one
     return float(times["kernelpick"]) / min(torch)
+
+
+def _geomean(values: list[float]) -> float:
+    return math.exp(sum(map(math.log, values)) / len(values)) if values else math.nan
 
 
 def compare(base: dict[str, Any], changed: dict[str, Any]) -> dict[str, Any]:
@@ -60,8 +65,10 @@ def compare(base: dict[str, Any], changed: dict[str, Any]) -> dict[str, Any]:
             "same_pick": sum(row["same_pick"] for row in rows),
             # > 1: the changed run's picks are slower against cuBLAS than the base run's
             "change_worst_quiet": max(quiet, default=math.nan),
-            "change_geomean_quiet": math.exp(sum(map(math.log, quiet)) / len(quiet)) if quiet else math.nan,
+            "change_geomean_quiet": _geomean(quiet),
             "tuning_s": [sum(row["tuning_s"][0] for row in rows), sum(row["tuning_s"][1] for row in rows)],
+            # each run's geomean speedup over cuBLAS (the faster of its two columns), every shape
+            "geomean_vs_torch": [_geomean([1 / row["vs_torch"][side] for row in rows]) for side in (0, 1)],
         },
     }
 

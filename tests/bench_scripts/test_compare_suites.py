@@ -89,6 +89,7 @@ def test_a_side_split_over_several_runs_is_read_as_one(tmp_path: Path) -> None:
     assert [row["shape"][0] for row in result["shapes"]] == [1, 128]
     assert result["summary"]["tuning_s"] == [6.0, 4.0]
     assert result["summary"]["change_worst_quiet"] == pytest.approx(1.1)
+    assert result["summary"]["geomean_vs_torch"] == pytest.approx([1.0, math.sqrt(1 / 1.1)])
     assert result["runs"] == [
         [{"date": "base_small"}, {"date": "base_large"}],
         [{"date": "new_small"}, {"date": "new_large"}],
