@@ -6,6 +6,12 @@ and the demo's two kernels at a few sizes, each a job of `kernelpick tune`.
 
 from __future__ import annotations
 
+import json
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
 import torch
 import triton
 from gemm_suite import SHAPES
@@ -15,6 +21,41 @@ from kernelpick import ops
 from kernelpick.demo import add_configs, add_kernel, matmul_arguments, matmul_configs, matmul_kernel
 from kernelpick.tune.jobs import Job
 
+
+def process_created() -> float | None:
+    """When this process was created, on the clock of time.time() (Linux: /proc), else None."""
+    try:
+        ticks = int(open("/proc/self/stat").read().rsplit(")", 1)[1].split()[19])
+        boot = next(int(line.split()[1]) for line in open("/proc/stat") if line.startswith("btime"))
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
+    return boot + ticks / os.sysconf("SC_CLK_TCK")
+
+
+def note(event: str, **details: Any) -> None:
+    """bench/tune_devices.py's timeline: when each process of a run was created, imported this spec
+    and started and ended each job (a JSON line each to $TUNE_DEVICES_TIMELINE, where it is set)."""
+    path = os.environ.get("TUNE_DEVICES_TIMELINE")
+    if path:
+        line = {"pid": os.getpid(), "event": event, "time": time.time(), "created": process_created()}
+        with open(path, "a") as timeline:
+            timeline.write(json.dumps({**line, **details}) + "\n")
+
+
+def noted(name: str, run: Callable[[torch.device], Any]) -> Callable[[torch.device], Any]:
+    """A job's function that notes when it starts and ends (its inputs, then its tuning)."""
+
+    def job(device: torch.device) -> Any:
+        note("job started", job=name)
+        try:
+            return run(device)
+        finally:
+            note("job ended", job=name)
+
+    return job
+
+
+note("spec imported")
 GPU = torch.cuda.is_available()
 #: Module-level, so that isolation workers can import them (as a user's module would bind them).
 matmul = kernelpick.autotune(matmul_configs(GPU), key=["M", "N", "K"])(matmul_kernel)
@@ -32,7 +73,8 @@ def gemm_inputs(m: int, n: int, k: int, device: torch.device) -> tuple[torch.Ten
 
 def gemm_job(m: int, n: int, k: int) -> Job:
     # The FLOPs rank the jobs: on several GPUs the longest are dealt first.
-    return Job(f"mm {m}x{n}x{k}", lambda device: ops.mm(*gemm_inputs(m, n, k, device)), cost=2 * m * n * k)
+    name = f"mm {m}x{n}x{k}"
+    return Job(name, noted(name, lambda device: ops.mm(*gemm_inputs(m, n, k, device))), cost=2 * m * n * k)
 
 
 def run_matmul(size: int, device: torch.device) -> torch.Tensor:
@@ -53,11 +95,13 @@ def run_add(length: int, device: torch.device) -> torch.Tensor:
 
 
 def matmul_job(size: int) -> Job:
-    return Job(f"demo matmul {size}", lambda device: run_matmul(size, device), cost=2 * size**3)
+    name = f"demo matmul {size}"
+    return Job(name, noted(name, lambda device: run_matmul(size, device)), cost=2 * size**3)
 
 
 def add_job(length: int) -> Job:
-    return Job(f"demo add {length}", lambda device: run_add(length, device), cost=length)
+    name = f"demo add {length}"
+    return Job(name, noted(name, lambda device: run_add(length, device)), cost=length)
 
 
 JOBS = [gemm_job(*shape) for shape in SHAPES]

@@ -42,6 +42,7 @@ def tune(devices: str, ray: bool = False) -> dict[str, Any]:
         "KERNELPICK_CACHE_DIR": str(work / "store"),
         "TRITON_CACHE_DIR": str(work / "triton"),
         "KERNELPICK_LOG": str(work / "tunings.jsonl"),  # each tuning's phases, by process
+        "TUNE_DEVICES_TIMELINE": str(work / "timeline.jsonl"),  # the spec's notes (tune_cluster_spec.note)
     }
     where = ["--ray", "local"] if ray else ["--devices", devices]
     if ray:
@@ -67,6 +68,7 @@ def tune(devices: str, ray: bool = False) -> dict[str, Any]:
         "job_seconds": {e["job"]: e["seconds"] for e in jobs},
         "longest_job": jobs[0]["job"] if jobs else None,
         "tunings": tunings(work / "tunings.jsonl"),
+        "timeline": timeline(work / "timeline.jsonl", work / "tunings.jsonl", started_at),
         "output_tail": done.stderr[-2000:],
     }
 
@@ -92,6 +94,40 @@ def tunings(log: Path) -> dict[str, list[dict[str, Any]]]:
     for entries in by_process.values():
         entries.sort(key=lambda e: e["time"])
     return by_process
+
+
+def timeline(notes: Path, log: Path, started_at: float) -> dict[str, dict[str, float | None]]:
+    """Each process of the run (the command's and every device's), in seconds from the command's
+    start: when it was created, imported the spec, started its first job, began its first tuning
+    (the tuning log's end less its seconds) and ended its last job."""
+    from kernelpick.select.log import read_log
+
+    if not notes.exists():
+        return {}
+    events = [json.loads(line) for line in notes.read_text().splitlines()]
+    first_tuning: dict[str, float] = {}
+    for entry in read_log(log) if log.exists() else []:
+        began = entry["time"] - entry["seconds"]
+        first_tuning[str(entry["pid"])] = min(began, first_tuning.get(str(entry["pid"]), began))
+
+    def since(value: float | None) -> float | None:
+        return None if value is None else round(value - started_at, 3)
+
+    processes: dict[str, dict[str, float | None]] = {}
+    for pid in dict.fromkeys(str(e["pid"]) for e in events):
+        mine = [e for e in events if str(e["pid"]) == pid]
+        starts = [e["time"] for e in mine if e["event"] == "job started"]
+        ends = [e["time"] for e in mine if e["event"] == "job ended"]
+        processes[pid] = {
+            "created": since(mine[0]["created"]),
+            "spec_imported": since(
+                min((e["time"] for e in mine if e["event"] == "spec imported"), default=None)
+            ),
+            "first_job_started": since(min(starts, default=None)),
+            "first_tuning_began": since(first_tuning.get(pid)),
+            "last_job_ended": since(max(ends, default=None)),
+        }
+    return processes
 
 
 def main() -> None:
