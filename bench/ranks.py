@@ -75,6 +75,12 @@ def rank_run(args: argparse.Namespace) -> None:
     import torch
     import torch.distributed as dist
 
+    # Imported before CUDA is touched, as a program's imports at its top are: kernelpick can then
+    # fork its zygote, from which workers start in milliseconds (`kernelpick.workers.zygote`).
+    # Imported after `torch.cuda.set_device` (until 2026-11-27), each rank's first tuning waited
+    # about 5 s for its workers: what a new interpreter takes, not a fork.
+    from kernelpick import ops
+
     rank, world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
     gpu = torch.cuda.is_available() and not args.dry
     device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0"))) if gpu else torch.device("cpu")
@@ -82,8 +88,6 @@ def rank_run(args: argparse.Namespace) -> None:
         torch.cuda.set_device(device)
     if world > 1:
         dist.init_process_group("gloo")  # kernelpick needs the job's store only; gloo gathers the report
-
-    from kernelpick import ops
 
     tuned = tuned_kernel(args.dry)
     keys = []
