@@ -91,7 +91,10 @@ def case(op: str, m: int, n: int, k: int) -> dict[str, Any]:
         for name in order:
             medians[name].append(float(triton.testing.do_bench(paths[name], rep=50, return_mode="median")))
     found = {name: kernels(fn) for name, fn in paths.items()}
-    gpu_us = {name: sum(k["mean_us"] * k["count"] for k in found[name].values()) / CALLS for name in paths}
+    gpu_us = {
+        name: sum(kernel["mean_us"] * kernel["count"] for kernel in found[name].values()) / CALLS
+        for name in paths
+    }
     entry = {
         "op": op,
         "shape": [m, n, k],

@@ -10,6 +10,7 @@ import json
 import os
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -25,8 +26,9 @@ from kernelpick.tune.jobs import Job
 def process_created() -> float | None:
     """When this process was created, on the clock of time.time() (Linux: /proc), else None."""
     try:
-        ticks = int(open("/proc/self/stat").read().rsplit(")", 1)[1].split()[19])
-        boot = next(int(line.split()[1]) for line in open("/proc/stat") if line.startswith("btime"))
+        ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+        stat = Path("/proc/stat").read_text().splitlines()
+        boot = next(int(line.split()[1]) for line in stat if line.startswith("btime"))
     except (OSError, ValueError, IndexError, StopIteration):
         return None
     return boot + ticks / os.sysconf("SC_CLK_TCK")
