@@ -129,29 +129,29 @@ def _library_fused(activation: str | None) -> list[Any]:
     return []
 
 
-def _gemm(
-    source: TritonTemplate, configs: ConfigSource, tf32: bool, name: str, **options: Any
+def builtin_template(
+    source: TritonTemplate,
+    configs: ConfigSource,
+    constants: Callable[[Signature], dict[str, Any]],
+    name: str,
+    **options: Any,
 ) -> TemplateChoices:
-    """One of the built-in templates as choices: its constants, and sizes baked in or passed
-    (`static_shapes`)."""
+    """One of kernelpick.ops's templates (`scaled_mm`'s too) as choices, with sizes baked in or passed
+    as `static_shapes` says: every built-in template is made here, so none misses the setting."""
     return template(
-        source,
-        configs=configs,
-        constants=_constants(tf32),
-        static_shapes=static_shapes(),
-        name=name,
-        **options,
+        source, configs=configs, constants=constants, static_shapes=static_shapes(), name=name, **options
     )
 
 
 def _build_mm(tf32: bool) -> Selector:
+    constants = _constants(tf32)
     return Selector(
         "kernelpick.ops.mm" + ("_tf32" if tf32 else ""),
         [
             extern(torch.mm, name="torch.mm", out=torch.mm),
-            _gemm(GEMM, gemm_configs(0, 1), tf32, "triton_mm"),
-            _gemm(PERSISTENT_TMA_GEMM, persistent_configs(0, 1), tf32, "triton_mm_tma"),
-            _gemm(SKINNY_GEMM, decode_configs(0, 1), tf32, "triton_mm_decode"),
+            builtin_template(GEMM, gemm_configs(0, 1), constants, "triton_mm"),
+            builtin_template(PERSISTENT_TMA_GEMM, persistent_configs(0, 1), constants, "triton_mm_tma"),
+            builtin_template(SKINNY_GEMM, decode_configs(0, 1), constants, "triton_mm_decode"),
         ],
     )
 
@@ -159,6 +159,7 @@ def _build_mm(tf32: bool) -> Selector:
 def _build_addmm(activation: str | None, tf32: bool) -> Selector:
     # One selector per activation: the call then has no keyword arguments to key on.
     fused = {"epilogue": _EPILOGUES[activation], "arguments": ("bias", "A", "B")}
+    constants = _constants(tf32)
     suffix = ("" if activation is None else f"_{activation}") + ("_tf32" if tf32 else "")
     reference = torch_addmm if activation is None else functools.partial(torch_addmm, activation=activation)
     return Selector(
@@ -166,20 +167,23 @@ def _build_addmm(activation: str | None, tf32: bool) -> Selector:
         [
             extern(reference, name="torch.addmm" + ("" if activation is None else f"+{activation}")),
             *_library_fused(activation),
-            _gemm(GEMM, gemm_configs(1, 2), tf32, "triton_addmm", **fused),
-            _gemm(PERSISTENT_TMA_GEMM, persistent_configs(1, 2), tf32, "triton_addmm_tma", **fused),
-            _gemm(SKINNY_GEMM, decode_configs(1, 2), tf32, "triton_addmm_decode", **fused),
+            builtin_template(GEMM, gemm_configs(1, 2), constants, "triton_addmm", **fused),
+            builtin_template(
+                PERSISTENT_TMA_GEMM, persistent_configs(1, 2), constants, "triton_addmm_tma", **fused
+            ),
+            builtin_template(SKINNY_GEMM, decode_configs(1, 2), constants, "triton_addmm_decode", **fused),
         ],
     )
 
 
 def _build_bmm(tf32: bool) -> Selector:
+    constants = _constants(tf32)
     return Selector(
         "kernelpick.ops.bmm" + ("_tf32" if tf32 else ""),
         [
             extern(torch.bmm, name="torch.bmm", out=torch.bmm),
-            _gemm(GEMM, gemm_configs(0, 1), tf32, "triton_bmm"),
-            _gemm(SKINNY_GEMM, decode_configs(0, 1), tf32, "triton_bmm_decode"),
+            builtin_template(GEMM, gemm_configs(0, 1), constants, "triton_bmm"),
+            builtin_template(SKINNY_GEMM, decode_configs(0, 1), constants, "triton_bmm_decode"),
         ],
     )
 

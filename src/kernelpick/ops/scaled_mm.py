@@ -27,7 +27,7 @@ import torch
 
 from kernelpick.bench.verify import fp8_product_tolerance
 from kernelpick.errors import ArgumentError
-from kernelpick.ops.gemm import _selectors, register_selectors, static_shapes
+from kernelpick.ops.gemm import _selectors, builtin_template, register_selectors
 from kernelpick.ops.gemm import selector as ops_selector
 from kernelpick.ops.scaled_mm_configs import FP8, persistent_scaled_gemm_configs, scaled_gemm_configs
 from kernelpick.ops.scaled_mm_templates import OUT_DTYPES, persistent_tma_scaled_gemm, scaled_gemm
@@ -36,7 +36,6 @@ from kernelpick.select.render import Epilogue
 from kernelpick.select.selector import Selector
 from kernelpick.select.selector_op import define_operator, dispatch_modes, dynamo_tracing
 from kernelpick.select.signature import Signature
-from kernelpick.select.template_choice import template
 from kernelpick.tensors import TensorSpec, example_generator, example_tensor
 
 _BIAS = Epilogue("acc + bias", ("bias",), name="bias")
@@ -225,8 +224,10 @@ def _constants(fast: bool) -> Callable[[Signature], dict[str, Any]]:
 
 
 def _build(out_dtype: torch.dtype, bias: bool, fast: bool) -> Selector:
-    arguments = ("A", "B", "SCALE_A", "SCALE_B", *(("bias",) if bias else ()))
-    epilogue = _BIAS if bias else None
+    fused = {
+        "epilogue": _BIAS if bias else None,
+        "arguments": ("A", "B", "SCALE_A", "SCALE_B", *(("bias",) if bias else ())),
+    }
     suffix = "" if not bias else "[bias]"
     return Selector(
         "kernelpick.ops." + _name(out_dtype, bias, fast),
@@ -236,23 +237,15 @@ def _build(out_dtype: torch.dtype, bias: bool, fast: bool) -> Selector:
                 functools.partial(torch._scaled_mm, out_dtype=out_dtype, use_fast_accum=fast),
                 name="torch._scaled_mm" + suffix,
             ),
-            template(
-                scaled_gemm(out_dtype),
-                configs=scaled_gemm_configs,
-                epilogue=epilogue,
-                arguments=arguments,
-                constants=_constants(fast),
-                static_shapes=static_shapes(),
-                name="triton_scaled_mm",
+            builtin_template(
+                scaled_gemm(out_dtype), scaled_gemm_configs, _constants(fast), "triton_scaled_mm", **fused
             ),
-            template(
+            builtin_template(
                 persistent_tma_scaled_gemm(out_dtype),
-                configs=persistent_scaled_gemm_configs,
-                epilogue=epilogue,
-                arguments=arguments,
-                constants=_constants(fast),
-                static_shapes=static_shapes(),
-                name="triton_scaled_mm_tma",
+                persistent_scaled_gemm_configs,
+                _constants(fast),
+                "triton_scaled_mm_tma",
+                **fused,
             ),
         ],
         input_gen=example_inputs,
