@@ -235,7 +235,7 @@ class _LocalRunner(_Runner):
         self.spec = spec
 
     def device_model(self) -> str:
-        return describe(torch.device("cuda" if torch.cuda.is_available() else "cpu")).name
+        return _device_model()
 
     def run(self, jobs: Sequence[Job]) -> Iterator[JobOutcome]:
         for job in jobs:
