@@ -22,7 +22,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-NOISE_LIMIT = 0.01  # as bench/gemm_suite.py's: two timings of one cuBLAS call this far apart are noise
+from gemm_suite import NOISE_LIMIT, geomean  # the suite's own: what it calls noise, how it averages
 
 
 def _vs_torch(entry: dict[str, Any]) -> float:
@@ -32,7 +32,7 @@ def _vs_torch(entry: dict[str, Any]) -> float:
 
 
 def _geomean(values: list[float]) -> float:
-    return math.exp(sum(map(math.log, values)) / len(values)) if values else math.nan
+    return geomean(values) or math.nan  # of no values: NaN, as the worst change's
 
 
 def compare(base: dict[str, Any], changed: dict[str, Any]) -> dict[str, Any]:

@@ -78,7 +78,8 @@ def rank_run(args: argparse.Namespace) -> None:
     # Imported before CUDA is touched, as a program's imports at its top are: kernelpick can then
     # fork its zygote, from which workers start in milliseconds (`kernelpick.workers.zygote`).
     # Imported after `torch.cuda.set_device` (until 2026-11-27), each rank's first tuning waited
-    # about 5 s for its workers: what a new interpreter takes, not a fork.
+    # about 5 s for its workers: about what a new interpreter takes (4.4-5.3 s), where a fork from
+    # the zygote takes well under a second; which it was is not measured yet.
     from kernelpick import ops
 
     rank, world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))

@@ -54,6 +54,7 @@ def tune(devices: str, ray: bool = False) -> dict[str, Any]:
     journals = list((work / "store" / "tune-journals").glob("*.jsonl"))
     entries = [json.loads(line) for path in journals for line in path.read_text().splitlines()]
     jobs = sorted(entries, key=lambda e: -e["seconds"])
+    by_process = tunings(work / "tunings.jsonl")
     return {
         "devices": devices,
         "ray": ray,
@@ -67,8 +68,8 @@ def tune(devices: str, ray: bool = False) -> dict[str, Any]:
         "failed": [e["job"] for e in entries if not e["ok"]],
         "job_seconds": {e["job"]: e["seconds"] for e in jobs},
         "longest_job": jobs[0]["job"] if jobs else None,
-        "tunings": tunings(work / "tunings.jsonl"),
-        "timeline": timeline(work / "timeline.jsonl", work / "tunings.jsonl", started_at),
+        "tunings": by_process,
+        "timeline": timeline(work / "timeline.jsonl", by_process, started_at),
         "output_tail": done.stderr[-2000:],
     }
 
@@ -96,19 +97,16 @@ def tunings(log: Path) -> dict[str, list[dict[str, Any]]]:
     return by_process
 
 
-def timeline(notes: Path, log: Path, started_at: float) -> dict[str, dict[str, float | None]]:
+def timeline(
+    notes: Path, by_process: dict[str, list[dict[str, Any]]], started_at: float
+) -> dict[str, dict[str, float | None]]:
     """Each process of the run (the command's and every device's), in seconds from the command's
     start: when it was created, imported the spec, started its first job, began its first tuning
-    (the tuning log's end less its seconds) and ended its last job."""
-    from kernelpick.select.log import read_log
-
+    (`tunings`' first, its end less its seconds) and ended its last job."""
     if not notes.exists():
         return {}
     events = [json.loads(line) for line in notes.read_text().splitlines()]
-    first_tuning: dict[str, float] = {}
-    for entry in read_log(log) if log.exists() else []:
-        began = entry["time"] - entry["seconds"]
-        first_tuning[str(entry["pid"])] = min(began, first_tuning.get(str(entry["pid"]), began))
+    first_tuning = {pid: min(t["time"] - t["seconds"] for t in ts) for pid, ts in by_process.items() if ts}
 
     def since(value: float | None) -> float | None:
         return None if value is None else round(value - started_at, 3)

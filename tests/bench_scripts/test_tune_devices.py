@@ -38,7 +38,7 @@ def test_each_process_is_placed_on_the_commands_clock(tmp_path: Path) -> None:
             for pid, event, time, job in events
         )
     )
-    processes = timeline(notes, tmp_path / "no-tuning-log.jsonl", started_at=100.0)
+    processes = timeline(notes, {}, started_at=100.0)  # no tunings logged
     assert processes["1"] == pytest.approx(
         {
             "created": 0.2,
@@ -79,3 +79,16 @@ def test_the_spec_notes_its_import_and_each_job_where_told(tmp_path: Path) -> No
     assert [e["event"] for e in events] == ["spec imported", "job started", "job ended"]
     assert events[1]["job"] == "demo add 4096"
     assert events[0]["created"] is None or events[0]["created"] <= events[0]["time"]
+
+
+def test_a_process_first_tuning_is_when_its_earliest_tuning_began(tmp_path: Path) -> None:
+    sys.path.insert(0, str(BENCH))
+    try:
+        from tune_devices import timeline
+    finally:
+        sys.path.remove(str(BENCH))
+    notes = tmp_path / "timeline.jsonl"
+    notes.write_text(json.dumps({"pid": 2, "event": "spec imported", "time": 104.0, "created": 102.0}) + "\n")
+    # The tuning log's entries (bench/tune_devices.tunings): each ends at `time`, `seconds` long.
+    by_process = {"2": [{"time": 106.0, "seconds": 0.8}, {"time": 108.0, "seconds": 1.0}]}
+    assert timeline(notes, by_process, started_at=100.0)["2"]["first_tuning_began"] == pytest.approx(5.2)
