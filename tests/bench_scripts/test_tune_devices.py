@@ -6,18 +6,25 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.bench_scripts import BENCH
 
 
-def test_each_process_is_placed_on_the_commands_clock(tmp_path: Path) -> None:
+def tune_devices_timeline() -> Any:
+    """bench/tune_devices.py's `timeline`, imported as the script's folder imports it."""
     sys.path.insert(0, str(BENCH))
     try:
         from tune_devices import timeline
     finally:
         sys.path.remove(str(BENCH))
+    return timeline
+
+
+def test_each_process_is_placed_on_the_commands_clock(tmp_path: Path) -> None:
+    timeline = tune_devices_timeline()
     notes = tmp_path / "timeline.jsonl"
     events = [
         (1, "spec imported", 101.0, None),  # the command's own process: it deals the jobs
@@ -82,11 +89,7 @@ def test_the_spec_notes_its_import_and_each_job_where_told(tmp_path: Path) -> No
 
 
 def test_a_process_first_tuning_is_when_its_earliest_tuning_began(tmp_path: Path) -> None:
-    sys.path.insert(0, str(BENCH))
-    try:
-        from tune_devices import timeline
-    finally:
-        sys.path.remove(str(BENCH))
+    timeline = tune_devices_timeline()
     notes = tmp_path / "timeline.jsonl"
     notes.write_text(json.dumps({"pid": 2, "event": "spec imported", "time": 104.0, "created": 102.0}) + "\n")
     # The tuning log's entries (bench/tune_devices.tunings): each ends at `time`, `seconds` long.
