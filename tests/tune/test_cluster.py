@@ -203,6 +203,31 @@ def test_every_device_process_gets_ready_as_the_run_starts_not_at_its_first_job(
     assert all(kind == "job" for kind, _ in events[2:]) and len(events) == 2 + 7
 
 
+@pytest.mark.parametrize("elsewhere", [True, False])
+def test_the_command_readies_no_workers_of_its_own_where_device_processes_tune(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, elsewhere: bool
+) -> None:
+    # The command's process imports the spec too (its jobs' names), and a spec's kernels and selectors
+    # start workers early as they are made (plan.start_early): with --devices or --ray they would
+    # idle on every GPU beside the device processes' own. Without either, this process tunes.
+    from kernelpick.workers import plan
+
+    monkeypatch.setattr(plan, "_tuning_elsewhere", False)
+    seen = tmp_path / "seen.txt"
+    spec = tmp_path / "readying_spec.py"
+    spec.write_text(
+        "from kernelpick.tune.jobs import Job\n"
+        "from kernelpick.workers import plan\n"
+        f"with open({str(seen)!r}, 'a') as seen:\n"
+        "    seen.write(f'{plan._tuning_elsewhere}\\n')\n"
+        "JOBS = [Job('a', print)]\n"
+    )
+    monkeypatch.setattr(cluster, "_ProcessRunner", ThreadDevices)
+    monkeypatch.setattr(cluster, "run_job", lambda *args: JobOutcome("a", "test gpu", 0.01))
+    tune_spec(spec, devices=["0"] if elsewhere else [])
+    assert set(seen.read_text().split()) == {str(elsewhere)}
+
+
 def test_a_device_process_gets_ready_by_importing_the_spec(uneven_spec: Path) -> None:
     from kernelpick.tune import jobs
 

@@ -30,6 +30,7 @@ class Started:
 def started(monkeypatch: pytest.MonkeyPatch) -> Started:
     record = Started()
     monkeypatch.setattr(plan, "_started_early", False)
+    monkeypatch.setattr(plan, "_tuning_elsewhere", False)
     monkeypatch.setattr(plan.torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(plan, "start_workers", record.workers)
     monkeypatch.setattr("kernelpick.compile.warm.warm_up_compiler", record.compiler)
@@ -88,6 +89,14 @@ def test_nothing_starts_when_the_process_never_tunes(started: Started) -> None:
 
     with settings.override(no_tuning=True):
         plan.start_early(None)
+    assert not started.done.wait(0.5)
+    assert started.calls == []
+
+
+def test_nothing_starts_in_a_process_that_hands_its_tuning_to_others(started: Started) -> None:
+    # `kernelpick tune --devices` or `--ray`: the device processes or Ray actors tune, not this one.
+    plan.tune_elsewhere()
+    plan.start_early(None)
     assert not started.done.wait(0.5)
     assert started.calls == []
 

@@ -42,7 +42,7 @@ from kernelpick.store.base import StoredRow
 from kernelpick.store.default import default_store, recording
 from kernelpick.store.recording import replay
 from kernelpick.tune.jobs import Job, JobOutcome, Journal, Spec, load_spec
-from kernelpick.workers.plan import ready_to_tune
+from kernelpick.workers.plan import ready_to_tune, tune_elsewhere
 
 log = logging.getLogger("kernelpick.tune")
 
@@ -150,6 +150,8 @@ def tune_spec(
         ConfigError: the spec cannot be loaded; Ray is asked for but not installed.
     """
     started = time.perf_counter()
+    if ray_address is not None or devices:
+        tune_elsewhere()  # importing the spec here starts no workers: the device processes or actors tune
     spec = load_spec(spec_path, reload=True)  # its kernels new: none remembers a tuning from before
     journal = Journal.for_spec(spec)
     runner: _Runner

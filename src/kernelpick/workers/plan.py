@@ -23,6 +23,8 @@ log = logging.getLogger("kernelpick.workers")
 #: True in a worker process: what it measures, it measures itself.
 inside_worker = False
 _started_early = False
+#: True in a process that hands its tuning to others (`tune_elsewhere`).
+_tuning_elsewhere = False
 
 
 def isolation_wanted(device: DeviceInfo, requested: bool | None) -> bool:
@@ -185,6 +187,7 @@ def start_early(requested: bool | None, *, spawned_to_tune: bool = False) -> Non
     global _started_early
     if (
         _started_early
+        or _tuning_elsewhere
         or inside_worker
         or (multiprocessing.parent_process() is not None and not spawned_to_tune)
     ):
@@ -208,6 +211,15 @@ def start_early(requested: bool | None, *, spawned_to_tune: bool = False) -> Non
             log.debug("not ready early: %s", error)
 
     threading.Thread(target=start, name="kernelpick-start-early", daemon=True).start()
+
+
+def tune_elsewhere() -> None:
+    """Say that this process hands its tuning to other processes (`kernelpick tune --devices` and
+    `--ray`): `start_early` readies nothing here from now on. Its workers (one on each GPU, each with a
+    CUDA context) and its compiler's warm-up would idle beside those of the processes that tune, and
+    take CPU time while those start."""
+    global _tuning_elsewhere
+    _tuning_elsewhere = True
 
 
 def ready_to_tune() -> None:
