@@ -50,10 +50,6 @@ if TYPE_CHECKING:
     from kernelpick.pytorch import Operator, op
     from kernelpick.pytorch.functional import functional, launch
 
-# Before the program uses CUDA: a process forked now can still make a CUDA context, so workers
-# forked from it start in milliseconds instead of seconds (`kernelpick.workers.zygote`).
-fork_zygote_early()
-
 # Imported on first use: the PyTorch integration imports torch._dynamo, and the GEMM ops render
 # templates, which together double the time `import kernelpick` takes (worker processes import it too).
 _LAZY = {
@@ -125,3 +121,9 @@ __all__ = [
     "template",
     "triton_choice",
 ]
+
+
+# Last, once the whole module is defined (its forked children use it), and before the program uses
+# CUDA: a process forked now can still make a CUDA context, so workers forked from it start in
+# milliseconds instead of seconds (`kernelpick.workers.zygote`).
+fork_zygote_early()

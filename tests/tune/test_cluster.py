@@ -242,8 +242,12 @@ def test_a_spec_that_does_not_import_in_a_device_process_leaves_it_to_the_jobs(t
     assert cluster._ready(str(broken)) == cluster._device_model()  # each job says why it fails
 
 
-def test_a_device_process_is_given_its_gpu_as_the_machine_numbers_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    # `CUDA_VISIBLE_DEVICES=2,3 kernelpick tune --devices 0,1`: the processes own GPUs 2 and 3.
+@pytest.mark.parametrize("forked", [True, False])
+def test_a_device_process_is_given_its_gpu_as_the_machine_numbers_it(
+    monkeypatch: pytest.MonkeyPatch, forked: bool
+) -> None:
+    # `CUDA_VISIBLE_DEVICES=2,3 kernelpick tune --devices 0,1`: the processes own GPUs 2 and 3,
+    # forked by this process's zygote where it has one (tests/tune/test_device_process.py), else spawned.
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
     made: list[tuple[object, ...]] = []
 
@@ -253,9 +257,22 @@ def test_a_device_process_is_given_its_gpu_as_the_machine_numbers_it(monkeypatch
         ):
             made.append(initargs)
 
+    class Forked:
+        def __init__(
+            self,
+            zygote: object,
+            environment: dict[str, str],
+            initializer: object,
+            initargs: tuple[object, ...],
+        ):
+            assert environment["CUDA_VISIBLE_DEVICES"] == initargs[0]  # set before CUDA starts
+            made.append(initargs)
+
+    monkeypatch.setattr(cluster, "zygote", lambda: object() if forked else None)
+    monkeypatch.setattr(cluster, "ForkedExecutor", Forked)
     monkeypatch.setattr(cluster, "ProcessPoolExecutor", Pool)
-    cluster._ProcessRunner._pool("0")
-    cluster._ProcessRunner._pool("1")
+    pools = [cluster._ProcessRunner._pool("0"), cluster._ProcessRunner._pool("1")]
+    assert all(isinstance(pool, Forked if forked else Pool) for pool in pools)
     assert [args[0] for args in made] == ["2", "3"]
 
 

@@ -101,6 +101,19 @@ def test_nothing_starts_in_a_process_that_hands_its_tuning_to_others(started: St
     assert started.calls == []
 
 
+@pytest.mark.parametrize(
+    ("nvml", "driver", "present"), [(2, False, True), (0, True, False), (-1, True, True), (-1, False, False)]
+)
+def test_a_gpu_is_found_through_nvml_else_through_its_driver(
+    monkeypatch: pytest.MonkeyPatch, nvml: int, driver: bool, present: bool
+) -> None:
+    # NVML does not start in a process forked from one that used it (-1: a device process of
+    # `kernelpick tune --devices`, forked by the command's zygote): its GPU is there all the same.
+    monkeypatch.setattr(plan.torch.cuda, "_device_count_nvml", lambda: nvml)
+    monkeypatch.setattr(plan, "_driver_present", lambda: driver)
+    assert plan._gpu_present() is present
+
+
 def test_workers_are_told_the_folder_rendered_kernels_are_written_to(tmp_path: Path) -> None:
     assert plan.worker_settings()["cache_dir"] == str(settings.cache_dir())
     file = tmp_path / "cache"

@@ -41,8 +41,10 @@ from kernelpick.errors import ConfigError, KernelpickError
 from kernelpick.store.base import StoredRow
 from kernelpick.store.default import default_store, recording
 from kernelpick.store.recording import replay
+from kernelpick.tune.device_process import ForkedExecutor
 from kernelpick.tune.jobs import Job, JobOutcome, Journal, Spec, load_spec
 from kernelpick.workers.plan import ready_to_tune, tune_elsewhere
+from kernelpick.workers.zygote import zygote
 
 log = logging.getLogger("kernelpick.tune")
 
@@ -262,13 +264,20 @@ class _ProcessRunner(_Runner):
 
     @staticmethod
     def _pool(device: str) -> Executor:
-        """The pool of one device's process: `device` as this process numbers its GPUs, told to the
-        process as the machine names it (`settings.visible_device`)."""
-        context = multiprocessing.get_context("spawn")  # each process makes its own CUDA context
+        """One device's process: `device` as this process numbers its GPUs, told to the process as
+        the machine names it (`settings.visible_device`). Forked by this process's zygote where it
+        has one (torch and kernelpick imported: `tune.device_process`), else a new interpreter."""
         visible = settings.visible_device(int(device))
-        return ProcessPoolExecutor(
-            1, mp_context=context, initializer=_pin, initargs=(visible, settings.as_environment())
-        )
+        initargs = (visible, settings.as_environment())
+        forked = zygote()
+        if forked is not None:
+            environment = settings.child_environment({"CUDA_VISIBLE_DEVICES": visible})
+            try:
+                return ForkedExecutor(forked, environment, _pin, initargs)
+            except OSError as error:  # the zygote is gone: spawn as without one
+                log.debug("no forked device process: %s", error)
+        context = multiprocessing.get_context("spawn")  # each process makes its own CUDA context
+        return ProcessPoolExecutor(1, mp_context=context, initializer=_pin, initargs=initargs)
 
     def device_model(self) -> str:
         return self.ready[0].result()

@@ -101,10 +101,15 @@ def serve(messages: IO[str]) -> int:
     return 0
 
 
-def main() -> int:
+def serve_messages(fd: int) -> int:
+    """`serve`, its messages written to file descriptor `fd` (what the zygote's workers run)."""
     # Messages go through their own pipe: what benchmarked code prints on stdout cannot garble them.
-    with os.fdopen(int(sys.argv[1]), "w") as messages:
+    with os.fdopen(fd, "w") as messages:
         return serve(messages)
+
+
+def main() -> int:
+    return serve_messages(int(sys.argv[1]))
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ import dataclasses
 import logging
 import multiprocessing
 import threading
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -164,11 +165,23 @@ def fork_zygote_early(*, spawned_to_tune: bool = False) -> None:
 
 
 def _gpu_present() -> bool:
-    """Whether this machine has an NVIDIA GPU, without initializing CUDA in this process."""
-    try:
-        return int(torch.cuda._device_count_nvml()) > 0
-    except Exception:  # no NVML: an NVIDIA driver exposes its control device
-        return Path("/dev/nvidiactl").exists()
+    """Whether this machine has an NVIDIA GPU, without initializing CUDA in this process: as NVML
+    counts them, else as the driver's control device says. NVML does not start in a process forked
+    from one that used it ("Can't initialize NVML": a device process of `kernelpick tune --devices`,
+    forked by the command's zygote), and such a process went without a zygote of its own, its workers
+    new interpreters (4.5 s to start on an H100 machine)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch warns where NVML does not start
+        try:
+            count = int(torch.cuda._device_count_nvml())
+        except Exception:  # no NVML at all
+            count = -1
+    return count > 0 if count >= 0 else _driver_present()
+
+
+def _driver_present() -> bool:
+    """Whether an NVIDIA driver exposes its control device here."""
+    return Path("/dev/nvidiactl").exists()
 
 
 def start_early(requested: bool | None, *, spawned_to_tune: bool = False) -> None:
@@ -223,10 +236,12 @@ def tune_elsewhere() -> None:
 
 
 def ready_to_tune() -> None:
-    """In a process kernelpick started to tune (one per GPU of `kernelpick tune --devices`), what a
-    program that imports kernelpick gets: the zygote, then the workers and the compiler's warm-up in
-    the background. `multiprocessing`'s children go without both otherwise: such a process's first
-    job would start its workers then, as new interpreters importing torch (4.4 s each on an H100
-    machine: `kernelpick.workers.zygote`)."""
+    """In a process kernelpick started to tune (one per GPU of `kernelpick tune --devices`, forked by
+    the command's zygote or spawned), what a program that imports kernelpick gets: the zygote, then
+    the workers and the compiler's warm-up in the background. `multiprocessing`'s children go
+    without both otherwise: such a process's first job would start its workers then, as new
+    interpreters importing torch (4.4 s each on an H100 machine: `kernelpick.workers.zygote`)."""
+    global _tuning_elsewhere
+    _tuning_elsewhere = False  # this process tunes, whatever the one it was forked from does
     fork_zygote_early(spawned_to_tune=True)
     start_early(None, spawned_to_tune=True)

@@ -155,7 +155,7 @@ class WorkerProcess:
         stdin_read, stdin_write = os.pipe()
         output_read, output_write = os.pipe()
         try:
-            pid = forked.start_worker((stdin_read, output_write, messages), environment)
+            pid = forked.fork_child((stdin_read, output_write, messages), environment)
         finally:
             os.close(stdin_read)
             os.close(output_write)

@@ -10,6 +10,8 @@ CUDA, it forks a *zygote*: an idle copy of the process that waits on a socket an
 each time the caller asks, handing it the caller's pipes. The zygote and
 its workers run nothing of the caller's but kernelpick's worker loop (`kernelpick.workers.main`),
 and leave the caller's terminal session, so a Ctrl-C meant for the caller does not reach them.
+The device processes of `kernelpick tune --devices` are forked by it too, running their own loop
+(`kernelpick.tune.device_process`).
 
 Where there is no zygote (CUDA was used first, a platform without fork, `multiprocessing`'s
 children), or where its worker cannot make a CUDA context, workers are new interpreters as before.
@@ -17,6 +19,7 @@ children), or where its worker cannot make a CUDA context, workers are new inter
 
 from __future__ import annotations
 
+import importlib
 import json
 import logging
 import multiprocessing
@@ -32,6 +35,9 @@ from collections.abc import Mapping
 from typing import IO, Any
 
 log = logging.getLogger("kernelpick.workers")
+
+#: What a forked child runs unless told otherwise: an isolation worker's loop.
+WORKER_ENTRY = "kernelpick.workers.main:serve_messages"
 
 _zygote: Zygote | None = None
 _zygote_lock = threading.Lock()
@@ -78,6 +84,8 @@ class Zygote:
             warnings.simplefilter("ignore", DeprecationWarning)
             pid = os.fork()
         if pid == 0:  # pragma: no cover - the zygote itself
+            global _zygote_lock
+            _zygote_lock = threading.Lock()  # forked while `fork_zygote` held it: its children fork their own
             ours.close()
             code = 0
             try:
@@ -95,8 +103,12 @@ class Zygote:
         self._requests = 0
         threading.Thread(target=self._read, name="kernelpick-zygote", daemon=True).start()
 
-    def start_worker(self, fds: tuple[int, int, int], environment: Mapping[str, str]) -> int:
-        """Fork a worker with these pipes as its stdin, stdout and stderr, and messages; its pid.
+    def fork_child(
+        self, fds: tuple[int, int, int], environment: Mapping[str, str], entry: str = WORKER_ENTRY
+    ) -> int:
+        """Fork a child with these file descriptors as its stdin, its stdout and stderr, and its
+        messages, `environment` as its whole environment, running `entry` ("module:function", called
+        with the messages' descriptor; its return value is the exit status); its pid.
 
         Raises:
             OSError: the zygote is gone.
@@ -106,7 +118,8 @@ class Zygote:
         with self._lock:
             self._requests += 1
             number = self._requests
-            message = json.dumps({"request": number, "environment": dict(environment)}).encode() + b"\n"
+            request = {"request": number, "environment": dict(environment), "entry": entry}
+            message = json.dumps(request).encode() + b"\n"
             socket.send_fds(self._socket, [message], list(fds))
             with self._changed:
                 if not self._changed.wait_for(lambda: number in self._started or self.gone, timeout=30.0):
@@ -162,7 +175,7 @@ def _serve(connection: socket.socket) -> None:  # pragma: no cover - runs in the
                 pid = os.fork()
                 if pid == 0:
                     connection.close()
-                    _become_worker(fds, request["environment"])
+                    _become_child(fds, request["environment"], request["entry"])
                 for fd in fds:
                     os.close(fd)
                 _report(connection, {"request": request["request"], "started": pid})
@@ -181,8 +194,9 @@ def _report(connection: socket.socket, message: dict[str, Any]) -> None:  # prag
     connection.sendall(json.dumps(message).encode() + b"\n")
 
 
-def _become_worker(fds: list[int], environment: Mapping[str, str]) -> None:  # pragma: no cover
-    """In a child of the zygote: take the pipes and the environment, and serve as a worker."""
+def _become_child(fds: list[int], environment: Mapping[str, str], entry: str) -> None:  # pragma: no cover
+    """In a child of the zygote: take the pipes and the environment, and run `entry` (a worker's
+    loop, or a device process's)."""
     code = 1
     try:
         os.setsid()  # its own process group: the pool kills the worker and what it started at once
@@ -201,10 +215,8 @@ def _become_worker(fds: list[int], environment: Mapping[str, str]) -> None:  # p
         from kernelpick import settings
 
         settings.replace_environment(environment)  # CUDA_VISIBLE_DEVICES among it, read when CUDA starts
-        from kernelpick.workers.main import serve
-
-        with os.fdopen(messages, "w") as stream:
-            code = serve(stream)
+        module, _, name = entry.partition(":")
+        code = getattr(importlib.import_module(module), name)(messages)
     except BaseException:
         import traceback
 
