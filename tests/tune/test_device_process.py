@@ -22,9 +22,13 @@ import os, signal, threading, time
 
 
 def facts():
+    import warnings
     from kernelpick.workers import plan, zygote
 
+    with warnings.catch_warnings(record=True) as shown:
+        warnings.warn("Can't initialize NVML")  # what torch says where NVML does not start
     return {
+        "nvml_warning_shown": bool(shown),
         "pid": os.getpid(),
         "ppid": os.getppid(),
         "visible": os.environ.get("CUDA_VISIBLE_DEVICES"),
@@ -127,6 +131,8 @@ pool.shutdown(cancel_futures=True)
     assert facts["setting"] == "2"  # the command's settings
     # It tunes: its own zygote for its workers, and not told it tunes elsewhere as the command was.
     assert facts["zygote"] and not facts["tuning_elsewhere"]
+    # NVML does not start in a process forked from one that used it: torch's warning is not shown.
+    assert not facts["nvml_warning_shown"]
     assert found["model"] and found["outcome"] == ""  # the job ran, right, in the device process
 
 

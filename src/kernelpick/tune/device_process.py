@@ -26,6 +26,7 @@ import signal
 import struct
 import threading
 import traceback
+import warnings
 from collections.abc import Callable, Mapping
 from concurrent.futures import BrokenExecutor, Executor, Future
 from typing import IO, Any
@@ -189,6 +190,9 @@ def serve(replies_fd: int) -> int:  # pragma: no cover - runs in the forked proc
     """The device process's loop: run each call read from stdin, its outcome pickled to `replies_fd`.
     Ends when stdin closes, after what `atexit` holds (its workers stopped), as a spawned process's
     exit would."""
+    # NVML does not start in a process forked from one that used it; torch then counts GPUs through
+    # CUDA, but warns first, in the command's output, once for each device process.
+    warnings.filterwarnings("ignore", message="Can't initialize NVML")
     try:
         with os.fdopen(0, "rb", closefd=False) as requests, os.fdopen(replies_fd, "wb") as replies:
             while (message := _read_message(requests)) is not None:
