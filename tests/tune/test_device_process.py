@@ -55,6 +55,17 @@ def die():
     os.kill(os.getpid(), signal.SIGKILL)
 
 
+class Picky(Exception):
+    """An exception that pickles, but does not unpickle: its class wants two arguments."""
+
+    def __init__(self, what, why):
+        super().__init__(what)
+
+
+def picky():
+    raise Picky("what", "why")
+
+
 def refuse(*args):
     raise RuntimeError("no GPU here")
 '''
@@ -159,6 +170,7 @@ found = {
     "fail": outcome(pool.submit(device_calls.fail)),
     "unpicklable": outcome(pool.submit(device_calls.unpicklable)),
     "after": outcome(pool.submit(device_calls.sleep, 0)),
+    "picky": outcome(pool.submit(device_calls.picky)),
 }
 dying = pool.submit(device_calls.die)
 waiting = pool.submit(device_calls.sleep, 0)
@@ -170,6 +182,11 @@ pool.shutdown()
 refused = ForkedExecutor(zygote.zygote(), dict(os.environ), device_calls.refuse, (1,))
 found["refused"] = outcome(refused.submit(device_calls.sleep, 0))
 refused.shutdown()
+
+patient = ForkedExecutor(zygote.zygote(), dict(os.environ), print, ())
+finishing = patient.submit(device_calls.sleep, 1)
+patient.shutdown()  # waits for the running call, as a process pool's shutdown does
+found["finished"] = outcome(finishing)
 
 long = ForkedExecutor(zygote.zygote(), dict(os.environ), print, ())
 running = long.submit(device_calls.sleep, 60)
@@ -184,6 +201,8 @@ print(json.dumps(found))
     assert found["fail"] == ["ValueError", "a job's own error"]
     assert found["unpicklable"][0] == "RuntimeError" and "did not pickle" in found["unpicklable"][1]
     assert found["after"] == ["ok", "slept"]  # an error is the call's, not the process's
+    assert found["picky"][0] == "RuntimeError" and "did not unpickle" in found["picky"][1]
+    assert found["finished"] == ["ok", "slept"]
     # Killed in a call: that call and the one waiting fail, saying so; later ones too.
     assert found["dying"][0] == "BrokenExecutor" and "SIGKILL" in found["dying"][1]
     assert found["waiting"][0] == "BrokenExecutor"

@@ -81,11 +81,12 @@ class ForkedExecutor(Executor):
         self._running: Future[Any] | None = None
         self._broken = ""
         self._closed = False
+        # The first call is sent before the replies are read: the reader tells its reply by it.
+        self._first = self._submit(initializer, initargs, {})
         self._reader = threading.Thread(
             target=self._read, args=(os.fdopen(replies_read, "rb"),), name="kernelpick-device", daemon=True
         )
         self._reader.start()
-        self._first = self._submit(initializer, initargs, {})
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
         if self._closed:
@@ -104,7 +105,8 @@ class ForkedExecutor(Executor):
         return future
 
     def _send_next(self) -> None:
-        """Send the next call that was not cancelled, if none is running (the lock held)."""
+        """Send the next call that was not cancelled, if none is running; after `shutdown`, once
+        none is left, close the process's stdin: it ends (the lock held)."""
         while self._running is None and self._waiting:
             future, call = self._waiting.popleft()
             if not future.set_running_or_notify_cancel():
@@ -117,11 +119,25 @@ class ForkedExecutor(Executor):
                 future.set_exception(BrokenExecutor(self._broken))
                 return
             self._running = future
+        if self._closed and self._running is None and not self._waiting:
+            self._end_requests()
+
+    def _end_requests(self) -> None:
+        try:
+            self._requests.close()
+        except OSError:  # the process is gone: nothing was left to send
+            pass
 
     def _read(self, replies: IO[bytes]) -> None:
         with replies:
             while (reply := _read_message(replies)) is not None:
-                ok, value = pickle.loads(reply)
+                try:
+                    ok, value = pickle.loads(reply)
+                except Exception as error:  # e.g. an exception whose class rejects its own arguments
+                    ok, value = (
+                        False,
+                        RuntimeError(f"a reply of the device process did not unpickle: {error!r}"),
+                    )
                 with self._lock:
                     future, self._running = self._running, None
                     if future is self._first and not ok:
@@ -137,6 +153,7 @@ class ForkedExecutor(Executor):
         with self._lock:
             self._break(f"the device process {self.pid} ended ({describe_exit(status)})")
             running, self._running = self._running, None
+            self._end_requests()
         if running is not None:
             running.set_exception(BrokenExecutor(self._broken))
 
@@ -150,9 +167,10 @@ class ForkedExecutor(Executor):
                 future.set_exception(BrokenExecutor(self._broken))
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
-        """End the process once its running call returns. With `cancel_futures`, waiting calls are
-        cancelled and a running one is interrupted (SIGINT: what Ctrl-C does to a spawned process,
-        which shares the command's terminal; this one does not)."""
+        """End the process once its calls are done (with `wait`, wait for that). With
+        `cancel_futures`, waiting calls are cancelled and a running one is interrupted (SIGINT: what
+        Ctrl-C does to a spawned process, which shares the command's terminal; this one does not),
+        and a process that has not ended `END_TIMEOUT_S` later is killed."""
         with self._lock:
             self._closed = True
             if cancel_futures:
@@ -161,12 +179,9 @@ class ForkedExecutor(Executor):
                 self._waiting.clear()
                 if self._running is not None:
                     _signal(self.pid, signal.SIGINT)
-            try:
-                self._requests.close()  # the process ends when its calls are done
-            except OSError:
-                pass
+            self._send_next()  # the process ends once its calls are done
         if wait:
-            if self._zygote.status(self.pid, END_TIMEOUT_S) is None:
+            if self._zygote.status(self.pid, END_TIMEOUT_S if cancel_futures else None) is None:
                 _signal(self.pid, signal.SIGKILL)
             self._reader.join()
 

@@ -128,8 +128,9 @@ class Zygote:
                     raise OSError("the zygote is gone")
                 return self._started.pop(number)
 
-    def status(self, pid: int, timeout: float) -> int | None:
-        """The exit status of worker `pid`, waiting up to `timeout` seconds (None: it still runs)."""
+    def status(self, pid: int, timeout: float | None) -> int | None:
+        """The exit status of child `pid`, waiting up to `timeout` seconds (None: as long as it runs);
+        None if it still runs."""
         with self._changed:
             self._changed.wait_for(lambda: pid in self._exits or self.gone, timeout=timeout)
             return self._exits.get(pid, -signal.SIGKILL if self.gone else None)
