@@ -25,9 +25,12 @@ def facts():
     import warnings
     from kernelpick.workers import plan, zygote
 
+    import kernelpick
+
     with warnings.catch_warnings(record=True) as shown:
         warnings.warn("Can't initialize NVML")  # what torch says where NVML does not start
     return {
+        "ops": kernelpick.ops.__name__,  # one of the attributes kernelpick makes on first use
         "nvml_warning_shown": bool(shown),
         "pid": os.getpid(),
         "ppid": os.getppid(),
@@ -142,6 +145,8 @@ pool.shutdown(cancel_futures=True)
     assert facts["setting"] == "2"  # the command's settings
     # It tunes: its own zygote for its workers, and not told it tunes elsewhere as the command was.
     assert facts["zygote"] and not facts["tuning_elsewhere"]
+    # The whole of kernelpick is there: the zygote was forked once its module was defined.
+    assert facts["ops"] == "kernelpick.ops"
     # NVML does not start in a process forked from one that used it: torch's warning is not shown.
     assert not facts["nvml_warning_shown"]
     assert found["model"] and found["outcome"] == ""  # the job ran, right, in the device process
