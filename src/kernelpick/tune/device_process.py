@@ -26,13 +26,12 @@ import signal
 import struct
 import threading
 import traceback
-import warnings
 from collections.abc import Callable, Mapping
 from concurrent.futures import BrokenExecutor, Executor, Future
 from typing import IO, Any
 
 from kernelpick.workers.process import describe_exit
-from kernelpick.workers.zygote import Zygote
+from kernelpick.workers.zygote import Zygote, signal_group
 
 #: Each message: its length (8 bytes, big-endian), then the pickle.
 _LENGTH = struct.Struct(">Q")
@@ -178,11 +177,11 @@ class ForkedExecutor(Executor):
                     future.cancel()
                 self._waiting.clear()
                 if self._running is not None:
-                    _signal(self.pid, signal.SIGINT)
+                    signal_group(self.pid, signal.SIGINT)
             self._send_next()  # the process ends once its calls are done
         if wait:
             if self._zygote.status(self.pid, END_TIMEOUT_S if cancel_futures else None) is None:
-                _signal(self.pid, signal.SIGKILL)
+                signal_group(self.pid, signal.SIGKILL)
             self._reader.join()
 
 
@@ -194,20 +193,10 @@ def _read_message(stream: IO[bytes]) -> bytes | None:
     return stream.read(length)
 
 
-def _signal(pid: int, number: int) -> None:
-    try:
-        os.killpg(pid, number)  # the process and the workers it started: a group of their own
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
 def serve(replies_fd: int) -> int:  # pragma: no cover - runs in the forked process (tested through it)
     """The device process's loop: run each call read from stdin, its outcome pickled to `replies_fd`.
     Ends when stdin closes, after what `atexit` holds (its workers stopped), as a spawned process's
     exit would."""
-    # NVML does not start in a process forked from one that used it; torch then counts GPUs through
-    # CUDA, but warns first, in the command's output, once for each device process.
-    warnings.filterwarnings("ignore", message="Can't initialize NVML")
     try:
         with os.fdopen(0, "rb", closefd=False) as requests, os.fdopen(replies_fd, "wb") as replies:
             while (message := _read_message(requests)) is not None:

@@ -66,10 +66,16 @@ class ForkedWorker:
         return status
 
     def kill(self) -> None:
-        try:
-            os.killpg(self.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        signal_group(self.pid, signal.SIGKILL)
+
+
+def signal_group(pid: int, number: int) -> None:
+    """Send signal `number` to the process group of a child of the zygote (each leads its own: the
+    child and what it started), if it is still there."""
+    try:
+        os.killpg(pid, number)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 class Zygote:
@@ -213,6 +219,9 @@ def _become_child(fds: list[int], environment: Mapping[str, str], entry: str) ->
         sys.stderr = open(2, "w", buffering=1, closefd=False)
         for handler in logging.root.handlers[:]:  # the caller's log files are the caller's
             logging.root.removeHandler(handler)
+        # NVML does not start in a process forked from one that used it (the caller asked it for its
+        # GPUs before forking the zygote); torch then counts GPUs through CUDA, but warns first.
+        warnings.filterwarnings("ignore", message="Can't initialize NVML")
         from kernelpick import settings
 
         settings.replace_environment(environment)  # CUDA_VISIBLE_DEVICES among it, read when CUDA starts
