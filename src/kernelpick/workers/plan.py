@@ -169,7 +169,8 @@ def _gpu_present() -> bool:
     counts them, else as the driver's control device says. NVML does not start in a process forked
     from one that used it ("Can't initialize NVML": a device process of `kernelpick tune --devices`,
     forked by the command's zygote), and such a process went without a zygote of its own, its workers
-    new interpreters (4.5 s to start on an H100 machine)."""
+    new interpreters (its first tuning waited 4.2-5.2 s for them on a host of two H100s:
+    bench/results/tune_devices-h100-2gpu-forked-device-processes-no-zygote.json)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # torch warns where NVML does not start
         try:
