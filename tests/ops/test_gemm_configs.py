@@ -57,6 +57,17 @@ def test_small_m_gets_thin_tiles_and_no_wasted_rows() -> None:
     assert {16, 32, 64, 128} <= m128
 
 
+def test_medium_m_gets_deep_pipelines_that_fit_the_device() -> None:
+    # Inductor's pick at 128x4096x14336 (5 stages) and one deeper: 32 KiB a stage of bf16.
+    deep = {(64, 64, 128, 5, 4), (64, 64, 128, 6, 4)}
+    assert deep <= tiles(gemm_configs(0, 1)(problem(128, 4096, 14336)))
+    assert {(16, 64, 128, 5, 4), (16, 64, 128, 6, 4)} <= tiles(gemm_configs(0, 1)(problem(16, 4096, 14336)))
+    small = DeviceInfo(
+        "cuda", 0, "a GPU of 100 KiB", (8, 6), 6 * 2**20, 84, shared_memory_per_block=100 * 1024
+    )
+    assert not deep & tiles(gemm_configs(0, 1)(problem(128, 4096, 14336, device=small)))
+
+
 def test_large_m_gets_the_large_tiles_with_eight_warps() -> None:
     configs = gemm_configs(0, 1)(problem(8192, 28672, 4096))
     assert {(128, 256, 64, 3, 8), (128, 256, 64, 4, 8), (256, 128, 64, 4, 8)} <= tiles(configs)

@@ -36,6 +36,13 @@ SMALL_M: tuple[Tile, ...] = (
     (32, 128, 128, 3, 4),
     (32, 256, 64, 3, 8),
     (64, 64, 128, 4, 4),
+    # Deeper pipelines of the same tile, for the memory-bound M = 128 shapes with long K: Inductor's
+    # pick at 128x4096x14336 has 5 stages (1.7 % ahead of cuBLAS in its table, where 4 stages ran
+    # 4 % behind it). On an H100, kernel times from the profiler at that shape: 5 stages 1.038x
+    # cuBLAS, 6 stages 1.069x (bench/results/gemm_deeper_pipelines-h100.json). At M = 16 they clamp to
+    # 16-row tiles, the fastest at 16x6144x4096 by 1 %.
+    (64, 64, 128, 5, 4),
+    (64, 64, 128, 6, 4),
     (64, 128, 64, 4, 4),
     (64, 128, 128, 3, 4),
     # Inductor's pick at 128x8192x28672, 5.7 % faster there on an H100 than this tile with 3 stages
