@@ -40,7 +40,8 @@ SMALL_M: tuple[Tile, ...] = (
     # pick at 128x4096x14336 has 5 stages (1.7 % ahead of cuBLAS in its table, where 4 stages ran
     # 4 % behind it). On an H100, kernel times from the profiler at that shape: 5 stages 1.038x
     # cuBLAS, 6 stages 1.069x (bench/results/gemm_deeper_pipelines-h100.json). At M = 16 they clamp to
-    # 16-row tiles, the fastest at 16x6144x4096 by 1 %.
+    # 16-row tiles, which tie the skinny template at 16x6144x4096 (within 0.43 % in
+    # bench/results/stability-h100.json), 1.2 % ahead of cuBLAS.
     (64, 64, 128, 5, 4),
     (64, 64, 128, 6, 4),
     (64, 128, 64, 4, 4),
