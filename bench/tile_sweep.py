@@ -41,6 +41,8 @@ from gemm_suite import NK_PAIRS
 
 Tile = tuple[int, int, int, int, int]
 REFERENCES = {"mm": "torch.mm", "scaled_mm": "torch._scaled_mm"}
+#: The tiled templates, whose configs the small-M space gives (not the skinny or persistent ones).
+TILED = {"mm": "kernelpick_gemm", "scaled_mm": "kernelpick_scaled_gemm_bf16"}
 FP8_MAX = 448.0
 #: `--tiny`: shapes for Triton's interpreter (K of 64 or more: fp8's least BLOCK_K is 32).
 TINY_SHAPES = ((16, 32, 64), (32, 48, 64))
@@ -59,11 +61,17 @@ def parse() -> argparse.Namespace:
 
 
 def parse_tiles(text: str) -> list[Tile]:
+    """`--tiles`' "BM,BN,BK,stages,warps;..." as tiles; stops, naming the part, on anything else."""
     tiles = []
     for part in filter(None, (p.strip() for p in text.split(";"))):
-        values = tuple(int(v) for v in part.split(","))
-        if len(values) != 5:
-            raise SystemExit(f"--tiles: {part!r} is not BLOCK_M,BLOCK_N,BLOCK_K,num_stages,num_warps")
+        try:
+            values = tuple(int(v) for v in part.split(","))
+        except ValueError:
+            values = ()
+        if len(values) != 5 or min(values) <= 0:
+            raise SystemExit(
+                f"--tiles: {part!r} is not five positive integers BLOCK_M,BLOCK_N,BLOCK_K,num_stages,num_warps"
+            )
         tiles.append(values)
     return tiles  # type: ignore[return-value]
 
@@ -104,10 +112,6 @@ def operands(op: str, m: int, n: int, k: int, device: Any) -> tuple[Any, ...]:
     scale_x, scale_w = (x.abs().max() / FP8_MAX).float(), (w.abs().max() / FP8_MAX).float()
     fp8 = torch.float8_e4m3fn
     return (x / scale_x).to(fp8), (w / scale_w).to(fp8).t(), scale_x, scale_w
-
-
-#: The tiled templates, whose configs the small-M space gives (not the skinny or persistent ones).
-TILED = {"mm": "kernelpick_gemm", "scaled_mm": "kernelpick_scaled_gemm_bf16"}
 
 
 def tile_of(op: str, choice: dict[str, Any]) -> Tile | None:

@@ -4,11 +4,24 @@ beside the reference; kept on the CPU with --tiny."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
 
-from tests.bench_scripts import run_bench
+from tests.bench_scripts import BENCH, run_bench
+
+
+def test_tiles_that_are_not_five_positive_integers_are_refused_by_name() -> None:
+    sys.path.insert(0, str(BENCH))
+    try:
+        from tile_sweep import parse_tiles
+    finally:
+        sys.path.remove(str(BENCH))
+    assert parse_tiles(" 64,64,128,6,4; 16,32,256,6,4 ;") == [(64, 64, 128, 6, 4), (16, 32, 256, 6, 4)]
+    for bad in ("64,64,x,6,4", "64,64,128,6", "64,64,128,0,4"):
+        with pytest.raises(SystemExit, match=f"--tiles: '{bad}' is not five positive integers"):
+            parse_tiles(f"16,16,16,2,4;{bad}")
 
 
 @pytest.mark.slow
