@@ -38,19 +38,17 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import RESULTS, device_slug, environment, require_kernelpick
 from gemm_suite import NK_PAIRS
+from stability import fp8_operands, gemm_operands
 
 Tile = tuple[int, int, int, int, int]
-REFERENCES = {"mm": "torch.mm", "scaled_mm": "torch._scaled_mm"}
-#: The tiled templates, whose configs the small-M space gives (not the skinny or persistent ones).
-TILED = {"mm": "kernelpick_gemm", "scaled_mm": "kernelpick_scaled_gemm_bf16"}
-FP8_MAX = 448.0
+OPS = ("mm", "scaled_mm")
 #: `--tiny`: shapes for Triton's interpreter (K of 64 or more: fp8's least BLOCK_K is 32).
 TINY_SHAPES = ((16, 32, 64), (32, 48, 64))
 
 
 def parse() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--op", choices=sorted(REFERENCES), default="mm")
+    parser.add_argument("--op", choices=OPS, default="mm")
     parser.add_argument("--tiles", default="", help='added tiles: "BM,BN,BK,stages,warps;..."')
     parser.add_argument("--m", default="128,16", help="comma-separated M values")
     parser.add_argument("--top", type=int, default=6, help="the selection's cheapest choices re-timed")
@@ -99,24 +97,20 @@ def new_tiles(op: str, shape: tuple[int, int, int], tiles: list[Tile], own: tupl
     return {clamp(t, problem) for t in tiles} - {clamp(t, problem) for t in own}
 
 
-def operands(op: str, m: int, n: int, k: int, device: Any) -> tuple[Any, ...]:
-    """The suites' operands: bf16 (fp32 on the CPU) x and W.T for mm; fp8 x8, W8.T and scales."""
+def tiled_template(op: str) -> str:
+    """The name of the op's tiled template, whose configs the small-M space gives (not the skinny or
+    persistent ones)."""
     import torch
 
-    generator = torch.Generator(device=device).manual_seed(m * 7 + n * 3 + k)
-    x = torch.randn(m, k, device=device, generator=generator)
-    w = torch.randn(n, k, device=device, generator=generator)
-    if op == "mm":
-        dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
-        return x.to(dtype), w.to(dtype).t()
-    scale_x, scale_w = (x.abs().max() / FP8_MAX).float(), (w.abs().max() / FP8_MAX).float()
-    fp8 = torch.float8_e4m3fn
-    return (x / scale_x).to(fp8), (w / scale_w).to(fp8).t(), scale_x, scale_w
+    from kernelpick.ops.gemm_templates import GEMM
+    from kernelpick.ops.scaled_mm_templates import scaled_gemm
+
+    return GEMM.name if op == "mm" else scaled_gemm(torch.bfloat16).name
 
 
 def tile_of(op: str, choice: dict[str, Any]) -> Tile | None:
     """A tiled template choice's tile, from its description; None for other choices."""
-    if choice.get("template") != TILED[op]:
+    if choice.get("template") != tiled_template(op):
         return None
     config = choice["config"]
     kwargs = config["kwargs"]
@@ -156,8 +150,9 @@ def sweep_shape(
     import kernelpick
     from kernelpick.ops.scaled_mm import selector_name
 
-    device = torch.device("cpu" if args.tiny else "cuda")
-    inputs = operands(op, *shape, device)
+    # As the suites make them (seeded by the shape): bf16, or fp8 with per-tensor scales; float32 and
+    # fp8 on the CPU.
+    inputs = gemm_operands(*shape) if op == "mm" else fp8_operands(*shape)
     name = "mm" if op == "mm" else selector_name(torch.bfloat16)
     selector = kernelpick.ops.selector(name)
     direct: Callable[[], Any]
@@ -169,14 +164,16 @@ def sweep_shape(
         through = lambda: kernelpick.ops.scaled_mm(*inputs, out_dtype=torch.bfloat16)  # noqa: E731
     started = time.perf_counter()
     through()
-    if device.type == "cuda":
+    if torch.cuda.is_available():
         torch.cuda.synchronize()
     tuning_s = time.perf_counter() - started
     record = selector.last_selection
     assert record is not None
     ranked = sorted((r for r in record.results if r.result.ok), key=lambda r: r.result.cost_ms)
     chosen = [r.name for r in ranked[: args.top]]
-    reference = REFERENCES[op]
+    # What the selection checks outputs against and keeps where nothing beats it: the extern choice.
+    digest = selector.reference_digest(record.signature)
+    reference = next(r.name for r in record.results if r.digest == digest)
     if reference not in chosen:
         chosen.append(reference)
     choices = {c.name: c for c in selector.choices_for(*inputs)}
@@ -206,6 +203,7 @@ def sweep_shape(
         row["vs_reference"] = reference_ms / row["profiler_ms"]
     return {
         "shape": list(shape),
+        "reference": reference,
         "pick": record.best,
         "pick_added": any(r["added"] for r in rows if r["choice"] == record.best),
         "tuning_s": tuning_s,
@@ -235,7 +233,7 @@ def main() -> int:
         print(
             f"[{'x'.join(map(str, shape))}] pick {entry['pick'][:60]}{' (added)' if entry['pick_added'] else ''}"
             f" in {entry['tuning_s']:.1f} s; fastest re-timed: {best['choice'][:60]} "
-            f"{best['vs_reference']:.3f}x {REFERENCES[args.op]}; through ops {entry['ops_vs_reference']:.3f}x",
+            f"{best['vs_reference']:.3f}x {entry['reference']}; through ops {entry['ops_vs_reference']:.3f}x",
             flush=True,
         )
     report = {
