@@ -217,8 +217,9 @@ def sweep_shape(
 
 def main() -> int:
     args = parse()
+    # Before kernelpick is imported: it reads its settings once, at import.
+    os.environ["KERNELPICK_CACHE_DIR"] = tempfile.mkdtemp(prefix="tile-sweep-")
     require_kernelpick()
-    os.environ.setdefault("KERNELPICK_CACHE_DIR", tempfile.mkdtemp(prefix="tile-sweep-"))
     tiles = parse_tiles(args.tiles)
     own = add_tiles(args.op, tiles, args.tiny)
     if args.tiny:

@@ -10,12 +10,12 @@ from pathlib import Path
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 
 
-def run_bench(script: str, *args: str, timeout: float = 280) -> None:
-    """Run bench/`script` with `args` in a fresh Python (this one's import path); fail with its
-    error output unless it succeeds."""
+def run_bench(script: str, *args: str, timeout: float = 280, env: dict[str, str] | None = None) -> None:
+    """Run bench/`script` with `args` in a fresh Python (this one's import path, this environment
+    and `env`); fail with its error output unless it succeeds."""
     done = subprocess.run(
         [sys.executable, str(BENCH / script), *args],
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        env={**os.environ, **(env or {}), "PYTHONPATH": os.pathsep.join(sys.path)},
         capture_output=True,
         text=True,
         timeout=timeout,

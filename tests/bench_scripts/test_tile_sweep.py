@@ -33,7 +33,21 @@ def test_a_tiny_sweep_offers_the_added_tiles_and_times_them_beside_the_reference
     # columns); the third is one of the interpreter's own (for fp8 once clamped to a K of 32), so it
     # is not "added".
     tiles = "16,16,64,3,4;64,64,64,6,4;16,16,16,2,4"
-    run_bench("tile_sweep.py", "--tiny", "--op", op, "--tiles", tiles, "--top", "9", "--out", str(tmp_path))
+    store = tmp_path / "store"  # a user's result store: the sweep measures with an empty one of its own
+    run_bench(
+        "tile_sweep.py",
+        "--tiny",
+        "--op",
+        op,
+        "--tiles",
+        tiles,
+        "--top",
+        "9",
+        "--out",
+        str(tmp_path),
+        env={"KERNELPICK_CACHE_DIR": str(store)},
+    )
+    assert not store.exists()
     data = json.loads((tmp_path / f"tile_sweep-{op}-cpu.json").read_text())
     assert data["tiles_added"] == [[16, 16, 64, 3, 4], [64, 64, 64, 6, 4], [16, 16, 16, 2, 4]]
     clamped = {(16, 32, 64): (16, 32, 64, 6, 4), (32, 48, 64): (32, 64, 64, 6, 4)}
