@@ -34,6 +34,17 @@ def test_a_programs_own_sigterm_handler_stays_within_a_tuning() -> None:
         signal.signal(signal.SIGTERM, previous)
 
 
+def test_a_value_error_of_the_block_passes_through_with_the_programs_own_handler() -> None:
+    # A tuning's ConfigError is a ValueError: it once met the `except ValueError` meant for
+    # processes without signals, and left as "generator didn't stop after throw()".
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: None)
+    try:
+        with pytest.raises(ValueError, match="the block's own"), terminable():
+            raise ValueError("the block's own")
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 @pytest.fixture
 def default_sigterm() -> Iterator[None]:
     """SIGTERM with its default action, as a program leaves it (a Ray local cluster, started by an

@@ -41,15 +41,8 @@ def terminable() -> Iterator[None]:
     Only in the main thread (where Python runs signal handlers) and only while SIGTERM has its
     default action: a handler of the program's own stays, and so does an enclosing block's.
     """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    try:
-        if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
-            yield
-            return
-        previous = signal.signal(signal.SIGTERM, _raise_terminated)
-    except ValueError:  # no signals here (an embedded interpreter)
+    previous = _take_sigterm()
+    if previous is None:
         yield
         return
     try:
@@ -60,6 +53,20 @@ def terminable() -> Iterator[None]:
         raise  # pragma: no cover - not reached
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def _take_sigterm() -> signal.Handlers | None:
+    """Make SIGTERM raise `Terminated` here, if this is the main thread and SIGTERM has its default
+    action; SIGTERM's previous handler, or None where it was left alone. (The block's own errors,
+    a `ValueError` among them, must not meet the `except` for a process without signals.)"""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    try:
+        if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+            return None
+        return signal.signal(signal.SIGTERM, _raise_terminated)  # type: ignore[return-value]
+    except ValueError:  # no signals here (an embedded interpreter)
+        return None
 
 
 def _raise_terminated(signum: int, frame: FrameType | None) -> None:
