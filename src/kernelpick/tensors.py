@@ -6,7 +6,8 @@ same values)."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+import dataclasses
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -175,3 +176,40 @@ def preserved_rng(device: torch.device) -> Iterator[None]:
     )
     with torch.random.fork_rng(devices=devices, device_type="cuda"):
         yield
+
+
+def is_descriptor(value: Any) -> bool:
+    """Whether `value` is a host tensor descriptor: a dataclass instance with a tensor in its `base`
+    field (Triton's `TensorDescriptor`, Gluon's), which Triton compiles a kernel for by its dtype and
+    block shape."""
+    return (
+        dataclasses.is_dataclass(value)
+        and not isinstance(value, type)
+        and isinstance(getattr(value, "base", None), torch.Tensor)
+    )
+
+
+def holds_descriptor(values: Iterable[Any]) -> bool:
+    """Whether any of `values` is, or a tuple or list of them holds, a tensor descriptor."""
+    return any(
+        is_descriptor(value) or (isinstance(value, (tuple, list)) and holds_descriptor(value))
+        for value in values
+    )
+
+
+def own_descriptors(arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """`arguments` with every tensor descriptor (in tuples and lists too) replaced by a copy of its
+    own, over the same tensor: what one config's hooks may set (a block shape) without touching
+    another config's arguments or the caller's."""
+
+    def own(value: Any) -> Any:
+        if is_descriptor(value):  # its block shape is a list, which a hook may change in place
+            return dataclasses.replace(value, block_shape=list(value.block_shape))
+        if isinstance(value, list) and holds_descriptor(value):
+            return [own(item) for item in value]
+        if isinstance(value, tuple) and holds_descriptor(value):
+            items = [own(item) for item in value]
+            return type(value)(*items) if hasattr(value, "_fields") else tuple(items)
+        return value
+
+    return {name: own(value) for name, value in arguments.items()}

@@ -9,7 +9,10 @@ import pytest
 import torch
 import triton
 from access_corpus import copy, f32
+from tests.tune.test_descriptors import matmul_tma, set_block_shapes, tiles
+from triton.tools.tensor_descriptor import TensorDescriptor
 
+import kernelpick
 from kernelpick.analysis import analyze, clear_cache
 from kernelpick.compile.unwrap import innermost, unwrap
 from kernelpick.errors import AnalysisError
@@ -98,3 +101,20 @@ def test_self_wrapping_object_is_rejected() -> None:
 
     with pytest.raises(AnalysisError, match="nest more than"):
         innermost(Loop())
+
+
+@pytest.mark.parametrize("tuner", ["triton", "kernelpick"])
+def test_a_tuned_tma_kernel_is_analyzed_with_the_block_shapes_its_first_configs_hook_sets(tuner: str) -> None:
+    # Tutorial 09's TMA matmul: placeholder [1, 1] blocks, set by the config's pre_hook. Without the
+    # hook the TTIR fails ("accumulator shape is incompatible") and every tensor counts as written.
+    def shapes_and_a_write(nargs: dict[str, Any]) -> None:
+        set_block_shapes(nargs)
+        nargs["a_desc"].base.zero_()  # the analysis hands the hook meta tensors: never the caller's
+
+    decorate = triton.autotune if tuner == "triton" else kernelpick.autotune
+    kernel = decorate(tiles(shapes_and_a_write), key=["M", "N", "K"])(matmul_tma)
+    a, c = torch.ones(64, 64, dtype=torch.float16), torch.empty(64, 64, dtype=torch.float16)
+    descriptors = [TensorDescriptor.from_tensor(t, [1, 1]) for t in (a, a, c)]
+    access = analyze(kernel, *descriptors, 64, 64, 64)
+    assert access.certain and access.mutated == ("c_desc",) and access.read == ("a_desc", "b_desc")
+    assert [d.block_shape for d in descriptors] == [[1, 1]] * 3 and bool(a.eq(1).all())

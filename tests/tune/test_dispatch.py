@@ -116,3 +116,24 @@ def test_slots_holding_other_values_are_pinned_by_type() -> None:
     dispatch.remember((x, 2.5), {}, "float")
     assert dispatch.lookup((x, 0.5), {}) == "float"
     assert dispatch.lookup((x, 16), {}) is None  # an integer there specializes: the exact path decides
+
+
+def test_fast_keys_of_descriptors_tell_apart_what_their_exact_keys_do() -> None:
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    x16, x32 = torch.empty(64, 64, dtype=torch.float16), torch.empty(64, 64)
+    calls = [
+        ((TensorDescriptor.from_tensor(x16, [16, 16]), 64), {}),
+        ((TensorDescriptor.from_tensor(x16, [32, 16]), 64), {}),  # another block shape
+        ((TensorDescriptor.from_tensor(x32, [16, 16]), 64), {}),  # another dtype
+        ((TensorDescriptor.from_tensor(x16, [16, 16]), 128), {}),  # another key value
+    ]
+    for blocks, distinct in ((True, 4), (False, 3)):
+        fast = generate_fast_key(call_shape(*calls[0]), [(1, "n")], blocks=blocks)
+        assert fast is not None  # a call of descriptors alone has a fast path
+        assert len({fast(a, k) for a, k in calls}) == distinct
+        assert len({exact_key(a, k, [(1, "n")], blocks=blocks) for a, k in calls}) == distinct
+    dispatch = Dispatcher([(1, "n")])
+    dispatch.remember(*calls[0], "descriptor-entry")
+    assert dispatch.lookup(*calls[0]) == "descriptor-entry"
+    assert dispatch.lookup((x16, 64), {}) is None  # a tensor where the descriptor was: the exact path

@@ -38,3 +38,30 @@ def test_misaligned_floats_are_rebuilt_misaligned_with_example_values(tmp_path: 
     rebuilt = rebuild_arguments(describe_arguments({"x": real}, tmp_path), torch.device("cpu"))["x"]
     assert TensorSpec.of(rebuilt) == TensorSpec.of(real) and not is_aligned(rebuilt)
     assert bool(rebuilt.ne(0).any())  # random values, not the caller's
+
+
+def test_a_tensor_descriptor_is_rebuilt_over_a_tensor_of_its_own(tmp_path: Path) -> None:
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    real = TensorDescriptor.from_tensor(torch.zeros(64, 32, dtype=torch.float16)[:, :16], [16, 8])
+    rebuilt = rebuild_arguments(describe_arguments({"desc": real}, tmp_path), torch.device("cpu"))["desc"]
+    assert isinstance(rebuilt, TensorDescriptor)
+    assert (list(rebuilt.shape), list(rebuilt.strides), rebuilt.block_shape) == ([64, 16], [32, 1], [16, 8])
+    assert TensorSpec.of(rebuilt.base) == TensorSpec.of(real.base)
+    assert bool(rebuilt.base.ne(0).any())  # example values, as for any float tensor
+
+
+def test_a_descriptor_of_an_unknown_class_stays_in_the_callers_process(tmp_path: Path) -> None:
+    import dataclasses
+
+    import pytest
+
+    from kernelpick.errors import IsolationError
+
+    @dataclasses.dataclass
+    class Homemade:
+        base: torch.Tensor
+        block_shape: list[int]
+
+    with pytest.raises(IsolationError, match=r"only triton\.tools\.tensor_descriptor\.TensorDescriptor"):
+        describe_arguments({"desc": Homemade(torch.zeros(4), [4])}, tmp_path)

@@ -116,3 +116,31 @@ def test_a_request_says_where_its_seconds_went(tmp_path: Path) -> None:
     prepared: dict[str, float] = {}
     answer({**request, "step": "prepare"}, prepared)
     assert set(prepared) == {"problem", "load"}  # nothing is measured in the prepare step
+
+
+def test_the_programs_allocator_is_the_workers_for_kernels_that_make_descriptors(tmp_path: Path) -> None:
+    # Kernels that make tensor descriptors on the device call Triton's allocator at launch; a worker
+    # gets the caller's (`triton.set_allocator`), by value, with the problem.
+    import triton
+    from triton.runtime import _allocation
+
+    from kernelpick.workers.request import _WorkerProblem
+
+    def closure_allocator(size: int, alignment: int, stream: int | None) -> torch.Tensor:
+        return torch.full((size,), 7, dtype=torch.int8)
+
+    x = torch.randn(4)
+    without = Problem.describe(describe(x.device), (x,), {}, tmp_path)
+    triton.set_allocator(closure_allocator)
+    try:
+        problem = Problem.describe(describe(x.device), (x,), {}, tmp_path)
+    finally:
+        triton.set_allocator(_allocation.NullAllocator())
+    assert without.allocator is None and problem.allocator is not None
+    _WorkerProblem(Problem.from_data(problem.to_data()))  # what a worker does with a request
+    try:
+        assert torch.equal(_allocation._allocator.get()(3, 16, None), torch.full((3,), 7, dtype=torch.int8))
+        _WorkerProblem(without)  # the next problem's program set none
+        assert isinstance(_allocation._allocator.get(), _allocation.NullAllocator)
+    finally:
+        triton.set_allocator(_allocation.NullAllocator())

@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from kernelpick.errors import ConfigError
-from kernelpick.tensors import TensorSpec, example_generator, example_tensor
+from kernelpick.tensors import TensorSpec, example_generator, example_tensor, is_descriptor
 
 InputGen = Callable[..., Sequence[Any]]
 
@@ -30,8 +30,8 @@ def tensor_of(value: Any) -> torch.Tensor | None:
     """The tensor an argument reads or writes: the tensor itself, or a tensor descriptor's base."""
     if isinstance(value, torch.Tensor):
         return value
-    base = getattr(value, "base", None)  # triton.tools.tensor_descriptor.TensorDescriptor
-    if dataclasses.is_dataclass(value) and isinstance(base, torch.Tensor):
+    if is_descriptor(value):
+        base: torch.Tensor = value.base
         return base
     return None
 

@@ -50,11 +50,12 @@ class Hooks:
     after: Callable[..., object] | None = None
     named: Mapping[str, Any] = field(default_factory=dict)  # what the hooks are given
 
-    def failed_before_running(self, error: BaseException) -> None:
+    def failed_before_running(self, error: BaseException, *, before_ran: bool = False) -> None:
         """Tell the hooks about a failure found before any run (a compile error): the `before`
-        hooks, then `after` with the failure, as Triton pairs them."""
+        hooks (unless they ran before it was compiled), then `after` with the failure, as Triton's
+        launch that fails to compile calls them."""
         named = dict(self.named)
-        for hook in self.before:
+        for hook in () if before_ran else self.before:
             hook(named)
         if self.after is not None:
             self.after(named, exception=error)

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import torch
 from triton.runtime.interpreter import InterpretedFunction
 from triton.runtime.jit import JITFunction
 
 from kernelpick.errors import AnalysisError, describe_value
+from kernelpick.tensors import holds_descriptor, is_descriptor, own_descriptors
 
 #: Compile options a tuning config carries besides its meta-parameters.
 CONFIG_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
@@ -78,8 +81,9 @@ def unwrap(kernel: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Unwra
     """Peel `triton.autotune`, `triton.heuristics` and look-alike wrappers off `kernel`, outermost first.
 
     An autotuner contributes its first config's meta-parameters and compile options (arguments
-    given by the caller win); a heuristics wrapper computes its values from the arguments bound
-    so far, as Triton does at launch.
+    given by the caller win), and, where the arguments hold tensor descriptors, what its `pre_hook`
+    sets on copies of them (block shapes: Triton runs the hook before compiling); a heuristics
+    wrapper computes its values from the arguments bound so far, as Triton does at launch.
 
     Raises:
         AnalysisError: `kernel` is not a Triton kernel or a wrapper of one.
@@ -109,8 +113,39 @@ def unwrap(kernel: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Unwra
             if kernel.configs:
                 for name, value in _config_kwargs(kernel.configs[0]).items():
                     current.setdefault(name, value)
+                args, current = _hooked(kernel.configs[0], arg_names, args, current)
         kernel = kernel.fn
     return Unwrapped(bottom, tuple(args), current, problem)
+
+
+def _hooked(
+    config: Any, arg_names: Sequence[str], args: Sequence[Any], kwargs: dict[str, Any]
+) -> tuple[Sequence[Any], dict[str, Any]]:
+    """The arguments with `config`'s `pre_hook` run on copies of their tensor descriptors, where there
+    are any (else as given): a hook sets their block shapes from the config's meta-parameters.
+
+    The hook is handed meta tensors in place of every tensor, descriptors' bases included: the
+    analysis needs only what it sets, and the caller's tensors are never written.
+    """
+    hook = getattr(config, "pre_hook", None)
+    if hook is None or not holds_descriptor([*args, *kwargs.values()]):
+        return args, kwargs
+    named = own_descriptors({**dict(zip(arg_names, args)), **kwargs})
+    stand_ins = {name: _on_meta(value) for name, value in named.items()}
+    hook({**stand_ins, **_config_kwargs(config)})
+    for name, value in named.items():
+        if is_descriptor(value):  # what the hook set, over the real tensor
+            named[name] = dataclasses.replace(stand_ins[name], base=value.base)
+    return [named[name] for name in arg_names[: len(args)]], {name: named[name] for name in kwargs}
+
+
+def _on_meta(value: Any) -> Any:
+    """A meta tensor shaped like `value`, or a copy of a descriptor over one; anything else as is."""
+    if is_descriptor(value):
+        return dataclasses.replace(value, base=_on_meta(value.base))
+    if isinstance(value, torch.Tensor):
+        return torch.empty_strided(value.shape, value.stride(), dtype=value.dtype, device="meta")
+    return value
 
 
 def _arg_names(kernel: Any) -> list[str]:

@@ -27,6 +27,7 @@ from kernelpick.pytorch.traced import (
     traced_kernel_facts,
     traced_launch,
 )
+from kernelpick.tensors import is_descriptor
 
 _is_compiling = torch.compiler.is_compiling
 _dispatch_modes = torch._C._len_torch_dispatch_stack
@@ -49,8 +50,9 @@ def launch(kernel: Any, grid: Any, *args: Any, **kwargs: Any) -> None:
         **kwargs: by name (constexprs and compile options included).
 
     Raises:
-        OperatorError: under a tracer, an argument the graph cannot carry (a tuple of tensors, a
-            tensor descriptor), or a grid function that fails for a config.
+        OperatorError: under a tracer, an argument the graph cannot carry (a tuple of tensors; a
+            tensor descriptor holding a tensor elsewhere than in its base), or a grid function that
+            fails for a config.
     """
     if _is_compiling() or _tracing(args, kwargs):
         if dynamo_needs_native_launch():
@@ -72,8 +74,10 @@ def functional(kernel: Any) -> FunctionalKernel:
 
     `functional(kernel)(grid, *args, **kwargs)` (or `functional(kernel)[grid](*args, **kwargs)`)
     leaves every argument untouched and returns `{argument name: written clone}`; clones keep the
-    written tensors' sizes and strides. Which arguments the kernel writes comes from the access
-    analysis (every tensor argument when the analysis is unsure).
+    written tensors' sizes and strides. A kernel writing through a tensor descriptor is given a
+    descriptor of the clone of its base, and that clone is returned under the descriptor's name.
+    Which arguments the kernel writes comes from the access analysis (every tensor argument when
+    the analysis is unsure).
     """
     return FunctionalKernel(kernel)
 
@@ -113,8 +117,8 @@ class FunctionalKernel:
             return {
                 name: clones[index]
                 for name, value in named.items()
-                if isinstance(value, torch.Tensor)
-                for index in [position(tensors, value)]
+                if isinstance(value, torch.Tensor) or is_descriptor(value)
+                for index in [position(tensors, value.base if is_descriptor(value) else value)]
                 if index in clones
             }
         return _functional_eager(self.kernel, list(self.facts[1]), grid, args, kwargs)
@@ -133,11 +137,11 @@ def _functional_eager(
             if id(value) not in clones:
                 clones[id(value)] = clone_preserving_strides(value)
             return clones[id(value)]
-        base = getattr(value, "base", None)
-        if isinstance(base, torch.Tensor) and dataclasses.is_dataclass(value):  # a TensorDescriptor
+        if is_descriptor(value):
+            base = value.base
             if id(base) not in clones:
                 clones[id(base)] = clone_preserving_strides(base)
-            return dataclasses.replace(value, base=clones[id(base)])  # type: ignore[type-var]
+            return dataclasses.replace(value, base=clones[id(base)])
         return value
 
     new_args = tuple(cloned(name, value) for name, value in zip(names, args))
@@ -150,8 +154,8 @@ def _functional_eager(
     named = {**dict(zip(names, args)), **kwargs}
     result = {}
     for name in written:
-        value = named.get(name)
-        original = value if isinstance(value, torch.Tensor) else getattr(value, "base", None)
+        value: Any = named.get(name)
+        original = value.base if is_descriptor(value) else value  # a descriptor's clone is its base's
         if isinstance(original, torch.Tensor) and id(original) in clones:
             result[name] = clones[id(original)]
     return result

@@ -4,7 +4,8 @@
 the tensors its kernel writes (strides preserved), launches the kernel on the clones and returns
 them. The kernel and a `LaunchPlan` (where each argument comes from, the constants, the grid, which
 tensors are written) live in the side table; tensors and integers stay graph inputs, so sizes may
-be symbolic under dynamic shapes. Its fake implementation only describes the clones.
+be symbolic under dynamic shapes. A tensor descriptor argument is made again at launch over its
+base tensor (or the base's clone). Its fake implementation only describes the clones.
 """
 
 from __future__ import annotations
@@ -15,13 +16,16 @@ from typing import Any, Literal
 
 import torch
 
+from kernelpick.pytorch.descriptors import SIZE_FIELDS, stand_in_sizes
 from kernelpick.pytorch.hooks import Launch, current_handler
 from kernelpick.pytorch.running import run_kernel
 from kernelpick.pytorch.side_table import side_table
 
 #: Where one launch argument comes from: ("tensor", i) and ("int", i) index the operator's lists;
-#: ("constant", value) holds the value itself.
-Slot = tuple[Literal["tensor", "int", "constant"], Any]
+#: ("constant", value) holds the value itself; ("sequence", slots) is a list of such values;
+#: ("descriptor", (class, i, ((field, slot), ...))) is a tensor descriptor of class `class` over
+#: tensor i, its other fields given by slots.
+Slot = tuple[Literal["tensor", "int", "constant", "sequence", "descriptor"], Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,13 +48,34 @@ class LaunchPlan:
     written: tuple[int, ...] = ()
 
     def launch_arguments(
-        self, tensors: Sequence[torch.Tensor], ints: Sequence[int]
+        self, tensors: Sequence[torch.Tensor], ints: Sequence[int], *, stand_in: bool = False
     ) -> tuple[tuple[Any, ...], dict[str, Any], Any]:
-        """The positional arguments, keyword arguments and grid to launch with."""
+        """The positional arguments, keyword arguments and grid to launch with.
+
+        Args:
+            tensors: the tensors the slots index.
+            ints: the integers the slots index.
+            stand_in: the arguments are for the access analysis, not a launch: tensor descriptors
+                get placeholder shapes and strides (the integers may be placeholders that no
+                descriptor would accept).
+        """
 
         def value(slot: Slot) -> Any:
             kind, payload = slot
-            return tensors[payload] if kind == "tensor" else ints[payload] if kind == "int" else payload
+            if kind == "tensor":
+                return tensors[payload]
+            if kind == "int":
+                return ints[payload]
+            if kind == "sequence":
+                return [value(s) for s in payload]
+            if kind == "descriptor":
+                descriptor_class, base, fields = payload
+                made = {
+                    name: stand_in_sizes(name, len(s[1])) if stand_in and _is_sizes(name, s) else value(s)
+                    for name, s in fields
+                }
+                return descriptor_class(tensors[base], **made)  # the class checks the fields
+            return payload
 
         args = tuple(value(s) for s in self.positional)
         kwargs = {name: value(s) for name, s in self.keywords}
@@ -58,6 +83,11 @@ class LaunchPlan:
             table = tuple((meta, tuple(value(s) for s in grid)) for meta, grid in self.grid_by_config)
             return args, kwargs, GridByConfig(table)
         return args, kwargs, tuple(value(s) for s in self.grid)
+
+
+def _is_sizes(field: str, slot: Slot) -> bool:
+    """Whether a descriptor's field is a shape or strides given as integers (possibly symbolic)."""
+    return field in SIZE_FIELDS and slot[0] == "sequence"
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,7 @@ from kernelpick.compile.launch import interpret
 from kernelpick.compile.unwrap import innermost, unwrap
 from kernelpick.errors import KernelpickError, OperatorError
 from kernelpick.pytorch.hooks import Launch, handling_launches, keep_installed, swap_handler
+from kernelpick.tensors import is_descriptor
 
 
 def tensors_in(values: Iterable[Any]) -> Iterator[torch.Tensor]:
@@ -21,10 +22,8 @@ def tensors_in(values: Iterable[Any]) -> Iterator[torch.Tensor]:
             yield value
         elif isinstance(value, (tuple, list)):
             yield from tensors_in(value)
-        else:
-            base = getattr(value, "base", None)
-            if isinstance(base, torch.Tensor):  # a TensorDescriptor
-                yield base
+        elif is_descriptor(value):
+            yield value.base
 
 
 def on_cpu(args: Iterable[Any], kwargs: dict[str, Any]) -> bool:

@@ -13,14 +13,17 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import torch
+from torch.fx.experimental.symbolic_shapes import guard_scalar
 
 from kernelpick.analysis import analyze
 from kernelpick.compile.unwrap import innermost
 from kernelpick.errors import AnalysisError, OperatorError
+from kernelpick.pytorch.descriptors import SIZE_FIELDS, metadata
 from kernelpick.pytorch.library import LaunchPlan, Slot, functional_launch
 from kernelpick.pytorch.recording import isolated
 from kernelpick.pytorch.running import kernel_name, tensors_in
 from kernelpick.pytorch.side_table import side_table
+from kernelpick.tensors import is_descriptor
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 #: Dynamo runs such a function for real while tracing and keeps its result as a constant.
@@ -86,7 +89,7 @@ def _plan_id(
     with isolated():  # tracers must not record the stand-in tensors
         tensors = [torch.empty(0, dtype=dtype, device="meta") for dtype in dtypes]
         ints = [2 if hint is None else hint for hint in hints]
-        args, kwargs, _ = plan.launch_arguments(tensors, ints)
+        args, kwargs, _ = plan.launch_arguments(tensors, ints, stand_in=True)
         try:
             access = analyze(kernel, *args, **kwargs)
         except AnalysisError as error:
@@ -94,10 +97,29 @@ def _plan_id(
     names = list(getattr(innermost(kernel), "arg_names", ()))
     named_slots = {**dict(zip(names, plan.positional)), **dict(plan.keywords)}
     written = sorted(
-        {named_slots[n][1] for n in access.mutated if n in named_slots and named_slots[n][0] == "tensor"}
+        {index for n in access.mutated if n in named_slots for index in _tensor_of(named_slots[n])}
     )
     complete = dataclasses.replace(plan, written=tuple(written))
     return side_table.add_constant(complete), tuple(written)
+
+
+def _is_integer(value: Any) -> bool:
+    return isinstance(value, (int, torch.SymInt)) and not isinstance(value, bool)
+
+
+def _specialized(value: Any) -> Any:
+    """A plain integer for a symbolic one (guarded, under any tracer); anything else as it is."""
+    return guard_scalar(value) if _is_integer(value) else value
+
+
+def _tensor_of(slot: Slot) -> tuple[int, ...]:
+    """The index of the tensor an argument's slot stands for (a descriptor's base), if any."""
+    kind, payload = slot
+    if kind == "tensor":
+        return (payload,)
+    if kind == "descriptor":
+        return (payload[1],)
+    return ()
 
 
 def traced_launch(
@@ -106,27 +128,54 @@ def traced_launch(
     """Record the functional form of a launch: (the distinct tensors, which are written, their clones).
 
     Raises:
-        OperatorError: an argument holds tensors inside another object, or a grid is not integers.
+        OperatorError: an argument holds tensors inside another object than a tensor descriptor (or
+            in a descriptor field other than its base), or a grid is not integers.
     """
     kernel_id, names, constexprs, defaults, configs = facts
     tensors: list[torch.Tensor] = []
     ints: list[Any] = []
 
+    def tensor_slot(value: torch.Tensor) -> Slot:
+        index = position(tensors, value)
+        if index < 0:
+            tensors.append(value)
+            index = len(tensors) - 1
+        return ("tensor", index)
+
+    def int_slot(value: Any) -> Slot:
+        ints.append(value)
+        return ("int", len(ints) - 1)
+
+    def descriptor_field(name: str, field: str, value: Any) -> Slot:
+        if field in SIZE_FIELDS and isinstance(value, (list, tuple)) and all(_is_integer(v) for v in value):
+            return ("sequence", tuple(int_slot(v) for v in value))  # torch.Size included; may be symbolic
+        items = value if isinstance(value, (list, tuple)) else (value,)
+        if any(isinstance(v, (torch.Tensor, torch.SymFloat, torch.SymBool)) for v in items):
+            raise OperatorError(
+                f"argument `{name}` of kernel `{_kernel_name(kernel_id)}` is a tensor descriptor whose "
+                f"`{field}` is {value!r}; under a tracer only a descriptor's base may be a tensor and only "
+                f"its shape and strides may be symbolic: give `{field}` as plain Python values"
+            )
+        # The block shape decides the kernel's types, as a constexpr does: a symbolic one (Dynamo
+        # makes the integers of an input object symbolic under dynamic=True) is specialized, with a
+        # guard, to the value it has.
+        if isinstance(value, (list, tuple)):
+            return ("sequence", tuple(("constant", _specialized(v)) for v in value))
+        return ("constant", _specialized(value))
+
     def slot(name: str, value: Any) -> Slot:
         if isinstance(value, torch.Tensor):
-            index = position(tensors, value)
-            if index < 0:
-                tensors.append(value)
-                index = len(tensors) - 1
-            return ("tensor", index)
-        if name not in constexprs and isinstance(value, (int, torch.SymInt)) and not isinstance(value, bool):
-            ints.append(value)
-            return ("int", len(ints) - 1)
+            return tensor_slot(value)
+        if name not in constexprs and _is_integer(value):
+            return int_slot(value)
+        if is_descriptor(value):  # its base goes through the graph; it is made again at launch
+            fields = tuple((field, descriptor_field(name, field, v)) for field, v in metadata(value))
+            return ("descriptor", (type(value), tensor_slot(value.base)[1], fields))
         if any(True for _ in tensors_in([value])):
             raise OperatorError(
                 f"argument `{name}` of kernel `{_kernel_name(kernel_id)}` holds tensors inside a "
                 f"{type(value).__name__}; under a tracer kernelpick can only pass tensors as arguments "
-                "of their own: pass the tensor and build the descriptor inside the kernel"
+                "of their own or as the base of a tensor descriptor: pass each tensor as an argument"
             )
         return ("constant", value)
 
@@ -146,7 +195,7 @@ def _grid_slots(
     kernel_id: int, grid: Any, meta: dict[str, Any], configs: Any, ints: list[Any]
 ) -> tuple[tuple[Slot, ...], tuple[Any, ...]]:
     def dimension(value: Any) -> Slot:
-        if isinstance(value, (int, torch.SymInt)) and not isinstance(value, bool):
+        if _is_integer(value):
             ints.append(value)
             return ("int", len(ints) - 1)
         raise OperatorError(

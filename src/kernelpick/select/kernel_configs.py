@@ -14,7 +14,7 @@ import functools
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -29,11 +29,18 @@ from kernelpick.bench.timers import Timer, timer_for
 from kernelpick.bench.verify import tf32_allowed
 from kernelpick.compile.launch import runner
 from kernelpick.compile.portable import KernelLaunch
-from kernelpick.compile.precompile import CompileOutcome, compiling_beside, precompile
+from kernelpick.compile.precompile import (
+    CompileJob,
+    CompileOutcome,
+    compiling_beside,
+    precompile,
+    precompile_jobs,
+)
 from kernelpick.config import Config
 from kernelpick.console import TuningProgress, warn_once
 from kernelpick.device import DeviceInfo
 from kernelpick.errors import IsolationError, failure_exception
+from kernelpick.tensors import holds_descriptor, own_descriptors
 from kernelpick.workers import values
 from kernelpick.workers.plan import isolation_wanted
 from kernelpick.workers.request import (
@@ -46,6 +53,20 @@ from kernelpick.workers.request import (
 )
 
 log = logging.getLogger("kernelpick.tune")
+
+
+@dataclass(frozen=True, slots=True)
+class OwnArguments:
+    """One config's own launch arguments (`KernelConfigs.own_arguments`), and what its hooks are given."""
+
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    named: dict[str, Any]
+
+
+def _launch_on(launch: Callable[..., Any], own: OwnArguments, *_example: Any, **_keywords: Any) -> Any:
+    """`launch` on a config's own arguments, whatever the example's: the same tensors, its own descriptors."""
+    return launch(*own.args, **own.kwargs)
 
 
 @dataclass
@@ -82,21 +103,56 @@ class KernelConfigs:
         device: DeviceInfo,
         timings: dict[str, float] | None = None,
         meanwhile: Callable[[], object] | None = None,
-    ) -> Iterable[Any]:
-        """Compile `configs` for these arguments, many at once, in forked compilers unless
-        `KERNELPICK_COMPILE_MODE` says threads (`kernelpick.compile.precompile`)."""
-        return precompile(
-            self.fn,
-            args,
-            kwargs,
-            configs,
-            grid=grid,
+        own: Sequence[OwnArguments] | None = None,
+    ) -> list[CompileOutcome]:
+        """Compile `configs` for these arguments (or each for its `own`), many at once, in forked
+        compilers unless `KERNELPICK_COMPILE_MODE` says threads (`kernelpick.compile.precompile`)."""
+        calls = [(args, kwargs)] * len(configs) if own is None else [(o.args, o.kwargs) for o in own]
+        jobs = [CompileJob(self.fn, a, k, config, grid) for config, (a, k) in zip(configs, calls)]
+        return precompile_jobs(
+            jobs,
             interpreter=device.interpreter,
             workers=self.workers or settings.compile_workers(),
             mode=settings.current().compile_mode,
             timings=timings,
             meanwhile=meanwhile,
         )
+
+    def warm_up(
+        self,
+        configs: Sequence[Config],
+        args: Sequence[Any],
+        kwargs: Mapping[str, Any],
+        grid: Any,
+        device: DeviceInfo,
+    ) -> list[CompileOutcome]:
+        """Compile `configs` for a call without running any: each on its own arguments, its hooks run
+        first, where hooks must run before compiling (`hooks_before_compiling`)."""
+        own = None
+        if self.hooks_before_compiling(args, kwargs):
+            example = self._copies(args, kwargs, self.tensor_names(args, kwargs), None)
+            own = [self.own_arguments(config, example) for config in configs]
+        return self.compile(configs, args, kwargs, grid, device, own=own)
+
+    def hooks_before_compiling(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> bool:
+        """Whether each config's pre-hooks must run before it is compiled, as Triton runs them before
+        the launch that compiles it: when there are pre-hooks and the launch's arguments hold a tensor
+        descriptor, whose block shape such hooks set from the config (Triton's TMA kernels pass a
+        placeholder). No other argument a hook can change alters what Triton compiles; elsewhere the
+        hooks run before each timed run only, each paired with the post_hook, as in Triton."""
+        hooked = self.pre_hook is not None or any(c.pre_hook for c in self.configs)
+        return hooked and holds_descriptor([*args, *kwargs.values()])
+
+    def own_arguments(self, config: Config, example: KernelArguments) -> OwnArguments:
+        """`config`'s own arguments: the example's, each tensor descriptor a copy of its own, which
+        the config's pre_hook and then the tuner's (Triton's order) have been given."""
+        named = own_descriptors(example.named)
+        given = {**named, **config.all_kwargs()}  # Triton's `full_nargs`
+        for hook in (config.pre_hook, self.pre_hook):
+            if hook is not None:
+                hook(given)
+        positional = self.arg_names[: len(example.args)]
+        return OwnArguments(tuple(named[n] for n in positional), {n: named[n] for n in example.kwargs}, given)
 
     def accesses(
         self, args: tuple[Any, ...], kwargs: Mapping[str, Any]
@@ -106,11 +162,7 @@ class KernelConfigs:
         From the access analysis of the kernel's TTIR (with the first config's meta-parameters);
         every tensor when the analysis is unsure. `restore_value` arguments count as both.
         """
-        named = {
-            **dict(zip(self.arg_names, args)),
-            **{k: v for k, v in kwargs.items() if k in self.arg_names},
-        }
-        tensors = [n for n, v in named.items() if tensor_of(v) is not None]  # tensor descriptors too
+        tensors = self.tensor_names(args, kwargs)  # tensor descriptors too
         try:
             access = analyze(self.analyzed, *args, **kwargs)
         except Exception as error:  # copies of every tensor are safe; the launch says what is wrong
@@ -169,40 +221,59 @@ class KernelConfigs:
         device: DeviceInfo,
         phases: dict[str, float],
     ) -> dict[Config, BenchmarkResult]:
-        """Compile `configs` (the access analysis meanwhile) and time them in this process."""
-        accesses: list[tuple[list[str], list[str] | None]] = []
+        """Compile `configs` (the access analysis meanwhile) and time them in this process.
 
-        def analyze_meanwhile() -> None:  # runs while the compilers work
-            started = time.perf_counter()
-            accesses.append(self.accesses(args, kwargs))
-            phases["analysis"] = time.perf_counter() - started
-
+        Where pre-hooks must run before compiling (`hooks_before_compiling`), every tensor is copied
+        first (hooks are the user's code: they may write any argument), and each config is compiled
+        and timed on its own arguments (`own_arguments`), its hooks run on them before it compiles.
+        """
         run = runner(self.fn, device.interpreter)
         results: dict[Config, BenchmarkResult] = {}
+        hooked_first = self.hooks_before_compiling(args, kwargs)
         with TuningProgress(f"compiling {self.name}", total=2 * len(configs)) as progress:
-            # Compiling needs only the arguments' types, and a warm-up call launches nothing: the
-            # real arguments serve, and the copies are made once the analysis says which.
-            started = time.perf_counter()
-            outcomes = list(self.compile(configs, args, kwargs, grid, device, phases, analyze_meanwhile))
-            phases["compile"] = time.perf_counter() - started
-            started = time.perf_counter()
-            written, read = accesses[0]
-            example = KernelArguments(self.arg_names, args, kwargs, written, self.reset_to_zero, read)
-            phases["copy_inputs"] = time.perf_counter() - started
+            own: list[OwnArguments] | None = None
+            if hooked_first:
+                started = time.perf_counter()
+                example = self._copies(args, kwargs, self.tensor_names(args, kwargs), None)
+                own = [self.own_arguments(config, example) for config in configs]
+                phases["copy_inputs"] = time.perf_counter() - started
+                started = time.perf_counter()
+                outcomes = self.compile(configs, args, kwargs, grid, device, phases, own=own)
+                phases["compile"] = time.perf_counter() - started
+            else:
+                accesses: list[tuple[list[str], list[str] | None]] = []
+
+                def analyze_meanwhile() -> None:  # runs while the compilers work
+                    started = time.perf_counter()
+                    accesses.append(self.accesses(args, kwargs))
+                    phases["analysis"] = time.perf_counter() - started
+
+                # Compiling needs only the arguments' types, and a warm-up call launches nothing: the
+                # real arguments serve, and the copies are made once the analysis says which.
+                started = time.perf_counter()
+                outcomes = self.compile(configs, args, kwargs, grid, device, phases, analyze_meanwhile)
+                phases["compile"] = time.perf_counter() - started
+                started = time.perf_counter()
+                example = self._copies(args, kwargs, *accesses[0])
+                phases["copy_inputs"] = time.perf_counter() - started
             started = time.perf_counter()
             progress.advance(len(configs), f"benchmarking {self.name}")
             candidates = []
             done = progress.on_done(self.finished)
-            for config, outcome in zip(configs, outcomes):
-                hooks = self._hooks(config, example.named)
+            for index, (config, outcome) in enumerate(zip(configs, outcomes)):
+                named = example.named if own is None else own[index].named
+                hooks = self._hooks(config, named)
                 if outcome.ok:
                     launch = functools.partial(run, grid=grid, warmup=False, **config.all_kwargs())
+                    if own is not None:
+                        launch = functools.partial(_launch_on, launch, own[index])
                     candidates.append(Candidate(str(config), config.digest, launch, hooks))
                     continue
                 results[config] = BenchmarkResult.failed(outcome.status, outcome.message, outcome.seconds)
                 done(config.digest, results[config])
                 if hooks is not None:
-                    hooks.failed_before_running(failure_exception(outcome.status, outcome.message))
+                    error = failure_exception(outcome.status, outcome.message)
+                    hooks.failed_before_running(error, before_ran=own is not None)
             with settings.override(**self.budget_overrides):
                 measured = measure(
                     candidates,
@@ -215,6 +286,21 @@ class KernelConfigs:
                 )
             phases["benchmark"] = time.perf_counter() - started
         return _with_compile_seconds(configs, outcomes, measured, results)
+
+    def tensor_names(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> list[str]:
+        """The arguments that are tensors or hold one (a tensor descriptor), in the kernel's order."""
+        named = {**dict(zip(self.arg_names, args)), **kwargs}
+        return [n for n in self.arg_names if n in named and tensor_of(named[n]) is not None]
+
+    def _copies(
+        self,
+        args: Sequence[Any],
+        kwargs: Mapping[str, Any],
+        written: Sequence[str],
+        read: Sequence[str] | None,
+    ) -> KernelArguments:
+        """The arguments configs are timed on: copies of those `written`, restored before each run."""
+        return KernelArguments(self.arg_names, args, kwargs, written, self.reset_to_zero, read)
 
     def _hooks(self, config: Config, named: Mapping[str, Any]) -> Hooks | None:
         """The user's hooks around each run of `config` (a config's pre_hook first, as in Triton)."""

@@ -228,8 +228,12 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
         self._key_positions = [
             (i, name) for i, name in enumerate(self.arg_names) if name in self.keys or name in given
         ]
+        # Where pre-hooks run, they set descriptors' block shapes from each config: not keyed.
+        hooked = pre_hook is not None or any(c.pre_hook is not None for c in self.configs)
         self._dispatch = Dispatcher(
-            self._key_positions, specialized_arguments(self.base_fn.params, self._key_positions)
+            self._key_positions,
+            specialized_arguments(self.base_fn.params, self._key_positions),
+            blocks=not hooked,
         )
         self._lock = threading.Lock()
         self.cache: dict[tuple[Any, ...], Any] = _TunedCache(self._dispatch)
@@ -276,7 +280,7 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
         named = self._named(args, kwargs)
         device = describe(device_of(named.values()))
         configs = self._prune(self._candidates(device), args, kwargs)
-        return list(self._kernel_configs().compile(configs, args, kwargs, grid, device))
+        return list(self._kernel_configs().warm_up(configs, args, kwargs, grid, device))
 
     def _prune(
         self, configs: Sequence[Config], args: Sequence[Any], kwargs: Mapping[str, Any]

@@ -12,15 +12,22 @@ a multiple of 16 bytes, an integer divisible by 16, an integer equal to 1 (a con
 for one specialization is not assumed best for another: `x[1:]` of a float32 tensor (a misaligned
 pointer) or n = 17 instead of 16 is tuned separately. Arguments marked `do_not_specialize` are left
 out, those marked `do_not_specialize_on_alignment` keep only the "equal to 1" case, as in Triton.
+
+A tensor descriptor (`triton.tools.tensor_descriptor.TensorDescriptor`) is keyed as Triton compiles
+it: by its tensor's dtype and, unless the tuner's pre-hooks set block shapes (the call then passes a
+placeholder, and the hook's shape follows from the config), by its block shape. Its sizes and strides,
+like a tensor's, are keyed by naming the size arguments in `key`.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
+
+from kernelpick.tensors import is_descriptor
 
 FastKey = Callable[[tuple[Any, ...], dict[str, Any]], tuple[Any, ...]]
 #: An argument Triton specializes on: its position, its name, and whether on alignment (divisibility by 16).
@@ -69,33 +76,64 @@ def specialization(args: tuple[Any, ...], kwargs: dict[str, Any], specialized: S
     return " ".join(marks)
 
 
+class DescriptorKey(NamedTuple):
+    """A tensor descriptor in an exact key: its tensor's dtype and its block shape (None: not keyed)."""
+
+    dtype: torch.dtype
+    block_shape: tuple[int, ...] | None
+
+    def __str__(self) -> str:
+        dtype = str(self.dtype).removeprefix("torch.")
+        blocks = "" if self.block_shape is None else str(list(self.block_shape))
+        return f"descriptor<{dtype}{blocks}>"
+
+
 def exact_key(
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
     key_positions: Sequence[tuple[int, str]],
     specialized: Sequence[Specialized] = (),
+    blocks: bool = True,
 ) -> tuple[Any, ...]:
-    """Key values, the dtype of every tensor argument, the specialization, the device of the first tensor."""
+    """Key values, the dtype of every tensor argument (a `DescriptorKey` for a tensor descriptor, with
+    its block shape if `blocks`), the specialization, the device of the first tensor."""
     count = len(args)
     key = [args[i] if i < count else kwargs.get(name) for i, name in key_positions]
     device = None
     for value in (*args, *kwargs.values()):
         if isinstance(value, torch.Tensor):
             key.append(value.dtype)
-            if device is None:
-                device = value.device
+        elif is_descriptor(value):
+            key.append(DescriptorKey(value.base.dtype, tuple(value.block_shape) if blocks else None))
+            value = value.base
+        else:
+            continue
+        if device is None:
+            device = value.device
     key.append(specialization(args, kwargs, specialized))
     key.append(device)
     return tuple(key)
 
 
 def call_shape(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
-    """What the generated fast key assumes about a call: its arity, keyword names, tensor and integer slots."""
+    """What the generated fast key assumes about a call: its arity, keyword names, tensor, integer and
+    tensor descriptor slots."""
     tensors = tuple(i for i, value in enumerate(args) if isinstance(value, torch.Tensor))
     tensor_kwargs = tuple(name for name, value in kwargs.items() if isinstance(value, torch.Tensor))
     integers = tuple(i for i, value in enumerate(args) if isinstance(value, int))
     integer_kwargs = tuple(name for name, value in kwargs.items() if isinstance(value, int))
-    return len(args), tuple(kwargs), tensors, tensor_kwargs, integers, integer_kwargs
+    descriptors = tuple(i for i, value in enumerate(args) if is_descriptor(value))
+    descriptor_kwargs = tuple(name for name, value in kwargs.items() if is_descriptor(value))
+    return (
+        len(args),
+        tuple(kwargs),
+        tensors,
+        tensor_kwargs,
+        integers,
+        integer_kwargs,
+        descriptors,
+        descriptor_kwargs,
+    )
 
 
 def _specialization_terms(shape: tuple[Any, ...], specialized: Sequence[Specialized]) -> list[str]:
@@ -105,7 +143,7 @@ def _specialization_terms(shape: tuple[Any, ...], specialized: Sequence[Speciali
     `.data_ptr()` for a non-tensor, `& 15` and `| 0` for a non-integer; `type()` pins the rest. A
     tensor's `data_ptr()` is most of the cost (about 60 ns on a CPU core): Triton reads it too.
     """
-    count, _, tensors, tensor_kwargs, integers, integer_kwargs = shape
+    count, _, tensors, tensor_kwargs, integers, integer_kwargs = shape[:6]
     terms = []
     for i, name, align in specialized:
         slot = f"a[{i}]" if i < count else f"k[{name!r}]"
@@ -124,20 +162,29 @@ def generate_fast_key(
     shape: tuple[Any, ...],
     key_positions: Sequence[tuple[int, str]],
     specialized: Sequence[Specialized] = (),
+    blocks: bool = True,
 ) -> FastKey | None:
-    """Source-generate a key function for calls of `shape` (None when there is no tensor to key on)."""
+    """Source-generate a key function for calls of `shape` (None when there is no tensor or tensor
+    descriptor to key on); `blocks`: descriptors' block shapes are keyed."""
     count, names, tensors, tensor_kwargs = shape[:4]
+    descriptors, descriptor_kwargs = shape[6:8]
     slots = [f"a[{i}]" for i in tensors] + [f"k[{name!r}]" for name in tensor_kwargs]
-    if not slots:
+    described = [f"a[{i}]" for i in descriptors] + [f"k[{name!r}]" for name in descriptor_kwargs]
+    if not slots and not described:
         return None
     values = [f"a[{i}]" if i < count else f"k.get({name!r})" for i, name in key_positions]
     # Arity and keyword names make a call of another shape miss instead of match.
     structure = ["len(a)", "tuple(k)" if names else "len(k)"]
+    # A tensor in a descriptor's slot has no `.base`: a miss. A block shape is a list: keyed as a tuple.
+    descriptor_terms = [f"{d}.base.dtype" for d in described]
+    if blocks:
+        descriptor_terms += [f"tuple({d}.block_shape)" for d in described]
     parts = [
         *values,
         *(f"{s}.dtype" for s in slots),
+        *descriptor_terms,
         *_specialization_terms(shape, specialized),
-        f"{slots[0]}.device",
+        f"{slots[0]}.device" if slots else f"{described[0]}.base.device",
         *structure,
     ]
     source = f"def fast_key(a, k, type=type):\n    return ({', '.join(parts)},)\n"
@@ -157,10 +204,14 @@ class Dispatcher:
     """Maps calls to launch entries: exact keys for correctness, a generated fast key for speed."""
 
     def __init__(
-        self, key_positions: Sequence[tuple[int, str]], specialized: Sequence[Specialized] = ()
+        self,
+        key_positions: Sequence[tuple[int, str]],
+        specialized: Sequence[Specialized] = (),
+        blocks: bool = True,
     ) -> None:
         self.key_positions = list(key_positions)
         self.specialized = list(specialized)
+        self.blocks = blocks  # descriptors' block shapes are keyed (no pre-hook sets them)
         self.entries: dict[tuple[Any, ...], Any] = {}
         self.fast: dict[tuple[Any, ...], Any] = {}
         self.fast_key: FastKey = _no_fast_key
@@ -181,14 +232,14 @@ class Dispatcher:
             self.fast.clear()
 
     def exact(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
-        return exact_key(args, kwargs, self.key_positions, self.specialized)
+        return exact_key(args, kwargs, self.key_positions, self.specialized, self.blocks)
 
     def remember(self, args: tuple[Any, ...], kwargs: dict[str, Any], entry: Any) -> None:
         """Make later calls shaped like this one find `entry` through the fast path."""
         shape = call_shape(args, kwargs)
         with self._lock:
             if self._shape is None:
-                fast_key = generate_fast_key(shape, self.key_positions, self.specialized)
+                fast_key = generate_fast_key(shape, self.key_positions, self.specialized, self.blocks)
                 if fast_key is None:
                     return
                 self._shape, self.fast_key = shape, fast_key

@@ -4,10 +4,14 @@ Tensors travel as metadata (dtype, sizes, strides, offset, storage length) and a
 worker. Floating-point tensors get random values, as selection's example inputs do; integer and
 boolean tensors, often indices or offsets a kernel follows, keep their real values, written to a
 file of the caller's private temporary folder and read back with `torch.load(weights_only=True)`.
+A tensor descriptor (Triton's `TensorDescriptor`) travels as its tensor and its plain fields (shape,
+strides, block shape, padding), and is made again over the worker's tensor.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
 import itertools
 import json
 from collections.abc import Callable, Mapping
@@ -17,9 +21,11 @@ from typing import Any, TypeVar
 import torch
 
 from kernelpick.errors import IsolationError
-from kernelpick.tensors import TensorSpec, example_generator, example_tensor, laid_out
+from kernelpick.tensors import TensorSpec, example_generator, example_tensor, is_descriptor, laid_out
 
 _PLAIN = (type(None), bool, int, float, str)
+#: The tensor descriptors a worker makes again, by the module and name of their class.
+_DESCRIPTORS = frozenset({"triton.tools.tensor_descriptor:TensorDescriptor"})
 _files = itertools.count()
 _T = TypeVar("_T")
 _last: tuple[str, Any] | None = None
@@ -56,6 +62,8 @@ def describe_value(value: Any, payload_dir: Path) -> dict[str, Any]:
         return data
     if isinstance(value, _PLAIN):
         return {"kind": "value", "value": value}
+    if is_descriptor(value):
+        return _describe_descriptor(value, payload_dir)
     if isinstance(value, (tuple, list)):
         return {"kind": type(value).__name__, "items": [describe_value(v, payload_dir) for v in value]}
     if type(value).__module__.startswith("triton") and hasattr(value, "primitive_bitwidth"):
@@ -66,11 +74,46 @@ def describe_value(value: Any, payload_dir: Path) -> dict[str, Any]:
     )
 
 
+def _describe_descriptor(value: Any, payload_dir: Path) -> dict[str, Any]:
+    """A tensor descriptor as plain data: its class, its tensor, its other fields.
+
+    Raises:
+        IsolationError: a descriptor of another class, or with a field that is not plain data (a
+            Gluon descriptor's layout).
+    """
+    kind = f"{type(value).__module__}:{type(value).__qualname__}"
+    fields: dict[str, Any] = {}
+    for field in dataclasses.fields(value):
+        if field.name == "base":
+            continue
+        item = getattr(value, field.name)
+        if isinstance(item, (tuple, list, torch.Size)):
+            item = [int(v) for v in item]
+        if kind not in _DESCRIPTORS or not isinstance(item, (*_PLAIN, list)):
+            raise IsolationError(
+                f"a {type(value).__name__} ({kind}) cannot be sent to a worker process: only "
+                "triton.tools.tensor_descriptor.TensorDescriptor can (or isolate=False)"
+            )
+        fields[field.name] = item
+    return {"kind": "descriptor", "class": kind, "base": describe_value(value.base, payload_dir), **fields}
+
+
+def _rebuild_descriptor(data: Mapping[str, Any], device: torch.device, generator: torch.Generator) -> Any:
+    if data["class"] not in _DESCRIPTORS:  # plain data names only classes of the list
+        raise IsolationError(f"not a tensor descriptor kernelpick makes: {data['class']!r}")
+    module, name = str(data["class"]).split(":")
+    descriptor_class = getattr(importlib.import_module(module), name)
+    fields = {k: v for k, v in data.items() if k not in ("kind", "class", "base")}
+    return descriptor_class(base=rebuild_value(data["base"], device, generator), **fields)
+
+
 def rebuild_value(data: Mapping[str, Any], device: torch.device, generator: torch.Generator) -> Any:
     """The argument `describe_value` described, re-created on `device`."""
     kind = data["kind"]
     if kind == "value":
         return data["value"]
+    if kind == "descriptor":
+        return _rebuild_descriptor(data, device, generator)
     if kind in ("tuple", "list"):
         items = [rebuild_value(item, device, generator) for item in data["items"]]
         return tuple(items) if kind == "tuple" else items

@@ -89,6 +89,7 @@ class Problem:
     patience: float = (
         0.0  # a search's batches give up straggling compiles (`kernelpick.compile.precompile.patience`)
     )
+    allocator: str | None = None  # the caller's `triton.set_allocator` allocator, encoded (None: none)
     payload_dir: str = field(default="", compare=False)  # where integer tensors' values were written
 
     @classmethod
@@ -100,16 +101,25 @@ class Problem:
         payload_dir: Path,
         **details: Any,
     ) -> Problem:
-        """The problem of these arguments on `device` (`details`: the other fields).
+        """The problem of these arguments on `device` (`details`: the other fields), with the
+        allocator the caller set with `triton.set_allocator`, which kernels that make tensor
+        descriptors on the device call at launch.
 
         Raises:
-            IsolationError: an argument cannot be described as data (an arbitrary object).
+            IsolationError: an argument cannot be described as data (an arbitrary object), or the
+                allocator cannot be sent (a function that cannot be serialized).
         """
+        allocator = program_allocator()
+        try:
+            encoded = None if allocator is None else values.encode(allocator)
+        except IsolationError as error:
+            raise IsolationError(f"the allocator set with triton.set_allocator: {error}") from error
         return cls(
             device=device.type,
             inputs=tuple(describe_value(v, payload_dir) for v in args),
             keywords={name: describe_value(v, payload_dir) for name, v in kwargs.items()},
             payload_dir=str(payload_dir),
+            allocator=encoded,
             **details,
         )
 
@@ -134,6 +144,22 @@ class Problem:
         return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
 
 
+def program_allocator() -> Any | None:
+    """The allocator this thread's program set with `triton.set_allocator` (None: none was set)."""
+    from triton.runtime import _allocation
+
+    allocator = _allocation._allocator.get()
+    return None if isinstance(allocator, _allocation.NullAllocator) else allocator
+
+
+def _use_allocator(encoded: str | None) -> None:
+    """Make the caller's allocator this worker's (`triton.set_allocator`), or none if it set none."""
+    import triton
+    from triton.runtime import _allocation
+
+    triton.set_allocator(_allocation.NullAllocator() if encoded is None else values.decode(encoded))
+
+
 class _WorkerProblem:
     """A problem re-created in a worker: its example arguments, its measurement, and the candidates
     decoded so far (by digest)."""
@@ -142,6 +168,7 @@ class _WorkerProblem:
         device = torch.device(problem.device)
         self.problem = problem
         self.device = describe(device)
+        _use_allocator(problem.allocator)
         generator = example_generator(device)
         args = tuple(rebuild_value(v, device, generator) for v in problem.inputs)
         kwargs = {name: rebuild_value(v, device, generator) for name, v in problem.keywords.items()}

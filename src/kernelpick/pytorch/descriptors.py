@@ -1,0 +1,38 @@
+"""Host tensor descriptors (TMA) as launch arguments: recognized, taken apart for a graph, made again at launch.
+
+A descriptor is a dataclass holding a tensor in its `base` field and metadata in the others:
+Triton's `triton.tools.tensor_descriptor.TensorDescriptor` (shape, strides, block_shape, padding,
+and round_f32_to_tf32 in newer Tritons) and Gluon's (also a shared-memory layout). A graph cannot hold one, so a traced
+launch passes the base tensor as a graph input, the shape and strides as graph integers (symbolic
+under dynamic shapes) and every other field as a constant, and makes the descriptor again, of the
+same class, on the tensor the launch runs on (the clone, when the kernel writes through it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+#: The fields whose integers may be symbolic sizes: they stay graph integers. Every other field
+#: (the block shape above all, which decides the kernel's types) is a constant of the launch.
+SIZE_FIELDS = ("shape", "strides")
+
+
+def metadata(descriptor: Any) -> list[tuple[str, Any]]:
+    """Every field of `descriptor` but its base, by name, in declaration order."""
+    return [(f.name, getattr(descriptor, f.name)) for f in dataclasses.fields(descriptor) if f.name != "base"]
+
+
+def stand_in_sizes(field: str, rank: int) -> list[int]:
+    """A shape or strides of `rank` dimensions that every descriptor class accepts, for the analysis.
+
+    The analysis depends on the base's dtype, the block shape and the other constant fields, not
+    on the sizes, which are not known while Dynamo traces.
+    """
+    if field == "strides":
+        return [_STAND_IN] * (rank - 1) + [1]  # the last dimension contiguous, the others aligned
+    return [_STAND_IN] * rank
+
+
+#: A size and stride every descriptor accepts: a multiple of 32 bytes for any element size.
+_STAND_IN = 64
