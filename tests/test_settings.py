@@ -198,6 +198,18 @@ def test_cache_dir_defaults_to_the_user_cache_dir(monkeypatch: pytest.MonkeyPatc
     assert (tmp_path / "kernelpick").is_dir()
 
 
+def test_without_platformdirs_the_cache_dir_is_the_xdg_one(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # GPU machines' images lack platformdirs: the user's call must not fail on its import.
+    import sys
+
+    monkeypatch.setitem(sys.modules, "platformdirs", None)  # `import platformdirs` raises ImportError
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    with settings.override(cache_dir=None):
+        assert settings.cache_dir() == tmp_path / "xdg" / "kernelpick"
+
+
 def test_a_cache_dir_that_is_a_file_is_a_named_error(tmp_path: Path) -> None:
     file = tmp_path / "not-a-folder"
     file.write_text("")

@@ -355,6 +355,16 @@ _temporary: Path | None = None
 _files_lock = threading.Lock()
 
 
+def _default_cache_dir() -> Path:
+    """The platform's cache folder for kernelpick (platformdirs'); where platformdirs is not installed
+    (a GPU machine's image, say), the XDG one: `$XDG_CACHE_HOME/kernelpick`, else `~/.cache/kernelpick`."""
+    try:
+        import platformdirs
+    except ImportError:
+        return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "kernelpick"
+    return Path(platformdirs.user_cache_dir("kernelpick", appauthor=False))
+
+
 def cache_dir() -> Path:
     """The folder of kernelpick's persistent data, created if missing.
 
@@ -366,9 +376,7 @@ def cache_dir() -> Path:
     path = current().cache_dir
     given = path is not None
     if path is None:
-        import platformdirs
-
-        path = Path(platformdirs.user_cache_dir("kernelpick", appauthor=False))
+        path = _default_cache_dir()
     try:
         path.mkdir(parents=True, exist_ok=True)
         if path not in _writable:  # an existing folder may still be read-only: write a file once
