@@ -3,7 +3,6 @@ descriptors made on the device with the program's allocator, timed in the worker
 
 from __future__ import annotations
 
-import logging
 import threading
 from typing import Any
 
@@ -82,23 +81,20 @@ def test_device_descriptors_are_timed_in_the_workers_with_the_programs_allocator
     assert kernel.timed_here is None
 
 
-def test_an_allocator_that_cannot_travel_keeps_the_timing_here_and_says_so(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
+def test_an_allocator_closing_over_the_calls_tensors_costs_the_workers_nothing() -> None:
     if not hopper():
         pytest.skip("TMA descriptors need sm_90")
-    lock = threading.Lock()  # a lock cannot be serialized: neither can a function holding one
+    lock = threading.Lock()  # neither a lock nor a tensor crosses: the workers allocate their own
+    x = torch.randn(1024, 512, device="cuda")
 
     def locked_allocator(size: int, alignment: int, stream: int | None) -> torch.Tensor:
         with lock:
-            return torch.empty(size, device="cuda", dtype=torch.int8)
+            return torch.empty(size, device=x.device, dtype=torch.int8)
 
     triton.set_allocator(locked_allocator)
     kernel = kernelpick.autotune(
         DEVICE_DESCRIPTOR_CONFIGS, key=["M", "N"], store=MemoryStore(), isolate=True
     )(scale_by_device_descriptors)
-    with caplog.at_level(logging.WARNING, logger="kernelpick"):
-        _device_descriptor_call(kernel)
+    _device_descriptor_call(kernel)
     assert {r.status for r in kernel.last_tuning.results.values()} == {"ok"}
-    assert kernel.timed_here is not None and "triton.set_allocator" in kernel.timed_here
-    assert "triton.set_allocator" in caplog.text
+    assert kernel.timed_here is None

@@ -89,7 +89,7 @@ class Problem:
     patience: float = (
         0.0  # a search's batches give up straggling compiles (`kernelpick.compile.precompile.patience`)
     )
-    allocator: str | None = None  # the caller's `triton.set_allocator` allocator, encoded (None: none)
+    allocator: bool = False  # the caller set an allocator with `triton.set_allocator`
     payload_dir: str = field(default="", compare=False)  # where integer tensors' values were written
 
     @classmethod
@@ -101,25 +101,19 @@ class Problem:
         payload_dir: Path,
         **details: Any,
     ) -> Problem:
-        """The problem of these arguments on `device` (`details`: the other fields), with the
-        allocator the caller set with `triton.set_allocator`, which kernels that make tensor
-        descriptors on the device call at launch.
+        """The problem of these arguments on `device` (`details`: the other fields), and whether the
+        caller set an allocator with `triton.set_allocator` (kernels that make tensor descriptors on
+        the device call one at launch for their scratch memory).
 
         Raises:
-            IsolationError: an argument cannot be described as data (an arbitrary object), or the
-                allocator cannot be sent (a function that cannot be serialized).
+            IsolationError: an argument cannot be described as data (an arbitrary object).
         """
-        allocator = program_allocator()
-        try:
-            encoded = None if allocator is None else values.encode(allocator)
-        except IsolationError as error:
-            raise IsolationError(f"the allocator set with triton.set_allocator: {error}") from error
         return cls(
             device=device.type,
             inputs=tuple(describe_value(v, payload_dir) for v in args),
             keywords={name: describe_value(v, payload_dir) for name, v in kwargs.items()},
             payload_dir=str(payload_dir),
-            allocator=encoded,
+            allocator=program_allocator() is not None,
             **details,
         )
 
@@ -152,12 +146,28 @@ def program_allocator() -> Any | None:
     return None if isinstance(allocator, _allocation.NullAllocator) else allocator
 
 
-def _use_allocator(encoded: str | None) -> None:
-    """Make the caller's allocator this worker's (`triton.set_allocator`), or none if it set none."""
+def _scratch(size: int, alignment: int, stream: int | None) -> torch.Tensor:
+    """A worker's allocator: Triton's scratch memory from torch's caching allocator on the worker's
+    device (blocks 512-byte aligned, stream-ordered on the current stream), as Triton's examples
+    allocate it."""
+    return torch.empty(size, dtype=torch.int8, device=_device())
+
+
+def _device() -> torch.device:
+    return torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
+
+
+def _use_allocator(wanted: bool) -> None:
+    """Give this worker an allocator where the caller set one, none where it did not (then a kernel
+    that needs one fails here as it would there).
+
+    Not the caller's own: a user's allocator is their program's (a closure over its tensors, a pool
+    of its own), and what a timing needs of it is memory, which torch gives the worker directly.
+    """
     import triton
     from triton.runtime import _allocation
 
-    triton.set_allocator(_allocation.NullAllocator() if encoded is None else values.decode(encoded))
+    triton.set_allocator(_scratch if wanted else _allocation.NullAllocator())
 
 
 class _WorkerProblem:
