@@ -317,6 +317,10 @@ def save(report: dict[str, Any], folder: Path, tutorials: bool) -> Path:
 
 
 def kernelpick_commit() -> str | None:
+    """The commit measured: BENCH_COMMIT where the caller gives it (the device machine's copy of the
+    repository can carry an older .git than the tree it was sent), else git's HEAD."""
+    if os.environ.get("BENCH_COMMIT"):
+        return os.environ["BENCH_COMMIT"]
     done = subprocess.run(
         ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
     )
