@@ -130,6 +130,7 @@ def test_a_worker_has_an_allocator_where_the_program_set_one(tmp_path: Path) -> 
     from kernelpick.workers.request import _WorkerProblem
 
     a = torch.randn(1024)
+    triton.set_allocator(_allocation.NullAllocator())  # whatever an earlier test of this process set
 
     def closure_allocator(size: int, alignment: int, stream: int | None) -> torch.Tensor:
         return torch.empty(size, device=a.device, dtype=torch.int8)

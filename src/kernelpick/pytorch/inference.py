@@ -136,6 +136,21 @@ def aliased_outputs(recording: Recording) -> list[tuple[int, str]]:
     return found
 
 
+def check_declared_names(op_name: str, declared: Sequence[str], tensor_parameters: Sequence[str]) -> None:
+    """Every name an explicit `mutates_args` gives must be a tensor parameter.
+
+    Raises:
+        MutatesArgsError: naming those that are not, and the tensor parameters there are.
+    """
+    unknown = [name for name in declared if name not in tensor_parameters]
+    if unknown:
+        raise MutatesArgsError(
+            f"op `{op_name}`: mutates_args names {', '.join(f'`{n}`' for n in unknown)}, which "
+            f"{'is not a tensor parameter' if len(unknown) == 1 else 'are not tensor parameters'} of the "
+            f"function; its tensor parameters are {', '.join(tensor_parameters) or '(none)'}"
+        )
+
+
 def check_declared(
     op_name: str, declared: Iterable[str], inference: Inference, tensor_parameters: Sequence[str]
 ) -> None:
@@ -149,13 +164,7 @@ def check_declared(
             and the kernel (and kernel parameter) that writes it.
     """
     declared = tuple(declared)
-    unknown = [name for name in declared if name not in tensor_parameters]
-    if unknown:
-        raise MutatesArgsError(
-            f"op `{op_name}`: mutates_args names {', '.join(f'`{n}`' for n in unknown)}, which "
-            f"{'is not a tensor parameter' if len(unknown) == 1 else 'are not tensor parameters'} of the "
-            f"function; its tensor parameters are {', '.join(tensor_parameters) or '(none)'}"
-        )
+    check_declared_names(op_name, declared, tensor_parameters)
     problems = []
     for name in inference.mutated:
         if name not in declared and (inference.certain or _proven(inference, name)):

@@ -32,6 +32,7 @@ from kernelpick.pytorch.inference import (
     Inference,
     certain_or_warn,
     check_declared,
+    check_declared_names,
     check_outputs,
     infer_mutations,
 )
@@ -181,11 +182,20 @@ class Operator:
         self._bump_positions: tuple[tuple[int, str], ...] = ()
         self._fast = False
         self._registered = False  # a plain bool: torch.compile guards on it
+        self._unchecked = False  # registered from mutates_args alone: checked against the kernels at a call
         self._first_traced_call = _nonstrict(self._dispatch, name)
         functools.update_wrapper(self, fn)
         pending.watch(self._namespace, self._opname, self._why_not_registered)
         if example_inputs is not None:
             self.register(*example_inputs)
+        elif self._declared is not None:
+            # Declared: registered now, so that importing the module defines the operator (what
+            # torch.export.load needs in a new process); checked against its kernels at the first call.
+            check_declared_names(name, self._declared, self._tensor_parameters)
+            self._unchecked = True
+            self._define(
+                self._declared, Inference(self._declared, (), (), certain=False, reason="not checked yet")
+            )
 
     # -- the call paths -----------------------------------------------------------------------
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -214,7 +224,7 @@ class Operator:
 
     def _dispatch(self, *args: Any, **kwargs: Any) -> Any:
         """The call through PyTorch's dispatcher (registering first, if this is the first call)."""
-        if not self._registered:
+        if not self._registered or self._unchecked:
             self.register(*args, **kwargs)
         if self._mutated and _transforms():
             result = functionalize_call(self._overload, args, kwargs)
@@ -234,7 +244,7 @@ class Operator:
             MutatesArgsError: an explicit `mutates_args` disagrees with what the kernels write.
         """
         with self._lock:
-            if self._registered:
+            if self._registered and not self._unchecked:
                 return self
             arguments = schemas.bind(self.fn, args, kwargs)
             positional = tuple(n for n in arguments if n not in self._keyword_only)
@@ -248,7 +258,10 @@ class Operator:
                     "op `%s`: mutates_args=%s is not checked: %s", self.name, self._declared, error
                 )
                 unchecked = Inference(self._declared, (), (), certain=False, reason=f"not recorded: {error}")
-                self._define(self._declared, unchecked)
+                if self._registered:
+                    self._checked(unchecked)
+                else:
+                    self._define(self._declared, unchecked)
                 return self
             check_outputs(self.name, recorded)
             inference = infer_mutations(recorded, self._parameters)
@@ -258,8 +271,17 @@ class Operator:
             else:
                 check_declared(self.name, self._declared, inference, self._tensor_parameters)
                 mutated = self._declared
-            self._define(mutated, inference)
+            if self._registered:
+                self._checked(inference)
+            else:
+                self._define(mutated, inference)
             return self
+
+    def _checked(self, inference: Inference) -> None:
+        """An operator registered from its declared `mutates_args` has been checked against its kernels."""
+        self._inference = inference
+        self._unchecked = False
+        self._fast = settings.current().op_fast_path
 
     def _define(self, mutated: tuple[str, ...], inference: Inference) -> None:
         text = schemas.with_mutations(self.name, self._base_schema, mutated)
@@ -268,14 +290,25 @@ class Operator:
         if self._autograd is not None:
             backward, setup_context = self._autograd
             definition.register_autograd(backward, setup_context=setup_context)
+        elif not mutated and text.rsplit("->", 1)[1].strip() != "()":
+            # A backward through it says what to do, in one line (PyTorch takes formulas for
+            # functional operators only: no input written, something returned).
+            definition.register_autograd(self._no_backward)
         positions = {n: i for i, n in enumerate(self._parameters) if n not in self._keyword_only}
         self._bump_positions = tuple((positions.get(n, len(self._parameters)), n) for n in mutated)
         self._definition = definition
         self._overload = getattr(getattr(torch.ops, self._namespace), self._opname).default
         self._inference = inference
         self._mutated = mutated
-        self._fast = settings.current().op_fast_path
+        self._fast = settings.current().op_fast_path and not self._unchecked
         self._registered = True
+
+    def _no_backward(self, ctx: Any, *grads: Any) -> Any:
+        raise OperatorError(
+            f"op `{self.name}` has no backward formula: give it one with "
+            f"@{self._opname}.register_autograd(backward, setup_context=...) (torch.library's form), or call "
+            "it under torch.no_grad() where no gradient flows through it"
+        )
 
     def _run_eagerly(self, *args: Any, **kwargs: Any) -> Any:
         """The operator's kernel for real tensors: the function, with CPU launches sent to the interpreter."""
@@ -376,7 +409,8 @@ class Operator:
     def _not_yet(self, what: str) -> str:
         return (
             f"op `{self.name}` is not registered yet, so {what}: call it once, call `.register(*example_args)`, "
-            "or pass example_inputs= to kernelpick.op"
+            "or pass example_inputs= or mutates_args= to kernelpick.op (then importing its module registers it, "
+            "as torch.export.load needs)"
         )
 
     def __repr__(self) -> str:

@@ -8,13 +8,17 @@ to do. Other names, and this one once registered, are looked up as PyTorch does.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
+from kernelpick.console import warn_once
 from kernelpick.errors import OperatorNotRegistered
+
+log = logging.getLogger("kernelpick.pytorch")
 
 _lock = threading.Lock()
 #: "namespace::name" -> why that operator is not registered yet (None once it is).
@@ -35,6 +39,8 @@ class _Namespace(torch._ops._OpNamespace):
             message = why() if why is not None else None
             if message is None:
                 raise
+        # Also logged: a lookup through `hasattr` (torch.export.load's) swallows the error itself.
+        warn_once(log, message, "%s", message)
         raise OperatorNotRegistered(message)
 
 

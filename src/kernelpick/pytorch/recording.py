@@ -79,7 +79,10 @@ def record_call(
     Raises:
         OperatorError: the function failed on fake tensors; the message says what it raised.
     """
-    with isolated(), torch.no_grad():
+    # Not under torch.no_grad(): torch.export records a grad-mode change as a node of the exported
+    # graph (an empty `wrap_with_set_grad_enabled`, which then fails to load). The fake copies are
+    # detached instead, so the call builds no autograd graph and may write its inputs in place.
+    with isolated():
         mode = FakeTensorMode(allow_non_fake_inputs=True)
         converted: dict[int, Any] = {}
         inputs = {name: _fake_copy(value, mode, converted) for name, value in arguments.items()}
@@ -114,7 +117,7 @@ def _fake_copy(value: Any, mode: FakeTensorMode, converted: dict[int, Any]) -> A
     if isinstance(value, torch.Tensor):
         found = converted.get(id(value))
         if found is None:
-            found = converted[id(value)] = _fake_tensor(value, mode)
+            found = converted[id(value)] = _fake_tensor(value, mode).detach()
         return found
     if isinstance(value, (list, tuple)):
         return type(value)(_fake_copy(v, mode, converted) for v in value)

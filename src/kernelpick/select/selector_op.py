@@ -34,11 +34,23 @@ dispatch_modes = torch._C._len_torch_dispatch_stack
 _definitions: dict[str, Any] = {}
 
 
+#: A backward formula: `backward(args, kwargs, output, grad)` gives the gradient of each positional
+#: input (None where it needs none), from the forward's inputs, its output and the output's gradient.
+Backward = Callable[[tuple[Any, ...], dict[str, Any], Any, Any], tuple[Any, ...]]
+
+
 def define_operator(
-    name: str, run: Callable[..., Any], *, schema: str, fake: Callable[..., Any]
+    name: str,
+    run: Callable[..., Any],
+    *,
+    schema: str,
+    fake: Callable[..., Any],
+    backward: Backward | None = None,
 ) -> torch._ops.OpOverload:
     """Register `run` as the functional PyTorch operator `name` ("namespace::name") with `fake` as
-    its fake implementation; returns `torch.ops.<namespace>.<name>.default`.
+    its fake implementation and `backward` as its autograd formula (None: a backward through it
+    raises, as through a `torch.library.custom_op` without one); returns
+    `torch.ops.<namespace>.<name>.default`.
 
     Raises:
         OperatorError: the name or schema is malformed, declares a mutation, or the name is taken.
@@ -71,13 +83,37 @@ def define_operator(
     library.define(f"{opname}{schema}")  # type: ignore[no-untyped-call]
     overload: torch._ops.OpOverload = getattr(getattr(torch.ops, namespace), opname).default
     library.impl(opname, run, "CompositeExplicitAutograd")  # type: ignore[no-untyped-call]
-    library.impl(opname, _autograd_kernel(overload, run), "Autograd", with_keyset=True)  # type: ignore[no-untyped-call]
+    library.impl(opname, _autograd_kernel(overload, run, backward), "Autograd", with_keyset=True)  # type: ignore[no-untyped-call]
     torch.library.register_fake(name, fake, lib=library)
     _definitions[name] = library
     return overload
 
 
 _BELOW_AUTOGRAD = torch._C._after_autograd_keyset
+
+
+class _Formula(torch.autograd.Function):
+    """A selection's output that requires grad: computed below autograd (the selection itself), its
+    gradients by the operator's formula."""
+
+    @staticmethod
+    def forward(
+        ctx: Any, overload: Any, keyset: Any, kwargs: dict[str, Any], backward: Backward, *args: Any
+    ) -> Any:
+        with torch._C._AutoDispatchBelowAutograd():
+            output = overload.redispatch(keyset & _BELOW_AUTOGRAD, *args, **kwargs)
+        ctx.formula = (backward, kwargs, len(args))
+        ctx.save_for_backward(*args, output)
+        return output
+
+    @staticmethod
+    def backward(ctx: Any, grad: Any) -> Any:
+        backward, kwargs, count = ctx.formula
+        saved = ctx.saved_tensors
+        args, output = saved[:count], saved[count]
+        wanted = ctx.needs_input_grad[4:]
+        grads = backward(args, kwargs, output, grad)
+        return (None, None, None, None, *(g if w else None for g, w in zip(grads, wanted)))
 
 
 class _NoFormula(torch.autograd.Function):
@@ -109,9 +145,12 @@ def _runs_at_once(keyset: Any) -> bool:
     return below.remove(_IN_PLACE_OR_VIEW).highestPriorityTypeId() in _RUN_AT_ONCE
 
 
-def _autograd_kernel(overload: torch._ops.OpOverload, run: Callable[..., Any]) -> Callable[..., Any]:
+def _autograd_kernel(
+    overload: torch._ops.OpOverload, run: Callable[..., Any], backward: Backward | None
+) -> Callable[..., Any]:
     """The operator's Autograd kernel: `run` itself for plain tensors that need no grad (a second
-    trip through the dispatcher cost about 1 us more), else on to the keys below."""
+    trip through the dispatcher cost about 1 us more), else on to the keys below; with `backward`'s
+    gradients where an input requires grad."""
     below_autograd = torch._C._AutoDispatchBelowAutograd
     grad_enabled = torch._C.is_grad_enabled
     any_requires_grad = torch._C._any_requires_grad
@@ -120,6 +159,8 @@ def _autograd_kernel(overload: torch._ops.OpOverload, run: Callable[..., Any]) -
 
     def autograd(keyset: Any, *args: Any, **kwargs: Any) -> Any:
         if grad_enabled() and any_requires_grad(*args):
+            if backward is not None:
+                return _Formula.apply(overload, keyset, kwargs, backward, *args)  # type: ignore[no-untyped-call]
             return _NoFormula.apply(overload, keyset, kwargs, *args)  # type: ignore[no-untyped-call]
         bits = keyset.raw_repr()
         plain = at_once.get(bits)

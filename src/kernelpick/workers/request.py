@@ -148,13 +148,19 @@ def program_allocator() -> Any | None:
 
 def _scratch(size: int, alignment: int, stream: int | None) -> torch.Tensor:
     """A worker's allocator: Triton's scratch memory from torch's caching allocator on the worker's
-    device (blocks 512-byte aligned, stream-ordered on the current stream), as Triton's examples
-    allocate it."""
-    return torch.empty(size, dtype=torch.int8, device=_device())
+    device (stream-ordered on the current stream), as Triton's examples allocate it, `alignment`
+    bytes aligned (a GPU block's 512 bytes are; a CPU's 64 may not be)."""
+    buffer = torch.empty(size + alignment, dtype=torch.int8, device=_device())
+    start = -buffer.data_ptr() % alignment
+    return buffer[start : start + size]
 
 
 def _device() -> torch.device:
-    return torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
+    return (
+        torch.device("cuda", torch.cuda.current_device())
+        if torch.cuda.is_available()
+        else torch.device("cpu")
+    )
 
 
 def _use_allocator(wanted: bool) -> None:

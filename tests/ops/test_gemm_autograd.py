@@ -1,0 +1,107 @@
+"""kernelpick.ops are as differentiable as the aten operations they replace: eager and under torch.compile,
+a model with trainable weights gets aten's gradients through `ops.mm`, `ops.addmm` and `ops.bmm`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from kernelpick import ops
+
+ACTIVATED: dict[str | None, Callable[[torch.Tensor], torch.Tensor]] = {
+    None: lambda x: x,
+    "relu": torch.relu,
+    "gelu": F.gelu,
+    "silu": F.silu,
+}
+
+
+def gradients(loss: torch.Tensor, *tensors: torch.Tensor) -> list[torch.Tensor]:
+    return list(torch.autograd.grad(loss, tensors))
+
+
+@pytest.mark.parametrize("activation", list(ACTIVATED))
+def test_addmm_gradients_are_atens(activation: str | None) -> None:
+    generator = torch.Generator().manual_seed(1)
+    bias, a, b = (
+        torch.randn(*s, generator=generator, requires_grad=True) for s in ((17,), (9, 33), (33, 17))
+    )
+    ours = gradients(ops.addmm(bias, a, b, activation=activation).square().sum(), bias, a, b)
+    theirs = gradients(ACTIVATED[activation](torch.addmm(bias, a, b)).square().sum(), bias, a, b)
+    for mine, expected in zip(ours, theirs):
+        torch.testing.assert_close(mine, expected, atol=1e-4, rtol=1e-4)
+
+
+def test_mm_and_bmm_gradients_are_atens_for_the_inputs_that_need_them() -> None:
+    a, b = torch.randn(9, 33, requires_grad=True), torch.randn(33, 17)  # b needs none
+    (grad_a,) = gradients(ops.mm(a, b).sum(), a)
+    torch.testing.assert_close(grad_a, torch.ones(9, 17) @ b.T)
+    x, y = torch.randn(2, 9, 33, requires_grad=True), torch.randn(2, 33, 17, requires_grad=True)
+    ours = gradients(ops.bmm(x, y).sum(), x, y)
+    theirs = gradients(torch.bmm(x, y).sum(), x, y)
+    for mine, expected in zip(ours, theirs):
+        torch.testing.assert_close(mine, expected)
+
+
+class Mlp(torch.nn.Module):
+    """A gated MLP with trainable weights, written with kernelpick.ops."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        generator = torch.Generator().manual_seed(2)
+        self.up = torch.nn.Parameter(torch.randn(24, 40, generator=generator) / 5)
+        self.bias = torch.nn.Parameter(torch.randn(40, generator=generator))
+        self.down = torch.nn.Parameter(torch.randn(40, 24, generator=generator) / 5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return ops.mm(ops.addmm(self.bias, x, self.up, activation="silu"), self.down)
+
+    def reference(self, x: torch.Tensor) -> torch.Tensor:
+        return F.silu(torch.addmm(self.bias, x, self.up)) @ self.down
+
+
+def test_a_compiled_model_with_trainable_weights_trains_as_eager_torch_does() -> None:
+    from torch._dynamo.testing import AotEagerAndRecordGraphs
+
+    model, x = Mlp(), torch.randn(7, 24)
+    graphs = AotEagerAndRecordGraphs()
+    compiled = torch.compile(model, backend=graphs, fullgraph=True)
+    loss = compiled(x).square().mean()
+    ours = gradients(loss, *model.parameters())
+    theirs = gradients(model.reference(x).square().mean(), *model.parameters())
+    torch.testing.assert_close(loss, model.reference(x).square().mean())
+    for mine, expected in zip(ours, theirs):
+        torch.testing.assert_close(mine, expected, atol=1e-4, rtol=1e-4)
+    # The forward keeps one node per product, which selects when it runs; the backward is aten's.
+    forward = [str(n.target) for g in graphs.fw_graphs for n in g.graph.nodes if n.op == "call_function"]
+    assert "kernelpick.addmm.default" in forward and "kernelpick.mm.default" in forward
+
+
+def test_without_grad_the_eager_call_stays_off_the_dispatcher() -> None:
+    a, b = torch.randn(9, 33, requires_grad=True), torch.randn(33, 17)
+    with torch.no_grad():
+        out = ops.mm(a, b)
+    assert not out.requires_grad and out.grad_fn is None
+    assert ops.mm(a.detach(), b).grad_fn is None  # nothing needs a gradient: the selection alone
+
+
+def test_a_pick_that_autograd_cannot_see_through_still_gets_atens_gradients() -> None:
+    # A Triton template's output has no autograd history: without the operator's formula the weights
+    # of an eager model would silently get no gradient. Here the pick is a product autograd cannot
+    # see through, as a Triton kernel's is.
+    from kernelpick import Selector, extern
+    from kernelpick.ops import gemm
+
+    def like_a_kernel(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return torch.mm(a.detach(), b.detach())
+
+    with gemm.fresh_selectors():
+        gemm._selectors["mm"] = Selector("like a Triton pick", [extern(like_a_kernel)])
+        a, b = torch.randn(9, 33, requires_grad=True), torch.randn(33, 17, requires_grad=True)
+        ours = gradients(ops.mm(a, b).square().sum(), a, b)
+    theirs = gradients(torch.mm(a, b).square().sum(), a, b)
+    for mine, expected in zip(ours, theirs):
+        torch.testing.assert_close(mine, expected)
