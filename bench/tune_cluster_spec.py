@@ -20,7 +20,7 @@ from gemm_suite import SHAPES
 import kernelpick
 from kernelpick import ops
 from kernelpick.demo import add_configs, add_kernel, matmul_arguments, matmul_configs, matmul_kernel
-from kernelpick.tune.jobs import Job
+from kernelpick.jobs import Job
 
 
 def process_created() -> float | None:

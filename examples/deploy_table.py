@@ -25,7 +25,7 @@ import triton
 import triton.language as tl
 
 import kernelpick
-from kernelpick.tune.jobs import Job
+from kernelpick.jobs import Job
 
 
 @kernelpick.autotune(

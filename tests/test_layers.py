@@ -26,6 +26,7 @@ LAYERS = [
     "workers",
     "select",
     "tune",
+    "jobs",
     "ops",
     "pytorch",
     "reports",

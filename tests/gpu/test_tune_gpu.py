@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 from kernelpick.cli import tune as command
+from kernelpick.jobs.cluster import tune_spec
 from kernelpick.store.deploy import tables
-from kernelpick.tune.cluster import tune_spec
 
-SPEC = Path(__file__).resolve().parents[1] / "tune" / "specs" / "small_spec.py"
+SPEC = Path(__file__).resolve().parents[1] / "jobs" / "specs" / "small_spec.py"
 
 pytestmark = pytest.mark.gpu
 

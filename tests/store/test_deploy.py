@@ -18,7 +18,7 @@ from kernelpick.store.deploy import key_distance, tables
 from kernelpick.store.sqlite import SQLiteStore
 from kernelpick.store.table import export_table
 from tests.tune.kernels import add_kernel, grid_1d
-from tests.tune.specs.small_spec import fast_add, slow_add
+from tests.jobs.specs.small_spec import fast_add, slow_add
 
 SPACE = [triton.Config({"BLOCK": 16}), triton.Config({"BLOCK": 256})]
 

@@ -9,16 +9,16 @@ from rich.markup import escape
 
 from kernelpick.console import TuningProgress, console, headline
 from kernelpick.errors import StoreError
+from kernelpick.jobs.cluster import TuneRun, tune_spec
+from kernelpick.jobs.spec import JobOutcome
 from kernelpick.store import SQLiteStore
 from kernelpick.store.default import default_store
 from kernelpick.store.table import DeploymentTable, export_table
-from kernelpick.tune.cluster import TuneRun, tune_spec
-from kernelpick.tune.jobs import JobOutcome
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "spec", metavar="SPEC.py", help="a Python file whose JOBS lists kernelpick.tune.jobs.Job"
+        "spec", metavar="SPEC.py", help="a Python file whose JOBS lists kernelpick.jobs.Job"
     )
     parser.add_argument(
         "--ray",

@@ -11,7 +11,7 @@ each time the caller asks, handing it the caller's pipes. The zygote and
 its workers run nothing of the caller's but kernelpick's worker loop (`kernelpick.workers.main`),
 and leave the caller's terminal session, so a Ctrl-C meant for the caller does not reach them.
 The device processes of `kernelpick tune --devices` are forked by it too, running their own loop
-(`kernelpick.tune.device_process`).
+(`kernelpick.jobs.device_process`).
 
 Where there is no zygote (CUDA was used first, a platform without fork, `multiprocessing`'s
 children), or where its worker cannot make a CUDA context, workers are new interpreters as before.

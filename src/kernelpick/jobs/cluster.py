@@ -38,11 +38,11 @@ import torch
 from kernelpick import settings
 from kernelpick.device import describe
 from kernelpick.errors import ConfigError, KernelpickError
+from kernelpick.jobs.device_process import ForkedExecutor
+from kernelpick.jobs.spec import Job, JobOutcome, Journal, Spec, load_spec
 from kernelpick.store.base import StoredRow
 from kernelpick.store.default import default_store, recording
 from kernelpick.store.recording import replay
-from kernelpick.tune.device_process import ForkedExecutor
-from kernelpick.tune.jobs import Job, JobOutcome, Journal, Spec, load_spec
 from kernelpick.workers.plan import ready_to_tune, tune_elsewhere
 from kernelpick.workers.zygote import zygote
 
@@ -139,7 +139,7 @@ def tune_spec(
     """Run every job of a spec not finished yet.
 
     Args:
-        spec_path: the spec file (`kernelpick.tune.jobs`).
+        spec_path: the spec file (`kernelpick.jobs`).
         ray_address: run on this Ray cluster ("auto", "ray://host:10001", or "local" to start one
             here); None runs without Ray.
         devices: without Ray, the local GPUs to run on in parallel (e.g. ["0", "1"]), one process
@@ -266,7 +266,7 @@ class _ProcessRunner(_Runner):
     def _pool(device: str) -> Executor:
         """One device's process: `device` as this process numbers its GPUs, told to the process as
         the machine names it (`settings.visible_device`). Forked by this process's zygote where it
-        has one (torch and kernelpick imported: `tune.device_process`), else a new interpreter."""
+        has one (torch and kernelpick imported: `jobs.device_process`), else a new interpreter."""
         visible = settings.visible_device(int(device))
         initargs = (visible, settings.as_environment())
         forked = zygote()

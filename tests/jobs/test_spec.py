@@ -13,11 +13,11 @@ import pytest
 
 from kernelpick.cli import tune as command
 from kernelpick.errors import ConfigError
+from kernelpick.jobs import Job, JobOutcome, load_spec, tensor
+from kernelpick.jobs.cluster import run_job, tune_spec
 from kernelpick.store import default_store
 from kernelpick.store.recording import replay
 from kernelpick.store.sqlite import SQLiteStore
-from kernelpick.tune.cluster import run_job, tune_spec
-from kernelpick.tune.jobs import Job, JobOutcome, load_spec, tensor
 
 SPEC = Path(__file__).parent / "specs" / "small_spec.py"
 JOB_NAMES = [
@@ -82,7 +82,7 @@ def test_a_new_process_runs_from_the_exported_table_with_tuning_forbidden(tmp_pa
 def test_a_failing_job_is_reported_and_runs_again_next_time(tmp_path: Path) -> None:
     spec = tmp_path / "failing_spec.py"
     spec.write_text(
-        "from kernelpick.tune.jobs import Job\n"
+        "from kernelpick.jobs import Job\n"
         "def fail(device):\n    raise RuntimeError('this job fails on purpose')\n"
         "JOBS = [Job('fine', lambda device: None), Job('broken', fail)]\n"
     )
@@ -98,7 +98,7 @@ def test_a_failing_job_is_reported_and_runs_again_next_time(tmp_path: Path) -> N
         ("JOBS = []\n", "JOBS is empty"),
         ("JOBS = ['add']\n", r"JOBS\[0\] is str, not a Job"),
         (
-            "from kernelpick.tune.jobs import Job\nJOBS = [Job('a', print), Job('a', print)]\n",
+            "from kernelpick.jobs import Job\nJOBS = [Job('a', print), Job('a', print)]\n",
             "two jobs are named 'a'",
         ),
     ],

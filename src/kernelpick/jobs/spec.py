@@ -6,14 +6,14 @@ on the device it is given::
 
     import torch
     from kernelpick import ops
-    from kernelpick.tune.jobs import Job, tensor
+    from kernelpick.jobs import Job, tensor
 
     JOBS = [Job.select(ops.mm, tensor("float16", m, 4096), tensor("float16", 4096, 4096))
             for m in (16, 128, 1024)]
     JOBS.append(Job("my_kernel n=4096", lambda device: launch_my_kernel(4096, device), cost=2 * 4096))
 
 A job's `cost` is optional: a number that ranks it against the spec's other jobs (its FLOPs, say).
-Runs on several devices deal the longest jobs first (`kernelpick.tune.cluster.longest_first`).
+Runs on several devices deal the longest jobs first (`kernelpick.jobs.cluster.longest_first`).
 
 Tuning results go to the result store as for any call; the job journal only says which jobs are
 done, so that a run started again skips them.
@@ -159,7 +159,7 @@ def load_spec(path: Path | str, *, reload: bool = False) -> Spec:
         loader_spec.loader.exec_module(module)
         jobs = getattr(module, "JOBS", None)
         if jobs is None:
-            raise ConfigError(f"tuning spec {path} defines no JOBS: a list of kernelpick.tune.jobs.Job")
+            raise ConfigError(f"tuning spec {path} defines no JOBS: a list of kernelpick.jobs.Job")
         if callable(jobs):
             jobs = jobs()
         spec = Spec(path, _checked(path, jobs), module)

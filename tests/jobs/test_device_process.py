@@ -77,7 +77,7 @@ SPEC = """
 import torch
 import kernelpick
 from kernelpick.demo import add_configs, add_kernel
-from kernelpick.tune.jobs import Job
+from kernelpick.jobs import Job
 
 
 def add(device):
@@ -123,7 +123,7 @@ def test_a_device_process_is_forked_by_the_zygote_and_tunes_its_jobs_as_a_spawne
 import json, sys
 import kernelpick
 import device_calls
-from kernelpick.tune import cluster
+from kernelpick.jobs import cluster
 from kernelpick.workers import plan, zygote
 
 plan.tune_elsewhere()  # as `tune_spec` says in the command's process
@@ -159,7 +159,7 @@ def test_its_errors_come_back_as_a_process_pools_do_and_a_dead_process_breaks_it
 import json, os, time
 import kernelpick
 import device_calls
-from kernelpick.tune.device_process import ForkedExecutor
+from kernelpick.jobs.device_process import ForkedExecutor
 from kernelpick.workers import zygote
 
 

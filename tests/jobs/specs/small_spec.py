@@ -7,7 +7,7 @@ import triton
 
 import kernelpick
 from kernelpick.demo import add_kernel
-from kernelpick.tune.jobs import Job, tensor
+from kernelpick.jobs import Job, tensor
 
 spec_add = kernelpick.autotune([triton.Config({"BLOCK": 16}), triton.Config({"BLOCK": 256})], key=["n"])(
     add_kernel

@@ -15,9 +15,8 @@ from pathlib import Path
 import pytest
 
 from kernelpick.errors import ConfigError
-from kernelpick.tune import cluster
-from kernelpick.tune.cluster import longest_first, tune_spec
-from kernelpick.tune.jobs import Job, JobOutcome, Journal, Spec, load_spec
+from kernelpick.jobs import Job, JobOutcome, Journal, Spec, cluster, load_spec
+from kernelpick.jobs.cluster import longest_first, tune_spec
 
 UNIT_S = 0.1
 
@@ -88,7 +87,7 @@ def fake_run_job(spans: dict[str, tuple[float, float]]) -> object:
 def uneven_spec(tmp_path: Path) -> Path:
     spec = tmp_path / "uneven_spec.py"
     spec.write_text(
-        "from kernelpick.tune.jobs import Job\n"
+        "from kernelpick.jobs import Job\n"
         "JOBS = [Job(f'short {i}', print, cost=1) for i in range(6)] + [Job('long', print, cost=4)]\n"
     )
     return spec
@@ -114,7 +113,7 @@ def test_a_fresh_run_deals_by_the_seconds_the_last_run_took(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     spec = tmp_path / "costless_spec.py"
-    spec.write_text("from kernelpick.tune.jobs import Job\nJOBS = [Job(n, print) for n in 'abc']\n")
+    spec.write_text("from kernelpick.jobs import Job\nJOBS = [Job(n, print) for n in 'abc']\n")
     journal = Journal.for_spec(load_spec(spec))
     for name, seconds in (("a", 1.0), ("b", 3.0), ("c", 2.0)):
         journal.record(JobOutcome(name, "test gpu", seconds))
@@ -216,7 +215,7 @@ def test_the_command_readies_no_workers_of_its_own_where_device_processes_tune(
     seen = tmp_path / "seen.txt"
     spec = tmp_path / "readying_spec.py"
     spec.write_text(
-        "from kernelpick.tune.jobs import Job\n"
+        "from kernelpick.jobs import Job\n"
         "from kernelpick.workers import plan\n"
         f"with open({str(seen)!r}, 'a') as seen:\n"
         "    seen.write(f'{plan._tuning_elsewhere}\\n')\n"
@@ -229,11 +228,11 @@ def test_the_command_readies_no_workers_of_its_own_where_device_processes_tune(
 
 
 def test_a_device_process_gets_ready_by_importing_the_spec(uneven_spec: Path) -> None:
-    from kernelpick.tune import jobs
+    from kernelpick.jobs import spec
 
-    assert uneven_spec.resolve() not in jobs._loaded
+    assert uneven_spec.resolve() not in spec._loaded
     assert cluster._ready(str(uneven_spec)) == cluster._device_model()
-    assert uneven_spec.resolve() in jobs._loaded  # its first job finds it imported
+    assert uneven_spec.resolve() in spec._loaded  # its first job finds it imported
 
 
 def test_a_spec_that_does_not_import_in_a_device_process_leaves_it_to_the_jobs(tmp_path: Path) -> None:
@@ -247,7 +246,7 @@ def test_a_device_process_is_given_its_gpu_as_the_machine_numbers_it(
     monkeypatch: pytest.MonkeyPatch, forked: bool
 ) -> None:
     # `CUDA_VISIBLE_DEVICES=2,3 kernelpick tune --devices 0,1`: the processes own GPUs 2 and 3,
-    # forked by this process's zygote where it has one (tests/tune/test_device_process.py), else spawned.
+    # forked by this process's zygote where it has one (tests/jobs/test_device_process.py), else spawned.
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
     made: list[tuple[object, ...]] = []
 
