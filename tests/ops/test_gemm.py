@@ -359,3 +359,18 @@ def test_fresh_selectors_are_made_within_the_block_and_the_earlier_ones_are_back
         within = ops.selector("mm")
         assert within is not before and ops.selector("mm") is within
     assert ops.selector("mm") is before
+
+
+def test_inputs_that_do_not_fit_fail_at_once_with_torchs_error_and_store_nothing() -> None:
+    # Not after compiling every choice, as a list of five failures, stored for the signature for good.
+    a, b = torch.randn(4, 5), torch.randn(6, 7)
+    with pytest.raises(RuntimeError, match=r"must have same reduction dim"):
+        ops.mm(a, b)
+    with pytest.raises(RuntimeError, match=r"must have same reduction dim"):
+        ops.addmm(torch.randn(7), a, b, activation="relu")
+    with pytest.raises(RuntimeError, match=r"batch2"):
+        ops.bmm(torch.randn(2, 4, 5), torch.randn(3, 5, 7))
+    from kernelpick.store import default_store
+
+    assert list(default_store().rows()) == []  # type: ignore[attr-defined]
+    assert ops.selector("mm").records == {}  # nothing was tuned

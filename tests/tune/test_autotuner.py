@@ -18,7 +18,7 @@ import triton.language as tl
 import kernelpick
 from kernelpick import settings
 from kernelpick.compile.launch import interpreting
-from kernelpick.errors import ArgumentError
+from kernelpick.errors import ArgumentError, ConfigError
 from kernelpick.store import MemoryStore
 from tests.tune.kernels import accumulate_kernel, add_kernel, grid_1d, increment_kernel, scale_kernel
 
@@ -465,3 +465,21 @@ def test_the_analysis_decides_what_is_copied_and_what_is_restored() -> None:
     listed = kernelpick.autotune(SPACE, key=["n"], restore_value=["y_ptr"])(add_kernel)
     written, read = listed.accesses((x, x, torch.empty(64), 64), {})
     assert written == ["y_ptr", "out_ptr"] and "y_ptr" in read
+
+
+def test_a_misspelt_meta_parameter_is_named_at_decoration_however_many_configs() -> None:
+    # Triton accepts it at decoration and raises a KeyError at launch; kernelpick accepted one
+    # config silently and recorded two as compile_error.
+    for configs in (
+        [triton.Config({"BLOCK": 128, "BLOKC": 2})],
+        [triton.Config({"BLOCK": 64}), triton.Config({"BLOCK": 128, "BLOKC": 2})],
+    ):
+        with pytest.raises(ConfigError, match=r"sets `BLOKC`, which the kernel has no parameter of") as error:
+            kernelpick.autotune(configs, key=["n"])(add_kernel)
+        assert "Keyword argument BLOKC was specified but unrecognised" in str(error.value)
+
+
+def test_an_empty_config_list_is_said_at_decoration() -> None:
+    # Not a KeyError from the user's grid at the first launch (Triton runs a config of no meta-parameters).
+    with pytest.raises(ConfigError, match=r"configs is empty; give at least one triton.Config"):
+        kernelpick.autotune([], key=["n"])(add_kernel)

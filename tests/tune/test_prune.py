@@ -49,7 +49,7 @@ def test_early_config_prune_may_return_triton_configs() -> None:
 
 def test_pruning_everything_is_an_error_that_says_so() -> None:
     pruner = Pruner.of({"early_config_prune": lambda configs, named, **kwargs: []})
-    with pytest.raises(NoValidConfigs, match="early_config_prune returned none"):
+    with pytest.raises(NoValidConfigs, match="No valid autotuner configs after pruning"):
         pruner(CONFIGS, NAMED, {})
 
 

@@ -88,6 +88,9 @@ class Selector:
             them all), "random", "halving", "pattern" or "model" (default: `KERNELPICK_SEARCH`;
             budgets per space: `KERNELPICK_SEARCH_BUDGET`, `KERNELPICK_SEARCH_SECONDS`). Other
             choices are always timed, then again with each space's best few (`kernelpick.select.searching`).
+        check: `check(*inputs, **kwargs)` raises for inputs the operation does not take (shapes
+            that do not fit, say); it runs before a new signature is tuned, so that such a call
+            fails at once with its error, and nothing is compiled or stored for it.
 
     Calls take the operation's inputs, `selector(*inputs, **kwargs)`. Tensors select a tuning by
     device, dtype, size, strides and storage offset; other values by value (so they must be
@@ -113,8 +116,10 @@ class Selector:
         timer: Timer | None = None,
         isolate: bool | None = None,
         search: str | None = None,
+        check: Callable[..., object] | None = None,
     ) -> None:
         self.name = name
+        self.check = check
         self.isolate = isolate
         self.search = search if search is None else strategy_class(search).name  # checked now
         #: The choices last measured in this process although isolation was wanted, with the reason.
@@ -217,6 +222,8 @@ class Selector:
             if call is not None:  # another thread selected meanwhile
                 return call
             start = time.perf_counter()
+            if self.check is not None:
+                self.check(*inputs, **kwargs)
             check_measurable(self.name, inputs, kwargs)
             signature = Signature.of(inputs, kwargs, self.key)
             source = VERIFICATION_VERSION if self.verify else f"{VERIFICATION_VERSION}:unverified"

@@ -200,7 +200,20 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
         self.space = configs if isinstance(configs, Space) else None
         self.search = search if search is None else strategy_class(search).name  # checked now
         listed = self.space.configs() if self.space is not None else configs  # the device's limits: at tuning
-        self.configs: list[Config] = [Config.of(c) for c in listed] or [Config({})]
+        if not listed:
+            raise ConfigError(
+                f"kernel `{self.name}`: configs is empty; give at least one triton.Config (Triton would "
+                "launch with no meta-parameters, num_warps=4 and num_stages=3; to tune nothing, give that one)"
+            )
+        self.configs: list[Config] = [Config.of(c) for c in listed]
+        for config in self.configs:
+            unknown = [name for name in config.kwargs if name not in self.arg_names]
+            if unknown:
+                raise ConfigError(
+                    f"config {config} of kernel `{self.name}` sets {', '.join(f'`{n}`' for n in unknown)}, "
+                    f"which the kernel has no parameter of (Triton: Keyword argument {unknown[0]} was "
+                    f"specified but unrecognised); its parameters are {', '.join(self.arg_names)}"
+                )
         #: Each config as the user gave it (a `triton.Config`, say): what `best_config`, `cache` and
         #: `configs_timings` show and what `early_config_prune` receives, as in Triton.
         self.given: dict[Config, Any] = {}

@@ -10,6 +10,13 @@ from kernelpick.config import Config
 from kernelpick.errors import ConfigError, NoValidConfigs
 
 
+#: Triton's words, which its own test checks word for word.
+PRUNED_TO_NOTHING = (
+    "Autotuner error: No valid autotuner configs after pruning. "
+    "`early_config_prune` should return at least one config."
+)
+
+
 @dataclass(frozen=True, slots=True)
 class Pruner:
     """`early_config_prune` drops configs by rule; `perf_model` ranks the rest and keeps `top_k`."""
@@ -65,9 +72,7 @@ class Pruner:
                 given.setdefault(config, original)
                 pruned.append(config)
             if not pruned:
-                raise NoValidConfigs(
-                    "no config left to tune: early_config_prune returned none; it must keep at least one"
-                )
+                raise NoValidConfigs(PRUNED_TO_NOTHING)
         if self.perf_model is not None:
             top_k = self.top_k
             if isinstance(top_k, float) and top_k <= 1.0:
