@@ -17,8 +17,8 @@ from kernelpick.store import default_store
 from kernelpick.store.deploy import key_distance, tables
 from kernelpick.store.sqlite import SQLiteStore
 from kernelpick.store.table import export_table
-from tests.tune.kernels import add_kernel, grid_1d
 from tests.jobs.specs.small_spec import fast_add, slow_add
+from tests.tune.kernels import add_kernel, grid_1d
 
 SPACE = [triton.Config({"BLOCK": 16}), triton.Config({"BLOCK": 256})]
 

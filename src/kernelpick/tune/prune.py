@@ -9,7 +9,6 @@ from typing import Any
 from kernelpick.config import Config
 from kernelpick.errors import ConfigError, NoValidConfigs
 
-
 #: Triton's words, which its own test checks word for word.
 PRUNED_TO_NOTHING = (
     "Autotuner error: No valid autotuner configs after pruning. "
