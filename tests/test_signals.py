@@ -123,3 +123,27 @@ def test_isolated_the_crash_is_each_configs_failure_and_the_caller_lives(tmp_pat
     assert "NoValidConfigs: all 2 configs of kernel `scribble` failed" in done.stderr
     assert done.stderr.count("crashed: the worker died (signal SIGSEGV)") == 2
     assert "KERNELPICK_ISOLATE=on" not in done.stderr  # the worker's crash is the config's
+
+
+@pytest.mark.usefixtures("default_sigterm")
+def test_ctrl_c_that_code_turned_into_another_error_still_stops_the_tuning(tmp_path: Path) -> None:
+    # NumPy in Triton's interpreter once turned a Ctrl-C into a TypeError: stored as one config's
+    # runtime_error, and the tuning went on. An interrupt is never a candidate's failure.
+    import torch
+
+    from kernelpick import Selector, extern
+    from kernelpick.store import default_store
+
+    def slow_add(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        try:
+            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C, landing in code that turns it
+        except KeyboardInterrupt:
+            raise TypeError("only integer scalar arrays can be converted to a scalar index") from None
+        return a + b
+
+    selector = Selector("interrupted_add", [extern(torch.add), extern(slow_add)], isolate=False)
+    with pytest.raises(KeyboardInterrupt):
+        selector(torch.randn(8), torch.randn(8))
+    failures = [row for row in default_store().rows() if not row.result.ok]  # type: ignore[attr-defined]
+    assert failures == []  # slow_add's "failure" was not stored
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # Python's own handler back

@@ -41,18 +41,66 @@ def terminable() -> Iterator[None]:
     Only in the main thread (where Python runs signal handlers) and only while SIGTERM has its
     default action: a handler of the program's own stays, and so does an enclosing block's.
     """
+    global _interrupted
+    _interrupted = False
+    noting = _note_sigint()
     previous = _take_sigterm()
-    if previous is None:
-        yield
-        return
     try:
-        yield
-    except Terminated:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        signal.raise_signal(signal.SIGTERM)  # ends the process
-        raise  # pragma: no cover - not reached
+        if previous is None:
+            yield
+            return
+        try:
+            yield
+        except Terminated:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            signal.raise_signal(signal.SIGTERM)  # ends the process
+            raise  # pragma: no cover - not reached
+        finally:
+            signal.signal(signal.SIGTERM, previous)
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        if noting:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+#: Whether Ctrl-C arrived during the current `terminable` block (in the main thread).
+_interrupted = False
+
+
+def interrupted() -> bool:
+    """Whether Ctrl-C arrived during the current tuning: whatever a candidate then raised (C code,
+    NumPy in Triton's interpreter, may turn the KeyboardInterrupt into a TypeError) is the
+    interruption, not the candidate's failure."""
+    return _interrupted
+
+
+def raise_if_interrupted(error: BaseException) -> None:
+    """Raise KeyboardInterrupt (from `error`) if Ctrl-C arrived during the current tuning.
+
+    Raises:
+        KeyboardInterrupt: it did.
+    """
+    if _interrupted:
+        raise KeyboardInterrupt from error
+
+
+def _note_sigint() -> bool:
+    """Make Ctrl-C note itself before raising KeyboardInterrupt as Python does, in the main thread
+    while SIGINT has Python's own handler; whether it did (a program's own handler stays)."""
+    if threading.current_thread() is not threading.main_thread():
+        return False
+    try:
+        if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+            return False
+        signal.signal(signal.SIGINT, _noted_interrupt)
+    except ValueError:  # no signals here (an embedded interpreter)
+        return False
+    return True
+
+
+def _noted_interrupt(signum: int, frame: FrameType | None) -> None:
+    global _interrupted
+    _interrupted = True
+    raise KeyboardInterrupt
 
 
 def _take_sigterm() -> signal.Handlers | None:

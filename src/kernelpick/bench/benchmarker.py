@@ -19,6 +19,7 @@ from kernelpick.bench.result import BenchmarkResult, Status
 from kernelpick.bench.stats import TimingSummary
 from kernelpick.bench.timers import Benchmarkable, Timer, TimingBudget
 from kernelpick.device import DeviceInfo
+from kernelpick.signals import raise_if_interrupted
 
 log = logging.getLogger("kernelpick.bench")
 _K = TypeVar("_K")
@@ -33,7 +34,13 @@ HostTimer = Callable[[Benchmarkable, float], float]
 
 
 def classify_run_error(error: BaseException) -> tuple[Status, str]:
-    """Map an exception raised while running a candidate to a status and message."""
+    """Map an exception raised while running a candidate to a status and message.
+
+    Raises:
+        KeyboardInterrupt: Ctrl-C arrived while it ran: the exception is the interruption (which
+            stops the tuning), however the code it landed in turned it, never the candidate's failure.
+    """
+    raise_if_interrupted(error)
     name = type(error).__name__
     status: Status = "out_of_resources" if name == "OutOfResources" else "runtime_error"
     text = str(error).strip()
