@@ -54,9 +54,18 @@ class SQLiteStore:
         self._lock = threading.Lock()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            self._db = self._open()
+            # Shared with the other processes opening the file, exclusive to one rebuilding it: a
+            # process never connects to the file (nor makes its log and shared-memory file) while
+            # another moves it aside with them, which left it "disk I/O error" on every statement.
+            with _locked(self._lock_path, exclusive=False):
+                self._db = self._open()
         except _CorruptFile as corrupt:
             self._db = self._rebuild(corrupt)
+
+    @property
+    def _lock_path(self) -> Path:
+        """The file whose lock orders opening the store against rebuilding it."""
+        return self.path.with_name(f"{self.path.name}.lock")
 
     def _open(self) -> sqlite3.Connection:
         """A connection to the file, checked (`PRAGMA quick_check`) and with the current schema.
@@ -106,7 +115,7 @@ class SQLiteStore:
     def _rebuild(self, corrupt: _CorruptFile) -> sqlite3.Connection:
         """Move the damaged file aside and start a new store in its place with every row of the damaged
         one that can still be read (one process does: the others wait for it, then open what it made)."""
-        with _exclusive(self.path.with_name(f"{self.path.name}.lock")):
+        with _locked(self._lock_path, exclusive=True):
             try:
                 return self._open()  # another process may have moved it aside meanwhile
             except _CorruptFile:
@@ -441,15 +450,15 @@ def _is_corruption(error: sqlite3.DatabaseError) -> bool:
 
 
 @contextmanager
-def _exclusive(lock_path: Path) -> Iterator[None]:
-    """Hold an exclusive lock on `lock_path` across processes (where the OS has `fcntl`)."""
+def _locked(lock_path: Path, *, exclusive: bool) -> Iterator[None]:
+    """Hold a lock on `lock_path` across processes, shared or exclusive (where the OS has `fcntl`)."""
     try:
         import fcntl
     except ImportError:
         yield
         return
     with open(lock_path, "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+        fcntl.flock(lock, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
         try:
             yield
         finally:
