@@ -290,6 +290,25 @@ def test_an_unguarded_script_runs_its_top_level_once(tmp_path: Path) -> None:
     assert runs.read_text().splitlines() == ["ran"]
 
 
+def test_a_script_run_with_triton_interpret_is_isolated_too(tmp_path: Path) -> None:
+    # Its workers are forked from a zygote whose Triton was imported under TRITON_INTERPRET=1: they
+    # keep the variable, or Triton's import of Gluon at their first launch fails an assertion
+    # (every config's result was a bare `runtime_error: AssertionError`).
+    runs = tmp_path / "runs.txt"
+    script = tmp_path / "my_script.py"
+    script.write_text(UNGUARDED_SCRIPT.format(runs=str(runs)))
+    env = {
+        **os.environ,
+        "KERNELPICK_CACHE_DIR": str(tmp_path / "cache"),
+        "TRITON_INTERPRET": "1",
+        "KERNELPICK_ISOLATE": "on",
+    }
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1].endswith(" None")  # the kernel timed in its workers
+    assert "AssertionError" not in done.stderr
+
+
 def test_workers_can_be_started_ahead_of_the_first_tuning(caplog: pytest.LogCaptureFixture) -> None:
     with settings.override(isolate="off"):
         assert kernelpick.start_workers("cpu") is False  # not wanted: nothing is started

@@ -99,8 +99,12 @@ class WorkerProcess:
         self.generation += 1
         self._tail.clear()
         read_end, write_end = os.pipe()
+        forked = zygote() if _forking_works else None
         changes: dict[str, str | None] = {
-            "TRITON_INTERPRET": None,
+            # A new interpreter imports Triton to compile (kernelpick interprets CPU kernels itself);
+            # a child of the zygote has the Triton it imported, made as TRITON_INTERPRET then said,
+            # which its knob must keep saying (Triton asserts it when it imports Gluon later).
+            **({} if forked is not None else {"TRITON_INTERPRET": None}),
             # The worker imports what the caller can: its import path, entries added at run time too.
             "PYTHONPATH": os.pathsep.join(p for p in sys.path if p and os.path.isdir(p)),
             # Isolation inside a worker is off: it measures what it is sent itself, and forks no zygote.
@@ -110,7 +114,6 @@ class WorkerProcess:
         if self.device is not None:
             changes["CUDA_VISIBLE_DEVICES"] = settings.visible_device(self.device)
         environment = settings.child_environment(changes)
-        forked = zygote() if _forking_works else None
         if forked is not None:
             self._process = self._fork(forked, environment, write_end)
         else:
