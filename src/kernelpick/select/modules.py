@@ -4,15 +4,24 @@ path, and the source of each hand-written kernel tuned, kept by its Triton cache
 
 Triton reads a kernel's source from its file, and another process (a benchmark worker, a later run)
 can load the same kernel from the same path. Files are written atomically, so a reader never sees
-half a file, and never rewritten: a path names one content.
+half a file, private to the user (files 0600, folders 0700), and a path names one content.
+
+Nothing in the cache folder is trusted: a module this process rendered is imported from the source
+it rendered (the file is written again where it holds anything else), and one named by a content
+hash (as `write_module` names them) only when its content has that hash. The text checked is the
+text run and the text Triton reads (pinned in `linecache`), never a second read of the file, nor a
+`__pycache__` file.
 """
 
 from __future__ import annotations
 
 import hashlib
 import importlib.util
+import linecache
 import logging
 import os
+import re
+import stat
 import sys
 import tempfile
 import threading
@@ -27,8 +36,14 @@ from kernelpick.workers.values import RENDERED_PREFIX
 log = logging.getLogger("kernelpick.select")
 
 _loaded: dict[Path, ModuleType] = {}
+#: The modules this process rendered, by resolved path: the source each must hold.
+_rendered: dict[Path, str] = {}
 _unkept: set[Path] = set()  # folders kernel sources could not be written to, warned of once
 _lock = threading.Lock()
+#: How `write_module` names a module: the first 40 hex digits of its `source_hash`.
+_HASH_NAME = re.compile(r"[0-9a-f]{40}")
+#: Larger files are not read back: a rendered kernel is a few kB.
+MAX_MODULE_BYTES = 4 * 2**20
 
 
 def source_hash(source: str) -> str:
@@ -43,9 +58,19 @@ def template_path(digest: str, cache: Path | None = None) -> Path:
 
 
 def write_module(source: str) -> Path:
-    """Write `source` to `<cache dir>/templates/<hash>.py` (once) and return the path; to a temporary
-    folder of this process when the cache dir cannot be used (`settings.cache_dir_or_temporary`)."""
-    return _write_once(template_path(source_hash(source), settings.cache_dir_or_temporary()), source)
+    """Write `source` to `<cache dir>/templates/<hash>.py` and return the path; to a temporary folder
+    of this process when the cache dir cannot be used (`settings.cache_dir_or_temporary`). A file
+    already there is kept when it holds `source`, else replaced; `load_module` of the path then
+    imports `source` whatever the file holds by then."""
+    path = template_path(source_hash(source), settings.cache_dir_or_temporary())
+    resolved = path.resolve()
+    with _lock:
+        if _rendered.get(resolved) == source:
+            return path
+    _write(path, source)
+    with _lock:
+        _rendered[resolved] = source
+    return path
 
 
 def kernel_source_path(cache_key: str, cache: Path | None = None) -> Path:
@@ -67,7 +92,7 @@ def keep_kernel_source(kernel: Any) -> Path | None:
         return None
     path = kernel_source_path(kernel.cache_key, folder)
     try:
-        return _write_once(path, text)
+        return _write(path, text)
     except OSError as error:  # a copy for `kernelpick code` must not fail the tuning that keeps it
         with _lock:
             first = path.parent not in _unkept
@@ -81,40 +106,73 @@ def keep_kernel_source(kernel: Any) -> Path | None:
         return None
 
 
-def _write_once(path: Path, source: str) -> Path:
-    if path.exists():
+def _write(path: Path, text: str) -> Path:
+    """Write `text` to `path` unless it holds it already: atomically (a reader never sees half a
+    file), the file private to the user, its folder made private where this creates it."""
+    if _read_regular(path) == text:
         return path
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".render-", suffix=".py")
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".render-", suffix=".py")  # 0600
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(source)
-        os.replace(temporary, path)
+            stream.write(text)
+        os.replace(temporary, path)  # replaces whatever the name held: a file, a link, a pipe
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
     return path
 
 
+def _read_regular(path: Path) -> str | None:
+    """The text of the regular file at `path`, or None when there is none (or it is a link, a pipe,
+    a device, larger than `MAX_MODULE_BYTES` or not UTF-8): read without following a link or
+    waiting on a pipe someone put in its place."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        handle = os.open(path, flags)
+    except OSError:
+        return None
+    with os.fdopen(handle, "rb") as stream:
+        facts = os.fstat(stream.fileno())
+        if not stat.S_ISREG(facts.st_mode) or facts.st_size > MAX_MODULE_BYTES:
+            return None
+        data = stream.read(MAX_MODULE_BYTES + 1)
+    try:
+        return data.decode("utf-8") if len(data) <= MAX_MODULE_BYTES else None
+    except UnicodeDecodeError:
+        return None
+
+
 def load_module(path: Path | str) -> ModuleType:
-    """Import a rendered module by path (once per process).
+    """Import a rendered module by path (once per process), from the source checked:
+
+    - a module this process rendered (`write_module`) runs the source it rendered; a file there that
+      holds anything else is written again, with a warning;
+    - a file named by a content hash, as `write_module` names them (another process rendered it), runs
+      only when its content has that hash;
+    - another file (a caller's own) runs as it is.
 
     Raises:
-        TemplateError: the file is missing or does not import; the message has the reason.
+        TemplateError: the file is missing, is not the module its name says, or does not import; the
+            message has the reason.
     """
     path = Path(path).resolve()
     with _lock:
         module = _loaded.get(path)
         if module is not None:
             return module
+        source = _checked_source(path)
         name = f"{RENDERED_PREFIX}{path.stem}"
         spec = importlib.util.spec_from_file_location(name, path)
-        if spec is None or spec.loader is None or not path.exists():
+        if spec is None:
             raise TemplateError(f"no rendered kernel module at {path}: render the template again")
         module = importlib.util.module_from_spec(spec)
+        # Triton reads a kernel's source through `inspect`, from `linecache`: the text checked, pinned
+        # (no modification time: never read again from the file, which may change after this check).
+        linecache.cache[str(path)] = (len(source), None, source.splitlines(keepends=True), str(path))
         sys.modules[name] = module  # Triton and inspect find the source through the module
         try:
-            spec.loader.exec_module(module)
+            exec(compile(source, str(path), "exec", dont_inherit=True), module.__dict__)
         except Exception as error:
             del sys.modules[name]
             raise TemplateError(
@@ -122,3 +180,30 @@ def load_module(path: Path | str) -> ModuleType:
             ) from error
         _loaded[path] = module
         return module
+
+
+def _checked_source(path: Path) -> str:
+    """The source to import for the module at `path` (see `load_module`); called with `_lock` held.
+
+    Raises:
+        TemplateError: there is none, or the file is not the module its name says.
+    """
+    rendered = _rendered.get(path)
+    found = _read_regular(path)
+    if rendered is not None:
+        if found != rendered:
+            log.warning(
+                "the rendered kernel %s changed since this process wrote it: writing it again, and "
+                "importing what this process rendered",
+                path,
+            )
+            _write(path, rendered)
+        return rendered
+    if found is None:
+        raise TemplateError(f"no rendered kernel module at {path}: render the template again")
+    if _HASH_NAME.fullmatch(path.stem) and not source_hash(found).startswith(path.stem):
+        raise TemplateError(
+            f"the rendered kernel {path} is not the module its name says (its content has another "
+            "hash): not imported; render the template again"
+        )
+    return found
