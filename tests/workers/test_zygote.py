@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -89,3 +91,49 @@ def test_without_isolation_nothing_is_forked(tmp_path: Path) -> None:
     env = {**os.environ, "KERNELPICK_ISOLATE": "off"}
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=120)
     assert done.stdout.strip() == "True", done.stderr[-2000:]
+
+
+CALLER = """
+import sys, time
+import torch
+import kernelpick
+from kernelpick import settings
+from kernelpick.workers import pool_for
+
+def hang(a, b):
+    time.sleep(1000)  # a candidate that never ends, on a worker
+    return a + b
+
+with settings.override(isolate="on", bench_timeout_s=1000.0):
+    kernelpick.start_workers("cpu", wait=True)
+    print(" ".join(str(w.info["pid"]) for w in pool_for([None]).workers), flush=True)
+    selector = kernelpick.Selector("hangs", [kernelpick.extern(torch.add), kernelpick.extern(hang)])
+    selector(torch.randn(8), torch.randn(8))
+"""
+
+
+def test_workers_die_with_a_sigkilled_caller_even_on_a_hanging_candidate(tmp_path: Path) -> None:
+    script = tmp_path / "caller.py"
+    script.write_text(CALLER)
+    env = {**os.environ, "KERNELPICK_CACHE_DIR": str(tmp_path / "cache")}
+    caller = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True, env=env)
+    assert caller.stdout is not None
+    pids = [int(p) for p in caller.stdout.readline().split()]
+    assert pids
+    time.sleep(3.0)  # the selection reaches the hanging candidate
+    caller.send_signal(signal.SIGKILL)
+    caller.wait(timeout=30)
+    deadline = time.monotonic() + 20.0
+    alive = list(pids)
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.2)
+        alive = [pid for pid in alive if _running(pid)]
+    assert alive == [], "workers outlived their SIGKILLed caller"
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split()[2] != "Z"  # a zombie has ended
+    except FileNotFoundError:
+        return False

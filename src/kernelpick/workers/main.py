@@ -109,6 +109,9 @@ def serve_messages(fd: int) -> int:
 
 
 def main() -> int:
+    from kernelpick.workers.zygote import die_with_parent
+
+    die_with_parent()  # a spawned worker: forked ones start it as they become the zygote's children
     return serve_messages(int(sys.argv[1]))
 
 

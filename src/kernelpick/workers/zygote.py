@@ -19,6 +19,7 @@ children), or where its worker cannot make a CUDA context, workers are new inter
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import logging
@@ -30,6 +31,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 import warnings
 from collections.abc import Mapping
 from typing import IO, Any
@@ -170,11 +172,17 @@ def _serve(connection: socket.socket) -> None:  # pragma: no cover - runs in the
     watch = selectors.DefaultSelector()
     watch.register(connection, selectors.EVENT_READ)
     pending = b""
+    children: set[int] = set()
     while True:
         for _ in watch.select(timeout=0.2):
             data, fds, _flags, _address = socket.recv_fds(connection, 1 << 16, 3)
             if not data:
-                return  # the caller is gone: its workers see their stdin close and end too
+                # The caller is gone (even SIGKILLed): so are its workers, a busy one too (an idle
+                # one would see its stdin close; one on a hanging candidate would not).
+                for child in children:
+                    with contextlib.suppress(OSError):
+                        os.killpg(child, signal.SIGKILL)  # its group: what it started too
+                return
             pending += data
             *lines, pending = pending.split(b"\n")
             for line in lines:
@@ -183,6 +191,7 @@ def _serve(connection: socket.socket) -> None:  # pragma: no cover - runs in the
                 if pid == 0:
                     connection.close()
                     _become_child(fds, request["environment"], request["entry"])
+                children.add(pid)
                 for fd in fds:
                     os.close(fd)
                 _report(connection, {"request": request["request"], "started": pid})
@@ -193,6 +202,7 @@ def _serve(connection: socket.socket) -> None:  # pragma: no cover - runs in the
                 break
             if pid == 0:
                 break
+            children.discard(pid)
             code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
             _report(connection, {"exited": pid, "status": code})
 
@@ -208,6 +218,7 @@ def _become_child(fds: list[int], environment: Mapping[str, str], entry: str) ->
     try:
         os.setsid()  # its own process group: the pool kills the worker and what it started at once
         signal.signal(signal.SIGINT, signal.default_int_handler)
+        die_with_parent()
         stdin, output, messages = fds
         os.dup2(stdin, 0)
         os.dup2(output, 1)
@@ -235,6 +246,20 @@ def _become_child(fds: list[int], environment: Mapping[str, str], entry: str) ->
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
+
+
+def die_with_parent() -> None:  # pragma: no cover - runs in a worker or a device process
+    """End this process and its group once its parent (the zygote that forked it, or the caller that
+    spawned it) is gone, whatever it is busy with: a watchdog thread. A worker on a hanging candidate
+    reads no request, so its stdin closing does not end it."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os.killpg(0, signal.SIGKILL)
+
+    threading.Thread(target=watch, name="kernelpick-die-with-zygote", daemon=True).start()
 
 
 def _max_fd() -> int:
