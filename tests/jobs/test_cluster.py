@@ -313,3 +313,23 @@ def test_the_device_processes_are_ended_all_at_once(
     tune_spec(uneven_spec, devices=["0", "1", "2"])
     assert len(ends) == 3
     assert max(start for start, _ in ends) < min(end for _, end in ends)  # each began before any ended
+
+
+def test_a_node_copies_the_spec_into_a_private_folder_not_a_predictable_shared_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A Ray node without the spec wrote it to $TMPDIR/kernelpick-specs/<name> and imported it from
+    # there: another local user could make that folder first, with a symlink or a planted module.
+    import stat
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    planted = tmp_path / "kernelpick-specs"
+    planted.mkdir()
+    (planted / "their_spec.py").symlink_to(tmp_path / "victim.txt")
+    source = "JOBS = []\n"
+    copy = cluster._local_copy("/elsewhere/their_spec.py", source)
+    assert planted not in copy.parents and not (tmp_path / "victim.txt").exists()
+    assert copy.read_text() == source
+    assert stat.S_IMODE(copy.stat().st_mode) == 0o600 and stat.S_IMODE(copy.parent.stat().st_mode) == 0o700
+    assert cluster._local_copy("/elsewhere/their_spec.py", source) == copy  # once per text

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
+import os
 import statistics
 import tempfile
 import time
@@ -85,15 +86,28 @@ def run_job(
 
 
 def _local_copy(spec_path: str, source: str | None) -> Path:
-    """The spec file on this machine: its own path when it is here with the same text, else a copy."""
+    """The spec file on this machine: its own path when it is here with the same text, else a copy
+    in a folder of this process's own (`mkdtemp`: private, unpredictable), made once per text.
+
+    Not a shared folder of a predictable name: another local user could have made it first, and
+    have this one write through a symlink there, or import code planted beside the spec.
+    """
     path = Path(spec_path)
     if source is None or (path.is_file() and path.read_text() == source):
         return path
-    folder = Path(tempfile.gettempdir()) / "kernelpick-specs"
-    folder.mkdir(exist_ok=True)
-    copy = folder / path.name
-    copy.write_text(source)
+    key = (path.name, source)
+    copy = _copies.get(key)
+    if copy is None:
+        copy = Path(tempfile.mkdtemp(prefix="kernelpick-spec-")) / path.name
+        descriptor = os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(descriptor, "w") as stream:
+            stream.write(source)
+        _copies[key] = copy
     return copy
+
+
+#: The spec copies this process made, by file name and text.
+_copies: dict[tuple[str, str], Path] = {}
 
 
 @dataclass
