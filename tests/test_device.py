@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 from types import SimpleNamespace
 
@@ -139,3 +140,15 @@ def test_tma_needs_a_triton_with_host_tensor_descriptors(monkeypatch: pytest.Mon
     monkeypatch.setitem(sys.modules, "triton.tools.tensor_descriptor", None)  # an older Triton
     assert not tma_supported()
     assert "this Triton lacks" in str(Requirements(tma=True).unmet(H100))
+
+
+def test_the_interpreter_warning_fits_a_terminal_of_100_columns(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `make demo` at COLUMNS=100 printed it as a 141-column line (log lines are not wrapped).
+    import kernelpick.device as device_module
+
+    monkeypatch.setattr(device_module, "_warned_interpreter", False)
+    with caplog.at_level(logging.WARNING, logger="kernelpick.tune"):
+        device_module.warn_once_if_interpreted(device_module.describe(torch.device("cpu")), "a" * 20)
+    assert len(caplog.records) == 1 and len(caplog.records[0].getMessage()) <= 100

@@ -334,8 +334,7 @@ def warn_once_if_interpreted(device: DeviceInfo, name: str) -> None:
     global _warned_interpreter
     if device.interpreter and not _warned_interpreter:
         _warned_interpreter = True
+        # Under 100 columns for a kernel name of 20 characters: a log line is not wrapped.
         logging.getLogger("kernelpick.tune").warning(
-            "no GPU for kernel `%s`: kernelpick runs Triton kernels in Triton's interpreter on the CPU; "
-            "timings are not representative of a GPU",
-            name,
+            "no GPU: kernel `%s` runs in Triton's interpreter; its timings do not represent a GPU", name
         )
