@@ -336,5 +336,5 @@ def warn_once_if_interpreted(device: DeviceInfo, name: str) -> None:
         _warned_interpreter = True
         # Under 100 columns for a kernel name of 20 characters: a log line is not wrapped.
         logging.getLogger("kernelpick.tune").warning(
-            "no GPU: kernel `%s` runs in Triton's interpreter; its timings do not represent a GPU", name
+            "no GPU: kernel `%s` runs in Triton's interpreter; timings do not represent a GPU", name
         )
