@@ -320,18 +320,28 @@ def test_verify_names_corrupt_rows_and_prune_corrupt_removes_exactly_those(
     assert code == 1
     for _, candidate, _, problem in CORRUPTIONS:
         assert len(lines_with(out, candidate[:12], problem)) == 1, problem
-    assert "7 of 9 rows are corrupt" in out and "kernelpick cache prune --corrupt" in out
+    # The row filed under another key leaves its own key's pick naming no stored result.
+    assert "7 of 9 rows are corrupt, and 1 pick names no stored result" in out
+    assert "kernelpick cache prune --corrupt" in out
     code, out, _ = run_cli(capsys, "cache", "verify", "--store", str(filled), "--json")
     found = json.loads(out)
-    assert code == 1 and len(found["corrupt"]) == 7 and found["integrity"] == [] and found["ok"] is False
+    assert code == 1 and len(found["corrupt"]) == 8 and found["integrity"] == [] and found["ok"] is False
+    assert [c["table"] for c in found["corrupt"]].count("picks") == 1
 
     code, out, err = run_cli(capsys, "cache", "list", "--store", str(filled))
-    assert code == 0 and "7 corrupt rows" in err and "cache verify" in err and "4096, float16" in out
+    assert (
+        code == 0 and "7 corrupt rows and 1 pick" in err and "cache verify" in err and "4096, float16" in out
+    )
 
     code, out, _ = run_cli(capsys, "cache", "prune", "--corrupt", "--dry-run", "--store", str(filled))
-    assert code == 0 and "would remove 7 rows" in out and len(stored_rows(filled)) == 9
+    assert (
+        code == 0
+        and "would remove 7 rows of " in out
+        and " keys and 1 pick naming no stored result" in out
+        and len(stored_rows(filled)) == 9
+    )
     code, out, _ = run_cli(capsys, "cache", "prune", "--corrupt", "--store", str(filled))
-    assert code == 0 and "removed 7 rows" in out
+    assert code == 0 and "removed 7 rows of " in out and "1 pick naming" in out
     assert stored_rows(filled) == sound
     code, out, _ = run_cli(capsys, "cache", "verify", "--store", str(filled))
     assert code == 0 and "all 2 rows" in out

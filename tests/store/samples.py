@@ -1,8 +1,16 @@
-"""Sample keys and results for the store tests, and a way to damage a SQLite store's file."""
+"""Sample keys and results for the store tests, a way to damage a SQLite store's file, and one to make
+files read-only."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.stats import TimingSummary
@@ -41,3 +49,28 @@ def write_damaged_store(path: Path, *, picks: bool = False) -> None:
     with open(path, "r+b") as file:
         file.seek((size // 2) // page * page)
         file.write(b"garbage!" * (4 * page // 8))  # 'g' is no page type: quick_check cannot miss it
+
+
+@contextlib.contextmanager
+def read_only(*paths: Path) -> Iterator[None]:
+    """Within the block, `paths` (files and folders) cannot be written, even by root: as root they are
+    made immutable (`chattr +i`, root ignores permissions), else their write permissions are taken."""
+    if os.geteuid() == 0:
+        if shutil.which("chattr") is None:
+            pytest.skip("running as root without chattr: a read-only file cannot be made")
+        done = subprocess.run(["chattr", "+i", *map(str, paths)], capture_output=True, text=True)
+        if done.returncode != 0:
+            pytest.skip(f"chattr +i is not allowed here: {done.stderr.strip()}")
+        try:
+            yield
+        finally:
+            subprocess.run(["chattr", "-i", *map(str, paths)], check=True)
+        return
+    modes = {path: path.stat().st_mode for path in paths}
+    for path in paths:
+        path.chmod(modes[path] & ~0o222)
+    try:
+        yield
+    finally:
+        for path, mode in modes.items():
+            path.chmod(mode)

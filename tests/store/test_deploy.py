@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -220,3 +222,40 @@ def test_a_tabled_template_winner_is_rendered_alone(tmp_path: Path, monkeypatch:
         torch.testing.assert_close(selector(x), x * 2)
     assert selector.last_selection is not None and selector.last_selection.best == winner["name"]
     assert [config.to_data() for config in rendered] == [winner["config"]]
+
+
+def a_string_median(data: dict[str, Any]) -> str:
+    data["entries"][0]["result"]["timing"]["median_ms"] = "0.001"  # reached kernel.last_tuning as text
+    return json.dumps(data)
+
+
+def a_negative_median(data: dict[str, Any]) -> str:
+    data["entries"][0]["result"]["timing"]["median_ms"] = -1.0
+    return json.dumps(data)
+
+
+def nested_too_deep(data: dict[str, Any]) -> str:
+    return "[" * 100_000 + "]" * 100_000  # a RecursionError while decoding broke every tuned call
+
+
+@pytest.mark.parametrize(
+    ("damage", "why"),
+    [
+        (a_string_median, "timing.median_ms is '0.001', not a number"),
+        (a_negative_median, "timing.median_ms is -1.0"),
+        (nested_too_deep, "nested too deep"),
+    ],
+)
+def test_a_table_that_lies_is_refused_and_from_the_environment_skipped_while_calls_tune(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, damage: Any, why: str
+) -> None:
+    path = tuned_table(tmp_path, 64)
+    path.write_text(damage(json.loads(path.read_text())))
+    with pytest.raises(TableError, match=re.escape(why)):
+        kernelpick.load_table(path)
+    with caplog.at_level(logging.WARNING), settings.override(tables=str(path)):
+        kernel = add(64)  # the call runs: tuned here, the table skipped
+    assert kernel.last_tuning is not None and not kernel.last_tuning.note.startswith("from the deployment")
+    assert all(isinstance(r.median_ms, float) for r in kernel.last_tuning.results.values() if r.ok)
+    [warning] = [r.getMessage() for r in caplog.records if "KERNELPICK_TABLES" in r.getMessage()]
+    assert str(path) in warning and why in warning

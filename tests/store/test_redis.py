@@ -56,7 +56,9 @@ def test_saves_write_through_to_the_local_store_and_redis(tmp_path: Path, redis_
     assert all(r.result.from_store for r in shared.values())
 
 
-def test_a_second_machine_reads_what_the_first_wrote_with_its_pick(tmp_path: Path, redis_url: str) -> None:
+def test_a_second_machine_reads_what_the_first_wrote_and_keeps_the_results_not_the_pick(
+    tmp_path: Path, redis_url: str
+) -> None:
     first = layered(tmp_path / "first", redis_url)
     first.save(make_key("mm", 64), [measured("a", 2.0), measured("b", 1.0)], pick="b")
     first.save(make_key("add", 8), [measured("a", 3.0)])
@@ -66,10 +68,12 @@ def test_a_second_machine_reads_what_the_first_wrote_with_its_pick(tmp_path: Pat
     assert {c: r.result.median_ms for c, r in loaded.items()} == {"a": 2.0, "b": 1.0}
     assert all(r.result.from_store for r in loaded.values())
     assert loaded["a"].description == {"kwargs": {"BLOCK": 64}, "name": "a"}
-    # The second machine's own file now holds them too, pick included (what its tables export).
+    # The second machine's own file now holds them too, without Redis's pick: which candidate runs
+    # there (and what its tables export) is what its own tunings pick.
     local = second.local
     assert isinstance(local, SQLiteStore)
-    assert {(r.candidate, r.picked) for r in local.rows()} == {("a", False), ("b", True)}
+    assert {(r.candidate, r.picked) for r in local.rows()} == {("a", False), ("b", False)}
+    assert second.picked(make_key("mm", 64)) is None and second.remote.picked(make_key("mm", 64)) == "b"
     assert second.load(make_key("bmm", 64)) == {}
 
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import logging
 import multiprocessing
+import os
 import sqlite3
+import stat
 import subprocess
 import sys
 import threading
@@ -22,7 +24,7 @@ from kernelpick.errors import StoreError
 from kernelpick.store.base import StoredResult
 from kernelpick.store.sqlite import SCHEMA_VERSION, SQLiteStore
 from tests.store.samples import make_key as key
-from tests.store.samples import ok, write_damaged_store
+from tests.store.samples import ok, read_only, write_damaged_store
 
 
 def stored(config: Config, result: BenchmarkResult) -> StoredResult:
@@ -374,3 +376,102 @@ def test_a_store_of_a_newer_schema_is_not_taken_for_a_damaged_one(path: Path) ->
     db = sqlite3.connect(path)
     assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION + 1
     assert db.execute("SELECT name FROM sqlite_master").fetchall() == [("of_a_later_kernelpick",)]
+
+
+# -- what a reader trusts: rows checked, picks only of sound ok rows (issue 40 items 3 and 7) ------
+
+
+def marked_ok(median_ms: float, *, min_ms: float | None = None, message: str = "") -> str:
+    """A failed row's result column rewritten as a forger would: status ok, at `median_ms`."""
+    timing = {**ok(1.0).to_dict()["timing"], "median_ms": median_ms, "mean_ms": median_ms}
+    timing.update(min_ms=median_ms if min_ms is None else min_ms, max_ms=max(median_ms, 1.0))
+    return json.dumps({"status": "ok", "timing": timing, "message": message})
+
+
+@pytest.mark.parametrize(
+    ("planted", "why"),
+    [
+        (marked_ok(-1.0), "timing.median_ms is -1.0"),
+        (marked_ok(0.0), "median_ms is 0.0, not a time > 0"),
+        (marked_ok(1e-3, message="CompilationError: no"), "with a failure's message"),
+        (marked_ok(0.5, min_ms=0.9), "is not between its min_ms"),
+        ("[" * 50000 + "]" * 50000, "nested too deep"),
+    ],
+)
+def test_a_planted_row_is_left_out_of_loads_with_one_warning(
+    path: Path, caplog: pytest.LogCaptureFixture, planted: str, why: str
+) -> None:
+    store = SQLiteStore(path)
+    failed = BenchmarkResult.failed("compile_error", "CompilationError: arange's range must be a power of 2")
+    store.save(key(), [stored(A, ok(1.0)), stored(B, failed)], pick=A.digest)
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE results SET result = ? WHERE candidate = ?", (planted, B.digest))
+    with caplog.at_level(logging.WARNING, logger="kernelpick.store"):
+        reader = SQLiteStore(path)
+        assert set(reader.load(key())) == {A.digest} and set(reader.load(key())) == {A.digest}
+        assert [r.candidate for r in reader.rows()] == [A.digest]  # left out here too, not raised
+    [warning, listed] = [r.getMessage() for r in caplog.records]
+    assert why in warning and "measured again" in warning and why in listed
+
+
+def test_a_pick_counts_only_where_it_names_a_sound_ok_row(path: Path) -> None:
+    store = SQLiteStore(path)
+    failed = BenchmarkResult.failed("timeout", "10 s")
+    store.save(key("mm", 1), [stored(A, ok(1.0)), stored(B, failed)], pick=B.digest)  # planted
+    store.save(key("mm", 2), [stored(A, ok(1.0))], pick="never-stored")
+    store.save(key("mm", 3), [stored(A, ok(1.0))], pick=A.digest)
+    assert [store.picked(key("mm", n)) for n in (1, 2, 3)] == [None, None, A.digest]
+    assert {(r.key.inputs, r.candidate) for r in store.rows() if r.picked} == {((3,), A.digest)}
+
+
+# -- faults: a store that cannot be written, read-only or full (issue 40 items 6 and 9) ------------
+
+
+def test_a_read_only_store_is_read_without_writing_anything(path: Path) -> None:
+    filled = SQLiteStore(path)
+    filled.save(key(), [stored(A, ok(1.0))], pick=A.digest)
+    filled.close()
+    before = sorted(p.name for p in path.parent.iterdir()), path.read_bytes()
+    with read_only(path, path.parent):
+        store = SQLiteStore(path)  # no journal_mode=WAL, no CREATE: they would write
+        assert store.read_only and set(store.load(key())) == {A.digest} and store.picked(key()) == A.digest
+        assert [r.candidate for r in store.rows()] == [A.digest] and store.claims() is None
+        with pytest.raises(StoreError, match="read-only here"):
+            store.save(key(), [stored(B, ok(2.0))])
+        kept = SQLiteStore(path, on_fault="memory")  # the default store's: kept in memory
+        kept.save(key(), [stored(B, ok(2.0))], pick=B.digest)
+        assert set(kept.load(key())) == {A.digest, B.digest} and kept.picked(key()) == B.digest
+        assert SQLiteStore.integrity_problems(path) == []
+    assert (sorted(p.name for p in path.parent.iterdir()), path.read_bytes()) == before
+
+
+def test_a_full_store_keeps_the_results_of_a_tuning_in_memory_with_one_warning(
+    path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = SQLiteStore(path, on_fault="memory")
+    store.save(key("mm", 0), [stored(A, ok(1.0))])
+    pages = store._db.execute("PRAGMA page_count").fetchone()[0]
+    store._db.execute(f"PRAGMA max_page_count = {pages}")  # SQLite's own "database or disk is full"
+    big = {"kwargs": {"BLOCK": 32}, "padding": "x" * 20000}
+    with caplog.at_level(logging.WARNING, logger="kernelpick.store"):
+        for n in (1, 2):
+            store.save(key("mm", n), [StoredResult(A.digest, big, ok(1.0))], pick=A.digest)
+    assert [set(store.load(key("mm", n))) for n in (0, 1, 2)] == [{A.digest}] * 3
+    assert store.picked(key("mm", 2)) == A.digest
+    [warning] = [r.getMessage() for r in caplog.records]
+    assert "full" in warning and str(path) in warning and "in memory" in warning
+    strict = SQLiteStore(path)
+    strict._db.execute(f"PRAGMA max_page_count = {pages}")
+    with pytest.raises(StoreError, match="full"):
+        strict.save(key("mm", 3), [StoredResult(A.digest, big, ok(1.0))])
+
+
+def test_the_store_and_its_lock_are_private_to_the_user_under_a_permissive_umask(path: Path) -> None:
+    before = os.umask(0o002)
+    try:
+        SQLiteStore(path).save(key(), [stored(A, ok(1.0))])
+    finally:
+        os.umask(before)
+    for made in (path, path.with_name(f"{path.name}.lock"), path.with_name(f"{path.name}-wal")):
+        assert stat.S_IMODE(made.stat().st_mode) == 0o600, made
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700

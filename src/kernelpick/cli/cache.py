@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 import json
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,7 +30,7 @@ from kernelpick.store.text import candidate_name, key_text
 if TYPE_CHECKING:
     from kernelpick.store.base import StoredRow
     from kernelpick.store.keys import Toolchain, TuningKey
-    from kernelpick.store.maintenance import KernelTotals
+    from kernelpick.store.maintenance import CheckedRow, KernelTotals
     from kernelpick.store.sqlite import SQLiteStore
 
 
@@ -45,14 +47,43 @@ def existing_store(path: Path) -> Path:
     """`path`, where a command reads a result store.
 
     Raises:
-        StoreError: there is no file at `path`; the message says how to name the right one.
+        StoreError: there is no file at `path` (nothing, or a folder); the message says how to name
+            the right one.
     """
+    if path.is_dir():
+        inside = path / "results.sqlite3"
+        raise StoreError(
+            f"{path} is a folder, not a result store: "
+            + (f"pass --store {inside}" if inside.is_file() else "pass --store with the store's file")
+            + " (results.sqlite3 in the cache folder)"
+        )
     if not path.is_file():
         raise StoreError(
             f"no result store at {path}: nothing was tuned with it yet; pass --store PATH or set "
             "KERNELPICK_CACHE_DIR to the folder that holds results.sqlite3"
         )
     return path
+
+
+def until_the_reader_leaves(
+    handler: Callable[[argparse.Namespace], int],
+) -> Callable[[argparse.Namespace], int]:
+    """`handler`, ending quietly when what reads its output stops reading (`kernelpick cache list --json
+    | head` ended with "kernelpick: error: [Errno 32] Broken pipe"): status 1, the output cut short,
+    as rich ends a table cut short."""
+
+    @functools.wraps(handler)
+    def run(args: argparse.Namespace) -> int:
+        try:
+            status = handler(args)
+            sys.stdout.flush()  # here, where the reader's leaving can be caught, not at exit
+            return status
+        except BrokenPipeError:
+            # Whatever is still buffered goes nowhere: flushed at exit, it would raise again.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 1
+
+    return run
 
 
 def _open_store(args: argparse.Namespace, *, create: bool = False) -> SQLiteStore:
@@ -62,9 +93,9 @@ def _open_store(args: argparse.Namespace, *, create: bool = False) -> SQLiteStor
     return SQLiteStore(path if create else existing_store(path))
 
 
-def _stored_rows(args: argparse.Namespace) -> tuple[list[StoredRow], str, int]:
-    """The sound rows of the store --redis or --store names, where that store is, and how many corrupt
-    rows were left out (a line on stderr says so)."""
+def _stored_rows(args: argparse.Namespace) -> tuple[list[StoredRow], str, list[CheckedRow]]:
+    """The sound rows of the store --redis or --store names, where that store is, and the corrupt rows
+    left out (a line on stderr says how many)."""
     from kernelpick.store.maintenance import readable_rows
 
     if args.redis:
@@ -72,14 +103,16 @@ def _stored_rows(args: argparse.Namespace) -> tuple[list[StoredRow], str, int]:
 
         remote = RedisStore(args.redis)  # it leaves out malformed entries itself, warning of each
         try:
-            return list(remote.rows()), f"Redis at {remote.url}", 0
+            return list(remote.rows()), f"Redis at {remote.url}", []
         finally:
             remote.close()
     rows, corrupt = readable_rows(_open_store(args))
+    picks = sum(c.table == "picks" for c in corrupt)
     if corrupt:
         print(
-            f"kernelpick: {corrupt} corrupt rows of {store_path(args)} left out; "
-            "`kernelpick cache verify` names them",
+            f"kernelpick: {_count(len(corrupt) - picks, 'corrupt row')}"
+            + (f" and {_count(picks, 'pick')} naming no stored result" if picks else "")
+            + f" of {store_path(args)} left out; `kernelpick cache verify` names them",
             file=sys.stderr,
         )
     return rows, str(store_path(args)), corrupt
@@ -356,11 +389,15 @@ def _cache_prune(args: argparse.Namespace) -> int:
     if not chosen:
         print(f"no rows of {path} match; nothing removed")
         return 0
-    console().print(_kernel_table(kernel_totals(chosen)))
-    keys = len({c.key for c in chosen})
+    results = [c for c in chosen if c.table == "results"]
+    picks = len(chosen) - len(results)
+    if results:
+        console().print(_kernel_table(kernel_totals(results)))
+    keys = len({c.key for c in results})
     done = "would remove" if args.dry_run else "removed"
     again = "; run it again without --dry-run to remove them" if args.dry_run else ""
-    print(f"{done} {_count(len(chosen), 'row')} of {_count(keys, 'key')} from {path}{again}")
+    dangling = f" and {_count(picks, 'pick')} naming no stored result" if picks else ""
+    print(f"{done} {_count(len(results), 'row')} of {_count(keys, 'key')}{dangling} from {path}{again}")
     return 0
 
 
@@ -371,7 +408,13 @@ def _cache_verify(args: argparse.Namespace) -> int:
     found = verify(path)
     if args.json:
         corrupt = [
-            {"kernel": c.kernel, "key": c.key, "candidate": c.candidate, "problems": list(c.problems)}
+            {
+                "table": c.table,
+                "kernel": c.kernel,
+                "key": c.key,
+                "candidate": c.candidate,
+                "problems": list(c.problems),
+            }
             for c in found.corrupt
         ]
         data = {
@@ -398,9 +441,12 @@ def _cache_verify(args: argparse.Namespace) -> int:
         for c in found.corrupt:
             _add_row(table, c.kernel, c.key[:12], c.candidate[:12], "; ".join(c.problems))
         console().print(table)
+        rows = sum(c.table == "results" for c in found.corrupt)
+        picks = len(found.corrupt) - rows
         print(
-            f"{len(found.corrupt)} of {found.rows} rows are corrupt: kernelpick cannot read them; "
-            "remove them with `kernelpick cache prune --corrupt`"
+            f"{rows} of {found.rows} rows are corrupt"
+            + (f", and {_count(picks, 'pick')} names no stored result" if picks else "")
+            + ": kernelpick cannot read them; remove them with `kernelpick cache prune --corrupt`"
         )
         return 1
     print(f"all {found.rows} rows of {path} are sound")
@@ -448,7 +494,7 @@ def add_cache_commands(commands: Any) -> None:
     listing = cache.add_parser("list", parents=[readable], help="one line per tuned key, with its pick")
     listing.add_argument("--kernel", help="only this kernel's keys")
     listing.add_argument("--json", action="store_true", help="print a JSON list")
-    listing.set_defaults(handler=_cache_list)
+    listing.set_defaults(handler=until_the_reader_leaves(_cache_list))
 
     show = cache.add_parser(
         "show",
@@ -463,11 +509,11 @@ def add_cache_commands(commands: Any) -> None:
         "share of the device's memory and compute limits",
     )
     show.add_argument("--json", action="store_true", help="print one JSON object")
-    show.set_defaults(handler=_cache_show)
+    show.set_defaults(handler=until_the_reader_leaves(_cache_show))
 
     stats = cache.add_parser("stats", parents=[readable], help="size, counts, devices, toolchains, dates")
     stats.add_argument("--json", action="store_true", help="print one JSON object")
-    stats.set_defaults(handler=_cache_stats)
+    stats.set_defaults(handler=until_the_reader_leaves(_cache_stats))
 
     export = cache.add_parser(
         "export", parents=[readable], help="write the pick of every key for one device as a deployment table"
@@ -483,13 +529,13 @@ def add_cache_commands(commands: Any) -> None:
     export.add_argument(
         "--kernel", action="append", metavar="K", help="only this kernel (repeat for several)"
     )
-    export.set_defaults(handler=_cache_export)
+    export.set_defaults(handler=until_the_reader_leaves(_cache_export))
 
     load = cache.add_parser(
         "import", parents=[where], help="save a deployment table's entries into the store"
     )
     load.add_argument("table", metavar="TABLE.json", help="a table written by `cache export`")
-    load.set_defaults(handler=_cache_import)
+    load.set_defaults(handler=until_the_reader_leaves(_cache_import))
 
     prune = cache.add_parser(
         "prune", parents=[where], help="remove the rows that match every filter given (or --all)"
@@ -505,10 +551,10 @@ def add_cache_commands(commands: Any) -> None:
     prune.add_argument("--corrupt", action="store_true", help="rows `cache verify` finds corrupt")
     prune.add_argument("--all", action="store_true", help="every row (takes no filter)")
     prune.add_argument("--dry-run", action="store_true", help="only say what would be removed")
-    prune.set_defaults(handler=_cache_prune)
+    prune.set_defaults(handler=until_the_reader_leaves(_cache_prune))
 
     check = cache.add_parser(
         "verify", parents=[where], help="check the file and every row; exit 1 when any is corrupt"
     )
     check.add_argument("--json", action="store_true", help="print one JSON object")
-    check.set_defaults(handler=_cache_verify)
+    check.set_defaults(handler=until_the_reader_leaves(_cache_verify))

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import MISSING, dataclass, fields, replace
 from typing import Any, Protocol, TypeGuard
 
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.stats import TimingSummary
-from kernelpick.store.keys import TuningKey
+from kernelpick.store.keys import MAX_NESTING, TuningKey, nesting
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +53,17 @@ class ResultStore(Protocol):
         ...
 
 
+def load_candidates(
+    store: ResultStore, key: TuningKey, candidates: Collection[str]
+) -> dict[str, StoredResult]:
+    """The results `store` holds under `key` of the caller's own `candidates` only: a candidate another
+    writer of a shared store added is never returned, nor copied into a local store (kernelpick's
+    stores that copy have a `load_candidates(key, candidates)` method; the protocol asks none)."""
+    load = getattr(store, "load_candidates", None)
+    found: dict[str, StoredResult] = load(key, candidates) if load is not None else store.load(key)
+    return {candidate: stored for candidate, stored in found.items() if candidate in candidates}
+
+
 def picked(store: ResultStore, key: TuningKey) -> str | bool | None:
     """The candidate the last finished tuning of `key` picked, None when there is none, or False when
     `store` cannot say (kernelpick's stores can, by a `picked(key)` method; the protocol asks none)."""
@@ -94,19 +105,24 @@ def parse_stored(candidate: str, description: Any, result: Any) -> StoredResult:
 
 
 def parse_description(data: Any) -> dict[str, Any]:
-    """A stored candidate's description read back: a JSON object.
+    """A stored candidate's description read back: a JSON object, nested no deeper than `MAX_NESTING`.
 
     Raises:
         ValueError: it is not one.
     """
     if not isinstance(data, dict):
         raise ValueError(f"description is {type(data).__name__}, not a JSON object")
+    if nesting(data) > MAX_NESTING:
+        raise ValueError(f"description is nested over {MAX_NESTING} deep")
     return data
 
 
 def parse_result(data: Any) -> BenchmarkResult:
-    """A stored `BenchmarkResult.to_dict()` read back, each timing figure of its type (the dataclasses
-    check no types: a median of "fast" would otherwise be compared with numbers).
+    """A stored `BenchmarkResult.to_dict()` read back and checked as kernelpick writes one: each timing
+    figure of its type (the dataclasses check no types: a median of "fast" would otherwise be compared
+    with numbers) and in its range (finite, positive where a time is, the median between the fastest
+    and the slowest run), a status kernelpick stores, timings exactly when the status is `ok`, a
+    message only when it is not.
 
     Raises:
         ValueError: it is not a result kernelpick writes; the message names the first field that is wrong.
@@ -124,14 +140,44 @@ def parse_result(data: Any) -> BenchmarkResult:
             expected = _timing_type(field.name, value)
             if expected is not None:
                 raise ValueError(f"result's timing.{field.name} is {str(value)[:64]!r}, not {expected}")
-    if not isinstance(data.get("message", ""), str):
+        _check_timing_ranges(timing)
+    message = data.get("message", "")
+    if not isinstance(message, str):
         raise ValueError("result's message is not text")
-    if data.get("compile_s") is not None and not is_number(data["compile_s"]):
-        raise ValueError(f"result's compile_s is {str(data['compile_s'])[:64]!r}, not a number")
+    compile_s = data.get("compile_s")
+    if compile_s is not None and not (is_number(compile_s) and 0 <= compile_s < math.inf):
+        raise ValueError(f"result's compile_s is {str(compile_s)[:64]!r}, not a number of seconds")
+    if data.get("status") == "skipped":
+        raise ValueError("result's status is 'skipped', which is never stored")
+    if data.get("status") == "ok" and message:
+        raise ValueError(f"result's status is 'ok' with a failure's message {message[:64]!r}")
     try:
         return BenchmarkResult.from_dict(data, from_store=True)
     except (KeyError, TypeError, ValueError) as error:
         raise ValueError(f"result is not a benchmark result ({type(error).__name__}: {error})") from None
+
+
+def _check_timing_ranges(timing: Mapping[str, Any]) -> None:
+    """Raises ValueError where a stored timing's figures (of the right types) are out of their range."""
+    for name in ("median_ms", "mean_ms", "min_ms", "max_ms", "iqr_ms"):
+        if not 0 <= timing[name] < math.inf:
+            raise ValueError(f"result's timing.{name} is {timing[name]!r}, not a finite time >= 0")
+    if timing["median_ms"] <= 0:
+        raise ValueError(f"result's timing.median_ms is {timing['median_ms']!r}, not a time > 0")
+    # A relative slack: averaged figures (several GPUs' medians) may stray by a rounding.
+    low, high = timing["min_ms"] * (1 - 1e-9), timing["max_ms"] * (1 + 1e-9)
+    if not low <= timing["median_ms"] <= high:
+        raise ValueError(
+            f"result's timing.median_ms {timing['median_ms']!r} is not between its min_ms "
+            f"{timing['min_ms']!r} and max_ms {timing['max_ms']!r}"
+        )
+    if timing["runs"] < 1 or not 0 <= timing["outliers"] <= timing["runs"]:
+        raise ValueError(
+            f"result's timing has {timing['runs']!r} runs and {timing['outliers']!r} outliers dropped"
+        )
+    host_ms = timing.get("host_ms")
+    if host_ms is not None and not 0 < host_ms < math.inf:
+        raise ValueError(f"result's timing.host_ms is {host_ms!r}, not a finite time > 0")
 
 
 def is_number(value: Any, *, integer: bool = False) -> TypeGuard[float]:

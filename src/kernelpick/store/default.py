@@ -5,17 +5,21 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import logging
 import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 from kernelpick import settings
+from kernelpick.errors import CacheDirError, StoreError
 from kernelpick.store.base import MemoryStore, ResultStore
 from kernelpick.store.layered import LayeredStore
 from kernelpick.store.recording import RecordingStore
 from kernelpick.store.redis import RedisStore
 from kernelpick.store.sqlite import SQLiteStore
+
+log = logging.getLogger("kernelpick.store")
 
 _stores: dict[tuple[Path | None, str, float], ResultStore] = {}
 _lock = threading.Lock()
@@ -39,11 +43,17 @@ def recording() -> Iterator[RecordingStore]:
 def default_store() -> ResultStore:
     """SQLite under the cache dir, layered under Redis when `KERNELPICK_REDIS_URL` is set, or a store
     in memory (and no Redis) when `KERNELPICK_CACHE=0` or the cache dir cannot be used (a file, or
-    not writable: `settings.usable_cache_dir` warns once).
+    not writable: `settings.usable_cache_dir` warns once; a store file in a folder that cannot be
+    written is still read).
+
+    Never a fault of its file fails a call: a store file that cannot be opened (a folder, a newer
+    schema, a damaged file that cannot be moved aside) costs one warning and a store in memory, and
+    one that fails later (a full disk, a disk error) keeps what it cannot save in memory, with one
+    warning per cause (`SQLiteStore(on_fault="memory")`).
 
     Raises:
         StoreError: `KERNELPICK_REDIS_URL` is set and the `redis` package is missing or the URL is not
-            a Redis URL; the SQLite file cannot be opened.
+            a Redis URL.
     """
     recorder = _recording.get()
     return recorder if recorder is not None else _default_store()
@@ -102,6 +112,8 @@ def _default_store() -> ResultStore:
     current = settings.current()
     folder = settings.usable_cache_dir() if current.cache else None
     path = None if folder is None else folder / "results.sqlite3"
+    if current.cache and folder is None:
+        path = _read_only_store()
     redis_url = current.redis_url if path is not None else ""
     place = (path, redis_url, current.redis_timeout_s)
     with _lock:
@@ -111,11 +123,30 @@ def _default_store() -> ResultStore:
         return store
 
 
+def _read_only_store() -> Path | None:
+    """The store file of a cache dir that cannot be written (`settings.usable_cache_dir` warned of it),
+    where there is one to read."""
+    try:
+        settings.cache_dir()
+    except CacheDirError as error:
+        path = Path(error.path) / "results.sqlite3"
+        return path if path.is_file() else None
+    return None
+
+
 def _open(path: Path | None, redis_url: str, redis_timeout_s: float) -> ResultStore:
-    """The store of one place: in memory (no path), a SQLite file, or a SQLite file in front of Redis."""
-    if path is None:
-        return MemoryStore()
-    local = SQLiteStore(path)
-    if not redis_url:
+    """The store of one place: in memory (no path), a SQLite file, or a SQLite file in front of Redis;
+    in memory, with a warning, where the file cannot be opened."""
+    local: ResultStore = MemoryStore()
+    if path is not None:
+        try:
+            local = SQLiteStore(path, on_fault="memory")
+        except StoreError as error:
+            log.warning(
+                "%s; kernelpick carries on, keeping this process's results in memory (`kernelpick cache "
+                "verify` checks the file)",
+                error,
+            )
+    if path is None or not redis_url:
         return local
     return LayeredStore(local, RedisStore(redis_url, timeout_s=redis_timeout_s))

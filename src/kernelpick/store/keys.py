@@ -81,6 +81,8 @@ class TuningKey:
             raise ValueError(f"not a tuning key: {error!r} in {str(data)[:200]}") from None
         if key.toolchain.cuda is not None and not isinstance(key.toolchain.cuda, str):
             raise ValueError(f"not a tuning key: toolchain.cuda is {key.toolchain.cuda!r}")
+        if nesting(key.inputs) > MAX_NESTING:
+            raise ValueError(f"not a tuning key: its inputs are nested over {MAX_NESTING} deep")
         return key
 
     @functools.cached_property
@@ -98,6 +100,27 @@ class TuningKey:
 
     def __hash__(self) -> int:
         return hash(self.canonical)
+
+
+#: How deep lists and objects read from a store or a table may nest: kernelpick's keys and
+#: descriptions nest a few levels; deeper data would exhaust the recursion of what hashes or shows it.
+MAX_NESTING = 32
+
+
+def nesting(data: Any) -> int:
+    """How deep lists, tuples and mappings nest in `data` (0 for a scalar), worked out without
+    recursion; counting stops past `MAX_NESTING` (it returns `MAX_NESTING + 1` then)."""
+    deepest, pending = 0, [(data, 0)]
+    while pending:
+        value, depth = pending.pop()
+        if isinstance(value, Mapping):
+            value = list(value.values())
+        if isinstance(value, (list, tuple)):
+            if depth + 1 > MAX_NESTING:
+                return MAX_NESTING + 1
+            deepest = max(deepest, depth + 1)
+            pending.extend((item, depth + 1) for item in value)
+    return deepest
 
 
 def canonical_json(data: Any) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from typing import TypeVar
 
 from kernelpick.errors import StoreError
@@ -31,8 +31,8 @@ _Kept = tuple[dict[str, StoredResult], str | None]
 class LayeredStore:
     """A local store in front of a shared remote one, behind the `ResultStore` interface.
 
-    Loads read the local store, then the remote one, and copy into the local store what only the
-    remote one had; saves go to both. When the remote store fails (down, unreachable, too slow),
+    Loads read the local store, then the remote one, and copy into the local store the results only
+    the remote one had (not its picks: a local store's picks are its tunings'); saves go to both. When the remote store fails (down, unreachable, too slow),
     calls carry on with the local store alone, and the remote one is asked again `retry_after_s`
     later: a shared store never makes a call fail. What was saved meanwhile is kept (the latest per
     key and candidate, for up to `BACKLOG_KEYS` keys) and sent once the remote store answers again,
@@ -58,15 +58,30 @@ class LayeredStore:
         self._backlog: dict[str, tuple[TuningKey, dict[str, StoredResult], str | None]] = {}
 
     def load(self, key: TuningKey) -> dict[str, StoredResult]:
+        return self._load(key, None)
+
+    def load_candidates(self, key: TuningKey, candidates: Collection[str]) -> dict[str, StoredResult]:
+        """`load` of the caller's own `candidates` only: what the remote store holds of others (a
+        candidate another writer added) is neither returned nor copied, nor a pick naming one."""
+        return self._load(key, frozenset(candidates))
+
+    def _load(self, key: TuningKey, candidates: frozenset[str] | None) -> dict[str, StoredResult]:
         found = self.local.load(key)
+        if candidates is not None:
+            found = {c: stored for c, stored in found.items() if c in candidates}
         # With nothing for the key here, the remote store's answer could have saved a tuning.
         answer = self._ask_remote(lambda: self.remote.load_with_pick(key), mattered=not found)
         if answer is None:
             return found
-        shared, pick = answer
+        shared, _ = answer  # sound rows (RedisStore checks them)
+        if candidates is not None:
+            shared = {c: stored for c, stored in shared.items() if c in candidates}
         missing = [stored for candidate, stored in shared.items() if candidate not in found]
         if missing:
-            self.local.save(key, missing, pick=pick)
+            # Without the remote store's pick: which candidate a key runs is decided here (a tuning
+            # with nothing left to measure picks among the results and saves its pick), never by
+            # another writer of the remote store, whose pick may name a candidate this process lacks.
+            self.local.save(key, missing)
         return {**shared, **found}
 
     def picked(self, key: TuningKey) -> str | bool | None:

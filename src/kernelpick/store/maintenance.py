@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +42,9 @@ class CheckedRow:
     tuning_key: TuningKey | None  # the key rebuilt from key_data, None when that fails
     row: StoredRow | None
     problems: tuple[str, ...]  # empty for a sound row
+    #: "results" for a stored result; "picks" for a key's pick that names no stored result (a row
+    #: of the picks table, which pruning removes alone).
+    table: str = "results"
 
     @property
     def corrupt(self) -> bool:
@@ -159,6 +163,11 @@ def check_row(raw: RawRow) -> CheckedRow:
     )
     if created is None:
         problems.append(f"created is {raw.created!r}, not a unix time")
+    picked = raw.pick is not None and raw.pick == raw.candidate
+    if picked and result is not None and not result.ok:
+        problems.append(
+            f"its key's pick names it, and its status is {result.status!r}: a pick is an ok result"
+        )
     row = None
     if (
         not problems
@@ -167,7 +176,7 @@ def check_row(raw: RawRow) -> CheckedRow:
         and result is not None
         and created is not None
     ):
-        row = StoredRow(tuning_key, str(raw.candidate), described, result, created, raw.pick == raw.candidate)
+        row = StoredRow(tuning_key, str(raw.candidate), described, result, created, picked)
     return CheckedRow(
         str(raw.kernel),
         str(raw.key),
@@ -185,10 +194,25 @@ def checked_rows(store: SQLiteStore, kernel: str | None = None) -> list[CheckedR
     return [check_row(raw) for raw in store.raw_rows(kernel)]
 
 
-def readable_rows(store: SQLiteStore, kernel: str | None = None) -> tuple[list[StoredRow], int]:
-    """The rows that are sound, and how many are not (`kernelpick cache verify` names them)."""
+def dangling_picks(store: SQLiteStore, kernel: str | None = None) -> list[CheckedRow]:
+    """Each pick of `store` (or of one kernel's keys) that names no stored result, as a corrupt row of
+    the picks table: readers pass over it; `kernelpick cache prune --corrupt` removes it."""
+    problem = "its key's pick names this candidate, and no result of it is stored"
+    return [
+        CheckedRow(
+            str(of_kernel or "?"), str(digest), str(candidate), "-", None, None, None, (problem,), "picks"
+        )
+        for digest, candidate, of_kernel in store.dangling_picks()
+        if kernel is None or of_kernel == kernel
+    ]
+
+
+def readable_rows(store: SQLiteStore, kernel: str | None = None) -> tuple[list[StoredRow], list[CheckedRow]]:
+    """The rows that are sound, and the corrupt ones with the picks that name no stored result
+    (`kernelpick cache verify` names them)."""
     checked = checked_rows(store, kernel)
-    return [c.row for c in checked if c.row is not None], sum(c.corrupt for c in checked)
+    corrupt = [c for c in checked if c.corrupt] + dangling_picks(store, kernel)
+    return [c.row for c in checked if c.row is not None], corrupt
 
 
 def verify(path: Path) -> Verification:
@@ -197,8 +221,11 @@ def verify(path: Path) -> Verification:
     integrity = SQLiteStore.integrity_problems(path)
     if integrity:
         return Verification(tuple(integrity), None, ())
-    checked = checked_rows(SQLiteStore(path))
-    return Verification((), len(checked), tuple(c for c in checked if c.corrupt))
+    store = SQLiteStore(path)
+    checked = checked_rows(store)
+    return Verification(
+        (), len(checked), tuple(c for c in checked if c.corrupt) + tuple(dangling_picks(store))
+    )
 
 
 def prune(store: SQLiteStore, rules: PruneFilter, *, dry_run: bool = False) -> list[CheckedRow]:
@@ -218,8 +245,10 @@ def prune(store: SQLiteStore, rules: PruneFilter, *, dry_run: bool = False) -> l
     if rules.kernel is not None and not rows:
         raise unknown_kernel(rules.kernel, (totals["kernel"] for totals in store.summary()))
     chosen = [c for c in rows if rules.matches(c, now)]
-    if not dry_run:
-        store.remove((c.key, c.candidate) for c in chosen)
+    if rules.corrupt and not (rules.failed or rules.older_than_days is not None or rules.stale):
+        chosen += dangling_picks(store, rules.kernel)
+    if not dry_run and chosen:
+        store.remove((c.key, c.candidate) for c in chosen)  # and every pick left naming no result
     return chosen
 
 
@@ -293,35 +322,48 @@ def summarize_keys(rows: Iterable[StoredRow]) -> list[KeySummary]:
     )
 
 
-def store_stats(rows: Sequence[StoredRow], corrupt: int = 0) -> StoreStats:
-    """Totals over `rows`; `corrupt` is how many rows could not be read."""
+def store_stats(rows: Sequence[StoredRow], corrupt: Sequence[CheckedRow] = ()) -> StoreStats:
+    """Totals over the sound `rows`; `corrupt` are the rows that could not be read (counted in total
+    and per kernel, apart from the sound ones)."""
     kernels: dict[str, list[StoredRow]] = {}
     for row in rows:
         kernels.setdefault(row.key.kernel, []).append(row)
+    corrupt = [c for c in corrupt if c.table == "results"]  # a pick naming no result is no row
+    corrupt_of = Counter(c.kernel for c in corrupt)
     created = [r.created for r in rows]
     return StoreStats(
         rows=len(rows),
         keys=len({r.key.digest for r in rows}),
         kernels=tuple(
             KernelTotals(
-                name, len({r.key.digest for r in group}), len(group), sum(not r.result.ok for r in group)
+                name,
+                len({r.key.digest for r in group}),
+                len(group),
+                sum(not r.result.ok for r in group),
+                corrupt_of[name],
             )
             for name, group in sorted(kernels.items())
+        )
+        + tuple(
+            KernelTotals(name, 0, 0, 0, count)
+            for name, count in sorted(corrupt_of.items())
+            if name not in kernels
         ),
         devices=tuple(sorted({r.key.device for r in rows})),
         toolchains=tuple(sorted({r.key.toolchain for r in rows}, key=describe_toolchain)),
         failed=sum(not r.result.ok for r in rows),
-        corrupt=corrupt,
+        corrupt=len(corrupt),
         oldest=min(created, default=None),
         newest=max(created, default=None),
     )
 
 
 def kernel_totals(rows: Iterable[CheckedRow]) -> list[KernelTotals]:
-    """Per kernel, by name: what share of `rows` (e.g. those prune chose) is its."""
+    """Per kernel, by name: what share of the results rows among `rows` (e.g. those prune chose) is its."""
     kernels: dict[str, list[CheckedRow]] = {}
     for row in rows:
-        kernels.setdefault(row.kernel, []).append(row)
+        if row.table == "results":
+            kernels.setdefault(row.kernel, []).append(row)
     return [
         KernelTotals(
             name,
@@ -355,6 +397,9 @@ def _json_column(text: Any, column: str, problems: list[str]) -> Any:
     except json.JSONDecodeError as error:
         problems.append(f"{column} is not JSON ({error})")
         return _UNREADABLE
+    except RecursionError:
+        problems.append(f"{column} is JSON nested too deep to decode")
+        return _UNREADABLE
 
 
 def _parsed(text: Any, column: str, what: str, build: Callable[[Any], T], problems: list[str]) -> T | None:
@@ -365,12 +410,15 @@ def _parsed(text: Any, column: str, what: str, build: Callable[[Any], T], proble
     try:
         return build(data)
     except (ValueError, TypeError, KeyError, AttributeError) as error:
-        problems.append(f"{column} is not {what} ({type(error).__name__}: {error})")
+        problems.append(f"{column} is not {what} ({type(error).__name__}: {str(error)[:200]})")
+        return None
+    except RecursionError:
+        problems.append(f"{column} is not {what} (nested too deep)")
         return None
 
 
 def _tuning_key(raw: RawRow, problems: list[str]) -> TuningKey | None:
-    key = _parsed(raw.key_data, "key_data", "a tuning key", TuningKey.from_dict, problems)
+    key = _parsed(raw.key_data, "key_data", "a tuning key", _hashed_key, problems)
     if key is None:
         return None
     if key.digest != raw.key:
@@ -379,6 +427,13 @@ def _tuning_key(raw: RawRow, problems: list[str]) -> TuningKey | None:
         )
     if key.kernel != raw.kernel:
         problems.append(f"kernel column says {raw.kernel!r}, key_data says {key.kernel!r}")
+    return key
+
+
+def _hashed_key(data: Any) -> TuningKey:
+    """`TuningKey.from_dict` with its digest worked out now (where nesting too deep shows)."""
+    key = TuningKey.from_dict(data)
+    _ = key.digest
     return key
 
 
@@ -391,6 +446,9 @@ def _checked(data: Any, parse: Callable[[Any], T], problems: list[str]) -> T | N
         return parse(data)
     except ValueError as error:
         problems.append(str(error))
+        return None
+    except RecursionError:
+        problems.append("nested too deep to read")
         return None
 
 

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from typing import Any
 
-from kernelpick.store.base import ResultStore, StoredResult
+from kernelpick.store.base import ResultStore, StoredResult, load_candidates
 from kernelpick.store.base import picked as stored_pick
 from kernelpick.store.claims import Claims, claims_of
 from kernelpick.store.keys import TuningKey
@@ -27,6 +27,11 @@ class RecordingStore:
         self._kernels.setdefault(key.kernel)
         self._keys.setdefault(key.digest)
         return self._store().load(key)
+
+    def load_candidates(self, key: TuningKey, candidates: Collection[str]) -> dict[str, StoredResult]:
+        self._kernels.setdefault(key.kernel)
+        self._keys.setdefault(key.digest)
+        return load_candidates(self._store(), key, candidates)
 
     def picked(self, key: TuningKey) -> str | bool | None:
         return stored_pick(self._store(), key)

@@ -9,7 +9,7 @@ import re
 import secrets
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from kernelpick import settings
@@ -121,16 +121,15 @@ class RedisStore:
         results = {
             candidate: stored for candidate, (stored, _) in self._parse_results(key.digest, found).items()
         }
-        return results, self._parse_pick(key.digest, pick)
+        return results, self._parse_pick(key.digest, pick, results)
 
     def picked(self, key: TuningKey) -> str | None:
-        """The candidate the last finished tuning of `key` picked, if any.
+        """The candidate the last finished tuning of `key` picked, if any (one of its sound `ok` results).
 
         Raises:
             StoreError: the server cannot be reached or did not answer in time.
         """
-        (pick,) = self._request(f"read the pick of {key.kernel}", lambda pipe: pipe.hget(_PICKS, key.digest))
-        return self._parse_pick(key.digest, pick)
+        return self.load_with_pick(key)[1]
 
     def save(self, key: TuningKey, results: Iterable[StoredResult], *, pick: str | None = None) -> None:
         """Write `results` (and the pick) under `key` in one MULTI/EXEC transaction: no other client
@@ -201,8 +200,8 @@ class RedisStore:
             answers = self._request("read stored results", read)
             for index_in_batch, key in enumerate(batch):
                 found, pick = answers[2 * index_in_batch : 2 * index_in_batch + 2]
-                picked = self._parse_pick(key.digest, pick)
                 results = self._parse_results(key.digest, found)
+                picked = self._parse_pick(key.digest, pick, {c: stored for c, (stored, _) in results.items()})
                 for candidate in sorted(results):
                     stored, created = results[candidate]
                     yield StoredRow(
@@ -252,14 +251,18 @@ class RedisStore:
             results[stored.candidate] = (stored, created)
         return results
 
-    def _parse_pick(self, digest: str, raw: Any) -> str | None:
+    def _parse_pick(self, digest: str, raw: Any, results: Mapping[str, StoredResult]) -> str | None:
+        """A key's pick read back: one of its sound `ok` `results`, else None (with a warning)."""
         if raw is None:
             return None
         try:
-            return _text(raw)
+            pick = _text(raw)
+            if pick not in results or not results[pick].result.ok:
+                raise _Malformed(f"it names {pick[:64]!r}, which is not one of the key's sound ok results")
         except _Malformed as problem:
             self._warn_once(f"pick/{digest}", f"ignoring field {digest} of Redis hash {_PICKS}: {problem}")
             return None
+        return pick
 
     def _warn_once(self, what: str, message: str) -> None:
         """Warn of a malformed entry once per store, however often it is read."""

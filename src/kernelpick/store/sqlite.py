@@ -11,12 +11,13 @@ import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from kernelpick.errors import StoreError
-from kernelpick.store.base import StoredResult, StoredRow, parse_stored
+from kernelpick.store.base import MemoryStore, StoredResult, StoredRow, is_number, parse_stored
 from kernelpick.store.claims import FileClaims
 from kernelpick.store.keys import TuningKey, canonical_json, canonical_value
+from kernelpick.store.salvage import readable_rows
 
 log = logging.getLogger("kernelpick.store")
 
@@ -46,13 +47,43 @@ CREATE TABLE IF NOT EXISTS picks (
 """
 
 
-class SQLiteStore:
-    """Results in a SQLite database (WAL mode: concurrent readers, one writer at a time, across processes)."""
+#: What a store does when its file fails after it opened (a full disk, a read-only file, a disk
+#: error): raise `StoreError` (tools), or warn once per cause and keep what it could not save in
+#: memory for the process (the default store: a tuned call never fails for its store).
+OnFault = Literal["raise", "memory"]
 
-    def __init__(self, path: Path | str) -> None:
+
+class SQLiteStore:
+    """Results in a SQLite database (WAL mode: concurrent readers, one writer at a time, across processes).
+
+    A file this process cannot write (a read-only file, folder or file system) is opened read-only:
+    its results are read, and saving raises `StoreError`, or with `on_fault="memory"` keeps them in
+    memory. Files it creates are private to the user (0600).
+    """
+
+    def __init__(self, path: Path | str, *, on_fault: OnFault = "raise") -> None:
+        """Open (or create) the store at `path`.
+
+        Raises:
+            StoreError: the file cannot be opened (a folder, a newer schema, a damaged file that cannot
+                be moved aside, no file where it cannot be created).
+        """
         self.path = Path(path)
+        self.on_fault = on_fault
         self._lock = threading.Lock()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._memory = MemoryStore()  # what could not be saved to the file (on_fault="memory")
+        self._faults: set[str] = set()  # the causes of faults warned of
+        self._warned_rows: set[tuple[str, str]] = set()  # (key, candidate) of rows warned of
+        self.read_only = self.path.exists() and not _writable(self.path)
+        if self.read_only:
+            self._db = self._open_read_only()
+            return
+        try:
+            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            if not self.path.exists():  # SQLite would make it 0644; its log files take its mode
+                os.close(os.open(self.path, os.O_RDWR | os.O_CREAT | _NOFOLLOW, 0o600))
+        except OSError as error:
+            raise StoreError(f"cannot create the result store {self.path}: {error}") from error
         try:
             # Shared with the other processes opening the file, exclusive to one rebuilding it: a
             # process never connects to the file (nor makes its log and shared-memory file) while
@@ -89,17 +120,7 @@ class SQLiteStore:
                         raise
                     time.sleep(0.01)
             db.execute("PRAGMA synchronous=NORMAL")
-            version = db.execute("PRAGMA user_version").fetchone()[0]
-            if version not in READABLE_VERSIONS:
-                raise StoreError(
-                    f"result store {self.path} has schema version {version}, this kernelpick reads "
-                    f"version {SCHEMA_VERSION}: delete the file or point KERNELPICK_CACHE_DIR elsewhere"
-                )
-            # ~3.5 ms on a store of 10,000 results (8 MB) in the page cache, ~0.1 s read cold: paid
-            # once per process; a damaged page found now costs the rows on it, not a crash later.
-            problems = [str(message) for (message,) in db.execute("PRAGMA quick_check").fetchall()]
-            if problems != ["ok"]:
-                raise _CorruptFile("; ".join(problems[:3]))
+            self._check(db)
             db.executescript(_SCHEMA)
             db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
             return db
@@ -111,6 +132,57 @@ class SQLiteStore:
             if isinstance(error, sqlite3.Error):
                 raise StoreError(f"cannot open the result store {self.path}: {error}") from error
             raise
+
+    def _check(self, db: sqlite3.Connection) -> None:
+        """Check an open store: a schema this kernelpick reads, and no damaged page.
+
+        Raises:
+            _CorruptFile: a page is damaged.
+            StoreError: its schema is newer than this kernelpick's.
+        """
+        version = db.execute("PRAGMA user_version").fetchone()[0]
+        if version not in READABLE_VERSIONS:
+            raise StoreError(
+                f"result store {self.path} has schema version {version}, this kernelpick reads "
+                f"version {SCHEMA_VERSION}: delete the file or point KERNELPICK_CACHE_DIR elsewhere"
+            )
+        # ~3.5 ms on a store of 10,000 results (8 MB) in the page cache, ~0.1 s read cold: paid
+        # once per process; a damaged page found now costs the rows on it, not a crash later.
+        problems = [str(message) for (message,) in db.execute("PRAGMA quick_check").fetchall()]
+        if problems != ["ok"]:
+            raise _CorruptFile("; ".join(problems[:3]))
+
+    def _open_read_only(self) -> sqlite3.Connection:
+        """A read-only connection to a file this process cannot write: nothing is written, not even the
+        log files a WAL store's readers make (where the folder forbids them, the file alone is read).
+
+        Raises:
+            StoreError: it cannot be read, is damaged (it cannot be repaired here) or has a newer schema.
+        """
+        uri = self.path.resolve().as_uri()
+        failure: BaseException | None = None
+        for mode in ("mode=ro", "immutable=1"):
+            try:
+                db = sqlite3.connect(f"{uri}?{mode}", uri=True, timeout=30.0, check_same_thread=False)
+            except sqlite3.Error as error:
+                failure = error
+                continue
+            try:
+                self._check(db)
+                return db
+            except _CorruptFile as corrupt:
+                db.close()
+                raise StoreError(
+                    f"result store {self.path} is damaged ({corrupt}) and read-only: it cannot be repaired "
+                    "here; point KERNELPICK_CACHE_DIR elsewhere"
+                ) from None
+            except sqlite3.Error as error:  # a WAL store whose folder forbids its -shm file: immutable
+                db.close()
+                failure = error
+            except BaseException:
+                db.close()
+                raise
+        raise StoreError(f"cannot read the result store {self.path} (read-only): {failure}")
 
     def _rebuild(self, corrupt: _CorruptFile) -> sqlite3.Connection:
         """Move the damaged file aside and start a new store in its place with every row of the damaged
@@ -135,12 +207,12 @@ class SQLiteStore:
                     f"{aside}: {error}; delete it or point KERNELPICK_CACHE_DIR elsewhere"
                 ) from error
             db = self._open()
-            results, picks = _readable_rows(aside)
+            results, picks = readable_rows(aside, RESULT_COLUMNS)
             try:
                 db.execute("BEGIN IMMEDIATE")
                 # OR IGNORE: a process that opened the new file meanwhile may have saved newer rows.
                 kept = db.executemany(
-                    f"INSERT OR IGNORE INTO results ({_RESULT_COLUMNS}) VALUES ({', '.join('?' * 9)})",
+                    f"INSERT OR IGNORE INTO results ({RESULT_COLUMNS}) VALUES ({', '.join('?' * 9)})",
                     results,
                 ).rowcount
                 db.executemany(
@@ -168,6 +240,13 @@ class SQLiteStore:
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """The connection, in a write transaction committed at the end of the block.
+
+        Raises:
+            StoreError: the store is read-only here.
+        """
+        if self.read_only:
+            raise StoreError(f"cannot write to the result store {self.path}: it is read-only here")
         with self._lock:
             try:
                 self._db.execute("BEGIN IMMEDIATE")
@@ -184,8 +263,16 @@ class SQLiteStore:
         measured again, and the new result replaces it.
 
         Raises:
-            StoreError: SQLite cannot read the file (named in the message).
+            StoreError: SQLite cannot read the file (named in the message), unless `on_fault="memory"`.
         """
+        try:
+            found = self._load(key)
+        except StoreError as error:
+            self._fault(error)
+            found = {}
+        return {**found, **self._memory.load(key)}
+
+    def _load(self, key: TuningKey) -> dict[str, StoredResult]:
         try:
             with self._lock:
                 rows = self._db.execute(
@@ -196,8 +283,13 @@ class SQLiteStore:
         found = {}
         for candidate, description, result in rows:
             try:
-                found[candidate] = parse_stored(candidate, json.loads(description), json.loads(result))
-            except (ValueError, TypeError) as error:  # TypeError: a column holding no text
+                found[candidate] = _parse_row(candidate, description, result)
+            except ValueError as error:
+                with self._lock:  # once per row and store, however often the key is read
+                    seen = (key.digest, str(candidate)) in self._warned_rows
+                    self._warned_rows.add((key.digest, str(candidate)))
+                if seen:
+                    continue
                 log.warning(
                     "result store %s: ignoring the row of %s (key %s, candidate %s), which is not kernelpick "
                     "data (%s); it will be measured again. `kernelpick cache verify` lists such rows",
@@ -210,25 +302,58 @@ class SQLiteStore:
         return found
 
     def picked(self, key: TuningKey) -> str | None:
-        """The candidate the last finished tuning of `key` picked (None: none finished, or all failed).
+        """The candidate the last finished tuning of `key` picked (None: none finished, or all failed):
+        only a candidate stored under `key` whose result is sound and `ok`.
 
         Raises:
-            StoreError: SQLite cannot read the file.
+            StoreError: SQLite cannot read the file, unless `on_fault="memory"`.
         """
+        kept = self._memory.picked(key)
+        if kept is not None:
+            return kept
+        try:
+            return self._picked(key)
+        except StoreError as error:
+            self._fault(error)
+            return None
+
+    def _picked(self, key: TuningKey) -> str | None:
         try:
             with self._lock:
                 found = self._db.execute(
-                    "SELECT candidate FROM picks WHERE key = ?", (key.digest,)
+                    "SELECT p.candidate, r.description, r.result FROM picks p JOIN results r "
+                    "ON r.key = p.key AND r.candidate = p.candidate WHERE p.key = ?",
+                    (key.digest,),
                 ).fetchone()
         except sqlite3.Error as error:
             raise StoreError(f"cannot read the result store {self.path}: {error}") from error
-        return None if found is None else str(found[0])
+        if found is None:
+            return None
+        try:
+            return str(found[0]) if _parse_row(*found).result.ok else None
+        except ValueError:
+            return None
 
-    def claims(self) -> FileClaims:
-        """Claims on keys shared by the processes using this file: lock files in `<file>.locks/`."""
-        return FileClaims(self.path.with_name(f"{self.path.name}.locks"))
+    def claims(self) -> FileClaims | None:
+        """Claims on keys shared by the processes using this file: lock files in `<file>.locks/`
+        (none for a read-only store: it tunes nothing into the file)."""
+        return None if self.read_only else FileClaims(self.path.with_name(f"{self.path.name}.locks"))
 
     def save(self, key: TuningKey, results: Iterable[StoredResult], *, pick: str | None = None) -> None:
+        """Remember `results` (and `pick`) under `key`.
+
+        Raises:
+            StoreError: the file cannot be written (read-only, full, failing), unless
+                `on_fault="memory"`: then they are kept in memory for this process, with a warning.
+        """
+        results = list(results)
+        try:
+            self._save(key, results, pick)
+        except StoreError as error:
+            self._fault(error)
+            self._memory.save(key, results, pick=pick)
+
+    def _save(self, key: TuningKey, results: list[StoredResult], pick: str | None) -> None:
         now = time.time()
         rows = [
             (
@@ -253,38 +378,61 @@ class SQLiteStore:
             raise StoreError(f"cannot write to the result store {self.path}: {error}") from error
 
     def rows(self, kernel: str | None = None) -> Iterator[StoredRow]:
-        """Every stored result (or one kernel's), by kernel and key.
+        """Every stored result (or one kernel's), by kernel and key; a row that is not what kernelpick
+        writes is left out with a warning (`kernelpick cache verify` names them). A row is `picked`
+        when its key's pick names it and its result is `ok`.
 
         Raises:
-            StoreError: a row is not what kernelpick writes (`kernelpick cache verify` names them).
+            StoreError: SQLite cannot read the file.
         """
         query = (
             "SELECT r.key, r.candidate, r.key_data, r.description, r.result, r.created, p.candidate "
             "FROM results r LEFT JOIN picks p ON p.key = r.key"
         )
-        with self._lock:
-            found = self._db.execute(
-                f"{query} WHERE r.kernel = ? ORDER BY r.kernel, r.key"
-                if kernel
-                else f"{query} ORDER BY r.kernel, r.key",
-                (kernel,) if kernel else (),
-            ).fetchall()
+        try:
+            with self._lock:
+                found = self._db.execute(
+                    f"{query} WHERE r.kernel = ? ORDER BY r.kernel, r.key"
+                    if kernel
+                    else f"{query} ORDER BY r.kernel, r.key",
+                    (kernel,) if kernel else (),
+                ).fetchall()
+        except sqlite3.Error as error:
+            raise StoreError(f"cannot read the result store {self.path}: {error}") from error
         for digest, candidate, key_data, description, result, created, picked in found:
             try:
-                stored = parse_stored(candidate, json.loads(description), json.loads(result))
-                yield StoredRow(
-                    TuningKey.from_dict(json.loads(key_data)),
-                    candidate,
-                    stored.description,
-                    stored.result,
-                    created,
-                    picked == candidate,
+                stored = _parse_row(candidate, description, result)
+                key = TuningKey.from_dict(_json(key_data))
+                if key.digest != digest or not is_number(created):
+                    raise ValueError("its key or time is not what kernelpick writes")
+            except (ValueError, RecursionError) as error:
+                log.warning(
+                    "result store %s: leaving out row (key %s, candidate %s), which is not kernelpick "
+                    "data (%s); `kernelpick cache verify` names such rows",
+                    self.path,
+                    str(digest)[:12],
+                    str(candidate)[:12],
+                    str(error)[:200],
                 )
-            except (ValueError, TypeError) as error:
-                raise StoreError(
-                    f"result store {self.path}: row (key {digest[:12]}, candidate {candidate[:12]}) is not "
-                    f"kernelpick data ({error}); run `kernelpick cache verify`"
-                ) from None
+                continue
+            ok = stored.result.ok
+            yield StoredRow(
+                key, candidate, stored.description, stored.result, created, ok and picked == candidate
+            )
+
+    def _fault(self, error: StoreError) -> None:
+        """Raise `error`, or with `on_fault="memory"` warn of it once per cause and carry on in memory."""
+        if self.on_fault == "raise":
+            raise error
+        cause = str(error.__cause__ or error)
+        with self._lock:
+            first = cause not in self._faults
+            self._faults.add(cause)
+        if first:
+            log.warning(
+                "%s; kernelpick carries on, keeping what it cannot save there in memory for this process",
+                error,
+            )
 
     def summary(self) -> list[dict[str, Any]]:
         """Per kernel: how many keys and results are stored, and how many results failed."""
@@ -295,14 +443,21 @@ class SQLiteStore:
         return [{"kernel": k, "keys": n, "results": r, "failed": f} for k, n, r, f in rows]
 
     def clear(self, kernel: str | None = None) -> int:
-        """Forget every result (or those of one kernel); returns how many rows went."""
-        with self._transaction() as db:
-            if kernel is None:
-                db.execute("DELETE FROM picks")
-                return db.execute("DELETE FROM results").rowcount
-            removed = db.execute("DELETE FROM results WHERE kernel = ?", (kernel,)).rowcount
-            db.execute("DELETE FROM picks WHERE key NOT IN (SELECT key FROM results)")
-            return removed
+        """Forget every result (or those of one kernel); returns how many rows went.
+
+        Raises:
+            StoreError: the file cannot be written.
+        """
+        try:
+            with self._transaction() as db:
+                if kernel is None:
+                    db.execute("DELETE FROM picks")
+                    return int(db.execute("DELETE FROM results").rowcount)
+                removed = int(db.execute("DELETE FROM results WHERE kernel = ?", (kernel,)).rowcount)
+                db.execute("DELETE FROM picks WHERE key NOT IN (SELECT key FROM results)")
+                return removed
+        except sqlite3.Error as error:
+            raise StoreError(f"cannot write to the result store {self.path}: {error}") from error
 
     def raw_rows(self, kernel: str | None = None) -> list[RawRow]:
         """Every row (or one kernel's) as its columns hold it, unparsed, with its key's pick: what
@@ -322,18 +477,46 @@ class SQLiteStore:
             raise StoreError(f"cannot read the result store {self.path}: {error}") from error
         return [RawRow(*row) for row in found]
 
+    def dangling_picks(self) -> list[tuple[Any, Any, Any]]:
+        """The picks that name no stored result: (key digest, candidate, the key's kernel where a row
+        of the key says it, else None), as `kernelpick cache verify` reports them.
+
+        Raises:
+            StoreError: SQLite cannot read the file.
+        """
+        try:
+            with self._lock:
+                return [
+                    tuple(row)
+                    for row in self._db.execute(
+                        "SELECT p.key, p.candidate, (SELECT kernel FROM results WHERE key = p.key LIMIT 1) "
+                        "FROM picks p WHERE NOT EXISTS "
+                        "(SELECT 1 FROM results r WHERE r.key = p.key AND r.candidate = p.candidate) "
+                        "ORDER BY p.key"
+                    )
+                ]
+        except sqlite3.Error as error:
+            raise StoreError(f"cannot read the result store {self.path}: {error}") from error
+
     @staticmethod
     def integrity_problems(path: Path | str) -> list[str]:
         """What SQLite's `PRAGMA integrity_check` finds wrong with the store file at `path` (empty when
-        nothing). The file is opened read-only: unlike opening a store, this leaves a damaged file as it is."""
-        try:
-            db = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True, timeout=30.0)
+        nothing). The file is opened read-only: unlike opening a store, this leaves a damaged file as it
+        is (and reads a store in a folder it cannot write, whose log files it cannot make, as it is)."""
+        uri = Path(path).resolve().as_uri()
+        found: list[str] = []
+        for mode in ("mode=ro", "immutable=1"):
             try:
-                found = [str(message) for (message,) in db.execute("PRAGMA integrity_check").fetchall()]
-            finally:
-                db.close()
-        except sqlite3.Error as error:
-            return [str(error)]
+                db = sqlite3.connect(f"{uri}?{mode}", uri=True, timeout=30.0)
+                try:
+                    found = [str(message) for (message,) in db.execute("PRAGMA integrity_check").fetchall()]
+                finally:
+                    db.close()
+                break
+            except sqlite3.Error as error:
+                found = [str(error)]
+                if getattr(error, "sqlite_errorcode", 0) & 0xFF != _SQLITE_CANTOPEN:
+                    break
         return [] if found == ["ok"] else found
 
     def remove(self, rows: Iterable[tuple[str, str]]) -> int:
@@ -361,81 +544,37 @@ class SQLiteStore:
             self._db.close()
 
 
-_RESULT_COLUMNS = "key, candidate, kernel, key_data, description, status, median_ms, result, created"
+RESULT_COLUMNS = "key, candidate, kernel, key_data, description, status, median_ms, result, created"
 
 
-def _readable_rows(damaged: Path) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
-    """The rows of a damaged store's `results` and `picks` tables that SQLite can still read (a
-    damaged page loses the rows on it, not those after it); none when it cannot be opened at all."""
-    uri = damaged.resolve().as_uri()
-    # Immutable: the file alone, read with no lock and no shared-memory file left beside it; with
-    # its write-ahead log, read-only, so that the log's last saves are read too.
-    has_log = damaged.with_name(f"{damaged.name}-wal").exists()
-    for mode in ("mode=ro", "immutable=1") if has_log else ("immutable=1",):
-        try:
-            db = sqlite3.connect(f"{uri}?{mode}", uri=True, timeout=30.0)
-        except sqlite3.Error:
-            continue
-        try:
-            tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-            results = _readable(db, "results", _RESULT_COLUMNS) if "results" in tables else []
-            picks = _readable(db, "picks", "key, candidate, created") if "picks" in tables else []
-            return results, picks
-        except sqlite3.Error:
-            continue
-        finally:
-            db.close()
-    return [], []
+def _parse_row(candidate: Any, description: Any, result: Any) -> StoredResult:
+    """A results row's candidate, description and result columns, checked (`parse_stored`).
+
+    Raises:
+        ValueError: they are not what kernelpick writes (a column holding no text, or JSON nested too
+            deep to decode, included).
+    """
+    if not isinstance(candidate, str):
+        raise ValueError(f"candidate is {type(candidate).__name__}, not text")
+    return parse_stored(candidate, _json(description), _json(result))
 
 
-def _readable(db: sqlite3.Connection, table: str, columns: str) -> list[tuple[Any, ...]]:
-    """The rows of `table` that can be read, in rowid order: a scan that meets a damaged page (or a
-    row it cannot decode) goes on after it, from the first rowid past the damage that reads again."""
-    query = f"SELECT rowid, {columns} FROM {table} WHERE rowid > ? ORDER BY rowid"
-    found: list[tuple[Any, ...]] = []
-    after = _BEFORE_FIRST_ROWID
-    while True:
-        try:
-            for row in db.execute(query, (after,)):
-                found.append(tuple(row[1:]))
-                after = row[0]
-            return found
-        except sqlite3.DatabaseError:
-            resume = _past_damage(db, f"{query} LIMIT 1", after)
-            if resume is None:
-                return found
-            after = resume
+def _json(text: Any) -> Any:
+    """A column's JSON.
+
+    Raises:
+        ValueError: it holds no text, or text that is not JSON or nested too deep to decode.
+    """
+    if not isinstance(text, str):
+        raise ValueError(f"a column holds {type(text).__name__}, not JSON text")
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("a column holds JSON nested too deep to decode") from None
 
 
-#: Below the first rowid SQLite gives a row (1; kernelpick never chooses rowids), and the highest it can.
-_BEFORE_FIRST_ROWID, _HIGHEST_ROWID = 0, 2**63 - 1
-
-
-def _past_damage(db: sqlite3.Connection, probe: str, damaged_after: int) -> int | None:
-    """The smallest rowid r > `damaged_after` from which the next row reads (`probe` with r succeeds):
-    steps doubling in size find one, halving steps the smallest; None when the damage runs to the end."""
-
-    def reads(rowid: int) -> bool:
-        try:
-            db.execute(probe, (rowid,)).fetchall()
-        except sqlite3.DatabaseError:
-            return False
-        return True
-
-    failing, step = damaged_after, 1
-    while not reads(failing + step):
-        failing += step
-        step *= 2
-        if failing + step > _HIGHEST_ROWID:
-            return None
-    reading = failing + step
-    while reading - failing > 1:
-        middle = (failing + reading) // 2
-        if reads(middle):
-            reading = middle
-        else:
-            failing = middle
-    return reading
+#: SQLite's code for a file it cannot open (a WAL store's shared-memory file that cannot be made).
+_SQLITE_CANTOPEN = 14
 
 
 class _CorruptFile(Exception):
@@ -451,18 +590,33 @@ def _is_corruption(error: sqlite3.DatabaseError) -> bool:
 
 @contextmanager
 def _locked(lock_path: Path, *, exclusive: bool) -> Iterator[None]:
-    """Hold a lock on `lock_path` across processes, shared or exclusive (where the OS has `fcntl`)."""
+    """Hold a lock on `lock_path` across processes, shared or exclusive (where the OS has `fcntl`).
+
+    Raises:
+        StoreError: the lock file cannot be made or opened.
+    """
     try:
         import fcntl
     except ImportError:
         yield
         return
-    with open(lock_path, "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+    try:
+        handle = os.open(lock_path, os.O_RDWR | os.O_CREAT | _NOFOLLOW, 0o600)
+    except OSError as error:
+        raise StoreError(f"cannot lock the result store with {lock_path}: {error}") from error
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        yield
+    finally:
+        os.close(handle)  # lets go of the lock
+
+
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+
+
+def _writable(path: Path) -> bool:
+    """Whether this process may write the store file at `path` and make files beside it."""
+    return os.access(path, os.W_OK) and os.access(path.parent, os.W_OK | os.X_OK)
 
 
 class RawRow(NamedTuple):

@@ -19,14 +19,14 @@ from __future__ import annotations
 import datetime
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.errors import TableError
-from kernelpick.store.base import StoredResult, StoredRow
-from kernelpick.store.keys import Toolchain, TuningKey, canonical_json
+from kernelpick.store.base import StoredResult, StoredRow, parse_result
+from kernelpick.store.keys import MAX_NESTING, Toolchain, TuningKey, canonical_json, nesting
 
 FORMAT_VERSION = 1
 #: Larger files are refused unread: a table is a few kB per tuned key.
@@ -216,14 +216,19 @@ def read_table(path: Path | str) -> DeploymentTable:
         data = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
         raise TableError(f"deployment table {path} is not JSON: {error}") from None
+    except RecursionError:
+        raise TableError(f"deployment table {path} is JSON nested too deep to read") from None
     try:
         return table_from_dict(data, path)
     except (KeyError, TypeError, ValueError) as error:
-        raise TableError(f"{path} is not a kernelpick deployment table: {error}") from None
+        raise TableError(f"{path} is not a kernelpick deployment table: {str(error)[:300]}") from None
+    except RecursionError:
+        raise TableError(f"{path} is not a kernelpick deployment table: nested too deep") from None
 
 
 def table_from_dict(data: Any, path: Path | None = None) -> DeploymentTable:
-    """Check and convert a table's JSON data.
+    """Check and convert a table's JSON data: every field of its type, each winner's result as a
+    store's row is checked (`kernelpick.store.base.parse_result`: finite positive times, status `ok`).
 
     Raises:
         ValueError, KeyError, TypeError: the data is not a table of this format version.
@@ -245,7 +250,12 @@ def table_from_dict(data: Any, path: Path | None = None) -> DeploymentTable:
         choice = entry["choice"]
         if not isinstance(choice, dict):
             raise TypeError(f"entry {number}: choice is {type(choice).__name__}, not an object")
-        result = BenchmarkResult.from_dict(entry["result"])
+        if nesting(choice) > MAX_NESTING or nesting(entry["inputs"]) > MAX_NESTING:
+            raise ValueError(f"entry {number}: its choice or inputs are nested over {MAX_NESTING} deep")
+        try:
+            result = replace(parse_result(entry["result"]), from_store=False)
+        except ValueError as error:
+            raise ValueError(f"entry {number}: {error}") from None
         if not result.ok:
             raise ValueError(f"entry {number}: its winner has status {result.status!r}")
         entries.append(
@@ -258,7 +268,7 @@ def table_from_dict(data: Any, path: Path | None = None) -> DeploymentTable:
                 result,
             )
         )
-    return DeploymentTable(
+    table = DeploymentTable(
         _text(data["device"], "device"),
         _text(data["capability"], "capability"),
         Toolchain(_text(toolchain["triton"], "triton"), _text(toolchain["torch"], "torch"), cuda),
@@ -266,6 +276,7 @@ def table_from_dict(data: Any, path: Path | None = None) -> DeploymentTable:
         str(data.get("created", "")),
         path,
     )
+    return table
 
 
 def _plain(result: BenchmarkResult) -> BenchmarkResult:
