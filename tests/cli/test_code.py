@@ -11,12 +11,18 @@ import torch
 import triton
 
 from kernelpick import Config, Selector, autotune, cli, extern, template, triton_choice
+from kernelpick.bench.result import BenchmarkResult
+from kernelpick.bench.stats import TimingSummary
 from kernelpick.cli.code import stored_code
 from kernelpick.errors import StoreError
+from kernelpick.store.base import StoredResult
 from kernelpick.store.default import default_store_path
+from kernelpick.store.keys import Toolchain, TuningKey
+from kernelpick.store.sqlite import SQLiteStore
 from tests.select.test_template_choice import SCALE, double
 from tests.tune.kernels import add_kernel
 
+OK = BenchmarkResult("ok", TimingSummary.of([1.0]))
 KERNEL_LINE = "def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):"
 
 
@@ -117,3 +123,24 @@ def test_unknown_names_keys_and_choices_list_what_there_is(tuned: None, tmp_path
         stored_code(store, "add", choice="BLOCK=32")
     with pytest.raises(StoreError, match="no result store at"):
         stored_code(tmp_path / "none.sqlite3", "add")
+
+
+def test_a_stored_source_path_outside_the_cache_folder_is_never_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = tmp_path / "cache" / "results.sqlite3"
+    secret = tmp_path / "secret.py"
+    secret.write_text("SECRET = 'a file of the user outside the cache folder'\n")
+    planted = {  # rows a writer of the store made, naming paths that leave its folder
+        "up": {"kind": "template", "name": "up", "source_sha256": "../../secret"},
+        "absolute": {"kind": "template", "name": "absolute", "source_sha256": str(tmp_path / "secret")},
+        "kernel": {"kind": "triton", "name": "kernel", "source": "../../secret"},
+    }
+    SQLiteStore(store).save(
+        TuningKey("planted", "source", "cpu", "", Toolchain.current(), (1,)),
+        [StoredResult(digest, description, OK) for digest, description in planted.items()],
+    )
+    listed = json.loads(code(capsys, "planted", "--all", "--json", "--store", str(store)))
+    assert len(listed) == 3 and all(entry["source"] is None for entry in listed)
+    assert all("is not a hash: it names no file kernelpick keeps" in entry["missing"] for entry in listed)
+    assert "SECRET" not in code(capsys, "planted", "--all", "--store", str(store))

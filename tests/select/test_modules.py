@@ -15,7 +15,14 @@ import pytest
 
 from kernelpick import settings
 from kernelpick.errors import TemplateError
-from kernelpick.select.modules import keep_kernel_source, load_module, source_hash, write_module
+from kernelpick.select.modules import (
+    keep_kernel_source,
+    kernel_source_path,
+    load_module,
+    source_hash,
+    template_path,
+    write_module,
+)
 
 SOURCE = (
     "import triton\nimport triton.language as tl\n\n\n@triton.jit\ndef twice(X):\n    pass\n\nVALUE = 42\n"
@@ -194,3 +201,11 @@ def _python(script: str, *args: str) -> subprocess.CompletedProcess[str]:
         "KERNELPICK_CACHE_DIR": str(settings.cache_dir()),
     }
     return subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, env=env)
+
+
+@pytest.mark.parametrize("name", ["../../outside", "/etc/outside", "abc/def", ""])
+def test_a_name_that_is_not_a_hash_names_no_file(name: str) -> None:
+    with pytest.raises(ValueError, match="is not a hash"):
+        template_path(name)
+    with pytest.raises(ValueError, match="is not a hash"):
+        kernel_source_path(name)

@@ -3,7 +3,8 @@
 For each tuned key of NAME (a selector or an autotuned kernel, as `kernelpick cache list` names
 it), the picked candidate's source: a template's rendered module from the template cache, a Triton
 kernel's kept source (`kernelpick.select.modules.keep_kernel_source`) and its config. Nothing read
-is imported or run: stored data is plain data.
+is imported or run: stored data is plain data. Files are looked for only under the store's folder,
+by the hash a row names (a row naming `../` or an absolute path is shown as not kernelpick's).
 """
 
 from __future__ import annotations
@@ -136,21 +137,26 @@ def source_of(row: StoredRow, cache: Path) -> ChoiceCode:
     description = row.description
     kind = str(description.get("kind", "config" if "kwargs" in description else "unknown"))
     name = candidate_name(description)
-    if kind == "template":
-        digest = str(description.get("source_sha256", ""))
-        return _read(row, name, kind, template_path(digest, cache), digest, "rendered template module")
-    if kind in ("triton", "config"):
-        # A triton_choice names its kernel's cache key; an autotuned kernel's key ends with it.
-        cache_key = (
-            str(description.get("source", "")) if kind == "triton" else row.key.source.rpartition(":")[2]
-        )
-        if not cache_key:
-            return ChoiceCode(
-                row, name, kind, None, None, "no kernel source kept: tuned by an older kernelpick"
+    try:
+        if kind == "template":
+            digest = str(description.get("source_sha256", ""))
+            return _read(row, name, kind, template_path(digest, cache), digest, "rendered template module")
+        if kind in ("triton", "config"):
+            # A triton_choice names its kernel's cache key; an autotuned kernel's key ends with it.
+            cache_key = (
+                str(description.get("source", "")) if kind == "triton" else row.key.source.rpartition(":")[2]
             )
-        found = _read(row, name, kind, kernel_source_path(cache_key, cache), None, "kernel source")
-        config = description.get("config", description)
-        return _with_config(found, config)
+            if not cache_key:
+                return ChoiceCode(
+                    row, name, kind, None, None, "no kernel source kept: tuned by an older kernelpick"
+                )
+            found = _read(row, name, kind, kernel_source_path(cache_key, cache), None, "kernel source")
+            config = description.get("config", description)
+            return _with_config(found, config)
+    except ValueError as error:  # a stored hash that is none: it must not name a file elsewhere
+        return ChoiceCode(
+            row, name, kind, None, None, f"the stored row's source is not kernelpick's: {error}"
+        )
     if kind == "extern":
         what = description.get("callable", name)
         return ChoiceCode(row, name, kind, None, None, f"{what} is a library function: no Triton source")

@@ -42,6 +42,7 @@ _unkept: set[Path] = set()  # folders kernel sources could not be written to, wa
 _lock = threading.Lock()
 #: How `write_module` names a module: the first 40 hex digits of its `source_hash`.
 _HASH_NAME = re.compile(r"[0-9a-f]{40}")
+_HEX = re.compile(r"[0-9a-f]{1,40}")
 #: Larger files are not read back: a rendered kernel is a few kB.
 MAX_MODULE_BYTES = 4 * 2**20
 
@@ -53,8 +54,12 @@ def source_hash(source: str) -> str:
 
 def template_path(digest: str, cache: Path | None = None) -> Path:
     """Where the rendered module whose `source_hash` is `digest` is written: `<cache>/templates/`, in
-    the cache dir unless `cache` names another (`kernelpick code` reads a store's folder)."""
-    return (settings.cache_dir() if cache is None else cache) / "templates" / f"{digest[:40]}.py"
+    the cache dir unless `cache` names another (`kernelpick code` reads a store's folder).
+
+    Raises:
+        ValueError: `digest` is not a hash (hex digits): it would name a file elsewhere.
+    """
+    return (settings.cache_dir() if cache is None else cache) / "templates" / _file_name(digest)
 
 
 def write_module(source: str) -> Path:
@@ -75,8 +80,25 @@ def write_module(source: str) -> Path:
 
 def kernel_source_path(cache_key: str, cache: Path | None = None) -> Path:
     """Where the source of the Triton kernel with this `JITFunction.cache_key` is kept: `<cache>/kernels/`,
-    in the cache dir unless `cache` names another."""
-    return (settings.cache_dir() if cache is None else cache) / "kernels" / f"{cache_key[:40]}.py"
+    in the cache dir unless `cache` names another.
+
+    Raises:
+        ValueError: `cache_key` is not a hash (hex digits): it would name a file elsewhere.
+    """
+    return (settings.cache_dir() if cache is None else cache) / "kernels" / _file_name(cache_key)
+
+
+def _file_name(digest: str) -> str:
+    """The file a hash names: its first 40 hex digits, `.py`.
+
+    Raises:
+        ValueError: `digest` does not start with 1 to 40 hex digits alone (a name read from a store
+            may hold `../` or an absolute path).
+    """
+    name = digest[:40]
+    if not _HEX.fullmatch(name):
+        raise ValueError(f"{digest[:64]!r} is not a hash: it names no file kernelpick keeps")
+    return f"{name}.py"
 
 
 def keep_kernel_source(kernel: Any) -> Path | None:
@@ -90,7 +112,10 @@ def keep_kernel_source(kernel: Any) -> Path | None:
     folder = settings.usable_cache_dir()
     if folder is None:
         return None
-    path = kernel_source_path(kernel.cache_key, folder)
+    try:
+        path = kernel_source_path(kernel.cache_key, folder)
+    except ValueError:  # not a finished hash (Triton's placeholder while it hashes a recursive kernel)
+        return None
     try:
         return _write(path, text)
     except OSError as error:  # a copy for `kernelpick code` must not fail the tuning that keeps it
