@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -160,3 +161,38 @@ def test_layered_claims_fail_at_once_while_redis_is_down(tmp_path: Path) -> None
     with pytest.raises(StoreError, match="not answering"):
         claims.claim(make_key(), 5.0)  # the store is known to fail: not asked again for a while
     assert time.monotonic() - started < 0.5
+
+
+# -- claims no one can hold for good (issue 40 item 5) ---------------------------------------------
+
+
+@pytest.mark.parametrize("expiry", [None, 3600])
+def test_a_planted_redis_claim_with_no_or_a_long_expiry_is_taken_over_at_once(
+    redis_url: str, redis_server: RedisServer, expiry: int | None
+) -> None:
+    # No kernelpick sets such a claim (its leases are LEASE_S at most): one made every tuning of its
+    # key wait KERNELPICK_WAIT_TIMEOUT, 600 s by default, every time.
+    redis_server.client().set(f"{PREFIX}claim:{make_key().digest}", "planted", ex=expiry)
+    started = time.monotonic()
+    held = RedisStore(redis_url).claims().claim(make_key(), 30.0)
+    assert held is not None and time.monotonic() - started < 1.0
+    held.release()
+
+
+def test_file_claims_are_private_and_follow_no_planted_link(tmp_path: Path) -> None:
+    claims = sqlite_claims(tmp_path)
+    folder = tmp_path / "results.sqlite3.locks"
+    outside = tmp_path / "outside"
+    outside.write_text(Finished("planted", "c9").to_json())
+    folder.mkdir(mode=0o700)
+    (folder / f"{make_key().digest}.done").symlink_to(outside)
+    assert claims.last(make_key()) is None  # a link is no mark
+    held = claims.claim(make_key(), 1.0)
+    assert held is not None
+    held.finish(Finished.new("c1"))  # replaces the link, never writes through it
+    assert outside.read_text() == Finished("planted", "c9").to_json()
+    last = claims.last(make_key())
+    assert last is not None and last.pick == "c1"
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    for made in folder.iterdir():
+        assert stat.S_IMODE(made.stat().st_mode) == 0o600, made

@@ -10,6 +10,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -156,6 +157,20 @@ def test_a_candidate_a_redis_writer_added_with_a_pick_naming_it_is_never_picked(
     [pick] = [row for row in local.rows() if row.picked]
     assert pick.description["kwargs"] == {"BLOCK": picked_block(first)}
     assert RedisStore(redis_url).picked(pick.key) == pick.candidate
+
+
+def test_a_claim_planted_in_redis_without_expiry_does_not_make_a_tuning_wait(
+    tmp_path: Path, redis_url: str, redis_server: RedisServer
+) -> None:
+    call(tmp_path / "first", redis_url)
+    key = SQLiteStore(tmp_path / "first" / "results.sqlite3").rows().__next__().key
+    client = redis_server.client()
+    client.flushall()  # nothing shared: the next machine must tune the key, claiming it first
+    client.set(f"kernelpick:1:claim:{key.digest}", "planted")  # no expiry
+    started = time.monotonic()
+    with settings.override(wait_timeout_s=20.0):
+        second = call(tmp_path / "second", redis_url)
+    assert not second.from_store and time.monotonic() - started < 10.0  # it waited all 20 s
 
 
 # -- faults of the store's file ---------------------------------------------------------------------

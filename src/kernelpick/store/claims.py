@@ -10,10 +10,12 @@ waited sees the mark changed since it read the store, and runs that pick; one wh
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
 import secrets
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,6 +31,9 @@ log = logging.getLogger("kernelpick.store")
 
 #: Seconds between two looks at a claim held by another process.
 POLL_S = 0.05
+#: Most bytes of a mark file read: a mark is a token and a digest.
+_MARK_BYTES = 4096
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +58,7 @@ class Finished:
             return None
         try:
             data = json.loads(text)
-        except (ValueError, RecursionError):
+        except (ValueError, TypeError, RecursionError):  # ValueError: UnicodeDecodeError too
             return None
         if not isinstance(data, dict) or not isinstance(data.get("token"), str):
             return None
@@ -114,18 +119,24 @@ class FileClaims:
 
     def last(self, key: TuningKey) -> Finished | None:
         try:
-            return Finished.parse(self._path(key, "done").read_text())
+            # Not through a link (what a link planted there names is not a mark), nor waiting on a pipe.
+            handle = os.open(self._path(key, "done"), os.O_RDONLY | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
+            with os.fdopen(handle, "rb") as stream:
+                return Finished.parse(stream.read(_MARK_BYTES))
         except FileNotFoundError:
             return None
-        except (OSError, UnicodeDecodeError) as error:
+        except OSError as error:
+            if error.errno == errno.ELOOP:
+                return None
             raise StoreError(
                 f"cannot read the tuning mark of {key.kernel} in {self.folder}: {error}"
             ) from error
 
     def claim(self, key: TuningKey, timeout_s: float) -> FileClaim | None:
         try:
-            self.folder.mkdir(parents=True, exist_ok=True)
-            lock = FileLock(str(self._path(key, "lock")))
+            self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+            # 0600: another user who could open a lock file could hold it, and with it the key.
+            lock = FileLock(str(self._path(key, "lock")), mode=0o600)
             try:
                 lock.acquire(timeout=timeout_s, poll_interval=POLL_S)
             except Timeout:
@@ -147,10 +158,16 @@ class FileClaim:
 
     def finish(self, mark: Finished) -> None:
         try:
-            # Whole or not at all: a waiter reads the mark as soon as the lock is let go.
-            partial = self._mark.with_name(f"{self._mark.name}.{os.getpid()}")
-            partial.write_text(mark.to_json())
-            os.replace(partial, self._mark)
+            # Whole or not at all: a waiter reads the mark as soon as the lock is let go. Written to a
+            # file of a name no one can foresee (a link planted at a foreseen one would be followed).
+            handle, partial = tempfile.mkstemp(dir=self._mark.parent, prefix=f".{self._mark.name}.")
+            try:
+                with os.fdopen(handle, "w") as stream:
+                    stream.write(mark.to_json())
+                os.replace(partial, self._mark)
+            except OSError:
+                Path(partial).unlink(missing_ok=True)
+                raise
         except OSError as error:
             raise StoreError(f"cannot write the tuning mark {self._mark}: {error}") from error
         finally:

@@ -34,6 +34,15 @@ _ROWS_BATCH = 256  # keys read per round trip by `rows()`
 LEASE_S = 10.0
 #: Seconds a finished tuning's mark is kept: far longer than anyone waits for it.
 MARK_S = 24 * 3600
+#: Take a key unless another holds it: a claim key with no expiry, or one longer than any lease a
+#: kernelpick sets (LEASE_S), is no kernelpick claim (a planted one made every tuning of its key wait
+#: KERNELPICK_WAIT_TIMEOUT), and goes; one of a holder that stopped renewing expires by itself.
+_CLAIM = """
+local left = redis.call('pttl', KEYS[1])
+if left == -1 or left > tonumber(ARGV[3]) then redis.call('del', KEYS[1]) end
+if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end
+return 0
+"""
 _RENEW = """
 if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) end
 return 0
@@ -275,7 +284,9 @@ class RedisStore:
 
 class RedisClaims:
     """A claim is a Redis key set if absent (SET NX) with an expiry its holder renews; a finished
-    tuning's mark is another key. See `kernelpick.store.claims`."""
+    tuning's mark is another key. See `kernelpick.store.claims`. A claim key that is none of a
+    kernelpick's (no expiry, or a longer one than any holder sets) is taken over at once: a waiter
+    waits at most `LEASE_S` for a holder that is gone."""
 
     def __init__(self, store: RedisStore) -> None:
         self.store = store
@@ -292,11 +303,16 @@ class RedisClaims:
         # waiter take over from a holder that died before then.
         lease_ms = int(1000 * max(1.0, min(LEASE_S, settings.current().wait_timeout_s)))
 
+        longest_ms = int(1000 * LEASE_S)
+
         def taken() -> bool:
             (answer,) = self.store._request(
-                f"claim {key.kernel}", lambda pipe: pipe.set(_lock_key(key), token, nx=True, px=lease_ms)
+                f"claim {key.kernel}",
+                lambda pipe: pipe.eval(_CLAIM, 1, _lock_key(key), token, lease_ms, longest_ms),
             )
-            return answer is True
+            if isinstance(answer, Exception):  # a key of another type there: foreign data
+                raise StoreError(f"Redis at {self.store.url} refused to claim {key.kernel}: {answer}")
+            return bool(answer == 1)
 
         if not wait_until(time.monotonic() + timeout_s, taken):
             return None
