@@ -130,6 +130,11 @@ class Settings:
         1.0,
         "Seconds a Redis request may take before the store carries on with local results only.",
     )
+    store_key_file: Path | None = _setting(
+        "KERNELPICK_STORE_KEY_FILE",
+        None,
+        "A file holding a secret the writers of a Redis store share: rows are signed with it (HMAC-SHA256), and only rows signed with it are read.",
+    )
     one_tuning: bool = _setting(
         "KERNELPICK_ONE_TUNING",
         True,

@@ -436,3 +436,52 @@ def test_an_outage_is_not_worth_a_warning_where_the_local_store_had_every_result
     store.save(make_key("mm", 7), [measured("a", 2.0)], pick="a")
     [warning] = store_warnings(warnings)  # once for its cause, however many calls met it
     assert "local store alone" in warning and "ConnectionError" in warning
+
+
+# -- signed rows (KERNELPICK_STORE_KEY_FILE) --------------------------------------------------------
+
+
+@pytest.fixture
+def secret(tmp_path: Path) -> Path:
+    path = tmp_path / "store.key"
+    path.write_text("0123456789abcdef0123456789abcdef\n")
+    return path
+
+
+def test_with_a_secret_only_rows_and_picks_signed_with_it_are_read(
+    tmp_path: Path,
+    redis_url: str,
+    redis_server: RedisServer,
+    secret: Path,
+    warnings: pytest.LogCaptureFixture,
+) -> None:
+    signed = RedisStore(redis_url, key_file=secret)
+    signed.save(make_key("mm", 1), [measured("a", 2.0), measured("b", 1.0)], pick="b")
+    assert set(signed.load(make_key("mm", 1))) == {"a", "b"} and signed.picked(make_key("mm", 1)) == "b"
+    assert RedisStore(redis_url).picked(make_key("mm", 1)) == "b"  # a reader without it reads them too
+
+    RedisStore(redis_url).save(make_key("mm", 2), [measured("a", 0.5)], pick="a")  # unsigned
+    other = tmp_path / "other.key"
+    other.write_text("another secret, not the writers'")
+    RedisStore(redis_url, key_file=other).save(make_key("mm", 3), [measured("a", 0.5)], pick="a")
+    client = redis_server.client()  # a row signed for key 1, copied under key 4
+    client.hset(
+        f"{PREFIX}results:{make_key('mm', 4).digest}",
+        "b",
+        client.hget(f"{PREFIX}results:{make_key('mm', 1).digest}", "b"),
+    )
+    for n in (2, 3, 4):
+        assert signed.load(make_key("mm", n)) == {} and signed.picked(make_key("mm", n)) is None
+    refused = [
+        w for w in store_warnings(warnings) if "not signed with the secret of KERNELPICK_STORE_KEY_FILE" in w
+    ]
+    assert len(refused) == 5  # the rows of keys 2, 3 and 4, the picks of keys 2 and 3
+
+
+def test_a_secret_file_that_cannot_serve_is_refused_naming_the_setting(tmp_path: Path) -> None:
+    short = tmp_path / "short.key"
+    short.write_text("guessable\n")
+    with pytest.raises(StoreError, match=r"KERNELPICK_STORE_KEY_FILE=.*short.key holds 9 bytes"):
+        RedisStore("redis://127.0.0.1:1/0", key_file=short)
+    with pytest.raises(StoreError, match=r"KERNELPICK_STORE_KEY_FILE=.*cannot be read"):
+        RedisStore("redis://127.0.0.1:1/0", key_file=tmp_path / "missing.key")

@@ -99,15 +99,17 @@ def test_a_forged_redis_entry_marking_a_failing_config_ok_is_not_picked_nor_kept
 
     second = call(tmp_path / "second", redis_url)  # a fresh machine: it ran BLOCK=3 before, it raised
     assert picked_block(second) in (16, 64) and status_of(second, 3) == "compile_error"  # measured again
-    assert RedisStore(redis_url).load(second_key(tmp_path))[FAILING].result.status == "compile_error"
+    assert (
+        RedisStore(redis_url).load(stored_key(tmp_path / "second"))[FAILING].result.status == "compile_error"
+    )
     client.flushall()  # what the fresh machine kept is its own measurement, not the forgery
     assert status_of(call(tmp_path / "second"), 3) == "compile_error"
 
 
-def second_key(tmp_path: Path) -> Any:
-    """The tuning key the machine with folder `second` stored (its only one)."""
-    [row] = {r.key for r in SQLiteStore(tmp_path / "second" / "results.sqlite3").rows()}
-    return row
+def stored_key(folder: Path) -> Any:
+    """The tuning key the machine of cache folder `folder` stored (its only one)."""
+    [key] = {r.key for r in SQLiteStore(folder / "results.sqlite3").rows()}
+    return key
 
 
 @pytest.mark.parametrize(
@@ -163,7 +165,7 @@ def test_a_claim_planted_in_redis_without_expiry_does_not_make_a_tuning_wait(
     tmp_path: Path, redis_url: str, redis_server: RedisServer
 ) -> None:
     call(tmp_path / "first", redis_url)
-    key = SQLiteStore(tmp_path / "first" / "results.sqlite3").rows().__next__().key
+    key = stored_key(tmp_path / "first")
     client = redis_server.client()
     client.flushall()  # nothing shared: the next machine must tune the key, claiming it first
     client.set(f"kernelpick:1:claim:{key.digest}", "planted")  # no expiry
@@ -243,3 +245,25 @@ def in_new_process(folder: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-c", script, str(folder)], capture_output=True, text=True, env=env, timeout=300
     )
+
+
+# -- a shared store with several writers: signed rows only (KERNELPICK_STORE_KEY_FILE) -------------
+
+
+def test_with_a_shared_secret_a_well_formed_forgery_in_redis_is_never_picked(
+    tmp_path: Path, redis_url: str, redis_server: RedisServer
+) -> None:
+    secret = tmp_path / "store.key"
+    secret.write_text("a secret the tuning machines share\n")
+    with settings.override(store_key_file=secret):
+        call(tmp_path / "first", redis_url)
+    client = redis_server.client()
+    [results] = client.keys("kernelpick:1:results:*")
+    entry = json.loads(client.hget(results, FAILING))
+    forged = {**entry, "result": forged_ok(1e-6)}  # in range and consistent: only a signature tells
+    client.hset(results, FAILING, json.dumps(forged))
+    assert RedisStore(redis_url).load(stored_key(tmp_path / "first"))[FAILING].result.ok  # no secret: taken
+
+    with settings.override(store_key_file=secret):
+        second = call(tmp_path / "second", redis_url)  # without the secret this call raised
+    assert picked_block(second) in (16, 64) and status_of(second, 3) == "compile_error"

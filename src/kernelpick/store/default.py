@@ -21,7 +21,7 @@ from kernelpick.store.sqlite import SQLiteStore
 
 log = logging.getLogger("kernelpick.store")
 
-_stores: dict[tuple[Path | None, str, float], ResultStore] = {}
+_stores: dict[tuple[Path | None, str, float, Path | None], ResultStore] = {}
 _lock = threading.Lock()
 _recording: contextvars.ContextVar[RecordingStore | None] = contextvars.ContextVar(
     "kernelpick_recording", default=None
@@ -115,11 +115,11 @@ def _default_store() -> ResultStore:
     if current.cache and folder is None:
         path = _read_only_store()
     redis_url = current.redis_url if path is not None else ""
-    place = (path, redis_url, current.redis_timeout_s)
+    place = (path, redis_url, current.redis_timeout_s, current.store_key_file)
     with _lock:
         store = _stores.get(place)
         if store is None:
-            store = _stores[place] = _open(path, redis_url, current.redis_timeout_s)
+            store = _stores[place] = _open(path, redis_url, current.redis_timeout_s, current.store_key_file)
         return store
 
 
@@ -134,7 +134,7 @@ def _read_only_store() -> Path | None:
     return None
 
 
-def _open(path: Path | None, redis_url: str, redis_timeout_s: float) -> ResultStore:
+def _open(path: Path | None, redis_url: str, redis_timeout_s: float, key_file: Path | None) -> ResultStore:
     """The store of one place: in memory (no path), a SQLite file, or a SQLite file in front of Redis;
     in memory, with a warning, where the file cannot be opened."""
     local: ResultStore = MemoryStore()
@@ -149,4 +149,4 @@ def _open(path: Path | None, redis_url: str, redis_timeout_s: float) -> ResultSt
             )
     if path is None or not redis_url:
         return local
-    return LayeredStore(local, RedisStore(redis_url, timeout_s=redis_timeout_s))
+    return LayeredStore(local, RedisStore(redis_url, timeout_s=redis_timeout_s, key_file=key_file))

@@ -10,6 +10,7 @@ import secrets
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 from kernelpick import settings
@@ -17,6 +18,7 @@ from kernelpick.errors import StoreError
 from kernelpick.store.base import StoredResult, StoredRow, is_number, parse_stored
 from kernelpick.store.claims import Finished, wait_until
 from kernelpick.store.keys import TuningKey, canonical_json, canonical_value
+from kernelpick.store.signing import Signer
 
 log = logging.getLogger("kernelpick.store")
 
@@ -73,18 +75,26 @@ class RedisStore:
     What is stored is JSON and nothing else, each entry checked when read (size, shape, that its
     result parses): a malformed or foreign entry is left out with a warning, never executed. One
     key's results, its pick and its index entry are written in one MULTI/EXEC transaction.
+
+    With a secret (`KERNELPICK_STORE_KEY_FILE`), each entry and pick is signed with it, and only
+    those signed with it are read: a writer without it cannot make a tuning pick its timings.
     """
 
-    def __init__(self, url: str, *, timeout_s: float | None = None) -> None:
+    def __init__(self, url: str, *, timeout_s: float | None = None, key_file: Path | None = None) -> None:
         """Connects lazily: nothing is sent until the first load or save.
 
         Args:
             url: e.g. `redis://host:6379/0` (also `rediss://`, `unix://`).
             timeout_s: seconds a request may take (default: `KERNELPICK_REDIS_TIMEOUT`).
+            key_file: a file holding the secret rows are signed with (default:
+                `KERNELPICK_STORE_KEY_FILE`; none: rows are neither signed nor checked for one).
 
         Raises:
-            StoreError: the `redis` package is missing, or `url` is not a Redis URL.
+            StoreError: the `redis` package is missing, `url` is not a Redis URL, or the key file
+                cannot be read or holds too short a secret.
         """
+        key_file = settings.current().store_key_file if key_file is None else key_file
+        self._signer = None if key_file is None else Signer.from_file(key_file)
         try:
             import redis
             from redis.backoff import NoBackoff
@@ -150,7 +160,7 @@ class RedisStore:
         now = time.time()
         entries: dict[str, bytes] = {}
         for stored in results:
-            entry = _encode_entry(stored, now)
+            entry = _encode_entry(key.digest, stored, now, self._signer)
             if len(entry) > MAX_ENTRY_BYTES:
                 self._warn_once(
                     f"{key.digest}/{stored.candidate}",
@@ -167,7 +177,7 @@ class RedisStore:
                 pipe.hset(_results_key(key.digest), mapping=entries)
             pipe.hset(_KEYS, key.digest, key.canonical)
             if pick is not None:
-                pipe.hset(_PICKS, key.digest, pick)
+                pipe.hset(_PICKS, key.digest, _encode_pick(key.digest, pick, self._signer))
 
         answers = self._request(f"write the results of {key.kernel}", write, transaction=True)
         refused = [answer for answer in answers if isinstance(answer, Exception)]
@@ -250,7 +260,7 @@ class RedisStore:
         results: dict[str, tuple[StoredResult, float]] = {}
         for field, raw in found.items():
             try:
-                stored, created = _parse_entry(_text(field), raw)
+                stored, created = _parse_entry(digest, _text(field), raw, self._signer)
             except _Malformed as problem:
                 self._warn_once(
                     f"{digest}/{field!r}",
@@ -265,7 +275,9 @@ class RedisStore:
         if raw is None:
             return None
         try:
-            pick = _text(raw)
+            pick, _, signature = _text(raw).partition(" ")
+            if self._signer is not None and not self._signer.signed(_pick_data(digest, pick), signature):
+                raise _Malformed("it is not signed with the secret of KERNELPICK_STORE_KEY_FILE")
             if pick not in results or not results[pick].result.ok:
                 raise _Malformed(f"it names {pick[:64]!r}, which is not one of the key's sound ok results")
         except _Malformed as problem:
@@ -367,19 +379,40 @@ def _mark_key(key: TuningKey) -> str:
     return f"{PREFIX}tuned:{key.digest}"
 
 
-def _encode_entry(stored: StoredResult, created: float) -> bytes:
-    return canonical_json(
-        {
-            "candidate": stored.candidate,
-            "description": canonical_value(dict(stored.description)),
-            "result": stored.result.to_dict(),
-            "created": created,
-        }
-    ).encode()
+#: The fields of a results-hash entry (and a signed one's "signature").
+_ENTRY_FIELDS = ("candidate", "description", "result", "created")
 
 
-def _parse_entry(candidate: str, raw: Any) -> tuple[StoredResult, float]:
-    """A results-hash entry read back, checked field by field.
+def _encode_entry(digest: str, stored: StoredResult, created: float, signer: Signer | None) -> bytes:
+    entry = {
+        "candidate": stored.candidate,
+        "description": canonical_value(dict(stored.description)),
+        "result": stored.result.to_dict(),
+        "created": created,
+    }
+    if signer is not None:
+        entry["signature"] = signer.sign(_signed_entry(digest, entry))
+    return canonical_json(entry).encode()
+
+
+def _signed_entry(digest: str, entry: dict[str, Any]) -> dict[str, Any]:
+    """What an entry's signature covers: its fields and the key it is filed under (a row signed for
+    one key does not pass for another's)."""
+    return {"key": digest, **{name: entry.get(name) for name in _ENTRY_FIELDS}}
+
+
+def _encode_pick(digest: str, pick: str, signer: Signer | None) -> str:
+    """A key's pick as stored: the candidate's digest, then its signature after a space where signed."""
+    return pick if signer is None else f"{pick} {signer.sign(_pick_data(digest, pick))}"
+
+
+def _pick_data(digest: str, pick: str) -> dict[str, str]:
+    return {"key": digest, "pick": pick}
+
+
+def _parse_entry(digest: str, candidate: str, raw: Any, signer: Signer | None) -> tuple[StoredResult, float]:
+    """A results-hash entry of key `digest` read back, checked field by field (and its signature,
+    with a `signer`).
 
     Raises:
         _Malformed: it is not an entry kernelpick writes for `candidate`.
@@ -387,6 +420,8 @@ def _parse_entry(candidate: str, raw: Any) -> tuple[StoredResult, float]:
     data = _json(raw)
     if not isinstance(data, dict):
         raise _Malformed(f"not a JSON object but {type(data).__name__}")
+    if signer is not None and not signer.signed(_signed_entry(digest, data), data.get("signature")):
+        raise _Malformed("it is not signed with the secret of KERNELPICK_STORE_KEY_FILE")
     if data.get("candidate") != candidate:
         raise _Malformed(
             f"its candidate {str(data.get('candidate'))[:64]!r} is not the field it is filed under"
