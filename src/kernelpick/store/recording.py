@@ -6,7 +6,7 @@ import threading
 from collections.abc import Callable, Collection, Iterable
 from typing import Any
 
-from kernelpick.store.base import ResultStore, StoredResult, load_candidates
+from kernelpick.store.base import ResultStore, StoredResult, load_candidates, parse_stored
 from kernelpick.store.base import picked as stored_pick
 from kernelpick.store.claims import Claims, claims_of
 from kernelpick.store.keys import TuningKey
@@ -73,20 +73,16 @@ class RecordingStore:
 
 
 def replay(saved: Iterable[dict[str, Any]], store: ResultStore) -> int:
-    """Save recorded saves (`RecordingStore.saved`, e.g. from another process) into `store`; returns
-    how many results.
+    """Save recorded saves (`RecordingStore.saved`, e.g. from another process or machine) into `store`,
+    each result checked as a store's row is (`kernelpick.store.base.parse_stored`); returns how many
+    results.
 
     Raises:
         ValueError, KeyError, TypeError: an entry is not what `RecordingStore` records.
     """
-    from kernelpick.bench.result import BenchmarkResult
-
     count = 0
     for entry in saved:
-        results = [
-            StoredResult(str(r["candidate"]), dict(r["description"]), BenchmarkResult.from_dict(r["result"]))
-            for r in entry["results"]
-        ]
+        results = [parse_stored(str(r["candidate"]), r["description"], r["result"]) for r in entry["results"]]
         pick = entry["pick"]
         store.save(TuningKey.from_dict(entry["key"]), results, pick=None if pick is None else str(pick))
         count += len(results)
