@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from kernelpick.bench.benchmarker import MEASUREMENT_VERSION
 from kernelpick.bench.result import BenchmarkResult
@@ -44,7 +44,7 @@ class CheckedRow:
     problems: tuple[str, ...]  # empty for a sound row
     #: "results" for a stored result; "picks" for a key's pick that names no stored result (a row
     #: of the picks table, which pruning removes alone).
-    table: str = "results"
+    table: Literal["results", "picks"] = "results"
 
     @property
     def corrupt(self) -> bool:
@@ -245,6 +245,7 @@ def prune(store: SQLiteStore, rules: PruneFilter, *, dry_run: bool = False) -> l
     if rules.kernel is not None and not rows:
         raise unknown_kernel(rules.kernel, (totals["kernel"] for totals in store.summary()))
     chosen = [c for c in rows if rules.matches(c, now)]
+    # A pick naming no stored result has no status, age or key: --corrupt (with --kernel) alone takes it.
     if rules.corrupt and not (rules.failed or rules.older_than_days is not None or rules.stale):
         chosen += dangling_picks(store, rules.kernel)
     if not dry_run and chosen:
