@@ -383,7 +383,9 @@ def cache_dir() -> Path:
     if path is None:
         path = _default_cache_dir()
     try:
-        path.mkdir(parents=True, exist_ok=True)
+        # Private where kernelpick makes it (a folder that exists keeps the mode its owner gave it):
+        # what is in it is imported (rendered kernels) and trusted (results).
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
         if path not in _writable:  # an existing folder may still be read-only: write a file once
             with tempfile.TemporaryFile(dir=path, prefix=".kernelpick-probe-"):
                 pass

@@ -333,3 +333,25 @@ def test_a_node_copies_the_spec_into_a_private_folder_not_a_predictable_shared_o
     assert copy.read_text() == source
     assert stat.S_IMODE(copy.stat().st_mode) == 0o600 and stat.S_IMODE(copy.parent.stat().st_mode) == 0o700
     assert cluster._local_copy("/elsewhere/their_spec.py", source) == copy  # once per text
+
+
+def test_a_node_sending_results_that_are_refused_fails_its_job_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec = tmp_path / "two_jobs_spec.py"
+    spec.write_text("from kernelpick.jobs import Job\nJOBS = [Job('bad', print), Job('good', print)]\n")
+    forged = {
+        "key": {"kernel": "k"},
+        "results": [{"candidate": "x", "description": {}, "result": {"status": "ok"}}],
+    }
+    monkeypatch.setattr(cluster, "_ProcessRunner", ThreadDevices)
+    monkeypatch.setattr(
+        cluster,
+        "run_job",
+        lambda spec_path, name, *args: JobOutcome(
+            name, "test gpu", 0.01, rows=(forged,) if name == "bad" else ()
+        ),
+    )
+    run = tune_spec(spec, devices=["0"])
+    errors = {outcome.job: outcome.error for outcome in run.outcomes}
+    assert errors["good"] == "" and errors["bad"].startswith("the results its node sent were refused")

@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import functools
 import json
-import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -63,27 +61,6 @@ def existing_store(path: Path) -> Path:
             "KERNELPICK_CACHE_DIR to the folder that holds results.sqlite3"
         )
     return path
-
-
-def until_the_reader_leaves(
-    handler: Callable[[argparse.Namespace], int],
-) -> Callable[[argparse.Namespace], int]:
-    """`handler`, ending quietly when what reads its output stops reading (`kernelpick cache list --json
-    | head` ended with "kernelpick: error: [Errno 32] Broken pipe"): status 1, the output cut short,
-    as rich ends a table cut short."""
-
-    @functools.wraps(handler)
-    def run(args: argparse.Namespace) -> int:
-        try:
-            status = handler(args)
-            sys.stdout.flush()  # here, where the reader's leaving can be caught, not at exit
-            return status
-        except BrokenPipeError:
-            # Whatever is still buffered goes nowhere: flushed at exit, it would raise again.
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-            return 1
-
-    return run
 
 
 def _open_store(args: argparse.Namespace, *, create: bool = False) -> SQLiteStore:
@@ -494,7 +471,7 @@ def add_cache_commands(commands: Any) -> None:
     listing = cache.add_parser("list", parents=[readable], help="one line per tuned key, with its pick")
     listing.add_argument("--kernel", help="only this kernel's keys")
     listing.add_argument("--json", action="store_true", help="print a JSON list")
-    listing.set_defaults(handler=until_the_reader_leaves(_cache_list))
+    listing.set_defaults(handler=_cache_list)
 
     show = cache.add_parser(
         "show",
@@ -509,11 +486,11 @@ def add_cache_commands(commands: Any) -> None:
         "share of the device's memory and compute limits",
     )
     show.add_argument("--json", action="store_true", help="print one JSON object")
-    show.set_defaults(handler=until_the_reader_leaves(_cache_show))
+    show.set_defaults(handler=_cache_show)
 
     stats = cache.add_parser("stats", parents=[readable], help="size, counts, devices, toolchains, dates")
     stats.add_argument("--json", action="store_true", help="print one JSON object")
-    stats.set_defaults(handler=until_the_reader_leaves(_cache_stats))
+    stats.set_defaults(handler=_cache_stats)
 
     export = cache.add_parser(
         "export", parents=[readable], help="write the pick of every key for one device as a deployment table"
@@ -529,13 +506,13 @@ def add_cache_commands(commands: Any) -> None:
     export.add_argument(
         "--kernel", action="append", metavar="K", help="only this kernel (repeat for several)"
     )
-    export.set_defaults(handler=until_the_reader_leaves(_cache_export))
+    export.set_defaults(handler=_cache_export)
 
     load = cache.add_parser(
         "import", parents=[where], help="save a deployment table's entries into the store"
     )
     load.add_argument("table", metavar="TABLE.json", help="a table written by `cache export`")
-    load.set_defaults(handler=until_the_reader_leaves(_cache_import))
+    load.set_defaults(handler=_cache_import)
 
     prune = cache.add_parser(
         "prune", parents=[where], help="remove the rows that match every filter given (or --all)"
@@ -551,10 +528,10 @@ def add_cache_commands(commands: Any) -> None:
     prune.add_argument("--corrupt", action="store_true", help="rows `cache verify` finds corrupt")
     prune.add_argument("--all", action="store_true", help="every row (takes no filter)")
     prune.add_argument("--dry-run", action="store_true", help="only say what would be removed")
-    prune.set_defaults(handler=until_the_reader_leaves(_cache_prune))
+    prune.set_defaults(handler=_cache_prune)
 
     check = cache.add_parser(
         "verify", parents=[where], help="check the file and every row; exit 1 when any is corrupt"
     )
     check.add_argument("--json", action="store_true", help="print one JSON object")
-    check.set_defaults(handler=until_the_reader_leaves(_cache_verify))
+    check.set_defaults(handler=_cache_verify)

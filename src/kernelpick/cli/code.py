@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kernelpick.cli.cache import STORE_HELP, existing_store, store_path, until_the_reader_leaves
+from kernelpick.cli.cache import STORE_HELP, existing_store, store_path
 from kernelpick.errors import StoreError
 from kernelpick.select.modules import kernel_source_path, source_hash, template_path
 from kernelpick.store.base import StoredRow
@@ -72,7 +72,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print a JSON list")
 
 
-@until_the_reader_leaves
 def run_code(args: argparse.Namespace) -> int:
     found = stored_code(store_path(args), args.name, key=args.key, choice=args.choice, every=args.all)
     if args.json:

@@ -4,11 +4,13 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import json
+import os
 import sys
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from rich.markup import escape
@@ -182,6 +184,27 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def until_the_reader_leaves(
+    handler: Callable[[argparse.Namespace], int],
+) -> Callable[[argparse.Namespace], int]:
+    """`handler`, ending quietly when what reads its output stops reading (`kernelpick cache list --json
+    | head` ended with "kernelpick: error: [Errno 32] Broken pipe"): status 1, the output cut short,
+    as rich ends a table cut short."""
+
+    @functools.wraps(handler)
+    def run(args: argparse.Namespace) -> int:
+        try:
+            status = int(handler(args))
+            sys.stdout.flush()  # here, where the reader's leaving can be caught, not at exit
+            return status
+        except BrokenPipeError:
+            # Whatever is still buffered goes nowhere: flushed at exit, it would raise again.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 1
+
+    return run
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; a kernelpick error or an OSError (a folder or file that cannot be read or
     written) is one line on stderr and status 2, its traceback with `--debug`."""
@@ -189,7 +212,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Triton 3.9 warns about a default it will change; it is noise for this command's readers.
     warnings.filterwarnings("ignore", message="TRITON_DEFAULT_FP_FUSION")
     try:
-        return int(args.handler(args))
+        return until_the_reader_leaves(args.handler)(args)
     except (KernelpickError, OSError) as error:
         if args.debug:
             raise

@@ -30,7 +30,7 @@ from concurrent.futures import (
     ThreadPoolExecutor,
     wait,
 )
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -192,7 +192,11 @@ def tune_spec(
             on_start(len(todo), run.skipped)
         for outcome in runner.run(todo):
             if outcome.rows and runner.remote:
-                replay(outcome.rows, default_store())
+                try:
+                    replay(outcome.rows, default_store())
+                except (ValueError, KeyError, TypeError) as error:  # one node's bad rows fail its job alone
+                    log.warning("job %s: the results its node sent were refused: %s", outcome.job, error)
+                    outcome = replace(outcome, error=f"the results its node sent were refused: {error}")
             journal.record(outcome)
             run.outcomes.append(outcome)
             if progress is not None:

@@ -34,7 +34,7 @@ from kernelpick.errors import StoreError, TuningRequired
 from kernelpick.select.ranks import KeyShare, RankJob, rank_job
 from kernelpick.signals import Terminated, terminable
 from kernelpick.store import ResultStore, StoredResult, TuningKey
-from kernelpick.store.base import picked
+from kernelpick.store.base import load_candidates, picked
 from kernelpick.store.claims import Claim, Claims, Finished, claims_of
 from kernelpick.store.deploy import TableHit, tabled_winner, tuning_required
 from kernelpick.store.table import TableEntry
@@ -123,12 +123,14 @@ class Tuning:
         """Seconds since the tuning started."""
         return time.perf_counter() - self.started
 
-    def stored(self) -> Mapping[str, StoredResult]:
-        """The store's results for this key, by candidate digest: read once, when first asked for."""
+    def stored(self, candidates: Collection[str]) -> Mapping[str, StoredResult]:
+        """The store's results for this key of `candidates` (by digest) alone, read once, when first
+        asked for: what a shared store's other writers added of other candidates is neither read
+        nor copied into a local store (`kernelpick.store.base.load_candidates`)."""
         if self._stored is None:
             started = time.perf_counter()
             self._read_mark()  # before the store: a tuning finishing after it changes the mark
-            self._stored = self.store.load(self.key) if self.store is not None else {}
+            self._stored = load_candidates(self.store, self.key, candidates) if self.store is not None else {}
             self.phases["store_read"] = self.phases.get("store_read", 0.0) + time.perf_counter() - started
         return self._stored
 
@@ -163,7 +165,9 @@ class Tuning:
             digests: every candidate's digest.
         """
         started = time.perf_counter()
-        found = tabled_winner(self.key, candidate_of, lambda: set(digests()) <= self.stored().keys())
+        found = tabled_winner(
+            self.key, candidate_of, lambda: set(everyone := digests()) <= self.stored(everyone).keys()
+        )
         self.phases["table"] = time.perf_counter() - started
         return found
 
@@ -174,7 +178,7 @@ class Tuning:
             TuningRequired: some are left and `KERNELPICK_NO_TUNING=1`; the message says what was
                 looked at.
         """
-        stored = self.stored()
+        stored = self.stored(digests)
         results = {d: stored[d].result for d in digests if d in stored}
         todo = [d for d in digests if d not in results]
         if todo and settings.current().no_tuning:
@@ -292,7 +296,7 @@ class Tuning:
 
     def _known(self, digests: Sequence[str]) -> tuple[dict[str, BenchmarkResult], list[str]]:
         """`split` without the check of `KERNELPICK_NO_TUNING` (nothing is measured)."""
-        stored = self.stored()
+        stored = self.stored(digests)
         results = {d: stored[d].result for d in digests if d in stored}
         return results, [d for d in digests if d not in results]
 
@@ -308,7 +312,7 @@ class Tuning:
         """`settle` as a rank of `job`: take parts of the candidates while some are left, measure and
         publish them, wait for the others' parts, and run the pick the first rank with all of them
         decided (`kernelpick.select.ranks`)."""
-        stored = {d: r.result for d, r in self.stored().items()}
+        stored = {d: r.result for d, r in self.stored(digests).items()}
         share = KeyShare(
             job, self.key.digest, digests, max(1, min(job.world, len(digests))) if divisible else 1
         )
