@@ -148,11 +148,20 @@ def test_eager_calls_skip_the_dispatcher() -> None:
         ops.mm(a, b)
     assert "kernelpick::mm" not in [event.name for event in profile.events()]
     winner = ops.selector("mm").implementation(a, b)
+    operator = torch.ops.kernelpick.mm.default  # the call through PyTorch's dispatcher
     attempts = []
     for _ in range(3):  # other processes share this CPU: take the quietest of interleaved batches
-        through_ops, direct = zip(*[(per_call(ops.mm, a, b), per_call(winner, a, b)) for _ in range(20)])
-        attempts.append((min(through_ops) - min(direct)) * 1e6)
-        if attempts[-1] < 5.0:
+        through_ops, direct, dispatched = zip(
+            *[(per_call(ops.mm, a, b), per_call(winner, a, b), per_call(operator, a, b)) for _ in range(20)]
+        )
+        attempts.append(((min(through_ops) - min(direct)) * 1e6, (min(dispatched) - min(direct)) * 1e6))
+        if attempts[-1][0] < 0.5 * attempts[-1][1]:
             break
-    print(f"\nops.mm over its winner on this CPU: {', '.join(f'{a:.2f}' for a in attempts)} µs per call")
-    assert min(attempts) < 5.0
+    print(
+        "\nops.mm and the dispatcher over its winner on this CPU: "
+        + ", ".join(f"{ours:.2f} and {theirs:.2f}" for ours, theirs in attempts)
+        + " µs per call"
+    )
+    # Relative to the dispatcher on the same CPU (how long a call takes varies threefold between the
+    # 2-core machines the suite runs on); bench/op_overhead.py measures it on a GPU machine.
+    assert any(ours < 0.5 * theirs for ours, theirs in attempts)
