@@ -20,6 +20,7 @@ from kernelpick import NoValidChoices, Selector, extern, load_table, require, se
 from kernelpick.bench.verify import Tolerance
 from kernelpick.console import console
 from kernelpick.errors import ArgumentError, ConfigError
+from kernelpick.select.signature import signature_key
 from kernelpick.store import MemoryStore, default_store
 from kernelpick.store.deploy import tables
 from kernelpick.store.sqlite import SQLiteStore
@@ -469,13 +470,26 @@ def test_stored_results_are_reused_in_a_new_process(tmp_path: Path, monkeypatch:
     }
 
 
-def test_dispatch_overhead_is_a_few_microseconds() -> None:
-    """The hot path (key, lookup, call) against calling the winner directly; prints the figure."""
+def test_dispatch_overhead_is_the_key_reads_and_little_more() -> None:
+    """The hot path (key, lookup, call) against its floor on the same CPU: a hand-written function
+    that reads the same metadata of each tensor, looks the tuple up in a dict and calls the winner.
+
+    The selector's overhead over calling the winner directly must stay within 1.6 times the floor's:
+    what it adds beyond the reads every key needs is a small part. An absolute bound judges the CPU
+    instead (it was 5 us, which a 2-core CI machine exceeded with 6.2 us). Prints the figures.
+    """
     selector = Selector("add", [extern(torch.add)])
     a, b = torch.randn(4), torch.randn(4)
     selector(a, b)
     winner = selector.implementation(a, b)
     assert winner is torch.add
+    table = {signature_key((a, b), {}, None): winner}
+
+    def floor(x: torch.Tensor, y: torch.Tensor) -> Any:
+        return table[
+            (x.dtype, x.shape, x.stride(), x.storage_offset(), not x.data_ptr() & 15, x.device,
+             y.dtype, y.shape, y.stride(), y.storage_offset(), not y.data_ptr() & 15, y.device)
+        ](x, y)  # fmt: skip
 
     def per_call(fn: Any, calls: int = 1000) -> float:
         start = time.perf_counter()
@@ -485,12 +499,14 @@ def test_dispatch_overhead_is_a_few_microseconds() -> None:
 
     attempts = []
     for _ in range(3):  # other processes share this CPU: take the quietest of interleaved batches
-        through_selector, direct = zip(*[(per_call(selector), per_call(winner)) for _ in range(20)])
-        attempts.append((min(through_selector) - min(direct)) * 1e6)
-        if attempts[-1] < 5.0:
+        batches = [(per_call(selector), per_call(floor), per_call(winner)) for _ in range(20)]
+        through_selector, through_floor, direct = (min(column) for column in zip(*batches))
+        attempts.append(((through_selector - direct) * 1e6, (through_floor - direct) * 1e6))
+        if attempts[-1][0] < 1.6 * attempts[-1][1]:
             break
-    print(f"\ndispatch overhead on this CPU: {', '.join(f'{a:.2f}' for a in attempts)} µs per call")
-    assert min(attempts) < 5.0
+    figures = ", ".join(f"{ours:.2f} (floor {floor:.2f})" for ours, floor in attempts)
+    print(f"\ndispatch overhead on this CPU: {figures} us per call")
+    assert any(ours < 1.6 * floor for ours, floor in attempts)
 
 
 class NoisyTimer:
