@@ -43,7 +43,6 @@ from kernelpick.store.deploy import load_table
 from kernelpick.tune import Autotuner, Config, TuningRecord, autotune
 from kernelpick.version import __version__
 from kernelpick.workers import start_workers
-from kernelpick.workers.plan import fork_zygote_early
 
 if TYPE_CHECKING:
     from kernelpick import ops
@@ -122,8 +121,3 @@ __all__ = [
     "triton_choice",
 ]
 
-
-# Last, once the whole module is defined (its forked children use it), and before the program uses
-# CUDA: a process forked now can still make a CUDA context, so workers forked from it start in
-# milliseconds instead of seconds (`kernelpick.workers.zygote`).
-fork_zygote_early()

@@ -267,7 +267,7 @@ def test_a_device_process_is_given_its_gpu_as_the_machine_numbers_it(
             assert environment["CUDA_VISIBLE_DEVICES"] == initargs[0]  # set before CUDA starts
             made.append(initargs)
 
-    monkeypatch.setattr(cluster, "zygote", lambda: object() if forked else None)
+    monkeypatch.setattr(cluster, "fork_zygote", lambda: object() if forked else None)
     monkeypatch.setattr(cluster, "ForkedExecutor", Forked)
     monkeypatch.setattr(cluster, "ProcessPoolExecutor", Pool)
     pools = [cluster._ProcessRunner._pool("0"), cluster._ProcessRunner._pool("1")]

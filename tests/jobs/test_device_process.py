@@ -1,7 +1,8 @@
 """tune/device_process.py: the device processes of `kernelpick tune --devices`, forked by the zygote.
 
-Each test runs a program in a new process with `KERNELPICK_ISOLATE=on`, so that `import kernelpick`
-forks a zygote on this CPU machine as it does on a GPU machine.
+Each test runs a program in a new process with `KERNELPICK_ISOLATE=on`, which forks a zygote on
+this CPU machine (as the command does for its first device process) and gets one in each device
+process as it would on a GPU machine.
 """
 
 from __future__ import annotations
@@ -130,7 +131,7 @@ plan.tune_elsewhere()  # as `tune_spec` says in the command's process
 pool = cluster._ProcessRunner._pool("0")
 print(json.dumps({
     "executor": type(pool).__name__,
-    "zygote_pid": zygote.zygote().pid,
+    "zygote_pid": zygote.fork_zygote().pid,
     "model": pool.submit(cluster._ready, sys.argv[1]).result(timeout=120),
     "outcome": pool.submit(cluster.run_job, sys.argv[1], "add").result(timeout=240).error,
     "facts": pool.submit(device_calls.facts).result(timeout=60),
@@ -170,7 +171,7 @@ def outcome(future):
         return [type(error).__name__, str(error)]
 
 
-pool = ForkedExecutor(zygote.zygote(), dict(os.environ), print, ())
+pool = ForkedExecutor(zygote.fork_zygote(), dict(os.environ), print, ())
 found = {
     "fail": outcome(pool.submit(device_calls.fail)),
     "unpicklable": outcome(pool.submit(device_calls.unpicklable)),
@@ -184,16 +185,16 @@ found["waiting"] = outcome(waiting)
 found["later"] = outcome(pool.submit(device_calls.sleep, 0))
 pool.shutdown()
 
-refused = ForkedExecutor(zygote.zygote(), dict(os.environ), device_calls.refuse, (1,))
+refused = ForkedExecutor(zygote.fork_zygote(), dict(os.environ), device_calls.refuse, (1,))
 found["refused"] = outcome(refused.submit(device_calls.sleep, 0))
 refused.shutdown()
 
-patient = ForkedExecutor(zygote.zygote(), dict(os.environ), print, ())
+patient = ForkedExecutor(zygote.fork_zygote(), dict(os.environ), print, ())
 finishing = patient.submit(device_calls.sleep, 1)
 patient.shutdown()  # waits for the running call, as a process pool's shutdown does
 found["finished"] = outcome(finishing)
 
-long = ForkedExecutor(zygote.zygote(), dict(os.environ), print, ())
+long = ForkedExecutor(zygote.fork_zygote(), dict(os.environ), print, ())
 running = long.submit(device_calls.sleep, 60)
 time.sleep(1.0)
 started = time.perf_counter()

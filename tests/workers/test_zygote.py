@@ -83,6 +83,33 @@ def test_with_isolation_on_kernelpick_forks_a_zygote_whose_workers_measure_and_c
     assert found["worker_pid"] != found["pid"]
 
 
+CHILDREN = """
+import os, sys
+import kernelpick
+from kernelpick.workers import zygote
+task = f"/proc/{os.getpid()}/task"
+children = [c for t in os.listdir(task) for c in open(f"{task}/{t}/children").read().split()]
+print(zygote.zygote() is None, len(children))
+@kernelpick.autotune(configs=[kernelpick.Config({"BLOCK": 16})], key=[])
+@__import__("triton").jit
+def k(x, BLOCK: "tl.constexpr"):
+    pass
+print(zygote.zygote() is not None)
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="reads a process's children from /proc")
+def test_import_kernelpick_starts_no_process_the_first_tuned_kernel_forks_the_zygote(tmp_path: Path) -> None:
+    # Issue 39: settings are read at first use, and a process is made only when the program
+    # shows it will tune (a tuned kernel or selector made, start_workers called).
+    script = tmp_path / "program.py"
+    script.write_text(CHILDREN)
+    env = {**os.environ, "KERNELPICK_ISOLATE": "on"}
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["True", "0", "True"]
+
+
 def test_without_isolation_nothing_is_forked(tmp_path: Path) -> None:
     script = tmp_path / "program.py"
     script.write_text(

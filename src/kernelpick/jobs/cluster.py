@@ -45,7 +45,7 @@ from kernelpick.store.base import StoredRow
 from kernelpick.store.default import default_store, recording
 from kernelpick.store.recording import replay
 from kernelpick.workers.plan import ready_to_tune, tune_elsewhere
-from kernelpick.workers.zygote import zygote
+from kernelpick.workers.zygote import fork_zygote
 
 log = logging.getLogger("kernelpick.tune")
 
@@ -287,7 +287,7 @@ class _ProcessRunner(_Runner):
         has one (torch and kernelpick imported: `jobs.device_process`), else a new interpreter."""
         visible = settings.visible_device(int(device))
         initargs = (visible, settings.as_environment())
-        forked = zygote()
+        forked = fork_zygote()  # this process uses no CUDA: it hands its tuning to these
         if forked is not None:
             environment = settings.child_environment({"CUDA_VISIBLE_DEVICES": visible})
             try:

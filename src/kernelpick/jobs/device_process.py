@@ -3,7 +3,8 @@
 A spawned device process is a new interpreter: it imports torch, kernelpick and the spec before its
 first job, 4.3-4.8 s after the command made it on a host of two H100s, while the command itself had
 imported all of that already (bench/results/tune_devices-h100-2gpu-no-cli-workers.json). The
-command's zygote (`kernelpick.workers.zygote`, forked at `import kernelpick`, before CUDA) forks one
+command's zygote (`kernelpick.workers.zygote`, forked for its first device process; the command uses
+no CUDA) forks one
 with torch and kernelpick imported (it had imported the spec 0.5 s after it was made on that host,
 bench/results/tune_devices-h100-2gpu-forked-device-processes-no-zygote.json), and it makes its own
 CUDA context on its GPU.

@@ -131,6 +131,7 @@ def start_workers(device: torch.device | str | None = None, *, wait: bool = Fals
     Raises:
         IsolationError: with `wait`, a worker did not start.
     """
+    fork_zygote_early()  # before anything here can initialize CUDA
     if device is None:
         device = "cuda" if torch.cuda.is_available() else "cpu"
     info = describe(torch.device(device))
@@ -145,8 +146,9 @@ def start_workers(device: torch.device | str | None = None, *, wait: bool = Fals
 
 
 def fork_zygote_early(*, spawned_to_tune: bool = False) -> None:
-    """At `import kernelpick`: fork the zygote that forks workers in milliseconds
-    (`kernelpick.workers.zygote`), if this process will want workers and has not used CUDA yet.
+    """When the first tuned kernel or selector is made, or `start_workers` is called: fork the zygote
+    that forks workers in milliseconds (`kernelpick.workers.zygote`), if this process will want
+    workers and has not used CUDA yet. `import kernelpick` starts no process.
 
     Workers are wanted when `KERNELPICK_ISOLATE` is `on`, or `auto` on a machine with a GPU (asked of
     NVML, which leaves CUDA untouched: once this process initialized CUDA, no process forked from it
@@ -209,6 +211,7 @@ def start_early(requested: bool | None, *, spawned_to_tune: bool = False) -> Non
     if settings.current().no_tuning:
         return
     _started_early = True
+    fork_zygote_early(spawned_to_tune=spawned_to_tune)  # now, before the program can use CUDA
     # A rank's GPU is not known yet (the program sets it later): its workers start at its first tuning.
     isolate = requested is not False and settings.current().isolate != "off" and not _one_rank_of_several()
 
@@ -244,5 +247,4 @@ def ready_to_tune() -> None:
     interpreters importing torch (4.4 s each on an H100 machine: `kernelpick.workers.zygote`)."""
     global _tuning_elsewhere
     _tuning_elsewhere = False  # this process tunes, whatever the one it was forked from does
-    fork_zygote_early(spawned_to_tune=True)
     start_early(None, spawned_to_tune=True)

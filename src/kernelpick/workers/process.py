@@ -22,7 +22,7 @@ from typing import Any
 
 from kernelpick import settings
 from kernelpick.errors import IsolationError
-from kernelpick.workers.zygote import ForkedWorker, Zygote, zygote
+from kernelpick.workers.zygote import ForkedWorker, Zygote, fork_zygote
 
 log = logging.getLogger("kernelpick.workers")
 
@@ -99,7 +99,7 @@ class WorkerProcess:
         self.generation += 1
         self._tail.clear()
         read_end, write_end = os.pipe()
-        forked = zygote() if _forking_works else None
+        forked = fork_zygote() if _forking_works else None  # forked now if not yet and CUDA is unused
         changes: dict[str, str | None] = {
             # A new interpreter imports Triton to compile (kernelpick interprets CPU kernels itself);
             # a child of the zygote has the Triton it imported, made as TRITON_INTERPRET then said,

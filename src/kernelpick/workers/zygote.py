@@ -5,8 +5,9 @@ H100 machine, 5.3 s beside 16 busy compilers: bench/boundary_probe.py on 2026-11
 commit that added this module; its results file was not kept), and the first tuning waits for it.
 A process forked after `import torch` but before any CUDA call starts with everything imported and
 can still make its own CUDA context (0.36 s for its first tensor, a fork taking 7 ms); one forked
-after CUDA was initialized cannot. So when kernelpick is imported in a process that has not touched
-CUDA, it forks a *zygote*: an idle copy of the process that waits on a socket and forks a worker
+after CUDA was initialized cannot. So a process that has not touched CUDA forks a *zygote* when it
+makes its first tuned kernel or selector (usually as its modules are imported), calls
+`kernelpick.start_workers`, or starts its first worker; `import kernelpick` alone starts nothing: an idle copy of the process that waits on a socket and forks a worker
 each time the caller asks, handing it the caller's pipes. The zygote and
 its workers run nothing of the caller's but kernelpick's worker loop (`kernelpick.workers.main`),
 and leave the caller's terminal session, so a Ctrl-C meant for the caller does not reach them.
