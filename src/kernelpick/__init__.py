@@ -120,4 +120,3 @@ __all__ = [
     "template",
     "triton_choice",
 ]
-
