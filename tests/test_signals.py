@@ -136,7 +136,10 @@ def test_ctrl_c_that_code_turned_into_another_error_still_stops_the_tuning(tmp_p
 
     def slow_add(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         try:
-            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C, landing in code that turns it
+            # Ctrl-C, landing in code that turns it: sent to this (the main) thread, so that it lands
+            # here, not after the try block (sent to the process, another thread, such as a progress
+            # bar's, may take it, and under load this thread goes on before the handler is due).
+            signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
         except KeyboardInterrupt:
             raise TypeError("only integer scalar arrays can be converted to a scalar index") from None
         return a + b
