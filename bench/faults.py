@@ -162,7 +162,7 @@ def main() -> None:
             "winner": selection.best,
             "statuses": {
                 row.name: {"status": row.result.status, "message": row.result.message[-300:]}
-                for row in selection.results
+                for row in selection.candidates
             },
             "correct": bool(torch.allclose(out.float(), a.float() @ b.float(), rtol=1e-2, atol=1.0)),
             "caller_healthy": healthy(),

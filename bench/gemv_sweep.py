@@ -153,7 +153,7 @@ def main() -> int:
         record = selector.last_selection
         assert record is not None
         timed = sorted(
-            ((r.name, r.result.timing.median_ms) for r in record.results if r.result.timing is not None),
+            ((r.name, r.result.timing.median_ms) for r in record.candidates if r.result.timing is not None),
             key=lambda item: item[1],
         )
         current_names = {f"gemv {Config.of(c)}" for c in current}
@@ -192,7 +192,7 @@ def main() -> int:
             "tuning_s": tuning_s,
             "pick": record.best,
             "sweep_ms": dict(timed),
-            "failed": {r.name: r.result.message[:200] for r in record.results if r.result.timing is None},
+            "failed": {r.name: r.result.message[:200] for r in record.candidates if r.result.timing is None},
             "retimed_ms": rounds,
             "median_ms": medians,
             "gbs": {name: weight_bytes / (ms * 1e-3) / 1e9 for name, ms in medians.items()},

@@ -335,7 +335,7 @@ class MLPBench(Suite):
                     "from_store": record.from_store,
                     "note": record.note,
                     "choices": len(record.results),
-                    "failed": sum(not r.result.ok for r in record.results),
+                    "failed": sum(not r.result.ok for r in record.candidates),
                 }
         return found
 

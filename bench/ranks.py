@@ -98,7 +98,7 @@ def rank_run(args: argparse.Namespace) -> None:
         w = torch.randn(n, k, device=device, dtype=a.dtype)
         seconds = first_call(functools.partial(ops.mm, a, w.t()), gpu)
         record = ops.selector("mm").last_selection
-        results = {row.name: row.result for row in record.results}
+        results = {row.name: row.result for row in record.candidates}
         keys.append(entry("ops.mm", (m, n, k), record.best, seconds, record.phases, results))
     for m, n, k in DRY_AUTOTUNE_SHAPES if args.dry else AUTOTUNE_SHAPES:
         from kernelpick.demo import matmul_arguments

@@ -164,7 +164,7 @@ def replay(log_dir: Path) -> None:
     from kernelpick.reports import log_tuning
     from kernelpick.search import Budget, strategy_names
     from kernelpick.search.replay import RecordedSpace, score
-    from kernelpick.tune.record import TuningRecord
+    from kernelpick.select.record import TuningRecord
 
     slugs = sorted({path.stem.rsplit("-", 1)[1] for path in DATA.glob("gemm-*.json")})
     for slug in slugs:
@@ -199,12 +199,13 @@ def replay(log_dir: Path) -> None:
                 for run in scored.runs if name != "exhaustive" else scored.runs[:1]:  # exhaustive: one is all
                     trace = run.trace
                     assert trace is not None and trace.best is not None
-                    record = TuningRecord(
+                    record = TuningRecord.of_configs(
                         "matmul_kernel", key, device, trace.results(), trace.best.config, trace.seconds, False,
-                        {"simulated": trace.seconds}, "replayed from a recording", trace,
+                        phases={"simulated": trace.seconds}, note="replayed from a recording",
+                        searches={"matmul_kernel": trace}, key_names=("M", "N", "K"),
                     )  # fmt: skip
                     with settings.override(log_path=log):
-                        log_tuning(record, ["M", "N", "K"])
+                        log_tuning(record)
                 summary = scores[path.stem][name]
                 print(
                     f"{path.stem} {name:10s} worst {summary['worst_ratio']:.3f} of the best, "

@@ -243,7 +243,7 @@ def role_trial(
             "note": record.note,
             "from_store": record.from_store,
             "failed": len(record.failed),
-            "costs_ms": {r.name: r.result.cost_ms for r in record.results if r.result.ok},
+            "costs_ms": {r.name: r.result.cost_ms for r in record.candidates if r.result.ok},
         }
     return {"seconds": time.perf_counter() - started, "problems": problems, "log": messages[:40]}
 

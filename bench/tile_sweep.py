@@ -169,11 +169,11 @@ def sweep_shape(
     tuning_s = time.perf_counter() - started
     record = selector.last_selection
     assert record is not None
-    ranked = sorted((r for r in record.results if r.result.ok), key=lambda r: r.result.cost_ms)
+    ranked = sorted((r for r in record.candidates if r.result.ok), key=lambda r: r.result.cost_ms)
     chosen = [r.name for r in ranked[: args.top]]
     # What the selection checks outputs against and keeps where nothing beats it: the extern choice.
     digest = selector.reference_digest(record.signature)
-    reference = next(r.name for r in record.results if r.digest == digest)
+    reference = next(r.name for r in record.candidates if r.digest == digest)
     if reference not in chosen:
         chosen.append(reference)
     choices = {c.name: c for c in selector.choices_for(*inputs)}

@@ -107,7 +107,7 @@ def main() -> int:
         record = selector.tune(a, b)
         tuning_s = time.perf_counter() - started
         choices = {c.name: c for c in selector.choices_for(a, b)}
-        measured = [r for r in record.results if r.result.ok]
+        measured = [r for r in record.candidates if r.result.ok]
         if args.choices:
             measured = measured[: args.choices]
         signature = record.signature

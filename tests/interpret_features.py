@@ -99,7 +99,7 @@ def main() -> None:
         ],
     )
     torch.testing.assert_close(selector(x), 2 * x)
-    assert all(r.result.ok for r in selector.last_selection.results), selector.last_selection.results
+    assert all(r.result.ok for r in selector.last_selection.candidates), selector.last_selection.results
     a, b = torch.randn(32, 48), torch.randn(48, 16)
     torch.testing.assert_close(kernelpick.ops.mm(a, b), a @ b)
     done.append("select")

@@ -164,13 +164,13 @@ def test_dtype_meta_parameters_become_strings_in_reports() -> None:
     from kernelpick.bench.result import BenchmarkResult
     from kernelpick.bench.stats import TimingSummary
     from kernelpick.device import DeviceInfo
-    from kernelpick.tune.record import TuningRecord
+    from kernelpick.select.record import TuningRecord
 
     config = Config({"BLOCK": 64, "DTYPE": tl.float16})
     assert config.to_data()["kwargs"] == {"BLOCK": 64, "DTYPE": "dtype:fp16"}
     result = BenchmarkResult("ok", TimingSummary.of([1.0, 1.1]))
     device = DeviceInfo("cpu", None, "cpu", None, 0, 0)
-    record = TuningRecord("k", (64,), device, {config: result}, config, 0.1, False, {})
+    record = TuningRecord.of_configs("k", (64,), device, {config: result}, config, 0.1, False)
     assert json.loads(json.dumps(record.to_dict()))["best_config"]["kwargs"]["DTYPE"] == "dtype:fp16"
 
 

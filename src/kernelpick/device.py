@@ -267,7 +267,7 @@ class Requirements:
     """What a choice needs of the device, checked before anything compiles.
 
     A selector leaves out a choice whose requirements a device does not meet and records why
-    (`SelectionRecord.skipped`). Example: `Requirements(min_capability=(9, 0), tma=True)` for a
+    (`TuningRecord.skipped`). Example: `Requirements(min_capability=(9, 0), tma=True)` for a
     kernel that reads through TMA descriptors.
 
     Args:

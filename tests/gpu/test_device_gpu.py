@@ -53,7 +53,7 @@ def test_the_tma_template_is_eligible_exactly_on_sm90_and_newer() -> None:
     a = torch.randn(256, 512, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(512, 256, device="cuda", dtype=torch.bfloat16)
     record = kernelpick.ops.selector("mm").tune(a, b)
-    names = {r.name for r in record.results}
+    names = {r.name for r in record.candidates}
     tma = any(name.startswith("triton_mm_tma") for name in names)
     if describe(a.device).capability >= (9, 0):  # type: ignore[operator]
         assert tma and record.skipped == ()

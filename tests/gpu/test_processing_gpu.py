@@ -29,7 +29,7 @@ def test_a_template_renders_for_the_processed_layout_on_cuda() -> None:
     b = torch.randn(384, 256, device="cuda", dtype=torch.float16).t()  # column-major
     torch.testing.assert_close(selector(a, b), a @ b, atol=2e-2, rtol=2e-2)
     assert selector.last_selection is not None
-    results = {r.name: r.result for r in selector.last_selection.results}
+    results = {r.name: r.result for r in selector.last_selection.candidates}
     processed_row = next(name for name in results if name.startswith("gemm row-major B"))
     assert results[processed_row].ok, results[processed_row].message
     inner = space.inner_signature(Signature.of((a, b), {}))
@@ -57,7 +57,7 @@ def test_cuda_timings_include_per_call_processing_and_exclude_a_prepack() -> Non
     b = torch.randn(4096, 4096, device="cuda", dtype=torch.float16)
     selector(a, b)
     assert selector.last_selection is not None
-    results = {r.name: r.result for r in selector.last_selection.results}
+    results = {r.name: r.result for r in selector.last_selection.candidates}
     assert all(r.ok for r in results.values())
     assert results["per call"].cost_ms > 3 * results["prepacked"].cost_ms
     assert results["prepacked"].cost_ms < 1.5 * results["torch.mm"].cost_ms

@@ -27,7 +27,7 @@ def test_a_selection_on_the_second_gpu_measures_its_templates() -> None:
     torch.testing.assert_close(out, a @ b, rtol=2e-2, atol=2e-2)
     record = kernelpick.ops.selector("mm").last_selection
     assert record is not None
-    templates = [row for row in record.results if row.name.startswith("triton_mm")]
+    templates = [row for row in record.candidates if row.name.startswith("triton_mm")]
     assert templates, "the GEMM template's configs are among the choices"
     failed = {row.name: row.result.message for row in templates if not row.result.ok}
     assert not any("device ordinal" in message for message in failed.values()), failed

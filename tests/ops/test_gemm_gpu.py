@@ -20,7 +20,7 @@ def failures(name: str) -> dict[str, str]:
     assert record is not None
     return {
         r.name: f"{r.result.status}: {r.result.message[:300]}"
-        for r in record.results
+        for r in record.candidates
         if r.result.status not in ("ok", "out_of_resources")
     }
 
@@ -39,7 +39,7 @@ def test_mm_on_a_gpu(dtype: torch.dtype, transposed: bool) -> None:
     record = ops.selector("mm").last_selection
     assert record is not None
     if torch.cuda.get_device_capability() >= (9, 0):
-        assert any(r.name.startswith("triton_mm_tma") for r in record.results)
+        assert any(r.name.startswith("triton_mm_tma") for r in record.candidates)
 
 
 @pytest.mark.parametrize("activation", [None, "relu", "gelu", "silu"])
@@ -61,7 +61,7 @@ def test_cublaslt_gelu_epilogue_is_offered_and_verified_in_half_precision_only(d
     ops.addmm(bias, a, b, activation="gelu")
     record = ops.selector("addmm_gelu").last_selection
     assert record is not None
-    results = {r.name: r.result for r in record.results}
+    results = {r.name: r.result for r in record.candidates}
     if dtype is torch.bfloat16:
         assert results["torch._addmm_activation[gelu_tanh]"].ok
     else:
@@ -115,7 +115,7 @@ def test_decode_sizes_on_a_gpu_compile_and_verify_every_skinny_config(dtype: tor
         assert failures("mm") == {}
         record = ops.selector("mm").last_selection
         assert record is not None
-        decode = [r for r in record.results if r.name.startswith("triton_mm_decode")]
+        decode = [r for r in record.candidates if r.name.startswith("triton_mm_decode")]
         assert decode and any("SPLIT_K=1," not in r.name for r in decode)
         # in the input dtype the product would be rounded before the bias cancels most of it (0.44 off
         # at 16 x 4100 in bfloat16)
@@ -143,7 +143,7 @@ def test_every_template_computes_right_on_later_calls_too(m: int) -> None:
     # tune's own record: `last_selection` is another key's when an earlier test selected this one
     record = selector.tune(a, b)
     signature = record.signature
-    worked = {r.name for r in record.results if r.result.ok}
+    worked = {r.name for r in record.candidates if r.result.ok}
     templates = [c for c in selector.expand(signature) if c.name.startswith("triton_mm") and c.name in worked]
     assert templates
     for choice in templates:

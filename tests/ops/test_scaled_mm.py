@@ -148,9 +148,11 @@ def test_scaled_mm_matches_torch_and_its_templates_pass_verification(
         out, expected, rtol=1.6e-2, atol=1e-2 * float(expected.float().pow(2).mean().sqrt())
     )
     record = record_of(selector_name(out_dtype, bias=bias_or_none is not None))
-    names = [r.name for r in record.results]
+    names = [r.name for r in record.candidates]
     assert sum(name.startswith("triton_scaled_mm") for name in names) == 2  # the interpreter's configs
-    assert all(r.result.ok for r in record.results), [(r.name, r.result.message) for r in record.results]
+    assert all(r.result.ok for r in record.candidates), [
+        (r.name, r.result.message) for r in record.candidates
+    ]
     assert [s.name for s in record.skipped] == ["triton_scaled_mm_tma"]  # no TMA on a CPU
 
 
@@ -160,7 +162,7 @@ def test_fast_accumulation_has_a_selector_of_its_own() -> None:
     torch.testing.assert_close(out.float(), dequantized(a, b, scale_a, scale_b, bias), rtol=8e-3, atol=1e-2)
     name = selector_name(torch.bfloat16, bias=True, use_fast_accum=True)
     assert name == "scaled_mm_bias_fast_bf16"
-    assert all(r.result.ok for r in record_of(name).results)
+    assert all(r.result.ok for r in record_of(name).candidates)
 
 
 def test_a_kernel_that_drops_the_bias_fails_verification_even_with_fast_accumulation() -> None:
@@ -182,7 +184,7 @@ def test_a_kernel_that_drops_the_bias_fails_verification_even_with_fast_accumula
         tolerance=FP8_FAST_ACCUMULATION_TOLERANCE,
     )
     record = selector.tune(*inputs)
-    results = {r.name.split(" ")[0]: r.result for r in record.results}
+    results = {r.name.split(" ")[0]: r.result for r in record.candidates}
     assert results["no_bias"].status == "wrong_result"
     assert record.best == "torch._scaled_mm"
 
@@ -250,8 +252,10 @@ def test_with_sizes_passed_or_baked_scaled_mm_matches_torch_and_its_templates_pa
         out, expected, rtol=1.6e-2, atol=1e-2 * float(expected.float().pow(2).mean().sqrt())
     )
     record = record_of(selector_name(torch.bfloat16, bias=True))
-    assert sum(r.name.startswith("triton_scaled_mm") for r in record.results) == 2
-    assert all(r.result.ok for r in record.results), [(r.name, r.result.message) for r in record.results]
+    assert sum(r.name.startswith("triton_scaled_mm") for r in record.candidates) == 2
+    assert all(r.result.ok for r in record.candidates), [
+        (r.name, r.result.message) for r in record.candidates
+    ]
 
 
 def test_by_default_one_source_serves_shapes_whose_tiles_fit_alike() -> None:

@@ -57,7 +57,7 @@ def failures(record: SelectionRecord) -> dict[str, str]:
     """Choices that failed for a reason other than needing more shared memory than the GPU has."""
     return {
         r.name: f"{r.result.status}: {r.result.message[:300]}"
-        for r in record.results
+        for r in record.candidates
         if r.result.status not in ("ok", "out_of_resources")
     }
 
@@ -72,7 +72,7 @@ def test_scaled_mm_on_a_gpu(m: int, per_row: bool) -> None:
     torch.testing.assert_close(out, expected, rtol=1.6e-2, atol=1e-2 * rms)
     record = record_of(selector_name(torch.bfloat16, bias=True))
     assert failures(record) == {}
-    templates = [r.name for r in record.results if r.name.startswith("triton_scaled_mm")]
+    templates = [r.name for r in record.candidates if r.name.startswith("triton_scaled_mm")]
     assert templates
     if torch.cuda.get_device_capability() >= (9, 0) and m >= 64:
         assert any(name.startswith("triton_scaled_mm_tma") for name in templates)
@@ -99,7 +99,7 @@ def test_real_fp8_accumulators_fit_the_fp8_tolerances(fast: bool) -> None:
     torch_out = torch._scaled_mm(a, b, scale_a, scale_b, out_dtype=torch.float32, use_fast_accum=fast)
     needed = {"torch._scaled_mm": least_tolerance(torch_out, expected)}
     for choice in selector.choices_for(a, b, scale_a, scale_b):
-        result = next(r.result for r in record.results if r.name == choice.name)
+        result = next(r.result for r in record.candidates if r.name == choice.name)
         if result.ok:
             needed[choice.name] = least_tolerance(
                 choice.callable_for(record.signature)(a, b, scale_a, scale_b), expected

@@ -18,7 +18,7 @@ from kernelpick.bench.verify import VERIFICATION_VERSION
 from kernelpick.config import Config
 from kernelpick.device import DeviceInfo
 from kernelpick.select.log import tuning_entry
-from kernelpick.select.record import ChoiceResult, SelectionRecord
+from kernelpick.select.record import CandidateResult, TuningRecord
 from kernelpick.select.signature import Signature
 from kernelpick.store.base import StoredResult
 from kernelpick.store.keys import Toolchain, TuningKey
@@ -48,7 +48,7 @@ def tune_for_real(log: Path, sizes: tuple[int, ...] = (1000, 3000)) -> kernelpic
     return kernel
 
 
-def gemm_record(m: int, n: int, k: int, seed: int = 0) -> SelectionRecord:
+def gemm_record(m: int, n: int, k: int, seed: int = 0) -> TuningRecord:
     """A selection of `kernelpick.ops.mm` for fp16 (m, k) @ (k, n) as an H100 could have timed it: cuBLAS
     and 48 template configs, a few out of resources."""
     rng = random.Random(seed)
@@ -58,7 +58,7 @@ def gemm_record(m: int, n: int, k: int, seed: int = 0) -> SelectionRecord:
     signature = Signature((a, b), (), None, H100)
     ideal_ms = 2 * m * n * k / 700e12 * 1e3  # 700 TFLOP/s at best
     results = [
-        ChoiceResult("torch.mm", "extern", {"kind": "extern", "name": "torch.mm"}, _ok(ideal_ms * 1.08))
+        CandidateResult("torch.mm", "extern", {"kind": "extern", "name": "torch.mm"}, _ok(ideal_ms * 1.08))
     ]
     for block_m in (64, 128, 256):
         for block_n in (64, 128, 256):
@@ -77,10 +77,10 @@ def gemm_record(m: int, n: int, k: int, seed: int = 0) -> SelectionRecord:
                     else:
                         slower = 1 + abs(block_m - 128) / 200 + abs(block_n - 128) / 300 + (warps == 4) * 0.1
                         result = _ok(ideal_ms * slower * rng.uniform(1.0, 1.05))
-                    results.append(ChoiceResult(name, config.digest, description, result))
+                    results.append(CandidateResult(name, config.digest, description, result))
     ranked = tuple(sorted(results, key=lambda r: r.result.cost_ms))
-    return SelectionRecord(
-        "kernelpick.ops.mm", signature, H100, ranked, ranked[0].name, 42.0, False, "torch.mm"
+    return TuningRecord.of_selection(
+        "kernelpick.ops.mm", (), signature, ranked, ranked[0].digest, 42.0, False, reference="torch.mm"
     )
 
 
@@ -88,10 +88,10 @@ def _ok(ms: float) -> BenchmarkResult:
     return BenchmarkResult("ok", TimingSummary(ms, ms, ms * 0.98, ms * 1.03, ms * 0.01, 100, 2, "cudagraph"))
 
 
-def search_trace(record: SelectionRecord, strategy: str, seed: int) -> dict[str, Any]:
+def search_trace(record: TuningRecord, strategy: str, seed: int) -> dict[str, Any]:
     """A search's trace as the log holds it: the configs it timed in order, when, and their costs."""
     rng = random.Random(seed)
-    timed = list(record.results)
+    timed = list(record.candidates)
     rng.shuffle(timed)
     if strategy != "exhaustive":
         timed = timed[: len(timed) // 3]

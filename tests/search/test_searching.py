@@ -119,15 +119,13 @@ def test_a_search_compiles_with_patience_and_does_not_store_a_skipped_config(mon
 def test_the_autotune_table_says_which_search_ran_and_how_much_of_the_space_it_evaluated() -> None:
     from rich.console import Console
 
-    from kernelpick.tune.record import record_table
-
     kernel = kernelpick.autotune(SPACE, key=["n"], search="random", store=MemoryStore())(add_kernel)
     with settings.override(search_budget=4):
         add(kernel)
     assert kernel.last_tuning is not None
     terminal = Console(width=200)
     with terminal.capture() as captured:
-        terminal.print(record_table(kernel.last_tuning))
+        terminal.print(kernel.last_tuning.table())
     text = " ".join(captured.get().split())
     assert f"random search: 4 of {len(SPACE)} configs evaluated (4 timed now, " in text
     assert "stopped: evaluations)" in text

@@ -46,7 +46,7 @@ def test_a_choice_the_device_cannot_run_is_skipped_and_the_record_says_why() -> 
     assert [c.name for c in selector.choices_for(x, y)] == ["torch.add"]
     assert torch.equal(selector(x, y), x + y)
     record = selector.last_selection
-    assert record is not None and [r.name for r in record.results] == ["torch.add"]  # never compiled
+    assert record is not None and [r.name for r in record.candidates] == ["torch.add"]  # never compiled
     assert record.skipped == (SkippedChoice("add_kernel", CPU_REASON),)
     assert record.to_dict()["skipped"] == [{"name": "add_kernel", "reason": CPU_REASON}]
     assert f"skipped add_kernel: {CPU_REASON}" in str(record.table().caption)

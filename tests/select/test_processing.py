@@ -28,7 +28,7 @@ from kernelpick.tensors import TensorSpec
 
 def results_of(selector: Selector) -> dict[str, Any]:
     assert selector.last_selection is not None
-    return {row.name: row.result for row in selector.last_selection.results}
+    return {row.name: row.result for row in selector.last_selection.candidates}
 
 
 def test_before_and_after_give_the_wrapped_choice_its_layout_and_the_caller_theirs() -> None:

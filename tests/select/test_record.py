@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import io
+import json
+from pathlib import Path
 
 import pytest
 import torch
+import triton
+import triton.language as tl
 from rich.console import Console, RenderableType
 
+import kernelpick
+from kernelpick import settings
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.stats import TimingSummary
 from kernelpick.console import FittingTable
@@ -163,3 +169,38 @@ def test_columns_go_in_their_order_as_the_console_narrows() -> None:
     assert header(80) == ["candidate", "ms/call", "% of best", "± %", "runs", "status"]
     assert header(60) == ["candidate", "ms/call", "% of best", "status"]
     assert header(40) == ["candidate", "ms/call", "status"]  # never fewer
+
+
+def test_a_selection_and_a_tuned_kernel_are_recorded_alike(tmp_path: Path) -> None:
+    # Issue 39: one record type. The README's loop over a tuned kernel's `last_tuning.results.items()`
+    # raised AttributeError on a selector's `last_selection` (a tuple of rows) before.
+    @kernelpick.autotune(
+        configs=[kernelpick.Config({"BLOCK": 32}), kernelpick.Config({"BLOCK": 64})], key=["n"]
+    )
+    @triton.jit
+    def copy(x_ptr, out_ptr, n, BLOCK: tl.constexpr):  # type: ignore[no-untyped-def]
+        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=offsets < n), mask=offsets < n)
+
+    def added(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return a + b
+
+    selector = kernelpick.Selector(
+        "sum", [kernelpick.extern(torch.add), kernelpick.extern(added)], cache=False
+    )
+    x, out = torch.randn(100), torch.empty(100)
+    with settings.override(cache_dir=tmp_path, isolate="off"):
+        copy[lambda meta: (triton.cdiv(100, meta["BLOCK"]),)](x, out, 100)
+        selector(x, x)
+    kernel, selection = copy.last_tuning, selector.last_selection
+    assert kernel is not None and selection is not None and type(kernel) is type(selection)
+    for record in (kernel, selection):
+        for candidate, result in record.results.items():  # the README's loop, on both
+            assert result.ok, (candidate, result.message)
+        assert record.results[record.best] is record.winner.result
+        assert [row.result for row in record.candidates] == list(record.results.values())
+        json.dumps(record.to_dict())
+    assert set(selection.results) == {"torch.add", "added"} and selection.best in selection.results
+    assert {c.kwargs["BLOCK"] for c in kernel.results} == {32, 64} and kernel.best in kernel.results
+    assert (kernel.kind, selection.kind) == ("autotune", "select")
+    assert selection["added"].name == "added" and selection.summary().startswith("sum(")

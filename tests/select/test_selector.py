@@ -438,7 +438,7 @@ with settings.override(cache_dir=sys.argv[1]):
     assert torch.equal(selector(a, a), a + a)
     record = selector.last_selection
     print(json.dumps({"from_store": record.from_store, "best": record.best, "calls": stored_choices.calls,
-                      "stored": [r.result.from_store for r in record.results]}))
+                      "stored": [r.result.from_store for r in record.candidates]}))
 """
 
 

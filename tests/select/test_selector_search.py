@@ -60,7 +60,7 @@ def test_a_search_times_fewer_choices_and_still_picks_a_verified_one(timed: list
     trace = record.searches["double"]
     assert trace.strategy == "random" and trace.used == 6 and trace.stopped == "evaluations"
     assert len(record.results) == 1 + 6  # the extern and what the search evaluated, not all 16
-    statuses = {r.name: r.result.status for r in record.results}
+    statuses = {r.name: r.result.status for r in record.candidates}
     assert list(statuses.values()).count("wrong_result") >= 2  # verified while searching
     assert record.best.startswith("double BLOCK=") and "SHIFT=0.0" in record.best
     assert [len(call) for call in timed] == [6, 1 + 2]  # the search's batch, then the final round
@@ -89,13 +89,13 @@ def test_externs_and_single_choices_are_timed_in_the_final_round_with_each_space
     assert torch.equal(searched(x), x * 2)
     record = searched.last_selection
     assert record is not None and set(record.searches) == {"double"}
-    names = {r.name for r in record.results}
+    names = {r.name for r in record.candidates}
     assert {"double", "halve_then_double", "add_self BLOCK=64, num_warps=4, num_stages=3"} <= names
     assert record.reference == "double"
     search_batches, final = timed[:-1], timed[-1]
     assert all("halve_then_double" not in batch for batch in search_batches)  # never part of a search
     best_two = sorted(
-        (r for r in record.results if r.name.startswith("double ") and r.result.ok),
+        (r for r in record.candidates if r.name.startswith("double ") and r.result.ok),
         key=lambda r: r.result.cost_ms,
     )[:2]
     assert final[:3] == ["double", "halve_then_double", "add_self BLOCK=64, num_warps=4, num_stages=3"]

@@ -44,13 +44,13 @@ def test_a_template_renders_per_config_and_runs_in_the_interpreter() -> None:
     assert torch.equal(selector(x), x * 2)
     record = selector.last_selection
     assert record is not None
-    names = sorted(r.name for r in record.results)
+    names = sorted(r.name for r in record.candidates)
     assert names == [
         "double",
         "scale BLOCK=16, num_warps=4, num_stages=3",
         "scale BLOCK=64, num_warps=2, num_stages=3",
     ]
-    assert all(r.result.ok for r in record.results)
+    assert all(r.result.ok for r in record.candidates)
     described = record["scale BLOCK=16, num_warps=4, num_stages=3"].description
     assert described["kind"] == "template" and described["template"] == "scale"
     rendered = settings.cache_dir() / "templates"
@@ -80,8 +80,8 @@ def test_an_epilogue_reads_more_inputs_named_by_arguments() -> None:
     x, shift = torch.randn(50), torch.randn(1)  # the one-element shift broadcasts
     selector.tune(x, shift)
     record = selector.last_selection
-    assert record is not None and all(r.result.ok for r in record.results), record.results
-    assert record.results[1].name.startswith("scale[")
+    assert record is not None and all(r.result.ok for r in record.candidates), record.results
+    assert record.candidates[1].name.startswith("scale[")
 
 
 def test_shapes_passed_as_arguments_reuse_one_rendered_kernel_across_sizes() -> None:
@@ -110,7 +110,7 @@ def test_out_is_written_by_the_kernel() -> None:
     assert selector(x, out=out) is out
     assert torch.equal(out, x * 2)
     record = selector.last_selection
-    assert record is not None and all(r.result.ok for r in record.results)
+    assert record is not None and all(r.result.ok for r in record.candidates)
 
 
 def test_a_config_that_fails_to_render_is_recorded_as_a_compile_error() -> None:
@@ -135,7 +135,7 @@ def test_a_compile_error_in_the_rendered_kernel_is_data() -> None:
     selector.tune(torch.randn(20))
     record = selector.last_selection
     assert record is not None and record.best == "double"
-    assert record.results[1].result.status == "compile_error"
+    assert record.candidates[1].result.status == "compile_error"
 
 
 def test_template_arguments_must_name_the_templates_inputs() -> None:
@@ -192,7 +192,7 @@ def test_a_template_with_a_workspace_and_two_kernels_runs_both_and_compiles_both
     selector = Selector("row_sum", [extern(lambda x: (x * 2).sum(0), name="torch"), space])
     x = torch.randn(3, 10)
     record = selector.tune(x)  # the template's output is verified against the reference's
-    assert all(r.result.ok for r in record.results), record.summary()
+    assert all(r.result.ok for r in record.candidates), record.summary()
     (choice,) = space.choices_for(Signature.of((x,), {}))
     assert isinstance(choice, TemplateChoice)
     torch.testing.assert_close(choice.callable_for(Signature.of((x,), {}))(x), (x * 2).sum(0))

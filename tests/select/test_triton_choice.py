@@ -64,7 +64,7 @@ def test_bind_may_pass_arguments_by_name() -> None:
     x, y = torch.randn(40), torch.randn(40)
     selector.tune(x, y)
     assert selector.last_selection is not None
-    assert all(r.result.ok for r in selector.last_selection.results)
+    assert all(r.result.ok for r in selector.last_selection.candidates)
 
 
 def test_the_digest_changes_with_the_config_and_the_kernel_source() -> None:

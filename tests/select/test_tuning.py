@@ -135,7 +135,7 @@ def choice(number):
 
 selector = Selector("sleepy", [choice(n) for n in range(12)], isolate=isolate)
 record = selector.tune(torch.ones(4))
-print(json.dumps({"measured": sum(not r.result.from_store for r in record.results)}))
+print(json.dumps({"measured": sum(not r.result.from_store for r in record.candidates)}))
 """
 
 

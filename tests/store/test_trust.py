@@ -22,10 +22,10 @@ import triton
 import kernelpick
 from kernelpick import settings
 from kernelpick.config import Config
+from kernelpick.select.record import TuningRecord
 from kernelpick.store import RedisStore, SQLiteStore
 from kernelpick.store.default import default_store
 from kernelpick.store.sqlite import SCHEMA_VERSION
-from kernelpick.tune.record import TuningRecord
 from tests.store.conftest import RedisServer
 from tests.store.samples import read_only
 from tests.tune.kernels import add_kernel, grid_1d

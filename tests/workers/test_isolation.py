@@ -21,7 +21,6 @@ from rich.console import Console
 
 import kernelpick
 from kernelpick import settings
-from kernelpick.tune.record import record_table
 from kernelpick.workers import pool_for
 from tests.workers import faulty
 
@@ -33,7 +32,7 @@ def test_a_selector_survives_every_kind_of_faulty_choice() -> None:
     with settings.override(bench_timeout_s=8.0):
         out = faulty.FAULTY_ADD(a, b)
     torch.testing.assert_close(out, a + b)
-    statuses = {row.name: row.result.status for row in faulty.FAULTY_ADD.last_selection.results}
+    statuses = {row.name: row.result.status for row in faulty.FAULTY_ADD.last_selection.candidates}
     assert statuses == {
         "slow but right": "ok",
         "aborts": "crashed",
@@ -43,7 +42,7 @@ def test_a_selector_survives_every_kind_of_faulty_choice() -> None:
         "wrong": "wrong_result",
         "torch.add": "ok",
     }
-    messages = {row.name: row.result.message for row in faulty.FAULTY_ADD.last_selection.results}
+    messages = {row.name: row.result.message for row in faulty.FAULTY_ADD.last_selection.candidates}
     assert "SIGABRT" in messages["aborts"] and "SIGSEGV" in messages["segfaults"]
     assert "took over 8 s" in messages["hangs"]
     assert "this choice always fails" in messages["raises"]
@@ -57,7 +56,7 @@ def test_choices_compile_in_the_workers_first_and_a_compiler_death_is_survived()
     a, b = torch.randn(300), torch.randn(300)
     torch.testing.assert_close(faulty.COMPILED_ADD(a, b), a + b)
     statuses = {
-        row.name.split(",")[0]: row.result.status for row in faulty.COMPILED_ADD.last_selection.results
+        row.name.split(",")[0]: row.result.status for row in faulty.COMPILED_ADD.last_selection.candidates
     }
     assert statuses == {
         "torch.add": "ok",
@@ -119,7 +118,7 @@ def test_templates_compile_here_and_are_timed_there_beside_choices_the_workers_c
     torch.testing.assert_close(selector(a, b), a + b)
     record = selector.last_selection
     assert record is not None
-    assert {r.name.split(",")[0]: r.result.status for r in record.results} == {
+    assert {r.name.split(",")[0]: r.result.status for r in record.candidates} == {
         "torch.add": "ok",
         "add BLOCK=64": "ok",
         "add BLOCK=128": "ok",
@@ -213,7 +212,7 @@ def test_a_selector_defined_in_a_function_with_closures_is_isolated(caplog: pyte
     a, b = torch.randn(64), torch.randn(64)
     with caplog.at_level(logging.INFO, logger="kernelpick"):
         torch.testing.assert_close(local(a, b), a + b)
-    statuses = {row.name: row.result.status for row in local.last_selection.results}
+    statuses = {row.name: row.result.status for row in local.last_selection.candidates}
     assert statuses == {"closure": "ok", "aborts": "crashed", "lambda, wrong": "wrong_result"}
     assert "not in workers" not in caplog.text and not local.timed_here
     assert {"screen", "confirm"} & set(local.last_selection.phases)  # the workers' steps, timed
@@ -335,7 +334,7 @@ def test_workers_verify_under_the_callers_tf32_switch() -> None:
             faulty.TF32_SWITCH(x)
     finally:
         torch.backends.cuda.matmul.allow_tf32 = previous
-    statuses = {row.name: row.result.status for row in faulty.TF32_SWITCH.last_selection.results}
+    statuses = {row.name: row.result.status for row in faulty.TF32_SWITCH.last_selection.candidates}
     assert statuses == {"plus_one": "ok", "plus_tf32_switch": "ok"}
 
 
@@ -375,8 +374,8 @@ def test_what_runs_in_the_caller_says_so_in_the_autotune_table() -> None:
 
     out = torch.empty(64)
     copy[lambda meta: (triton.cdiv(64, meta["BLOCK"]),)](a, out, 64)
-    assert "hooks" in copy.last_tuning.timed_here
-    assert "timed in this process, not in workers: its hooks" in render(record_table(copy.last_tuning))
+    assert "hooks" in copy.last_tuning.timed_here["copy"]
+    assert "timed in this process, not in a worker: copy: its hooks" in render(copy.last_tuning.table())
 
 
 def render(table: object) -> str:

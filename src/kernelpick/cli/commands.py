@@ -28,7 +28,6 @@ from kernelpick.version import __version__
 def _demo(args: argparse.Namespace) -> int:
     from kernelpick.demo import run_demo
     from kernelpick.store.default import default_store_path
-    from kernelpick.tune.record import record_table
 
     with settings.override(**({"cache_dir": args.cache_dir} if args.cache_dir else {})):
         demo = run_demo()
@@ -38,7 +37,7 @@ def _demo(args: argparse.Namespace) -> int:
         return 0
     out = console()
     for record in demo.records.values():
-        out.print(record_table(record))
+        out.print(record.table())
         out.print()
     for line in [*demo.failures(args.verbose), *(demo.steps() if args.verbose else [])]:
         out.print(escape(line))

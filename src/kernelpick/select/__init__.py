@@ -7,7 +7,7 @@ from kernelpick.bench.verify import Tolerance, tolerance_for
 from kernelpick.select.choice import Choice, ChoiceSpace, ExternChoice, extern
 from kernelpick.select.modules import load_module, write_module
 from kernelpick.select.processing import ProcessedChoice, ProcessedChoices, processed
-from kernelpick.select.record import ChoiceResult, SelectionRecord
+from kernelpick.select.record import CandidateResult, ChoiceResult, SelectionRecord, TuningRecord
 from kernelpick.select.render import Epilogue, PartialRender
 from kernelpick.select.selector import Selector
 from kernelpick.select.signature import Signature
@@ -17,6 +17,7 @@ from kernelpick.select.triton_choice import TritonKernelChoice, TritonKernelChoi
 from kernelpick.tensors import TensorSpec
 
 __all__ = [
+    "CandidateResult",
     "Choice",
     "ChoiceResult",
     "ChoiceSpace",
@@ -38,6 +39,7 @@ __all__ = [
     "TritonKernelChoice",
     "TritonKernelChoices",
     "TritonTemplate",
+    "TuningRecord",
     "extern",
     "load_module",
     "processed",

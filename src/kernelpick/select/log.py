@@ -30,19 +30,17 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from kernelpick import settings
 from kernelpick.bench.result import BenchmarkResult
-from kernelpick.config import Config
 from kernelpick.console import headline
 from kernelpick.device import DeviceInfo
 from kernelpick.errors import ReportError
-from kernelpick.search.run import SearchTrace
-from kernelpick.select.record import SelectionRecord
+from kernelpick.select.record import TuningRecord
 from kernelpick.select.work import work_of
 from kernelpick.store.keys import Toolchain, canonical_json, canonical_value
-from kernelpick.store.text import candidate_name, notable_specialization
+from kernelpick.store.text import notable_specialization
 
 log = logging.getLogger("kernelpick.reports")
 
@@ -53,47 +51,19 @@ _warned: set[str] = set()
 _warned_lock = threading.Lock()
 
 
-class AutotuneRecord(Protocol):
-    """What a line reads of a tuned kernel's record: `kernelpick.tune.TuningRecord`, which the
-    autotuning front above this package defines (this package imports nothing of it)."""
-
-    @property
-    def kernel(self) -> str: ...
-    @property
-    def key(self) -> tuple[Any, ...]: ...
-    @property
-    def device(self) -> DeviceInfo: ...
-    @property
-    def results(self) -> Mapping[Config, BenchmarkResult]: ...
-    @property
-    def best(self) -> Config: ...
-    @property
-    def seconds(self) -> float: ...
-    @property
-    def from_store(self) -> bool: ...
-    @property
-    def phases(self) -> Mapping[str, float]: ...
-    @property
-    def note(self) -> str: ...
-    @property
-    def search(self) -> SearchTrace | None: ...
-
-
-def log_tuning(record: AutotuneRecord | SelectionRecord, key_names: Sequence[str] | None = None) -> None:
+def log_tuning(record: TuningRecord) -> None:
     """Append one JSON line describing `record` to the file `KERNELPICK_LOG` names; nothing when unset.
 
     Never raises into the caller: a log that cannot be written costs one warning per path.
 
     Args:
-        record: what one tuning (`autotune`) or selection (`Selector`) found.
-        key_names: for a tuning record, the names of its leading key values (its kernel's `key=`
-            arguments and the constexprs the caller gave), so that the line names them.
+        record: what one tuning of a kernel (`autotune`) or a selector found.
     """
     path = settings.current().log_path
     if path is None:
         return
     try:
-        append_line(path, json.dumps(tuning_entry(record, key_names), default=str, allow_nan=False))
+        append_line(path, json.dumps(tuning_entry(record), default=str, allow_nan=False))
     except Exception as error:  # a log must never fail the user's call
         _warn_once(
             str(path),
@@ -101,47 +71,37 @@ def log_tuning(record: AutotuneRecord | SelectionRecord, key_names: Sequence[str
         )
 
 
-def tuning_entry(
-    record: AutotuneRecord | SelectionRecord, key_names: Sequence[str] | None = None
-) -> dict[str, Any]:
+def tuning_entry(record: TuningRecord) -> dict[str, Any]:
     """The plain data of one log line (this module's docstring lists its fields)."""
-    search = None  # a tuned kernel's search
-    if isinstance(record, SelectionRecord):
-        kind, name = "select", record.selector
+    candidates = [candidate_entry(r.name, r.description, r.result) for r in record.candidates]
+    extra: dict[str, Any] = {"phases": dict(record.phases)}
+    key_text = record.key_text
+    if record.signature is not None:  # a selector's
         signature = record.signature.to_data()
         key = selection_key(signature)
-        key_text = str(record.signature)
         key_inputs: Any = canonical_value(signature)
-        candidates = [candidate_entry(r.name, r.description, r.result) for r in record.results]
-        best = record.best
-        extra: dict[str, Any] = {"reference": record.reference, "phases": dict(record.phases)}
+        extra["reference"] = record.reference
         if record.searches:
             extra["searches"] = record.searches_to_dict()
-    else:
-        kind, name = "autotune", record.kernel
+    else:  # a tuned kernel's: its key names, dtypes and specialization (`kernelpick.tune.dispatch`)
         values = record.key[:-1]  # the last value is the device
-        names = list(key_names or [])[: len(values)]
+        names = list(record.key_names)[: len(values)]
         key = {n: canonical_value(v) for n, v in zip(names, values)}
-        rest = values[len(names) :]  # the dtypes, then the specialization (`kernelpick.tune.dispatch`)
-        dtypes = [str(v).removeprefix("torch.") for v in rest if not isinstance(v, str)]
-        specialized = next((v for v in rest if isinstance(v, str)), "")
-        key["dtypes"], key["specialized"] = dtypes, specialized
-        notable = notable_specialization(specialized)
-        shown = [f"{n}={v}" for n, v in zip(names, values)] + dtypes + ([notable] if notable else [])
+        rest = values[len(names) :]
+        key["dtypes"] = [str(v).removeprefix("torch.") for v in rest if not isinstance(v, str)]
+        key["specialized"] = next((v for v in rest if isinstance(v, str)), "")
+        notable = notable_specialization(key["specialized"])
+        shown = [f"{n}={v}" for n, v in zip(names, values)] + key["dtypes"] + ([notable] if notable else [])
         key_text = "(" + ", ".join(shown) + ")"
         key_inputs = canonical_value(values)
-        candidates = [
-            candidate_entry(candidate_name(c.to_data()), c.to_data(), r) for c, r in record.results.items()
-        ]
-        best = candidate_name(record.best.to_data())
-        extra = {"phases": dict(record.phases)}
-        search = record.search
+        if record.search is not None:
+            extra["search"] = record.search.to_dict()
     entry: dict[str, Any] = {
         "version": LOG_VERSION,
         "time": time.time(),
         "pid": os.getpid(),
-        "kind": kind,
-        "name": name,
+        "kind": record.kind,
+        "name": record.name,
         "key": key,
         "key_text": key_text,
         "key_inputs": json.loads(canonical_json(key_inputs)),
@@ -150,13 +110,11 @@ def tuning_entry(
         "seconds": record.seconds,
         "from_store": record.from_store,
         "note": record.note,
-        "best": best,
+        "best": record.best_name,
         **extra,
         "candidates": candidates,
     }
-    if search is not None:
-        entry["search"] = search.to_dict()
-    flops, moved = work_of(name, key)
+    flops, moved = work_of(record.name, key)
     if flops is not None:
         entry["flops"] = flops
     if moved is not None:

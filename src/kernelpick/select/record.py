@@ -1,5 +1,4 @@
-"""`SelectionRecord`: what selecting for one signature found, and why the winner won; the AUTOTUNE table
-that shows candidates and their results to people (`autotune_table`), for selections and tunings alike."""
+"""`TuningRecord`: what one tuning found, for a tuned kernel and a selector alike, and the AUTOTUNE table."""
 
 from __future__ import annotations
 
@@ -8,16 +7,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kernelpick.bench.result import BenchmarkResult
+from kernelpick.config import Config
 from kernelpick.console import Column, FittingTable, headline
 from kernelpick.device import DeviceInfo
 from kernelpick.search.run import SearchTrace
 from kernelpick.select.eligibility import SkippedChoice
 from kernelpick.select.signature import Signature
+from kernelpick.store.text import candidate_name
 
 
 @dataclass(frozen=True, slots=True)
-class ChoiceResult:
-    """How one choice did: its name, digest, description (plain data) and benchmark result."""
+class CandidateResult:
+    """How one candidate did: its name, digest, description (plain data) and benchmark result."""
 
     name: str
     digest: str
@@ -33,88 +34,184 @@ class ChoiceResult:
         }
 
 
-@dataclass(frozen=True, slots=True)
-class SelectionRecord:
-    """The outcome of selecting for one input signature.
+#: The name selections used for `CandidateResult`.
+ChoiceResult = CandidateResult
 
-    `results` has every choice, measured now or read from the store, fastest first among those that
-    worked; `best` is the winner's name; `reference` the name of what outputs were checked against
-    (None when nothing was verified); `from_store` is True when nothing had to be measured; `note`
-    says why the winner is not the fastest, when the reference was kept (`kernelpick.bench.pick`);
-    `skipped` has the choices the device does not meet the requirements of, each with the reason;
-    `searches` what a search (`Selector(search=...)`) did in each config space it searched, by the
-    space's name (`results` then holds only the choices evaluated); `phases` the seconds of its steps
-    (expand, table, store_read, compile, benchmark; in workers compile (here, beside the screening),
-    prepare (what the workers compile), screen, confirm; store_write;
-    wait: for another process or rank tuning the same key, `kernelpick.select.tuning`).
+
+@dataclass(frozen=True, slots=True)
+class TuningRecord:
+    """The outcome of one tuning: a tuned kernel's for one key (`kernel.last_tuning`), a selector's
+    for one input signature (`selector.last_selection`).
+
+    `results` maps each candidate as its front names it to its result: a kernel's configs as the
+    user gave them (a `triton.Config` stays one), a selector's choices by name; `best` is the
+    candidate that runs, in the same terms (`record.results[record.best]`), `winner` its row.
+    `candidates` has every candidate's row (name, digest, description, result): a kernel's in the
+    order of its configs (none when pruning left a single config: there was nothing to choose
+    between), a selection's fastest first among those that worked. `from_store` is True when
+    nothing had to be measured; `note` says why `best` is not the fastest, when the reference was
+    kept (`kernelpick.bench.pick`); `reference` names what outputs were checked against (None when
+    nothing was verified); `skipped` has the choices whose requirements the device does not meet,
+    each with the reason; `searches` what a search did in each config space it searched, by the
+    space's name (`candidates` then holds only what was evaluated); `phases` the seconds of its
+    steps (table, expand, store_read, analysis, compile, benchmark; in workers prepare, screen,
+    confirm; store_write; wait: for another process or rank tuning the same key,
+    `kernelpick.select.tuning`); `timed_here` names what was measured in this process although
+    isolation was wanted, with the reason. `key_text` is the key for people ("(M=128, N=4096)"),
+    which `title` puts after the name; `key_names` names a kernel's leading key values.
     """
 
-    selector: str
-    signature: Signature
+    kind: str  # "autotune" (a tuned kernel) or "select" (a selector)
+    name: str
+    key: tuple[Any, ...]
+    key_text: str
     device: DeviceInfo
-    results: tuple[ChoiceResult, ...]
-    best: str
+    candidates: tuple[CandidateResult, ...]
+    best_digest: str
     seconds: float
     from_store: bool
-    reference: str | None = None
-    note: str = ""
-    skipped: tuple[SkippedChoice, ...] = ()
-    searches: Mapping[str, SearchTrace] = field(default_factory=dict)
     phases: Mapping[str, float] = field(default_factory=dict)
-    #: The choices measured in this process although isolation was wanted, each with the reason.
+    note: str = ""
+    searches: Mapping[str, SearchTrace] = field(default_factory=dict)
     timed_here: Mapping[str, str] = field(default_factory=dict)
-    _by_name: dict[str, ChoiceResult] = field(init=False, repr=False, compare=False)
+    reference: str | None = None
+    skipped: tuple[SkippedChoice, ...] = ()
+    signature: Signature | None = None
+    key_names: tuple[str, ...] = ()
+    #: Each candidate as its front names it, by digest: a kernel's config as given (default: its name).
+    given: Mapping[str, Any] = field(default_factory=dict)
+    _rows: dict[str, CandidateResult] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "_by_name", {r.name: r for r in self.results})
+        object.__setattr__(self, "_rows", {r.digest: r for r in self.candidates})
+
+    @classmethod
+    def of_configs(
+        cls,
+        kernel: str,
+        key: tuple[Any, ...],
+        device: DeviceInfo,
+        results: Mapping[Config, BenchmarkResult],
+        best: Config,
+        seconds: float,
+        from_store: bool,
+        **fields: Any,
+    ) -> TuningRecord:
+        """The record of a tuned kernel whose configs had `results` (`fields`: the rest by name)."""
+        rows = [
+            CandidateResult(candidate_name(c.to_dict()), c.digest, c.to_data(), r) for c, r in results.items()
+        ]
+        given = {c.digest: c for c in (*results, best)}
+        return cls("autotune", kernel, key, fields.pop("key_text", ""), device, tuple(rows), best.digest,
+                   seconds, from_store, given=given, **fields)  # fmt: skip
+
+    @classmethod
+    def of_selection(
+        cls,
+        selector: str,
+        key: tuple[Any, ...],
+        signature: Signature,
+        rows: Sequence[CandidateResult],
+        best: str,
+        seconds: float,
+        from_store: bool,
+        **fields: Any,
+    ) -> TuningRecord:
+        """The record of a selection for `signature` (`best`: the winner's digest; `fields`: the rest)."""
+        return cls("select", selector, key, str(signature), signature.device, tuple(rows), best, seconds,
+                   from_store, signature=signature, **fields)  # fmt: skip
+
+    def _as_given(self, digest: str) -> Any:
+        return self.given[digest] if digest in self.given else self._rows[digest].name
 
     @property
-    def winner(self) -> ChoiceResult:
-        return self._by_name[self.best]
-
-    def __getitem__(self, name: str) -> ChoiceResult:
-        return self._by_name[name]
+    def results(self) -> dict[Any, BenchmarkResult]:
+        return {self._as_given(r.digest): r.result for r in self.candidates}
 
     @property
-    def failed(self) -> dict[str, BenchmarkResult]:
-        return {r.name: r.result for r in self.results if not r.result.ok}
+    def best(self) -> Any:
+        return self._as_given(self.best_digest)
+
+    @property
+    def winner(self) -> CandidateResult:
+        """The row of `best` (KeyError for a kernel's single config, which has none)."""
+        return self._rows[self.best_digest]
+
+    @property
+    def best_name(self) -> str:
+        """`best` as tables name it."""
+        row = self._rows.get(self.best_digest)
+        return row.name if row is not None else str(self.best)
+
+    @property
+    def failed(self) -> dict[Any, BenchmarkResult]:
+        return {self._as_given(r.digest): r.result for r in self.candidates if not r.result.ok}
+
+    def __getitem__(self, name: str) -> CandidateResult:
+        """The row of the candidate named `name`."""
+        found = next((r for r in self.candidates if r.name == name), None)
+        if found is None:
+            raise KeyError(name)
+        return found
+
+    @property
+    def kernel(self) -> str:
+        """The tuned kernel's name (`name`)."""
+        return self.name
+
+    @property
+    def selector(self) -> str:
+        """The selector's name (`name`)."""
+        return self.name
+
+    @property
+    def search(self) -> SearchTrace | None:
+        """What a tuned kernel's search did (None: every config was timed)."""
+        return self.searches.get(self.name) if self.kind == "autotune" else None
+
+    @property
+    def title(self) -> str:
+        """What its AUTOTUNE table is titled: the name the store knows (what `kernelpick cache show`
+        takes), and its key."""
+        return f"{self.name}{self.key_text}"
 
     def table(self) -> FittingTable:
-        """The AUTOTUNE table: choice, median, % of best, status."""
-        rows = [(r.name, r.result) for r in self.results]
+        """The AUTOTUNE table: candidate, median, % of best, status."""
         notes = [self.note] if self.note else []
         notes += [f"skipped {s.name}: {s.reason}" for s in self.skipped]
-        notes += [self.search_caption(name) for name in self.searches]
-        notes += [
-            f"timed in this process, not in a worker: {name}: {why}" for name, why in self.timed_here.items()
-        ]
+        notes += [self.search_caption(name) for name in self.searches]  # a kernel's: unnamed
+        notes += [f"timed in this process, not in a worker: {n}: {why}" for n, why in self.timed_here.items()]
+        rows = [(r.name, r.result) for r in self.candidates]
         return autotune_table(
-            f"{self.selector}{self.signature}",
-            rows,
-            self.device,
-            self.seconds,
-            best=self.best,
-            note="; ".join(notes),
+            self.title, rows, self.device, self.seconds, best=self.best_name, note="\n".join(notes)
         )
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data, e.g. for JSON reports."""
-        return {
-            "selector": self.selector,
-            "signature": self.signature.to_data(),
+        data = {
+            "kind": self.kind,
+            "name": self.name,
+            "key": self.key_text,
             "device": self.device.name,
             "interpreter": self.device.interpreter,
-            "best": self.best,
+            "best": self.best_name,
             "reference": self.reference,
             "note": self.note,
             "tuning_seconds": self.seconds,
             "cache_hit": self.from_store,
-            "results": [r.to_dict() for r in self.results],
+            "n_candidates": max(1, len(self.candidates)),
+            "n_failed": len(self.failed),
+            "results": [r.to_dict() for r in self.candidates],
             "skipped": [s.to_dict() for s in self.skipped],
             "searches": self.searches_to_dict(),
             "phases": dict(self.phases),
             "timed_here": dict(self.timed_here),
         }
+        if self.signature is not None:
+            data["signature"] = self.signature.to_data()
+        if self.kind == "autotune":
+            data["best_config"] = self.best.to_data()
+        return data
 
     def searches_to_dict(self) -> dict[str, dict[str, Any]]:
         """Each searched space's trace as plain data (`SearchTrace.to_dict()`), with its `configs`."""
@@ -123,17 +220,31 @@ class SelectionRecord:
         }
 
     def search_caption(self, space: str) -> str:
-        """One line: which strategy searched `space` and how much of it was evaluated."""
-        return self.searches[space].summary(space)
+        """One line: which strategy searched `space` and how much of it was evaluated (a tuned
+        kernel's one space goes unnamed: the table's title names it)."""
+        return self.searches[space].summary("" if self.kind == "autotune" else space)
 
     def summary(self) -> str:
-        """One line: the winner, its median and how many choices failed."""
-        failed = len(self.failed)
+        """One line: the winner, its median and how many candidates failed."""
+        failed = [r.result for r in self.candidates if not r.result.ok]
         return (
-            f"{self.selector}{self.signature}: {self.best} ({self.winner.result.cost_ms:.4f} ms) "
-            f"of {len(self.results)} choices, {failed} failed"
-            + (f" ({headline(next(iter(self.failed.values())).message, 60)})" if failed else "")
+            f"{self.title}: {self.winner.name} ({self.winner.result.cost_ms:.4f} ms) "
+            f"of {len(self.candidates)} candidates, {len(failed)} failed"
+            + (f" ({headline(failed[0].message, 60)})" if failed else "")
         )
+
+
+#: The name selections used for `TuningRecord`.
+SelectionRecord = TuningRecord
+
+
+def failure_report(failed: str, rows: Sequence[tuple[str, BenchmarkResult]], fix: str) -> str:
+    """The message of `NoValidConfigs` and `NoValidChoices`: "all N <failed>:", each candidate and
+    why it failed, and what to do (`fix`)."""
+    lines = [f"all {len(rows)} {failed}:"]
+    lines += [f"  {name}: {r.status}: {headline(r.message, 300)}" for name, r in rows]
+    lines.append(fix)
+    return "\n".join(lines)
 
 
 def autotune_table(

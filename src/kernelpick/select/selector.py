@@ -24,7 +24,7 @@ from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.timers import Timer
 from kernelpick.bench.verify import VERIFICATION_VERSION, Tolerance
 from kernelpick.compile.precompile import patience
-from kernelpick.console import headline, print_table
+from kernelpick.console import print_table
 from kernelpick.errors import ArgumentError, ConfigError, NoValidChoices
 from kernelpick.search.registry import default_strategy_name, strategy_class
 from kernelpick.select.choice import (
@@ -37,7 +37,7 @@ from kernelpick.select.choice import (
 from kernelpick.select.choice_measuring import ChoiceMeasuring
 from kernelpick.select.eligibility import SkippedChoice, eligible_spaces
 from kernelpick.select.log import log_tuning
-from kernelpick.select.record import ChoiceResult, SelectionRecord
+from kernelpick.select.record import CandidateResult, TuningRecord, failure_report
 from kernelpick.select.searching import NO_SEARCH, SelectionSearch, search_choices
 from kernelpick.select.selector_op import SelectorOp
 from kernelpick.select.signature import (
@@ -49,8 +49,8 @@ from kernelpick.select.signature import (
     unhashable_inputs,
     value_key,
 )
-from kernelpick.select.tuning import Tuning, pick_with_incumbent
-from kernelpick.store import ResultStore, StoredResult, TuningKey, default_store
+from kernelpick.select.tuning import Tuning, pick_with_incumbent, result_store
+from kernelpick.store import ResultStore, StoredResult, TuningKey
 from kernelpick.store.table import TableEntry
 from kernelpick.workers.plan import start_early
 
@@ -142,8 +142,8 @@ class Selector:
         self.timer = timer
         self._calls: dict[tuple[Any, ...], Callable[..., Any]] = {}
         self._lock = threading.RLock()
-        self.records: dict[tuple[Any, ...], SelectionRecord] = {}
-        self.last_selection: SelectionRecord | None = None
+        self.records: dict[tuple[Any, ...], TuningRecord] = {}
+        self.last_selection: TuningRecord | None = None
         start_early(isolate)
 
     # -- the hot path -------------------------------------------------------------------------
@@ -167,7 +167,7 @@ class Selector:
         key = checked_signature_key(self.name, inputs, kwargs, self.key)
         return self._calls.get(key) or self._select(key, inputs, kwargs)
 
-    def tune(self, *inputs: Any, **kwargs: Any) -> SelectionRecord:
+    def tune(self, *inputs: Any, **kwargs: Any) -> TuningRecord:
         """Select for inputs like these (if not done yet) without running the winner; returns the record."""
         key = checked_signature_key(self.name, inputs, kwargs, self.key)
         if key not in self._calls:
@@ -231,7 +231,7 @@ class Selector:
                 f"selector `{self.name}`",
                 str(signature),
                 TuningKey.make(self.name, source, signature.device, signature.to_data()),
-                self._store(),
+                result_store(self.use_store, self.store),
                 signature.device.name,
                 start,
             ) as tuning:
@@ -293,7 +293,7 @@ class Selector:
         )
         results = dict(settled.results)
         ranked = sorted([c for c in choices if c.digest in results], key=lambda c: results[c.digest].cost_ms)
-        rows = tuple(ChoiceResult(c.name, c.digest, c.description(), results[c.digest]) for c in ranked)
+        rows = tuple(CandidateResult(c.name, c.digest, c.description(), results[c.digest]) for c in ranked)
         if settled.pick is not None:
             ranked.remove(by_digest[settled.pick])
             ranked.insert(0, by_digest[settled.pick])
@@ -317,20 +317,20 @@ class Selector:
                 winner.name,
                 settled.picked_by,
             )
-        record = SelectionRecord(
+        record = TuningRecord.of_selection(
             self.name,
+            key,
             signature,
-            signature.device,
             rows,
-            winner.name,
+            winner.digest,
             tuning.seconds,
             not fresh,
-            reference,
-            settled.note if winner.digest == settled.pick else "",
-            skipped,
-            searched.traces,
-            tuning.phases,
-            dict(self.timed_here),
+            phases=tuning.phases,
+            note=settled.note if winner.digest == settled.pick else "",
+            searches=searched.traces,
+            timed_here=dict(self.timed_here),
+            reference=reference,
+            skipped=skipped,
         )
         self.records[key] = self.last_selection = record
         log_tuning(record)
@@ -370,18 +370,18 @@ class Selector:
                 "the tabled winner %s of %s cannot be called (%s); tuning", choice.name, self.name, error
             )
             return None
-        rows = (ChoiceResult(choice.name, choice.digest, choice.description(), hit.entry.result),)
-        record = SelectionRecord(
+        rows = (CandidateResult(choice.name, choice.digest, choice.description(), hit.entry.result),)
+        record = TuningRecord.of_selection(
             self.name,
+            key,
             signature,
-            signature.device,
             rows,
-            choice.name,
+            choice.digest,
             tuning.seconds,
             True,
-            None,
-            hit.note,
-            skipped,
+            phases=tuning.phases,
+            note=hit.note,
+            skipped=skipped,
         )
         self.records[key] = self.last_selection = record
         log_tuning(record)
@@ -412,7 +412,7 @@ class Selector:
         ranked: list[Choice],
         results: dict[str, BenchmarkResult],
         signature: Signature,
-        rows: tuple[ChoiceResult, ...],
+        rows: tuple[CandidateResult, ...],
     ) -> tuple[Choice, Callable[..., Any]]:
         for choice in ranked:
             if not results[choice.digest].ok:
@@ -463,11 +463,6 @@ class Selector:
                 "(an extern, say)"
             )
         return choices, skipped
-
-    def _store(self) -> ResultStore | None:
-        if not (self.use_store and settings.current().cache):
-            return None
-        return self.store if self.store is not None else default_store()
 
     def reference_digest(self, signature: Signature) -> str | None:
         """The digest of the reference when it is one of the choices: what runs unless clearly beaten."""
@@ -576,15 +571,12 @@ class Selector:
             target = target.choices_for(signature)[0]
         return PortableChoice(target, signature) if isinstance(target, Choice) else target
 
-    def _failure_report(self, signature: Signature, rows: Sequence[ChoiceResult]) -> str:
-        lines = [
-            f"all {len(rows)} choices of selector `{self.name}` failed for inputs {signature} on {signature.device.label}:"
-        ]
-        lines += [f"  {r.name}: {r.result.status}: {headline(r.result.message, 300)}" for r in rows]
-        lines.append(
-            "fix the choices or call with inputs they support; each reason is what compiling, running or verifying said"
+    def _failure_report(self, signature: Signature, rows: Sequence[CandidateResult]) -> str:
+        return failure_report(
+            f"choices of selector `{self.name}` failed for inputs {signature} on {signature.device.label}",
+            [(r.name, r.result) for r in rows],
+            "fix the choices or call with inputs they support; each reason is what compiling, running or verifying said",
         )
-        return "\n".join(lines)
 
     def __repr__(self) -> str:
         return f"Selector({self.name!r}, choices=[{', '.join(s.name for s in self.spaces)}])"

@@ -33,7 +33,7 @@ from kernelpick.console import warn_once
 from kernelpick.errors import StoreError, TuningRequired
 from kernelpick.select.ranks import KeyShare, RankJob, rank_job
 from kernelpick.signals import Terminated, terminable
-from kernelpick.store import ResultStore, StoredResult, TuningKey
+from kernelpick.store import ResultStore, StoredResult, TuningKey, default_store
 from kernelpick.store.base import load_candidates, picked
 from kernelpick.store.claims import Claim, Claims, Finished, claims_of
 from kernelpick.store.deploy import TableHit, tabled_winner, tuning_required
@@ -435,6 +435,14 @@ class Tuning:
         started = time.perf_counter()
         self.store.save(self.key, rows, pick=winner)
         self.phases["store_write"] = self.phases.get("store_write", 0.0) + time.perf_counter() - started
+
+
+def result_store(use: bool, given: ResultStore | None) -> ResultStore | None:
+    """Where a tuned kernel's or a selector's results go: the store it was `given`, else the default
+    store (`KERNELPICK_CACHE_DIR`); None when its `cache=False` (`use`) or `KERNELPICK_CACHE=0`."""
+    if not (use and settings.current().cache):
+        return None
+    return given if given is not None else default_store()
 
 
 def pick_with_incumbent(

@@ -43,11 +43,11 @@ from kernelpick.search.space import Space
 from kernelpick.select.kernel_configs import KernelConfigs
 from kernelpick.select.log import log_tuning
 from kernelpick.select.modules import keep_kernel_source
-from kernelpick.select.tuning import Settled, Tuning, pick_with_incumbent
-from kernelpick.store import ResultStore, StoredResult, TuningKey, default_store
+from kernelpick.select.record import TuningRecord, failure_report
+from kernelpick.select.tuning import Settled, Tuning, pick_with_incumbent, result_store
+from kernelpick.store import ResultStore, StoredResult, TuningKey
 from kernelpick.tune.dispatch import MISSES, Dispatcher, describe_key, specialized_arguments
 from kernelpick.tune.prune import Pruner
-from kernelpick.tune.record import TuningRecord, failure_report, record_table
 from kernelpick.workers.plan import start_early
 
 log = logging.getLogger("kernelpick.tune")
@@ -334,7 +334,7 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
                 f"kernel `{self.name}`",
                 describe_key(self._key_names(), key, dtypes=True),
                 self.tuning_key(key, device),
-                self._store(),
+                result_store(self.use_store, self.store),
                 device.name,
                 start,
             ) as tuning:
@@ -372,10 +372,15 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
             if settled is not None:
                 if settled.pick is None:
                     self._save(tuning, fresh, results, None)
-                    raise no_valid_configs(failure_report(self.name, key, results), results)
+                    report = failure_report(
+                        f"configs of kernel `{self.name}` failed for key {key[:-1]}",
+                        [(str(c), r) for c, r in results.items()],
+                        "fix the configs or the kernel; each reason above is what the compiler or the launch said",
+                    )
+                    raise no_valid_configs(report, results)
                 best, note = by_digest[settled.pick], settled.note
             self._save(tuning, fresh, results, best)
-        record = TuningRecord(
+        record = TuningRecord.of_configs(
             self.name,
             key,
             device,
@@ -383,11 +388,12 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
             best,
             tuning.seconds,
             from_store,
-            tuning.phases,
-            note,
-            trace,
-            self.timed_here if measured_now else None,
-            describe_key(self._key_names(), key),
+            key_text=describe_key(self._key_names(), key),
+            phases=tuning.phases,
+            note=note,
+            searches={} if trace is None else {self.name: trace},
+            timed_here={self.name: self.timed_here} if measured_now and self.timed_here else {},
+            key_names=tuple(self._key_names()),
         )
         self._finish(key, record)
         run = runner(self.fn, device.interpreter)
@@ -480,11 +486,6 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
         source = f"{MEASUREMENT_VERSION}:{self.base_fn.cache_key}"
         return TuningKey.make(self.name, source, device, key[:-1])
 
-    def _store(self) -> ResultStore | None:
-        if not (self.use_store and settings.current().cache):
-            return None
-        return self.store if self.store is not None else default_store()
-
     def _kernel_configs(self) -> KernelConfigs:
         """This kernel's configs and options as the engine measures them (made at each use: an option,
         the timer say, may change after decoration)."""
@@ -547,9 +548,9 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
         self.last_tuning = record
         self.configs_timings = {self.given.get(c, c): r.median_ms for c, r in record.results.items()}
         if settings.current().print_tables and len(record.results) > 1:
-            print_table(record_table(record))
+            print_table(record.table())
         log.info("tuned %s for %s in %.2f s: %s", self.name, key, record.seconds, record.best)
-        log_tuning(record, self._key_names())
+        log_tuning(record)
         if record.results:  # as Triton: nothing is reported when a single config was left
             self._tell_triton_knobs(key, record, best)
 
