@@ -1,5 +1,7 @@
-"""Forked compilers: Triton's compile calls for a batch of configs, run in forked children that fill
-Triton's on-disk cache, then loaded in the parent (the process mode of `kernelpick.compile.precompile`).
+"""Forked compilers: a batch's Triton compiles run in forked children, then loaded in the parent.
+
+The children fill Triton's on-disk cache, which the parent loads from (the process mode of
+`kernelpick.compile.precompile`).
 
 A child that dies (a crash inside LLVM or ptxas) takes only its own configs down; a config that
 compiles far longer than the rest of its batch (`Patience`) or than the compile timeout has its
