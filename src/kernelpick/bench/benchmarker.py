@@ -26,7 +26,6 @@ _K = TypeVar("_K")
 
 #: Part of every store key: bump when the way candidates are measured, or what a key holds, changes,
 #: so that results measured the old way are measured again rather than compared with new ones.
-#: measure-3: keys hold what Triton specializes on (16-byte alignment, integers divisible by 16 or 1).
 MEASUREMENT_VERSION = "measure-3"
 
 #: Host time of one call of a candidate, given its device time (see `bench/host.py`).
@@ -156,14 +155,11 @@ def finalists(
     however its brief first look went (in the place of the last of the `top`).
 
     The reference is what runs unless another candidate clearly beats it, so the comparison that
-    decides rests on the longer, interleaved round. (On an H100 the first round read cuBLAS 10-20 %
-    slow in some processes, behind six Triton GEMMs, while the suite's do_bench had it 4 % faster
-    than any of them: bench/results/stability-h100-before-reference-final.json.)
+    decides rests on the longer, interleaved round, however slow the brief first round read it.
 
-    A screen is brief, and on a GPU a few slow runs can lift a candidate's median by 10 % (an H200
-    screened Triton GEMMs at 0.082 ms whose fastest runs took 0.071 ms, against cuBLAS at 0.074 ms).
-    Admitting by the fastest run keeps such a candidate in the final, where longer interleaved runs
-    settle it; the cost still orders the final and decides the winner.
+    A screen is brief, and on a GPU a few slow runs can lift a candidate's median above one it
+    beats. Admitting by the fastest run keeps such a candidate in the final, where longer
+    interleaved runs settle it; the cost still orders the final and decides the winner.
     """
     ranked = sorted((k for k, r in results.items() if r.ok), key=lambda k: results[k].cost_ms)
     if not ranked:

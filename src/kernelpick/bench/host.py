@@ -2,10 +2,9 @@
 
 A 5 µs kernel behind 20 µs of Python and launch overhead runs at 20 µs a call in a program the host
 bounds. Device timers leave the host out on purpose, so the host's share is measured apart and
-shown beside the device time (it no longer ranks: `TimingSummary.cost_ms` says why), as a user's
-program incurs it: the exact callable, called
-back to back with no synchronization between calls, and the time until the last call returns
-(not until the device finishes) divided by the calls.
+shown beside the device time (it does not rank: `TimingSummary.cost_ms` says why), as a user's
+program incurs it: the exact callable, called back to back with no synchronization between calls,
+and the time until the last call returns (not until the device finishes) divided by the calls.
 """
 
 from __future__ import annotations
@@ -17,9 +16,8 @@ from collections.abc import Callable
 #: fills, which would make the host wait for the device and count device time as host time.
 CALLS = 20
 #: Batches whose fastest is the figure: what interferes with a host (another process, an interrupt,
-#: a page fault) only ever adds time, so the fastest batch is the call's own cost. (With the median,
-#: one selection on an H100 read cuBLAS's host time at 29 µs, not 15-18 µs, and picked a GEMM 32 %
-#: slower: bench/results/stability-h100-before-host-min.json.)
+#: a page fault) only ever adds time, so the fastest batch is the call's own cost; a median would
+#: count the interference too.
 BATCHES = 5
 
 

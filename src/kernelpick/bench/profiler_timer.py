@@ -1,4 +1,4 @@
-"""The profiler timer: each run's kernel time, from the kernels' own durations (CUPTI, through torch.profiler).
+"""The profiler timer: each run's kernel time, from the kernels' own durations (CUPTI, torch.profiler).
 
 Each run is queued as setup, L2 flush, marker, run, marker, teardown; the markers are tiny kernels
 of a name no candidate launches (`torch.cuda._sleep`'s `spin_kernel`), and a run's time is the sum

@@ -58,14 +58,10 @@ class TimingSummary:
     def cost_ms(self) -> float:
         """What ranks candidates: the device time (the median of the runs).
 
-        The host time per call (`host_ms`) is measured and shown beside it, and once ranked too (the
-        larger of the two was the cost), but the host's figures of one call swing more than the
-        differences they decided: on an H100 16 configs of one Triton launcher read 17.2-40.3 µs a
-        call in one selection, torch._scaled_mm 15.0 µs in one process and 23.5 µs in another, and
-        ranking by them picked Triton fp8 GEMMs 6-27 % slower on the device than torch._scaled_mm
-        (bench/results/scaled_mm_suite-h100-before-host-tie.json and -before-device-cost.json;
-        a GEMM 32 % slower before that: stability-h100-before-host-min.json). Where the host is what
-        bounds a program, CUDA graphs take it away whichever kernel is picked.
+        The host time per call (`host_ms`) is measured and shown beside it but does not rank: the
+        host's figures of one call swing between processes and runs more than the differences they
+        would decide, and where the host is what bounds a program, CUDA graphs take it away whichever
+        kernel is picked.
         """
         return self.median_ms
 

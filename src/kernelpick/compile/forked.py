@@ -1,5 +1,7 @@
-"""Forked compilers: Triton's compile calls for a batch of configs, run in forked children that fill
-Triton's on-disk cache, then loaded in the parent (the process mode of `kernelpick.compile.precompile`).
+"""Forked compilers: a batch's Triton compiles run in forked children, then loaded in the parent.
+
+The children fill Triton's on-disk cache, which the parent loads from (the process mode of
+`kernelpick.compile.precompile`).
 
 A child that dies (a crash inside LLVM or ptxas) takes only its own configs down; a config that
 compiles far longer than the rest of its batch (`Patience`) or than the compile timeout has its
@@ -8,8 +10,8 @@ compiler killed; a child compiles a config only once it holds the config's claim
 
 A child also builds what launching a compiled kernel needs besides its binary: Triton 3.6 compiles
 a C launcher for each kernel signature with `gcc`, cached on disk beside the binaries. Built here,
-once per signature and batch, every worker that loads the kernel finds it there; otherwise each
-worker built it at its first launch of each signature, all of them at once, beside the compilers.
+once per signature and batch, every worker that loads the kernel finds it there instead of building
+it at its first launch, all of them at once, beside the compilers.
 """
 
 from __future__ import annotations
@@ -45,10 +47,9 @@ COMPILER_NICENESS = 5
 CLAIM_WAIT_S = 300.0
 #: How often compiling that may be stopped from another thread looks whether it was.
 _STOP_POLL_S = 0.1
-#: Seconds a compile may always take under `patience`, however quick the others were. In the GPU
-#: searches of docs/benchmarks.md, every batch of 16 compilers that took over 8 s held a 2-warp tile
-#: of 128x128 or more (timed at 20x the best and worse); the batches without one took 5.8 s at most
-#: (`strategies.batch_seconds` in bench/results/search-*-before-floor.json).
+#: Seconds a compile may always take under `patience`, however quick the others were: longer than a
+#: batch of configs that can win takes; slower batches hold large 2-warp tiles, which run far slower
+#: than the best (docs/benchmarks.md, "Compile times, and what patience gave up").
 PATIENCE_FLOOR_S = 8.0
 
 
@@ -58,8 +59,7 @@ class Patience:
     config still compiling after `factor` times their median (and at least `floor_s`) is given up.
 
     A search sets it: one config that takes minutes to compile (a huge tile spilling registers)
-    would otherwise hold up every later proposal: on an H100 one search waited 200 s for its second
-    batch (docs/benchmarks.md).
+    would otherwise hold up every later proposal.
     """
 
     factor: float

@@ -164,10 +164,8 @@ class FixedLaunch:
     The first call is Triton's `run` (it compiles, binds and specializes); later calls launch the
     compiled kernel through its own runner (`CompiledKernel[grid](*args)`, which reads the current
     stream and honours launch hooks), skipping the binding, the specialization and the cache lookup
-    that would find the same kernel again (with the cheaper selection operator, this took a compiled
-    Llama MLP forward's host time at M = 1, three template launches, from 192 to 133 us on an H100
-    machine: bench/forward_profile.py). While the current device is not the one the kernel was loaded
-    on, or for a kernel with constexpr parameters or pre-run hooks, every call is Triton's `run`.
+    that would find the same kernel again. While the current device is not the one the kernel was
+    loaded on, or for a kernel with constexpr parameters or pre-run hooks, every call is Triton's `run`.
     Triton's compile-time knobs (`TRITON_DEBUG`, instrumentation) are read at the first call: a
     change made later reaches kernels rendered later, not this one.
     """

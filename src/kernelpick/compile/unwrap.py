@@ -1,4 +1,4 @@
-"""Reach the `triton.jit` function inside autotuning and heuristics wrappers, with the arguments they would add."""
+"""The `triton.jit` function inside autotuning and heuristics wrappers, with the arguments they add."""
 
 from __future__ import annotations
 

@@ -3,11 +3,8 @@
 Triton's first compile in a process hashes Triton's own files, its shared library included
 (hundreds of megabytes), to key its cache, and asks `ptxas` for its version: about a second that
 the first tuning would otherwise wait for, serially, before any config starts compiling. Its first
-specialization of a launch's arguments imports some forty of its modules (Gluon's among them): 0.9 s
-of a process's first GEMM selection under cProfile on an H100 machine
-(bench/results/screen_profile-h100.json), in the caller and again in each isolation worker. Done
-here ahead, the cold autotune's median went from 4.08 to 3.93 s in alternating fresh processes,
-within the runs' spread (bench/results/warm_ab-h100.json).
+specialization of a launch's arguments imports some forty of its modules (Gluon's among them), in
+the caller and again in each isolation worker. Both are done here ahead.
 """
 
 from __future__ import annotations

@@ -315,10 +315,8 @@ class _ProcessRunner(_Runner):
                     running[pool.submit(run_job, str(self.spec.path), queue.pop(0).name)] = pool
 
     def close(self) -> None:
-        # All at once: a device's process takes a while to end (its workers stop too). Ended one
-        # after another, the end of a run grew with its GPUs: 2.9 s from the last tuning to the
-        # command's end on 1 GPU, 4.8 s on 2, 7.5 s on 4 (tune_devices-h100.json); all at once,
-        # 3.5 s on 1 and 3.3 s on 2 (tune_devices-h100-2gpu-timeline.json).
+        # All at once: a device's process takes a while to end (its workers stop too), and ended one
+        # after another, the end of a run would grow with its GPUs.
         with ThreadPoolExecutor(len(self.pools), thread_name_prefix="kernelpick-close") as closing:
             list(closing.map(lambda pool: pool.shutdown(cancel_futures=True), self.pools))
 

@@ -1,16 +1,10 @@
 """A device process of `kernelpick tune --devices`, forked by the zygote instead of spawned.
 
-A spawned device process is a new interpreter: it imports torch, kernelpick and the spec before its
-first job, 4.3-4.8 s after the command made it on a host of two H100s, while the command itself had
-imported all of that already (bench/results/tune_devices-h100-2gpu-no-cli-workers.json). The
-command's zygote (`kernelpick.workers.zygote`, forked for its first device process; the command uses
-no CUDA) forks one
-with torch and kernelpick imported (it had imported the spec 0.5 s after it was made on that host,
-bench/results/tune_devices-h100-2gpu-forked-device-processes-no-zygote.json), and it makes its own
-CUDA context on its GPU.
-On one H100 the 41 jobs of bench/tune_cluster_spec.py took 80.2 s instead of 91.7 s, the first
-tuning beginning 6.1 s after the command started instead of 11.5 s, with its workers ready
-(bench/results/tune_devices-h100-forked-device-processes.json, -before-forked-device-processes).
+A spawned device process is a new interpreter: it spends seconds importing torch, kernelpick and
+the spec before its first job, although the command has imported all of that already. The
+command's zygote (`kernelpick.workers.zygote`, forked for its first device process; the command
+uses no CUDA) forks one with torch and kernelpick imported, and it makes its own CUDA context on
+its GPU.
 
 `ForkedExecutor` is the command's handle on one: the part of `ProcessPoolExecutor`'s interface
 that `cluster._ProcessRunner` uses (`submit`, `shutdown`), for one process that runs the calls it

@@ -1,6 +1,7 @@
-"""Kernels on disk: rendered ones written to the cache by content hash and imported from there by
-path, and the source of each hand-written kernel tuned, kept by its Triton cache key for
-`kernelpick code` (read as text, never imported).
+"""Kernels on disk: rendered modules by content hash, and the sources of hand-written kernels tuned.
+
+A rendered module is written to the cache and imported from there by path; a hand-written kernel's
+source is kept by its Triton cache key for `kernelpick code` (read as text, never imported).
 
 Triton reads a kernel's source from its file, and another process (a benchmark worker, a later run)
 can load the same kernel from the same path. Files are written atomically, so a reader never sees

@@ -1,5 +1,4 @@
-"""The ranks of a `torch.distributed` job tune together: each key's candidates dealt out between the
-ranks that meet it, and one pick that every rank runs.
+"""The ranks of a `torch.distributed` job tune together: each key's candidates dealt out, one pick.
 
 In eager code every rank meets the same keys in about the same order, one at a time, and needs
 each pick before it can go on: dealing whole keys out (rank `hash(key) % world` tunes it) would

@@ -76,9 +76,8 @@ def define_operator(
             "cannot be redefined)"
         )
     # Not `torch.library.custom_op`: its layers (a Python autograd kernel, a redispatch, a
-    # dynamo-disabled backend wrapper, an aliasing check) cost a compiled program's every call about
-    # 5 us more than these two kernels (bench/op_overhead.py's selection rows: 4.3 against 9.7 us
-    # through the dispatcher, 2-core CPU).
+    # dynamo-disabled backend wrapper, an aliasing check) cost a compiled program's every call more
+    # than these two kernels (bench/op_overhead.py).
     library = torch.library.Library(namespace, "FRAGMENT")  # type: ignore[no-untyped-call]
     library.define(f"{opname}{schema}")  # type: ignore[no-untyped-call]
     overload: torch._ops.OpOverload = getattr(getattr(torch.ops, namespace), opname).default
@@ -148,9 +147,9 @@ def _runs_at_once(keyset: Any) -> bool:
 def _autograd_kernel(
     overload: torch._ops.OpOverload, run: Callable[..., Any], backward: Backward | None
 ) -> Callable[..., Any]:
-    """The operator's Autograd kernel: `run` itself for plain tensors that need no grad (a second
-    trip through the dispatcher cost about 1 us more), else on to the keys below; with `backward`'s
-    gradients where an input requires grad."""
+    """The operator's Autograd kernel: `run` itself for plain tensors that need no grad (sparing a
+    second trip through the dispatcher), else on to the keys below; with `backward`'s gradients
+    where an input requires grad."""
     below_autograd = torch._C._AutoDispatchBelowAutograd
     grad_enabled = torch._C.is_grad_enabled
     any_requires_grad = torch._C._any_requires_grad

@@ -141,7 +141,7 @@ def _specialization_terms(shape: tuple[Any, ...], specialized: Sequence[Speciali
 
     Each term raises for a value of another kind than the shape's (a miss, then the exact path):
     `.data_ptr()` for a non-tensor, `& 15` and `| 0` for a non-integer; `type()` pins the rest. A
-    tensor's `data_ptr()` is most of the cost (about 60 ns on a CPU core): Triton reads it too.
+    tensor's `data_ptr()` is most of the cost: Triton reads it too.
     """
     count, _, tensors, tensor_kwargs, integers, integer_kwargs = shape[:6]
     terms = []

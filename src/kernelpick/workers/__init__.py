@@ -1,5 +1,7 @@
-"""THE process boundary: worker processes that a crashing, hanging or poisoning candidate cannot take
-down, the one request they serve (`kernelpick.workers.request`), and their pools, one worker per GPU."""
+"""The process boundary: worker processes that a crashing, hanging or poisoning candidate cannot kill.
+
+They serve one request (`kernelpick.workers.request`) and run in pools, one worker per GPU.
+"""
 
 from __future__ import annotations
 

@@ -170,9 +170,7 @@ def _gpu_present() -> bool:
     """Whether this machine has an NVIDIA GPU, without initializing CUDA in this process: as NVML
     counts them, else as the driver's control device says. NVML does not start in a process forked
     from one that used it ("Can't initialize NVML": a device process of `kernelpick tune --devices`,
-    forked by the command's zygote), and such a process went without a zygote of its own, its workers
-    new interpreters (its first tuning waited 4.2-5.2 s for them on a host of two H100s:
-    bench/results/tune_devices-h100-2gpu-forked-device-processes-no-zygote.json)."""
+    forked by the command's zygote), which still wants a zygote of its own for its workers."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # torch warns where NVML does not start
         try:
@@ -244,7 +242,7 @@ def ready_to_tune() -> None:
     the command's zygote or spawned), what a program that imports kernelpick gets: the zygote, then
     the workers and the compiler's warm-up in the background. `multiprocessing`'s children go
     without both otherwise: such a process's first job would start its workers then, as new
-    interpreters importing torch (4.4 s each on an H100 machine: `kernelpick.workers.zygote`)."""
+    interpreters importing torch (seconds each: `kernelpick.workers.zygote`)."""
     global _tuning_elsewhere
     _tuning_elsewhere = False  # this process tunes, whatever the one it was forked from does
     start_early(None, spawned_to_tune=True)

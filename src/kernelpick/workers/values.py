@@ -70,7 +70,7 @@ def _library_roots() -> tuple[Path, ...]:
 def _library_prefixes() -> tuple[str, ...]:
     """The library folders as path prefixes, as named and resolved: a module whose file starts with
     one is a library's without resolving the file's path (the first tuning of a process meets about a
-    thousand modules: resolving their paths took 0.2 s of an H100 machine's first call, under cProfile)."""
+    thousand modules, and resolving a path takes system calls)."""
     return tuple({os.path.join(os.path.abspath(f), "") for f in (*_library_folders(), *_library_roots())})
 
 
@@ -107,9 +107,8 @@ def _installed(place: str) -> bool:
 
 
 #: `is_library`'s verdict on each module it looked at, by name and files. Every value sent asks about
-#: every module loaded; a process that compiled templates here has hundreds (one per rendered kernel):
-#: resolving their paths each time took 80 ms per value on an H100 machine (1.9 s of one `ops.mm`
-#: key's tuning under cProfile; about 6 s of each autotune key after bench/ranks.py's 24 `ops.mm` keys).
+#: every module loaded; a process that compiled templates here has hundreds (one per rendered kernel),
+#: and resolving their paths for every value would take seconds of each tuning.
 _verdicts: dict[tuple[str, tuple[str, ...]], bool] = {}
 
 
@@ -172,8 +171,8 @@ def _users_code_by_value(modules: set[str]) -> Iterator[None]:
 _seen: tuple[int, set[str]] = (0, set())
 #: The names of template modules kernelpick rendered (`kernelpick.select.modules`). They hold only
 #: kernels, which cross by value as their source (`_kernel_reduce`) without their module registered;
-#: a process that compiled templates holds hundreds, and registering each for every value sent cost
-#: 1.66 ms a value with 400 of them (0.03 ms without), on a 2-core CPU.
+#: a process that compiled templates holds hundreds, and registering each for every value sent would
+#: cost milliseconds a value.
 RENDERED_PREFIX = "kernelpick_rendered_"
 
 

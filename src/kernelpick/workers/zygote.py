@@ -1,21 +1,19 @@
 """Workers in milliseconds: a process forked from the caller before it used CUDA forks each worker.
 
-A new Python interpreter spends seconds importing torch before it can measure anything (4.4 s on an
-H100 machine, 5.3 s beside 16 busy compilers: bench/boundary_probe.py on 2026-11-26, figures in the
-commit that added this module; its results file was not kept), and the first tuning waits for it.
-A process forked after `import torch` but before any CUDA call starts with everything imported and
-can still make its own CUDA context (0.36 s for its first tensor, a fork taking 7 ms); one forked
-after CUDA was initialized cannot. So a process that has not touched CUDA forks a *zygote* when it
-makes its first tuned kernel or selector (usually as its modules are imported), calls
-`kernelpick.start_workers`, or starts its first worker; `import kernelpick` alone starts nothing: an idle copy of the process that waits on a socket and forks a worker
-each time the caller asks, handing it the caller's pipes. The zygote and
-its workers run nothing of the caller's but kernelpick's worker loop (`kernelpick.workers.main`),
-and leave the caller's terminal session, so a Ctrl-C meant for the caller does not reach them.
-The device processes of `kernelpick tune --devices` are forked by it too, running their own loop
-(`kernelpick.jobs.device_process`).
+A new Python interpreter spends seconds importing torch before it can measure anything, and the
+first tuning waits for it. A process forked after `import torch` but before any CUDA call starts
+with everything imported and can still make its own CUDA context; one forked after CUDA was
+initialized cannot. So a process that has not touched CUDA forks a *zygote* when it makes its first
+tuned kernel or selector (usually as its modules are imported), calls `kernelpick.start_workers`,
+or starts its first worker (`import kernelpick` alone starts nothing): an idle copy of the process
+that waits on a socket and forks a worker each time the caller asks, handing it the caller's pipes.
+The zygote and its workers run nothing of the caller's but kernelpick's worker loop
+(`kernelpick.workers.main`), and leave the caller's terminal session, so a Ctrl-C meant for the
+caller does not reach them. The device processes of `kernelpick tune --devices` are forked by it
+too, running their own loop (`kernelpick.jobs.device_process`).
 
 Where there is no zygote (CUDA was used first, a platform without fork, `multiprocessing`'s
-children), or where its worker cannot make a CUDA context, workers are new interpreters as before.
+children), or where its worker cannot make a CUDA context, workers are new interpreters.
 """
 
 from __future__ import annotations
