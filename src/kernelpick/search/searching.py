@@ -28,7 +28,8 @@ def search(
     space: Space | None,
     phases: dict[str, float],
 ) -> SearchTrace:
-    """Search `configs` with the named strategy, within the settings' budget and seed.
+    """Search `configs` with the strategy `strategy` names, within the settings' budget and seed (or
+    those its options set: `"random(budget=8, seed=1)"`).
 
     A batch asked for at less than full effort is timed with proportionally fewer runs and no
     second round. The seconds of each batch's steps add up in `phases`.
