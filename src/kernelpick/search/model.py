@@ -70,18 +70,18 @@ class ModelGuidedSearch(SearchStrategy):
         untimed = [c for c in self.candidates if c not in timed]
         if not untimed:
             return None
-        incumbent = best(list(timed.values()))
+        best_so_far = best(list(timed.values()))
         working = sum(e.result.ok for e in timed.values())
-        if incumbent is None or working < self.initial // 2 or not self._grid.dimensions:
+        if best_so_far is None or working < self.initial // 2 or not self._grid.dimensions:
             wanted = self.initial if not timed else self.batch_size
             return Batch(tuple(self.random.sample(untimed, min(wanted, len(untimed)))))
         model = _Forest(untimed, *self.fit(timed, untimed))
-        limit = math.log(incumbent.result.cost_ms * self.local_slowdown)
+        limit = math.log(best_so_far.result.cost_ms * self.local_slowdown)
         near = sorted(
-            (c for c in self._grid.around(incumbent.config) if c in model.row and model.mean_of(c) < limit),
+            (c for c in self._grid.around(best_so_far.config) if c in model.row and model.mean_of(c) < limit),
             key=model.mean_of,
         )
-        if self._stalled(incumbent) and not near:
+        if self._stalled(best_so_far) and not near:
             return None
         promising = _alternate(model.fastest_by_tree(self.random), model.by_expected_improvement())
         chosen = list(dict.fromkeys(near[: self.local] + promising))[: max(1, self.batch_size - self.explore)]
@@ -90,9 +90,9 @@ class ModelGuidedSearch(SearchStrategy):
         chosen += self.random.sample(rest, min(self.batch_size - len(chosen), len(rest)))
         return Batch(tuple(chosen))
 
-    def _stalled(self, incumbent: Evaluation) -> bool:
+    def _stalled(self, best_so_far: Evaluation) -> bool:
         """Whether the last `stop_after` batches improved the best by less than `min_gain` in all."""
-        self._bests.append(incumbent.result.cost_ms)
+        self._bests.append(best_so_far.result.cost_ms)
         if len(self._bests) <= self.stop_after:
             return False
         return not self._bests[-1] < self._bests[-1 - self.stop_after] * (1 - self.min_gain)
