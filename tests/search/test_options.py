@@ -51,6 +51,7 @@ def test_a_configured_class_is_named_as_search_writes_it_in_declaration_order() 
     assert strategy_class(configured.name).name == configured.name  # what a front keeps, taken again
     assert str(search_spec({"name": "random", "batch_size": 4, "seed": 3})) == configured.name
     assert strategy_class("random") is RandomSearch and strategy_class("random()") is RandomSearch
+    assert strategy_class(name="random(batch_size=4, seed=3)").name == configured.name  # as before: `name`
     assert strategy_class("random(seed=None)") is RandomSearch  # None: the setting's value, as unset
     again = configured.configured({"batch_size": 5})
     assert again.name == "random(seed=3, batch_size=5)" and again.__mro__[1] is RandomSearch

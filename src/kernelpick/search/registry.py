@@ -27,16 +27,16 @@ def strategy_names() -> tuple[str, ...]:
     return tuple(STRATEGIES)
 
 
-def strategy_class(search: SearchArgument) -> type[SearchStrategy]:
-    """The strategy class `search` names, its module imported now; given options
-    (`"model(initial=16)"`, `{"name": "model", "initial": 16}`), a subclass of it that takes them
-    and is named as `search=` writes them (`SearchStrategy.configured`).
+def strategy_class(name: SearchArgument) -> type[SearchStrategy]:
+    """The strategy class registered as `name`, its module imported now. `name` may set options
+    (`"model(initial=16)"`, `{"name": "model", "initial": 16}`, as `search=` takes them): then a
+    subclass of it that takes them, named as `search=` writes them (`SearchStrategy.configured`).
 
     Raises:
         ConfigError: no strategy has that name (the message lists those that do), or an option it
             does not have or a value of the wrong type (the message says which, and what it takes).
     """
-    spec = SearchSpec.of(search)
+    spec = SearchSpec.of(name)
     where = STRATEGIES.get(spec.name)
     if where is None:
         raise ConfigError(
@@ -58,20 +58,20 @@ def search_spec(search: SearchArgument) -> SearchSpec:
 
 
 def make_strategy(
-    search: SearchArgument,
+    name: SearchArgument,
     candidates: Sequence[Config],
     *,
     space: Space | None = None,
     seed: int = 0,
     budget: Budget | None = None,
 ) -> SearchStrategy:
-    """A fresh strategy over `candidates`, as `search` names it (see `SearchStrategy` for the
-    other arguments; the options `seed`, `budget` and `seconds` replace `seed` and `budget`'s limits).
+    """A fresh strategy `name` over `candidates`, with the options `name` sets (see `strategy_class`
+    and `SearchStrategy`; the options `seed`, `budget` and `seconds` replace `seed` and `budget`'s limits).
 
     Raises:
         ConfigError: an unknown name or option, or arguments the strategy cannot work with.
     """
-    return strategy_class(search)(candidates, space=space, seed=seed, budget=budget)
+    return strategy_class(name)(candidates, space=space, seed=seed, budget=budget)
 
 
 def default_strategy_name() -> str:
