@@ -1,16 +1,21 @@
-"""search/searching.py with the autotuner: search=, KERNELPICK_SEARCH and budgets, spaces, a store that starts searches warm."""
+"""search/searching.py with the autotuner and the selector: search= (options too), KERNELPICK_SEARCH and
+budgets, spaces, a store that starts searches warm."""
 
 from __future__ import annotations
+
+from itertools import groupby
 
 import pytest
 import torch
 import triton
 
 import kernelpick
-from kernelpick import settings
+from kernelpick import extern, settings, template
 from kernelpick.errors import ConfigError
+from kernelpick.search.run import SearchTrace
 from kernelpick.search.space import Space
 from kernelpick.store import MemoryStore
+from tests.select.search_choices import CONFIGS, DOUBLE, double
 from tests.tune.kernels import add_kernel, grid_1d
 
 SPACE = [triton.Config({"BLOCK": b}, num_warps=w) for b in (16, 32, 64, 128, 256) for w in (1, 2)]
@@ -129,3 +134,53 @@ def test_the_autotune_table_says_which_search_ran_and_how_much_of_the_space_it_e
     text = " ".join(captured.get().split())
     assert f"random search: 4 of {len(SPACE)} configs evaluated (4 timed now, " in text
     assert "stopped: evaluations)" in text
+
+
+def batch_sizes(trace: SearchTrace) -> list[int]:
+    """How many configs each batch of a search timed (a batch's evaluations share their second)."""
+    return [len(list(batch)) for _, batch in groupby(e.seconds_at for e in trace.evaluations)]
+
+
+def test_options_in_search_reach_the_strategy_and_name_it_in_the_trace_and_the_table() -> None:
+    from rich.console import Console
+
+    from kernelpick.tune.record import record_table
+
+    kernel = kernelpick.autotune(
+        SPACE, key=["n"], search="random(batch_size=3, budget=6)", store=MemoryStore()
+    )(add_kernel)
+    with settings.override(search_budget=2):  # the option, not the setting, is this search's budget
+        add(kernel)
+    record = kernel.last_tuning
+    assert record is not None and record.search is not None
+    assert record.search.strategy == "random(budget=6, batch_size=3)"
+    assert record.search.used == 6 and batch_sizes(record.search) == [3, 3]
+    terminal = Console(width=200)
+    with terminal.capture() as captured:
+        terminal.print(record_table(record))
+    assert f"random(budget=6, batch_size=3) search: 6 of {len(SPACE)} configs evaluated" in captured.get()
+
+
+def test_a_wrong_option_is_refused_when_the_kernel_is_decorated() -> None:
+    with pytest.raises(ConfigError, match="search strategy 'random' has no option 'size'") as raised:
+        kernelpick.autotune(SPACE, key=["n"], search="random(size=3)")(add_kernel)
+    assert str(raised.value).endswith("its options are budget, seconds, seed, batch_size")
+    with pytest.raises(ConfigError, match="option 'batch_size' of search strategy 'random' takes an int"):
+        kernelpick.Selector("double", [extern(double)], search={"name": "random", "batch_size": "3"})
+
+
+def test_a_selector_takes_its_search_as_a_mapping_and_each_space_is_searched_with_the_options() -> None:
+    selector = kernelpick.Selector(
+        "double",
+        [extern(double), template(DOUBLE, configs=CONFIGS)],
+        search={"name": "random", "batch_size": 2, "budget": 4},
+        store=MemoryStore(),
+    )
+    x = torch.randn(300)
+    with settings.override(rep_ms=1.0, confirm_top=2):
+        assert torch.equal(selector(x), x * 2)
+    record = selector.last_selection
+    assert record is not None
+    trace = record.searches["double"]
+    assert trace.strategy == "random(budget=4, batch_size=2)"
+    assert trace.used == 4 and batch_sizes(trace) == [2, 2]

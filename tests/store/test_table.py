@@ -107,7 +107,7 @@ def test_a_tabled_failure_is_refused(store: SQLiteStore, tmp_path: Path) -> None
     data["entries"][0]["result"] = {"status": "crashed", "timing": None, "message": "boom"}
     path = tmp_path / "table.json"
     path.write_text(json.dumps(data))
-    with pytest.raises(TableError, match="entry 0: its winner has status 'crashed'"):
+    with pytest.raises(TableError, match="entry 0: its pick has status 'crashed'"):
         read_table(path)
 
 

@@ -129,7 +129,7 @@ def print_report(out: Console, report: Report, top: int) -> None:
 
 
 def summary_lines(tuned: TunedKey) -> list[str]:
-    """The roofline figures of the winner and one line per search, for the terminal."""
+    """The roofline figures of the pick and one line per search, for the terminal."""
     lines = []
     found = tuned.roofline()
     if found is not None:

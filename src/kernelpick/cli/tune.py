@@ -78,7 +78,7 @@ def run_tune(args: argparse.Namespace) -> int:
         out.print(escape(f"  failed: {outcome.job}: {headline(outcome.error, 300)}"))
     if args.export:
         table = export(run, Path(args.export))
-        out.print(escape(f"wrote {len(table.entries)} winners for {table.device} to {args.export}"))
+        out.print(escape(f"wrote {len(table.entries)} picks for {table.device} to {args.export}"))
     return 1 if run.failed else 0
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from kernelpick.search.base import Batch, Evaluation, SearchStrategy
+from kernelpick.search.options import Option
 
 
 class ExhaustiveSearch(SearchStrategy):
@@ -15,7 +16,9 @@ class ExhaustiveSearch(SearchStrategy):
     """
 
     name = "exhaustive"
-    batch_size = 64
+    batch_size = Option(
+        64, "Configs per batch under a budget of seconds (without one: every config in one batch).", minimum=1
+    )
 
     def propose(self, history: Sequence[Evaluation]) -> Batch | None:
         timed = {e.config for e in history}

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from kernelpick.config import Config
 from kernelpick.search.base import Batch, Evaluation, SearchStrategy, latest
+from kernelpick.search.options import Option
 
 
 class SuccessiveHalving(SearchStrategy):
@@ -21,9 +22,14 @@ class SuccessiveHalving(SearchStrategy):
     """
 
     name = "halving"
-    reduction = 3
-    #: Rounds at most: with a reduction of 3 the first is at 1/27 of a full timing.
-    max_rounds = 4
+    reduction = Option(
+        3,
+        "Each round keeps the fastest 1/reduction of its configs and times them reduction times as hard.",
+        minimum=2,
+    )
+    max_rounds = Option(
+        4, "Rounds at most: with a reduction of 3, the first is at 1/27 of a full timing.", minimum=1
+    )
 
     def prepare(self) -> None:
         pool = list(self.candidates)

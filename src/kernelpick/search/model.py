@@ -13,6 +13,7 @@ from kernelpick.config import Config
 from kernelpick.errors import ConfigError
 from kernelpick.search.base import Batch, Evaluation, SearchStrategy, best, latest
 from kernelpick.search.grid import Grid
+from kernelpick.search.options import Option
 
 
 class ModelGuidedSearch(SearchStrategy):
@@ -29,7 +30,7 @@ class ModelGuidedSearch(SearchStrategy):
       expected improvement over the best (the trees' spread as the uncertainty);
     - `explore` of them drawn at random.
 
-    It stops once `patience` batches in a row improved the best by less than `min_gain` and the
+    It stops once `stop_after` batches in a row improved the best by less than `min_gain` and the
     best's neighbourhood holds nothing promising, or when every candidate is timed.
 
     Raises:
@@ -37,15 +38,18 @@ class ModelGuidedSearch(SearchStrategy):
     """
 
     name = "model"
-    initial = 32
-    batch_size = 24
-    local = 16
-    explore = 2
-    patience = 3
-    min_gain = 0.005
-    trees = 48
-    #: Neighbours predicted slower than the best by more than this factor are not worth timing.
-    local_slowdown = 2.0
+    initial = Option(32, "Random candidates timed before the model is fitted.", minimum=1)
+    batch_size = Option(24, "Configs timed per batch.", minimum=1)
+    local = Option(16, "Most of a batch taken from the best config's neighbours.", minimum=0)
+    explore = Option(2, "Configs of a batch drawn at random.", minimum=0)
+    stop_after = Option(
+        3, "Batches in a row improving the best by less than min_gain before it stops.", minimum=1
+    )
+    min_gain = Option(0.005, "Improvement of the best (a fraction) that counts as progress.", minimum=0)
+    trees = Option(48, "Trees of the random forest.", minimum=1)
+    local_slowdown = Option(
+        2.0, "Neighbours predicted slower than the best by more than this factor are not timed.", minimum=1
+    )
 
     def prepare(self) -> None:
         try:
@@ -66,18 +70,18 @@ class ModelGuidedSearch(SearchStrategy):
         untimed = [c for c in self.candidates if c not in timed]
         if not untimed:
             return None
-        incumbent = best(list(timed.values()))
+        best_so_far = best(list(timed.values()))
         working = sum(e.result.ok for e in timed.values())
-        if incumbent is None or working < self.initial // 2 or not self._grid.dimensions:
+        if best_so_far is None or working < self.initial // 2 or not self._grid.dimensions:
             wanted = self.initial if not timed else self.batch_size
             return Batch(tuple(self.random.sample(untimed, min(wanted, len(untimed)))))
         model = _Forest(untimed, *self.fit(timed, untimed))
-        limit = math.log(incumbent.result.cost_ms * self.local_slowdown)
+        limit = math.log(best_so_far.result.cost_ms * self.local_slowdown)
         near = sorted(
-            (c for c in self._grid.around(incumbent.config) if c in model.row and model.mean_of(c) < limit),
+            (c for c in self._grid.around(best_so_far.config) if c in model.row and model.mean_of(c) < limit),
             key=model.mean_of,
         )
-        if self._stalled(incumbent) and not near:
+        if self._stalled(best_so_far) and not near:
             return None
         promising = _alternate(model.fastest_by_tree(self.random), model.by_expected_improvement())
         chosen = list(dict.fromkeys(near[: self.local] + promising))[: max(1, self.batch_size - self.explore)]
@@ -86,12 +90,12 @@ class ModelGuidedSearch(SearchStrategy):
         chosen += self.random.sample(rest, min(self.batch_size - len(chosen), len(rest)))
         return Batch(tuple(chosen))
 
-    def _stalled(self, incumbent: Evaluation) -> bool:
-        """Whether the last `patience` batches improved the best by less than `min_gain` in all."""
-        self._bests.append(incumbent.result.cost_ms)
-        if len(self._bests) <= self.patience:
+    def _stalled(self, best_so_far: Evaluation) -> bool:
+        """Whether the last `stop_after` batches improved the best by less than `min_gain` in all."""
+        self._bests.append(best_so_far.result.cost_ms)
+        if len(self._bests) <= self.stop_after:
             return False
-        return not self._bests[-1] < self._bests[-1 - self.patience] * (1 - self.min_gain)
+        return not self._bests[-1] < self._bests[-1 - self.stop_after] * (1 - self.min_gain)
 
     def fit(self, timed: dict[Config, Evaluation], untimed: list[Config]) -> tuple[Any, Any]:
         """Fit a forest on log(time) of the timed configs; its trees' predictions of log(time) for

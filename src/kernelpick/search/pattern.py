@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from kernelpick.config import Config
 from kernelpick.search.base import Batch, Evaluation, SearchStrategy, latest
 from kernelpick.search.grid import Grid
+from kernelpick.search.options import Option
 
 
 @dataclass(slots=True)
@@ -35,10 +36,10 @@ class PatternSearch(SearchStrategy):
     """
 
     name = "pattern"
-    walkers = 4
-    starts = 4
-    restarts = 8
-    first_step = 2
+    walkers = Option(4, "Compass searches at once, their polls timed together in one batch.", minimum=1)
+    starts = Option(4, "Random candidates a walker times to take the fastest as its first centre.", minimum=1)
+    restarts = Option(8, "Walkers started again from new random candidates, in all, at most.", minimum=0)
+    first_step = Option(2, "Positions along a dimension of a walker's first poll (then halved).", minimum=1)
 
     def prepare(self) -> None:
         self._grid = Grid(self.candidates, self.space)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from kernelpick.search.base import Batch, Evaluation, SearchStrategy
+from kernelpick.search.options import Option
 
 
 class RandomSearch(SearchStrategy):
@@ -12,7 +13,7 @@ class RandomSearch(SearchStrategy):
     budget ends: the baseline any cleverer strategy must beat."""
 
     name = "random"
-    batch_size = 16
+    batch_size = Option(16, "Configs timed per batch.", minimum=1)
 
     def prepare(self) -> None:
         self._order = list(self.candidates)

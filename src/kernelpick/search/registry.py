@@ -10,6 +10,7 @@ from kernelpick.config import Config
 from kernelpick.errors import ConfigError
 from kernelpick.search.base import Budget, SearchStrategy
 from kernelpick.search.space import Space
+from kernelpick.search.spec import SearchArgument, SearchSpec
 
 #: Each strategy's name, and where its class lives (module, class name).
 STRATEGIES: dict[str, tuple[str, str]] = {
@@ -26,31 +27,49 @@ def strategy_names() -> tuple[str, ...]:
     return tuple(STRATEGIES)
 
 
-def strategy_class(name: str) -> type[SearchStrategy]:
-    """The strategy class registered as `name`, its module imported now.
+def strategy_class(name: SearchArgument) -> type[SearchStrategy]:
+    """The strategy class registered as `name`, its module imported now. `name` may set options
+    (`"model(initial=16)"`, `{"name": "model", "initial": 16}`, as `search=` takes them): then a
+    subclass of it that takes them, named as `search=` writes them (`SearchStrategy.configured`).
 
     Raises:
-        ConfigError: no strategy has that name; the message lists those that do.
+        ConfigError: no strategy has that name (the message lists those that do), or an option it
+            does not have or a value of the wrong type (the message says which, and what it takes).
     """
-    where = STRATEGIES.get(name)
+    spec = SearchSpec.of(name)
+    where = STRATEGIES.get(spec.name)
     if where is None:
-        raise ConfigError(f"unknown search strategy {name!r}: expected one of {', '.join(strategy_names())}")
+        raise ConfigError(
+            f"unknown search strategy {spec.name!r}: expected one of {', '.join(strategy_names())}"
+        )
     found: type[SearchStrategy] = getattr(importlib.import_module(where[0]), where[1])
-    return found
+    return found.configured(dict(spec.options)) if spec.options else found
+
+
+def search_spec(search: SearchArgument) -> SearchSpec:
+    """`search` as a checked spec: a registered strategy, options it has, values of their types,
+    in declaration order (`str()` of it is what `search=` takes).
+
+    Raises:
+        ConfigError: as `strategy_class`.
+    """
+    chosen = strategy_class(search)
+    return SearchSpec(SearchSpec.of(search).name, tuple(chosen.preset.items()))
 
 
 def make_strategy(
-    name: str,
+    name: SearchArgument,
     candidates: Sequence[Config],
     *,
     space: Space | None = None,
     seed: int = 0,
     budget: Budget | None = None,
 ) -> SearchStrategy:
-    """A fresh strategy `name` over `candidates` (see `SearchStrategy` for the arguments).
+    """A fresh strategy `name` over `candidates`, with the options `name` sets (see `strategy_class`
+    and `SearchStrategy`; the options `seed`, `budget` and `seconds` replace `seed` and `budget`'s limits).
 
     Raises:
-        ConfigError: an unknown name, or arguments the strategy cannot work with.
+        ConfigError: an unknown name or option, or arguments the strategy cannot work with.
     """
     return strategy_class(name)(candidates, space=space, seed=seed, budget=budget)
 

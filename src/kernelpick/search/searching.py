@@ -16,7 +16,7 @@ from kernelpick.search.registry import make_strategy
 from kernelpick.search.run import SearchTrace, run_search
 from kernelpick.search.space import Space
 
-#: Times configs and writes the seconds of its steps (compile, benchmark, ...) into the dict given.
+#: Times configs and adds the seconds of its phases (compile, benchmark, ...) into the dict given.
 MeasureBatch = Callable[[Sequence[Config], dict[str, float]], Mapping[Config, BenchmarkResult]]
 
 
@@ -28,19 +28,20 @@ def search(
     space: Space | None,
     phases: dict[str, float],
 ) -> SearchTrace:
-    """Search `configs` with the named strategy, within the settings' budget and seed.
+    """Search `configs` with the strategy `strategy` names, within the settings' budget and seed (or
+    those its options set: `"random(budget=8, seed=1)"`).
 
     A batch asked for at less than full effort is timed with proportionally fewer runs and no
-    second round. The seconds of each batch's steps add up in `phases`.
+    second round. The seconds of each batch's phases add up in `phases`.
     """
     current = settings.current()
 
     def timed(batch: Sequence[Config], effort: float) -> Mapping[Config, BenchmarkResult]:
-        steps: dict[str, float] = {}
+        batch_phases: dict[str, float] = {}
         quick = {"rep_ms": max(1.0, current.rep_ms * effort), "confirm_top": 0} if effort < 1 else {}
         with settings.override(**quick):
-            results = measure(batch, steps)
-        for name, seconds in steps.items():
+            results = measure(batch, batch_phases)
+        for name, seconds in batch_phases.items():
             phases[name] = phases.get(name, 0.0) + seconds
         return results
 

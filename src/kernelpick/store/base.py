@@ -79,7 +79,7 @@ class MemoryStore:
         self.picks: dict[str, str] = {}  # key digest -> the picked candidate's digest
 
     def load(self, key: TuningKey) -> dict[str, StoredResult]:
-        # What comes back was read from a store, as from any other (the stored incumbent is told so).
+        # What comes back was read from a store, as from any other (so the stored pick can stand as the reference).
         return {
             candidate: replace(row, result=replace(row.result, from_store=True))
             for candidate, row in self._rows.get(key.digest, {}).items()

@@ -1,4 +1,4 @@
-"""Deployment tables at run time: tabled winners run with no tuning, for the exact key or the nearest one.
+"""Deployment tables at run time: tabled picks run with no tuning, for the exact key or the nearest one.
 
 Tables come from `kernelpick.load_table(path)` and from `KERNELPICK_TABLES=path[:path]` (read at
 the first tuning of the process). A tuned kernel or selector looks a call up in this order:
@@ -34,7 +34,7 @@ log = logging.getLogger("kernelpick.store")
 
 @dataclass(frozen=True, slots=True)
 class TableHit:
-    """A tabled winner for a call: the entry, its table, and how far its key is from the call's."""
+    """A tabled pick for a call: the entry, its table, and how far its key is from the call's."""
 
     entry: TableEntry
     table: DeploymentTable
@@ -42,7 +42,7 @@ class TableHit:
 
     @property
     def note(self) -> str:
-        """For the tuning record: where the winner came from."""
+        """For the tuning record: where the pick came from."""
         if self.distance == 0.0:
             return f"from the deployment table {self.table.label}"
         return (
@@ -88,7 +88,7 @@ class Tables:
         return list(self._tables)
 
     def exact(self, key: TuningKey, usable: Callable[[TableEntry], bool]) -> TableHit | None:
-        """The tabled winner for exactly this key, if it is usable."""
+        """The tabled pick for exactly this key, if it is usable."""
         self._read_environment()
         found = self._exact.get(key.digest)
         if found is None or not usable(found[0]):
@@ -96,7 +96,7 @@ class Tables:
         return TableHit(found[0], found[1], 0.0)
 
     def nearest(self, key: TuningKey, usable: Callable[[TableEntry], bool]) -> TableHit | None:
-        """The usable tabled winner whose key is nearest this one (`key_distance`), if any is comparable."""
+        """The usable tabled pick whose key is nearest this one (`key_distance`), if any is comparable."""
         self._read_environment()
         best: TableHit | None = None
         for entry, table in self._index.get((key.kernel, key.source), ()):
@@ -148,7 +148,7 @@ class Tables:
                 continue
             self.add(table)
             self._from_environment.append(table)
-            log.info("deployment table %s: %d winners for %s", path, len(table.entries), table.device)
+            log.info("deployment table %s: %d picks for %s", path, len(table.entries), table.device)
 
     def _refuse(self, path: str, why: str) -> None:
         self.refused.append(f"{path}: {why}")
@@ -165,9 +165,9 @@ def tabled_winner(
     candidate_of: Callable[[TableEntry], _Candidate | None],
     stored_completely: Callable[[], bool],
 ) -> tuple[_Candidate, TableHit] | None:
-    """The winner the deployment tables give for `key`, in the lookup order of this module's doc:
+    """The pick the deployment tables give for `key`, in the lookup order of this module's doc:
     the exact key's; else, when `stored_completely()` says the store cannot answer alone, the
-    nearest key's. `candidate_of` finds an entry's winner among the caller's candidates (None: it
+    nearest key's. `candidate_of` finds an entry's pick among the caller's candidates (None: it
     has none such, e.g. a config pruned away, and the entry is passed over).
     """
     if not _tables.tables:
@@ -189,9 +189,9 @@ def tables() -> Tables:
 
 
 def load_table(path: Path | str, *, check: bool = True) -> DeploymentTable:
-    """Run the winners of a deployment table (from `kernelpick cache export`) with no tuning.
+    """Run the picks of a deployment table (from `kernelpick cache export`) with no tuning.
 
-    Tuned kernels and selectors of this process take a tabled winner for a call's exact key, or for
+    Tuned kernels and selectors of this process take a tabled pick for a call's exact key, or for
     the nearest key when neither the store nor the table has the exact one (see `kernelpick.store.deploy`).
 
     Args:

@@ -1,7 +1,7 @@
-"""Deployment tables: the winner of every tuned key for one device model, as JSON people read and diff.
+"""Deployment tables: the pick of every tuned key for one device model, as JSON people read and diff.
 
 `kernelpick cache export` makes one from a store; `kernelpick.load_table` (or `KERNELPICK_TABLES`)
-runs its winners with no tuning (`kernelpick.store.deploy`); `kernelpick cache import` loads one
+runs its picks with no tuning (`kernelpick.store.deploy`); `kernelpick cache import` loads one
 into a store. A table holds plain data only: config values and choice names, never code.
 
 The file, one entry per (kernel or selector, key)::
@@ -35,13 +35,13 @@ MAX_TABLE_BYTES = 64 * 2**20
 
 @dataclass(frozen=True, slots=True)
 class TableEntry:
-    """The winner of one tuned key."""
+    """The pick of one tuned key."""
 
     kernel: str  # the tuned kernel's or selector's name
     source: str  # the hash of its source (and measurement version), as in the store key
     inputs: tuple[Any, ...]  # the key values, as in the store key
-    candidate: str  # the winner's digest
-    choice: Mapping[str, Any]  # the winner as plain data: a config's values, a choice's name
+    candidate: str  # the pick's digest
+    choice: Mapping[str, Any]  # the pick as plain data: a config's values, a choice's name
     result: BenchmarkResult  # how it did when it was tuned
 
     def key(self, table: DeploymentTable) -> TuningKey:
@@ -121,18 +121,18 @@ class DeploymentTable:
         return None
 
     def stored(self) -> list[tuple[TuningKey, StoredResult]]:
-        """Each entry as a store row: what `kernelpick cache import` saves (with the winner as the pick)."""
+        """Each entry as a store row: what `kernelpick cache import` saves (with the entry as its key's pick)."""
         return [(e.key(self), StoredResult(e.candidate, e.choice, e.result)) for e in self.entries]
 
 
 def export_table(
     rows: Iterable[StoredRow], *, device: str | None = None, toolchain: Toolchain | None = None
 ) -> DeploymentTable:
-    """The winner of every key stored for one device model and toolchain.
+    """The pick of every key stored for one device model and toolchain.
 
-    The winner is the candidate the last finished tuning of the key picked. Keys with no pick are
+    The pick is the candidate the last finished tuning of the key ran. Keys with no pick are
     left out: their tuning was interrupted (it stores each result as it is measured, and the pick
-    once it has picked: its winner among what it measured could be any), or nothing worked.
+    once it has picked: its best among what it measured could be any), or nothing worked.
 
     Args:
         rows: stored results, e.g. `SQLiteStore.rows()`.
@@ -227,7 +227,7 @@ def read_table(path: Path | str) -> DeploymentTable:
 
 
 def table_from_dict(data: Any, path: Path | None = None) -> DeploymentTable:
-    """Check and convert a table's JSON data: every field of its type, each winner's result as a
+    """Check and convert a table's JSON data: every field of its type, each pick's result as a
     store's row is checked (`kernelpick.store.base.parse_result`: finite positive times, status `ok`).
 
     Raises:
@@ -257,7 +257,7 @@ def table_from_dict(data: Any, path: Path | None = None) -> DeploymentTable:
         except ValueError as error:
             raise ValueError(f"entry {number}: {error}") from None
         if not result.ok:
-            raise ValueError(f"entry {number}: its winner has status {result.status!r}")
+            raise ValueError(f"entry {number}: its pick has status {result.status!r}")
         entries.append(
             TableEntry(
                 _text(entry["kernel"], "kernel"),
