@@ -178,6 +178,7 @@ class SQLiteStore:
                 continue
             try:
                 self._check(db)
+                _stand_in_for_missing_tables(db)
                 return db
             except CorruptFile as corrupt:
                 db.close()
@@ -523,6 +524,17 @@ class SQLiteStore:
     def close(self) -> None:
         with self._lock:
             self._db.close()
+
+
+def _stand_in_for_missing_tables(db: sqlite3.Connection) -> None:
+    """Give a read-only connection an empty temporary table for each table its file lacks: a store of
+    an older schema (version 1 had no `picks`) that cannot be migrated in place is read as it is,
+    with no picks. Temporary tables live in this connection alone: nothing is written to the file."""
+    present = {name for (name,) in db.execute("SELECT name FROM main.sqlite_master WHERE type = 'table'")}
+    for statement in _SCHEMA.split(";"):
+        words = statement.split()
+        if words[:5] == ["CREATE", "TABLE", "IF", "NOT", "EXISTS"] and words[5] not in present:
+            db.execute(statement.replace("CREATE TABLE IF NOT EXISTS", "CREATE TEMP TABLE", 1))
 
 
 RESULT_COLUMNS = "key, candidate, kernel, key_data, description, status, median_ms, result, created"
