@@ -128,3 +128,16 @@ def describe() -> None:
         (13, "kernelpick"),  # a name of kernelpick's __init__, the top
         (14, "kernelpick.reports"),
     ]
+
+
+#: The most lines a module of kernelpick has: past it, it holds two ideas (STYLE.md, "Shape").
+MAX_MODULE_LINES = 600
+
+
+def test_every_module_is_under_the_line_limit() -> None:
+    long = [
+        f"{path.relative_to(SOURCE.parent)}: {lines} lines"
+        for path, _ in modules()
+        if (lines := len(path.read_text().splitlines())) >= MAX_MODULE_LINES
+    ]
+    assert not long, f"modules of {MAX_MODULE_LINES} lines or more (split each by idea):\n" + "\n".join(long)

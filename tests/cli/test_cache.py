@@ -102,7 +102,8 @@ def test_list_shows_each_key_with_its_pick_and_counts(
     code, out, _ = run_cli(capsys, "cache", "list", "--store", str(filled))
     assert code == 0
     [first] = lines_with(out, "mm ", "cpu", "1024, float16")
-    assert first.split()[4:6] == ["3", "1"]  # results, failed
+    assert first.split()[1] == "mm-sourc"  # the first digits of its source's hash
+    assert first.split()[5:7] == ["3", "1"]  # results, failed
     assert name(B) in first and "1.2500" in first
     [second] = lines_with(out, "cpu", "2048, float16")
     assert name(A) in second and "3.0000" in second
@@ -197,7 +198,7 @@ def test_a_real_tuning_is_listed_and_shown_from_the_default_store(capsys: pytest
     code, out, _ = run_cli(capsys, "cache", "list")
     assert code == 0 and str(settings.cache_dir() / "results.sqlite3") in out
     [line] = lines_with(out, "add_kernel", "cpu", "1000, float32, float32, float32")
-    assert picked in line and line.split()[6:8] == ["2", "0"]
+    assert picked in line and line.split()[7:9] == ["2", "0"]
 
     code, out, _ = run_cli(capsys, "cache", "show", "add_kernel")
     assert "AUTOTUNE add_kernel(1000, float32, float32, float32) on cpu (Triton interpreter" in out
@@ -465,7 +466,7 @@ def test_list_stats_and_export_read_a_redis_store_with_redis(
     code, out, _ = run_cli(capsys, "cache", "list", "--redis", redis_url)
     assert code == 0 and f"tuned keys in Redis at {redis_url}" in out
     [line] = lines_with(out, "mm ", "1024, float16")
-    assert line.split()[4:6] == ["3", "1"] and name(B) in line and "1.2500" in line
+    assert line.split()[5:7] == ["3", "1"] and name(B) in line and "1.2500" in line
 
     code, out, _ = run_cli(capsys, "cache", "stats", "--redis", redis_url, "--json")
     stats = json.loads(out)

@@ -17,6 +17,7 @@ from kernelpick.store.sqlite import SQLiteStore
 from tests.cli.test_cache import FAILED, A, B, C, configs, key, ok
 from tests.cli.test_commands import run_cli
 from tests.store.samples import read_only
+from tests.store.test_sqlite import as_version_1
 
 DEEP = "[" * 100_000 + "]" * 100_000  # json.loads raises RecursionError on it
 
@@ -124,6 +125,19 @@ def test_list_verify_and_export_read_a_read_only_store(
         code, _, err = run_cli(capsys, "cache", "prune", "--all", "--store", str(path))
         assert code == 2 and "read-only" in err
     assert json.loads((tmp_path / "t.json").read_text())["entries"][0]["candidate"] == B.digest
+
+
+def test_list_and_verify_read_a_read_only_store_of_schema_version_1(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = tmp_path / "store" / "results.sqlite3"
+    SQLiteStore(path).save(key(1024), configs((A, ok(2.0)), (B, ok(1.0))), pick=B.digest)
+    as_version_1(path)
+    with read_only(path, path.parent):
+        code, out, err = run_cli(capsys, "cache", "list", "--store", str(path))
+        assert code == 0 and "unfinished" in out and err == ""  # "no such table: picks" before
+        code, out, _ = run_cli(capsys, "cache", "verify", "--store", str(path))
+        assert code == 0 and "all 2 rows" in out
 
 
 def test_a_reader_that_stops_reading_is_no_error(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ import logging
 import multiprocessing
 import os
 import signal
+import stat
 import time
 from pathlib import Path
 from typing import Any
@@ -190,3 +191,44 @@ def test_jobs_that_are_not_tritons_compile_unclaimed(tmp_path: Path) -> None:
     executor.run()
     assert future.result() == "compiled"
     assert not (tmp_path / "claims").exists()
+
+
+def test_the_claims_folder_and_its_lock_files_are_private_under_a_permissive_umask(
+    triton_cache: Path,
+) -> None:
+    before = os.umask(0o002)
+    try:
+        folder = claims_folder()
+        assert folder is not None
+        with compile_claim(folder, "a compile", wait_s=1) as claim:
+            assert claim.held
+    finally:
+        os.umask(before)
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700  # 0775: another user could plant lock files
+    [lock] = folder.glob("*.lock")
+    assert stat.S_IMODE(lock.stat().st_mode) == 0o600
+
+
+def test_a_claims_folder_that_is_a_link_or_another_users_is_passed_over_with_one_warning(
+    triton_cache: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    triton_cache.mkdir()
+    (triton_cache / CLAIMS_FOLDER).symlink_to(elsewhere)  # planted where the folder would be made
+    with caplog.at_level(logging.WARNING, logger="kernelpick.compile"):
+        assert claims_folder() is None  # compilers are started without claims
+        for _ in range(2):
+            with compile_claim(triton_cache / CLAIMS_FOLDER, "a compile", wait_s=1) as claim:
+                assert not claim.held and claim.waited_s == 0.0
+    assert list(elsewhere.iterdir()) == []  # no lock file made through the link
+    [warning] = [r.getMessage() for r in caplog.records]
+    assert "is a link" in warning and "compiles on its own" in warning
+    if os.geteuid() != 0:
+        pytest.skip("another user's folder can be made only as root")
+    theirs = tmp_path / "theirs"
+    theirs.mkdir(mode=0o777)
+    os.chown(theirs, 65534, 65534)  # nobody's
+    with compile_claim(theirs, "a compile", wait_s=1) as claim:
+        assert not claim.held
+    assert list(theirs.iterdir()) == []

@@ -142,9 +142,8 @@ def batch_sizes(trace: SearchTrace) -> list[int]:
 
 
 def test_options_in_search_reach_the_strategy_and_name_it_in_the_trace_and_the_table() -> None:
-    from rich.console import Console
-
     from kernelpick.tune.record import record_table
+    from rich.console import Console
 
     kernel = kernelpick.autotune(
         SPACE, key=["n"], search="random(batch_size=3, budget=6)", store=MemoryStore()

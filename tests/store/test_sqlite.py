@@ -304,6 +304,33 @@ def test_a_version_1_store_opens_and_gains_the_picks_table(path: Path) -> None:
     assert store._db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
 
 
+def as_version_1(path: Path) -> None:
+    """Make the store at `path` one of schema version 1 (no `picks` table), as older kernelpicks wrote."""
+    with sqlite3.connect(path) as db:
+        db.executescript("DROP TABLE picks; PRAGMA user_version=1;")
+
+
+@pytest.mark.parametrize("folder_read_only", [False, True])
+def test_a_read_only_version_1_store_is_read_as_it_is_without_its_picks(
+    path: Path, caplog: pytest.LogCaptureFixture, folder_read_only: bool
+) -> None:
+    filled = SQLiteStore(path)
+    filled.save(key(), [stored(A, ok(1.0)), stored(B, ok(2.0))], pick=A.digest)
+    filled.close()
+    as_version_1(path)  # it cannot gain its picks table where it cannot be written
+    before = path.read_bytes()
+    with read_only(path, *([path.parent] if folder_read_only else [])), caplog.at_level(logging.WARNING):
+        store = SQLiteStore(path, on_fault="memory")  # the default store's
+        assert store.read_only and set(store.load(key())) == {A.digest, B.digest}
+        assert store.picked(key()) is None  # version 1 kept no picks: a tuning picks among these
+        assert {r.candidate: r.picked for r in store.rows()} == {A.digest: False, B.digest: False}
+        assert len(store.raw_rows()) == 2 and store.dangling_picks() == []
+        assert caplog.records == []  # it warned "no such table: picks", and tools could not read it
+        store.save(key(), [stored(A, ok(3.0))], pick=A.digest)  # kept in memory, with one warning
+        assert store.picked(key()) == A.digest and len(caplog.records) == 1
+    assert path.read_bytes() == before
+
+
 # -- a damaged file ---------------------------------------------------------------------------
 
 

@@ -3,13 +3,23 @@
 from __future__ import annotations
 
 import queue
+import signal
 import subprocess
+import time
+from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 
-from kernelpick.workers import process
+import kernelpick
+from kernelpick.device import describe
+from kernelpick.select.choice import PortableChoice
+from kernelpick.select.signature import Signature
+from kernelpick.workers import main, process, values
+from kernelpick.workers.pool import WorkerPool
 from kernelpick.workers.process import WorkerProcess
+from kernelpick.workers.request import Problem
 
 
 class _Started(Exception):
@@ -51,3 +61,41 @@ def test_a_worker_of_a_process_that_sees_every_gpu_is_told_its_index(
 def test_a_cpu_worker_keeps_the_environments_gpus(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2")
     assert started_environment(monkeypatch, None)["CUDA_VISIBLE_DEVICES"] == "2"
+
+
+def sleep_then_add(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    time.sleep(600)  # far past its limit: only an end of the worker stops it
+    return a + b
+
+
+@pytest.mark.slow
+def test_a_worker_ends_itself_past_its_requests_time_limit_whatever_its_caller_waits(
+    tmp_path: Path,
+) -> None:
+    a, b = torch.randn(64), torch.randn(64)
+    signature = Signature.of((a, b), {})
+    candidate = kernelpick.extern(sleep_then_add)
+    problem = Problem.describe(describe(a.device), (a, b), {}, tmp_path)
+    request = {
+        "problem": problem.to_data(),
+        "candidates": {candidate.digest: values.encode(PortableChoice(candidate, signature))},
+        "step": "screen",
+        "id": 1,
+        "timeout_s": 1.0,  # the bench timeout this request is measured under
+    }
+    pool = WorkerPool([None])
+    try:
+        pool.start()
+        worker = pool.workers[0]
+        started = time.monotonic()
+        worker.send(request)
+        # This caller waits far longer than the limit (as one that hangs, or never looks again).
+        slot, _, body = pool._messages.get(timeout=120)
+        took = time.monotonic() - started
+        assert body is None  # the worker's end, not an answer
+        assert worker.exit_code() == -signal.SIGALRM
+        assert 1.0 + main.OVERRUN_S <= took < 1.0 + main.OVERRUN_S + 20  # load adds seconds, not minutes
+        result = pool._result(slot, candidate.digest, None, first=False)
+        assert result.status == "timeout" and "ended itself" in result.message
+    finally:
+        pool.close()

@@ -11,7 +11,7 @@ import argparse
 import datetime
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,6 +23,7 @@ from kernelpick.console import Column, FittingTable, console
 from kernelpick.device import DeviceInfo
 from kernelpick.errors import StoreError, TableError
 from kernelpick.store.default import default_store_path
+from kernelpick.store.origins import cache_key_of, superseded_sources
 from kernelpick.store.text import candidate_name, key_text
 
 if TYPE_CHECKING:
@@ -158,10 +159,17 @@ def _cache_list(args: argparse.Namespace) -> int:
 
     rows, where, _ = _stored_rows(args)
     summaries = summarize_keys(_of_kernel(args.kernel, rows) if args.kernel else rows)
+    # Kernel sources noted beside a store file tell a kernel's old sources apart (none for Redis).
+    superseded = (
+        frozenset()
+        if args.redis
+        else superseded_sources(((r.key, r.created) for r in rows), store_path(args).parent)
+    )
     if args.json:
         listed = [
             {
                 **_key_data(s.key),
+                "superseded": (s.key.kernel, s.key.source) in superseded,
                 "results": s.results,
                 "failed": s.failed,
                 "picked": None
@@ -181,9 +189,11 @@ def _cache_list(args: argparse.Namespace) -> int:
         return 0
     print(f"tuned keys in {where}:")
     # Narrow consoles lose the key's digest first, then the counts, the device and the pick's cost.
+    old = any((s.key.kernel, s.key.source) in superseded for s in summaries)
     table = FittingTable(
         [
             Column("kernel"),
+            Column("source"),
             Column("device", drop=2),
             Column("inputs", wrap=True, fit=32),
             Column("results", right=True, drop=3),
@@ -191,7 +201,10 @@ def _cache_list(args: argparse.Namespace) -> int:
             Column("picked", wrap=True, fit=28),
             Column("ms/call", right=True, drop=1),
             Column("key", drop=4),
-        ]
+        ],
+        caption="old: a source of the kernel edited since (`kernelpick cache prune --stale` removes its rows)"
+        if old
+        else "",
     )
     for s in summaries:
         # No pick: every candidate failed, or the tuning was interrupted before it picked.
@@ -201,6 +214,7 @@ def _cache_list(args: argparse.Namespace) -> int:
             cost = f"{s.picked.result.cost_ms:.4f}" if s.picked.result.ok else s.picked.result.status
         table.add_row(
             s.key.kernel,
+            _source_cell(s.key, superseded),
             s.key.device,
             key_text(s.key),
             str(s.results),
@@ -211,6 +225,15 @@ def _cache_list(args: argparse.Namespace) -> int:
         )
     console().print(table)
     return 0
+
+
+def _source_cell(key: TuningKey, superseded: Collection[tuple[str, str]]) -> str:
+    """An autotuned kernel's source as `cache list` shows it: the first digits of its hash, and "old"
+    where it is superseded; "-" for a selector's key (its choices have sources of their own)."""
+    cache_key = cache_key_of(key.source)
+    if cache_key is None:
+        return "-"
+    return cache_key[:8] + (" old" if (key.kernel, key.source) in superseded else "")
 
 
 def _cache_show(args: argparse.Namespace) -> int:
@@ -523,7 +546,8 @@ def add_cache_commands(commands: Any) -> None:
     prune.add_argument(
         "--stale",
         action="store_true",
-        help="rows of another triton/torch/CUDA version or an older measurement version: never read again",
+        help="rows never read again: of another triton/torch/CUDA version, an older measurement version, or "
+        "a kernel source superseded by a newer one of the same function (`cache list` marks it old)",
     )
     prune.add_argument("--corrupt", action="store_true", help="rows `cache verify` finds corrupt")
     prune.add_argument("--all", action="store_true", help="every row (takes no filter)")

@@ -8,7 +8,8 @@ asks for it. Two that ask at the same moment both compile it, though: the device
 So a forked compiler (`kernelpick.compile.precompile`) first holds the compile's claim: a lock file
 named by Triton's own cache key of it (the kernel's source and specialization, the options, the
 target: one GPU model's binary, whichever GPU of the model asked), in `kernelpick-claims/` inside
-Triton's cache folder. A compiler that finds the claim held waits, then finds the binary in
+Triton's cache folder (made private to the user: 0700, its lock files 0600; one that is a link or
+another user's is passed over). A compiler that finds the claim held waits, then finds the binary in
 Triton's cache and loads it instead of compiling it again. The system lets go of a lock the moment
 its holder dies, however it dies; a holder that hangs is waited for a limited time, then the
 waiter compiles the config itself. A claim orders compiles and nothing else: what a process runs
@@ -19,6 +20,8 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
+import stat
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -47,20 +50,54 @@ class ClaimWait:
 
 def claims_folder() -> Path | None:
     """The folder of this host's compile claims, inside Triton's cache folder; None when Triton
-    has no cache folder (nothing is shared then, so nothing is claimed)."""
+    has no cache folder (nothing is shared then, so nothing is claimed), or when the folder is a
+    link or another user's (`_private`)."""
     try:
         from triton import knobs
 
         folder = knobs.cache.dir
     except Exception:  # an older or stripped Triton: compiles go on unclaimed
         return None
-    return Path(folder) / CLAIMS_FOLDER if folder else None
+    if not folder:
+        return None
+    path = Path(folder) / CLAIMS_FOLDER
+    try:  # checked here too, where compilers are started: a warning in each of them would repeat
+        return path if _private(path) else None
+    except OSError:  # an unwritable cache folder: `compile_claim` says so
+        return path
 
 
 def claim_path(folder: Path, key: str) -> Path:
     """The lock file of a compile: named by the sha256 of Triton's cache key, as Triton names the
     cache folder of its binary."""
     return folder / f"{hashlib.sha256(key.encode()).hexdigest()}.lock"
+
+
+def _private(folder: Path) -> bool:
+    """Make `folder` where it is missing, private to this user (0700); whether claims may be held in
+    it: a folder of this user's, not a link. Another user's folder (or a link planted in its place)
+    could make this user's compiles wait, or name where their lock files are made: such a folder is
+    passed over, once with a warning, and compiles go on unclaimed.
+
+    Raises:
+        OSError: it cannot be made or looked at.
+    """
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    found = folder.lstat()
+    if stat.S_ISDIR(found.st_mode) and found.st_uid == os.geteuid():
+        if stat.S_IMODE(found.st_mode) & 0o077:  # made by an older kernelpick under the umask
+            folder.chmod(0o700)
+        return True
+    if folder not in _passed_over:
+        _passed_over.add(folder)
+        what = "a link" if stat.S_ISLNK(found.st_mode) else "not a folder of this user's"
+        log.warning(
+            "compile claims are not held in %s: it is %s; each process compiles on its own", folder, what
+        )
+    return False
+
+
+_passed_over: set[Path] = set()  # claims folders warned of
 
 
 @contextmanager
@@ -76,10 +113,13 @@ def compile_claim(folder: Path, key: str, wait_s: float) -> Iterator[ClaimWait]:
     Yields:
         How getting the claim went.
     """
-    lock = FileLock(str(claim_path(folder, key)))
+    # 0600: another user who could open a lock file could hold the claim.
+    lock = FileLock(str(claim_path(folder, key)), mode=0o600)
     started = time.monotonic()
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        if not _private(folder):
+            yield ClaimWait(False, 0.0)
+            return
         try:
             lock.acquire(timeout=0)
             waited = False

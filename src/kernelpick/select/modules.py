@@ -32,6 +32,7 @@ from typing import Any
 
 from kernelpick import settings
 from kernelpick.errors import TemplateError
+from kernelpick.store.origins import note_origin
 from kernelpick.workers.values import RENDERED_PREFIX
 
 log = logging.getLogger("kernelpick.select")
@@ -118,7 +119,9 @@ def keep_kernel_source(kernel: Any) -> Path | None:
     except ValueError:  # not a finished hash (Triton's placeholder while it hashes a recursive kernel)
         return None
     try:
-        return _write(path, text)
+        kept = _write(path, text)
+        note_origin(folder, kernel)  # which function it is: `kernelpick cache` tells its old sources
+        return kept
     except OSError as error:  # a copy for `kernelpick code` must not fail the tuning that keeps it
         with _lock:
             first = path.parent not in _unkept

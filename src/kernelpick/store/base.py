@@ -71,6 +71,23 @@ def picked(store: ResultStore, key: TuningKey) -> str | bool | None:
     return False if ask is None else ask(key)
 
 
+class UnreadStore:
+    """Saves to `store` and reads nothing from it: a tuning through it measures every candidate, and
+    its results replace what `store` held (a key whose stored pick failed to run)."""
+
+    def __init__(self, store: ResultStore) -> None:
+        self.store = store
+
+    def load(self, key: TuningKey) -> dict[str, StoredResult]:
+        return {}
+
+    def picked(self, key: TuningKey) -> str | None:
+        return None
+
+    def save(self, key: TuningKey, results: Iterable[StoredResult], *, pick: str | None = None) -> None:
+        self.store.save(key, results, pick=pick)
+
+
 class MemoryStore:
     """A store that forgets when the process ends (used when the persistent store is off)."""
 

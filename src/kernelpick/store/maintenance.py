@@ -9,7 +9,7 @@ import json
 import re
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -20,6 +20,7 @@ from kernelpick.bench.verify import VERIFICATION_VERSION
 from kernelpick.errors import StoreError
 from kernelpick.store.base import ResultStore, StoredRow, parse_description, parse_result
 from kernelpick.store.keys import Toolchain, TuningKey
+from kernelpick.store.origins import superseded_sources
 from kernelpick.store.sqlite import RawRow, SQLiteStore
 from kernelpick.store.table import DeploymentTable
 
@@ -135,7 +136,9 @@ class PruneFilter:
         if self.older_than_days is not None and self.older_than_days < 0:
             raise StoreError(f"--older-than takes a number of days >= 0, got {self.older_than_days}")
 
-    def matches(self, row: CheckedRow, now: float) -> bool:
+    def matches(self, row: CheckedRow, now: float, superseded: Collection[tuple[str, str]] = ()) -> bool:
+        """Whether `row` matches every filter given; `superseded`: the (kernel, source) pairs whose
+        source is superseded (`kernelpick.store.origins`), stale too."""
         if self.everything:
             return True
         if self.kernel is not None and row.kernel != self.kernel:
@@ -146,7 +149,13 @@ class PruneFilter:
             row.created is None or row.created > now - self.older_than_days * SECONDS_PER_DAY
         ):
             return False
-        if self.stale and (row.tuning_key is None or stale_reason(row.tuning_key) is None):
+        if self.stale and (
+            row.tuning_key is None
+            or (
+                stale_reason(row.tuning_key) is None
+                and (row.tuning_key.kernel, row.tuning_key.source) not in superseded
+            )
+        ):
             return False
         return not (self.corrupt and not row.corrupt)
 
@@ -244,7 +253,15 @@ def prune(store: SQLiteStore, rules: PruneFilter, *, dry_run: bool = False) -> l
     rows = checked_rows(store, rules.kernel)
     if rules.kernel is not None and not rows:
         raise unknown_kernel(rules.kernel, (totals["kernel"] for totals in store.summary()))
-    chosen = [c for c in rows if rules.matches(c, now)]
+    superseded = (
+        superseded_sources(
+            ((c.tuning_key, c.created) for c in rows if c.tuning_key is not None and c.created is not None),
+            store.path.parent,
+        )
+        if rules.stale
+        else frozenset()
+    )
+    chosen = [c for c in rows if rules.matches(c, now, superseded)]
     # A pick naming no stored result has no status, age or key: --corrupt (with --kernel) alone takes it.
     if rules.corrupt and not (rules.failed or rules.older_than_days is not None or rules.stale):
         chosen += dangling_picks(store, rules.kernel)

@@ -17,7 +17,16 @@ from kernelpick.errors import StoreError
 from kernelpick.store.base import MemoryStore, StoredResult, StoredRow, is_number, parse_stored
 from kernelpick.store.claims import FileClaims
 from kernelpick.store.keys import TuningKey, canonical_json, canonical_value
-from kernelpick.store.salvage import readable_rows
+from kernelpick.store.sqlite_file import (
+    NOFOLLOW,
+    CorruptFile,
+    integrity_problems,
+    is_corruption,
+    locked,
+    move_aside,
+    readable_rows,
+    writable,
+)
 
 log = logging.getLogger("kernelpick.store")
 
@@ -74,23 +83,23 @@ class SQLiteStore:
         self._memory = MemoryStore()  # what could not be saved to the file (on_fault="memory")
         self._faults: set[str] = set()  # the causes of faults warned of
         self._warned_rows: set[tuple[str, str]] = set()  # (key, candidate) of rows warned of
-        self.read_only = self.path.exists() and not _writable(self.path)
+        self.read_only = self.path.exists() and not writable(self.path)
         if self.read_only:
             self._db = self._open_read_only()
             return
         try:
             self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             if not self.path.exists():  # SQLite would make it 0644; its log files take its mode
-                os.close(os.open(self.path, os.O_RDWR | os.O_CREAT | _NOFOLLOW, 0o600))
+                os.close(os.open(self.path, os.O_RDWR | os.O_CREAT | NOFOLLOW, 0o600))
         except OSError as error:
             raise StoreError(f"cannot create the result store {self.path}: {error}") from error
         try:
             # Shared with the other processes opening the file, exclusive to one rebuilding it: a
             # process never connects to the file (nor makes its log and shared-memory file) while
             # another moves it aside with them, which left it "disk I/O error" on every statement.
-            with _locked(self._lock_path, exclusive=False):
+            with locked(self._lock_path, exclusive=False):
                 self._db = self._open()
-        except _CorruptFile as corrupt:
+        except CorruptFile as corrupt:
             self._db = self._rebuild(corrupt)
 
     @property
@@ -102,7 +111,7 @@ class SQLiteStore:
         """A connection to the file, checked (`PRAGMA quick_check`) and with the current schema.
 
         Raises:
-            _CorruptFile: the file is damaged or is not a SQLite database.
+            CorruptFile: the file is damaged or is not a SQLite database.
             StoreError: it cannot be opened otherwise, or has a schema newer than this kernelpick's.
         """
         db = None
@@ -127,8 +136,8 @@ class SQLiteStore:
         except BaseException as error:
             if db is not None:
                 db.close()
-            if isinstance(error, sqlite3.DatabaseError) and _is_corruption(error):
-                raise _CorruptFile(str(error)) from error
+            if isinstance(error, sqlite3.DatabaseError) and is_corruption(error):
+                raise CorruptFile(str(error)) from error
             if isinstance(error, sqlite3.Error):
                 raise StoreError(f"cannot open the result store {self.path}: {error}") from error
             raise
@@ -137,7 +146,7 @@ class SQLiteStore:
         """Check an open store: a schema this kernelpick reads, and no damaged page.
 
         Raises:
-            _CorruptFile: a page is damaged.
+            CorruptFile: a page is damaged.
             StoreError: its schema is newer than this kernelpick's.
         """
         version = db.execute("PRAGMA user_version").fetchone()[0]
@@ -150,7 +159,7 @@ class SQLiteStore:
         # once per process; a damaged page found now costs the rows on it, not a crash later.
         problems = [str(message) for (message,) in db.execute("PRAGMA quick_check").fetchall()]
         if problems != ["ok"]:
-            raise _CorruptFile("; ".join(problems[:3]))
+            raise CorruptFile("; ".join(problems[:3]))
 
     def _open_read_only(self) -> sqlite3.Connection:
         """A read-only connection to a file this process cannot write: nothing is written, not even the
@@ -169,8 +178,9 @@ class SQLiteStore:
                 continue
             try:
                 self._check(db)
+                _stand_in_for_missing_tables(db)
                 return db
-            except _CorruptFile as corrupt:
+            except CorruptFile as corrupt:
                 db.close()
                 raise StoreError(
                     f"result store {self.path} is damaged ({corrupt}) and read-only: it cannot be repaired "
@@ -184,28 +194,15 @@ class SQLiteStore:
                 raise
         raise StoreError(f"cannot read the result store {self.path} (read-only): {failure}")
 
-    def _rebuild(self, corrupt: _CorruptFile) -> sqlite3.Connection:
+    def _rebuild(self, corrupt: CorruptFile) -> sqlite3.Connection:
         """Move the damaged file aside and start a new store in its place with every row of the damaged
         one that can still be read (one process does: the others wait for it, then open what it made)."""
-        with _locked(self._lock_path, exclusive=True):
+        with locked(self._lock_path, exclusive=True):
             try:
                 return self._open()  # another process may have moved it aside meanwhile
-            except _CorruptFile:
+            except CorruptFile:
                 pass
-            aside = self.path.with_name(f"{self.path.name}.corrupt-{int(time.time())}")
-            while aside.exists():
-                aside = aside.with_name(f"{aside.name}-")
-            try:
-                os.replace(self.path, aside)
-                for suffix in ("-wal", "-shm"):  # the write-ahead log belongs to the damaged file
-                    companion = self.path.with_name(self.path.name + suffix)
-                    if companion.exists():
-                        os.replace(companion, aside.with_name(aside.name + suffix))
-            except OSError as error:
-                raise StoreError(
-                    f"result store {self.path} is damaged ({corrupt}) and cannot be moved aside to "
-                    f"{aside}: {error}; delete it or point KERNELPICK_CACHE_DIR elsewhere"
-                ) from error
+            aside = move_aside(self.path, corrupt)
             db = self._open()
             results, picks = readable_rows(aside, RESULT_COLUMNS)
             try:
@@ -501,23 +498,8 @@ class SQLiteStore:
     @staticmethod
     def integrity_problems(path: Path | str) -> list[str]:
         """What SQLite's `PRAGMA integrity_check` finds wrong with the store file at `path` (empty when
-        nothing). The file is opened read-only: unlike opening a store, this leaves a damaged file as it
-        is (and reads a store in a folder it cannot write, whose log files it cannot make, as it is)."""
-        uri = Path(path).resolve().as_uri()
-        found: list[str] = []
-        for mode in ("mode=ro", "immutable=1"):
-            try:
-                db = sqlite3.connect(f"{uri}?{mode}", uri=True, timeout=30.0)
-                try:
-                    found = [str(message) for (message,) in db.execute("PRAGMA integrity_check").fetchall()]
-                finally:
-                    db.close()
-                break
-            except sqlite3.Error as error:
-                found = [str(error)]
-                if getattr(error, "sqlite_errorcode", 0) & 0xFF != _SQLITE_CANTOPEN:
-                    break
-        return [] if found == ["ok"] else found
+        nothing), the file left as it is (`kernelpick.store.sqlite_file.integrity_problems`)."""
+        return integrity_problems(path)
 
     def remove(self, rows: Iterable[tuple[str, str]]) -> int:
         """Forget these (key digest, candidate) rows, and the picks left naming no stored row.
@@ -542,6 +524,17 @@ class SQLiteStore:
     def close(self) -> None:
         with self._lock:
             self._db.close()
+
+
+def _stand_in_for_missing_tables(db: sqlite3.Connection) -> None:
+    """Give a read-only connection an empty temporary table for each table its file lacks: a store of
+    an older schema (version 1 had no `picks`) that cannot be migrated in place is read as it is,
+    with no picks. Temporary tables live in this connection alone: nothing is written to the file."""
+    present = {name for (name,) in db.execute("SELECT name FROM main.sqlite_master WHERE type = 'table'")}
+    for statement in _SCHEMA.split(";"):
+        words = statement.split()
+        if words[:5] == ["CREATE", "TABLE", "IF", "NOT", "EXISTS"] and words[5] not in present:
+            db.execute(statement.replace("CREATE TABLE IF NOT EXISTS", "CREATE TEMP TABLE", 1))
 
 
 RESULT_COLUMNS = "key, candidate, kernel, key_data, description, status, median_ms, result, created"
@@ -571,52 +564,6 @@ def _json(text: Any) -> Any:
         return json.loads(text)
     except RecursionError:
         raise ValueError("a column holds JSON nested too deep to decode") from None
-
-
-#: SQLite's code for a file it cannot open (a WAL store's shared-memory file that cannot be made).
-_SQLITE_CANTOPEN = 14
-
-
-class _CorruptFile(Exception):
-    """The store's file is damaged or not a SQLite database (never leaves this module)."""
-
-
-def _is_corruption(error: sqlite3.DatabaseError) -> bool:
-    code = getattr(error, "sqlite_errorcode", None)  # Python 3.11+
-    if code is not None:
-        return code & 0xFF in (11, 26)  # SQLITE_CORRUPT, SQLITE_NOTADB
-    return "malformed" in str(error) or "not a database" in str(error)
-
-
-@contextmanager
-def _locked(lock_path: Path, *, exclusive: bool) -> Iterator[None]:
-    """Hold a lock on `lock_path` across processes, shared or exclusive (where the OS has `fcntl`).
-
-    Raises:
-        StoreError: the lock file cannot be made or opened.
-    """
-    try:
-        import fcntl
-    except ImportError:
-        yield
-        return
-    try:
-        handle = os.open(lock_path, os.O_RDWR | os.O_CREAT | _NOFOLLOW, 0o600)
-    except OSError as error:
-        raise StoreError(f"cannot lock the result store with {lock_path}: {error}") from error
-    try:
-        fcntl.flock(handle, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
-        yield
-    finally:
-        os.close(handle)  # lets go of the lock
-
-
-_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
-
-
-def _writable(path: Path) -> bool:
-    """Whether this process may write the store file at `path` and make files beside it."""
-    return os.access(path, os.W_OK) and os.access(path.parent, os.W_OK | os.X_OK)
 
 
 class RawRow(NamedTuple):

@@ -46,7 +46,9 @@ from kernelpick.select.modules import keep_kernel_source
 from kernelpick.select.record import TuningRecord, failure_report
 from kernelpick.select.tuning import Settled, Tuning, pick_with_incumbent, result_store
 from kernelpick.store import ResultStore, StoredResult, TuningKey
+from kernelpick.store.base import UnreadStore
 from kernelpick.tune.dispatch import MISSES, Dispatcher, describe_key, specialized_arguments
+from kernelpick.tune.first_launch import checked_first
 from kernelpick.tune.prune import Pruner
 from kernelpick.workers.plan import start_early
 
@@ -251,6 +253,7 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
         self._lock = threading.Lock()
         self.cache: dict[tuple[Any, ...], Any] = _TunedCache(self._dispatch)
         self.tunings: dict[tuple[Any, ...], TuningRecord] = {}
+        self._distrusted: set[tuple[Any, ...]] = set()  # keys whose stored pick failed: measured again
         self.last_tuning: TuningRecord | None = None
         self.best_config: Any = None
         self.configs_timings: dict[Any, float] = {}
@@ -334,7 +337,7 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
                 f"kernel `{self.name}`",
                 describe_key(self._key_names(), key, dtypes=True),
                 self.tuning_key(key, device),
-                result_store(self.use_store, self.store),
+                self._store(key),
                 device.name,
                 start,
             ) as tuning:
@@ -356,7 +359,9 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
         by_digest = {c.digest: c for c in configs}  # a tabled winner pruned away here is passed over
         trace, measured_now = None, False
         tabled = (
-            None if len(configs) == 1 else tuning.tabled(lambda e: by_digest.get(e.candidate), by_digest.keys)
+            None
+            if len(configs) == 1 or key in self._distrusted
+            else tuning.tabled(lambda e: by_digest.get(e.candidate), by_digest.keys)
         )
         if tabled is not None:
             best, hit = tabled
@@ -396,8 +401,10 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
             key_names=tuple(self._key_names()),
         )
         self._finish(key, record)
-        run = runner(self.fn, device.interpreter)
-        entry = self._dispatch.entries[key] = (self.given.get(best, best), run, dict(best.all_kwargs()))
+        entry = (self.given.get(best, best), runner(self.fn, device.interpreter), dict(best.all_kwargs()))
+        if from_store and key not in self._distrusted:  # measured elsewhere, or forged: checked once
+            entry = checked_first(self, key, tuning, entry, best, device)
+        self._dispatch.entries[key] = entry
         return entry
 
     def _settle(
@@ -486,6 +493,12 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
         source = f"{MEASUREMENT_VERSION}:{self.base_fn.cache_key}"
         return TuningKey.make(self.name, source, device, key[:-1])
 
+    def _store(self, key: tuple[Any, ...]) -> ResultStore | None:
+        store = result_store(self.use_store, self.store)
+        if store is not None and key in self._distrusted:  # its stored pick failed here: not read
+            return UnreadStore(store)
+        return store
+
     def _kernel_configs(self) -> KernelConfigs:
         """This kernel's configs and options as the engine measures them (made at each use: an option,
         the timer say, may change after decoration)."""
@@ -534,12 +547,8 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
 
     def budget_overrides(self) -> dict[str, Any]:
         """The settings this kernel's `warmup=` and `rep=` override."""
-        overrides: dict[str, Any] = {}
-        if self.warmup_ms is not None:
-            overrides["warmup_ms"] = self.warmup_ms
-        if self.rep_ms is not None:
-            overrides["rep_ms"] = self.rep_ms
-        return overrides
+        given = {"warmup_ms": self.warmup_ms, "rep_ms": self.rep_ms}
+        return {name: value for name, value in given.items() if value is not None}
 
     def _finish(self, key: tuple[Any, ...], record: TuningRecord) -> None:
         best = self.given.get(record.best, record.best)

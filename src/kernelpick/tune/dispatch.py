@@ -231,6 +231,19 @@ class Dispatcher:
             self.entries.clear()
             self.fast.clear()
 
+    def swap(self, key: tuple[Any, ...], old: Any, new: Any) -> None:
+        """Put `new` where `old` (that very object) is the entry of exact key `key`, in both tables
+        (None: forget it)."""
+        with self._lock:
+            if self.entries.get(key) is old:
+                del self.entries[key]
+                if new is not None:
+                    self.entries[key] = new
+            for fast in [fast for fast, entry in self.fast.items() if entry is old]:
+                del self.fast[fast]
+                if new is not None:
+                    self.fast[fast] = new
+
     def exact(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
         return exact_key(args, kwargs, self.key_positions, self.specialized, self.blocks)
 

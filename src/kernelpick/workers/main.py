@@ -5,12 +5,18 @@ candidates to measure on it; the answer holds one result per candidate. Nothing 
 the user's module: a worker imports only libraries. After a candidate left the CUDA context broken
 (an illegal address, a launch failure), the worker says so and exits, so that its pool starts a
 fresh one.
+
+A request carries its time limit (`timeout_s`, the bench timeout); its pool kills a worker that runs
+past it, and the worker also ends itself `OVERRUN_S` later (SIGALRM, at its default action: the
+system ends the process even while a candidate holds Python's lock in C code or hangs in a kernel),
+so that a worker never outlasts its limit for long, whatever becomes of its pool.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import threading
 import traceback
@@ -48,6 +54,19 @@ def _warm_up(torch: Any) -> None:
         pass
 
 
+#: Seconds past a request's time limit after which a worker ends itself, if its pool has not killed it.
+OVERRUN_S = 5.0
+
+
+def _limit(seconds: Any) -> None:
+    """End this process (SIGALRM) once `seconds` (a request's `timeout_s`) and `OVERRUN_S` have passed;
+    0 or None: no limit (the limit before is lifted)."""
+    if not hasattr(signal, "setitimer"):  # Windows: the pool's kill alone
+        return
+    limited = isinstance(seconds, (int, float)) and not isinstance(seconds, bool) and seconds > 0
+    signal.setitimer(signal.ITIMER_REAL, seconds + OVERRUN_S if limited else 0.0)
+
+
 def serve(messages: IO[str]) -> int:
     import torch
 
@@ -60,6 +79,8 @@ def serve(messages: IO[str]) -> int:
     name = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
     # Which GPU, as the machine knows it: its workers' GPU is a caller's check (`settings.visible_device`).
     uuid = str(getattr(torch.cuda.get_device_properties(0), "uuid", "")) if torch.cuda.is_available() else ""
+    if hasattr(signal, "SIGALRM"):  # a handler inherited from the caller would run Python code: ours ends it
+        signal.signal(signal.SIGALRM, signal.SIG_DFL)
     _send(messages, {"ready": True, "pid": os.getpid(), "device": name, "uuid": uuid})
     if torch.cuda.is_available():  # a CPU worker interprets kernels: nothing of Triton's to warm
         threading.Thread(
@@ -67,37 +88,41 @@ def serve(messages: IO[str]) -> int:
         ).start()
     for line in sys.stdin:
         request = json.loads(line)
-        failure = None
-        spent: dict[str, float] = {}
+        _limit(request.get("timeout_s"))
         try:
-            with settings.override(**request.get("settings", {})):
-                results = answer(request, spent)
-        except Exception as error:
-            failure, results = error, {}
-        broken = _cuda_error(torch)
-        if failure is not None and broken is None:  # the request itself is unusable
-            _send(
-                messages,
-                {
-                    "id": request.get("id"),
-                    "error": f"{type(failure).__name__}: {failure}",
-                    "traceback": "".join(traceback.format_exception(failure)),
-                },
-            )
-            continue
-        if broken is not None:  # a candidate broke the context, whatever else went wrong after
-            for candidate in request["candidates"]:
-                results[candidate] = {
-                    "status": "crashed",
-                    "timing": None,
-                    "message": f"it left the CUDA context broken ({broken}); the worker was restarted",
-                }
-        reply = {"id": request.get("id"), "results": results, "seconds": spent}
-        if broken is not None:
-            reply["exiting"] = True  # its pool must not send it anything more
-        _send(messages, reply)
-        if broken is not None:
-            return 3  # a broken context cannot run anything again
+            failure = None
+            spent: dict[str, float] = {}
+            try:
+                with settings.override(**request.get("settings", {})):
+                    results = answer(request, spent)
+            except Exception as error:
+                failure, results = error, {}
+            broken = _cuda_error(torch)
+            if failure is not None and broken is None:  # the request itself is unusable
+                _send(
+                    messages,
+                    {
+                        "id": request.get("id"),
+                        "error": f"{type(failure).__name__}: {failure}",
+                        "traceback": "".join(traceback.format_exception(failure)),
+                    },
+                )
+                continue
+            if broken is not None:  # a candidate broke the context, whatever else went wrong after
+                for candidate in request["candidates"]:
+                    results[candidate] = {
+                        "status": "crashed",
+                        "timing": None,
+                        "message": f"it left the CUDA context broken ({broken}); the worker was restarted",
+                    }
+            reply = {"id": request.get("id"), "results": results, "seconds": spent}
+            if broken is not None:
+                reply["exiting"] = True  # its pool must not send it anything more
+            _send(messages, reply)
+            if broken is not None:
+                return 3  # a broken context cannot run anything again
+        finally:
+            _limit(None)  # an idle worker waits for its next request for as long as it takes
     return 0
 
 

@@ -24,6 +24,7 @@ import contextlib
 import itertools
 import logging
 import queue
+import signal
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -107,7 +108,8 @@ class WorkerPool:
     ) -> _Busy:
         """Send `request` to `worker`; what to wait for: its answer, until the deadline."""
         number = next(self._requests)
-        worker.send({**request, "id": number})
+        # The worker ends itself a little past `timeout_s` too, should this process not kill it.
+        worker.send({**request, "id": number, "timeout_s": timeout_s})
         return _Busy(candidate, time.monotonic() + timeout_s, number)
 
     def _carried(self, candidates: Sequence[str]) -> Any:
@@ -400,6 +402,13 @@ class WorkerPool:
         worker = self.workers[slot]
         if body is None:
             code = worker.exit_code()
+            if (
+                ALARM is not None and code == -ALARM
+            ):  # it ended itself, past its time limit (`kernelpick.workers.main`)
+                return BenchmarkResult.failed(
+                    "timeout",
+                    f"it ran past its time limit and the worker ended itself{_output(worker.tail())}",
+                )
             return BenchmarkResult.failed(
                 "crashed", f"the worker died ({describe_exit(code)}) while running it{_output(worker.tail())}"
             )
@@ -410,6 +419,8 @@ class WorkerPool:
         return BenchmarkResult.from_dict(body["results"][candidate])
 
 
+#: The signal a worker ends itself with past its time limit (none where the system has no SIGALRM).
+ALARM: int | None = getattr(signal, "SIGALRM", None)
 _MISSING = {"status": "runtime_error", "timing": None, "message": "no result"}
 _FEED = -1  # the slot of messages from a feed
 _feeds = itertools.count(1)

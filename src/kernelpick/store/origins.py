@@ -1,0 +1,131 @@
+"""Which function a tuned kernel source came from, so that a kernel's superseded sources can be told
+from another kernel that merely shares its name.
+
+An autotuned kernel's tuning key names it by its function's name and its source by Triton's hash of
+it (`measure-N:<JITFunction.cache_key>`): an edit of the kernel (a comment, a helper it calls) is a
+new source, under which its keys are tuned again, and the old source's rows are never read again. A
+key does not say which file the kernel is in: two kernels of one name in two files look alike. So
+where a tuning keeps the kernel's source (`<cache>/kernels/`, for `kernelpick code`), it also notes
+the file and function it came from: `<cache>/kernels/origins/<sha256 of the cache key>.json`, a list
+of them (one source can be in two files).
+
+A kernel's source is *superseded* when it has an origin noted, and each of its origins has since
+been tuned with another source of the same kernel name: some row of that source was stored later
+than every row of this one. Sources with no origin noted (tuned before kernelpick noted them, or
+with another cache folder, or a selector's keys, whose sources are versions) are never superseded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kernelpick.store.keys import TuningKey
+
+#: Most bytes of an origins file read: a few paths.
+MAX_ORIGINS_BYTES = 64 * 1024
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Origin:
+    """Where a kernel is defined: its file (absolute) and the function's qualified name."""
+
+    file: str
+    function: str
+
+
+def origin_of(kernel: Any) -> Origin | None:
+    """Where a `triton.jit` kernel is defined, or None when its function does not say."""
+    function = getattr(kernel, "fn", kernel)
+    file = getattr(getattr(function, "__code__", None), "co_filename", None)
+    name = getattr(function, "__qualname__", None)
+    if not isinstance(file, str) or not isinstance(name, str):
+        return None
+    return Origin(file if file.startswith("<") else os.path.abspath(file), name)
+
+
+def cache_key_of(source: str) -> str | None:
+    """The Triton cache key in an autotuned kernel's key source (`measure-N:<cache key>`); None for
+    another source (a selector's key names versions only)."""
+    version, colon, cache_key = source.partition(":")
+    return cache_key if colon and cache_key and version.startswith("measure-") else None
+
+
+def origins_path(cache: Path, cache_key: str) -> Path:
+    """The file of the origins of the kernel source with this cache key, in the cache folder `cache`."""
+    return cache / "kernels" / "origins" / f"{hashlib.sha256(cache_key.encode()).hexdigest()[:40]}.json"
+
+
+def note_origin(cache: Path, kernel: Any) -> None:
+    """Note where `kernel` (a `triton.jit` function being tuned) is defined, beside its kept source.
+
+    Raises:
+        OSError: the file cannot be written.
+    """
+    origin, cache_key = origin_of(kernel), getattr(kernel, "cache_key", None)
+    if origin is None or not isinstance(cache_key, str):
+        return
+    path = origins_path(cache, cache_key)
+    known = read_origins(path)
+    if origin in known:
+        return
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    # Whole or not at all, through a file of a name no one can foresee (0600), as the kept sources are.
+    handle, partial = tempfile.mkstemp(dir=path.parent, prefix=".origins-", suffix=".json")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            json.dump([{"file": o.file, "function": o.function} for o in sorted(known | {origin})], stream)
+        os.replace(partial, path)
+    except OSError:
+        Path(partial).unlink(missing_ok=True)
+        raise
+
+
+def read_origins(path: Path) -> frozenset[Origin]:
+    """The origins noted in the file at `path`: none where there is no such file, or it holds anything
+    but what `note_origin` writes (it is read as data, without following a link)."""
+    try:
+        handle = os.open(path, os.O_RDONLY | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(handle, "rb") as stream:
+            data = json.loads(stream.read(MAX_ORIGINS_BYTES))
+    except (OSError, ValueError, RecursionError):  # none, a link, unreadable; not JSON, not UTF-8
+        return frozenset()
+    if not isinstance(data, list):
+        return frozenset()
+    return frozenset(
+        Origin(item["file"], item["function"])
+        for item in data
+        if isinstance(item, dict)
+        and isinstance(item.get("file"), str)
+        and isinstance(item.get("function"), str)
+    )
+
+
+def superseded_sources(rows: Iterable[tuple[TuningKey, float]], cache: Path) -> frozenset[tuple[str, str]]:
+    """The (kernel, source) pairs among `rows` (each row's key and when it was stored) whose source is
+    superseded (as the module says), by the origins noted in the cache folder `cache`."""
+    newest: dict[tuple[str, str], float] = {}
+    for key, created in rows:
+        pair = (key.kernel, key.source)
+        newest[pair] = max(created, newest.get(pair, created))
+    origins: dict[tuple[str, str], frozenset[Origin]] = {}
+    for kernel, source in newest:
+        cache_key = cache_key_of(source)
+        if cache_key is not None:
+            origins[kernel, source] = read_origins(origins_path(cache, cache_key))
+    latest: dict[tuple[str, Origin], float] = {}  # when each kernel name's function was last tuned
+    for (kernel, source), found in origins.items():
+        for origin in found:
+            latest[kernel, origin] = max(newest[kernel, source], latest.get((kernel, origin), 0.0))
+    return frozenset(
+        pair
+        for pair, found in origins.items()
+        if found and all(latest[pair[0], origin] > newest[pair] for origin in found)
+    )

@@ -1,0 +1,116 @@
+"""The first launch of a pick that came from a store or a table: compiled before it runs, and dropped
+when it fails, so that a bad stored result costs one tuning, not a call that raises for good.
+
+A pick read from a store or a deployment table was measured elsewhere, or forged: a store without a
+signing key takes any well-formed row. Its first launch in a process compiles it first, running
+nothing (Triton's `run(warmup=True)` on a GPU; in the interpreter, the TTIR compile a tuning makes).
+A pick that does not compile is marked failed in the store, and the key is tuned once more with the
+store and tables unread (every config measured, the results saved over the stored ones); the call
+runs the new pick. A pick that compiles and then fails when launched may have written some of the
+caller's tensors, so the call raises, but the pick is marked failed likewise: the next call tunes the
+key again. Once a pick launched, its key's entry is the plain one: a dictionary lookup and a launch.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from kernelpick.bench.benchmarker import classify_run_error
+from kernelpick.bench.result import BenchmarkResult, Status
+from kernelpick.compile.precompile import classify
+from kernelpick.config import Config
+from kernelpick.device import DeviceInfo
+from kernelpick.errors import StoreError
+from kernelpick.select.tuning import Tuning
+from kernelpick.store import StoredResult
+
+if TYPE_CHECKING:
+    from kernelpick.tune.autotuner import Autotuner
+
+log = logging.getLogger("kernelpick.tune")
+
+#: Compile outcomes that say a config cannot run here (a compile timed out or put off says nothing).
+_FAILED = ("compile_error", "out_of_resources", "crashed")
+Entry = tuple[Any, Any, dict[str, Any]]  # a key's (config, run, launch kwargs), as `Autotuner.run` takes it
+
+
+def checked_first(
+    tuner: Autotuner, key: tuple[Any, ...], tuning: Tuning, entry: Entry, best: Config, device: DeviceInfo
+) -> Entry:
+    """`entry`, whose pick `best` came from a store or a table, its first launch checked (`FirstLaunch`)."""
+    launch = FirstLaunch(tuner, key, tuning, entry, best, device)
+    launch.wrapped = (entry[0], launch, entry[2])
+    return launch.wrapped
+
+
+class FirstLaunch:
+    """The `run` of a key's entry until its pick has launched once (then the plain entry replaces it)."""
+
+    def __init__(
+        self,
+        tuner: Autotuner,
+        key: tuple[Any, ...],
+        tuning: Tuning,
+        entry: Entry,
+        best: Config,
+        device: DeviceInfo,
+    ) -> None:
+        self.tuner, self.key, self.tuning, self.plain = tuner, key, tuning, entry
+        self.best, self.device = best, device
+        self.wrapped: Entry = entry  # the entry that holds this launch, in the dispatcher's tables
+
+    def __call__(self, *args: Any, grid: Any, warmup: bool = False, **kwargs: Any) -> Any:
+        _, run, launch_kwargs = self.plain
+        own = {name: value for name, value in kwargs.items() if name not in launch_kwargs}
+        failure = self._compile_failure(args, own, kwargs, grid)
+        if failure is not None:
+            self._drop(*failure)
+            return self.tuner.run(*args, grid=grid, warmup=warmup, **own)  # tuned again, launched
+        try:
+            result = run(*args, grid=grid, warmup=warmup, **kwargs)
+        except Exception as error:  # it may have written: raised, but not picked again
+            self._drop(*classify_run_error(error))
+            raise
+        self.tuner._dispatch.swap(self.key, self.wrapped, self.plain)
+        return result
+
+    def _compile_failure(
+        self, args: tuple[Any, ...], own: dict[str, Any], kwargs: dict[str, Any], grid: Any
+    ) -> tuple[Status, str] | None:
+        """Why the pick does not compile for this call (None: it does), found without running it."""
+        run = self.plain[1]
+        if not self.device.interpreter:
+            try:
+                run(*args, grid=grid, warmup=True, **kwargs)  # what the launch compiles, kept for it
+            except Exception as error:
+                return classify(error)
+            return None
+        [outcome] = self.tuner._kernel_configs().warm_up([self.best], args, own, grid, self.device)
+        return (outcome.status, outcome.message) if outcome.status in _FAILED else None
+
+    def _drop(self, status: Status, message: str) -> None:
+        """Mark the pick failed in the store and forget it: the next tuning of the key measures every
+        config, reading neither the store nor tables (another stored pick may be as bad)."""
+        self.tuner._dispatch.swap(self.key, self.wrapped, None)
+        self.tuner._distrusted.add(self.key)
+        log.warning(
+            "kernel `%s`: the pick %s stored for %s fails here (%s); it is marked failed, and the key measured again",
+            self.tuner.name,
+            self.best,
+            self.tuning.described,
+            " ".join(message.split())[:300],
+        )
+        if self.tuning.store is None:
+            return
+        failed = BenchmarkResult.failed(
+            status, f"{message} (on its first launch, picked from a store or table)"
+        )
+        try:
+            self.tuning.store.save(
+                self.tuning.key, [StoredResult(self.best.digest, self.best.to_dict(), failed)]
+            )
+        except StoreError as error:
+            log.warning(
+                "kernel `%s`: the failed pick could not be marked in the store: %s", self.tuner.name, error
+            )
