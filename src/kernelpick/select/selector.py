@@ -27,6 +27,7 @@ from kernelpick.compile.precompile import patience
 from kernelpick.console import print_table
 from kernelpick.errors import ArgumentError, ConfigError, NoValidChoices
 from kernelpick.search.registry import default_strategy_name, strategy_class
+from kernelpick.search.spec import SearchArgument
 from kernelpick.select.choice import (
     Choice,
     ChoiceSpace,
@@ -85,7 +86,8 @@ class Selector:
             notebook) is isolated; a choice that cannot be serialized is measured here, and
             `timed_here` says why.
         search: how the configs of each template or triton_choice are searched: "exhaustive" (time
-            them all), "random", "halving", "pattern" or "model" (default: `KERNELPICK_SEARCH`;
+            them all), "random", "halving", "pattern" or "model", with options as "model(budget=0.1)"
+            or {"name": "model", ...} (docs/search.md lists them; default: `KERNELPICK_SEARCH`;
             budgets per space: `KERNELPICK_SEARCH_BUDGET`, `KERNELPICK_SEARCH_SECONDS`). Other
             choices are always timed, then again with each space's best few (`kernelpick.select.searching`).
         check: `check(*inputs, **kwargs)` raises for inputs the operation does not take (shapes
@@ -115,7 +117,7 @@ class Selector:
         cache: bool = True,
         timer: Timer | None = None,
         isolate: bool | None = None,
-        search: str | None = None,
+        search: SearchArgument | None = None,
         check: Callable[..., object] | None = None,
     ) -> None:
         self.name = name

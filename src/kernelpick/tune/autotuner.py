@@ -32,14 +32,12 @@ from kernelpick.compile.unwrap import innermost
 from kernelpick.config import Config, default_config
 from kernelpick.console import print_table
 from kernelpick.device import DeviceInfo, describe, device_of, warn_once_if_interpreted
-from kernelpick.errors import (
-    ConfigError,
-    no_valid_configs,
-)
+from kernelpick.errors import ConfigError, no_valid_configs
 from kernelpick.search.registry import default_strategy_name, strategy_class
 from kernelpick.search.run import SearchTrace
 from kernelpick.search.searching import search
 from kernelpick.search.space import Space
+from kernelpick.search.spec import SearchArgument
 from kernelpick.select.kernel_configs import KernelConfigs
 from kernelpick.select.log import log_tuning
 from kernelpick.select.modules import keep_kernel_source
@@ -79,7 +77,7 @@ def autotune(
     use_cuda_graph: bool = False,
     cache_results: bool = False,
     default: Any = None,
-    search: str | None = None,
+    search: SearchArgument | None = None,
 ) -> Callable[[Any], Autotuner]:
     """Tune a Triton kernel over `configs`, once per distinct value of `key`; a drop-in for `triton.autotune`.
 
@@ -109,7 +107,8 @@ def autotune(
             two (one of `configs`, or its index). Without it, the config that won the last tuning
             for the key, when new configs are measured beside stored ones, is kept likewise.
         search: how configs are searched: "exhaustive" (time them all), "random", "halving",
-            "pattern" or "model" (default: `KERNELPICK_SEARCH`; budgets: `KERNELPICK_SEARCH_BUDGET`,
+            "pattern" or "model", with options as "model(budget=0.1)" or {"name": "model", ...}
+            (docs/search.md lists them; default: `KERNELPICK_SEARCH`; budgets: `KERNELPICK_SEARCH_BUDGET`,
             `KERNELPICK_SEARCH_SECONDS`). Every config timed is stored, so a later search starts warm.
 
     Raises:
@@ -181,7 +180,7 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
         warmup_ms: float | None = None,
         rep_ms: float | None = None,
         default: Any = None,
-        search: str | None = None,
+        search: SearchArgument | None = None,
     ) -> None:
         self.fn = fn
         self.base_fn = compilable(innermost(fn))  # under TRITON_INTERPRET=1, the kernel's compilable twin
