@@ -142,7 +142,6 @@ def batch_sizes(trace: SearchTrace) -> list[int]:
 
 
 def test_options_in_search_reach_the_strategy_and_name_it_in_the_trace_and_the_table() -> None:
-    from kernelpick.tune.record import record_table
     from rich.console import Console
 
     kernel = kernelpick.autotune(
@@ -156,7 +155,7 @@ def test_options_in_search_reach_the_strategy_and_name_it_in_the_trace_and_the_t
     assert record.search.used == 6 and batch_sizes(record.search) == [3, 3]
     terminal = Console(width=200)
     with terminal.capture() as captured:
-        terminal.print(record_table(record))
+        terminal.print(record.table())
     assert f"random(budget=6, batch_size=3) search: 6 of {len(SPACE)} configs evaluated" in captured.get()
 
 
