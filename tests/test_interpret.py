@@ -1,7 +1,7 @@
 """With TRITON_INTERPRET=1 set, the usual way to run Triton on a CPU, every public feature works.
 
 Under that variable `@triton.jit` makes interpreted functions, which Triton cannot compile: kernelpick
-analyzes, keys and tunes them through their compilable twins (`kernelpick.compile.interpreted`).
+analyzes, keys and tunes them through their compilable twins (`kernelpick.compile.twins`).
 """
 
 from __future__ import annotations

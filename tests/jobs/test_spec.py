@@ -16,7 +16,7 @@ from kernelpick.errors import ConfigError
 from kernelpick.jobs import Job, JobOutcome, load_spec, tensor
 from kernelpick.jobs.cluster import run_job, tune_spec
 from kernelpick.store import default_store
-from kernelpick.store.recording import replay
+from kernelpick.store.copying import replay
 from kernelpick.store.sqlite import SQLiteStore
 
 SPEC = Path(__file__).parent / "specs" / "small_spec.py"

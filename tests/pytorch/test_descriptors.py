@@ -13,7 +13,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 import kernelpick
-from kernelpick.pytorch.recording import recording
+from kernelpick.pytorch.launch_tracing import recording
 from kernelpick.pytorch.side_table import side_table
 from kernelpick.pytorch.traced import DYNAMO_TAKES_KERNELS
 

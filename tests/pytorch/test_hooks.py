@@ -14,7 +14,7 @@ from triton.runtime.jit import JITFunction
 import kernelpick
 from kernelpick.pytorch import hooks
 from kernelpick.pytorch.hooks import Launch, handling_launches, installed
-from kernelpick.pytorch.recording import recording
+from kernelpick.pytorch.launch_tracing import recording
 from kernelpick.pytorch.running import routing_cpu_launches
 from tests.pytorch.kernels import BLOCK, increment_kernel
 

@@ -16,7 +16,7 @@ from kernelpick.pytorch.inference import (
     check_outputs,
     infer_mutations,
 )
-from kernelpick.pytorch.recording import record_call
+from kernelpick.pytorch.launch_tracing import record_call
 from tests.pytorch.kernels import BLOCK, add_kernel, blocks, impure_asm_kernel, increment_kernel
 
 

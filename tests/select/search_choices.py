@@ -50,7 +50,7 @@ def halve_then_double(x: torch.Tensor) -> torch.Tensor:
 
 
 def slow_double(x: torch.Tensor) -> torch.Tensor:
-    time.sleep(0.05)  # slower than any config in the interpreter
+    time.sleep(0.3)  # slower than any config in the interpreter, on a busy 2-core machine too
     return x * 2
 
 

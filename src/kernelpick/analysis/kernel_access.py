@@ -19,9 +19,9 @@ from triton.compiler.errors import CompilationError
 from kernelpick.analysis.access import find_accesses
 from kernelpick.analysis.functions import convert_module
 from kernelpick.analysis.parameters import ttir_parameter_names
-from kernelpick.compile.interpreted import compilable
 from kernelpick.compile.launch import unpassable
 from kernelpick.compile.target import Specialization, bind_arguments, default_target, specialize
+from kernelpick.compile.twins import compilable
 from kernelpick.compile.unwrap import Unwrapped, unwrap
 from kernelpick.errors import AnalysisError
 

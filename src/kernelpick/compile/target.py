@@ -13,8 +13,8 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler.compiler import ASTSource, make_backend
 from triton.runtime.jit import JITFunction, create_function_from_signature
 
-from kernelpick.compile.interpreted import compilable, compiling
 from kernelpick.compile.launch import language_lock
+from kernelpick.compile.twins import compilable, compiling
 from kernelpick.errors import AnalysisError, describe_value
 
 #: The target used when no GPU is visible: a Hopper GPU, the newest architecture every Triton 3.x knows.

@@ -42,8 +42,8 @@ from kernelpick.errors import ConfigError, KernelpickError
 from kernelpick.jobs.device_process import ForkedExecutor
 from kernelpick.jobs.spec import Job, JobOutcome, Journal, Spec, load_spec
 from kernelpick.store.base import StoredRow
+from kernelpick.store.copying import replay
 from kernelpick.store.default import default_store, recording
-from kernelpick.store.recording import replay
 from kernelpick.workers.plan import ready_to_tune, tune_elsewhere
 from kernelpick.workers.zygote import fork_zygote
 

@@ -14,7 +14,7 @@ from kernelpick.analysis import analyze
 from kernelpick.compile.unwrap import innermost
 from kernelpick.errors import AnalysisError, MutatesArgsError, OperatorError
 from kernelpick.pytorch.hooks import Launch
-from kernelpick.pytorch.recording import Recording, isolated
+from kernelpick.pytorch.launch_tracing import Recording, isolated
 from kernelpick.pytorch.running import kernel_name, tensors_in
 
 logger = logging.getLogger("kernelpick.pytorch")

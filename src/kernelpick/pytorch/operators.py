@@ -27,7 +27,7 @@ from kernelpick.errors import MutatesArgsError, OperatorError
 from kernelpick.pytorch import pending
 from kernelpick.pytorch import schema as schemas
 from kernelpick.pytorch.fast_path import DISPATCH, INTERPRET, route
-from kernelpick.pytorch.functionalize import functionalize_call
+from kernelpick.pytorch.func_transforms import functionalize_call
 from kernelpick.pytorch.inference import (
     Inference,
     certain_or_warn,
@@ -36,7 +36,7 @@ from kernelpick.pytorch.inference import (
     check_outputs,
     infer_mutations,
 )
-from kernelpick.pytorch.recording import Recording, record_call, recording
+from kernelpick.pytorch.launch_tracing import Recording, record_call, recording
 from kernelpick.pytorch.running import on_cpu, routing_cpu_launches, start_routing, stop_routing, tensors_in
 from kernelpick.select.selector import Selector
 

@@ -19,8 +19,8 @@ from kernelpick.analysis import analyze
 from kernelpick.compile.unwrap import innermost
 from kernelpick.errors import AnalysisError, OperatorError
 from kernelpick.pytorch.descriptors import SIZE_FIELDS, metadata
+from kernelpick.pytorch.launch_tracing import isolated
 from kernelpick.pytorch.library import LaunchPlan, Slot, functional_launch
-from kernelpick.pytorch.recording import isolated
 from kernelpick.pytorch.running import kernel_name, tensors_in
 from kernelpick.pytorch.side_table import side_table
 from kernelpick.tensors import is_descriptor

@@ -8,9 +8,9 @@ from typing import Any
 from triton.runtime.jit import JITFunction
 
 from kernelpick.bench.inputs import ExampleInputs
-from kernelpick.compile.interpreted import compilable
 from kernelpick.compile.launch import launcher
 from kernelpick.compile.precompile import CompileJob, CompileOutcome, classify
+from kernelpick.compile.twins import compilable
 from kernelpick.compile.unwrap import innermost
 from kernelpick.config import Config
 from kernelpick.errors import ConfigError

@@ -14,8 +14,8 @@ from pathlib import Path
 from kernelpick import settings
 from kernelpick.errors import CacheDirError, StoreError
 from kernelpick.store.base import MemoryStore, ResultStore
+from kernelpick.store.copying import RecordingStore
 from kernelpick.store.layered import LayeredStore
-from kernelpick.store.recording import RecordingStore
 from kernelpick.store.redis import RedisStore
 from kernelpick.store.sqlite import SQLiteStore
 

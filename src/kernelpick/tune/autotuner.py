@@ -25,9 +25,9 @@ from kernelpick.bench.measure import OnDone
 from kernelpick.bench.pick import Pick
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.timers import Timer, UserBenchTimer
-from kernelpick.compile.interpreted import compilable
 from kernelpick.compile.launch import check_launch_arguments, runner
 from kernelpick.compile.precompile import patience
+from kernelpick.compile.twins import compilable
 from kernelpick.compile.unwrap import innermost
 from kernelpick.config import Config, default_config
 from kernelpick.console import print_table

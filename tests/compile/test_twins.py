@@ -11,7 +11,7 @@ import triton.language as tl
 from triton.runtime.interpreter import InterpretedFunction
 
 from kernelpick.analysis import analyze
-from kernelpick.compile.interpreted import compilable, compiling
+from kernelpick.compile.twins import compilable, compiling
 
 
 def triple(x):  # type: ignore[no-untyped-def]

@@ -1,4 +1,4 @@
-"""store/recording.py: what a tuning saved comes back as plain data, and is checked as a store's rows
+"""store/copying.py: what a tuning saved comes back as plain data, and is checked as a store's rows
 are when it is saved into another store (`kernelpick tune` brings it from nodes that may lie)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from kernelpick.store import MemoryStore, SQLiteStore
-from kernelpick.store.recording import RecordingStore, replay
+from kernelpick.store.copying import RecordingStore, replay
 from tests.store.samples import make_key, measured
 
 

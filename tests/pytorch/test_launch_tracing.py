@@ -7,7 +7,7 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
 from kernelpick.errors import OperatorError
-from kernelpick.pytorch.recording import concrete, record_call
+from kernelpick.pytorch.launch_tracing import concrete, record_call
 from tests.pytorch.kernels import BLOCK, add_kernel, blocks, increment_kernel
 
 
