@@ -182,3 +182,14 @@ def test_a_reader_leaves_out_lines_that_are_no_calls(
     path.write_text("")
     with pytest.raises(ConfigError, match="holds no call"):
         read_recording(path)
+
+
+def test_a_recording_emptied_while_the_process_runs_gets_its_keys_again(tmp_path: Path) -> None:
+    path = tmp_path / "keys.jsonl"
+    recorder = calls._Recorder(path)
+    recorder.append("a", json.dumps({"key": "a"}))
+    recorder.append("a", json.dumps({"key": "a"}))
+    assert path.read_text().count("\n") == 1
+    path.write_text("")
+    recorder.append("a", json.dumps({"key": "a"}))
+    assert path.read_text() == '{"key": "a"}\n'

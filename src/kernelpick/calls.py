@@ -250,7 +250,7 @@ def encode(value: Any, where: str) -> Any:
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, torch.Tensor):
-        return {"tensor": _tensor_data(value)}
+        return {"tensor": _tensor_data(value, where)}
     if isinstance(value, torch.dtype):
         return {"dtype": str(value).removeprefix("torch.")}
     if type(value) is tl.dtype:
@@ -270,8 +270,13 @@ def encode(value: Any, where: str) -> Any:
     raise Unrecordable(f"{where} is a {type(value).__name__}")
 
 
-def _tensor_data(tensor: torch.Tensor) -> dict[str, Any]:
-    spec = TensorSpec.of(tensor)
+def _tensor_data(tensor: torch.Tensor, where: str) -> dict[str, Any]:
+    try:
+        spec = TensorSpec.of(tensor)
+    except Exception as error:  # a tensor subclass without plain strides, say
+        raise Unrecordable(
+            f"{where} is a {type(tensor).__name__} whose layout cannot be read ({error})"
+        ) from error
     data = spec.to_data()
     if (
         not (spec.dtype.is_floating_point or spec.dtype.is_complex)
@@ -329,9 +334,10 @@ def _locate(obj: object) -> _Origin | None:
     modules.sort(key=lambda item: (item[0] == "__main__", item[0] != module_name))
     for name, module in modules:
         try:
-            bound = next((k for k, v in vars(module).items() if v is obj and not k.startswith("__")), None)
-        except TypeError:  # not a module: an object some library put in sys.modules
+            names = list(vars(module).items())
+        except (TypeError, RuntimeError):  # not a module (an object a library put there), or changing
             continue
+        bound = next((k for k, v in names if v is obj and not k.startswith("__")), None)
         if bound is not None:
             return _named(name, bound)
     return None
@@ -578,7 +584,10 @@ class _Recorder:
     def _read_new(self, descriptor: int, size: int) -> bool:
         """Read the whole lines past `read_up_to` into `seen`; whether the file ends in a line cut
         short (by a killed writer), which the next line must not be glued to."""
-        if size <= self.read_up_to:
+        if size < self.read_up_to:  # the file was emptied or replaced: read it again
+            self.seen.clear()
+            self.read_up_to = 0
+        if size == self.read_up_to:
             return False
         text = os.pread(descriptor, size - self.read_up_to, self.read_up_to)
         whole = text.rfind(b"\n") + 1
