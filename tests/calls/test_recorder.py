@@ -1,4 +1,5 @@
-"""calls.py: a tuned call recorded as data (KERNELPICK_RECORD), each key once, and made again."""
+"""calls/recorder.py and calls/origins.py: KERNELPICK_RECORD appends each key once, from any thread
+or process, never failing the call; what another process cannot find again is warned of once."""
 
 from __future__ import annotations
 
@@ -6,97 +7,24 @@ import json
 import logging
 import threading
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 import torch
-import triton
-import triton.language as tl
 
 import kernelpick
-from kernelpick import calls, settings
-from kernelpick.calls import (
-    Unrecordable,
-    decode,
-    encode,
-    grid_of,
-    read_recording,
-    record_selector_call,
-)
+from kernelpick import settings
+from kernelpick.calls import read_recording, record_selector_call, replay_call
+from kernelpick.calls.recorder import _Recorder
 from kernelpick.errors import ConfigError
-from kernelpick.tensors import TensorSpec, example_generator
 
 CPU = torch.device("cpu")
-
-
-def made_again(value: object) -> object:
-    data = json.loads(json.dumps(encode(value, "argument 0")))  # through the file's JSON
-    return decode(data, CPU, example_generator(CPU))
-
-
-def test_a_tensor_is_made_again_with_its_dtype_layout_offset_and_alignment() -> None:
-    base = torch.randn(64, 48)
-    for tensor in (base, base.t(), base[3:, 1::2], base.view(-1)[1:]):  # the last starts misaligned
-        again = made_again(tensor)
-        assert isinstance(again, torch.Tensor)
-        assert TensorSpec.of(again) == TensorSpec.of(tensor)
-        assert not torch.equal(again, tensor)  # random values: the caller's data is not recorded
-
-
-def test_small_integer_tensors_keep_their_values_and_large_ones_are_zeros() -> None:
-    index = torch.randperm(100).to(torch.int32)[::2]  # a strided view: its storage is recorded
-    again = made_again(index)
-    assert isinstance(again, torch.Tensor)
-    assert torch.equal(again, index) and again.stride() == (2,)
-    mask = torch.rand(10) < 0.5
-    assert torch.equal(made_again(mask), mask)  # type: ignore[arg-type]
-    large = torch.arange(calls.VALUES_LIMIT + 1)
-    zeros = made_again(large)
-    assert isinstance(zeros, torch.Tensor) and zeros.dtype == torch.int64
-    assert zeros.shape == large.shape and not zeros.any()
-
-
-def test_other_arguments_are_made_again_as_they_were() -> None:
-    values = [None, True, 3, 2.5, "name", (1, (2, "x")), [4, 5], torch.bfloat16, tl.float16]
-    assert [made_again(v) for v in values] == values
-    assert type(made_again((1, 2))) is tuple and type(made_again([1, 2])) is list
-
-
-def test_a_tensor_descriptor_is_made_again_over_a_tensor_of_its_own() -> None:
-    from triton.tools.tensor_descriptor import TensorDescriptor
-
-    descriptor = TensorDescriptor.from_tensor(torch.randn(64, 32)[:, :16], [16, 8])
-    again = made_again(descriptor)
-    assert isinstance(again, TensorDescriptor)
-    assert TensorSpec.of(again.base) == TensorSpec.of(descriptor.base)
-    assert (tuple(again.shape), tuple(again.strides), again.block_shape) == ((64, 16), (32, 1), [16, 8])
-
-
-def test_an_argument_of_another_type_cannot_be_recorded() -> None:
-    with pytest.raises(Unrecordable, match="argument `x` is a object"):
-        encode(object(), "argument `x`")
-    with pytest.raises(Unrecordable, match="is a dict"):
-        encode({"a": 1}, "argument 2")
-
-
-def test_a_grid_function_is_recorded_as_its_value_for_each_config() -> None:
-    kernel = SimpleNamespace(
-        arg_names=["x", "n"], configs=[kernelpick.Config({"BLOCK": b}) for b in (16, 64)]
-    )
-    data = calls._grid_data(kernel, (None, 100), {}, lambda meta: (triton.cdiv(meta["n"], meta["BLOCK"]),))
-    grid = grid_of(json.loads(json.dumps(data)))
-    assert callable(grid)
-    assert grid({"n": 100, "BLOCK": 16}) == (7,) and grid({"n": 100, "BLOCK": 64}) == (2,)
-    with pytest.raises(ConfigError, match="has no grid for the meta-parameters"):
-        grid({"n": 100, "BLOCK": 32})
-    assert grid_of(calls._grid_data(kernel, (), {}, (3, 2))) == (3, 2)
 
 
 def plus(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return a + b
 
 
-#: At a module's top level: another process finds it as `tests.test_calls:SUM`.
+#: At a module's top level: another process finds it as `tests.calls.test_recorder:SUM`.
 SUM = kernelpick.Selector("sum", [kernelpick.extern(plus)])
 
 
@@ -108,10 +36,10 @@ def test_a_selector_bound_at_a_module_top_level_is_recorded_once_per_key(tmp_pat
             record_selector_call(SUM, (a, a), {}, ("a key",))
         record_selector_call(SUM, (a[:2], a[:2]), {}, ("another key",))
     first, second = read_recording(path)
-    assert first["target"] == "tests.test_calls:SUM" and first["kind"] == "select"
+    assert first["target"] == "tests.calls.test_recorder:SUM" and first["kind"] == "select"
     assert first["job"].startswith("sum(float32[4, 8], float32[4, 8]) ")
     assert [t["tensor"]["size"] for t in second["args"]] == [[2, 8], [2, 8]]
-    assert calls.replay_call(first, CPU).best == "plus"  # type: ignore[attr-defined]
+    assert replay_call(first, CPU).best == "plus"  # type: ignore[attr-defined]
 
 
 def test_what_no_module_binds_and_what_cannot_be_made_again_are_warned_of_once(
@@ -151,7 +79,7 @@ def test_processes_appending_at_once_write_each_key_once(tmp_path: Path) -> None
     barrier = threading.Barrier(4)
 
     def process() -> None:
-        recorder = calls._Recorder(path)  # its own view of the file, as another process has
+        recorder = _Recorder(path)  # its own view of the file, as another process has
         barrier.wait()
         for number in range(20):
             recorder.append(f"key {number}", json.dumps({"key": f"key {number}"}))
@@ -186,7 +114,7 @@ def test_a_reader_leaves_out_lines_that_are_no_calls(
 
 def test_a_recording_emptied_while_the_process_runs_gets_its_keys_again(tmp_path: Path) -> None:
     path = tmp_path / "keys.jsonl"
-    recorder = calls._Recorder(path)
+    recorder = _Recorder(path)
     recorder.append("a", json.dumps({"key": "a"}))
     recorder.append("a", json.dumps({"key": "a"}))
     assert path.read_text().count("\n") == 1
