@@ -15,6 +15,7 @@ LAYERS = [
     "settings",
     "device",
     "tensors",
+    "calls",
     "config",
     "console",
     "codegen",

@@ -182,6 +182,11 @@ class Settings:
     log_path: Path | None = _setting(
         "KERNELPICK_LOG", None, "Append one JSON line per tuning to this file (for reports and audits)."
     )
+    record_path: Path | None = _setting(
+        "KERNELPICK_RECORD",
+        None,
+        "Append every key this process meets (tuned, stored or tabled) to this JSON-lines file, which `kernelpick tune` tunes ahead.",
+    )
     op_fast_path: bool = _setting(
         "KERNELPICK_OP_FAST_PATH",
         True,

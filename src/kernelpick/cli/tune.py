@@ -17,7 +17,11 @@ from kernelpick.store.table import DeploymentTable, export_table
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("spec", metavar="SPEC.py", help="a Python file whose JOBS lists kernelpick.jobs.Job")
+    parser.add_argument(
+        "spec",
+        metavar="SPEC.py",
+        help="a Python file whose JOBS lists kernelpick.jobs.Job, or a recording of a run (KERNELPICK_RECORD)",
+    )
     parser.add_argument(
         "--ray",
         metavar="ADDRESS",

@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from kernelpick.jobs.spec import Job, JobOutcome, Journal, Spec, load_spec, tensor
+from kernelpick.jobs.spec import Job, JobOutcome, Journal, Spec, load_spec, recorded_jobs, tensor
 
-__all__ = ["Job", "JobOutcome", "Journal", "Spec", "load_spec", "tensor"]
+__all__ = ["Job", "JobOutcome", "Journal", "Spec", "load_spec", "recorded_jobs", "tensor"]

@@ -1,7 +1,8 @@
 """Tuning jobs: what `kernelpick tune SPEC.py` tunes, declared in a spec file, with a journal to resume by.
 
 A spec is a Python file with a module-level `JOBS`: a list of `Job`s (or a function returning
-one). A job tunes one kernel or selector for one input signature by calling it once on inputs made
+one), or a recording of the keys a run met (`KERNELPICK_RECORD`, `kernelpick.calls`): any file
+not ending in `.py`, one job per key. A job tunes one kernel or selector for one input signature by calling it once on inputs made
 on the device it is given::
 
     import torch
@@ -21,8 +22,8 @@ done, so that a run started again skips them.
 
 from __future__ import annotations
 
+import functools
 import hashlib
-import importlib.util
 import json
 import sys
 import threading
@@ -36,6 +37,7 @@ from typing import Any
 import torch
 
 from kernelpick import settings
+from kernelpick.calls import import_file, read_recording, replay_call
 from kernelpick.errors import ConfigError
 from kernelpick.tensors import TensorSpec
 
@@ -130,7 +132,7 @@ _lock = threading.Lock()
 
 
 def load_spec(path: Path | str, *, reload: bool = False) -> Spec:
-    """Import a spec file (once per process, unless `reload`) and check its jobs.
+    """Import a spec file, or read a recording (once per process, unless `reload`), and check its jobs.
 
     The file's folder goes first on `sys.path`, as when Python runs a script, so that the spec can
     import its neighbours, and so can isolation workers that import the kernels it defines.
@@ -145,18 +147,7 @@ def load_spec(path: Path | str, *, reload: bool = False) -> Spec:
             return _loaded[path]
         if not path.is_file():
             raise ConfigError(f"tuning spec {path} does not exist")
-        folder = str(path.parent)
-        if folder not in sys.path:
-            sys.path.insert(0, folder)
-        name = path.stem
-        if name in sys.modules and getattr(sys.modules[name], "__file__", None) != str(path):
-            name = f"kernelpick_spec_{path.stem}"  # the spec's name is taken by another module
-        loader_spec = importlib.util.spec_from_file_location(name, path)
-        if loader_spec is None or loader_spec.loader is None:
-            raise ConfigError(f"tuning spec {path} is not a Python file")
-        module = importlib.util.module_from_spec(loader_spec)
-        sys.modules[name] = module
-        loader_spec.loader.exec_module(module)
+        module = _recording(path) if path.suffix != ".py" else _import(path)
         jobs = getattr(module, "JOBS", None)
         if jobs is None:
             raise ConfigError(f"tuning spec {path} defines no JOBS: a list of kernelpick.jobs.Job")
@@ -165,6 +156,32 @@ def load_spec(path: Path | str, *, reload: bool = False) -> Spec:
         spec = Spec(path, _checked(path, jobs), module)
         _loaded[path] = spec
         return spec
+
+
+def _import(path: Path) -> ModuleType:
+    """A spec file imported under its name (`kernelpick_spec_<name>` when another module has it)."""
+    name = path.stem
+    if name in sys.modules and getattr(sys.modules[name], "__file__", None) != str(path):
+        name = f"kernelpick_spec_{path.stem}"  # the spec's name is taken by another module
+    return import_file(path, name)
+
+
+def _recording(path: Path) -> ModuleType:
+    """A recording (`KERNELPICK_RECORD`) as a spec: a module whose `JOBS` are its calls."""
+    module = ModuleType(f"kernelpick_recording_{path.stem}")
+    module.JOBS = recorded_jobs(path)  # type: ignore[attr-defined]
+    return module
+
+
+def recorded_jobs(path: Path | str) -> list[Job]:
+    """One job per key of a recording (a file written with `KERNELPICK_RECORD`): each makes its
+    call again, on example inputs made on the job's device (`kernelpick.calls`). A spec can list
+    them among its own: `JOBS = recorded_jobs("keys.jsonl") + [...]`.
+
+    Raises:
+        ConfigError: the file does not exist or holds no call.
+    """
+    return [Job(entry["job"], functools.partial(replay_call, entry)) for entry in read_recording(path)]
 
 
 def _checked(path: Path, jobs: Iterable[Any]) -> tuple[Job, ...]:

@@ -22,6 +22,7 @@ import torch.nn.functional as F
 
 from kernelpick import settings
 from kernelpick.bench.verify import tf32_allowed
+from kernelpick.calls import made_by
 from kernelpick.errors import ConfigError
 from kernelpick.ops.gemm_configs import decode_configs, gemm_configs, persistent_configs
 from kernelpick.ops.gemm_templates import GEMM, PERSISTENT_TMA_GEMM, SKINNY_GEMM
@@ -247,6 +248,7 @@ def selector(name: str) -> Selector:
     with _lock:
         if name not in _selectors:
             _selectors[name] = _BUILDERS[name]()
+            made_by(_selectors[name], "kernelpick.ops.gemm:selector", name)  # KERNELPICK_RECORD finds it so
         return _selectors[name]
 
 

@@ -23,6 +23,7 @@ from kernelpick.bench.pick import Pick
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.timers import Timer
 from kernelpick.bench.verify import VERIFICATION_VERSION, Tolerance
+from kernelpick.calls import record_selector_call
 from kernelpick.compile.precompile import patience
 from kernelpick.console import print_table
 from kernelpick.errors import ArgumentError, ConfigError, NoValidChoices
@@ -227,6 +228,7 @@ class Selector:
             if self.check is not None:
                 self.check(*inputs, **kwargs)
             check_measurable(self.name, inputs, kwargs)
+            record_selector_call(self, inputs, kwargs, key)  # KERNELPICK_RECORD
             signature = Signature.of(inputs, kwargs, self.key)
             source = VERIFICATION_VERSION if self.verify else f"{VERIFICATION_VERSION}:unverified"
             with Tuning(

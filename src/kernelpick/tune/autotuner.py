@@ -25,6 +25,7 @@ from kernelpick.bench.measure import OnDone
 from kernelpick.bench.pick import Pick
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.timers import Timer, UserBenchTimer
+from kernelpick.calls import record_kernel_call
 from kernelpick.compile.launch import check_launch_arguments, runner
 from kernelpick.compile.precompile import patience
 from kernelpick.compile.twins import compilable
@@ -282,6 +283,7 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
         key = self._dispatch.exact(args, kwargs)
         entry = self._dispatch.entries.get(key)
         if entry is None:
+            record_kernel_call(self, args, kwargs, key, grid)  # KERNELPICK_RECORD
             entry = self._tune(key, args, kwargs, grid)
         self._dispatch.remember(args, kwargs, entry)
         return entry
