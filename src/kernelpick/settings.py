@@ -160,10 +160,11 @@ class Settings:
         False,
         "Never tune at run time: a call with no tabled or stored winner raises TuningRequired.",
     )
-    search: SearchName = _setting(
+    search: str = _setting(
         "KERNELPICK_SEARCH",
         "exhaustive",
-        "How configs are searched when a tuned kernel names no search=: exhaustive, random, halving, pattern, model.",
+        "How configs are searched when a tuned kernel names no search=: exhaustive, random, halving, "
+        "pattern, model, options as search= takes them: model(budget=0.1).",
     )
     search_budget: float = _setting(
         "KERNELPICK_SEARCH_BUDGET",
@@ -202,6 +203,9 @@ _FALSE = {"0", "false", "no", "off", ""}
 def _parse(name: str, annotation: Any, raw: object) -> Any:
     """Convert `raw` (a string from the environment, or a Python value) to the field's type."""
     env = _ENV_NAMES[name]
+    if name == "search" and annotation is str:  # a strategy's name, checked here; its options when made
+        head, paren, rest = str(raw).strip().partition("(")
+        return _parse(name, SearchName, head) + paren + rest
     origin = typing.get_origin(annotation)
     if origin is typing.Union or str(origin) == "<class 'types.UnionType'>":
         inner = [a for a in typing.get_args(annotation) if a is not type(None)]

@@ -11,7 +11,8 @@ import triton
 
 import kernelpick
 from kernelpick import extern, settings, template
-from kernelpick.errors import ConfigError
+from kernelpick.errors import ConfigError, SettingsError
+from kernelpick.search.registry import default_strategy_name
 from kernelpick.search.run import SearchTrace
 from kernelpick.search.space import Space
 from kernelpick.store import MemoryStore
@@ -182,3 +183,18 @@ def test_a_selector_takes_its_search_as_a_mapping_and_each_space_is_searched_wit
     trace = record.searches["double"]
     assert trace.strategy == "random(budget=4, batch_size=2)"
     assert trace.used == 4 and batch_sizes(trace) == [2, 2]
+
+
+def test_kernelpick_search_takes_options_as_search_does() -> None:
+    kernel = kernelpick.autotune(SPACE, key=["n"], store=MemoryStore())(add_kernel)
+    with settings.override(search="Random(batch_size=3, budget=6)"):  # converted as the variable is
+        add(kernel)
+    record = kernel.last_tuning
+    assert record is not None and record.search is not None
+    assert record.search.strategy == "random(budget=6, batch_size=3)" and record.search.used == 6
+    with settings.override(search="random(size=3)"):
+        with pytest.raises(ConfigError, match=r"KERNELPICK_SEARCH='random\(size=3\)': .*no option 'size'"):
+            default_strategy_name()
+    with pytest.raises(SettingsError, match="KERNELPICK_SEARCH='randm' is not one of"):
+        with settings.override(search="randm(budget=6)"):
+            pass

@@ -75,5 +75,14 @@ def make_strategy(
 
 
 def default_strategy_name() -> str:
-    """The strategy KERNELPICK_SEARCH names (default: exhaustive; settings refuse other names)."""
-    return settings.current().search
+    """The strategy KERNELPICK_SEARCH names, with its options as `search=` writes them (default:
+    exhaustive; settings refuse other names).
+
+    Raises:
+        ConfigError: the setting sets an option the strategy does not have, or a wrong value.
+    """
+    setting = settings.current().search
+    try:
+        return strategy_class(setting).name
+    except ConfigError as error:
+        raise ConfigError(f"KERNELPICK_SEARCH={setting!r}: {error}") from None
