@@ -25,7 +25,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
@@ -34,7 +33,7 @@ from typing import Any
 
 from kernelpick import settings
 from kernelpick.bench.result import BenchmarkResult
-from kernelpick.console import headline
+from kernelpick.console import headline, warn_once
 from kernelpick.device import DeviceInfo
 from kernelpick.errors import ReportError
 from kernelpick.select.record import TuningRecord
@@ -46,9 +45,6 @@ log = logging.getLogger("kernelpick.reports")
 
 #: The version of the line format; a reader skips lines of a version it does not know.
 LOG_VERSION = 1
-
-_warned: set[str] = set()
-_warned_lock = threading.Lock()
 
 
 def log_tuning(record: TuningRecord) -> None:
@@ -65,9 +61,12 @@ def log_tuning(record: TuningRecord) -> None:
     try:
         append_line(path, json.dumps(tuning_entry(record), default=str, allow_nan=False))
     except Exception as error:  # a log must never fail the user's call
-        _warn_once(
-            str(path),
-            f"kernelpick: the tuning log {path} cannot be written ({error}); tunings are not logged",
+        warn_once(
+            log,
+            f"tuning log {path}",
+            "kernelpick: the tuning log %s cannot be written (%s); tunings are not logged",
+            path,
+            error,
         )
 
 
@@ -214,11 +213,3 @@ def read_log(path: Path) -> list[dict[str, Any]]:
     if skipped:
         log.warning("%s: %d lines that are not kernelpick tuning log lines were left out", path, skipped)
     return entries
-
-
-def _warn_once(path: str, message: str) -> None:
-    with _warned_lock:
-        if path in _warned:
-            return
-        _warned.add(path)
-    log.warning(message)
