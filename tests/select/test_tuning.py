@@ -22,7 +22,7 @@ from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.stats import TimingSummary
 from kernelpick.device import describe
 from kernelpick.errors import TuningRequired
-from kernelpick.select.tuning import Tuning, pick_with_incumbent
+from kernelpick.select.tuning import Tuning, pick_against_reference
 from kernelpick.store import MemoryStore, StoredResult, TuningKey
 
 
@@ -78,16 +78,16 @@ def test_a_given_up_compile_is_not_stored() -> None:
 def test_the_stored_winner_stays_unless_a_new_candidate_clearly_beats_it() -> None:
     # A noisy first look at a new candidate does not displace the winner that earlier tunings kept.
     results = {"old": timed(1.00, 0.05, stored=True), "new": timed(0.99, 0.05)}
-    chosen = pick_with_incumbent(results, None)
+    chosen = pick_against_reference(results, None)
     assert chosen.best == "old" and "kept the reference old" in chosen.note
     assert (
-        pick_with_incumbent({"old": timed(1.0, 0.01, stored=True), "new": timed(0.5, 0.01)}, None).best
+        pick_against_reference({"old": timed(1.0, 0.01, stored=True), "new": timed(0.5, 0.01)}, None).best
         == "new"
     )
     # A reference the caller names (a selector's extern, a kernel's default=) comes first.
-    assert pick_with_incumbent(results, "new").best == "new"
+    assert pick_against_reference(results, "new").best == "new"
     # All new, or all stored: the fastest.
-    assert pick_with_incumbent({"a": timed(1.0, 0.05), "b": timed(0.99, 0.05)}, None).best == "b"
+    assert pick_against_reference({"a": timed(1.0, 0.05), "b": timed(0.99, 0.05)}, None).best == "b"
 
 
 def test_each_result_is_stored_as_it_is_measured_and_the_pick_only_at_the_end() -> None:

@@ -2,7 +2,7 @@
 
 A reference is what the user would run without kernelpick: a selector's first library choice
 (cuBLAS through `torch.mm`, say), an autotuned kernel's default config, or the config that won last
-time (the stored incumbent). A candidate replaces it only when it is faster by more than the
+time (the stored pick). A candidate replaces it only when it is faster by more than the
 measured spread of the two: a win inside the noise is no win, and picking it could make the
 program slower than doing nothing. The pick says which rule decided, for the AUTOTUNE table.
 """

@@ -51,7 +51,7 @@ from kernelpick.select.signature import (
     unhashable_inputs,
     value_key,
 )
-from kernelpick.select.tuning import Tuning, pick_with_incumbent, result_store
+from kernelpick.select.tuning import Tuning, pick_against_reference, result_store
 from kernelpick.store import ResultStore, StoredResult, TuningKey
 from kernelpick.store.table import TableEntry
 from kernelpick.workers.plan import start_early
@@ -283,7 +283,7 @@ class Selector:
         def choose(results: Mapping[str, BenchmarkResult]) -> Pick[str] | None:
             if not any(result.ok for result in results.values()):
                 return None
-            return pick_with_incumbent(
+            return pick_against_reference(
                 results, self.reference_digest(signature), name=lambda digest: by_digest[digest].name
             )
 

@@ -445,16 +445,16 @@ def result_store(use: bool, given: ResultStore | None) -> ResultStore | None:
     return given if given is not None else default_store()
 
 
-def pick_with_incumbent(
+def pick_against_reference(
     results: Mapping[str, BenchmarkResult],
     reference: str | None,
     *,
     name: Callable[[str], str] = str,
 ) -> Pick[str]:
     """The candidate to run: the fastest, unless it does not clearly beat the reference
-    (`kernelpick.bench.pick`). Without a reference, the incumbent stands in for one: the best of
+    (`kernelpick.bench.pick`). Without a reference, the last pick stands in for one: the best of
     the stored results, when others were measured beside them now (a new config joining a space
-    does not displace the winner on noise).
+    does not displace the pick on noise).
     """
     if reference is None or reference not in results:
         stored = [d for d, r in results.items() if r.ok and r.from_store]

@@ -43,7 +43,7 @@ from kernelpick.select.kernel_configs import KernelConfigs
 from kernelpick.select.log import log_tuning
 from kernelpick.select.modules import keep_kernel_source
 from kernelpick.select.record import TuningRecord, failure_report
-from kernelpick.select.tuning import Settled, Tuning, pick_with_incumbent, result_store
+from kernelpick.select.tuning import Settled, Tuning, pick_against_reference, result_store
 from kernelpick.store import ResultStore, StoredResult, TuningKey
 from kernelpick.store.base import UnreadStore
 from kernelpick.tune.dispatch import MISSES, Dispatcher, describe_key, specialized_arguments
@@ -455,7 +455,7 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
         def choose(results: Mapping[str, BenchmarkResult]) -> Pick[str] | None:
             if not any(r.ok for r in results.values()):
                 return None
-            return pick_with_incumbent(
+            return pick_against_reference(
                 results,
                 None if self.default is None else self.default.digest,
                 name=lambda digest: str(by_digest[digest]),
