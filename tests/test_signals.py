@@ -134,13 +134,19 @@ def test_ctrl_c_that_code_turned_into_another_error_still_stops_the_tuning(tmp_p
     from kernelpick import Selector, extern
     from kernelpick.store import default_store
 
+    def tuning_in_another_thread() -> None:
+        with terminable():  # a tuning of another thread's meanwhile: it once cleared the Ctrl-C noted
+            pass
+
     def slow_add(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         try:
             # Ctrl-C, landing in code that turns it: sent to this (the main) thread, so that it lands
-            # here, not after the try block (sent to the process, another thread, such as a progress
-            # bar's, may take it, and under load this thread goes on before the handler is due).
+            # here, not after the try block.
             signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
         except KeyboardInterrupt:
+            other = threading.Thread(target=tuning_in_another_thread)
+            other.start()
+            other.join()
             raise TypeError("only integer scalar arrays can be converted to a scalar index") from None
         return a + b
 

@@ -42,8 +42,9 @@ def terminable() -> Iterator[None]:
     default action: a handler of the program's own stays, and so does an enclosing block's.
     """
     global _interrupted
-    _interrupted = False
     noting = _note_sigint()
+    if noting:  # the main thread's outermost block: a tuning in another thread must not clear it
+        _interrupted = False
     previous = _take_sigterm()
     try:
         if previous is None:
@@ -60,9 +61,11 @@ def terminable() -> Iterator[None]:
     finally:
         if noting:
             signal.signal(signal.SIGINT, signal.default_int_handler)
+            _interrupted = False  # a Ctrl-C of this block is not a later candidate's failure
 
 
-#: Whether Ctrl-C arrived during the current `terminable` block (in the main thread).
+#: Whether Ctrl-C arrived during the main thread's current `terminable` block (only that block sets
+#: and clears it: a tuning in another thread, which could not note a Ctrl-C, leaves it alone).
 _interrupted = False
 
 
