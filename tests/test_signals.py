@@ -125,7 +125,18 @@ def test_isolated_the_crash_is_each_configs_failure_and_the_caller_lives(tmp_pat
     assert "KERNELPICK_ISOLATE=on" not in done.stderr  # the worker's crash is the config's
 
 
-@pytest.mark.usefixtures("default_sigterm")
+@pytest.fixture
+def default_sigint() -> Iterator[None]:
+    """SIGINT with Python's own handler, as an interactive program has it: a process started in the
+    background by a shell (`command &`) inherits SIGINT ignored, and Python then leaves it so."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+@pytest.mark.usefixtures("default_sigterm", "default_sigint")
 def test_ctrl_c_that_code_turned_into_another_error_still_stops_the_tuning(tmp_path: Path) -> None:
     # NumPy in Triton's interpreter once turned a Ctrl-C into a TypeError: stored as one config's
     # runtime_error, and the tuning went on. An interrupt is never a candidate's failure.
