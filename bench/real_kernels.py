@@ -233,6 +233,7 @@ def run_tuner(
     env.update(
         TRITON_CACHE_DIR=str(folder / "triton-cache"),
         KERNELPICK_CACHE_DIR=str(folder / "kernelpick-cache"),
+        KERNELPICK_LOG=str(folder / "tunings.jsonl"),  # where kernelpick's first call spent its seconds
         # The kernelpick this process imports (a PYTHONPATH given first), then this checkout's, and the tests.
         PYTHONPATH=os.pathsep.join(
             filter(None, [os.environ.get("PYTHONPATH"), str(ROOT / "src"), str(ROOT)])
@@ -282,7 +283,31 @@ def run_tuner(
             "stderr": done.stderr[-3000:],
         }
     result["process_s"] = time.perf_counter() - started
+    if tuner == "kernelpick":
+        result["tunings"] = tunings_in(folder / "tunings.jsonl")
     return result
+
+
+def tunings_in(log: Path) -> list[dict[str, Any]]:
+    """Each tuning of kernelpick's first call, from its tuning log: the kernel, its seconds and their
+    phases, and how many configs it measured and how many failed (what a slow first call spent)."""
+    if not log.exists():
+        return []
+    tunings = []
+    for line in log.read_text().splitlines():
+        entry = json.loads(line)
+        candidates = entry.get("candidates") or []
+        tunings.append(
+            {
+                "name": entry.get("name"),
+                "seconds": entry.get("seconds"),
+                "phases": entry.get("phases"),
+                "configs": len(candidates),
+                "failed": sum(1 for c in candidates if c.get("status") not in ("ok", None)),
+                "compile_s": sum(c.get("compile_s") or 0.0 for c in candidates),
+            }
+        )
+    return tunings
 
 
 def selected(names: list[str], wanted: str) -> list[str]:
