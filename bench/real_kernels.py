@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import ast
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -65,6 +66,11 @@ def parse() -> argparse.Namespace:
     )
     parser.add_argument("--timeout", type=float, default=900, help="seconds one tuner's process may take")
     parser.add_argument("--out", type=Path, default=RESULTS, help="folder of the results file")
+    parser.add_argument(
+        "--timeline",
+        action="store_true",
+        help="keep each process's kernelpick log (INFO, ms since it started) and when each stage began",
+    )
     parser.add_argument("--role", help=argparse.SUPPRESS)
     parser.add_argument("--case", help=argparse.SUPPRESS)
     parser.add_argument("--size", help=argparse.SUPPRESS)
@@ -175,6 +181,8 @@ def role_run(args: argparse.Namespace) -> dict[str, Any]:
             torch.cuda.synchronize()
 
     stage = "decoration"
+    began = time.perf_counter()
+    result["stages_ms"] = stages = {}  # when each stage began, ms since this process's role began
     try:
         with tuner_scope(args.tuner, args.tiny):
             if args.tutorials:
@@ -191,20 +199,28 @@ def role_run(args: argparse.Namespace) -> dict[str, Any]:
                 operation = case.build(autotune_for(args.tuner, args.tiny), configs)
                 result["configs"] = len(configs)
             stage = "inputs"
+            stages[stage] = round((time.perf_counter() - began) * 1e3)
+            logging.getLogger("real_kernels").info("stage: %s", stage)
             inputs = case.make_inputs(size, device)
             synchronize()
             stage = "first call (tuning)"
+            stages[stage] = round((time.perf_counter() - began) * 1e3)
+            logging.getLogger("real_kernels").info("stage: %s", stage)
             started = time.perf_counter()
             outputs = operation(*inputs)
             synchronize()
             result["first_call_s"] = time.perf_counter() - started
             stage = "check"
+            stages[stage] = round((time.perf_counter() - began) * 1e3)
+            logging.getLogger("real_kernels").info("stage: %s", stage)
             try:
                 case.check(inputs, outputs)
                 result["ok"] = True
             except AssertionError as failure:
                 result["error"] = f"check: {failure}"
             stage = "timing"
+            stages[stage] = round((time.perf_counter() - began) * 1e3)
+            logging.getLogger("real_kernels").info("stage: %s", stage)
             call = lambda: operation(*inputs)  # noqa: E731
             if args.tiny:
                 result["ms"] = wall_clock_ms(call)
@@ -255,6 +271,8 @@ def run_tuner(
         command.append("--tiny")
     if args.tutorials:
         command += ["--tutorials", str(args.tutorials.resolve())]
+    if args.timeline:
+        command.append("--timeline")
     started = time.perf_counter()
     try:
         done = subprocess.run(
@@ -283,6 +301,8 @@ def run_tuner(
             "stderr": done.stderr[-3000:],
         }
     result["process_s"] = time.perf_counter() - started
+    if args.timeline:
+        result["log"] = done.stderr[-8000:]
     if tuner == "kernelpick":
         result["tunings"] = tunings_in(folder / "tunings.jsonl")
     return result
@@ -305,6 +325,10 @@ def tunings_in(log: Path) -> list[dict[str, Any]]:
                 "configs": len(candidates),
                 "failed": sum(1 for c in candidates if c.get("status") not in ("ok", None)),
                 "compile_s": sum(c.get("compile_s") or 0.0 for c in candidates),
+                "best": entry.get("best"),
+                "fastest": sorted(
+                    ((c["cost_ms"], c["name"]) for c in candidates if c.get("cost_ms") is not None)
+                )[:4],
             }
         )
     return tunings
@@ -355,6 +379,12 @@ def kernelpick_commit() -> str | None:
 def main() -> int:
     args = parse()
     if args.role:
+        if args.timeline:
+            logging.basicConfig(
+                level=logging.INFO,
+                format="%(relativeCreated)7.0f ms %(name)s: %(message)s",
+                stream=sys.stderr,
+            )
         sys.path += [str(ROOT / "src"), str(ROOT)]  # after a PYTHONPATH given: the kernelpick it names
         print(json.dumps(role_run(args), default=str))
         return 0
