@@ -327,7 +327,7 @@ def tunings_in(log: Path) -> list[dict[str, Any]]:
                 "compile_s": sum(c.get("compile_s") or 0.0 for c in candidates),
                 "best": entry.get("best"),
                 "fastest": sorted(
-                    ((c["cost_ms"], c["name"]) for c in candidates if c.get("cost_ms") is not None)
+                    (c["cost_ms"], c["name"]) for c in candidates if c.get("cost_ms") is not None
                 )[:4],
             }
         )
