@@ -90,6 +90,13 @@ class Settings:
         "auto",
         "Benchmark in worker processes that a crashing or hanging candidate cannot take down: auto (on with a GPU), on, off.",
     )
+    worker_idle_s: float = _setting(
+        "KERNELPICK_WORKER_IDLE",
+        0.0,
+        "Seconds a GPU worker stays up with nothing to measure (0: it ends when its measurement does, "
+        "since another process's CUDA context slows this one's kernels; the next tuning starts "
+        "workers again while it compiles). `kernelpick tune` keeps its workers up.",
+    )
     compile_timeout_s: float = _setting(
         "KERNELPICK_COMPILE_TIMEOUT",
         300.0,

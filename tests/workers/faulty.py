@@ -133,6 +133,7 @@ COMPILED_ADD = kernelpick.Selector(
 
 # Well-behaved selectors for the tests of the workers themselves (isolated by the tests' settings).
 REUSED = kernelpick.Selector("reused", [kernelpick.extern(add_slowly), kernelpick.extern(torch.add)])
+RETIRED = kernelpick.Selector("retired", [kernelpick.extern(add_slowly), kernelpick.extern(torch.add)])
 STARTED_AHEAD = kernelpick.Selector(
     "started_ahead", [kernelpick.extern(add_slowly), kernelpick.extern(torch.add)]
 )

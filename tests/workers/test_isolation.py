@@ -11,6 +11,8 @@ import os
 import subprocess
 import sys
 import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -21,7 +23,7 @@ from rich.console import Console
 
 import kernelpick
 from kernelpick import settings
-from kernelpick.workers import pool_for
+from kernelpick.workers import WorkerPool, pool_for
 from tests.workers import faulty
 
 pytestmark = pytest.mark.slow
@@ -187,6 +189,39 @@ def test_workers_are_started_once_and_reused(caplog: pytest.LogCaptureFixture) -
         torch.testing.assert_close(faulty.REUSED(a, b), a + b)
     assert "not in workers" not in caplog.text  # measured in the workers, not here
     assert [w.info["pid"] for w in pool.workers] == pids
+
+
+def wait_until(condition: Callable[[], bool], timeout_s: float = 30.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def test_idle_workers_end_and_the_next_tuning_starts_them_again(caplog: pytest.LogCaptureFixture) -> None:
+    # An idle GPU worker's CUDA context slows the caller's kernels: GPU pools retire their workers
+    # (a CPU pool, like this one, only when told to).
+    pool = pool_for([None])
+    assert not pool.retires and WorkerPool([0]).retires
+    pool.retires = True
+    try:
+        with settings.override(isolate="on", worker_idle_s=0.0), caplog.at_level(logging.WARNING):
+            a = torch.randn(8)
+            torch.testing.assert_close(faulty.RETIRED(a, a), a + a)
+            assert wait_until(lambda: not any(w.alive for w in pool.workers))
+            b = torch.randn(16)
+            torch.testing.assert_close(faulty.RETIRED(b, b), b + b)  # measured in a new worker
+        assert "not in workers" not in caplog.text
+        assert all(r.status == "ok" for r in faulty.RETIRED.last_selection.results.values())
+        with settings.override(isolate="on", worker_idle_s=60.0):
+            c = torch.randn(24)
+            faulty.RETIRED(c, c)
+            time.sleep(0.5)
+            assert all(w.alive for w in pool.workers)  # within its idle time: up
+    finally:
+        pool.retires = False
 
 
 def test_a_selector_defined_in_a_function_with_closures_is_isolated(caplog: pytest.LogCaptureFixture) -> None:

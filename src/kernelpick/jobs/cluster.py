@@ -286,7 +286,7 @@ class _ProcessRunner(_Runner):
         the machine names it (`settings.visible_device`). Forked by this process's zygote where it
         has one (torch and kernelpick imported: `jobs.device_process`), else a new interpreter."""
         visible = settings.visible_device(int(device))
-        initargs = (visible, settings.as_environment())
+        initargs = (visible, job_environment())
         forked = fork_zygote()  # this process uses no CUDA: it hands its tuning to these
         if forked is not None:
             environment = settings.child_environment({"CUDA_VISIBLE_DEVICES": visible})
@@ -340,6 +340,12 @@ def _check_devices(devices: Sequence[str], count: int) -> None:
         )
 
 
+def job_environment() -> dict[str, str]:
+    """The settings of a process that tunes the job's keys, as variables: the command's, its GPU
+    workers kept up between keys (unless the command's own setting says otherwise)."""
+    return {"KERNELPICK_WORKER_IDLE": "3600", **settings.as_environment()}
+
+
 def _pin(device: str, environment: dict[str, str]) -> None:
     """A device process's start: its settings and GPU, then ready to tune before its first job comes."""
     settings.adopt_environment({**environment, "CUDA_VISIBLE_DEVICES": device})
@@ -382,7 +388,7 @@ class _RayRunner(_Runner):
         gpus = int(resources.get("GPU", 0))
         count = gpus or max(1, int(resources.get("CPU", 1)) // 2)
         options: dict[str, Any] = {"num_gpus": 1, "num_cpus": 1} if gpus else {"num_cpus": 1}
-        options["runtime_env"] = {"env_vars": settings.as_environment()}
+        options["runtime_env"] = {"env_vars": job_environment()}
         actor = self.ray.remote(_TuneActor).options(**options)
         source = spec.path.read_text()
         self.actors = [actor.remote(str(spec.path), source) for _ in range(count)]

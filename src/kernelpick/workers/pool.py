@@ -1,4 +1,8 @@
-"""Worker pools: one worker process per device, started once and reused, and the isolated measurement.
+"""Worker pools: one worker process per device, reused while tuning goes on, and the isolated measurement.
+
+A GPU worker ends when a measurement leaves it idle (after `KERNELPICK_WORKER_IDLE` seconds, 0 by
+default): an idle process's CUDA context still slows the caller's own kernels (measured on an H200,
+docs/measurement.md), and the next tuning starts workers again while its candidates compile.
 
 A measurement has up to three steps:
 
@@ -32,6 +36,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from kernelpick import settings
 from kernelpick.bench.benchmarker import finalists, on_one_scale
 from kernelpick.bench.measure import OnDone
 from kernelpick.bench.result import BenchmarkResult
@@ -54,9 +59,14 @@ class _Busy:
 
 
 class WorkerPool:
-    """Worker processes for a set of devices (GPU indices, or `None` for one CPU worker)."""
+    """Worker processes for a set of devices (GPU indices, or `None` for one CPU worker).
 
-    def __init__(self, devices: Sequence[int | None]) -> None:
+    Args:
+        devices: each worker's device.
+        retire: whether idle workers end (`KERNELPICK_WORKER_IDLE`); default: where one has a GPU.
+    """
+
+    def __init__(self, devices: Sequence[int | None], retire: bool | None = None) -> None:
         self._messages: queue.Queue[_Message] = queue.Queue()
         self.workers = [WorkerProcess(device, self._messages, slot) for slot, device in enumerate(devices)]
         self._lock = threading.Lock()
@@ -65,6 +75,8 @@ class WorkerPool:
         self._starting: Future[None] | None = None
         self._payloads: Mapping[str, Any] | None = None
         self._spent: collections.Counter[str] = collections.Counter()  # worker-seconds, by part
+        self.retires = any(d is not None for d in devices) if retire is None else retire
+        self._wanted = 0  # bumped by every measurement and early start: an idle spell's number
 
     def start(self) -> None:
         """Start every worker that is not running (all at once: each takes seconds to import torch).
@@ -82,6 +94,7 @@ class WorkerPool:
     def start_soon(self) -> None:
         """Start the workers in the background (while the caller compiles, say): the next
         measurement waits for them, and raises what starting them raised."""
+        self._wanted += 1  # a measurement comes: workers idle until then stay up
         if self._starting is not None or all(w.alive for w in self.workers):
             return
         starting: Future[None] = Future()
@@ -121,6 +134,25 @@ class WorkerPool:
     def close(self) -> None:
         for worker in self.workers:
             worker.stop()
+
+    def _retire_when_idle(self) -> None:
+        """End the workers once `KERNELPICK_WORKER_IDLE` seconds pass with no measurement or early
+        start since this one ended (for a pool that `retires`)."""
+        if not self.retires:
+            return
+        spell = self._wanted
+        timer = threading.Timer(settings.current().worker_idle_s, self._retire, (spell,))
+        timer.daemon = True
+        timer.name = "kernelpick-workers-retire"
+        timer.start()
+
+    def _retire(self, spell: int) -> None:
+        with self._lock, self._start_lock:
+            if spell != self._wanted or self._starting is not None:
+                return  # wanted again meanwhile
+            if any(w.alive for w in self.workers):
+                log.debug("workers of %s idle: stopped", [w.device for w in self.workers])
+                self.close()
 
     def feed(self) -> Feed:
         """Candidates for a measurement that are not all known when it starts (see `Feed`)."""
@@ -169,6 +201,7 @@ class WorkerPool:
                 import the target): the caller should measure in its own process instead.
         """
         with self._lock:
+            self._wanted += 1
             self._payloads = payloads
             steps = timings if timings is not None else {}
             started = time.perf_counter()
@@ -200,6 +233,7 @@ class WorkerPool:
                 return {c: results[c] for c in dict.fromkeys([*known, *screened])}
             finally:
                 steps.update({f"worker_{part}": seconds for part, seconds in self._spent.items()})
+                self._retire_when_idle()
 
     def _prepare(
         self, request: Mapping[str, Any], candidates: Sequence[str], timeout_s: float, fed: _Fed
