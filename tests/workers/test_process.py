@@ -33,7 +33,7 @@ def started_environment(monkeypatch: pytest.MonkeyPatch, device: int | None) -> 
         seen.update(env)
         raise _Started
 
-    monkeypatch.setattr(process, "fork_zygote", lambda: None)  # a new interpreter, not a forked worker
+    monkeypatch.setattr(process, "fork_zygote", lambda **_: None)  # a new interpreter, not a forked worker
     monkeypatch.setattr(subprocess, "Popen", popen)
     with pytest.raises(_Started):
         WorkerProcess(device, queue.Queue(), 0).start()

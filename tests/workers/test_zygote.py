@@ -164,3 +164,54 @@ def _running(pid: int) -> bool:
             return stat.read().split()[2] != "Z"  # a zombie has ended
     except FileNotFoundError:
         return False
+
+
+SPAWNED = """
+import json, os, time
+import torch
+import kernelpick
+from kernelpick.workers import pool_for, zygote
+
+zygote._cuda_initialized = lambda: True  # as after torch.cuda.get_device_capability(): no fork of us
+started = time.perf_counter()
+kernelpick.start_workers("cpu", wait=True)
+first_s = time.perf_counter() - started
+pool = pool_for([None])
+worker = pool.workers[0]
+spawned = zygote.zygote()
+x = torch.randn(64)
+selector = kernelpick.Selector("plus", [kernelpick.extern(torch.add), kernelpick.extern(lambda a, b: a + b)])
+torch.testing.assert_close(selector(x, x), x + x)
+parent = int(open(f"/proc/{worker.info['pid']}/stat").read().split(")")[1].split()[1])
+worker.stop()
+started = time.perf_counter()
+pool.start()
+again_s = time.perf_counter() - started
+print(json.dumps({
+    "spawned": spawned is not None and spawned.spawned,
+    "zygote_pid": spawned.pid,
+    "zygote_command": open(f"/proc/{spawned.pid}/cmdline").read(),
+    "worker_parent": parent,
+    "forked": worker.forked,
+    "statuses": [r.status for r in selector.last_selection.results.values()],
+    "first_s": first_s,
+    "again_s": again_s,
+}))
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+def test_after_cuda_was_used_the_zygote_is_a_new_interpreter_whose_workers_start_in_a_fork(
+    tmp_path: Path,
+) -> None:
+    script = tmp_path / "spawned.py"
+    script.write_text(SPAWNED)
+    env = {**os.environ, "KERNELPICK_CACHE_DIR": str(tmp_path / "cache"), "KERNELPICK_ISOLATE": "on"}
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert found["spawned"] and "serve_spawned" in found["zygote_command"]
+    assert found["worker_parent"] == found["zygote_pid"] and found["forked"]
+    assert found["statuses"] == ["ok", "ok"]
+    # The first worker waits for the zygote's imports; the next one is a fork.
+    assert found["again_s"] < 2.0 and found["again_s"] < found["first_s"]

@@ -2,7 +2,8 @@
 
 A GPU worker ends when a measurement leaves it idle (after `KERNELPICK_WORKER_IDLE` seconds, 0 by
 default): an idle process's CUDA context still slows the caller's own kernels (measured on an H200,
-docs/measurement.md), and the next tuning starts workers again while its candidates compile.
+docs/measurement.md), and the next tuning starts workers again, forked by the zygote in a fraction
+of a second, while its candidates compile. A worker that is a new interpreter (no zygote) stays up.
 
 A measurement has up to three steps:
 
@@ -150,9 +151,10 @@ class WorkerPool:
         with self._lock, self._start_lock:
             if spell != self._wanted or self._starting is not None:
                 return  # wanted again meanwhile
-            if any(w.alive for w in self.workers):
-                log.debug("workers of %s idle: stopped", [w.device for w in self.workers])
-                self.close()
+            for worker in self.workers:
+                if worker.alive and worker.forked:  # a new interpreter would take seconds to start again
+                    log.debug("worker %d idle: stopped", worker.slot)
+                    worker.stop()
 
     def feed(self) -> Feed:
         """Candidates for a measurement that are not all known when it starts (see `Feed`)."""

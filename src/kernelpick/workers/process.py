@@ -87,6 +87,11 @@ class WorkerProcess:
         self.info: dict[str, Any] = {}
 
     @property
+    def forked(self) -> bool:
+        """Whether a zygote forked it (started again in well under a second), not a new interpreter."""
+        return isinstance(self._process, ForkedWorker)
+
+    @property
     def alive(self) -> bool:
         return self._process is not None and self._process.poll() is None
 
@@ -99,12 +104,12 @@ class WorkerProcess:
         self.generation += 1
         self._tail.clear()
         read_end, write_end = os.pipe()
-        forked = fork_zygote() if _forking_works else None  # forked now if not yet and CUDA is unused
+        forked = fork_zygote(spawn=True) if _forking_works else None  # made now if not yet
         changes: dict[str, str | None] = {
             # A new interpreter imports Triton to compile (kernelpick interprets CPU kernels itself);
             # a child of the zygote has the Triton it imported, made as TRITON_INTERPRET then said,
             # which its knob must keep saying (Triton asserts it when it imports Gluon later).
-            **({} if forked is not None else {"TRITON_INTERPRET": None}),
+            **({} if forked is not None and not forked.spawned else {"TRITON_INTERPRET": None}),
             # The worker imports what the caller can: its import path, entries added at run time too.
             "PYTHONPATH": os.pathsep.join(p for p in sys.path if p and os.path.isdir(p)),
             # Isolation inside a worker is off: it measures what it is sent itself, and forks no zygote.
@@ -115,7 +120,15 @@ class WorkerProcess:
             changes["CUDA_VISIBLE_DEVICES"] = settings.visible_device(self.device)
         environment = settings.child_environment(changes)
         if forked is not None:
-            self._process = self._fork(forked, environment, write_end)
+            try:
+                self._process = self._fork(forked, environment, write_end)
+            except OSError as error:  # the zygote is gone (a spawned one may have failed to start)
+                log.info("no zygote to fork a worker (%s); starting new interpreters", error)
+                _no_more_forking()
+                os.close(read_end)
+                os.close(write_end)
+                self.start()
+                return
         else:
             self._process = subprocess.Popen(
                 [sys.executable, "-m", "kernelpick.workers.main", str(write_end)],

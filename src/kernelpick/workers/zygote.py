@@ -12,8 +12,11 @@ The zygote and its workers run nothing of the caller's but kernelpick's worker l
 caller does not reach them. The device processes of `kernelpick tune --devices` are forked by it
 too, running their own loop (`kernelpick.jobs.device_process`).
 
-Where there is no zygote (CUDA was used first, a platform without fork, `multiprocessing`'s
-children), or where its worker cannot make a CUDA context, workers are new interpreters.
+Where the process used CUDA first, the zygote is a new interpreter instead (`spawn_zygote`), which
+imports torch and Triton once, uses no CUDA either, and forks workers as the forked one does: the
+first worker waits for its imports, the next ones do not. Where there is no zygote (a platform
+without fork, `multiprocessing`'s children), or where its worker cannot make a CUDA context,
+workers are new interpreters.
 """
 
 from __future__ import annotations
@@ -37,6 +40,8 @@ from typing import IO, Any
 
 log = logging.getLogger("kernelpick.workers")
 
+#: Seconds a spawned zygote may take to import torch and Triton before its first worker is given up.
+SPAWNED_START_S = 180.0
 #: What a forked child runs unless told otherwise: an isolation worker's loop.
 WORKER_ENTRY = "kernelpick.workers.main:serve_messages"
 
@@ -82,9 +87,15 @@ def signal_group(pid: int, number: int) -> None:
 class Zygote:
     """The forked copy of this process that forks workers (see the module's docstring)."""
 
-    def __init__(self) -> None:
+    def __init__(self, spawned: bool = False) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self.owner = os.getpid()
+        self.spawned = spawned  # a new interpreter (this process used CUDA), not a fork of this one
+        if spawned:
+            self._process: subprocess.Popen[bytes] | None = _spawn(theirs)
+            self._init_parent(ours, theirs, self._process.pid)
+            return
+        self._process = None
         with warnings.catch_warnings():
             # Python warns of fork() beside threads: a lock another thread held stays held in the
             # child. The zygote takes none of the caller's: it runs only its own loop and workers.
@@ -100,6 +111,9 @@ class Zygote:
             except BaseException:
                 code = 1
             os._exit(code)
+        self._init_parent(ours, theirs, pid)
+
+    def _init_parent(self, ours: socket.socket, theirs: socket.socket, pid: int) -> None:
         theirs.close()
         self.pid = pid
         self._socket = ours
@@ -128,9 +142,11 @@ class Zygote:
             request = {"request": number, "environment": dict(environment), "entry": entry}
             message = json.dumps(request).encode() + b"\n"
             socket.send_fds(self._socket, [message], list(fds))
+            # A spawned zygote answers its first request once it has imported torch and Triton.
+            wait_s = SPAWNED_START_S if self.spawned and number == 1 else 30.0
             with self._changed:
-                if not self._changed.wait_for(lambda: number in self._started or self.gone, timeout=30.0):
-                    raise OSError("the zygote did not answer in 30 s")
+                if not self._changed.wait_for(lambda: number in self._started or self.gone, timeout=wait_s):
+                    raise OSError(f"the zygote did not answer in {wait_s:.0f} s")
                 if number not in self._started:
                     raise OSError("the zygote is gone")
                 return self._started.pop(number)
@@ -159,11 +175,46 @@ class Zygote:
         with self._changed:
             self._socket.close()
             self._changed.notify_all()
+        if self._process is not None:
+            self._process.wait()  # reaped: a spawned zygote is this process's child
+
+
+def _spawn(connection: socket.socket) -> subprocess.Popen[bytes]:
+    """A new interpreter running `serve_spawned` on `connection`, importing what this one can."""
+    from kernelpick import settings
+
+    environment = settings.child_environment(
+        {
+            "TRITON_INTERPRET": None,  # its Triton, as a worker's, is made for the GPU
+            "PYTHONPATH": os.pathsep.join(p for p in sys.path if p and os.path.isdir(p)),
+        }
+    )
+    fd = connection.fileno()
+    code = f"from kernelpick.workers.zygote import serve_spawned; serve_spawned({fd})"
+    return subprocess.Popen(
+        [sys.executable, "-c", code],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        pass_fds=(fd,),
+        env=environment,
+        start_new_session=True,  # out of the caller's terminal session, as a forked zygote
+    )
+
+
+def serve_spawned(fd: int) -> None:  # pragma: no cover - runs in a spawned zygote
+    """A spawned zygote: import what a worker needs (using no CUDA), then serve as a forked one does."""
+    import torch  # noqa: F401
+    import triton  # noqa: F401
+
+    import kernelpick.workers.main  # noqa: F401  the worker's loop and all it imports
+
+    _serve(socket.socket(fileno=fd))
 
 
 def _serve(connection: socket.socket) -> None:  # pragma: no cover - runs in the zygote
     """The zygote's loop: fork a worker per request, report each worker's start and exit."""
-    os.setsid()  # out of the caller's terminal session: its Ctrl-C is the caller's
+    with contextlib.suppress(PermissionError):  # a spawned zygote leads its session already
+        os.setsid()  # out of the caller's terminal session: its Ctrl-C is the caller's
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     keep = connection.fileno()
     os.closerange(3, keep)
@@ -268,24 +319,30 @@ def _max_fd() -> int:
         return 4096
 
 
-def fork_zygote(*, spawned_to_tune: bool = False) -> Zygote | None:
+def fork_zygote(*, spawned_to_tune: bool = False, spawn: bool = False) -> Zygote | None:
     """Fork this process's zygote if it may have one: it has not used CUDA (a process forked after it
-    did cannot), it is not a worker or a `multiprocessing` child (unless kernelpick started that child
-    to tune: `spawned_to_tune`), and it can fork. Once per process."""
+    did cannot; with `spawn`, the zygote is then a new interpreter), it is not a worker or a
+    `multiprocessing` child (unless kernelpick started that child to tune: `spawned_to_tune`), and it
+    can fork. Once per process."""
     global _zygote
     with _zygote_lock:
         if _zygote is not None and _zygote.owner == os.getpid():
             return _zygote
         if not hasattr(os, "fork") or (multiprocessing.parent_process() is not None and not spawned_to_tune):
             return None
-        if "torch" in sys.modules and sys.modules["torch"].cuda.is_initialized():
+        used_cuda = _cuda_initialized()
+        if used_cuda and not spawn:
             return None
         try:
-            _zygote = Zygote()
+            _zygote = Zygote(spawned=used_cuda)
         except OSError as error:
             log.debug("no zygote: %s", error)
             return None
         return _zygote
+
+
+def _cuda_initialized() -> bool:
+    return "torch" in sys.modules and bool(sys.modules["torch"].cuda.is_initialized())
 
 
 def zygote() -> Zygote | None:
