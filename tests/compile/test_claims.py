@@ -119,8 +119,8 @@ def test_a_config_another_process_is_compiling_is_waited_for_and_counted(triton_
     executor.run()
     other.join(10)
     assert executor.jobs[0][1].exception() is None
-    assert executor.timings["compile_claimed_elsewhere"] == 1
-    assert 0.5 < executor.timings["compile_claim_wait"] < 10
+    assert executor.phases["compile_claimed_elsewhere"] == 1
+    assert 0.5 < executor.phases["compile_claim_wait"] < 10
 
 
 def hold_forever(folder: str, key: str, held: Any) -> None:

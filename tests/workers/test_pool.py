@@ -294,16 +294,16 @@ def test_candidates_fed_while_the_workers_compile_others_wait_for_the_screening(
     }
 
 
-def test_the_workers_seconds_are_summed_into_the_timings() -> None:
+def test_the_workers_seconds_are_summed_into_the_phases() -> None:
     def spending(request: dict[str, Any]) -> dict[str, Any]:
         return {**screen_by_median(request), "seconds": {"load": 0.25, "measure": 1.0}}
 
     pool, _ = scripted(spending, spending)
     timings: dict[str, float] = {}
-    pool.measure({}, list(MEDIANS), timeout_s=5.0, confirm_top=2, timings=timings)
+    pool.measure({}, list(MEDIANS), timeout_s=5.0, confirm_top=2, phases=timings)
     # Four screening requests and two of the second round (one per worker).
     assert timings["worker_load"] == pytest.approx(6 * 0.25)
     assert timings["worker_measure"] == pytest.approx(6 * 1.0)
     timings = {}
-    pool.measure({}, ["a"], timeout_s=5.0, timings=timings)  # a new measurement counts afresh
+    pool.measure({}, ["a"], timeout_s=5.0, phases=timings)  # a new measurement counts afresh
     assert timings["worker_measure"] == pytest.approx(1.0)

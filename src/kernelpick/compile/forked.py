@@ -129,7 +129,7 @@ class _ForkedExecutor(Executor):
         self.jobs: list[tuple[Callable[[], Any], Future[Any]]] = []
         self.configs: list[int] = []  # the config index of each job
         self.on_compiled: Callable[[int], object] | None = None  # with a config index, as each compiles
-        self.timings: dict[str, float] = {}  # seconds: compiling in children, loading in the parent
+        self.phases: dict[str, float] = {}  # seconds by step: compiling in children, loading in the parent
         self.seconds: dict[int, float] = {}  # by job: how long its child spent on it
         self.waited: dict[int, float] = {}  # by job: seconds its child waited for another process's claim
         self._launchers: str | None = None  # a folder of markers: the launchers a child builds
@@ -146,16 +146,16 @@ class _ForkedExecutor(Executor):
             reports = self._run_children(meanwhile)
         finally:
             shutil.rmtree(self._launchers, ignore_errors=True)
-        self.timings["compile_children"] = time.perf_counter() - started
+        self.phases["compile_children"] = time.perf_counter() - started
         if self.waited:
             # Configs another process of the host was compiling: loaded from its binary, not compiled.
-            self.timings["compile_claimed_elsewhere"] = float(len(self.waited))
-            self.timings["compile_claim_wait"] = sum(self.waited.values())
+            self.phases["compile_claimed_elsewhere"] = float(len(self.waited))
+            self.phases["compile_claim_wait"] = sum(self.waited.values())
             log.debug(
                 "%d of %d configs were compiling in another process: waited %.1f s for them",
                 len(self.waited),
                 len(self.jobs),
-                self.timings["compile_claim_wait"],
+                self.phases["compile_claim_wait"],
             )
         started = time.perf_counter()
         compiled = []
@@ -194,7 +194,7 @@ class _ForkedExecutor(Executor):
                 future.set_result(kernel)
             else:
                 future.set_exception(error)
-        self.timings["compile_load"] = time.perf_counter() - started
+        self.phases["compile_load"] = time.perf_counter() - started
 
     def _run_children(self, meanwhile: Callable[[], object] | None) -> dict[int, dict[str, Any]]:
         count = min(self.workers, len(self.jobs))

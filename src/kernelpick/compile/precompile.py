@@ -143,7 +143,7 @@ def precompile(
     interpreter: bool,
     workers: int,
     mode: str = "thread",
-    timings: dict[str, float] | None = None,
+    phases: dict[str, float] | None = None,
     meanwhile: Callable[[], object] | None = None,
     timeout_s: float | None = None,
     on_compiled: Callable[[int], object] | None = None,
@@ -160,7 +160,7 @@ def precompile(
         interpreter: True on CPU devices: lower to TTIR only.
         workers: configs compiled at once.
         mode: "thread" or "process" (see the module docstring).
-        timings: where the process mode records the seconds of its steps: Triton preparing every
+        phases: where the process mode records the seconds of its steps: Triton preparing every
             compile here, compiling in the children and loading their results (for tuning reports).
         meanwhile: work for this thread to do while the compilers run (called exactly once).
         timeout_s: in the process mode, how long one config may compile before its compiler is
@@ -182,7 +182,7 @@ def precompile(
         interpreter=interpreter,
         workers=workers,
         mode=mode,
-        timings=timings,
+        phases=phases,
         meanwhile=meanwhile,
         timeout_s=timeout_s,
         on_compiled=on_compiled,
@@ -196,7 +196,7 @@ def precompile_jobs(
     interpreter: bool,
     workers: int,
     mode: str = "thread",
-    timings: dict[str, float] | None = None,
+    phases: dict[str, float] | None = None,
     meanwhile: Callable[[], object] | None = None,
     timeout_s: float | None = None,
     on_compiled: Callable[[int], object] | None = None,
@@ -214,7 +214,7 @@ def precompile_jobs(
             interpreter=interpreter,
             workers=workers,
             mode=mode,
-            timings=timings,
+            phases=phases,
             meanwhile=meanwhile,
             timeout_s=timeout_s,
             on_compiled=on_compiled,
@@ -228,8 +228,8 @@ def precompile_jobs(
     elif mode == "process" and hasattr(os, "fork") and len(jobs) < 16_000:
         forked = _ForkedExecutor(workers, timeout_s, _patience.get(), stop, claims_folder())
         outcomes = _compile_all(jobs, forked, meanwhile, on_compiled)
-        if timings is not None:
-            timings.update(forked.timings)
+        if phases is not None:
+            phases.update(forked.phases)
         return outcomes
     else:
         with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="kernelpick-compile") as pool:
@@ -328,7 +328,7 @@ def _compile_all(
                 pending.append(None)
                 outcomes.append(CompileOutcome(status, message))
         if isinstance(executor, _ForkedExecutor):
-            executor.timings["compile_submit"] = time.perf_counter() - start
+            executor.phases["compile_submit"] = time.perf_counter() - start
             if on_compiled is not None:
                 for index in early:
                     on_compiled(index)

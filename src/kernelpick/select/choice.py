@@ -249,7 +249,7 @@ def compile_choices(
     on_ready: Callable[[int], object] | None = None,
     timeout_s: float | None = None,
     stop: threading.Event | None = None,
-    timings: dict[str, float] | None = None,
+    phases: dict[str, float] | None = None,
 ) -> list[CompileOutcome]:
     """Compile `choices` for `signature`, every Triton kernel among them at once (in forked compilers
     unless `mode` or `KERNELPICK_COMPILE_MODE` says threads); each choice's own failure is its outcome.
@@ -264,7 +264,7 @@ def compile_choices(
             the rest end, in forked compilers; see `precompile`'s `on_compiled`).
         timeout_s: `precompile`'s: how long one may compile before its compiler is killed.
         stop: `precompile`'s: once set, the compilers are killed and `CompileStopped` is raised.
-        timings: where the seconds of the steps go: `compile_jobs` (making each choice's compile
+        phases: where the seconds of the steps go: `compile_jobs` (making each choice's compile
             job: rendering templates), then `precompile`'s.
 
     Returns:
@@ -285,14 +285,14 @@ def compile_choices(
             outcomes.append(found)
             if found.ok and on_ready is not None:
                 on_ready(index)
-    if timings is not None:
-        timings["compile_jobs"] = time.perf_counter() - started
+    if phases is not None:
+        phases["compile_jobs"] = time.perf_counter() - started
     compiled = precompile_jobs(
         [job for _, job in jobs],
         interpreter=signature.device.interpreter,
         workers=settings.compile_workers(),
         mode=mode or settings.current().compile_mode,
-        timings=timings,
+        phases=phases,
         timeout_s=timeout_s,
         on_compiled=None if on_ready is None else lambda number: on_ready(jobs[number][0]),
         stop=stop,

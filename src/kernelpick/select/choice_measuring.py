@@ -77,8 +77,8 @@ class ChoiceMeasuring:
     #: `WorkerPool.measure`).
     phases: dict[str, float] = field(default_factory=dict)
 
-    def _add(self, steps: dict[str, float]) -> None:
-        for step, seconds in steps.items():
+    def _add(self, phases: dict[str, float]) -> None:
+        for step, seconds in phases.items():
             self.phases[step] = self.phases.get(step, 0.0) + seconds
 
     def measure(
@@ -158,7 +158,7 @@ class ChoiceMeasuring:
             with TuningProgress(f"selecting {self.name} in workers", total=len(payloads)) as progress:
                 done = progress.on_done(self.finished)
                 feed = feed_for(device)
-                steps: dict[str, float] = {}
+                phases: dict[str, float] = {}
                 failed: dict[str, BenchmarkResult] = {}
 
                 def compile_all(stop: threading.Event) -> None:
@@ -168,7 +168,7 @@ class ChoiceMeasuring:
                         GivenInputs(inputs, kwargs),
                         feed,
                         stop,
-                        steps,
+                        phases,
                         failed,
                     )
 
@@ -181,9 +181,9 @@ class ChoiceMeasuring:
                         feed=feed,
                         prepare=bool(others),
                         on_done=done,
-                        timings=steps,
+                        phases=phases,
                     )
-                self._add(steps)
+                self._add(phases)
                 for digest, result in failed.items():
                     done(digest, result)
                 results.update({**measured, **failed})
@@ -253,13 +253,13 @@ def _compile_and_feed(
     given: GivenInputs,
     feed: Feed,
     stop: threading.Event,
-    steps: dict[str, float],
+    phases: dict[str, float],
     failed: dict[str, BenchmarkResult],
 ) -> None:
     """Compile `choices` in forked compilers, feeding each one's digest to the workers as soon as it
     compiled (what needs no compiling at once), so the GPUs time while the compilers run and a choice
     is compiled once for all of a host's GPUs; each choice that did not compile goes into `failed`,
-    and the seconds it took into `steps["compile"]`. The feed is closed at the end, whatever happens.
+    and the seconds it took into `phases["compile"]`. The feed is closed at the end, whatever happens.
 
     Compiling binds each choice's arguments to the call's own inputs (`given`), its output and scratch
     space to stand-ins without memory (`TemplateChoice.compile_job`).
@@ -273,7 +273,7 @@ def _compile_and_feed(
             on_ready=lambda index: feed.put(choices[index].digest),
             timeout_s=settings.current().compile_timeout_s,
             stop=stop,
-            timings=steps,
+            phases=phases,
         )
         for choice, outcome in zip(choices, outcomes):
             if not outcome.ok:
@@ -281,7 +281,7 @@ def _compile_and_feed(
                     outcome.status, outcome.message, outcome.seconds
                 )
     finally:
-        steps["compile"] = time.perf_counter() - started
+        phases["compile"] = time.perf_counter() - started
         feed.close()
 
 

@@ -101,7 +101,7 @@ class KernelConfigs:
         kwargs: Mapping[str, Any],
         grid: Any,
         device: DeviceInfo,
-        timings: dict[str, float] | None = None,
+        phases: dict[str, float] | None = None,
         meanwhile: Callable[[], object] | None = None,
         own: Sequence[OwnArguments] | None = None,
     ) -> list[CompileOutcome]:
@@ -114,7 +114,7 @@ class KernelConfigs:
             interpreter=device.interpreter,
             workers=self.workers or settings.compile_workers(),
             mode=settings.current().compile_mode,
-            timings=timings,
+            phases=phases,
             meanwhile=meanwhile,
         )
 
@@ -379,7 +379,7 @@ class KernelConfigs:
                             interpreter=device.interpreter,
                             workers=self.workers or settings.compile_workers(),
                             mode="process",
-                            timings=phases,
+                            phases=phases,
                             timeout_s=current.compile_timeout_s,
                             meanwhile=wait_for_analysis,
                             on_compiled=compiled,
@@ -408,7 +408,7 @@ class KernelConfigs:
                         device,
                         feed=feed,
                         on_done=progress.on_done(self.finished),
-                        timings=phases,  # screen, confirm and the workers' own seconds, as a selection's
+                        phases=phases,  # screen, confirm and the workers' own seconds, as a selection's
                     )
             phases["benchmark"] = time.perf_counter() - started
             for config, outcome in zip(configs, outcomes):

@@ -91,10 +91,10 @@ def serve(messages: IO[str]) -> int:
         _limit(request.get("timeout_s"))
         try:
             failure = None
-            spent: dict[str, float] = {}
+            phases: dict[str, float] = {}
             try:
                 with settings.override(**request.get("settings", {})):
-                    results = answer(request, spent)
+                    results = answer(request, phases)
             except Exception as error:
                 failure, results = error, {}
             broken = _cuda_error(torch)
@@ -115,7 +115,7 @@ def serve(messages: IO[str]) -> int:
                         "timing": None,
                         "message": f"it left the CUDA context broken ({broken}); the worker was restarted",
                     }
-            reply = {"id": request.get("id"), "results": results, "seconds": spent}
+            reply = {"id": request.get("id"), "results": results, "seconds": phases}
             if broken is not None:
                 reply["exiting"] = True  # its pool must not send it anything more
             _send(messages, reply)

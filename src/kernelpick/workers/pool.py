@@ -75,7 +75,7 @@ class WorkerPool:
         self._start_lock = threading.Lock()
         self._starting: Future[None] | None = None
         self._payloads: Mapping[str, Any] | None = None
-        self._spent: collections.Counter[str] = collections.Counter()  # worker-seconds, by part
+        self._worker_phases: collections.Counter[str] = collections.Counter()  # worker-seconds, by part
         self.retires = any(d is not None for d in devices) if retire is None else retire
         self._wanted = 0  # bumped by every measurement and early start: an idle spell's number
 
@@ -173,7 +173,7 @@ class WorkerPool:
         confirm_within: float = 0.1,
         on_done: OnDone | None = None,
         reference: str | None = None,
-        timings: dict[str, float] | None = None,
+        phases: dict[str, float] | None = None,
     ) -> dict[str, BenchmarkResult]:
         """Measure each candidate in a worker; then time the closest few again together on all of them.
 
@@ -193,7 +193,7 @@ class WorkerPool:
             on_done: called with each candidate and its result as it is done with (its screening
                 result: the closest few are timed again after).
             reference: the candidate always timed again with the closest few (`finalists`' `keep`).
-            timings: where the seconds of each step go (prepare, screen, confirm; `workers_start`,
+            phases: where the seconds of each step go (prepare, screen, confirm; `workers_start`,
                 waiting for workers to start), and the seconds the workers spent, summed over
                 them: `worker_problem` (making the inputs), `worker_load` (candidates compiled or
                 loaded, ready to launch), `worker_measure` (verifying and timing).
@@ -205,12 +205,12 @@ class WorkerPool:
         with self._lock:
             self._wanted += 1
             self._payloads = payloads
-            steps = timings if timings is not None else {}
+            phases = {} if phases is None else phases
             started = time.perf_counter()
             self._started()
             if (waited := time.perf_counter() - started) > 0.01:
-                steps["workers_start"] = waited
-            self._spent.clear()
+                phases["workers_start"] = waited
+            self._worker_phases.clear()
             try:
                 results: dict[str, BenchmarkResult] = {}
                 known = list(candidates)
@@ -221,20 +221,20 @@ class WorkerPool:
                     for candidate, result in results.items():
                         if on_done is not None:
                             on_done(candidate, result)
-                    steps["prepare"] = time.perf_counter() - started
+                    phases["prepare"] = time.perf_counter() - started
                     started = time.perf_counter()
                 first = [c for c in known if c not in results] + fed.waiting
                 screened = self._screen(request, first, timeout_s, on_done, fed)
                 results.update(screened)
-                steps["screen"] = time.perf_counter() - started
+                phases["screen"] = time.perf_counter() - started
                 closest = finalists({c: results[c] for c in screened}, confirm_top, confirm_within, reference)
                 if len(closest) > 1:
                     started = time.perf_counter()
                     results = on_one_scale(results, self._confirm(request, closest, timeout_s * len(closest)))
-                    steps["confirm"] = time.perf_counter() - started
+                    phases["confirm"] = time.perf_counter() - started
                 return {c: results[c] for c in dict.fromkeys([*known, *screened])}
             finally:
-                steps.update({f"worker_{part}": seconds for part, seconds in self._spent.items()})
+                phases.update({f"worker_{part}": seconds for part, seconds in self._worker_phases.items()})
                 self._retire_when_idle()
 
     def _prepare(
@@ -417,7 +417,7 @@ class WorkerPool:
             current = slot in busy and generation == self.workers[slot].generation
             if current and (body is None or body.get("id") == busy[slot].request):
                 if body is not None:
-                    self._spent.update(body.get("seconds") or {})
+                    self._worker_phases.update(body.get("seconds") or {})
                 if body is not None and body.get("exiting"):
                     self.workers[slot].kill()  # it is on its way out: the next use starts another
                 return slot, body

@@ -226,28 +226,28 @@ class _WorkerProblem:
 _current: _WorkerProblem | None = None
 
 
-def answer(request: Mapping[str, Any], spent: dict[str, float] | None = None) -> dict[str, dict[str, Any]]:
+def answer(request: Mapping[str, Any], phases: dict[str, float] | None = None) -> dict[str, dict[str, Any]]:
     """A worker's side of one request: re-create the problem (once for consecutive requests of one
     problem), then compile the candidates (the prepare step, which answers with failures only) or
     measure them. Each result is keyed by its candidate's digest.
 
-    `spent` gets the seconds of each part: `problem` (re-creating it), `load` (the candidates
+    `phases` gets the seconds of each part: `problem` (re-creating it), `load` (the candidates
     compiled or loaded, ready to launch) and `measure`."""
     global _current
-    spent = {} if spent is None else spent
+    phases = {} if phases is None else phases
     started = time.perf_counter()
     problem = Problem.from_data(request["problem"])
     if _current is None or _current.problem.key != problem.key:
         _current = None  # the old problem's tensors go before the new ones are made
         _current = _WorkerProblem(problem)
     state = _current
-    spent["problem"] = time.perf_counter() - started
+    phases["problem"] = time.perf_counter() - started
     started = time.perf_counter()
     torch.backends.cuda.matmul.allow_tf32 = problem.tf32  # what the caller computes with
     portables = {digest: state.portable(digest, payload) for digest, payload in request["candidates"].items()}
     if request.get("step") == "prepare":
         outcomes = _prepare_all(portables, state)
-        spent["load"] = time.perf_counter() - started
+        phases["load"] = time.perf_counter() - started
         return {
             digest: BenchmarkResult.failed(outcome.status, outcome.message).to_dict()
             for digest, outcome in outcomes.items()
@@ -265,7 +265,7 @@ def answer(request: Mapping[str, Any], spent: dict[str, float] | None = None) ->
             candidates.append(Candidate(portable.name, digest, portable.callable()))
         except Exception as error:  # a choice's own bug, or a rendered kernel that no longer loads
             failures[digest] = BenchmarkResult.failed(*classify(error))
-    spent["load"] = time.perf_counter() - started
+    phases["load"] = time.perf_counter() - started
     started = time.perf_counter()
     budgets = step_budgets(request, budgets_for(state.device, per_call=problem.per_call))
     results = measure(
@@ -276,7 +276,7 @@ def answer(request: Mapping[str, Any], spent: dict[str, float] | None = None) ->
         keep=problem.keep,
         warm_up_ms=problem.warm_up_ms,
     )
-    spent["measure"] = time.perf_counter() - started
+    phases["measure"] = time.perf_counter() - started
     results.update(failures)
     return {digest: result.to_dict() for digest, result in results.items()}
 
@@ -318,7 +318,7 @@ def measure_in_workers(
     feed: Feed | None = None,
     prepare: bool = False,
     on_done: OnDone | None = None,
-    timings: dict[str, float] | None = None,
+    phases: dict[str, float] | None = None,
 ) -> dict[str, BenchmarkResult]:
     """The caller's side: measure `candidates` on `problem` in the workers of `device`'s GPUs, one
     candidate at a time per worker, then the closest few again on all of them (`kernelpick.workers.pool`).
@@ -332,7 +332,7 @@ def measure_in_workers(
         feed: more digests, as each becomes ready (compiled here): screened as they come.
         prepare: the workers compile `candidates` first, many at once (what the caller did not).
         on_done: called with each candidate and its result as it is done with.
-        timings: where the seconds of each step go (`WorkerPool.measure`'s: prepare, screen,
+        phases: where the seconds of each step go (`WorkerPool.measure`'s: prepare, screen,
             confirm, and the workers' own).
 
     Raises:
@@ -352,7 +352,7 @@ def measure_in_workers(
         confirm_within=current.confirm_within,
         on_done=on_done,
         reference=problem.keep,
-        timings=timings,
+        phases=phases,
     )
 
 
