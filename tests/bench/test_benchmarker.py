@@ -190,10 +190,10 @@ def test_the_reference_is_always_a_finalist() -> None:
     # As on an H100: a brief first look read cuBLAS 15 % slow, behind the close Triton GEMMs.
     results = {name: ok(ms) for name, ms in (("t1", 0.71), ("t2", 0.72), ("t3", 0.73), ("cublas", 0.82))}
     assert finalists(results, top=3, within=0.05) == ["t1", "t2", "t3"]
-    assert finalists(results, top=3, within=0.05, keep="cublas") == ["t1", "t2", "cublas"]
-    assert finalists(results, top=4, within=0.05, keep="cublas") == ["t1", "t2", "t3", "cublas"]
-    assert finalists(results, top=4, within=0.05, keep="t2") == ["t1", "t2", "t3"]
-    assert finalists(results, top=4, within=0.05, keep="gone") == ["t1", "t2", "t3"]
+    assert finalists(results, top=3, within=0.05, reference="cublas") == ["t1", "t2", "cublas"]
+    assert finalists(results, top=4, within=0.05, reference="cublas") == ["t1", "t2", "t3", "cublas"]
+    assert finalists(results, top=4, within=0.05, reference="t2") == ["t1", "t2", "t3"]
+    assert finalists(results, top=4, within=0.05, reference="gone") == ["t1", "t2", "t3"]
 
 
 def test_confirm_top_still_caps_the_close_candidates() -> None:

@@ -110,7 +110,7 @@ def benchmark(
             results.append(BenchmarkResult.failed(status, message))
         if on_done is not None:
             on_done(len(results) - 1, results[-1])
-    fastest = finalists(dict(enumerate(results)), confirm_top, confirm_within, keep=reference)
+    fastest = finalists(dict(enumerate(results)), confirm_top, confirm_within, reference=reference)
     if confirming is not None and len(fastest) >= 2:
         return _confirmed(candidates, timer, confirming, fastest, dict(enumerate(results)))
     return results
@@ -148,10 +148,10 @@ def _confirmed(
 
 
 def finalists(
-    results: Mapping[_K, BenchmarkResult], top: int, within: float, keep: _K | None = None
+    results: Mapping[_K, BenchmarkResult], top: int, within: float, reference: _K | None = None
 ) -> list[_K]:
     """The candidates worth a second round: at most `top`, lowest cost first, each of which ran at
-    least once within `within` of the lowest cost; and `keep` (the reference) whenever it worked,
+    least once within `within` of the lowest cost; and `reference` whenever it worked,
     however its brief first look went (in the place of the last of the `top`).
 
     The reference is what runs unless another candidate clearly beats it, so the comparison that
@@ -166,8 +166,8 @@ def finalists(
         return []
     limit = results[ranked[0]].cost_ms * (1.0 + within)
     chosen = [k for k in ranked if (timing := results[k].timing) is not None and timing.min_ms <= limit][:top]
-    if keep is not None and keep in ranked and keep not in chosen:
-        chosen = [*chosen[: top - 1], keep] if len(chosen) >= top else [*chosen, keep]
+    if reference is not None and reference in ranked and reference not in chosen:
+        chosen = [*chosen[: top - 1], reference] if len(chosen) >= top else [*chosen, reference]
     return chosen
 
 

@@ -196,7 +196,7 @@ def measure(
     timer: Timer,
     budgets: Mapping[str, Any],
     *,
-    keep: str | None = None,
+    reference: str | None = None,
     warm_up_ms: float = 0.0,
     on_done: OnDone | None = None,
 ) -> dict[str, BenchmarkResult]:
@@ -208,7 +208,7 @@ def measure(
         measurement: the problem they run on.
         timer: how to time.
         budgets: the keyword arguments of `benchmark()` (rounds, cutoff, host time).
-        keep: the digest of the candidate kept unless clearly beaten (`kernelpick.bench.pick`).
+        reference: the digest of the candidate kept unless clearly beaten (`kernelpick.bench.pick`).
         warm_up_ms: on a GPU, run the candidates in turn this long (each at least once) before any
             is timed, once per measurement.
         on_done: called with each candidate's digest and result as it is done with (its first
@@ -236,7 +236,7 @@ def measure(
     if runs and warm_up_ms > 0 and not measurement.device.interpreter and not measurement.warmed:
         warm_up(runs, measurement.device, warm_up_ms)
         measurement.warmed = True
-    kept = next((i for i, run in enumerate(runs) if run.digest == keep), None)
+    kept = next((i for i, run in enumerate(runs) if run.digest == reference), None)
 
     def timed_one(index: int, result: BenchmarkResult) -> None:
         if on_done is not None:

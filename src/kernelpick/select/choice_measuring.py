@@ -68,7 +68,7 @@ class ChoiceMeasuring:
     tolerance: Tolerance | None = None
     timer: Timer | None = None
     isolate: bool | None = None
-    keep: str | None = None
+    reference_digest: str | None = None
     finished: OnDone | None = None
     timed_here: dict[str, str] = field(default_factory=dict)
     #: Seconds per step, added up over the measurements of one selection: compile and benchmark
@@ -150,7 +150,7 @@ class ChoiceMeasuring:
                 # torch's TF32 switch decides what the reference computes and how closely a float32
                 # output must match it: the worker must see the caller's.
                 tf32=tf32_allowed(),
-                keep=self.keep,
+                reference_digest=self.reference_digest,
                 per_call=True,
                 warm_up_ms=settings.current().select_warmup_ms,
                 patience=current_patience(),
@@ -230,7 +230,7 @@ class ChoiceMeasuring:
                         measurement,
                         self.timer or timer_for(device),
                         budgets_for(device, per_call=True),
-                        keep=self.keep,
+                        reference=self.reference_digest,
                         warm_up_ms=settings.current().select_warmup_ms,
                         on_done=done,
                     )

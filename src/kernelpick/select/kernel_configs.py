@@ -280,7 +280,7 @@ class KernelConfigs:
                     Measurement(example, device, restore_always=True),
                     self.timer or timer_for(device),
                     self._budgets(device),
-                    keep=None if self.default is None else self.default.digest,
+                    reference=None if self.default is None else self.default.digest,
                     warm_up_ms=self._warm_up_ms(),
                     on_done=done,
                 )
@@ -447,7 +447,7 @@ class KernelConfigs:
             written=tuple(written),
             read=None if read is None else tuple(read),
             zeroed=tuple(self.reset_to_zero),
-            keep=None if self.default is None else self.default.digest,
+            reference_digest=None if self.default is None else self.default.digest,
             warm_up_ms=self._warm_up_ms(),
             tf32=tf32_allowed(),
             kernel=kernel,

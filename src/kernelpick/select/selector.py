@@ -559,7 +559,7 @@ class Selector:
             tolerance=self.tolerance,
             timer=self.timer,
             isolate=self.isolate,
-            keep=self.reference_digest(signature),
+            reference_digest=self.reference_digest(signature),
             finished=finished,
         )
         results = measuring.measure(todo, inputs, kwargs)

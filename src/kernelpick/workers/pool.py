@@ -192,7 +192,7 @@ class WorkerPool:
                 timed again (`kernelpick.bench.benchmarker.finalists`).
             on_done: called with each candidate and its result as it is done with (its screening
                 result: the closest few are timed again after).
-            reference: the candidate always timed again with the closest few (`finalists`' `keep`).
+            reference: the candidate always timed again with the closest few (`finalists`' `reference`).
             phases: where the seconds of each step go (prepare, screen, confirm; `workers_start`,
                 waiting for workers to start), and the seconds the workers spent, summed over
                 them: `worker_problem` (making the inputs), `worker_load` (candidates compiled or

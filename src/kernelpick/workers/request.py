@@ -83,7 +83,7 @@ class Problem:
     reference_name: str = ""
     tolerance: tuple[float, float] | None = None
     tf32: bool = False
-    keep: str | None = None  # the candidate kept unless clearly beaten (`kernelpick.bench.pick`)
+    reference_digest: str | None = None  # the candidate kept unless clearly beaten (`kernelpick.bench.pick`)
     per_call: bool = False  # time each candidate's host time per call too
     warm_up_ms: float = 0.0
     patience: float = (
@@ -273,7 +273,7 @@ def answer(request: Mapping[str, Any], phases: dict[str, float] | None = None) -
         state.measurement,
         timer_for(state.device),
         budgets,
-        keep=problem.keep,
+        reference=problem.reference_digest,
         warm_up_ms=problem.warm_up_ms,
     )
     phases["measure"] = time.perf_counter() - started
@@ -351,7 +351,7 @@ def measure_in_workers(
         confirm_top=0 if device.interpreter else current.confirm_top,
         confirm_within=current.confirm_within,
         on_done=on_done,
-        reference=problem.keep,
+        reference=problem.reference_digest,
         phases=phases,
     )
 
