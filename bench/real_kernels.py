@@ -172,9 +172,6 @@ def role_run(args: argparse.Namespace) -> dict[str, Any]:
     size = json.loads(args.size)
     device = "cpu" if args.tiny else "cuda"
     result: dict[str, Any] = {"ok": False, "first_call_s": None, "ms": None, "error": None}
-    reason = skip_reason(case, args.tiny, bool(args.tutorials))
-    if reason:
-        return {**result, "skipped": reason}
 
     def synchronize() -> None:
         if device == "cuda":
@@ -198,6 +195,12 @@ def role_run(args: argparse.Namespace) -> dict[str, Any]:
                 configs = case.tiny_configs() if args.tiny else case.configs()
                 operation = case.build(autotune_for(args.tuner, args.tiny), configs)
                 result["configs"] = len(configs)
+            # Asked after the kernels are made, as programs do (a tutorial defines its kernels at
+            # import and checks the GPU when it runs): asking initializes CUDA, and a process that
+            # did so before making its first tuned kernel gets no forked zygote (docs/measurement.md).
+            reason = skip_reason(case, args.tiny, bool(args.tutorials))
+            if reason:
+                return {**result, "skipped": reason}
             stage = "inputs"
             stages[stage] = round((time.perf_counter() - began) * 1e3)
             logging.getLogger("real_kernels").info("stage: %s", stage)
