@@ -175,7 +175,7 @@ class TableError(KernelpickError, ValueError):
 
 
 class TuningRequired(KernelpickError, RuntimeError):
-    """`KERNELPICK_NO_TUNING=1` and a call has no winner in a deployment table or the store."""
+    """`KERNELPICK_NO_TUNING=1` and a call has no pick in a deployment table or the store."""
 
 
 class OperatorError(KernelpickError, ValueError):

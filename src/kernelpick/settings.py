@@ -160,12 +160,12 @@ class Settings:
     tables: str = _setting(
         "KERNELPICK_TABLES",
         "",
-        "Deployment tables (JSON from `kernelpick cache export`), path[:path]: their winners run with no tuning.",
+        "Deployment tables (JSON from `kernelpick cache export`), path[:path]: their picks run with no tuning.",
     )
     no_tuning: bool = _setting(
         "KERNELPICK_NO_TUNING",
         False,
-        "Never tune at run time: a call with no tabled or stored winner raises TuningRequired.",
+        "Never tune at run time: a call with no tabled or stored pick raises TuningRequired.",
     )
     search: str = _setting(
         "KERNELPICK_SEARCH",

@@ -556,7 +556,7 @@ def test_the_reference_choice_runs_unless_another_beats_it_by_more_than_the_spre
     assert clear.last_selection.note == ""
 
 
-def test_a_tabled_winner_is_recorded_with_the_choices_the_device_skipped(tmp_path: Path) -> None:
+def test_a_tabled_pick_is_recorded_with_the_choices_the_device_skipped(tmp_path: Path) -> None:
     def choices() -> list[Any]:
         return [extern(slow_add), extern(fast_add), require(extern(torch.add), gpu=True)]
 

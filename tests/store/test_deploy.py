@@ -53,7 +53,7 @@ def add(n: int, dtype: torch.dtype = torch.float32) -> kernelpick.Autotuner:
     return kernel
 
 
-def test_the_exact_key_runs_the_tabled_winner_without_tuning(tmp_path: Path) -> None:
+def test_the_exact_key_runs_the_tabled_pick_without_tuning(tmp_path: Path) -> None:
     path = tuned_table(tmp_path, 128)
     tabled = json.loads(path.read_text())["entries"][0]["choice"]["kwargs"]
     kernelpick.load_table(path)
@@ -92,9 +92,9 @@ def test_no_tuning_raises_and_says_what_was_looked_at(tmp_path: Path) -> None:
     with settings.override(no_tuning=True), pytest.raises(TuningRequired) as raised:
         add(64, torch.float64)  # another dtype: no comparable key
     message = str(raised.value)
-    assert "kernel `add_kernel` has no winner for (n=64" in message
+    assert "kernel `add_kernel` has no pick for (n=64" in message
     assert "KERNELPICK_NO_TUNING=1 forbids tuning" in message
-    assert f"{tmp_path / 'table.json'} (1 winners)" in message
+    assert f"{tmp_path / 'table.json'} (1 picks)" in message
     assert "kernelpick tune SPEC.py --export table.json" in message
 
 
@@ -150,7 +150,7 @@ def test_a_selector_runs_the_tabled_choice_for_the_exact_and_the_nearest_key(tmp
         assert torch.equal(selector(b, b), b + b)
         record = selector.last_selection
         assert record is not None and record.best == winner and "nearest key" in record.note
-        with pytest.raises(TuningRequired, match=r"selector `add` has no winner for \(int64"):
+        with pytest.raises(TuningRequired, match=r"selector `add` has no pick for \(int64"):
             selector(a.long(), a.long())
 
 

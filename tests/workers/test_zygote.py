@@ -215,3 +215,35 @@ def test_after_cuda_was_used_the_zygote_is_a_new_interpreter_whose_workers_start
     assert found["statuses"] == ["ok", "ok"]
     # The first worker waits for the zygote's imports; the next one is a fork.
     assert found["again_s"] < 2.0 and found["again_s"] < found["first_s"]
+
+
+BROKEN_SPAWN = """
+import json, subprocess, sys
+import torch
+import kernelpick
+from kernelpick.workers import pool_for, zygote
+
+zygote._cuda_initialized = lambda: True
+# A spawned zygote that dies before it serves (an import that fails in it, say).
+zygote._spawn = lambda connection: subprocess.Popen([sys.executable, "-c", "raise SystemExit(1)"])
+x = torch.randn(32)
+selector = kernelpick.Selector("plus", [kernelpick.extern(torch.add), kernelpick.extern(lambda a, b: a + b)])
+torch.testing.assert_close(selector(x, x), x + x)
+worker = pool_for([None]).workers[0]
+print(json.dumps({
+    "forked": worker.forked,
+    "alive": worker.alive,
+    "statuses": [r.status for r in selector.last_selection.results.values()],
+}))
+"""
+
+
+def test_a_spawned_zygote_that_dies_leaves_workers_that_are_new_interpreters(tmp_path: Path) -> None:
+    script = tmp_path / "broken.py"
+    script.write_text(BROKEN_SPAWN)
+    env = {**os.environ, "KERNELPICK_CACHE_DIR": str(tmp_path / "cache"), "KERNELPICK_ISOLATE": "on"}
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert not found["forked"] and found["alive"]  # measured in a worker all the same
+    assert found["statuses"] == ["ok", "ok"]

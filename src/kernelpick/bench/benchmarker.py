@@ -159,7 +159,7 @@ def finalists(
 
     A screen is brief, and on a GPU a few slow runs can lift a candidate's median above one it
     beats. Admitting by the fastest run keeps such a candidate in the final, where longer
-    interleaved runs settle it; the cost still orders the final and decides the winner.
+    interleaved runs settle it; the cost still orders the final and decides the pick.
     """
     ranked = sorted((k for k, r in results.items() if r.ok), key=lambda k: results[k].cost_ms)
     if not ranked:
@@ -181,7 +181,7 @@ def on_one_scale(
     The second round runs the finalists back to back for longer, and a GPU at its power limit
     clocks down: its figures run a few percent above the first round's. Compared as they are, a
     candidate left out of the second round would beat the finalists on that offset alone. Rescaled,
-    it ranks against them as it did in the first round; and the winner is always a finalist.
+    it ranks against them as it did in the first round; and the pick is always a finalist.
     """
     ratios = [
         r.median_ms / first[k].median_ms for k, r in second.items() if r.ok and k in first and first[k].ok

@@ -4,7 +4,7 @@ Every job runs in a process that owns one device and tunes as any call would (pa
 that machine's CPUs, isolation workers as configured), storing into that machine's result store,
 and into Redis when `KERNELPICK_REDIS_URL` is set. What a job stored also comes back to this
 process, which saves it into its own store, so that the table exported at the end holds every job's
-winner even with no shared store. Finished jobs are written to a journal; a run started again
+pick even with no shared store. Finished jobs are written to a journal; a run started again
 skips them.
 
 On several devices, each takes the next job when it is free, and the jobs are dealt longest first

@@ -117,7 +117,7 @@ class TuningRecord:
         from_store: bool,
         **fields: Any,
     ) -> TuningRecord:
-        """The record of a selection for `signature` (`best`: the winner's digest; `fields`: the rest)."""
+        """The record of a selection for `signature` (`best`: the pick's digest; `fields`: the rest)."""
         return cls("select", selector, key, str(signature), signature.device, tuple(rows), best, seconds,
                    from_store, signature=signature, **fields)  # fmt: skip
 
@@ -225,7 +225,7 @@ class TuningRecord:
         return self.searches[space].summary("" if self.kind == "autotune" else space)
 
     def summary(self) -> str:
-        """One line: the winner, its median and how many candidates failed."""
+        """One line: the pick, its median and how many candidates failed."""
         failed = [r.result for r in self.candidates if not r.result.ok]
         return (
             f"{self.title}: {self.winner.name} ({self.winner.result.cost_ms:.4f} ms) "

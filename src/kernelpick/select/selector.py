@@ -1,6 +1,6 @@
 """`kernelpick.Selector`: the fastest correct implementation of one operation, per input signature.
 
-A call computes its signature key, looks it up in a dictionary and calls the winner bound for that
+A call computes its signature key, looks it up in a dictionary and calls the pick bound for that
 signature: that is the whole hot path. On a miss, the choices are expanded for the signature, the
 ones missing from the result store are precompiled in parallel, run once on example inputs and
 checked against the reference, benchmarked through the very callables the hot path will call, and
@@ -171,7 +171,7 @@ class Selector:
         return self._calls.get(key) or self._select(key, inputs, kwargs)
 
     def tune(self, *inputs: Any, **kwargs: Any) -> TuningRecord:
-        """Select for inputs like these (if not done yet) without running the winner; returns the record."""
+        """Select for inputs like these (if not done yet) without running the pick; returns the record."""
         key = checked_signature_key(self.name, inputs, kwargs, self.key)
         if key not in self._calls:
             self._select(key, inputs, kwargs)
@@ -250,7 +250,7 @@ class Selector:
         kwargs: dict[str, Any],
     ) -> Callable[..., Any]:
         """Select for one signature (the lock held): from a table, else from the store's results and
-        what is measured now (`Tuning.settle`); bind the winner and record why it won."""
+        what is measured now (`Tuning.settle`); bind the pick and record why it won."""
         # The choices are expanded (templates rendered) only when a table does not answer.
         expanded = functools.cache(lambda: self._expand(signature))
         tabled = self._from_table(key, tuning, signature, expanded)
@@ -303,22 +303,22 @@ class Selector:
             ranked.insert(0, by_digest[settled.pick])
         fresh = [c for c in choices if c.digest in settled.fresh]
 
-        def save(pick: str | None) -> None:  # after binding, which may find a winner uncallable
+        def save(pick: str | None) -> None:  # after binding, which may find a pick uncallable
             tuning.save([StoredResult(c.digest, c.description(), results[c.digest]) for c in fresh], pick)
 
         try:
-            winner, call = self._bind_winner(ranked, results, signature, rows)
+            pick_choice, call = self._bind_pick(ranked, results, signature, rows)
         except NoValidChoices:  # failures are results too: stored even when nothing can be called
             save(None)
             raise
-        save(winner.digest)
-        if settled.picked_by and winner.digest != settled.pick:
+        save(pick_choice.digest)
+        if settled.picked_by and pick_choice.digest != settled.pick:
             log.warning(
                 "%s: the pick of %s, %s, cannot be called here: running %s, unlike %s",
                 self.name,
                 settled.picked_by,
                 by_digest[settled.pick].name if settled.pick in by_digest else settled.pick,
-                winner.name,
+                pick_choice.name,
                 settled.picked_by,
             )
         record = TuningRecord.of_selection(
@@ -326,11 +326,11 @@ class Selector:
             key,
             signature,
             rows,
-            winner.digest,
+            pick_choice.digest,
             tuning.seconds,
             not fresh,
             phases=tuning.phases,
-            note=settled.note if winner.digest == settled.pick else "",
+            note=settled.note if pick_choice.digest == settled.pick else "",
             searches=searched.traces,
             timed_here=dict(self.timed_here),
             reference=reference,
@@ -351,9 +351,9 @@ class Selector:
         signature: Signature,
         expanded: Callable[[], tuple[list[Choice], tuple[SkippedChoice, ...]]],
     ) -> Callable[..., Any] | None:
-        """Bind the winner a deployment table gives for this key (`kernelpick.store.deploy`), if any
+        """Bind the pick a deployment table gives for this key (`kernelpick.store.deploy`), if any
         (`expanded()`: every choice, made only when the store's completeness is asked for). A
-        template's winner is rendered alone."""
+        template's pick is rendered alone."""
         spaces, skipped = eligible_spaces(self.spaces, signature.device)
         found_for: dict[int, Choice | None] = {}
 
@@ -371,7 +371,7 @@ class Selector:
             call = choice.callable_for(signature)
         except Exception as error:  # e.g. a template that does not render for these sizes
             log.warning(
-                "the tabled winner %s of %s cannot be called (%s); tuning", choice.name, self.name, error
+                "the tabled pick %s of %s cannot be called (%s); tuning", choice.name, self.name, error
             )
             return None
         rows = (CandidateResult(choice.name, choice.digest, choice.description(), hit.entry.result),)
@@ -411,7 +411,7 @@ class Selector:
                     return choice
         return None
 
-    def _bind_winner(
+    def _bind_pick(
         self,
         ranked: list[Choice],
         results: dict[str, BenchmarkResult],
@@ -423,7 +423,7 @@ class Selector:
                 break
             try:
                 return choice, choice.callable_for(signature)
-            except Exception as error:  # e.g. a stored winner whose kernel no longer loads
+            except Exception as error:  # e.g. a stored pick whose kernel no longer loads
                 log.warning(
                     "choice %s of %s won but cannot be called (%s); trying the next",
                     choice.name,

@@ -124,7 +124,7 @@ def _hashable(value: Any) -> bool:
 
 def check_measurable(selector: str, inputs: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
     """Refuse, by position or keyword, a meta or fake tensor among a selector's inputs: choices are
-    measured (and the winner called) on tensors with data.
+    measured (and the pick called) on tensors with data.
 
     Raises:
         ArgumentError: the message names the input and describes it.

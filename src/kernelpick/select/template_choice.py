@@ -79,7 +79,7 @@ class TemplateChoices:
 
     def choice_for(self, signature: Signature, description: Mapping[str, Any]) -> Choice | None:
         """The one choice of this space that `description` (a stored or tabled choice's) names, rendered
-        alone: binding a tabled winner renders no other config. None when it names none of them."""
+        alone: binding a tabled pick renders no other config. None when it names none of them."""
         if description.get("kind") != "template" or description.get("template") != self.template.name:
             return None
         wanted = description.get("config")

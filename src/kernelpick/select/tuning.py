@@ -1,12 +1,12 @@
 """The steps every tuning takes, written once for a tuned kernel and a selector alike.
 
-A tuning of one key looks for a deployment table's winner, reads the store's results (once, and
+A tuning of one key looks for a deployment table's pick, reads the store's results (once, and
 only when needed), leaves what the store holds out of what is measured (and measures nothing under
 `KERNELPICK_NO_TUNING=1`), stores each result as it is measured, picks (the fastest, unless it does
 not clearly beat the reference) and saves what was measured with the pick. A tuning interrupted
 (Ctrl-C, SIGTERM, a crash) has stored what it measured, without a pick: the next one measures only
 the rest, then picks. What its candidates are, how they are measured and how the
-winner is called is its front's: `kernelpick.tune` (the `triton.autotune` front, whose candidates
+pick is called is its front's: `kernelpick.tune` (the `triton.autotune` front, whose candidates
 are one kernel's configs) and `Selector` (choices of any kind). Candidates are named here by digest.
 
 A key is tuned once however many processes need it at once (`settle`): processes sharing a store
@@ -36,7 +36,7 @@ from kernelpick.signals import Terminated, terminable
 from kernelpick.store import ResultStore, StoredResult, TuningKey, default_store
 from kernelpick.store.base import load_candidates, picked
 from kernelpick.store.claims import Claim, Claims, Finished, claims_of
-from kernelpick.store.deploy import TableHit, tabled_winner, tuning_required
+from kernelpick.store.deploy import TableHit, tabled_pick, tuning_required
 from kernelpick.store.table import TableEntry
 
 _C = TypeVar("_C")
@@ -156,7 +156,7 @@ class Tuning:
     def tabled(
         self, candidate_of: Callable[[TableEntry], _C | None], digests: Callable[[], Collection[str]]
     ) -> tuple[_C, TableHit] | None:
-        """The winner the deployment tables give for this key, if any (`kernelpick.store.deploy`):
+        """The pick the deployment tables give for this key, if any (`kernelpick.store.deploy`):
         the exact key's, else the nearest key's when the store cannot answer alone, that is when it
         lacks one of the candidates `digests()` names (asked only then).
 
@@ -165,7 +165,7 @@ class Tuning:
             digests: every candidate's digest.
         """
         started = time.perf_counter()
-        found = tabled_winner(
+        found = tabled_pick(
             self.key, candidate_of, lambda: set(everyone := digests()) <= self.stored(everyone).keys()
         )
         self.phases["table"] = time.perf_counter() - started
@@ -410,30 +410,30 @@ class Tuning:
                 )
                 raise
 
-    def save(self, rows: Sequence[StoredResult], winner: str | None) -> None:
+    def save(self, rows: Sequence[StoredResult], pick: str | None) -> None:
         """Store what was measured now, again (as the measurement ended: a GPU's closest few are
         timed twice, a config's compile seconds are known) and the pick among it and the stored
         results (None: every candidate failed). With nothing measured now, the pick is stored
         only where the key has none: a tuning stopped after its last result, before it picked."""
-        if winner is not None and self.store is not None and not any(r.result.storable for r in rows):
+        if pick is not None and self.store is not None and not any(r.result.storable for r in rows):
             if picked(self.store, self.key) is None:
-                self._write([], winner)
+                self._write([], pick)
         else:
-            self._write(rows, winner)
+            self._write(rows, pick)
         claim, self._claim = self._claim, None
         if claim is not None:  # after the save: a process that waited reads the store next
             try:
-                claim.finish(Finished.new(winner))
+                claim.finish(Finished.new(pick))
             except StoreError as error:
                 self._go_alone(error)
 
-    def _write(self, rows: Sequence[StoredResult], winner: str | None) -> None:
-        """Store `rows` that may be stored (not a search's given-up compile), and `winner`."""
+    def _write(self, rows: Sequence[StoredResult], pick: str | None) -> None:
+        """Store `rows` that may be stored (not a search's given-up compile), and `pick`."""
         rows = [row for row in rows if row.result.storable]
-        if self.store is None or not (rows or winner):
+        if self.store is None or not (rows or pick):
             return
         started = time.perf_counter()
-        self.store.save(self.key, rows, pick=winner)
+        self.store.save(self.key, rows, pick=pick)
         self.phases["store_write"] = self.phases.get("store_write", 0.0) + time.perf_counter() - started
 
 

@@ -160,7 +160,7 @@ _tables = Tables()
 _Candidate = TypeVar("_Candidate")
 
 
-def tabled_winner(
+def tabled_pick(
     key: TuningKey,
     candidate_of: Callable[[TableEntry], _Candidate | None],
     stored_completely: Callable[[], bool],
@@ -218,13 +218,13 @@ def load_table(path: Path | str, *, check: bool = True) -> DeploymentTable:
 
 
 def tuning_required(what: str, key: str, device: str, missing: int) -> str:
-    """The message of `TuningRequired`: what had no winner, and what was looked at."""
+    """The message of `TuningRequired`: what had no pick, and what was looked at."""
     loaded = _tables.tables
     lines = [
-        f"{what} has no winner for {key} on {device}, and KERNELPICK_NO_TUNING=1 forbids tuning at run "
+        f"{what} has no pick for {key} on {device}, and KERNELPICK_NO_TUNING=1 forbids tuning at run "
         f"time ({missing} candidates would be measured)",
         "  deployment tables: "
-        + (", ".join(f"{t.label} ({len(t.entries)} winners)" for t in loaded) or "none loaded")
+        + (", ".join(f"{t.label} ({len(t.entries)} picks)" for t in loaded) or "none loaded")
         + "; none has this key or a comparable one",
     ]
     lines += [f"  refused: {why}" for why in _tables.refused]

@@ -357,7 +357,7 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
     ) -> _Entry:
         """Tune one key (the lock held): from a table, else from the store's results and what is
         measured now (`Tuning.settle`); remember the pick for the key."""
-        by_digest = {c.digest: c for c in configs}  # a tabled winner pruned away here is passed over
+        by_digest = {c.digest: c for c in configs}  # a tabled pick pruned away here is passed over
         trace, measured_now = None, False
         tabled = (
             None
