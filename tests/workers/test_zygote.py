@@ -60,9 +60,9 @@ print(json.dumps({
 """
 
 
-def run(tmp_path: Path, **environment: str) -> dict:
+def run(tmp_path: Path, program: str = PROGRAM, **environment: str) -> dict:
     script = tmp_path / "program.py"
-    script.write_text(PROGRAM)
+    script.write_text(program)
     env = {**os.environ, "KERNELPICK_CACHE_DIR": str(tmp_path / "cache"), **environment}
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -204,12 +204,7 @@ print(json.dumps({
 def test_after_cuda_was_used_the_zygote_is_a_new_interpreter_whose_workers_start_in_a_fork(
     tmp_path: Path,
 ) -> None:
-    script = tmp_path / "spawned.py"
-    script.write_text(SPAWNED)
-    env = {**os.environ, "KERNELPICK_CACHE_DIR": str(tmp_path / "cache"), "KERNELPICK_ISOLATE": "on"}
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    found = json.loads(done.stdout.strip().splitlines()[-1])
+    found = run(tmp_path, SPAWNED, KERNELPICK_ISOLATE="on")
     assert found["spawned"] and "serve_spawned" in found["zygote_command"]
     assert found["worker_parent"] == found["zygote_pid"] and found["forked"]
     assert found["statuses"] == ["ok", "ok"]
@@ -239,11 +234,6 @@ print(json.dumps({
 
 
 def test_a_spawned_zygote_that_dies_leaves_workers_that_are_new_interpreters(tmp_path: Path) -> None:
-    script = tmp_path / "broken.py"
-    script.write_text(BROKEN_SPAWN)
-    env = {**os.environ, "KERNELPICK_CACHE_DIR": str(tmp_path / "cache"), "KERNELPICK_ISOLATE": "on"}
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    found = json.loads(done.stdout.strip().splitlines()[-1])
+    found = run(tmp_path, BROKEN_SPAWN, KERNELPICK_ISOLATE="on")
     assert not found["forked"] and found["alive"]  # measured in a worker all the same
     assert found["statuses"] == ["ok", "ok"]
