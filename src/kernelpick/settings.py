@@ -95,7 +95,7 @@ class Settings:
         0.0,
         "Seconds a GPU worker stays up with nothing to measure (0: it ends when its measurement does, "
         "since another process's CUDA context slows this one's kernels; the next tuning starts "
-        "workers again while it compiles). `kernelpick tune` keeps its workers up.",
+        "workers again while it compiles). `kernelpick tune` keeps its workers up an hour unless this is set.",
     )
     compile_timeout_s: float = _setting(
         "KERNELPICK_COMPILE_TIMEOUT",

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from kernelpick import settings
 from kernelpick.errors import ConfigError
 from kernelpick.jobs import Job, JobOutcome, Journal, Spec, cluster, load_spec
 from kernelpick.jobs.cluster import longest_first, tune_spec
@@ -355,3 +356,21 @@ def test_a_node_sending_results_that_are_refused_fails_its_job_alone(
     run = tune_spec(spec, devices=["0"])
     errors = {outcome.job: outcome.error for outcome in run.outcomes}
     assert errors["good"] == "" and errors["bad"].startswith("the results its node sent were refused")
+
+
+def test_the_jobs_keep_their_gpu_workers_up_between_keys_unless_told_otherwise(
+    uneven_spec: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A program's idle workers end (their CUDA contexts slow its kernels); a tune run's stay up.
+    idle: list[float] = []
+
+    def run_job(spec: str, job_name: str) -> JobOutcome:
+        idle.append(settings.current().worker_idle_s)
+        return JobOutcome(job_name, "test gpu", 0.0)
+
+    monkeypatch.setattr(cluster, "run_job", run_job)
+    tune_spec(uneven_spec)
+    assert idle == [3600.0] * 7 and settings.current().worker_idle_s == 0.0
+    assert cluster.job_environment()["KERNELPICK_WORKER_IDLE"] == "3600"
+    with settings.override(worker_idle_s=5.0):
+        assert cluster.job_environment()["KERNELPICK_WORKER_IDLE"] == "5.0"

@@ -260,8 +260,11 @@ class _LocalRunner(_Runner):
         return _device_model()
 
     def run(self, jobs: Sequence[Job]) -> Iterator[JobOutcome]:
+        kept_up = settings.from_environ(job_environment())  # its workers stay up between jobs
         for job in jobs:
-            yield run_job(str(self.spec.path), job.name)
+            with settings.override(worker_idle_s=kept_up.worker_idle_s):
+                outcome = run_job(str(self.spec.path), job.name)
+            yield outcome
 
 
 class _ProcessRunner(_Runner):
