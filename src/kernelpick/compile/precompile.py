@@ -37,6 +37,7 @@ from kernelpick.compile.forked import (
 )
 from kernelpick.compile.target import FALLBACK_TARGET, as_jit_function, specialize
 from kernelpick.compile.unwrap import unwrap
+from kernelpick.compile.warm import warm_up_compiler
 
 if TYPE_CHECKING:  # a runtime import would be circular: kernelpick.tune imports this module
     from kernelpick.config import Config
@@ -305,6 +306,10 @@ def _compile_all(
     from triton.runtime._async_compile import AsyncCompileMode
 
     start = time.perf_counter()
+    try:  # the first config's cache key needs it: waited for where it already runs, not done twice
+        warm_up_compiler()
+    except Exception as error:  # each compile says what fails
+        log.debug("no compiler warm-up: %s", error)
     pending: list[Any] = []
     outcomes: list[CompileOutcome | None] = []
     early: list[int] = []  # configs known to be compiled before any child runs

@@ -4,10 +4,16 @@ Triton's first compile in a process hashes Triton's own files, its shared librar
 (hundreds of megabytes), to key its cache, and asks `ptxas` for its version: about a second that
 the first tuning would otherwise wait for, serially, before any config starts compiling. Its first
 specialization of a launch's arguments imports some forty of its modules (Gluon's among them), in
-the caller and again in each isolation worker. Both are done here ahead.
+the caller and again in each isolation worker. Both are done here ahead, once: a first compile
+that comes while the warm-up runs in the background waits for it instead of hashing beside it.
 """
 
 from __future__ import annotations
+
+import threading
+
+_lock = threading.Lock()
+_warm = False
 
 
 def warm_up_compiler() -> None:
@@ -17,6 +23,15 @@ def warm_up_compiler() -> None:
     Raises:
         Exception: whatever Triton raises without a usable GPU backend (callers ignore it).
     """
+    global _warm
+    with _lock:
+        if _warm:
+            return
+        _warm_up()
+        _warm = True
+
+
+def _warm_up() -> None:
     import importlib
 
     from triton.runtime import jit
