@@ -24,6 +24,7 @@ from kernelpick.errors import (
     SettingsError,
     StoreError,
     TableError,
+    TuningInCapture,
     TuningRequired,
 )
 from kernelpick.search.space import Space
@@ -100,6 +101,7 @@ __all__ = [
     "TableError",
     "TimingSummary",
     "TritonTemplate",
+    "TuningInCapture",
     "TuningRecord",
     "TuningRequired",
     "__version__",

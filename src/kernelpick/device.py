@@ -253,6 +253,14 @@ def device_of(values: Iterable[object]) -> torch.device:
     return torch.device("cpu")
 
 
+def capturing(values: Iterable[object]) -> bool:
+    """Whether a CUDA graph is being captured on the current stream and a CUDA tensor is among
+    `values` (work on it would be recorded into the graph, and a synchronization would break it)."""
+    if not any(isinstance(v, torch.Tensor) and v.is_cuda for v in values):
+        return False
+    return bool(torch.cuda.is_current_stream_capturing())
+
+
 def tma_supported() -> bool:
     """Whether this Triton can pass host tensor descriptors (TMA) to kernels."""
     try:

@@ -178,6 +178,11 @@ class TuningRequired(KernelpickError, RuntimeError):
     """`KERNELPICK_NO_TUNING=1` and a call has no pick in a deployment table or the store."""
 
 
+class TuningInCapture(TuningRequired):
+    """A key met for the first time while a CUDA graph is being captured: tuning runs and times its
+    candidates, which a capture cannot hold."""
+
+
 class OperatorError(KernelpickError, ValueError):
     """A kernelpick PyTorch operator or launch was declared or called in a way that cannot work."""
 

@@ -33,7 +33,8 @@ from kernelpick.bench.timers import Timer, timer_for
 from kernelpick.bench.verify import Tolerance, tf32_allowed
 from kernelpick.compile.precompile import classify, compiling_beside, current_patience
 from kernelpick.console import TuningProgress, warn_once
-from kernelpick.errors import IsolationError
+from kernelpick.device import capturing
+from kernelpick.errors import IsolationError, TuningInCapture
 from kernelpick.select.choice import Choice, ExternChoice, PortableChoice, compile_choices
 from kernelpick.select.signature import Signature
 from kernelpick.select.template_choice import TemplateChoice, UnavailableChoice
@@ -84,7 +85,18 @@ class ChoiceMeasuring:
     def measure(
         self, todo: list[Choice], inputs: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> dict[str, BenchmarkResult]:
-        """Compile, verify and time `todo`; each result by digest."""
+        """Compile, verify and time `todo`; each result by digest.
+
+        Raises:
+            TuningInCapture: the inputs are being captured into a CUDA graph.
+        """
+        if capturing([*inputs, *kwargs.values()]):
+            raise TuningInCapture(
+                f"selector `{self.name}` met {self.signature} for the first time while a CUDA graph is "
+                "being captured: selecting runs and times its choices, which a capture cannot hold. Call "
+                "it once with inputs like these before capturing (the warm-up torch.cuda.graph asks for), "
+                "or tune ahead (`kernelpick tune`, KERNELPICK_TABLES)"
+            )
         results: dict[str, BenchmarkResult] = {}
         here = list(todo)
         if isolation_wanted(self.signature.device, self.isolate):
