@@ -93,7 +93,7 @@ class Settings:
     worker_idle_s: float = _setting(
         "KERNELPICK_WORKER_IDLE",
         0.0,
-        "Seconds a GPU worker stays up with nothing to measure (0: it ends when its measurement does, "
+        "Seconds a GPU worker stays up once no tuning runs (0: it ends when the last tuning does, "
         "since another process's CUDA context slows this one's kernels; the next tuning starts "
         "workers again while it compiles). `kernelpick tune` keeps its workers up an hour unless this is set.",
     )

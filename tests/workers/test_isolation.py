@@ -24,6 +24,7 @@ from rich.console import Console
 import kernelpick
 from kernelpick import settings
 from kernelpick.workers import WorkerPool, pool_for
+from kernelpick.workers.pool import tuning_in_progress
 from tests.workers import faulty
 
 pytestmark = pytest.mark.slow
@@ -220,6 +221,26 @@ def test_idle_workers_end_and_the_next_tuning_starts_them_again(caplog: pytest.L
             faulty.RETIRED(c, c)
             time.sleep(0.5)
             assert all(w.alive for w in pool.workers)  # within its idle time: up
+    finally:
+        pool.retires = False
+
+
+def test_workers_stay_up_while_any_tuning_runs_and_end_after_the_last() -> None:
+    # A tuning measures several times (a search's batches, a selection's spaces); and tunings overlap.
+    pool = pool_for([None])
+    pool.retires = True
+    try:
+        with settings.override(isolate="on", worker_idle_s=0.0):
+            pids = []
+            with tuning_in_progress():  # another tuning, under way throughout
+                for n in (40, 48):
+                    x = torch.randn(n)
+                    faulty.RETIRED(x, x)
+                    time.sleep(0.3)
+                    assert all(w.alive for w in pool.workers)
+                    pids.append(pool.workers[0].info["pid"])
+            assert wait_until(lambda: not any(w.alive for w in pool.workers))
+        assert pids[0] == pids[1]  # the same worker measured both
     finally:
         pool.retires = False
 

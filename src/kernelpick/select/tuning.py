@@ -38,6 +38,7 @@ from kernelpick.store.base import load_candidates, picked
 from kernelpick.store.claims import Claim, Claims, Finished, claims_of
 from kernelpick.store.deploy import TableHit, tabled_pick, tuning_required
 from kernelpick.store.table import TableEntry
+from kernelpick.workers.pool import tuning_in_progress
 
 _C = TypeVar("_C")
 log = logging.getLogger("kernelpick.select")
@@ -106,17 +107,23 @@ class Tuning:
         self._mark: Finished | None = None  # the key's last finished tuning as of that read
         self._claim: Claim | None = None  # the key, while this tuning holds it
         self._alone = False  # whether this tuning goes without claims (not wanted, or they failed)
+        self._workers_held = contextlib.ExitStack()
 
     def __enter__(self) -> Tuning:
+        self._workers_held.enter_context(tuning_in_progress())  # its measurements share the workers
         return self
 
     def __exit__(
         self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
     ) -> None:
-        """Let go of the key if this tuning still holds it (it ended before it saved a pick)."""
+        """Let go of the key if this tuning still holds it (it ended before it saved a pick), and of
+        the workers."""
         claim, self._claim = self._claim, None
-        if claim is not None:
-            claim.release()
+        try:
+            if claim is not None:
+                claim.release()
+        finally:
+            self._workers_held.close()
 
     @property
     def seconds(self) -> float:

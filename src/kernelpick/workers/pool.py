@@ -1,6 +1,6 @@
 """Worker pools: one worker process per device, reused while tuning goes on, and the isolated measurement.
 
-A GPU worker ends when a measurement leaves it idle (after `KERNELPICK_WORKER_IDLE` seconds, 0 by
+A GPU worker ends once no tuning runs (after `KERNELPICK_WORKER_IDLE` seconds, 0 by
 default): an idle process's CUDA context still slows the caller's own kernels (measured on an H200,
 docs/measurement.md), and the next tuning starts workers again, forked by the zygote in a fraction
 of a second, while its candidates compile. A worker that is a new interpreter (no zygote) stays up.
@@ -137,8 +137,8 @@ class WorkerPool:
             worker.stop()
 
     def _retire_when_idle(self) -> None:
-        """End the workers once `KERNELPICK_WORKER_IDLE` seconds pass with no measurement or early
-        start since this one ended (for a pool that `retires`)."""
+        """End the workers once `KERNELPICK_WORKER_IDLE` seconds pass with no tuning, measurement or
+        early start since (for a pool that `retires`)."""
         if not self.retires:
             return
         spell = self._wanted
@@ -149,7 +149,7 @@ class WorkerPool:
 
     def _retire(self, spell: int) -> None:
         with self._lock, self._start_lock:
-            if spell != self._wanted or self._starting is not None:
+            if spell != self._wanted or self._starting is not None or _tunings_running:
                 return  # wanted again meanwhile
             for worker in self.workers:
                 if worker.alive and worker.forked:  # a new interpreter would take seconds to start again
@@ -235,7 +235,6 @@ class WorkerPool:
                 return {c: results[c] for c in dict.fromkeys([*known, *screened])}
             finally:
                 phases.update({f"worker_{part}": seconds for part, seconds in self._worker_phases.items()})
-                self._retire_when_idle()
 
     def _prepare(
         self, request: Mapping[str, Any], candidates: Sequence[str], timeout_s: float, fed: _Fed
@@ -515,6 +514,30 @@ def _output(tail: str) -> str:
 
 _pools: dict[tuple[int | None, ...], WorkerPool] = {}
 _pools_lock = threading.Lock()
+
+
+_tunings_running = 0  # tunings under way in this process (`tuning_in_progress`)
+_tunings_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def tuning_in_progress() -> Iterator[None]:
+    """Hold the workers up while a tuning runs (however many measurements it makes); once no tuning
+    runs, the pools that retire their workers end them when idle (`KERNELPICK_WORKER_IDLE`)."""
+    global _tunings_running
+    with _tunings_lock:
+        _tunings_running += 1
+    try:
+        yield
+    finally:
+        with _tunings_lock:
+            _tunings_running -= 1
+            last = _tunings_running == 0
+        if last:
+            with _pools_lock:
+                pools = list(_pools.values())
+            for pool in pools:
+                pool._retire_when_idle()
 
 
 def pool_for(devices: Sequence[int | None]) -> WorkerPool:
