@@ -12,7 +12,7 @@ The zygote and its workers run nothing of the caller's but kernelpick's worker l
 caller does not reach them. The device processes of `kernelpick tune --devices` are forked by it
 too, running their own loop (`kernelpick.jobs.device_process`).
 
-Where the process used CUDA first, the zygote is a new interpreter instead (`spawn_zygote`), which
+Where the process used CUDA first, the zygote is a new interpreter instead (`serve_spawned`), which
 imports torch and Triton once, uses no CUDA either, and forks workers as the forked one does: the
 first worker waits for its imports, the next ones do not. Where there is no zygote (a platform
 without fork, `multiprocessing`'s children), or where its worker cannot make a CUDA context,
