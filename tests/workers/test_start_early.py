@@ -12,18 +12,29 @@ from kernelpick.workers import plan
 
 
 class Started:
-    """What `start_early` started, on what it takes for a GPU machine."""
+    """What `start_early` started, on what it takes for a GPU machine (the workers and the compiler's
+    warm-up start beside each other, in threads of their own)."""
 
     def __init__(self) -> None:
         self.calls: list[str] = []
-        self.done = threading.Event()  # set once the compiler was warmed: the last step
+        self.changed = threading.Condition()
 
     def workers(self) -> None:
-        self.calls.append("workers")
+        self._add("workers")
 
     def compiler(self) -> None:
-        self.calls.append("compiler")
-        self.done.set()
+        self._add("compiler")
+
+    def _add(self, call: str) -> None:
+        with self.changed:
+            self.calls.append(call)
+            self.changed.notify_all()
+
+    def wait_for(self, *calls: str, timeout: float = 10) -> list[str]:
+        """The calls made, in a stable order, once there are as many as `calls` (or after `timeout`)."""
+        with self.changed:
+            self.changed.wait_for(lambda: len(self.calls) >= len(calls), timeout)
+            return sorted(self.calls)
 
 
 @pytest.fixture
@@ -40,14 +51,12 @@ def started(monkeypatch: pytest.MonkeyPatch) -> Started:
 def test_the_first_tuned_kernel_starts_workers_and_warms_the_compiler_once(started: Started) -> None:
     plan.start_early(None)
     plan.start_early(None)
-    assert started.done.wait(10)
-    assert started.calls == ["workers", "compiler"]
+    assert started.wait_for("compiler", "workers") == ["compiler", "workers"]
 
 
 def test_with_isolation_off_only_the_compiler_warms(started: Started) -> None:
     plan.start_early(False)
-    assert started.done.wait(10)
-    assert started.calls == ["compiler"]
+    assert started.wait_for("compiler") == ["compiler"]
 
 
 def test_a_rank_among_several_on_a_machine_warms_the_compiler_and_starts_its_workers_later(
@@ -56,15 +65,13 @@ def test_a_rank_among_several_on_a_machine_warms_the_compiler_and_starts_its_wor
     # torchrun says how many ranks it started here; which GPU is this rank's, the program says later.
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
     plan.start_early(None)
-    assert started.done.wait(10)
-    assert started.calls == ["compiler"]
+    assert started.wait_for("compiler") == ["compiler"]
 
 
 def test_nothing_starts_in_a_multiprocessing_child(started: Started, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(plan.multiprocessing, "parent_process", lambda: object())
     plan.start_early(None)
-    assert not started.done.wait(0.5)
-    assert started.calls == []
+    assert started.wait_for("compiler", timeout=0.5) == []
 
 
 def test_a_multiprocessing_child_kernelpick_started_to_tune_gets_ready_all_the_same(
@@ -73,15 +80,13 @@ def test_a_multiprocessing_child_kernelpick_started_to_tune_gets_ready_all_the_s
     # A process of `kernelpick tune --devices` (cluster._pin calls plan.ready_to_tune).
     monkeypatch.setattr(plan.multiprocessing, "parent_process", lambda: object())
     plan.start_early(None, spawned_to_tune=True)
-    assert started.done.wait(10)
-    assert started.calls == ["workers", "compiler"]
+    assert started.wait_for("compiler", "workers") == ["compiler", "workers"]
 
 
 def test_nothing_starts_in_a_worker(started: Started, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(plan, "inside_worker", True)
     plan.start_early(None)
-    assert not started.done.wait(0.5)
-    assert started.calls == []
+    assert started.wait_for("compiler", timeout=0.5) == []
 
 
 def test_nothing_starts_when_the_process_never_tunes(started: Started) -> None:
@@ -89,16 +94,14 @@ def test_nothing_starts_when_the_process_never_tunes(started: Started) -> None:
 
     with settings.override(no_tuning=True):
         plan.start_early(None)
-    assert not started.done.wait(0.5)
-    assert started.calls == []
+    assert started.wait_for("compiler", timeout=0.5) == []
 
 
 def test_nothing_starts_in_a_process_that_hands_its_tuning_to_others(started: Started) -> None:
     # `kernelpick tune --devices` or `--ray`: the device processes or Ray actors tune, not this one.
     plan.tune_elsewhere()
     plan.start_early(None)
-    assert not started.done.wait(0.5)
-    assert started.calls == []
+    assert started.wait_for("compiler", timeout=0.5) == []
 
 
 @pytest.mark.parametrize(

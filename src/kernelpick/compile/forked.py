@@ -308,7 +308,7 @@ class _ForkedExecutor(Executor):
     def _forget(watch: selectors.BaseSelector, running: dict[int, _Child], fd: int) -> None:
         watch.unregister(fd)
         os.close(fd)
-        os.waitpid(running.pop(fd).pid, 0)
+        _reap(running.pop(fd).pid)
 
     def _claim(self, index: int) -> contextlib.AbstractContextManager[ClaimWait]:
         """The claim on job `index`'s compile, held while the child compiles it: named by Triton's
@@ -377,3 +377,10 @@ class _ForkedExecutor(Executor):
             traceback.print_exc()
             code = 1
         os._exit(code)
+
+
+def _reap(pid: int) -> None:
+    """Wait for a compiler that is done, in a thread of its own: a child of a process that holds
+    torch and a CUDA context takes ~13 ms to exit, and 16 waited for in turn added 0.2 s to each
+    tuning's compile on an H200 (16 cores)."""
+    threading.Thread(target=os.waitpid, args=(pid, 0), name="kernelpick-reap", daemon=True).start()
