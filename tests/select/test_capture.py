@@ -1,10 +1,13 @@
-"""A selection met first while a CUDA graph is captured: it says to warm up; a stored pick serves.
+"""A selection met first while a CUDA graph is captured: measured in workers (nothing runs in this
+process), or, where the workers cannot measure it, it says to warm up; a stored pick serves.
 
 There is no capture on the CPU: `capturing`, which asks torch whether the current stream captures,
 answers True here as it would inside `torch.cuda.graph(...)` for CUDA inputs.
 """
 
 from __future__ import annotations
+
+import threading
 
 import pytest
 import torch
@@ -27,8 +30,9 @@ def test_a_new_signature_inside_a_capture_raises_saying_what_to_do_and_measures_
     selector = Selector("captured_add", [extern(torch.add), extern(add)], store=store)
     x = torch.randn(16)
     monkeypatch.setattr(choice_measuring, "capturing", lambda values: True)
-    with pytest.raises(
-        TuningInCapture, match=r"selector `captured_add` met .* CUDA graph .* before capturing"
+    with pytest.raises(  # on the CPU isolation is off unless asked for
+        TuningInCapture,
+        match=r"selector `captured_add` met .* CUDA graph .*\(isolation is off\).* before capturing",
     ):
         selector(x, x)
     assert isinstance(TuningInCapture("x"), TuningRequired)  # caught where tuning is forbidden, too
@@ -45,3 +49,55 @@ def test_a_new_signature_inside_a_capture_raises_saying_what_to_do_and_measures_
 def test_only_cuda_inputs_can_be_captured() -> None:
     assert not capturing([torch.randn(4), 3, None])
     assert kernelpick.TuningInCapture is TuningInCapture
+
+
+def _not_here(*args: object, **kwargs: object) -> None:
+    raise AssertionError("a choice ran in this process during the capture")
+
+
+def test_a_new_signature_inside_a_capture_is_measured_in_workers_and_skips_what_cannot_cross(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    lock = threading.Lock()
+
+    def add_under_a_lock(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        with lock:
+            return a + b
+
+    store = MemoryStore()
+    selector = Selector(
+        "captured_in_workers",
+        [extern(torch.add, name="torch.add"), extern(add_under_a_lock, name="locked add")],
+        store=store,
+        isolate=True,
+    )
+    monkeypatch.setattr(choice_measuring, "capturing", lambda values: True)
+    monkeypatch.setattr(choice_measuring.ChoiceMeasuring, "_here", _not_here)
+    x = torch.randn(16)
+    torch.testing.assert_close(selector(x, x), x + x)  # the graph would record the pick
+    statuses = {row.name: row.result.status for row in selector.last_selection.candidates}
+    assert statuses == {"torch.add": "ok", "locked add": "skipped"}
+    [locked] = [row for row in selector.last_selection.candidates if row.name == "locked add"]
+    assert "CUDA graph" in locked.result.message and "lock" in locked.result.message
+    assert selector.last_selection.best == "torch.add" and store.picks
+
+
+def test_a_capture_whose_choices_no_worker_can_measure_raises_saying_why(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    selector = Selector(
+        "captured_timer",
+        [extern(torch.add), extern(add)],
+        store=MemoryStore(),
+        isolate=True,
+    )
+    monkeypatch.setattr(choice_measuring, "capturing", lambda values: True)
+    monkeypatch.setattr(choice_measuring.ChoiceMeasuring, "_here", _not_here)
+    monkeypatch.setattr(
+        choice_measuring.ChoiceMeasuring,
+        "_in_workers",
+        lambda *args: (_ for _ in ()).throw(choice_measuring.IsolationError("no worker starts")),
+    )
+    x = torch.randn(16)
+    with pytest.raises(TuningInCapture, match=r"cannot measure its choices in workers \(no worker starts\)"):
+        selector(x, x)

@@ -87,30 +87,49 @@ class ChoiceMeasuring:
     ) -> dict[str, BenchmarkResult]:
         """Compile, verify and time `todo`; each result by digest.
 
+        While a CUDA graph captures the inputs, only the workers measure (each in a process of its
+        own, on inputs it makes: nothing runs on this process's stream); a choice that cannot cross
+        to them is `skipped` then.
+
         Raises:
-            TuningInCapture: the inputs are being captured into a CUDA graph.
+            TuningInCapture: the inputs are being captured and the workers cannot measure them
+                (isolation is off, or the inputs or the reference cannot cross).
         """
-        if capturing([*inputs, *kwargs.values()]):
-            raise TuningInCapture(
-                f"selector `{self.name}` met {self.signature} for the first time while a CUDA graph is "
-                "being captured: selecting runs and times its choices, which a capture cannot hold. Call "
-                "it once with inputs like these before capturing (the warm-up torch.cuda.graph asks for), "
-                "or tune ahead (`kernelpick tune`, KERNELPICK_TABLES)"
-            )
+        in_capture = capturing([*inputs, *kwargs.values()])
         results: dict[str, BenchmarkResult] = {}
         here = list(todo)
         if isolation_wanted(self.signature.device, self.isolate):
             try:
                 here = self._in_workers(todo, inputs, kwargs, results)
             except IsolationError as error:
+                if in_capture:
+                    raise self._in_capture(str(error)) from error
                 warn_once(
                     log, str(error), "%s: measuring in this process, not in workers: %s", self.name, error
                 )
                 here, results = list(todo), {}
                 self.timed_here.update({choice.name: str(error) for choice in todo})
-        if here:
+        elif in_capture:
+            raise self._in_capture("isolation is off")
+        if here and in_capture:
+            for choice in here:
+                results[choice.digest] = BenchmarkResult.failed(
+                    "skipped",
+                    f"not measured: a CUDA graph was being captured ({self.timed_here[choice.name]})",
+                )
+                if self.finished is not None:
+                    self.finished(choice.digest, results[choice.digest])
+        elif here:
             results.update(self._here(here, inputs, kwargs))
         return results
+
+    def _in_capture(self, reason: str) -> TuningInCapture:
+        return TuningInCapture(
+            f"selector `{self.name}` met {self.signature} for the first time while a CUDA graph is "
+            f"being captured, and cannot measure its choices in workers ({reason}): in this process "
+            "they would run inside the capture. Call it once with inputs like these before capturing "
+            "(the warm-up torch.cuda.graph asks for), or tune ahead (`kernelpick tune`, KERNELPICK_TABLES)"
+        )
 
     def _in_workers(
         self,

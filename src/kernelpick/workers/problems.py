@@ -53,6 +53,11 @@ def describe_value(value: Any, payload_dir: Path) -> dict[str, Any]:
             "device": value.device.type,
         }
         if not (value.dtype.is_floating_point or value.dtype.is_complex):
+            if value.is_cuda and torch.cuda.is_current_stream_capturing():
+                raise IsolationError(
+                    f"a {value.dtype} tensor's values cannot be copied for a worker while a CUDA graph "
+                    "is captured"
+                )
             path = payload_dir / f"tensor-{next(_files)}.pt"
             flat = torch.empty(0, dtype=value.dtype, device=value.device).set_(
                 value.untyped_storage(), 0, (spec.storage_length,), (1,)

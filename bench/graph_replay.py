@@ -1,0 +1,175 @@
+# Copyright (c) the kernelpick authors. BSD-3-Clause license.
+"""Replayed from a CUDA graph, does a `kernelpick.ops` call whose pick is the reference run as fast as the
+reference (issue 38, items 1 and 2)? And does a first call inside a capture work?
+
+Per shape: `ops.mm` (bf16) or `ops.scaled_mm` (fp8) is tuned by an eager call; then `CALLS` calls of the
+reference (`torch.mm`, `torch._scaled_mm`) and `CALLS` of the call through `ops` are each captured into a
+CUDA graph, and the two graphs replayed in turn, `ROUNDS` rounds (CUDA events around each replay; L2
+not flushed: back-to-back calls, as a model's graph runs them). Kept: the pick, the median microseconds
+a call of each path, their ratio, and the kernels each graph launches (names, counts, mean GPU time,
+from `torch.profiler` over one replay): where the pick is the reference they must be the same.
+
+Then, on shapes met for the first time, the first call of `ops.mm` is made inside
+`torch.cuda.graph(...)`: whether it works (the graph replays and matches `torch.mm`), or what it raised.
+
+Run on a GPU machine from the repository root: `python3 bench/graph_replay.py`. Writes
+bench/results/graph_replay-<device>.json (and to $OUT where set).
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from reference_gap import operands
+
+#: (operation, M, N, K): the suites' bf16 shapes from decode to prefill, and fp8 ones.
+CASES = [
+    ("mm", 1, 4096, 4096),
+    ("mm", 16, 14336, 4096),
+    ("mm", 128, 4096, 4096),
+    ("mm", 512, 4096, 4096),
+    ("mm", 2048, 6144, 4096),
+    ("mm", 4096, 4096, 4096),
+    ("mm", 8192, 10240, 8192),
+    ("scaled_mm", 16, 6144, 4096),
+    ("scaled_mm", 128, 4096, 14336),
+    ("scaled_mm", 2048, 28672, 4096),
+]
+#: Shapes whose first call is made inside a capture (none of them is among CASES).
+IN_CAPTURE = [(1, 8192, 1024), (96, 3072, 1024), (1000, 1024, 3072)]
+CALLS = 20
+ROUNDS = 30
+
+
+def graph_of(fn: Any) -> Any:
+    """A CUDA graph of `CALLS` calls of fn (warmed up on a side stream first, as torch asks)."""
+    import torch
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(CALLS):
+            fn()
+    return graph
+
+
+def replay_kernels(graph: Any) -> dict[str, dict[str, float]]:
+    """The kernels one replay of graph launches: count and mean GPU microseconds, by name."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    graph.replay()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        graph.replay()
+        torch.cuda.synchronize()
+    found: dict[str, list[float]] = {}
+    for event in prof.events():
+        if event.device_type == torch.autograd.DeviceType.CUDA:
+            found.setdefault(event.name, []).append(event.time_range.elapsed_us())
+    return {name: {"count": len(t), "mean_us": statistics.fmean(t)} for name, t in found.items()}
+
+
+def case(op: str, m: int, n: int, k: int) -> dict[str, Any]:
+    import torch
+
+    from kernelpick import ops
+
+    direct, through_ops, selector = operands(op, m, n, k)
+    started = time.perf_counter()
+    through_ops()  # tunes, eagerly
+    torch.cuda.synchronize()
+    tuning_s = time.perf_counter() - started
+    pick = ops.selector(selector).last_selection.best  # type: ignore[union-attr]
+    graphs = {"reference": graph_of(direct), "ops": graph_of(through_ops)}
+    us: dict[str, list[float]] = {name: [] for name in graphs}
+    begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    for round_number in range(ROUNDS):
+        order = list(graphs) if round_number % 2 == 0 else list(reversed(graphs))
+        for name in order:
+            begin.record()
+            graphs[name].replay()
+            end.record()
+            end.synchronize()
+            us[name].append(begin.elapsed_time(end) * 1000 / CALLS)
+    found = {name: replay_kernels(graph) for name, graph in graphs.items()}
+    median = {name: statistics.median(v) for name, v in us.items()}
+    entry = {
+        "op": op,
+        "shape": [m, n, k],
+        "pick": pick,
+        "tuning_s": tuning_s,
+        "us_per_call": median,
+        "rounds_us": us,
+        "speed_vs_reference": median["reference"] / median["ops"],
+        "kernels": found,
+        "same_kernels": {n: v["count"] for n, v in found["reference"].items()}
+        == {n: v["count"] for n, v in found["ops"].items()},
+    }
+    print(
+        f"{op} {m}x{n}x{k}: pick {pick}; replay {median['ops']:.2f} us vs reference "
+        f"{median['reference']:.2f} us ({entry['speed_vs_reference']:.3f}x); same kernels {entry['same_kernels']}",
+        flush=True,
+    )
+    return entry
+
+
+def first_call_in_capture(m: int, n: int, k: int) -> dict[str, Any]:
+    import torch
+
+    from kernelpick import ops
+
+    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
+    entry: dict[str, Any] = {"shape": [m, n, k]}
+    graph = torch.cuda.CUDAGraph()
+    started = time.perf_counter()
+    try:
+        with torch.cuda.graph(graph):
+            out = ops.mm(a, w.t())
+    except Exception as error:  # what a user would see
+        entry.update(works=False, error=f"{type(error).__name__}: {error}"[:600])
+        torch.cuda.synchronize()
+    else:
+        entry["capture_s"] = time.perf_counter() - started
+        graph.replay()
+        expected = torch.mm(a, w.t())
+        torch.cuda.synchronize()
+        entry["max_abs_error"] = float((out - expected).abs().max())
+        entry["works"] = bool(torch.allclose(out, expected, rtol=2e-2, atol=2e-1))
+        entry["pick"] = ops.selector("mm").last_selection.best  # type: ignore[union-attr]
+    print(f"first call in capture {m}x{n}x{k}: {entry}", flush=True)
+    return entry
+
+
+def main() -> None:
+    from common import environment, require_kernelpick, write_result
+
+    require_kernelpick()
+    report: dict[str, Any] = {
+        "environment": environment(),
+        "calls_per_graph": CALLS,
+        "rounds": ROUNDS,
+        "cases": [],
+        "in_capture": [],
+    }
+    for op, m, n, k in CASES:
+        report["cases"].append(case(op, m, n, k))
+        write_result("graph_replay", report)
+    for m, n, k in IN_CAPTURE:
+        report["in_capture"].append(first_call_in_capture(m, n, k))
+    print(f"wrote {write_result('graph_replay', report)}")
+
+
+if __name__ == "__main__":
+    main()
