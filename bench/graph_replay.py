@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from reference_gap import operands
+from reference_gap import kernels, operands
 
 #: (operation, M, N, K): the suites' bf16 shapes from decode to prefill, and fp8 ones.
 CASES = [
@@ -63,23 +63,6 @@ def graph_of(fn: Any) -> Any:
     return graph
 
 
-def replay_kernels(graph: Any) -> dict[str, dict[str, float]]:
-    """The kernels one replay of graph launches: count and mean GPU microseconds, by name."""
-    import torch
-    from torch.profiler import ProfilerActivity, profile
-
-    graph.replay()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        graph.replay()
-        torch.cuda.synchronize()
-    found: dict[str, list[float]] = {}
-    for event in prof.events():
-        if event.device_type == torch.autograd.DeviceType.CUDA:
-            found.setdefault(event.name, []).append(event.time_range.elapsed_us())
-    return {name: {"count": len(t), "mean_us": statistics.fmean(t)} for name, t in found.items()}
-
-
 def case(op: str, m: int, n: int, k: int) -> dict[str, Any]:
     import torch
 
@@ -102,7 +85,7 @@ def case(op: str, m: int, n: int, k: int) -> dict[str, Any]:
             end.record()
             end.synchronize()
             us[name].append(begin.elapsed_time(end) * 1000 / CALLS)
-    found = {name: replay_kernels(graph) for name, graph in graphs.items()}
+    found = {name: kernels(graph.replay, calls=1) for name, graph in graphs.items()}
     median = {name: statistics.median(v) for name, v in us.items()}
     entry = {
         "op": op,

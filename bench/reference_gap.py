@@ -58,15 +58,15 @@ def operands(op: str, m: int, n: int, k: int) -> tuple[Callable[[], Any], Callab
     return direct, through_ops, "scaled_mm_bf16"
 
 
-def kernels(fn: Callable[[], Any]) -> dict[str, dict[str, float]]:
-    """Each kernel `CALLS` calls of fn launch: its count and mean GPU microseconds, by name."""
+def kernels(fn: Callable[[], Any], calls: int = CALLS) -> dict[str, dict[str, float]]:
+    """Each kernel `calls` calls of fn launch: its count and mean GPU microseconds, by name."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
     fn()
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(CALLS):
+        for _ in range(calls):
             fn()
         torch.cuda.synchronize()
     found: dict[str, list[float]] = {}
