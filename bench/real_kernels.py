@@ -11,8 +11,10 @@ Each case, at each size, runs once per tuner in a fresh process of this script w
 TRITON_CACHE_DIR and a KERNELPICK_CACHE_DIR of its own): the kernels are decorated, the inputs made, the
 first call (which tunes) timed, its outputs checked as the kernel's source checks them, and the tuned
 call timed with triton.testing.do_bench (median). Per tuner: `ok` (the check passed), `first_call_s`,
-`ms`, and `error` (what failed: the tuning, the launch, the check, or the process itself), or `skipped`
-with the reason where the case cannot run on this GPU.
+`ms`, `picks` (each tuned kernel's name and `best_config` after the first call) and `error` (what failed:
+the tuning, the launch, the check, or the process itself), or `skipped` with the reason where the case
+cannot run on this GPU; `same_picks` where both tuners ran (the figure `ms` of a call under ~50 us, or of a
+call with host work between its kernels, varies from run to run more than two picks differ).
 
     source bench/gpu_prelude.sh && python3 bench/real_kernels.py
     python3 bench/real_kernels.py --cases 03-,09-matmul_tma --max-sizes 1   # names or their prefixes
@@ -117,6 +119,31 @@ def autotune_for(tuner: str, tiny: bool) -> Any:
     return functools.partial(triton.autotune, do_bench=wall_clock_do_bench) if tiny else triton.autotune
 
 
+def keeping(autotune: Any, made: list[Any]) -> Any:
+    """`autotune` that keeps each tuned kernel it makes in `made`: after a call, each one's
+    `best_config` (both tuners have it) is its pick."""
+
+    def decorator(*args: Any, **kwargs: Any) -> Any:
+        decorate = autotune(*args, **kwargs)
+
+        def decorate_and_keep(fn: Any) -> Any:
+            made.append(decorate(fn))
+            return made[-1]
+
+        return decorate_and_keep
+
+    return decorator
+
+
+def picks_of(made: list[Any]) -> list[list[str]]:
+    """Each tuned kernel's name and pick (`str` of its `best_config`), of those that ran."""
+    return [
+        [getattr(kernel.fn, "__name__", "?"), str(kernel.best_config)]
+        for kernel in made
+        if getattr(kernel, "best_config", None) is not None
+    ]
+
+
 def top_level_prefix(source: str, stop_before: str | None) -> str:
     """`source` up to its first top-level statement that starts with `stop_before` (all of it for None)."""
     if stop_before is None:
@@ -178,6 +205,7 @@ def role_run(args: argparse.Namespace) -> dict[str, Any]:
             torch.cuda.synchronize()
 
     stage = "decoration"
+    made: list[Any] = []  # the tuned kernels the case makes (not kept with --tutorials)
     began = time.perf_counter()
     result["stages_ms"] = stages = {}  # when each stage began, ms since this process's role began
     try:
@@ -193,7 +221,7 @@ def role_run(args: argparse.Namespace) -> dict[str, Any]:
                 result["tuned_by"] = tuners_in(module)
             else:
                 configs = case.tiny_configs() if args.tiny else case.configs()
-                operation = case.build(autotune_for(args.tuner, args.tiny), configs)
+                operation = case.build(keeping(autotune_for(args.tuner, args.tiny), made), configs)
                 result["configs"] = len(configs)
             # Asked after the kernels are made, as programs do (a tutorial defines its kernels at
             # import and checks the GPU when it runs): asking initializes CUDA, and a process that
@@ -213,6 +241,7 @@ def role_run(args: argparse.Namespace) -> dict[str, Any]:
             outputs = operation(*inputs)
             synchronize()
             result["first_call_s"] = time.perf_counter() - started
+            result["picks"] = picks_of(made)
             stage = "check"
             stages[stage] = round((time.perf_counter() - began) * 1e3)
             logging.getLogger("real_kernels").info("stage: %s", stage)
@@ -423,12 +452,17 @@ def main() -> int:
                     if reason
                     else run_tuner(args, name, dict(size), tuner, work)
                 )
+            picks = [entry[t].get("picks") for t in TUNERS if t in entry]
+            if len(picks) == 2 and all(picks):
+                entry["same_picks"] = picks[0] == picks[1]
             report["cases"].append(entry)
             path = save(
                 report, args.out, bool(args.tutorials)
             )  # after each: a run cut short keeps its results
             shown = ",".join(f"{k}={v}" for k, v in size.items())
             print(f"{name} [{shown}]: " + "; ".join(f"{t} {cell(entry.get(t))}" for t in tuners), flush=True)
+            if "same_picks" in entry:
+                print(f"    same picks: {entry['same_picks']}", flush=True)
             if reason:
                 print(f"    skipped: {reason}", flush=True)
             for tuner in tuners:

@@ -63,6 +63,9 @@ def test_a_tiny_run_records_each_tuner_of_each_case_from_a_process_of_its_own(tm
             result = entry[tuner]
             assert result["ok"] and result["error"] is None, result
             assert result["first_call_s"] > 0 and result["ms"] > 0 and result["configs"] == 2
+            [[kernel, pick]] = result["picks"]  # each tuned kernel's name and best_config
+            assert kernel.startswith("matmul_kernel") and "BLOCK_SIZE_M" in pick
+        assert isinstance(entry["same_picks"], bool)
     fp8 = data["cases"][2]  # skipped where the interpreter rounds to fp8 wrongly, then by both, saying why
     assert fp8["triton"].get("skipped") == fp8["kernelpick"].get("skipped")
     assert fp8["triton"]["ok"] or "fp8" in fp8["triton"]["skipped"]
