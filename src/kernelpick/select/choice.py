@@ -262,14 +262,14 @@ def compile_choices(
         signature: their signature.
         mode: "process" or "thread" (default: the `KERNELPICK_COMPILE_MODE` setting).
         workers: how many compile at once (default: the `KERNELPICK_COMPILE_WORKERS` setting).
-        meanwhile: `precompile`'s: work for this thread while the compilers run.
+        meanwhile: `precompile_jobs`'s: work for this thread while the compilers run.
         on_ready: called with a choice's index as soon as it can run: at once for a choice with
             nothing to compile (a library function), for the others as their compile ends (before
-            the rest end, in forked compilers; see `precompile`'s `on_compiled`).
-        timeout_s: `precompile`'s: how long one may compile before its compiler is killed.
-        stop: `precompile`'s: once set, the compilers are killed and `CompileStopped` is raised.
+            the rest end, in forked compilers; see `precompile_jobs`'s `on_compiled`).
+        timeout_s: `precompile_jobs`'s: how long one may compile before its compiler is killed.
+        stop: `precompile_jobs`'s: once set, the compilers are killed and `CompileStopped` is raised.
         phases: where the seconds of the steps go: `compile_jobs` (making each choice's compile
-            job: rendering templates), then `precompile`'s.
+            job: rendering templates), then `precompile_jobs`'s.
 
     Returns:
         One outcome per choice, in order.
