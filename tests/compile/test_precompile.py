@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -26,7 +27,6 @@ from kernelpick.compile.precompile import (
     compiling_beside,
     current_patience,
     patience,
-    precompile,
     precompile_jobs,
 )
 from kernelpick.config import Config
@@ -44,6 +44,11 @@ def whole_kernel(x_ptr, n, BLOCK: tl.constexpr, SCALE: tl.constexpr):
 def limited_kernel(x_ptr, BLOCK: tl.constexpr):
     tl.static_assert(BLOCK <= 64, "BLOCK must be at most 64")
     tl.store(x_ptr + tl.arange(0, BLOCK), 0.0)
+
+
+def precompile(kernel: Any, args: Any, kwargs: Any, configs: Any, *, grid: Any, **options: Any) -> Any:
+    """`kernel` compiled for these arguments under every config (`precompile_jobs`)."""
+    return precompile_jobs([CompileJob(kernel, args, kwargs, c, grid) for c in configs], **options)
 
 
 def lower(kernel: object, args: tuple[object, ...], configs: list[Config], workers: int = 2) -> list[object]:

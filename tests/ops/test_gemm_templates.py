@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from kernelpick.bench.inputs import ExampleInputs
-from kernelpick.compile.precompile import CompileJob, precompile, precompile_jobs
+from kernelpick.compile.precompile import CompileJob, precompile_jobs
 from kernelpick.config import Config
 from kernelpick.device import DeviceInfo
 from kernelpick.ops.gemm import _EPILOGUES
@@ -43,15 +43,8 @@ def lower_for_hopper(
     cpu_signature = Signature.of(inputs, {})
     arguments_of = _generate(choice, choice.kernels(), cpu_signature)[1]
     args, _ = arguments_of(*ExampleInputs(inputs, {}).args)
-    (outcome,) = precompile(
-        choice.kernel(),
-        args,
-        {},
-        [choice.launch_config],
-        grid=choice.rendered.grid,
-        interpreter=True,
-        workers=1,
-    )
+    job = CompileJob(choice.kernel(), args, {}, choice.launch_config, choice.rendered.grid)
+    (outcome,) = precompile_jobs([job], interpreter=True, workers=1)
     assert outcome.ok, outcome.message
     return choice.rendered.source
 

@@ -11,6 +11,8 @@ import threading
 
 import pytest
 import torch
+import triton
+import triton.language as tl
 
 import kernelpick
 from kernelpick import Selector, TuningInCapture, TuningRequired, extern
@@ -32,7 +34,7 @@ def test_a_new_signature_inside_a_capture_raises_saying_what_to_do_and_measures_
     monkeypatch.setattr(choice_measuring, "capturing", lambda values: True)
     with pytest.raises(  # on the CPU isolation is off unless asked for
         TuningInCapture,
-        match=r"selector `captured_add` met .* CUDA graph .*\(isolation is off\).* before capturing",
+        match=r"`captured_add` met .* CUDA graph .*\(isolation is off\).* before capturing",
     ):
         selector(x, x)
     assert isinstance(TuningInCapture("x"), TuningRequired)  # caught where tuning is forbidden, too
@@ -99,5 +101,49 @@ def test_a_capture_whose_choices_no_worker_can_measure_raises_saying_why(
         lambda *args: (_ for _ in ()).throw(choice_measuring.IsolationError("no worker starts")),
     )
     x = torch.randn(16)
-    with pytest.raises(TuningInCapture, match=r"cannot measure its choices in workers \(no worker starts\)"):
+    with pytest.raises(
+        TuningInCapture, match=r"cannot measure its candidates in workers \(no worker starts\)"
+    ):
         selector(x, x)
+
+
+@triton.jit
+def _twice(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) * 2, mask=mask)
+
+
+def test_an_autotuned_kernels_first_call_inside_a_capture_is_measured_in_workers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    kernel = kernelpick.autotune(
+        [triton.Config({"BLOCK": b}) for b in (32, 64)], key=["n"], store=MemoryStore(), isolate=True
+    )(_twice)
+    monkeypatch.setattr(choice_measuring, "capturing", lambda values: True)
+    monkeypatch.setattr(choice_measuring.ChoiceMeasuring, "_here", _not_here)
+    x, out = torch.randn(100), torch.empty(100)
+    kernel[lambda meta: (triton.cdiv(100, meta["BLOCK"]),)](x, out, 100)
+    torch.testing.assert_close(out, 2 * x)
+    assert {r.status for r in kernel.last_tuning.results.values()} == {"ok"}
+
+
+def test_an_autotuned_kernel_whose_hooks_run_here_raises_inside_a_capture(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def hook(args: dict[str, object]) -> None:
+        pass
+
+    kernel = kernelpick.autotune(
+        [triton.Config({"BLOCK": b}, pre_hook=hook) for b in (32, 64)],
+        key=["n"],
+        store=MemoryStore(),
+        isolate=True,
+    )(_twice)
+    monkeypatch.setattr(choice_measuring, "capturing", lambda values: True)
+    monkeypatch.setattr(choice_measuring.ChoiceMeasuring, "_here", _not_here)
+    x, out = torch.randn(100), torch.empty(100)
+    with pytest.raises(
+        TuningInCapture, match=r"`_twice` met .* cannot measure its candidates in workers \(.*hook"
+    ):
+        kernel[lambda meta: (triton.cdiv(100, meta["BLOCK"]),)](x, out, 100)

@@ -70,7 +70,7 @@ def compiling_beside(compile_all: Callable[[threading.Event], object]) -> Iterat
     """Run `compile_all(stop)` in a thread of its own (with this context's settings and patience)
     while the block runs: the workers time what it compiles as it goes. Leaving the block waits for
     it, and its own failure is raised before the block's; a block left by an interruption (Ctrl-C,
-    SIGTERM) sets `stop` first, so that nothing more is compiled (`precompile`'s `stop`)."""
+    SIGTERM) sets `stop` first, so that nothing more is compiled (`precompile_jobs`'s `stop`)."""
     stop = threading.Event()
     with ThreadPoolExecutor(1, thread_name_prefix="kernelpick-compile") as compiler:
         compiling = compiler.submit(contextvars.copy_context().run, compile_all, stop)
@@ -134,63 +134,6 @@ def classify(error: BaseException) -> tuple[CompileStatus, str]:
     return status, f"{name}: {text}" if not text.startswith(name) else text
 
 
-def precompile(
-    kernel: Any,
-    args: Sequence[Any],
-    kwargs: Mapping[str, Any],
-    configs: Sequence[Config],
-    *,
-    grid: Any,
-    interpreter: bool,
-    workers: int,
-    mode: str = "thread",
-    phases: dict[str, float] | None = None,
-    meanwhile: Callable[[], object] | None = None,
-    timeout_s: float | None = None,
-    on_compiled: Callable[[int], object] | None = None,
-    stop: threading.Event | None = None,
-) -> list[CompileOutcome]:
-    """Compile `kernel` for `args` under every config, in parallel.
-
-    Args:
-        kernel: a `triton.jit` function, possibly wrapped by `triton.heuristics`.
-        args: the launch's positional arguments (tensors on the device to compile for).
-        kwargs: the launch's keyword arguments, without the configs' meta-parameters.
-        configs: the configs to compile.
-        grid: the launch grid (unused by compilation, required by Triton's warm-up call).
-        interpreter: True on CPU devices: lower to TTIR only.
-        workers: configs compiled at once.
-        mode: "thread" or "process" (see the module docstring).
-        phases: where the process mode records the seconds of its steps: Triton preparing every
-            compile here, compiling in the children and loading their results (for tuning reports).
-        meanwhile: work for this thread to do while the compilers run (called exactly once).
-        timeout_s: in the process mode, how long one config may compile before its compiler is
-            killed and the config recorded as `timeout`. Within `patience(...)`, a straggler is
-            also given up, as `skipped`, once it compiles far longer than the others did.
-        on_compiled: called with a config's index as soon as it is known to have compiled, before
-            the others are done in the process mode (another process can then load it from Triton's
-            on-disk cache); at the end in the other modes. Called from this thread.
-        stop: in the process mode, once set (from another thread: the tuning was interrupted), the
-            compilers are killed and `CompileStopped` is raised.
-
-    Returns:
-        One outcome per config, in order. Successfully compiled kernels are in Triton's caches, so
-        the first launch of each config does not compile again.
-    """
-    jobs = [CompileJob(kernel, args, kwargs, config, grid) for config in configs]
-    return precompile_jobs(
-        jobs,
-        interpreter=interpreter,
-        workers=workers,
-        mode=mode,
-        phases=phases,
-        meanwhile=meanwhile,
-        timeout_s=timeout_s,
-        on_compiled=on_compiled,
-        stop=stop,
-    )
-
-
 def precompile_jobs(
     jobs: Sequence[CompileJob],
     *,
@@ -203,11 +146,29 @@ def precompile_jobs(
     on_compiled: Callable[[int], object] | None = None,
     stop: threading.Event | None = None,
 ) -> list[CompileOutcome]:
-    """Compile every job in parallel, whatever its kernel: `precompile`'s work, for the configs of
-    one kernel or the choices of a selection alike (the arguments are `precompile`'s).
+    """Compile every job in parallel, whatever its kernel: the configs of one kernel or the choices of
+    a selection alike.
+
+    Args:
+        jobs: what to compile (each a kernel, its launch arguments and a config).
+        interpreter: True on CPU devices: lower to TTIR only.
+        workers: jobs compiled at once.
+        mode: "thread" or "process" (see the module docstring).
+        phases: where the process mode records the seconds of its steps: Triton preparing every
+            compile here, compiling in the children and loading their results (for tuning reports).
+        meanwhile: work for this thread to do while the compilers run (called exactly once).
+        timeout_s: in the process mode, how long one job may compile before its compiler is
+            killed and the job recorded as `timeout`. Within `patience(...)`, a straggler is
+            also given up, as `skipped`, once it compiles far longer than the others did.
+        on_compiled: called with a job's index as soon as it is known to have compiled, before
+            the others are done in the process mode (another process can then load it from Triton's
+            on-disk cache); at the end in the other modes. Called from this thread.
+        stop: in the process mode, once set (from another thread: the tuning was interrupted), the
+            compilers are killed and `CompileStopped` is raised.
 
     Returns:
-        One outcome per job, in order (a job with companions: one for all of them).
+        One outcome per job, in order (a job with companions: one for all of them). Kernels that
+        compiled are in Triton's caches, so the first launch of each does not compile again.
     """
     if any(job.companions for job in jobs):
         return _precompile_with_companions(
@@ -302,7 +263,7 @@ def _compile_all(
     meanwhile: Callable[[], object] | None = None,
     on_compiled: Callable[[int], object] | None = None,
 ) -> list[CompileOutcome]:
-    """Compile in `executor`; `on_compiled` only with a `_ForkedExecutor` (see `precompile`)."""
+    """Compile in `executor`; `on_compiled` only with a `_ForkedExecutor` (see `precompile_jobs`)."""
     from triton.runtime._async_compile import AsyncCompileMode
 
     start = time.perf_counter()

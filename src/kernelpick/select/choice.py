@@ -246,6 +246,8 @@ def compile_choices(
     signature: Signature,
     *,
     mode: str | None = None,
+    workers: int | None = None,
+    meanwhile: Callable[[], object] | None = None,
     on_ready: Callable[[int], object] | None = None,
     timeout_s: float | None = None,
     stop: threading.Event | None = None,
@@ -259,13 +261,15 @@ def compile_choices(
         example: the example inputs compiling binds arguments for.
         signature: their signature.
         mode: "process" or "thread" (default: the `KERNELPICK_COMPILE_MODE` setting).
+        workers: how many compile at once (default: the `KERNELPICK_COMPILE_WORKERS` setting).
+        meanwhile: `precompile_jobs`'s: work for this thread while the compilers run.
         on_ready: called with a choice's index as soon as it can run: at once for a choice with
             nothing to compile (a library function), for the others as their compile ends (before
-            the rest end, in forked compilers; see `precompile`'s `on_compiled`).
-        timeout_s: `precompile`'s: how long one may compile before its compiler is killed.
-        stop: `precompile`'s: once set, the compilers are killed and `CompileStopped` is raised.
+            the rest end, in forked compilers; see `precompile_jobs`'s `on_compiled`).
+        timeout_s: `precompile_jobs`'s: how long one may compile before its compiler is killed.
+        stop: `precompile_jobs`'s: once set, the compilers are killed and `CompileStopped` is raised.
         phases: where the seconds of the steps go: `compile_jobs` (making each choice's compile
-            job: rendering templates), then `precompile`'s.
+            job: rendering templates), then `precompile_jobs`'s.
 
     Returns:
         One outcome per choice, in order.
@@ -290,9 +294,10 @@ def compile_choices(
     compiled = precompile_jobs(
         [job for _, job in jobs],
         interpreter=signature.device.interpreter,
-        workers=settings.compile_workers(),
+        workers=workers or settings.compile_workers(),
         mode=mode or settings.current().compile_mode,
         phases=phases,
+        meanwhile=meanwhile,
         timeout_s=timeout_s,
         on_compiled=None if on_ready is None else lambda number: on_ready(jobs[number][0]),
         stop=stop,

@@ -561,11 +561,10 @@ class Selector:
             isolate=self.isolate,
             reference_digest=self.reference_digest(signature),
             finished=finished,
+            phases=phases,
         )
         results = measuring.measure(todo, inputs, kwargs)
         self.timed_here.update(measuring.timed_here)
-        for step, seconds in measuring.phases.items():
-            phases[step] = phases.get(step, 0.0) + seconds
         return results, None if reference is None else reference[0]
 
     def _portable_reference(self, signature: Signature) -> Any:

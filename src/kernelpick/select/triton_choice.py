@@ -1,30 +1,42 @@
-"""`kernelpick.triton_choice`: a hand-written `triton.jit` kernel and its configs, as choices."""
+"""A `triton.jit` kernel's configs as choices: a selector's `triton_choice`, an autotuned kernel's call."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import functools
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from triton.runtime.jit import JITFunction
 
-from kernelpick.bench.inputs import ExampleInputs
-from kernelpick.compile.launch import launcher
+from kernelpick.analysis import analyze
+from kernelpick.bench.inputs import ExampleInputs, GivenInputs, KernelArguments, tensor_of
+from kernelpick.bench.measure import Hooks
+from kernelpick.compile.launch import launcher, runner
+from kernelpick.compile.portable import KernelLaunch
 from kernelpick.compile.precompile import CompileJob, CompileOutcome, classify
 from kernelpick.compile.twins import compilable
 from kernelpick.compile.unwrap import innermost
 from kernelpick.config import Config
-from kernelpick.errors import ConfigError
+from kernelpick.errors import ConfigError, IsolationError, failure_exception
 from kernelpick.select.choice import (
     Choice,
     ConfigSource,
     NamedChoice,
     bound_arguments,
+    compile_choices,
     configs_for,
     qualified_name,
     short_hash,
 )
 from kernelpick.select.modules import keep_kernel_source
 from kernelpick.select.signature import Signature
+from kernelpick.tensors import holds_descriptor, own_descriptors
+from kernelpick.workers import values
+
+log = logging.getLogger("kernelpick.tune")
 
 Bind = Callable[..., tuple[Any, Any]]
 
@@ -134,3 +146,230 @@ def triton_choice(
         ConfigError: `kernel` is not a Triton kernel or `bind` is not callable.
     """
     return TritonKernelChoices(kernel, grid=grid, configs=configs, bind=bind, name=name)
+
+
+@dataclass(frozen=True, slots=True)
+class OwnArguments:
+    """One config's own launch arguments (`KernelCall.own_arguments`), and what its hooks are given."""
+
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    named: dict[str, Any]
+
+
+@dataclass
+class KernelCall:
+    """One call of an autotuned kernel, which its configs are measured on: the kernel, the grid and
+    the user's options (what `kernelpick.autotune` was given). `analyzed` is what the access analysis
+    is asked about: the tuned kernel, whose first config's meta-parameters complete the arguments."""
+
+    name: str
+    fn: Any
+    arg_names: Sequence[str]
+    analyzed: Any
+    grid: Any
+    configs: Sequence[Config] = ()
+    reset_to_zero: Sequence[str] = ()
+    restore_value: Sequence[str] = ()
+    pre_hook: Callable[..., object] | None = None
+    post_hook: Callable[..., object] | None = None
+    workers: int | None = None
+
+    def choices(self, configs: Sequence[Config]) -> list[ConfigChoice]:
+        return [ConfigChoice(self, config) for config in configs]
+
+    def runs_here(self) -> str | None:
+        """Why the configs are timed in the caller's process even when isolated (None: they need not be)."""
+        if self.pre_hook is not None or self.post_hook is not None or any(c.pre_hook for c in self.configs):
+            return "its hooks are your code, which runs in your process, as Triton runs it"
+        return None
+
+    def hooks_before_compiling(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> bool:
+        """Whether each config's pre-hooks must run before it is compiled, as Triton runs them before
+        the launch that compiles it: when there are pre-hooks and the launch's arguments hold a tensor
+        descriptor, whose block shape such hooks set from the config (Triton's TMA kernels pass a
+        placeholder). No other argument a hook can change alters what Triton compiles; elsewhere the
+        hooks run before each timed run only, each paired with the post_hook, as in Triton."""
+        hooked = self.pre_hook is not None or any(c.pre_hook for c in self.configs)
+        return hooked and holds_descriptor([*args, *kwargs.values()])
+
+    def warm_up(
+        self, configs: Sequence[Config], args: Sequence[Any], kwargs: Mapping[str, Any]
+    ) -> list[CompileOutcome]:
+        """Compile `configs` for this call without running any: each on its own arguments, its hooks run
+        first, where hooks must run before compiling (`hooks_before_compiling`)."""
+        choices = self.choices(configs)
+        if self.hooks_before_compiling(args, kwargs):
+            choices = self.own_choices(choices, args, kwargs)[1]
+        signature = Signature.of(args, kwargs)
+        return compile_choices(choices, GivenInputs(args, kwargs), signature, workers=self.workers)
+
+    def compiled(
+        self,
+        choices: Sequence[ConfigChoice],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        compile: Callable[..., list[CompileOutcome]],
+        phases: dict[str, float],
+    ) -> tuple[list[ConfigChoice], KernelArguments, list[CompileOutcome]]:
+        """`choices` compiled by `compile(choices, example, phases, meanwhile)`, and the arguments they
+        are timed on: copies of those the access analysis (run while the compilers work) says the
+        kernel may write. Compiling needs only the arguments' types, and launches nothing: the real
+        arguments serve.
+
+        Where pre-hooks must run before compiling (`hooks_before_compiling`), every tensor is copied
+        first (hooks are the user's code: they may write any argument), and each config is compiled
+        and timed on its own arguments (`own_arguments`), its hooks run on them before it compiles.
+        """
+        started = time.perf_counter()
+        if self.hooks_before_compiling(args, kwargs):
+            example, own = self.own_choices(choices, args, kwargs)
+            phases["copy_inputs"] = time.perf_counter() - started
+            return own, example, compile(own, GivenInputs(args, kwargs), phases)
+        accesses: list[tuple[list[str], list[str] | None]] = []
+
+        def analyze_meanwhile() -> None:  # runs while the compilers work
+            started = time.perf_counter()
+            accesses.append(self.accesses(args, kwargs))
+            phases["analysis"] = time.perf_counter() - started
+
+        outcomes = compile(list(choices), GivenInputs(args, kwargs), phases, analyze_meanwhile)
+        started = time.perf_counter()
+        example = self.arguments(args, kwargs, *accesses[0])
+        phases["copy_inputs"] = time.perf_counter() - started
+        return list(choices), example, outcomes
+
+    def own_choices(
+        self, choices: Sequence[ConfigChoice], args: Sequence[Any], kwargs: Mapping[str, Any]
+    ) -> tuple[KernelArguments, list[ConfigChoice]]:
+        """Copies of every tensor, and each of `choices` on its own arguments over them."""
+        example = self.arguments(args, kwargs, self.tensor_names(args, kwargs), None)
+        return example, [ConfigChoice(self, c.config, self.own_arguments(c.config, example)) for c in choices]
+
+    def own_arguments(self, config: Config, example: KernelArguments) -> OwnArguments:
+        """`config`'s own arguments: the example's, each tensor descriptor a copy of its own, which
+        the config's pre_hook and then the tuner's (Triton's order) have been given."""
+        named = own_descriptors(example.named)
+        given = {**named, **config.all_kwargs()}  # Triton's `full_nargs`
+        for hook in (config.pre_hook, self.pre_hook):
+            if hook is not None:
+                hook(given)
+        positional = self.arg_names[: len(example.args)]
+        return OwnArguments(tuple(named[n] for n in positional), {n: named[n] for n in example.kwargs}, given)
+
+    def accesses(
+        self, args: tuple[Any, ...], kwargs: Mapping[str, Any]
+    ) -> tuple[list[str], list[str] | None]:
+        """Which arguments the kernel may write, and which it may read (None: assume all).
+
+        From the access analysis of the kernel's TTIR (with the first config's meta-parameters);
+        every tensor when the analysis is unsure. `restore_value` arguments count as both.
+        """
+        tensors = self.tensor_names(args, kwargs)  # tensor descriptors too
+        try:
+            access = analyze(self.analyzed, *args, **kwargs)
+        except Exception as error:  # copies of every tensor are safe; the launch says what is wrong
+            log.debug("no access analysis for %s: %s", self.name, error)
+            access = None
+        if access is None or not access.certain:
+            if access is not None:
+                log.info("%s: benchmarking on copies of every tensor: %s", self.name, access.reason)
+            written, read = tensors, None
+        else:
+            written, read = list(access.mutated), [*access.read, *self.restore_value]
+        order = self.arg_names.index
+        return sorted({*written, *self.restore_value}, key=order), read
+
+    def tensor_names(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> list[str]:
+        """The arguments that are tensors or hold one (a tensor descriptor), in the kernel's order."""
+        named = {**dict(zip(self.arg_names, args)), **kwargs}
+        return [n for n in self.arg_names if n in named and tensor_of(named[n]) is not None]
+
+    def arguments(
+        self,
+        args: Sequence[Any],
+        kwargs: Mapping[str, Any],
+        written: Sequence[str],
+        read: Sequence[str] | None,
+    ) -> KernelArguments:
+        """The arguments configs are timed on: copies of those `written`, restored before each run."""
+        return KernelArguments(self.arg_names, args, kwargs, written, self.reset_to_zero, read)
+
+    def problem(
+        self, args: tuple[Any, ...], kwargs: Mapping[str, Any], phases: dict[str, float]
+    ) -> dict[str, Any]:
+        """What a worker needs of this call to re-create its arguments (`Problem`'s fields): what the
+        access analysis says the kernel may write and read, and the kernel itself, encoded once (its
+        configs cross without it: `ConfigChoice.portable`).
+
+        Raises:
+            IsolationError: the kernel cannot be sent to a worker.
+        """
+        started = time.perf_counter()
+        written, read = self.accesses(args, kwargs)
+        phases["analysis"] = time.perf_counter() - started
+        return {
+            "example": "kernel",
+            "names": tuple(self.arg_names),
+            "written": tuple(written),
+            "read": None if read is None else tuple(read),
+            "zeroed": tuple(self.reset_to_zero),
+            "kernel": values.encode(self.fn),
+        }
+
+
+def _launch_on(launch: Callable[..., Any], own: OwnArguments, *_example: Any, **_keywords: Any) -> Any:
+    """`launch` on a config's own arguments, whatever the example's: the same tensors, its own descriptors."""
+    return launch(*own.args, **own.kwargs)
+
+
+class ConfigChoice(NamedChoice):
+    """One config of an autotuned kernel, as a choice launched on the call's own arguments (`own`:
+    its own copies, where its hooks run before it compiles); its digest is the config's."""
+
+    def __init__(self, call: KernelCall, config: Config, own: OwnArguments | None = None) -> None:
+        self.call, self.config, self.own = call, config, own
+        self._name, self._digest = str(config), config.digest
+
+    def description(self) -> dict[str, Any]:
+        return self.config.to_dict()
+
+    def compile_job(self, example: ExampleInputs, signature: Signature) -> CompileJob | CompileOutcome:
+        given = example if self.own is None else self.own
+        return CompileJob(self.call.fn, given.args, given.kwargs, self.config, self.call.grid)
+
+    def callable_for(self, signature: Signature) -> Callable[..., Any]:
+        run = runner(self.call.fn, signature.device.interpreter)
+        launch = functools.partial(run, grid=self.call.grid, warmup=False, **self.config.all_kwargs())
+        return launch if self.own is None else functools.partial(_launch_on, launch, self.own)
+
+    def hooks(self, example: KernelArguments) -> Hooks | None:
+        """The user's hooks around each run (a config's pre_hook first, as in Triton), given the
+        example's arguments by name (or its own)."""
+        before = tuple(hook for hook in (self.config.pre_hook, self.call.pre_hook) if hook is not None)
+        if not before and self.call.post_hook is None:
+            return None
+        named = example.named if self.own is None else self.own.named
+        return Hooks(before, self.call.post_hook, {**named, **self.config.all_kwargs()})
+
+    def failed_to_compile(self, outcome: CompileOutcome, hooks: Hooks | None) -> None:
+        """Tell the hooks as Triton's launch that fails to compile does: the pre-hooks (unless they ran
+        before it compiled), then the post_hook with Triton's exception."""
+        if hooks is not None:
+            error = failure_exception(outcome.status, outcome.message)
+            hooks.failed_before_running(error, before_ran=self.own is not None)
+
+    def portable(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> KernelLaunch:
+        """This config as a worker gets it: its meta-parameters and its grid as numbers, evaluated
+        here (the kernel crosses once, with the problem).
+
+        Raises:
+            IsolationError: the grid function failed (it needs values Triton adds itself).
+        """
+        grid = self.call.grid
+        named = {**dict(zip(self.call.arg_names, args)), **kwargs}
+        try:
+            value = grid({**named, **self.config.kwargs}) if callable(grid) else grid
+        except Exception as error:
+            raise IsolationError(f"the grid could not be evaluated outside a launch: {error}") from error
+        return KernelLaunch(self._name, dict(self.config.all_kwargs()), tuple(int(n) for n in value))

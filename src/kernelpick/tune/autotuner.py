@@ -13,7 +13,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
 from typing import Any
 
 import triton
@@ -39,10 +38,12 @@ from kernelpick.search.run import SearchTrace
 from kernelpick.search.searching import search
 from kernelpick.search.space import Space
 from kernelpick.search.spec import SearchArgument
-from kernelpick.select.kernel_configs import KernelConfigs
+from kernelpick.select.choice_measuring import ChoiceMeasuring
 from kernelpick.select.log import log_tuning
 from kernelpick.select.modules import keep_kernel_source
 from kernelpick.select.record import TuningRecord, failure_report
+from kernelpick.select.signature import Signature
+from kernelpick.select.triton_choice import KernelCall
 from kernelpick.select.tuning import Settled, Tuning, pick_against_reference, result_store
 from kernelpick.store import ResultStore, StoredResult, TuningKey
 from kernelpick.store.base import UnreadStore
@@ -297,7 +298,7 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
         named = self._named(args, kwargs)
         device = describe(device_of(named.values()))
         configs = self._prune(self._candidates(device), args, kwargs)
-        return list(self._kernel_configs().warm_up(configs, args, kwargs, grid, device))
+        return self._call(grid).warm_up(configs, args, kwargs)
 
     def _prune(
         self, configs: Sequence[Config], args: Sequence[Any], kwargs: Mapping[str, Any]
@@ -342,7 +343,7 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
                 device.name,
                 start,
             ) as tuning:
-                return self._tune_key(key, tuning, configs, args, kwargs, named, grid, device)
+                return self._tune_key(key, tuning, configs, args, kwargs, grid, device)
 
     def _tune_key(
         self,
@@ -351,7 +352,6 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
         configs: list[Config],
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
-        named: dict[str, Any],
         grid: Any,
         device: DeviceInfo,
     ) -> _Entry:
@@ -369,7 +369,7 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
             results: Mapping[Config, BenchmarkResult] = {best: hit.entry.result}
             from_store, note = True, hit.note
         else:
-            settled, trace = self._settle(tuning, configs, args, kwargs, named, grid, device)
+            settled, trace = self._settle(tuning, configs, args, kwargs, grid)
             results = {by_digest[d]: r for d, r in settled.results.items()} if settled else {}
             fresh = [c for c in configs if settled is not None and c.digest in settled.fresh]
             from_store = bool(results) and not fresh
@@ -414,9 +414,7 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
         configs: list[Config],
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
-        named: dict[str, Any],
         grid: Any,
-        device: DeviceInfo,
     ) -> tuple[Settled | None, SearchTrace | None]:
         """How tuning the configs ended (None for a single config: nothing to choose between,
         nothing measured, as in Triton), and the search's trace when one ran here."""
@@ -433,9 +431,7 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
             phases = tuning.phases
             if strategy == "exhaustive":
                 batch = [by_digest[d] for d in todo]
-                measured = self.benchmark_configs(
-                    batch, args, kwargs, named, grid, device, phases, measured_one
-                )
+                measured = self.benchmark_configs(batch, args, kwargs, grid, phases, measured_one)
                 return {c.digest: r for c, r in measured.items()}
 
             def measure_batch(
@@ -444,9 +440,7 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
                 # A config compiling far longer than the rest of its batch is given up as `skipped`
                 # (forked compilers only: a thread cannot be stopped).
                 with patience(settings.current().search_patience):
-                    return self.benchmark_configs(
-                        list(batch), args, kwargs, named, grid, device, steps, measured_one
-                    )
+                    return self.benchmark_configs(list(batch), args, kwargs, grid, steps, measured_one)
 
             stored = {by_digest[d]: r for d, r in known.items()}
             trace = search(strategy, configs, stored, measure_batch, self.space, phases)
@@ -500,24 +494,21 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
             return UnreadStore(store)
         return store
 
-    def _kernel_configs(self) -> KernelConfigs:
-        """This kernel's configs and options as the engine measures them (made at each use: an option,
-        the timer say, may change after decoration)."""
-        return KernelConfigs(
+    def _call(self, grid: Any) -> KernelCall:
+        """A call of this kernel, as its configs are measured on it (made at each use: an option, the
+        timer say, may change after decoration)."""
+        return KernelCall(
             self.name,
             self.fn,
             self.arg_names,
             self,
+            grid,
             self.configs,
             reset_to_zero=self.reset_to_zero,
             restore_value=self.restore_value,
             pre_hook=self.pre_hook,
             post_hook=self.post_hook,
-            timer=self.timer,
             workers=self.workers,
-            isolate=self.isolate,
-            default=self.default,
-            budget_overrides=self.budget_overrides(),
         )
 
     def benchmark_configs(
@@ -525,26 +516,35 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
         configs: list[Config],
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
-        named: dict[str, Any],
         grid: Any,
-        device: DeviceInfo,
         phases: dict[str, float],
         finished: OnDone | None = None,
     ) -> dict[Config, BenchmarkResult]:
-        """Compile and time `configs` (`kernelpick.select.kernel_configs`): in worker processes when
-        isolation is wanted, unless the user's hooks or do_bench must run here; `finished` is given
-        each config's digest and result as it comes."""
-        measuring = replace(self._kernel_configs(), finished=finished)
-        results = measuring.measure(configs, args, kwargs, named, grid, device, phases)
-        self.timed_here = measuring.timed_here
-        return results
+        """Compile and time `configs` as choices (`kernelpick.select.choice_measuring`), their seconds
+        per step added to `phases`: in worker processes when isolation is wanted, unless the user's
+        hooks or do_bench must run here; `finished` is given each config's digest and result as it comes."""
+        call = self._call(grid)
+        measuring = ChoiceMeasuring(
+            self.name,
+            Signature.of(args, kwargs),
+            timer=self.timer,
+            isolate=self.isolate,
+            reference_digest=None if self.default is None else self.default.digest,
+            kernel=call,
+            finished=finished,
+            phases=phases,
+        )
+        with settings.override(**self.budget_overrides()):
+            results = measuring.measure(call.choices(configs), args, kwargs)
+        self.timed_here = next(iter(measuring.timed_here.values()), None)
+        return {config: results[config.digest] for config in configs if config.digest in results}
 
     def accesses(
         self, args: tuple[Any, ...], kwargs: Mapping[str, Any]
     ) -> tuple[list[str], list[str] | None]:
         """Which arguments the kernel may write, and which it may read (None: assume all); see
-        `KernelConfigs.accesses`."""
-        return self._kernel_configs().accesses(args, kwargs)
+        `KernelCall.accesses`."""
+        return self._call(None).accesses(args, kwargs)
 
     def budget_overrides(self) -> dict[str, Any]:
         """The settings this kernel's `warmup=` and `rep=` override."""

@@ -86,7 +86,7 @@ class FirstLaunch:
             except Exception as error:
                 return classify(error)
             return None
-        [outcome] = self.tuner._kernel_configs().warm_up([self.best], args, own, grid, self.device)
+        [outcome] = self.tuner._call(grid).warm_up([self.best], args, own)
         return (outcome.status, outcome.message) if outcome.status in _FAILED else None
 
     def _drop(self, status: Status, message: str) -> None:

@@ -30,7 +30,6 @@ from kernelpick.bench.timers import timer_for
 from kernelpick.bench.verify import Tolerance
 from kernelpick.compile.precompile import CompileJob, CompileOutcome, classify, patience, precompile_jobs
 from kernelpick.device import DeviceInfo, describe
-from kernelpick.errors import IsolationError
 from kernelpick.tensors import example_generator
 from kernelpick.workers import values
 from kernelpick.workers.plan import step_budgets, worker_devices, worker_settings
@@ -364,24 +363,6 @@ def feed_for(device: DeviceInfo) -> Feed:
 def start_workers_for(device: DeviceInfo) -> None:
     """Start the workers of `device` in the background, if they are not running (compiling meanwhile)."""
     pool_for(worker_devices(device)).start_soon()
-
-
-def grids_by_config(
-    grid: Any, named: Mapping[str, Any], configs: Sequence[Any]
-) -> dict[str, tuple[int, ...]]:
-    """Each config's launch grid as numbers, by config digest, evaluated here: a worker gets numbers.
-
-    Raises:
-        IsolationError: the grid function failed for a config (it needs values Triton adds itself).
-    """
-    grids = {}
-    for config in configs:
-        try:
-            value = grid({**named, **config.kwargs}) if callable(grid) else grid
-        except Exception as error:
-            raise IsolationError(f"the grid could not be evaluated outside a launch: {error}") from error
-        grids[config.digest] = tuple(int(n) for n in value)
-    return grids
 
 
 def payload_folder() -> tempfile.TemporaryDirectory[str]:
