@@ -86,6 +86,8 @@ def test_a_compiled_block_is_one_graph_equal_to_eager(backend: str) -> None:
 
 
 def test_the_compiled_graph_calls_the_operators_and_selects_when_it_runs() -> None:
+    # Dynamo's graph holds the operators; AOTAutograd replaces those whose pick is a PyTorch
+    # function (mm's and bmm's here) with it: those are tuned while compiling and not run again.
     block, inputs = Block(), block_inputs(m=7)
     for name in SELECTORS:
         assert not selections(name, 7)
@@ -99,9 +101,10 @@ def test_the_compiled_graph_calls_the_operators_and_selects_when_it_runs() -> No
     assert [len(selections(name, 7)) for name in SELECTORS] == [1, 1, 1]
     for name in SELECTORS:
         ops.selector(name).clear()
-    compiled(*inputs)  # no new trace: the graph's operators select again
+    compiled(*inputs)  # no new trace: the graph's operator selects again, its library picks run as they are
     assert counter.frame_count == 1
-    assert all(len(selections(name, 7)) == 1 and selections(name, 7)[0].from_store for name in SELECTORS)
+    assert len(selections("addmm_relu", 7)) == 1 and selections("addmm_relu", 7)[0].from_store
+    assert not selections("mm", 7) and not selections("bmm", 7)
 
 
 def test_an_exported_block_selects_for_each_size_it_runs_at() -> None:
@@ -165,3 +168,50 @@ def test_eager_calls_skip_the_dispatcher() -> None:
     # Relative to the dispatcher on the same CPU (how long a call takes varies threefold between the
     # 2-core machines the suite runs on); bench/op_overhead.py measures it on a GPU machine.
     assert any(ours < 0.5 * theirs for ours, theirs in attempts)
+
+
+def aot_graphs(codes: list[str]) -> Any:
+    """A torch.compile backend that keeps the code of each forward graph AOTAutograd makes (what
+    Inductor would compile) and runs it as it is."""
+    from torch._dynamo.backends.common import aot_autograd
+    from torch._functorch.aot_autograd import make_boxed_func
+
+    def forward(graph: torch.fx.GraphModule, inputs: Any) -> Any:
+        codes.append(graph.code)
+        return make_boxed_func(graph.forward)
+
+    return aot_autograd(fw_compiler=forward)
+
+
+def test_a_compiled_graph_calls_a_library_pick_itself_tuned_while_compiling() -> None:
+    a, b = torch.randn(11, 24), torch.randn(24, 13)
+    assert ops.selector("mm").implementation(a, b) is torch.mm  # the pick on this CPU
+    ops.selector("mm").clear()
+    codes: list[str] = []
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda x, y: ops.mm(x, y) + 1, backend=aot_graphs(codes), fullgraph=True)
+    torch.testing.assert_close(compiled(a, b), a @ b + 1)
+    [code] = codes
+    assert "torch.ops.aten.mm.default" in code and "kernelpick" not in code, code
+    assert len(ops.selector("mm").records) == 1  # stored while compiling
+    ops.selector("mm").clear()
+    torch.testing.assert_close(compiled(a, b), a @ b + 1)
+    assert not ops.selector("mm").records, "the graph runs torch.mm, not the selection"
+
+
+def test_symbolic_sizes_and_export_keep_the_operator() -> None:
+    codes: list[str] = []
+    torch._dynamo.reset()
+    compiled = torch.compile(
+        lambda x, y: ops.mm(x, y), backend=aot_graphs(codes), dynamic=True, fullgraph=True
+    )
+    a, b = torch.randn(9, 24), torch.randn(24, 13)
+    torch.testing.assert_close(compiled(a, b), a @ b)
+    assert "torch.ops.kernelpick.mm.default" in codes[-1], codes[-1]
+
+    class MM(torch.nn.Module):
+        def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+            return ops.mm(x, y)
+
+    exported = torch.export.export(MM(), (a, b))
+    assert "torch.ops.kernelpick.mm.default" in exported.graph_module.code  # exported programs stay whole

@@ -300,6 +300,17 @@ def _bmm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return out
 
 
+def _mm_pick(a: torch.Tensor, b: torch.Tensor) -> Callable[..., Any]:
+    """What `_mm` runs for inputs like these (tuning first if needed): a compiled graph calls it."""
+    name = "mm_tf32" if b.dtype is _FLOAT32 and b.is_cuda and tf32_allowed() else "mm"
+    return (_selectors.get(name) or selector(name)).implementation(a, b)
+
+
+def _bmm_pick(a: torch.Tensor, b: torch.Tensor) -> Callable[..., Any]:
+    name = "bmm_tf32" if b.dtype is _FLOAT32 and b.is_cuda and tf32_allowed() else "bmm"
+    return (_selectors.get(name) or selector(name)).implementation(a, b)
+
+
 def _unknown_activation(activation: str | None) -> ConfigError:
     return ConfigError(
         f"addmm activation {activation!r} is not supported; use one of {', '.join(map(repr, ACTIVATIONS))}"
@@ -346,7 +357,12 @@ def torch_addmm_activation(before: torch.Tensor, activation: str) -> torch.Tenso
 
 
 _MM = define_operator(
-    "kernelpick::mm", _mm, schema="(Tensor a, Tensor b) -> Tensor", fake=torch.mm, backward=_matmul_backward
+    "kernelpick::mm",
+    _mm,
+    schema="(Tensor a, Tensor b) -> Tensor",
+    fake=torch.mm,
+    backward=_matmul_backward,
+    pick=_mm_pick,
 )
 _ADDMM_OP = define_operator(
     "kernelpick::addmm",
@@ -361,6 +377,7 @@ _BMM = define_operator(
     schema="(Tensor a, Tensor b) -> Tensor",
     fake=torch.bmm,
     backward=_matmul_backward,
+    pick=_bmm_pick,
 )
 # A call goes through autograd where grad mode is on and an input requires grad: grad mode first, as
 # serving runs without it (0.06 us on the 2-core test CPU; the attribute reads 0.25 us, against 0.45

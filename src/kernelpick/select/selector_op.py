@@ -12,13 +12,17 @@ check of two flags.
 
 from __future__ import annotations
 
+import types
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
+from torch._subclasses.functional_tensor import FunctionalTensorMode
+from torch.utils._python_dispatch import _disable_current_modes
 
 from kernelpick.errors import OperatorError
 from kernelpick.select.choice import Choice, ChoiceSpace, ExternChoice
+from kernelpick.tensors import TensorSpec, example_generator, example_tensor
 
 if TYPE_CHECKING:
     from kernelpick.select.selector import Selector
@@ -46,11 +50,16 @@ def define_operator(
     schema: str,
     fake: Callable[..., Any],
     backward: Backward | None = None,
+    pick: Callable[..., Callable[..., Any]] | None = None,
 ) -> torch._ops.OpOverload:
     """Register `run` as the functional PyTorch operator `name` ("namespace::name") with `fake` as
     its fake implementation and `backward` as its autograd formula (None: a backward through it
     raises, as through a `torch.library.custom_op` without one); returns
     `torch.ops.<namespace>.<name>.default`.
+
+    `pick(*inputs, **kwargs)`, given real inputs, returns what the operator runs for inputs like
+    them (its selector's `implementation`, tuning first if needed): where that is a PyTorch
+    function, a compiled graph calls it in the operator's place (`_decomposition`).
 
     Raises:
         OperatorError: the name or schema is malformed, declares a mutation, or the name is taken.
@@ -84,8 +93,63 @@ def define_operator(
     library.impl(opname, run, "CompositeExplicitAutograd")  # type: ignore[no-untyped-call]
     library.impl(opname, _autograd_kernel(overload, run, backward), "Autograd", with_keyset=True)  # type: ignore[no-untyped-call]
     torch.library.register_fake(name, fake, lib=library)
+    if pick is not None:
+        torch.library.register_torch_dispatch(name, FunctionalTensorMode, _decomposition(pick), lib=library)
     _definitions[name] = library
     return overload
+
+
+def _decomposition(pick: Callable[..., Callable[..., Any]]) -> Callable[..., Any]:
+    """How AOTAutograd's functionalization (what `torch.compile` hands to Inductor) sees a call: where
+    the sizes and strides are static and the pick for them is a PyTorch function (`torch.mm`, say),
+    the call of that function itself, tuned now if need be, on example inputs like the traced ones,
+    as Inductor's own autotuning does while it compiles. Inductor then launches it as it launches
+    its own, with no trip through the operator on every run. Otherwise (symbolic sizes, a Triton
+    pick, `torch.export`, which keeps operators whole) the operator, which selects when it runs."""
+
+    def functional(mode: Any, op: Any, types: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        call = _traced_pick(pick, args, kwargs)
+        if call is None:
+            return mode.__torch_dispatch__(op, types, args, kwargs)
+        with mode:
+            return call(*args, **kwargs)
+
+    return functional
+
+
+def _traced_pick(
+    pick: Callable[..., Callable[..., Any]], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Callable[..., Any] | None:
+    """The PyTorch function a traced call can run in the operator's place, or None."""
+    if not getattr(torch._functorch.config, "decompose_custom_triton_ops", True):  # torch.export
+        return None
+    values = (*args, *kwargs.values())
+    if not all(_static(v) for v in values if isinstance(v, torch.Tensor)):
+        return None
+    with _disable_current_modes(), torch.no_grad():  # real tensors, not traced ones
+        generator: dict[torch.device, torch.Generator] = {}
+
+        def real(value: Any) -> Any:
+            if not isinstance(value, torch.Tensor):
+                return value
+            if value.device not in generator:
+                generator[value.device] = example_generator(value.device)
+            spec = TensorSpec(value.dtype, tuple(value.shape), tuple(value.stride()), 0, value.device)
+            return example_tensor(spec, generator[value.device])
+
+        call = pick(*[real(v) for v in args], **{k: real(v) for k, v in kwargs.items()})
+    return call if _torch_function(call) else None
+
+
+def _static(tensor: torch.Tensor) -> bool:
+    return all(type(n) is int for n in (*tensor.shape, *tensor.stride()))
+
+
+def _torch_function(call: Any) -> bool:
+    """Whether `call` is one of PyTorch's own functions (`torch.mm`, `torch._scaled_mm`, an aten operator)."""
+    if isinstance(call, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
+        return True
+    return isinstance(call, types.BuiltinFunctionType) and getattr(call, "__module__", None) == "torch"
 
 
 _BELOW_AUTOGRAD = torch._C._after_autograd_keyset
