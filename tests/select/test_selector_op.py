@@ -242,3 +242,38 @@ def test_through_the_dispatcher_fake_and_functional_tensors_reach_the_fake() -> 
     traced = torch.func.functionalize(lambda x, y: add.overload(x, y) * 2)
     x = torch.randn(4)
     torch.testing.assert_close(traced(x, x), 4 * x)  # the functional wrapper unwrapped below Autograd
+
+
+def test_a_traced_call_whose_pick_is_a_template_launches_its_kernel_with_wrap_triton() -> None:
+    # What AOTAutograd hands Inductor: the rendered kernel's launch (Inductor launches it from its own
+    # code), not the operator. On the CPU the graph is only made: Inductor cannot run a GPU kernel.
+    from torch._functorch.aot_autograd import aot_export_module
+
+    from kernelpick.ops.gemm import _constants, builtin_template
+    from kernelpick.ops.gemm_configs import gemm_configs
+    from kernelpick.ops.gemm_templates import GEMM
+    from kernelpick.store import MemoryStore
+
+    space = gemm_configs(0, 1)
+    selector = Selector(
+        "template only",
+        [
+            builtin_template(
+                GEMM, lambda signature: list(space(signature))[:1], _constants(False), "triton_mm"
+            )
+        ],
+        store=MemoryStore(),
+    )
+    name = fresh("template_mm")
+    op = selector.as_op(name, fake=torch.mm, schema="(Tensor a, Tensor b) -> Tensor")
+
+    class Product(torch.nn.Module):
+        def forward(self, a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor]:
+            return (op(a, b),)
+
+    graph, _ = aot_export_module(Product(), [torch.randn(16, 32), torch.randn(32, 16)], trace_joint=False)
+    assert "triton_kernel_wrapper_functional" in graph.code and name.split("::")[1] not in graph.code, (
+        graph.code
+    )
+    assert "'OUT': empty_strided" in graph.code  # the output the kernel writes, allocated in the graph
+    assert len(selector.records) == 1  # tuned while tracing

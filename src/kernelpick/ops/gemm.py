@@ -29,7 +29,7 @@ from kernelpick.ops.gemm_templates import GEMM, PERSISTENT_TMA_GEMM, SKINNY_GEMM
 from kernelpick.select.choice import Choice, ConfigSource, ExternChoice, extern
 from kernelpick.select.render import Epilogue
 from kernelpick.select.selector import Selector
-from kernelpick.select.selector_op import define_operator, dispatch_modes, dynamo_tracing
+from kernelpick.select.selector_op import define_operator, dispatch_modes, dynamo_tracing, traceable_pick
 from kernelpick.select.signature import Signature
 from kernelpick.select.template import TritonTemplate
 from kernelpick.select.template_choice import TemplateChoices, template
@@ -300,15 +300,15 @@ def _bmm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return out
 
 
-def _mm_pick(a: torch.Tensor, b: torch.Tensor) -> Callable[..., Any]:
-    """What `_mm` runs for inputs like these (tuning first if needed): a compiled graph calls it."""
+def _mm_pick(a: torch.Tensor, b: torch.Tensor) -> Callable[..., Any] | None:
+    """What a compiled graph runs in `_mm`'s place for inputs like these (tuning first if needed)."""
     name = "mm_tf32" if b.dtype is _FLOAT32 and b.is_cuda and tf32_allowed() else "mm"
-    return (_selectors.get(name) or selector(name)).implementation(a, b)
+    return traceable_pick(_selectors.get(name) or selector(name), a, b)
 
 
-def _bmm_pick(a: torch.Tensor, b: torch.Tensor) -> Callable[..., Any]:
+def _bmm_pick(a: torch.Tensor, b: torch.Tensor) -> Callable[..., Any] | None:
     name = "bmm_tf32" if b.dtype is _FLOAT32 and b.is_cuda and tf32_allowed() else "bmm"
-    return (_selectors.get(name) or selector(name)).implementation(a, b)
+    return traceable_pick(_selectors.get(name) or selector(name), a, b)
 
 
 def _unknown_activation(activation: str | None) -> ConfigError:

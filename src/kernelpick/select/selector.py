@@ -185,8 +185,8 @@ class Selector:
         self, name: str, *, fake: Callable[..., Any] | None = None, schema: str | None = None
     ) -> SelectorOp:
         """This selector as the PyTorch operator `name` ("namespace::name"), for `torch.compile` and
-        `torch.export`: a compiled or exported program calls the operator, which selects when the
-        program runs (tuning a new signature on its first call). Eager calls stay the selector's own.
+        `torch.export`: an exported program calls the operator, which selects when it runs; a compiled
+        one the pick itself for static sizes (docs/ops.md). Eager calls stay the selector's own.
 
         The operator's fake implementation only describes the output, running nothing: `fake`, or
         else the reference (an `extern` function, or the function given as `reference=`) run on the

@@ -12,6 +12,7 @@ check of two flags.
 
 from __future__ import annotations
 
+import functools
 import types
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -22,6 +23,7 @@ from torch.utils._python_dispatch import _disable_current_modes
 
 from kernelpick.errors import OperatorError
 from kernelpick.select.choice import Choice, ChoiceSpace, ExternChoice
+from kernelpick.select.template_choice import TemplateChoice
 from kernelpick.tensors import TensorSpec, example_generator, example_tensor
 
 if TYPE_CHECKING:
@@ -50,16 +52,15 @@ def define_operator(
     schema: str,
     fake: Callable[..., Any],
     backward: Backward | None = None,
-    pick: Callable[..., Callable[..., Any]] | None = None,
+    pick: Callable[..., Callable[..., Any] | None] | None = None,
 ) -> torch._ops.OpOverload:
     """Register `run` as the functional PyTorch operator `name` ("namespace::name") with `fake` as
     its fake implementation and `backward` as its autograd formula (None: a backward through it
     raises, as through a `torch.library.custom_op` without one); returns
     `torch.ops.<namespace>.<name>.default`.
 
-    `pick(*inputs, **kwargs)`, given real inputs, returns what the operator runs for inputs like
-    them (its selector's `implementation`, tuning first if needed): where that is a PyTorch
-    function, a compiled graph calls it in the operator's place (`_decomposition`).
+    `pick(*inputs, **kwargs)`, given real inputs, returns what a compiled graph can run in the
+    operator's place for inputs like them (`traceable_pick`), or None (`_decomposition`).
 
     Raises:
         OperatorError: the name or schema is malformed, declares a mutation, or the name is taken.
@@ -99,13 +100,14 @@ def define_operator(
     return overload
 
 
-def _decomposition(pick: Callable[..., Callable[..., Any]]) -> Callable[..., Any]:
+def _decomposition(pick: Callable[..., Callable[..., Any] | None]) -> Callable[..., Any]:
     """How AOTAutograd's functionalization (what `torch.compile` hands to Inductor) sees a call: where
-    the sizes and strides are static and the pick for them is a PyTorch function (`torch.mm`, say),
-    the call of that function itself, tuned now if need be, on example inputs like the traced ones,
-    as Inductor's own autotuning does while it compiles. Inductor then launches it as it launches
-    its own, with no trip through the operator on every run. Otherwise (symbolic sizes, a Triton
-    pick, `torch.export`, which keeps operators whole) the operator, which selects when it runs."""
+    the sizes and strides are static, the pick for them itself, tuned now if need be on example
+    inputs like the traced ones, as Inductor's own autotuning does while it compiles: a PyTorch
+    function's call, or a Triton template's launches (`torch.library.wrap_triton`). Inductor then
+    launches it as it launches its own, with no trip through the operator on every run. Otherwise
+    (symbolic sizes, `torch.export`, which keeps operators whole, a pick of another kind) the
+    operator, which selects when it runs."""
 
     def functional(mode: Any, op: Any, types: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         call = _traced_pick(pick, args, kwargs)
@@ -118,9 +120,9 @@ def _decomposition(pick: Callable[..., Callable[..., Any]]) -> Callable[..., Any
 
 
 def _traced_pick(
-    pick: Callable[..., Callable[..., Any]], args: tuple[Any, ...], kwargs: dict[str, Any]
+    pick: Callable[..., Callable[..., Any] | None], args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> Callable[..., Any] | None:
-    """The PyTorch function a traced call can run in the operator's place, or None."""
+    """What a traced call can run in the operator's place, or None."""
     if not getattr(torch._functorch.config, "decompose_custom_triton_ops", True):  # torch.export
         return None
     values = (*args, *kwargs.values())
@@ -137,8 +139,63 @@ def _traced_pick(
             spec = TensorSpec(value.dtype, tuple(value.shape), tuple(value.stride()), 0, value.device)
             return example_tensor(spec, generator[value.device])
 
-        call = pick(*[real(v) for v in args], **{k: real(v) for k, v in kwargs.items()})
-    return call if _torch_function(call) else None
+        return pick(*[real(v) for v in args], **{k: real(v) for k, v in kwargs.items()})
+
+
+def traceable_pick(selector: Selector, *inputs: Any, **kwargs: Any) -> Callable[..., Any] | None:
+    """What a traced call of `selector` with inputs like these can run in its place (selecting first
+    if needed): the pick's PyTorch function, or a function that launches a template's kernels through
+    `torch.library.wrap_triton`; None for a pick of another kind."""
+    record = selector.tune(*inputs, **kwargs)
+    signature = record.signature
+    assert signature is not None  # a selection's record has one
+    choice = next((c for c in selector.expand(signature) if c.digest == record.best_digest), None)
+    if isinstance(choice, ExternChoice):
+        call = choice.callable_for(signature)
+        return call if _torch_function(call) else None
+    if isinstance(choice, TemplateChoice) and "out" not in signature.named_kwargs:
+        return _launches(choice)
+    return None
+
+
+def _launches(choice: TemplateChoice) -> Callable[..., Any] | None:
+    """A rendered template's call as traceable code: its output allocated, each kernel launched with
+    `wrap_triton` (under a one-config `triton.autotune` carrying the launch options, as Dynamo wraps
+    such a launch); None for a template that takes tensor descriptors."""
+    import triton
+
+    rendered = choice.rendered
+    if any(p.kind == "descriptor" for p in rendered.parameters):
+        return None
+    position = {name: index for index, name in enumerate(choice.space.arguments)}
+    kernels = []
+    for kernel, config, grid in choice.kernels():
+        options = {k: v for k, v in config.options().items() if v is not None and k in _LAUNCH_OPTIONS}
+        kernels.append((triton.autotune([triton.Config({}, **options)], key=[])(kernel), grid))
+    output = rendered.output
+
+    def launch(*inputs: Any) -> torch.Tensor:
+        device = inputs[position[next(p.source for p in rendered.parameters if p.kind == "tensor")]].device
+        out = torch.empty_strided(output.size, output.stride, dtype=output.dtype, device=device)
+        values = []
+        for p in rendered.parameters:
+            if p.kind == "tensor":
+                values.append(inputs[position[p.source]])
+            elif p.kind == "output":
+                values.append(out)
+            elif p.kind == "workspace":
+                values.append(torch.empty(p.shape, dtype=torch.float32, device=device))
+            else:
+                values.append(p.value)
+        for kernel, grid in kernels:
+            torch.library.wrap_triton(kernel)[grid](*values)
+        return out
+
+    return launch
+
+
+#: The launch options a `triton.Config` takes.
+_LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
 
 
 def _static(tensor: torch.Tensor) -> bool:
@@ -268,7 +325,8 @@ class SelectorOp:
             fake = _running(reference, name, selector.name)
         else:
             schema = schema or _inferred_schema(name, fake)
-        self.overload = define_operator(name, self._run, schema=schema, fake=fake)
+        pick = functools.partial(traceable_pick, selector)
+        self.overload = define_operator(name, self._run, schema=schema, fake=fake, pick=pick)
         self.schema = str(self.overload._schema)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
