@@ -115,3 +115,17 @@ def test_eager_calls_skip_the_dispatcher() -> None:
     with torch.profiler.profile() as profile:
         layer(x)
     assert "kernelpick::scaled_mm" not in [event.name for event in profile.events()]
+
+
+def test_a_compiled_fp8_layer_calls_its_library_pick_itself() -> None:
+    from tests.ops.test_gemm_traced import aot_graphs
+
+    layer, x = Fp8Linear(), torch.randn(13, K)
+    codes: list[str] = []
+    torch._dynamo.reset()
+    compiled = torch.compile(layer, backend=aot_graphs(codes), fullgraph=True)
+    torch.testing.assert_close(compiled(x), layer.reference(x))
+    [code] = codes
+    [selection] = selections(13)  # tuned while compiling
+    assert selection.best == "torch._scaled_mm[bias]"  # on this CPU, where Triton runs interpreted
+    assert "torch.ops.aten._scaled_mm.default" in code and "kernelpick" not in code, code

@@ -311,6 +311,21 @@ def _bmm_pick(a: torch.Tensor, b: torch.Tensor) -> Callable[..., Any] | None:
     return traceable_pick(_selectors.get(name) or selector(name), a, b)
 
 
+def _addmm_pick(
+    bias: torch.Tensor, a: torch.Tensor, b: torch.Tensor, *, activation: str | None = None
+) -> Callable[..., Any] | None:
+    names = _ADDMM_TF32 if b.dtype is _FLOAT32 and b.is_cuda and tf32_allowed() else _ADDMM
+    name = names.get(activation)
+    call = None if name is None else traceable_pick(_selectors.get(name) or selector(name), bias, a, b)
+    if call is None:
+        return None
+
+    def picked(bias: torch.Tensor, a: torch.Tensor, b: torch.Tensor, *, activation: str | None = None) -> Any:
+        return call(bias, a, b)  # the activation is the selector's, fused or applied by the pick
+
+    return picked
+
+
 def _unknown_activation(activation: str | None) -> ConfigError:
     return ConfigError(
         f"addmm activation {activation!r} is not supported; use one of {', '.join(map(repr, ACTIVATIONS))}"
@@ -370,6 +385,7 @@ _ADDMM_OP = define_operator(
     schema="(Tensor bias, Tensor a, Tensor b, *, str? activation=None) -> Tensor",
     fake=_addmm_fake,
     backward=_addmm_backward,
+    pick=_addmm_pick,
 )
 _BMM = define_operator(
     "kernelpick::bmm",

@@ -34,7 +34,7 @@ from kernelpick.ops.scaled_mm_templates import OUT_DTYPES, persistent_tma_scaled
 from kernelpick.select.choice import Choice, extern
 from kernelpick.select.render import Epilogue
 from kernelpick.select.selector import Selector
-from kernelpick.select.selector_op import define_operator, dispatch_modes, dynamo_tracing
+from kernelpick.select.selector_op import define_operator, dispatch_modes, dynamo_tracing, traceable_pick
 from kernelpick.select.signature import Signature
 from kernelpick.tensors import TensorSpec, example_generator, example_tensor
 
@@ -277,6 +277,33 @@ def _scaled_mm(
     return out
 
 
+def _scaled_mm_pick(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    scale_a: torch.Tensor,
+    scale_b: torch.Tensor,
+    bias: torch.Tensor | None = None,
+    *,
+    out_dtype: torch.dtype | None = None,
+    use_fast_accum: bool = False,
+) -> Callable[..., Any] | None:
+    """What a compiled graph runs in `_scaled_mm`'s place for inputs like these (tuning first if needed)."""
+    name = _NAMES.get((out_dtype, bias is not None, use_fast_accum))
+    if name is None:
+        return None
+    inputs = (a, b, scale_a, scale_b) if bias is None else (a, b, scale_a, scale_b, bias)
+    call = traceable_pick(_selectors.get(name) or ops_selector(name), *inputs)
+    if call is None:
+        return None
+
+    def picked(*args: Any, **kwargs: Any) -> Any:  # the operator's arguments; out_dtype is the selector's
+        return (
+            call(*args[:4]) if bias is None else call(*args[:4], args[4] if len(args) > 4 else kwargs["bias"])
+        )
+
+    return picked
+
+
 def _scaled_mm_fake(
     a: torch.Tensor,
     b: torch.Tensor,
@@ -302,6 +329,7 @@ _SCALED_MM = define_operator(
         "ScalarType? out_dtype=None, bool use_fast_accum=False) -> Tensor"
     ),
     fake=_scaled_mm_fake,
+    pick=_scaled_mm_pick,
 )
 
 

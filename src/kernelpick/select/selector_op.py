@@ -203,7 +203,10 @@ def _static(tensor: torch.Tensor) -> bool:
 
 
 def _torch_function(call: Any) -> bool:
-    """Whether `call` is one of PyTorch's own functions (`torch.mm`, `torch._scaled_mm`, an aten operator)."""
+    """Whether `call` is one of PyTorch's own functions (`torch.mm`, an aten operator), or one with
+    some arguments given (`functools.partial(torch._scaled_mm, out_dtype=...)`)."""
+    if isinstance(call, functools.partial):
+        return _torch_function(call.func)
     if isinstance(call, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
         return True
     return isinstance(call, types.BuiltinFunctionType) and getattr(call, "__module__", None) == "torch"
