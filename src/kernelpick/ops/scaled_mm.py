@@ -277,31 +277,27 @@ def _scaled_mm(
     return out
 
 
-def _scaled_mm_pick(
-    a: torch.Tensor,
-    b: torch.Tensor,
-    scale_a: torch.Tensor,
-    scale_b: torch.Tensor,
-    bias: torch.Tensor | None = None,
-    *,
-    out_dtype: torch.dtype | None = None,
-    use_fast_accum: bool = False,
-) -> Callable[..., Any] | None:
-    """What a compiled graph runs in `_scaled_mm`'s place for inputs like these (tuning first if needed)."""
-    name = _NAMES.get((out_dtype, bias is not None, use_fast_accum))
+def _scaled_mm_pick(*args: Any, **kwargs: Any) -> Callable[..., Any] | None:
+    """What a compiled graph runs in `_scaled_mm`'s place for inputs like these (tuning first if
+    needed), given `_scaled_mm`'s arguments."""
+    bias = _bias(args, kwargs)
+    name = _NAMES.get((kwargs.get("out_dtype"), bias is not None, kwargs.get("use_fast_accum", False)))
     if name is None:
         return None
-    inputs = (a, b, scale_a, scale_b) if bias is None else (a, b, scale_a, scale_b, bias)
+    inputs = (*args[:4], *(() if bias is None else (bias,)))
     call = traceable_pick(_selectors.get(name) or ops_selector(name), *inputs)
     if call is None:
         return None
 
     def picked(*args: Any, **kwargs: Any) -> Any:  # the operator's arguments; out_dtype is the selector's
-        return (
-            call(*args[:4]) if bias is None else call(*args[:4], args[4] if len(args) > 4 else kwargs["bias"])
-        )
+        bias = _bias(args, kwargs)
+        return call(*args[:4], *(() if bias is None else (bias,)))
 
     return picked
+
+
+def _bias(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    return args[4] if len(args) > 4 else kwargs.get("bias")
 
 
 def _scaled_mm_fake(
