@@ -31,6 +31,7 @@ Toggle = Literal["auto", "on", "off"]
 TimerName = Literal["auto", "cudagraph", "profiler", "events"]
 #: The search strategies' names (kernelpick.search.registry.STRATEGIES holds their classes).
 SearchName = Literal["exhaustive", "random", "halving", "pattern", "model"]
+CompiledPicks = Literal["all", "library", "off"]
 
 
 def _setting(env: str, default: Any, doc: str) -> Any:
@@ -121,6 +122,11 @@ class Settings:
         "KERNELPICK_OPS_STATIC_SHAPES",
         False,
         "kernelpick.ops's Triton GEMM templates bake each shape's sizes into their source (a compile per shape); off: sizes are arguments, one binary per config serves many shapes.",
+    )
+    compiled_picks: CompiledPicks = _setting(
+        "KERNELPICK_COMPILED_PICKS",
+        "library",
+        "Under torch.compile, static sizes: the graph runs the pick itself, tuned while compiling: library (a PyTorch function such as torch.mm), all (Triton templates too, as wrap_triton launches: not yet tried on a GPU), off (the operator selects when the graph runs).",
     )
     select_warmup_ms: float = _setting(
         "KERNELPICK_SELECT_WARMUP_MS",

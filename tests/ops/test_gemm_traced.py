@@ -13,7 +13,7 @@ import torch._dynamo
 import torch._dynamo.testing
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from kernelpick import ops
+from kernelpick import ops, settings
 from kernelpick.errors import ConfigError
 from kernelpick.select.record import SelectionRecord
 
@@ -197,6 +197,16 @@ def test_a_compiled_graph_calls_a_library_pick_itself_tuned_while_compiling() ->
     ops.selector("mm").clear()
     torch.testing.assert_close(compiled(a, b), a @ b + 1)
     assert not ops.selector("mm").records, "the graph runs torch.mm, not the selection"
+
+
+def test_with_compiled_picks_off_the_graph_keeps_the_operator() -> None:
+    codes: list[str] = []
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda x, y: ops.mm(x, y) * 3, backend=aot_graphs(codes), fullgraph=True)
+    a, b = torch.randn(10, 24), torch.randn(24, 13)
+    with settings.override(compiled_picks="off"):
+        torch.testing.assert_close(compiled(a, b), a @ b * 3)
+    assert "torch.ops.kernelpick.mm.default" in codes[-1], codes[-1]
 
 
 def test_symbolic_sizes_and_export_keep_the_operator() -> None:

@@ -14,7 +14,7 @@ import triton
 import triton.language as tl
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from kernelpick import Config, Selector, extern, triton_choice
+from kernelpick import Config, Selector, extern, settings, triton_choice
 from kernelpick.errors import OperatorError
 
 _names = itertools.count()
@@ -271,9 +271,11 @@ def test_a_traced_call_whose_pick_is_a_template_launches_its_kernel_with_wrap_tr
         def forward(self, a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor]:
             return (op(a, b),)
 
-    graph, _ = aot_export_module(Product(), [torch.randn(16, 32), torch.randn(32, 16)], trace_joint=False)
-    assert "triton_kernel_wrapper_functional" in graph.code and name.split("::")[1] not in graph.code, (
-        graph.code
-    )
+    a, b = torch.randn(16, 32), torch.randn(32, 16)
+    kept, _ = aot_export_module(Product(), [a, b], trace_joint=False)  # by default, only library picks go
+    assert name.split("::")[1] in kept.code and len(selector.records) == 1  # tuned while tracing
+    with settings.override(compiled_picks="all"):
+        graph, _ = aot_export_module(Product(), [a, b], trace_joint=False)
+    assert "triton_kernel_wrapper_functional" in graph.code, graph.code
+    assert name.split("::")[1] not in graph.code, graph.code
     assert "'OUT': empty_strided" in graph.code  # the output the kernel writes, allocated in the graph
-    assert len(selector.records) == 1  # tuned while tracing

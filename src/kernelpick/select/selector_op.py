@@ -21,6 +21,7 @@ import torch
 from torch._subclasses.functional_tensor import FunctionalTensorMode
 from torch.utils._python_dispatch import _disable_current_modes
 
+from kernelpick import settings
 from kernelpick.errors import OperatorError
 from kernelpick.select.choice import Choice, ChoiceSpace, ExternChoice
 from kernelpick.select.template_choice import TemplateChoice
@@ -123,6 +124,8 @@ def _traced_pick(
     pick: Callable[..., Callable[..., Any] | None], args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> Callable[..., Any] | None:
     """What a traced call can run in the operator's place, or None."""
+    if settings.current().compiled_picks == "off":
+        return None
     if not getattr(torch._functorch.config, "decompose_custom_triton_ops", True):  # torch.export
         return None
     values = (*args, *kwargs.values())
@@ -154,7 +157,7 @@ def traceable_pick(selector: Selector, *inputs: Any, **kwargs: Any) -> Callable[
         call = choice.callable_for(signature)
         return call if _torch_function(call) else None
     if isinstance(choice, TemplateChoice) and "out" not in signature.named_kwargs:
-        return _launches(choice)
+        return _launches(choice) if settings.current().compiled_picks == "all" else None
     return None
 
 
