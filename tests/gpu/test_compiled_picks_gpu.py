@@ -8,22 +8,25 @@ import torch
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")]
 
 
+@pytest.mark.parametrize("picks", ["library", "all"])
 @pytest.mark.parametrize("rows", [1, 4096])
-def test_inductors_code_runs_the_pick_not_the_operator(rows: int) -> None:
+def test_inductors_code_runs_the_pick_not_the_operator(rows: int, picks: str) -> None:
     from torch._inductor.utils import run_and_get_code
 
-    from kernelpick import ops
+    from kernelpick import ops, settings
 
     x = torch.randn(rows, 4096, device="cuda", dtype=torch.bfloat16)
     w = torch.randn(4096, 1024, device="cuda", dtype=torch.bfloat16)
     torch._dynamo.reset()
     compiled = torch.compile(lambda a, b: torch.nn.functional.silu(ops.mm(a, b)), fullgraph=True)
-    out, codes = run_and_get_code(compiled, x, w)
+    with settings.override(compiled_picks=picks):
+        out, codes = run_and_get_code(compiled, x, w)
     torch.testing.assert_close(out, torch.nn.functional.silu(x @ w), rtol=2e-2, atol=2e-2)
     code = "\n".join(codes)
     pick = ops.selector("mm").implementation(x, w)
-    assert "kernelpick.mm" not in code, code[-3000:]
     if pick is torch.mm:
-        assert "extern_kernels.mm" in code, code[-3000:]
-    else:  # a template: its kernel, launched from Inductor's wrapper
-        assert "kernelpick_" in code, code[-3000:]
+        assert "extern_kernels.mm" in code and "kernelpick.mm" not in code, code[-3000:]
+    elif picks == "all":  # a template: its kernel, launched from Inductor's wrapper
+        assert "kernelpick_" in code and "kernelpick.mm" not in code, code[-3000:]
+    else:
+        assert "kernelpick.mm" in code, code[-3000:]
