@@ -225,3 +225,15 @@ def test_symbolic_sizes_and_export_keep_the_operator() -> None:
 
     exported = torch.export.export(MM(), (a, b))
     assert "torch.ops.kernelpick.mm.default" in exported.graph_module.code  # exported programs stay whole
+
+
+def test_where_tuning_is_forbidden_compiling_keeps_the_operator_which_says_so_when_it_runs() -> None:
+    from kernelpick import TuningRequired
+
+    codes: list[str] = []
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda x, y: ops.mm(x, y) - 1, backend=aot_graphs(codes), fullgraph=True)
+    a, b = torch.randn(17, 24), torch.randn(24, 13)  # a signature no other test tunes
+    with settings.override(no_tuning=True), pytest.raises(TuningRequired):
+        compiled(a, b)
+    assert "torch.ops.kernelpick.mm.default" in codes[-1], codes[-1]

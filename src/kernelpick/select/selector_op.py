@@ -13,6 +13,7 @@ check of two flags.
 from __future__ import annotations
 
 import functools
+import logging
 import types
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -22,13 +23,15 @@ from torch._subclasses.functional_tensor import FunctionalTensorMode
 from torch.utils._python_dispatch import _disable_current_modes
 
 from kernelpick import settings
-from kernelpick.errors import OperatorError
+from kernelpick.errors import KernelpickError, OperatorError
 from kernelpick.select.choice import Choice, ChoiceSpace, ExternChoice
 from kernelpick.select.template_choice import TemplateChoice
 from kernelpick.tensors import TensorSpec, example_generator, example_tensor
 
 if TYPE_CHECKING:
     from kernelpick.select.selector import Selector
+
+log = logging.getLogger("kernelpick.select")
 
 #: Whether a call is traced rather than run, `dynamo_tracing() or dispatch_modes()`, tested inline
 #: on the eager path (a call less): Dynamo folds the first to True (torch.compile, strict
@@ -142,7 +145,11 @@ def _traced_pick(
             spec = TensorSpec(value.dtype, tuple(value.shape), tuple(value.stride()), 0, value.device)
             return example_tensor(spec, generator[value.device])
 
-        return pick(*[real(v) for v in args], **{k: real(v) for k, v in kwargs.items()})
+        try:
+            return pick(*[real(v) for v in args], **{k: real(v) for k, v in kwargs.items()})
+        except KernelpickError as error:  # no tuning here (TuningRequired), no valid choice, ...
+            log.debug("the compiled graph keeps the operator: %s", error)  # which says so when it runs
+            return None
 
 
 def traceable_pick(selector: Selector, *inputs: Any, **kwargs: Any) -> Callable[..., Any] | None:
