@@ -570,7 +570,9 @@ def selection_entry(tuning_s: float, record: Any) -> dict[str, Any]:
         "choice": record.best,
         "choices": len(record.results),
         "failed": {
-            r.name: f"{r.result.status}: {r.result.message[:200]}" for r in record.candidates if not r.result.ok
+            r.name: f"{r.result.status}: {r.result.message[:200]}"
+            for r in record.candidates
+            if not r.result.ok
         },
         "record": record.to_dict(),
     }

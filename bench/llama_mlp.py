@@ -15,9 +15,11 @@ nn.Linear's (1 / sqrt(fan_in)), and shared by the variants, each a forward of th
 
 - `eager`: the plain module in eager torch (`F.linear`: cuBLAS);
 - `inductor`: the plain module under `torch.compile(mode="max-autotune-no-cudagraphs")`;
-- `kernelpick`: a module whose projections call `kernelpick.ops.mm(x, W.t())` (the operator
-  `torch.ops.kernelpick.mm` in the graph), under `torch.compile` in its default mode (Inductor fuses
-  the SiLU and the product around the operators; kernelpick selects each projection at run time);
+- `kernelpick`: a module whose projections call `kernelpick.ops.mm(x, W.t())`, under `torch.compile`
+  in its default mode (Inductor fuses the SiLU and the product around them): each projection is tuned
+  while compiling and the graph runs its pick where `KERNELPICK_COMPILED_PICKS` lets it (`library`,
+  the default: `torch.mm`; `all`: Triton templates too), else the operator `torch.ops.kernelpick.mm`,
+  which selects at run time (`off`: always); the setting is kept with the results;
 - with `--fused-gate-up`, `kernelpick_fused`: the same with gate and up as one product of the
   concatenated weight (2 x intermediate columns), split after it.
 
@@ -408,6 +410,9 @@ def main(argv: list[str] | None = None) -> int:
             "rep_ms": args.rep_ms,
             "dry": args.dry,
             "fused_gate_up": args.fused_gate_up,
+            # What the compiled graph runs for a projection: the pick itself (library; all: Triton
+            # templates too) or the operator, which selects when it runs (off).
+            "compiled_picks": bench.kernelpick.settings.current().compiled_picks,
         },
     )
     slug = "dry" if args.dry else device_slug(here["device"])
