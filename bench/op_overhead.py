@@ -24,6 +24,10 @@ host work, so this is the host cost of a call. Variants take turns sample by sam
     torch.ops     its operator through PyTorch's dispatcher (kernelpick's registration)
     custom_op     the same selector registered with `torch.library.custom_op` (how kernelpick
                   registered selections before 2026-11-26), for comparison in the same run
+  compiled selection (also on CPU): a 64x64 product compiled (default Inductor backend) as
+    torch.mm, as kernelpick.ops.mm (the graph runs the pick where KERNELPICK_COMPILED_PICKS lets
+    it: `compiled_mm_pick` says what it is), and as ops.mm compiled with the setting off (the
+    graph calls the operator, which selects on every call)
 
 Without a GPU only the no-kernel variants run (Triton's interpreter would dwarf everything). Writes bench/results/op_overhead-<device>.json and
 prints a table last.
@@ -161,6 +165,32 @@ def build(device: str) -> dict[str, Any]:
     return parts
 
 
+def compiled_products(device: str) -> dict[str, Any]:
+    """Compiled functions of one 64x64 product: `torch.mm`; `kernelpick.ops.mm`, whose graph runs the
+    pick itself where it may (KERNELPICK_COMPILED_PICKS); the same compiled with the setting off, so
+    that the graph calls the operator, which selects on every call. And `ops.mm`'s pick."""
+    from kernelpick import ops, settings
+
+    a, b = torch.randn(64, 64, device=device), torch.randn(64, 64, device=device)
+    ops.mm(a, b)  # tunes
+    direct = torch.compile(lambda p, q: torch.mm(p, q), fullgraph=True)
+    picked = torch.compile(lambda p, q: ops.mm(p, q), fullgraph=True)
+    node = torch.compile(lambda p, q: ops.mm(p, q), fullgraph=True)  # another code object, compiled apart
+    with settings.override(compiled_picks="off"):
+        torch.testing.assert_close(node(a, b), a @ b)
+    for fn in (direct, picked):
+        torch.testing.assert_close(fn(a, b), a @ b)
+    pick = ops.selector("mm").implementation(a, b)
+    return {
+        "pick": getattr(pick, "__qualname__", repr(pick)),
+        "variants": {
+            "torch.mm": lambda: direct(a, b),
+            "ops.mm": lambda: picked(a, b),
+            "ops.mm node": lambda: node(a, b),
+        },
+    }
+
+
 def measure(n: int, calls: int, repeats: int) -> dict[str, Any]:
     import triton
 
@@ -180,6 +210,7 @@ def measure(n: int, calls: int, repeats: int) -> dict[str, Any]:
     op_nothing_(x.clone())
     selector, selector_op, custom_op = parts["selector"], parts["selector_op"], parts["selection_custom_op"]
     selector(x, y)  # tunes: the variants below take the hot path
+    compiled_mm = compiled_products(device)
     variants: dict[str, Callable[[], Any]] = {
         "eager/no kernel direct": lambda: nothing(x, y),
         "eager/no kernel kernelpick.op": lambda: op_nothing(x, y),
@@ -191,6 +222,7 @@ def measure(n: int, calls: int, repeats: int) -> dict[str, Any]:
         "selection/selector": lambda: selector(x, y),
         "selection/torch.ops": lambda: selector_op.overload(x, y),
         "selection/custom_op": lambda: custom_op(x, y),
+        **{f"compiled selection/{name}": call for name, call in compiled_mm["variants"].items()},
     }
     if device == "cuda":
         add, op_add, increment_, op_increment_ = (
@@ -236,6 +268,10 @@ def measure(n: int, calls: int, repeats: int) -> dict[str, Any]:
         "selection: selector - direct": medians["selection/selector"] - medians["selection/direct"],
         "selection: torch.ops - direct": medians["selection/torch.ops"] - medians["selection/direct"],
         "selection: custom_op - direct": medians["selection/custom_op"] - medians["selection/direct"],
+        "compiled ops.mm - compiled torch.mm": medians["compiled selection/ops.mm"]
+        - medians["compiled selection/torch.mm"],
+        "compiled ops.mm node - compiled torch.mm": medians["compiled selection/ops.mm node"]
+        - medians["compiled selection/torch.mm"],
     }
     headline = "no kernel: op - direct"
     if device == "cuda":
@@ -254,6 +290,7 @@ def measure(n: int, calls: int, repeats: int) -> dict[str, Any]:
     return {
         "device": device,
         "n": n,
+        "compiled_mm_pick": compiled_mm["pick"],
         "calls_per_sample": calls,
         "samples_us": samples,
         "median_us": medians,

@@ -237,3 +237,21 @@ def test_where_tuning_is_forbidden_compiling_keeps_the_operator_which_says_so_wh
     with settings.override(no_tuning=True), pytest.raises(TuningRequired):
         compiled(a, b)
     assert "torch.ops.kernelpick.mm.default" in codes[-1], codes[-1]
+
+
+@pytest.mark.slow
+def test_inductors_code_calls_the_library_pick_as_its_own_extern_kernel() -> None:
+    from torch._inductor.utils import run_and_get_code
+
+    a, b = torch.randn(19, 24), torch.randn(24, 13)
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda x, y: ops.mm(x, y), fullgraph=True)
+    # Inductor's caches could hold a graph of the same code compiled before: their key knows no pick.
+    with (
+        torch._inductor.config.patch(fx_graph_cache=False),
+        torch._functorch.config.patch(enable_autograd_cache=False),
+    ):
+        out, codes = run_and_get_code(compiled, a, b)
+    torch.testing.assert_close(out, a @ b)
+    code = "\n".join(codes)
+    assert "extern_kernels.mm(" in code and "kernelpick.mm" not in code, code
