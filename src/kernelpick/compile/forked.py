@@ -381,6 +381,6 @@ class _ForkedExecutor(Executor):
 
 def _reap(pid: int) -> None:
     """Wait for a compiler that is done, in a thread of its own: a child of a process that holds
-    torch and a CUDA context takes ~13 ms to exit, and 16 waited for in turn added 0.2 s to each
-    tuning's compile on an H200 (16 cores)."""
+    torch and a CUDA context is slow to exit, and waiting for each in turn delayed the compile's
+    end (docs/benchmarks.md)."""
     threading.Thread(target=os.waitpid, args=(pid, 0), name="kernelpick-reap", daemon=True).start()

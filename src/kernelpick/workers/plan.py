@@ -231,7 +231,7 @@ def start_early(requested: bool | None, *, spawned_to_tune: bool = False) -> Non
             log.debug("no workers early: %s", error)
 
     # Beside each other: the warm-up (Triton's driver, built by a C compiler in a fresh cache, and
-    # its cache key: 0.8 s on an H200's host) waited for the workers before.
+    # its cache key) is the longer, and the first compile waits for it (docs/benchmarks.md).
     threading.Thread(target=warm_up, name="kernelpick-warm-up", daemon=True).start()
     threading.Thread(target=start, name="kernelpick-start-early", daemon=True).start()
 
