@@ -11,6 +11,8 @@ from `torch.profiler` over one replay): where the pick is the reference they mus
 
 Then, on shapes met for the first time, the first call of `ops.mm` is made inside
 `torch.cuda.graph(...)`: whether it works (the graph replays and matches `torch.mm`), or what it raised.
+Last, `ops.mm` and `torch.mm` each compiled with `mode="reduce-overhead"` (CUDA graph trees) and
+called in rounds (`reduce_overhead`, with `KERNELPICK_COMPILED_PICKS` as `compiled_picks`).
 
 Run on a GPU machine from the repository root: `python3 bench/graph_replay.py`. Writes
 bench/results/graph_replay-<device>.json (and to $OUT where set).
@@ -135,6 +137,58 @@ def first_call_in_capture(m: int, n: int, k: int) -> dict[str, Any]:
     return entry
 
 
+#: Shapes timed under torch.compile(mode="reduce-overhead"): the compiled graph replayed by CUDA graph
+#: trees, `ops.mm` against `torch.mm` (bf16), M from decode to prefill.
+REDUCE_OVERHEAD = [(1, 4096, 4096), (16, 14336, 4096), (2048, 6144, 4096)]
+
+
+def reduce_overhead(m: int, n: int, k: int) -> dict[str, Any]:
+    """Microseconds a call of `ops.mm` and of `torch.mm`, each compiled with mode="reduce-overhead"
+    (warmed up and recorded by three calls, then `ROUNDS` rounds of `CALLS` calls in turn, CUDA events
+    around each round), and their ratio."""
+    import torch
+
+    from kernelpick import ops
+
+    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
+    compiled = {
+        "reference": torch.compile(lambda x, y: torch.mm(x, y.t()), mode="reduce-overhead"),
+        "ops": torch.compile(lambda x, y: ops.mm(x, y.t()), mode="reduce-overhead"),
+    }
+    started = time.perf_counter()
+    for fn in compiled.values():
+        for _ in range(3):
+            fn(a, w)
+    torch.cuda.synchronize()
+    first_s = time.perf_counter() - started
+    us: dict[str, list[float]] = {name: [] for name in compiled}
+    begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    for round_number in range(ROUNDS):
+        for name in compiled if round_number % 2 == 0 else reversed(compiled):
+            begin.record()
+            for _ in range(CALLS):
+                compiled[name](a, w)
+            end.record()
+            end.synchronize()
+            us[name].append(begin.elapsed_time(end) * 1000 / CALLS)
+    median = {name: statistics.median(v) for name, v in us.items()}
+    entry = {
+        "shape": [m, n, k],
+        "first_calls_s": first_s,
+        "us_per_call": median,
+        "rounds_us": us,
+        "speed_vs_reference": median["reference"] / median["ops"],
+        "pick": str(ops.selector("mm").implementation(a, w.t())),
+    }
+    print(
+        f"reduce-overhead {m}x{n}x{k}: ops.mm {median['ops']:.2f} us, torch.mm {median['reference']:.2f} us "
+        f"({entry['speed_vs_reference']:.3f}x)",
+        flush=True,
+    )
+    return entry
+
+
 def main() -> None:
     from common import environment, require_kernelpick, write_result
 
@@ -151,6 +205,10 @@ def main() -> None:
         write_result("graph_replay", report)
     for m, n, k in IN_CAPTURE:
         report["in_capture"].append(first_call_in_capture(m, n, k))
+    from kernelpick import settings
+
+    report["compiled_picks"] = settings.current().compiled_picks
+    report["reduce_overhead"] = [reduce_overhead(m, n, k) for m, n, k in REDUCE_OVERHEAD]
     print(f"wrote {write_result('graph_replay', report)}")
 
 
