@@ -163,49 +163,9 @@ def traceable_pick(selector: Selector, *inputs: Any, **kwargs: Any) -> Callable[
     if isinstance(choice, ExternChoice):
         call = choice.callable_for(signature)
         return call if _torch_function(call) else None
-    if isinstance(choice, TemplateChoice) and "out" not in signature.named_kwargs:
-        return _launches(choice) if settings.current().compiled_picks == "all" else None
+    if isinstance(choice, TemplateChoice) and settings.current().compiled_picks == "all":
+        return choice.traced_call(signature)
     return None
-
-
-def _launches(choice: TemplateChoice) -> Callable[..., Any] | None:
-    """A rendered template's call as traceable code: its output allocated, each kernel launched with
-    `wrap_triton` (under a one-config `triton.autotune` carrying the launch options, as Dynamo wraps
-    such a launch); None for a template that takes tensor descriptors."""
-    import triton
-
-    rendered = choice.rendered
-    if any(p.kind == "descriptor" for p in rendered.parameters):
-        return None
-    position = {name: index for index, name in enumerate(choice.space.arguments)}
-    kernels = []
-    for kernel, config, grid in choice.kernels():
-        options = {k: v for k, v in config.options().items() if v is not None and k in _LAUNCH_OPTIONS}
-        kernels.append((triton.autotune([triton.Config({}, **options)], key=[])(kernel), grid))
-    output = rendered.output
-
-    def launch(*inputs: Any) -> torch.Tensor:
-        device = inputs[position[next(p.source for p in rendered.parameters if p.kind == "tensor")]].device
-        out = torch.empty_strided(output.size, output.stride, dtype=output.dtype, device=device)
-        values = []
-        for p in rendered.parameters:
-            if p.kind == "tensor":
-                values.append(inputs[position[p.source]])
-            elif p.kind == "output":
-                values.append(out)
-            elif p.kind == "workspace":
-                values.append(torch.empty(p.shape, dtype=torch.float32, device=device))
-            else:
-                values.append(p.value)
-        for kernel, grid in kernels:
-            torch.library.wrap_triton(kernel)[grid](*values)
-        return out
-
-    return launch
-
-
-#: The launch options a `triton.Config` takes.
-_LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
 
 
 def _static(tensor: torch.Tensor) -> bool:

@@ -199,12 +199,36 @@ class TemplateChoice(NamedChoice):
     def callable_for(self, signature: Signature) -> Callable[..., Any]:
         return _generate(self, self.kernels(), signature)[0]
 
+    def traced_call(self, signature: Signature) -> Callable[..., Any] | None:
+        """`callable_for`'s function with each launch through `torch.library.wrap_triton`, for a
+        compiled graph to hold (`selector_op.traceable_pick`); None for a template that takes tensor
+        descriptors or writes to a given `out`."""
+        if "out" in signature.named_kwargs or any(p.kind == "descriptor" for p in self.rendered.parameters):
+            return None
+        return _generate(self, self.kernels(), signature, _traced_launcher)[0]
+
+
+def _traced_launcher(kernel: Any, interpreter: bool) -> Callable[..., Any]:
+    """A launch a tracer records as `wrap_triton`'s: under a one-config `triton.autotune` carrying the
+    launch options, as Dynamo wraps a launch given them."""
+    import triton
+
+    def launch(*args: Any, grid: tuple[int, ...], **options: Any) -> None:
+        tuned = triton.autotune([triton.Config({}, **options)], key=[])(kernel)
+        torch.library.wrap_triton(tuned)[grid](*args)
+
+    return launch
+
 
 def _generate(
-    choice: TemplateChoice, kernels: Sequence[tuple[Any, Config, tuple[int, ...]]], signature: Signature
+    choice: TemplateChoice,
+    kernels: Sequence[tuple[Any, Config, tuple[int, ...]]],
+    signature: Signature,
+    make_launcher: Callable[[Any, bool], Callable[..., Any]] = fixed_launcher,
 ) -> tuple[Callable[..., Any], Callable[..., Any]]:
     """Write and compile `call(*inputs, **kwargs)` and `arguments(*inputs, **kwargs)` for one signature:
-    `kernels` are what `TemplateChoice.kernels` gives."""
+    `kernels` are what `TemplateChoice.kernels` gives, each launched by `make_launcher(kernel,
+    interpreted)`'s function."""
     rendered = choice.rendered
     position = {name: index for index, name in enumerate(choice.space.arguments)}
     scope: dict[str, Any] = {
@@ -255,7 +279,7 @@ def _generate(
 
     launches = []
     for index, (kernel, config, grid) in enumerate(kernels):
-        scope[f"launch_{index}"] = fixed_launcher(kernel, signature.device.interpreter)
+        scope[f"launch_{index}"] = make_launcher(kernel, signature.device.interpreter)
         scope[f"GRID_{index}"] = grid
         options = ", ".join(f"{k}={v!r}" for k, v in config.options().items() if v is not None)
         launches.append(f"launch_{index}({', '.join(values)}, grid=GRID_{index}, {options})")
