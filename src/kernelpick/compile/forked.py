@@ -270,12 +270,12 @@ class _ForkedExecutor(Executor):
                         os.kill(child.pid, signal.SIGKILL)
                         self.seconds[child.config] = time.monotonic() - child.since
                         reports[child.config] = {"index": child.config, "error": error, "type": kind}
-                        self._forget(watch, running, fd)
+                        self._forget(watch, running, fd, killed=True)
         except BaseException:  # interrupted (Ctrl-C, or `stop` from another thread): their work is not wanted
             for fd, child in list(running.items()):
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(child.pid, signal.SIGKILL)
-                self._forget(watch, running, fd)
+                self._forget(watch, running, fd, killed=True)
             raise
         return reports
 
@@ -305,10 +305,18 @@ class _ForkedExecutor(Executor):
         )
 
     @staticmethod
-    def _forget(watch: selectors.BaseSelector, running: dict[int, _Child], fd: int) -> None:
+    def _forget(
+        watch: selectors.BaseSelector, running: dict[int, _Child], fd: int, *, killed: bool = False
+    ) -> None:
+        """Stop watching a child that is done; one that was `killed` is waited for before this
+        returns (none is left behind when compiling stops), one that finished in the background."""
         watch.unregister(fd)
         os.close(fd)
-        _reap(running.pop(fd).pid)
+        pid = running.pop(fd).pid
+        if killed:
+            os.waitpid(pid, 0)
+        else:
+            _reap(pid)
 
     def _claim(self, index: int) -> contextlib.AbstractContextManager[ClaimWait]:
         """The claim on job `index`'s compile, held while the child compiles it: named by Triton's
