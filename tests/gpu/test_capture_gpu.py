@@ -26,6 +26,10 @@ PROGRAM = textwrap.dedent(
     a = torch.randn(40, 1000, device="cuda", dtype=torch.bfloat16)
     w = torch.randn(1000, 520, device="cuda", dtype=torch.bfloat16)
     x = torch.randn(4096, device="cuda")
+    # As PyTorch asks of any program before a capture: cuBLAS's handle and workspace are made by a
+    # first product outside it (a fresh process's first cuBLAS call inside a capture fails, torch.mm's too).
+    torch.mm(a[:1, :8], w[:8, :8])
+    torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):  # both met for the first time here
         product = ops.mm(a, w)
