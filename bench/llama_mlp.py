@@ -1,55 +1,72 @@
-"""Llama MLP block: compiled with `kernelpick.ops` against Inductor's max-autotune and eager torch, per forward.
+"""Llama-3 blocks (the MLP, the attention projections) with `kernelpick.ops.mm` against torch and
+Inductor's max-autotune, per forward, in the three ways a model runs: eager, compiled, CUDA graphs.
 
 Run on a GPU machine from the repository root (as for bench/gemm_suite.py, whose helpers this script
 uses: jinja2, rich and numpy besides torch and triton):
 
     PYTHONPATH=src python3 bench/llama_mlp.py --sizes 8b          # Llama-3 8B, M = 1, 4, 16, 128, 2048
-    PYTHONPATH=src python3 bench/llama_mlp.py --sizes 70b         # each run adds to the same results file
+    PYTHONPATH=src python3 bench/llama_mlp.py --sizes 70b --blocks attn --modes graph
     PYTHONPATH=src python3 bench/llama_mlp.py --sizes 8b:1,70b:16 --fused-gate-up
     PYTHONPATH=src python3 bench/llama_mlp.py --dry --out /tmp    # the bookkeeping on the CPU (see below)
 
-The block is Llama's MLP in bf16, `down(silu(gate(x)) * up(x))` with no biases, for x of M tokens
-(batch x sequence, flattened): Llama-3 8B (hidden 4096, intermediate 14336) and 70B (8192, 28672), M in
-{1, 4, 16} (decode) and {128, 2048} (prefill), ten sizes. The weights are random, scaled as
-nn.Linear's (1 / sqrt(fan_in)), and shared by the variants, each a forward of the same block:
+The blocks, in bf16 with no biases, for x of M tokens (batch x sequence, flattened), Llama-3 8B (hidden
+4096, intermediate 14336) and 70B (8192, 28672), both with 8 key-value heads of 128 (1024 columns):
 
-- `eager`: the plain module in eager torch (`F.linear`: cuBLAS);
-- `inductor`: the plain module under `torch.compile(mode="max-autotune-no-cudagraphs")`;
-- `kernelpick`: a module whose projections call `kernelpick.ops.mm(x, W.t())`, under `torch.compile`
-  in its default mode (Inductor fuses the SiLU and the product around them): each projection is tuned
-  while compiling and the graph runs its pick where `KERNELPICK_COMPILED_PICKS` lets it (`library`,
-  the default: `torch.mm`; `all`: Triton templates too), else the operator `torch.ops.kernelpick.mm`,
-  which selects at run time (`off`: always); the setting is kept with the results;
-- with `--fused-gate-up`, `kernelpick_fused`: the same with gate and up as one product of the
-  concatenated weight (2 x intermediate columns), split after it.
+- `mlp`: `down(silu(gate(x)) * up(x))`;
+- `attn`: the fused QKV projection of x (hidden + 2 x 1024 columns) and the output projection (hidden
+  columns) of an attention output, which x stands in for (same shape): the two GEMMs of a layer's
+  attention that are not attention itself.
+
+M in {1, 4, 16} (decode) and {128, 2048} (prefill). The weights are random, scaled as nn.Linear's (1 /
+sqrt(fan_in)), and shared by the variants, each a forward of the same block. Per mode (`--modes`), the
+plain module (`F.linear`) against the module whose projections call `kernelpick.ops.mm(x, W.t())`:
+
+| mode | baseline | kernelpick |
+|---|---|---|
+| `eager` | `eager`: the plain module (cuBLAS) | `kernelpick_eager`: ops.mm selects in eager |
+| `compiled` | `inductor`: `mode="max-autotune-no-cudagraphs"` | `kernelpick`: `torch.compile` default |
+| `graph` | `inductor_graph`: `mode="max-autotune"` (CUDA graphs) | `kernelpick_graph`: `mode="reduce-overhead"` |
+
+Compiled, each projection is tuned while compiling (or found tuned: the eager variant runs first, and
+its selections are this process's) and the graph runs its pick where `KERNELPICK_COMPILED_PICKS` lets it
+(`library`, the default: `torch.mm`; `all`: Triton templates too), else the operator
+`torch.ops.kernelpick.mm`, which selects at run time (`off`: always); the setting is kept with the
+results. With `--fused-gate-up` (MLP, compiled mode), `kernelpick_fused`: gate and up as one product of
+the concatenated weight (2 x intermediate columns), split after it. The CUDA-graph variants call
+`torch.compiler.cudagraph_mark_step_begin()` before each forward, as a serving loop does.
 
 Every process starts with empty caches (fresh KERNELPICK_CACHE_DIR, TRITON_CACHE_DIR,
-TORCHINDUCTOR_CACHE_DIR, as gemm_suite.fresh_caches makes them). Per size it records:
+TORCHINDUCTOR_CACHE_DIR, as gemm_suite.fresh_caches makes them). Per size (model, block, M) it records:
 
 - each variant's first forward in seconds: Dynamo and Inductor compile, Inductor's autotuning, and
   kernelpick's selections (the first call of each new projection shape tunes it);
 - ms per forward: `triton.testing.do_bench` medians (L2 flushed), the variants taking turns in
   interleaved rounds (gemm_suite's `Suite.kernel_ms`); eager is timed twice per round (`eager` and
   `eager_again`) and their disagreement is the size's own noise;
-- kernelpick's speedup over eager and over Inductor (their ms over its ms);
-- kernelpick's pick for each projection (gate, up, down, gate_up), from the selections its first
-  forward made;
-- each compiled variant's largest absolute difference from eager's output, and that over eager's
-  largest absolute value;
+- `speedup`: each kernelpick variant's over each baseline (their ms over its ms);
+- `hbm_floor_us`: the weights read once at the datasheet's HBM bandwidth, and `floor_fraction`: that
+  over each variant's time (1.0: as fast as the weights can be read);
+- kernelpick's pick for each projection (gate, up, down, gate_up; qkv, o), from the selections its
+  first forward made;
+- each variant's largest absolute difference from eager's output, and that over eager's largest
+  absolute value;
 - after the rounds, each variant's host time per forward (`host_us`: 200 forwards back to back, the
   time until the last returns, the GPU synchronized only before and after) and its GPU time per
   forward back to back (`back_to_back_us`, no cache flush): a variant whose host time nears its GPU
   time is bound by launching, and its do_bench figures by the host's speed at the time.
 
 Results go to bench/results/llama_mlp-<device>.json (date, versions, device, raw figures; also to
-$OUT where it is set), merged with earlier runs of the same device (sizes keyed by model and M);
-the table of every size in the file is printed last. No size is started that would take the run past
-`--budget-s` (480 s) on the estimate of the longest size so far: the sizes left are printed, with the
-`--sizes` that runs them. On the H100 the five 8B sizes took 118 s.
+$OUT where it is set), merged with earlier runs of the same device (sizes keyed by model, block and
+M; entries of files from before blocks existed are MLPs); the summary keeps, per pair of kernelpick
+variant and baseline, the geomean and the worst speedup (`kernelpick_graph_vs_inductor_graph_min`:
+CUDA graphs). The table of every size in the file is printed last. No size is started that would
+take the run past `--budget-s` (480 s) on the estimate of the longest size so far: the sizes left are
+printed, with the arguments that run them.
 
 --dry runs the same steps on the CPU in float32 with small blocks (hidden 32 and 64), kernelpick's
-templates in Triton's interpreter and Inductor compiling C++; its timings are the wall clock and say
-nothing. It writes only where --out says (tests/bench_scripts/test_llama_mlp.py runs it).
+templates in Triton's interpreter and Inductor compiling C++ (no CUDA graphs: the graph mode compiles
+as reduce-overhead does without them); its timings are the wall clock and say nothing. It writes only
+where --out says (tests/bench_scripts/test_llama_mlp.py runs it).
 """
 
 from __future__ import annotations
@@ -67,15 +84,35 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import RESULTS, device_slug, environment, wall_clock_ms, write_result
 from gemm_suite import Suite, fresh_caches, geomean
 
-#: (hidden, intermediate) of the Llama-3 MLPs.
+#: (hidden, intermediate) of the Llama-3 models.
 MODELS = {"8b": (4096, 14336), "70b": (8192, 28672)}
+#: Columns of K and of V in the fused QKV projection: 8 key-value heads of 128 (both models).
+KV_COLUMNS = 1024
 #: Tokens per forward: decode steps (1, 4, 16), prefill (128, 2048).
 M_VALUES = (1, 4, 16, 128, 2048)
 #: --dry: blocks small enough for Triton's interpreter, the intermediate size not a multiple of hidden.
 DRY_MODELS = {"8b": (32, 48), "70b": (64, 80)}
+DRY_KV_COLUMNS = 16
 DRY_M_VALUES = (1, 4, 16)
-#: The timed variants, in the order of the table; `eager_again` is eager timed a second time.
-VARIANTS = ("eager", "inductor", "kernelpick", "kernelpick_fused")
+BLOCKS = ("mlp", "attn")
+#: mode: (baseline, kernelpick's variant); `eager_again` is eager timed a second time.
+MODES = {
+    "eager": ("eager", "kernelpick_eager"),
+    "compiled": ("inductor", "kernelpick"),
+    "graph": ("inductor_graph", "kernelpick_graph"),
+}
+BASELINES = ("eager", "inductor", "inductor_graph")
+KERNELPICK = ("kernelpick_eager", "kernelpick", "kernelpick_graph", "kernelpick_fused")
+#: The timed variants, in the order of the table.
+VARIANTS = (
+    "eager",
+    "kernelpick_eager",
+    "inductor",
+    "kernelpick",
+    "kernelpick_fused",
+    "inductor_graph",
+    "kernelpick_graph",
+)
 #: Seconds kept free at the end of --budget-s for the summary and the file.
 RESERVE_S = 10.0
 
@@ -88,6 +125,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         help="comma-separated sizes: MODEL:M (8b:16), MODEL (every M of it) or M (that M of every "
         f"model); models {', '.join(MODELS)}, M in {', '.join(map(str, M_VALUES))} (default: all ten)",
     )
+    parser.add_argument("--blocks", default=",".join(BLOCKS), help=f"comma-separated, of {', '.join(BLOCKS)}")
+    parser.add_argument("--modes", default=",".join(MODES), help=f"comma-separated, of {', '.join(MODES)}")
     parser.add_argument(
         "--fused-gate-up", action="store_true", help="also time kernelpick with gate and up as one product"
     )
@@ -104,7 +143,23 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--out", type=Path, default=None, help="folder of the results file (default: bench/results)"
     )
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    args.blocks = listed(args.blocks, BLOCKS, "--blocks")
+    args.modes = listed(args.modes, tuple(MODES), "--modes")
+    return args
+
+
+def listed(text: str, known: tuple[str, ...], option: str) -> list[str]:
+    """The names of a comma-separated option, in `known`'s order.
+
+    Raises:
+        SystemExit: a name is not one of `known`, or none is given.
+    """
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = [name for name in names if name not in known]
+    if unknown or not names:
+        raise SystemExit(f"{option} {text!r}: expected names of {', '.join(known)}, comma-separated")
+    return [name for name in known if name in names]
 
 
 def sizes(spec: str, dry: bool) -> list[tuple[str, int]]:
@@ -138,8 +193,8 @@ def cpu_ms(fn: Callable[[], Any], warmup: int = 0, rep: int = 0, return_mode: st
     return wall_clock_ms(fn)
 
 
-class MLPBench(Suite):
-    """gemm_suite's Suite (its first-call timing and interleaved rounds) for the MLP's variants, on
+class BlockBench(Suite):
+    """gemm_suite's Suite (its first-call timing and interleaved rounds) for the blocks' variants, on
     the CPU too (--dry)."""
 
     def __init__(self, args: argparse.Namespace) -> None:
@@ -157,28 +212,32 @@ class MLPBench(Suite):
             self.device = torch.device("cpu")
             self.label = "dry"
         self.dtype = self.torch.float32 if args.dry else self.torch.bfloat16
+        self.kv_columns = DRY_KV_COLUMNS if args.dry else KV_COLUMNS
 
     def sync(self) -> None:
         if not self.args.dry:
             super().sync()
 
-    # -- the block -----------------------------------------------------------------------------
-    def weights(self, hidden: int, intermediate: int) -> dict[str, Any]:
-        """gate, up (intermediate, hidden) and down (hidden, intermediate), scaled as nn.Linear's."""
+    # -- the blocks ----------------------------------------------------------------------------
+    def weights(self, block: str, hidden: int, intermediate: int) -> dict[str, Any]:
+        """Each projection's weight (out features, in features), scaled as nn.Linear's."""
         torch = self.torch
         generator = torch.Generator(device=self.device).manual_seed(hidden * 3 + intermediate)
+        kv = self.kv_columns
 
         def weight(rows: int, columns: int) -> Any:
             w = torch.randn(rows, columns, device=self.device, generator=generator) / columns**0.5
             return w.to(self.dtype)
 
+        if block == "attn":
+            return {"qkv": weight(hidden + 2 * kv, hidden), "o": weight(hidden, hidden)}
         return {
             "gate": weight(intermediate, hidden),
             "up": weight(intermediate, hidden),
             "down": weight(hidden, intermediate),
         }
 
-    def modules(self, weights: dict[str, Any]) -> dict[str, Any]:
+    def modules(self, block: str, weights: dict[str, Any]) -> dict[str, Any]:
         """The plain block (eager and Inductor run it) and the blocks calling kernelpick.ops.mm."""
         torch, ops = self.torch, self.kernelpick.ops
         functional = torch.nn.functional
@@ -191,98 +250,142 @@ class MLPBench(Suite):
                 if fused:
                     self.register_buffer("gate_up", torch.cat([weights["gate"], weights["up"]]))
 
-        class Plain(Block):
+        class PlainMLP(Block):
             def forward(self, x: Any) -> Any:
                 return functional.linear(
                     functional.silu(functional.linear(x, self.gate)) * functional.linear(x, self.up),
                     self.down,
                 )
 
-        class Kernelpick(Block):
+        class KernelpickMLP(Block):
             def forward(self, x: Any) -> Any:
                 return ops.mm(
                     functional.silu(ops.mm(x, self.gate.t())) * ops.mm(x, self.up.t()), self.down.t()
                 )
 
-        class KernelpickFused(Block):
+        class KernelpickFusedMLP(Block):
             def forward(self, x: Any) -> Any:
                 gate, up = ops.mm(x, self.gate_up.t()).chunk(2, dim=1)
                 return ops.mm(functional.silu(gate) * up, self.down.t())
 
-        found = {"plain": Plain().eval(), "kernelpick": Kernelpick().eval()}
+        class PlainAttention(Block):
+            def forward(self, x: Any) -> Any:
+                return functional.linear(x, self.qkv), functional.linear(x, self.o)
+
+        class KernelpickAttention(Block):
+            def forward(self, x: Any) -> Any:
+                return ops.mm(x, self.qkv.t()), ops.mm(x, self.o.t())
+
+        if block == "attn":
+            return {"plain": PlainAttention().eval(), "kernelpick": KernelpickAttention().eval()}
+        found = {"plain": PlainMLP().eval(), "kernelpick": KernelpickMLP().eval()}
         if self.args.fused_gate_up:
-            found["kernelpick_fused"] = KernelpickFused(fused=True).eval()
+            found["kernelpick_fused"] = KernelpickFusedMLP(fused=True).eval()
         return found
 
-    # -- one size ------------------------------------------------------------------------------
-    def size(self, model: str, m: int, hidden: int, intermediate: int) -> dict[str, Any]:
-        with self.torch.no_grad():  # inference: kernelpick's operators have no backward
-            return self._size(model, m, hidden, intermediate)
+    def projections(
+        self, block: str, hidden: int, intermediate: int
+    ) -> dict[tuple[int, int], tuple[str, ...]]:
+        """(N, K) of each projection's product: its names (gate and up share one)."""
+        if block == "attn":
+            return {(hidden + 2 * self.kv_columns, hidden): ("qkv",), (hidden, hidden): ("o",)}
+        return {
+            (intermediate, hidden): ("gate", "up"),
+            (hidden, intermediate): ("down",),
+            (2 * intermediate, hidden): ("gate_up",),
+        }
 
-    def _size(self, model: str, m: int, hidden: int, intermediate: int) -> dict[str, Any]:
+    # -- one size ------------------------------------------------------------------------------
+    def size(self, model: str, block: str, m: int, hidden: int, intermediate: int) -> dict[str, Any]:
+        with self.torch.no_grad():  # inference
+            return self._size(model, block, m, hidden, intermediate)
+
+    def _size(self, model: str, block: str, m: int, hidden: int, intermediate: int) -> dict[str, Any]:
         torch = self.torch
-        torch._dynamo.reset()  # the block's forward is one code object: recompiles per size hit its limit
-        weights = self.weights(hidden, intermediate)
-        modules = self.modules(weights)
+        torch._dynamo.reset()  # a block's forward is one code object: recompiles per size hit its limit
+        weights = self.weights(block, hidden, intermediate)
+        modules = self.modules(block, weights)
         generator = torch.Generator(device=self.device).manual_seed(m)
         x = torch.randn(m, hidden, device=self.device, generator=generator).to(self.dtype)
         entry: dict[str, Any] = {
             "model": model,
+            "block": block,
             "m": m,
             "hidden": hidden,
             "intermediate": intermediate,
             "dtype": str(self.dtype).removeprefix("torch."),
+            "weight_bytes": sum(w.numel() * w.element_size() for w in weights.values()),
         }
+        label = f"[{model} {block} M={m}]"
         forwards: dict[str, Callable[[], Any]] = {}
         first: dict[str, Any] = {}
         outputs: dict[str, Any] = {}
         errors: dict[str, str] = {}
-        plain = modules["plain"]
-        first["eager"], outputs["eager"] = self.first_call_seconds(lambda: plain(x))
-        forwards["eager"] = forwards["eager_again"] = lambda: plain(x)
-
-        print(f"[{model} M={m}] Inductor max-autotune ...", flush=True)
-        inductor = torch.compile(plain, mode="max-autotune-no-cudagraphs", dynamic=False)
-        try:
-            first["inductor"], outputs["inductor"] = self.first_call_seconds(lambda: inductor(x))
-            forwards["inductor"] = lambda: inductor(x)
-        except Exception as error:  # reported, not fatal: the other variants still mean something
-            errors["inductor"] = f"{type(error).__name__}: {error}"[:500]
-
         picks: dict[str, Any] = {}
-        for name in ("kernelpick", "kernelpick_fused"):
-            if name not in modules:
-                continue
-            print(f"[{model} M={m}] {name} ...", flush=True)
-            compiled = torch.compile(modules[name], dynamic=False)
+        mark_step = torch.compiler.cudagraph_mark_step_begin
+
+        def add(name: str, module: Any, mode: str | None, graphs: bool = False) -> None:
+            print(f"{label} {name} ...", flush=True)
+            run = module if mode is None else torch.compile(module, mode=mode, dynamic=False)
+            if graphs:
+
+                def forward(run: Any = run) -> Any:
+                    mark_step()
+                    return run(x)
+            else:
+
+                def forward(run: Any = run) -> Any:
+                    return run(x)
+
             known = set(self.kernelpick.ops.selector("mm").records)
             try:
-                first[name], outputs[name] = self.first_call_seconds(lambda compiled=compiled: compiled(x))
-                forwards[name] = lambda compiled=compiled: compiled(x)
-            except Exception as error:
+                first[name], outputs[name] = self.first_call_seconds(forward)
+                forwards[name] = forward
+            except Exception as error:  # reported, not fatal: the other variants still mean something
                 errors[name] = f"{type(error).__name__}: {error}"[:500]
-                continue
-            picks[name] = self.picks(known, m, hidden, intermediate)
+                return
+            if name in KERNELPICK:
+                found = self.picks(known, m, self.projections(block, hidden, intermediate))
+                if found:
+                    picks[name] = found
+            if graphs:  # the output of a replay is overwritten by the next: keep a copy
+                outputs[name] = [o.clone() for o in as_tuple(outputs[name])]
 
-        print(f"[{model} M={m}] timing {', '.join(forwards)} ({self.args.rounds} rounds) ...", flush=True)
+        plain, kernelpick = modules["plain"], modules["kernelpick"]
+        add("eager", plain, None)
+        forwards["eager_again"] = forwards["eager"]
+        modes = self.args.modes
+        if "eager" in modes:
+            add("kernelpick_eager", kernelpick, None)
+        if "compiled" in modes:
+            add("inductor", plain, "max-autotune-no-cudagraphs")
+            add("kernelpick", kernelpick, "default")
+            if "kernelpick_fused" in modules:
+                add("kernelpick_fused", modules["kernelpick_fused"], "default")
+        if "graph" in modes:
+            add("inductor_graph", plain, "max-autotune", graphs=True)
+            add("kernelpick_graph", kernelpick, "reduce-overhead", graphs=True)
+
+        print(f"{label} timing {', '.join(forwards)} ({self.args.rounds} rounds) ...", flush=True)
         samples = self.kernel_ms(forwards)
         ms = {name: statistics.median(s) for name, s in samples.items()}
         host_us = {name: self.host_us(fn) for name, fn in forwards.items()}
-        print(
-            f"[{model} M={m}] host us per forward: " + ", ".join(f"{k} {v:.1f}" for k, v in host_us.items())
-        )
+        print(f"{label} host us per forward: " + ", ".join(f"{k} {v:.1f}" for k, v in host_us.items()))
         back_to_back_us = (
             {}
             if self.args.dry
             else {name: self.back_to_back_us(fn, ms[name]) for name, fn in forwards.items()}
         )
-        reference = outputs["eager"].float()
-        largest = float(reference.abs().max()) or 1.0
+        reference = [o.float() for o in as_tuple(outputs["eager"])]
+        largest = max(float(o.abs().max()) for o in reference) or 1.0
         error_vs_eager = {
-            name: float((out.float() - reference).abs().max())
+            name: max(
+                float((o.float() - r).abs().max()) for o, r in zip(as_tuple(out), reference, strict=True)
+            )
             for name, out in outputs.items()
             if name != "eager"
         }
+        floor_us = None if self.args.dry else entry["weight_bytes"] / (self.bandwidth()["peak_gbps"] * 1e3)
         entry.update(
             first_call_s=first,
             kernel_ms_rounds=samples,
@@ -291,10 +394,12 @@ class MLPBench(Suite):
             back_to_back_us=back_to_back_us,
             noise=abs(ms["eager"] - ms["eager_again"]) / min(ms["eager"], ms["eager_again"]),
             speedup={
-                name: {other: ms[other] / ms[name] for other in ("eager", "inductor") if other in ms}
-                for name in ("kernelpick", "kernelpick_fused")
+                name: {base: ms[base] / ms[name] for base in BASELINES if base in ms}
+                for name in KERNELPICK
                 if name in ms
             },
+            hbm_floor_us=floor_us,
+            floor_fraction={} if floor_us is None else {n: floor_us / (1e3 * v) for n, v in ms.items()},
             picks=picks,
             max_abs_error_vs_eager=error_vs_eager,
             max_abs_error_vs_eager_relative={name: e / largest for name, e in error_vs_eager.items()},
@@ -314,14 +419,11 @@ class MLPBench(Suite):
         self.sync()
         return host / calls * 1e6
 
-    def picks(self, known: set[Any], m: int, hidden: int, intermediate: int) -> dict[str, Any]:
+    def picks(
+        self, known: set[Any], m: int, projections: dict[tuple[int, int], tuple[str, ...]]
+    ) -> dict[str, Any]:
         """What `ops.mm` picked for each projection in the selections made since `known` (a forward
         selects each new projection shape once: gate and up share one)."""
-        projections = {
-            (intermediate, hidden): ("gate", "up"),
-            (hidden, intermediate): ("down",),
-            (2 * intermediate, hidden): ("gate_up",),
-        }
         found: dict[str, Any] = {}
         for key, record in self.kernelpick.ops.selector("mm").records.items():
             if key in known:
@@ -331,7 +433,7 @@ class MLPBench(Suite):
                 continue
             for projection in projections.get((b.size[1], a.size[1]), ()):
                 found[projection] = {
-                    "shape": [a.size[0], b.size[1], a.size[1]],
+                    "shape": [m, b.size[1], a.size[1]],
                     "pick": record.best,
                     "tuning_s": record.seconds,
                     "from_store": record.from_store,
@@ -342,17 +444,29 @@ class MLPBench(Suite):
         return found
 
 
+def as_tuple(output: Any) -> tuple[Any, ...]:
+    return tuple(output) if isinstance(output, (tuple, list)) else (output,)
+
+
 # -- the report ------------------------------------------------------------------------------------
 
 
 def summarize(entries: list[dict[str, Any]]) -> dict[str, Any]:
-    """Geomeans and worst cases of kernelpick's speedups, and the compile seconds of each variant."""
+    """Geomeans and worst cases of each kernelpick variant's speedup over each baseline, the worst
+    fraction of the HBM floor under CUDA graphs, and the compile seconds of each variant."""
     summary: dict[str, Any] = {"sizes": len(entries)}
-    for name in ("kernelpick", "kernelpick_fused"):
-        for other in ("eager", "inductor"):
-            values = [e["speedup"][name][other] for e in entries if other in e["speedup"].get(name, {})]
-            summary[f"{name}_vs_{other}_geomean"] = geomean(values)
-            summary[f"{name}_vs_{other}_min"] = min(values) if values else None
+    for name in KERNELPICK:
+        for base in BASELINES:
+            values = [e["speedup"][name][base] for e in entries if base in e["speedup"].get(name, {})]
+            if values:
+                summary[f"{name}_vs_{base}_geomean"] = geomean(values)
+                summary[f"{name}_vs_{base}_min"] = min(values)
+    fractions = [
+        e["floor_fraction"]["kernelpick_graph"]
+        for e in entries
+        if "kernelpick_graph" in e.get("floor_fraction", {})
+    ]
+    summary["kernelpick_graph_floor_fraction_min"] = min(fractions) if fractions else None
     for name in VARIANTS:
         seconds = [e["first_call_s"][name] for e in entries if name in e["first_call_s"]]
         summary[f"first_call_s_{name}"] = sum(seconds) if seconds else None
@@ -361,12 +475,13 @@ def summarize(entries: list[dict[str, Any]]) -> dict[str, Any]:
 
 def print_table(entries: list[dict[str, Any]], summary: dict[str, Any]) -> None:
     names = [n for n in VARIANTS if any(n in e["kernel_ms"] for e in entries)]
+    pairs = [(kp, base) for base, kp in MODES.values() if kp in names and base in names]
     header = (
-        f"{'model':>5} {'M':>5} | "
-        + " ".join(f"{n + ' ms':>13}" for n in names)
-        + f" | {'kp/eager':>8} {'kp/ind':>7} {'noise':>6} | "
-        + " ".join(f"{n + ' s':>11}" for n in names[1:])
-        + f" | {'err kp':>8} | picks (gate, down)"
+        f"{'model':>5} {'block':>5} {'M':>5} | "
+        + " ".join(f"{n + ' us':>{max(9, len(n) + 3)}}" for n in names)
+        + " | "
+        + " ".join(f"{kp.removeprefix('kernelpick') or '_compiled':>9}" for kp, _ in pairs)
+        + f" {'noise':>6} | picks"
     )
     print(header)
     print("-" * len(header))
@@ -374,33 +489,37 @@ def print_table(entries: list[dict[str, Any]], summary: dict[str, Any]) -> None:
     def cell(value: float | None, width: int, digits: int) -> str:
         return f"{'-' if value is None else f'{value:.{digits}f}':>{width}}"
 
-    for e in sorted(entries, key=lambda e: (e["hidden"], e["m"])):
-        speedup = e["speedup"].get("kernelpick", {})
-        picks = e["picks"].get("kernelpick", {})
+    order = {block: i for i, block in enumerate(BLOCKS)}
+    for e in sorted(entries, key=lambda e: (e["hidden"], order.get(e.get("block", "mlp"), 0), e["m"])):
+        speedup = e["speedup"]
+        picks = next(iter(e["picks"].values()), {})
         print(
-            f"{e['model']:>5} {e['m']:>5} | "
-            + " ".join(cell(e["kernel_ms"].get(n), 13, 4) for n in names)
-            + f" | {cell(speedup.get('eager'), 8, 3)} {cell(speedup.get('inductor'), 7, 3)} "
-            + f"{100 * e['noise']:>5.1f}% | "
-            + " ".join(cell(e["first_call_s"].get(n), 11, 1) for n in names[1:])
-            + f" | {cell(e['max_abs_error_vs_eager'].get('kernelpick'), 8, 4)} | "
-            + ", ".join(picks.get(p, {}).get("pick", "-")[:30] for p in ("gate", "down"))
+            f"{e['model']:>5} {e.get('block', 'mlp'):>5} {e['m']:>5} | "
+            + " ".join(
+                cell(None if n not in e["kernel_ms"] else 1e3 * e["kernel_ms"][n], max(9, len(n) + 3), 1)
+                for n in names
+            )
+            + " | "
+            + " ".join(cell(speedup.get(kp, {}).get(base), 9, 3) for kp, base in pairs)
+            + f" {100 * e['noise']:>5.1f}% | "
+            + ", ".join(f"{p} {v['pick'][:28]}" for p, v in picks.items())
         )
         for name, error in e["errors"].items():
             print(f"      {name} failed: {error[:200]}")
-    print(
-        f"\nkernelpick against eager: geomean {summary['kernelpick_vs_eager_geomean']}, "
-        f"worst {summary['kernelpick_vs_eager_min']}; against Inductor: geomean "
-        f"{summary['kernelpick_vs_inductor_geomean']}, worst {summary['kernelpick_vs_inductor_min']}"
-    )
+    print()
+    for kp, base in pairs:
+        print(
+            f"{kp} against {base}: geomean {summary.get(f'{kp}_vs_{base}_geomean')}, "
+            f"worst {summary.get(f'{kp}_vs_{base}_min')}"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     begun = time.perf_counter()
     caches = fresh_caches(args)  # before torch is imported
-    todo = sizes(args.sizes, args.dry)
-    bench = MLPBench(args)
+    todo = [(model, block, m) for model, m in sizes(args.sizes, args.dry) for block in args.blocks]
+    bench = BlockBench(args)
     here = environment()
     here.update(
         kernelpick=bench.kernelpick.__version__,
@@ -409,6 +528,8 @@ def main(argv: list[str] | None = None) -> int:
             "rounds": args.rounds,
             "rep_ms": args.rep_ms,
             "dry": args.dry,
+            "blocks": args.blocks,
+            "modes": args.modes,
             "fused_gate_up": args.fused_gate_up,
             # What the compiled graph runs for a projection: the pick itself (library; all: Triton
             # templates too) or the operator, which selects when it runs (off).
@@ -421,7 +542,7 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, Any] = {} if args.fresh or not path.exists() else json.loads(path.read_text())
     runs = results.setdefault("runs", [])
     runs.append(here)
-    entries = {(e["model"], e["m"]): e for e in results.get("sizes", [])}
+    entries = {(e["model"], e.get("block", "mlp"), e["m"]): e for e in results.get("sizes", [])}
     models = DRY_MODELS if args.dry else MODELS
 
     def save() -> Path:
@@ -435,25 +556,25 @@ def main(argv: list[str] | None = None) -> int:
         return path
 
     longest, left = 0.0, []
-    for index, (model, m) in enumerate(todo):
+    for index, (model, block, m) in enumerate(todo):
         elapsed = time.perf_counter() - begun
         if index and elapsed + longest + RESERVE_S > args.budget_s:
             left = todo[index:]
             break
         started = time.perf_counter()
-        entry = bench.size(model, m, *models[model])
+        entry = bench.size(model, block, m, *models[model])
         entry["run"] = len(runs) - 1
         entry["wall_s"] = time.perf_counter() - started
         longest = max(longest, entry["wall_s"])
-        entries[(model, m)] = entry
+        entries[(model, block, m)] = entry
         save()  # after every size: a run cut short keeps what it measured
-    results["left"] = [f"{model}:{m}" for model, m in left]
+    results["left"] = [f"{model}:{block}:{m}" for model, block, m in left]
     written = save()
     print(f"\nwrote {written} ({time.perf_counter() - begun:.0f} s)")
     print_table(results["sizes"], results["summary"])
     if left:
         print(
-            f"\nnot started within --budget-s {args.budget_s:.0f}: run again with --sizes {','.join(results['left'])}"
+            f"\nnot started within --budget-s {args.budget_s:.0f} (model:block:M): {', '.join(results['left'])}"
         )
     return 0
 

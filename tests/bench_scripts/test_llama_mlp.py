@@ -39,37 +39,66 @@ def test_sizes_name_a_model_an_m_or_both() -> None:
         bench.sizes("8b:3", dry=False)
 
 
+def test_blocks_and_modes_are_named_from_their_lists() -> None:
+    bench = bench_module()
+    assert bench.listed("graph, eager", tuple(bench.MODES), "--modes") == ["eager", "graph"]
+    with pytest.raises(SystemExit, match="expected names of mlp, attn"):
+        bench.listed("mlp,ffn", bench.BLOCKS, "--blocks")
+
+
 @pytest.mark.slow
 def test_a_dry_run_records_every_variant_and_the_next_run_adds_its_sizes(tmp_path: Path) -> None:
     run("--sizes", "8b:1", "--fused-gate-up", "--rounds", "2", "--out", str(tmp_path))
-    run("--sizes", "70b:4", "--rounds", "2", "--out", str(tmp_path))
+    run(
+        "--sizes", "70b:4", "--blocks", "attn", "--modes", "compiled", "--rounds", "2", "--out", str(tmp_path)
+    )
     data = json.loads((tmp_path / "llama_mlp-dry.json").read_text())
     assert [r["settings"]["dry"] for r in data["runs"]] == [True, True]
+    assert data["runs"][1]["settings"]["modes"] == ["compiled"]
     assert data["environment"]["device"] == "cpu" and data["left"] == []
-    entries = {(e["model"], e["m"]): e for e in data["sizes"]}
-    assert set(entries) == {("8b", 1), ("70b", 4)} and data["summary"]["sizes"] == 2
-    first, second = entries["8b", 1], entries["70b", 4]
-    assert (first["run"], second["run"]) == (0, 1)
-    assert set(first["kernel_ms"]) == {"eager", "eager_again", "inductor", "kernelpick", "kernelpick_fused"}
+    entries = {(e["model"], e["block"], e["m"]): e for e in data["sizes"]}
+    assert set(entries) == {("8b", "mlp", 1), ("8b", "attn", 1), ("70b", "attn", 4)}
+    assert data["summary"]["sizes"] == 3
+    mlp, attention, second = entries["8b", "mlp", 1], entries["8b", "attn", 1], entries["70b", "attn", 4]
+    assert (mlp["run"], attention["run"], second["run"]) == (0, 0, 1)
+    every = {
+        "eager",
+        "eager_again",
+        "kernelpick_eager",
+        "inductor",
+        "kernelpick",
+        "inductor_graph",
+        "kernelpick_graph",
+    }
+    assert set(mlp["kernel_ms"]) == every | {"kernelpick_fused"}
+    assert set(attention["kernel_ms"]) == every
     assert set(second["kernel_ms"]) == {"eager", "eager_again", "inductor", "kernelpick"}
-    for entry in (first, second):
+    for entry in (mlp, attention, second):
         ms = entry["kernel_ms"]
         assert all(len(rounds) == 2 for rounds in entry["kernel_ms_rounds"].values())
-        assert entry["speedup"]["kernelpick"]["inductor"] == pytest.approx(ms["inductor"] / ms["kernelpick"])
-        assert entry["speedup"]["kernelpick"]["eager"] == pytest.approx(ms["eager"] / ms["kernelpick"])
-        assert set(entry["first_call_s"]) >= {"eager", "inductor", "kernelpick"} and not entry["errors"]
+        for kernelpick, baseline in (("kernelpick", "inductor"), ("kernelpick_graph", "inductor_graph")):
+            if kernelpick in ms:
+                assert entry["speedup"][kernelpick][baseline] == pytest.approx(ms[baseline] / ms[kernelpick])
+        assert not entry["errors"] and entry["hbm_floor_us"] is None
         assert all(error < 1e-4 for error in entry["max_abs_error_vs_eager"].values())
-        m, hidden, intermediate = entry["m"], entry["hidden"], entry["intermediate"]
-        picks = entry["picks"]["kernelpick"]
-        assert {p: picks[p]["shape"] for p in picks} == {
-            "gate": [m, intermediate, hidden],
-            "up": [m, intermediate, hidden],
-            "down": [m, hidden, intermediate],
-        }
-        assert all(p["pick"] and p["choices"] > 1 for p in picks.values())
-    # The fused block's own projection; its down projection was selected by the plain kernelpick block.
-    assert first["picks"]["kernelpick_fused"]["gate_up"]["shape"] == [
-        1,
-        2 * first["intermediate"],
-        first["hidden"],
-    ]
+    # Each projection's pick, recorded by the first kernelpick variant that selected it.
+    m, hidden, intermediate = 1, mlp["hidden"], mlp["intermediate"]
+    picks = mlp["picks"]["kernelpick_eager"]
+    assert {p: picks[p]["shape"] for p in picks} == {
+        "gate": [m, intermediate, hidden],
+        "up": [m, intermediate, hidden],
+        "down": [m, hidden, intermediate],
+    }
+    assert all(p["pick"] and p["choices"] > 1 for p in picks.values())
+    assert mlp["picks"]["kernelpick_fused"]["gate_up"]["shape"] == [1, 2 * intermediate, hidden]
+    columns = hidden + 2 * 16  # DRY_KV_COLUMNS
+    assert {p: v["shape"] for p, v in attention["picks"]["kernelpick_eager"].items()} == {
+        "qkv": [1, columns, hidden],
+        "o": [1, hidden, hidden],
+    }
+    assert set(second["picks"]["kernelpick"]) == {"qkv", "o"}
+    summary = data["summary"]
+    assert summary["kernelpick_vs_inductor_min"] == min(
+        e["speedup"]["kernelpick"]["inductor"] for e in entries.values()
+    )
+    assert "kernelpick_graph_vs_inductor_graph_min" in summary and "kernelpick_eager_vs_eager_min" in summary
