@@ -32,6 +32,8 @@ TimerName = Literal["auto", "cudagraph", "profiler", "events"]
 #: The search strategies' names (kernelpick.search.registry.STRATEGIES holds their classes).
 SearchName = Literal["exhaustive", "random", "halving", "pattern", "model"]
 CompiledPicks = Literal["all", "library", "off"]
+#: How a selection ranks its choices: as replayed from a CUDA graph, or launched with the host in the loop.
+Measure = Literal["auto", "graph", "eager"]
 
 
 def _setting(env: str, default: Any, doc: str) -> Any:
@@ -127,6 +129,11 @@ class Settings:
         "KERNELPICK_COMPILED_PICKS",
         "library",
         "Under torch.compile, static sizes: the graph runs the pick itself, tuned while compiling: library (a PyTorch function such as torch.mm), all (Triton templates too, as wrap_triton launches: not yet tried on a GPU), off (the operator selects when the graph runs).",
+    )
+    measure: Measure = _setting(
+        "KERNELPICK_MEASURE",
+        "auto",
+        "How a selection ranks its choices: graph (device time, as a CUDA graph replays them), eager (the larger of device and host time per call, as launched one by one with the host in the loop); auto: eager for an eager call, graph in a CUDA-graph capture or a compiled graph.",
     )
     select_warmup_ms: float = _setting(
         "KERNELPICK_SELECT_WARMUP_MS",

@@ -646,3 +646,30 @@ def test_the_decisions_page_shows_what_the_command_prints(
     monkeypatch.setenv("COLUMNS", "100")
     _, out, _ = run_cli(capsys, "cache", "show", "kernelpick.ops.mm", "--decisions", "--store", str(suite))
     assert shown == out, "paste the command's output into docs/ops-decisions.md"
+
+
+def test_show_says_what_ranks_a_selection_and_what_eager_calls_would_pick(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # Issue 38 item 3: a selection measured on a GPU has device and host times; the table ranks by
+    # device time and says under it what the eager ranking would run, with both figures.
+    store = SQLiteStore(tmp_path / "results.db")
+    selection = key(
+        [1, "torch.bfloat16"], [], None, kernel="mm_select", device=H100, source=VERIFICATION_VERSION
+    )
+
+    def timed(device_ms: float, host_ms: float) -> BenchmarkResult:
+        return BenchmarkResult("ok", TimingSummary.of([device_ms] * 5, timer="cudagraph").with_host(host_ms))
+
+    rows = [
+        StoredResult("a" * 16, {"kind": "extern", "name": "torch.mm"}, timed(0.012, 0.006)),
+        StoredResult("b" * 16, {"kind": "template", "name": "mm BLOCK_M=16"}, timed(0.009, 0.020)),
+    ]
+    store.save(selection, rows, pick="b" * 16)
+    code, out, _ = run_cli(capsys, "cache", "show", "mm_select", "--store", str(tmp_path / "results.db"))
+    text = " ".join(out.split())
+    assert code == 0 and "2 candidates, ranked by device time (graph)" in text
+    assert (
+        "ranked with the host in the loop (eager), torch.mm (device 0.0120 ms, host 0.0060 ms) would beat"
+        in text
+    )

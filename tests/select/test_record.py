@@ -204,3 +204,35 @@ def test_a_selection_and_a_tuned_kernel_are_recorded_alike(tmp_path: Path) -> No
     assert {c.kwargs["BLOCK"] for c in kernel.results} == {32, 64} and kernel.best in kernel.results
     assert (kernel.kind, selection.kind) == ("autotune", "select")
     assert selection["added"].name == "added" and selection.summary().startswith("sum(")
+
+
+def timed(device_ms: float, host_ms: float) -> BenchmarkResult:
+    return BenchmarkResult("ok", TimingSummary.of([device_ms]).with_host(host_ms))
+
+
+#: A decode-sized selection: the Triton template is faster on the device and slower to launch.
+LAUNCH_BOUND = [("torch.mm", timed(0.012, 0.006)), ("triton BLOCK=64", timed(0.009, 0.020))]
+
+
+def test_the_title_says_what_ranked_and_a_line_what_the_other_way_would_pick() -> None:
+    graph = render(autotune_table("mm(M=1)", LAUNCH_BOUND, H100, best="triton BLOCK=64"))
+    text = " ".join(" ".join(graph).split())
+    assert "2 candidates, ranked by device time (graph)" in text
+    assert (
+        "ranked with the host in the loop (eager), torch.mm (device 0.0120 ms, host 0.0060 ms) would beat "
+        "triton BLOCK=64 (device 0.0090 ms, host 0.0200 ms)"
+    ) in text
+    eager = autotune_table("mm(M=1)", LAUNCH_BOUND, H100, best="torch.mm", measure="eager")
+    text = " ".join(" ".join(render(eager)).split())
+    assert "ranked by device or host time, the larger (eager)" in text
+    assert "ranked by device time alone (graph), triton BLOCK=64 (device 0.0090 ms" in text
+    rows = {row[0]: row[1:5] for row in body(eager)}
+    assert rows["torch.mm"] == ["0.0120", "100.0%", "0.0120", "0.0060"]  # cost, share, device, host
+    assert rows["triton BLOCK=64"] == ["0.0200", "60.0%", "0.0090", "0.0200"]
+
+
+def test_without_host_times_the_title_names_no_ranking_and_no_line_is_added() -> None:
+    text = " ".join(render(autotune_table("add", ROWS, H100, measure="eager")))
+    assert "ranked by" not in text and "would beat" not in text
+    agreeing = [("torch.mm", timed(0.009, 0.006)), ("triton", timed(0.012, 0.020))]
+    assert "would beat" not in " ".join(render(autotune_table("mm", agreeing, H100)))

@@ -46,6 +46,7 @@ def pick(
     *,
     name: Callable[[K], str] = str,
     eligible: Callable[[K], bool] | None = None,
+    measure: str = "graph",
 ) -> Pick[K]:
     """The candidate to run.
 
@@ -54,6 +55,8 @@ def pick(
         reference: the candidate to keep unless another clearly beats it (None: the fastest wins).
         name: how a candidate is named in the note.
         eligible: which candidates may win (default: every one that is ok).
+        measure: what a call costs: "graph", its device time; "eager", the larger of its device and
+            host time (`TimingSummary.cost`).
 
     Raises:
         ValueError: no candidate is ok.
@@ -61,11 +64,11 @@ def pick(
     ok = [k for k, r in results.items() if r.ok and (eligible is None or eligible(k))]
     if not ok:
         raise ValueError("no candidate worked")
-    fastest = min(ok, key=lambda k: results[k].cost_ms)
+    fastest = min(ok, key=lambda k: results[k].cost(measure))
     if reference is None or reference == fastest or reference not in results or not results[reference].ok:
         return Pick(fastest, fastest, reference, "")
     ours, theirs = results[fastest], results[reference]
-    gain = 1.0 - ours.cost_ms / theirs.cost_ms
+    gain = 1.0 - ours.cost(measure) / theirs.cost(measure)
     needed = margin(ours, theirs)
     if gain > needed:
         return Pick(fastest, fastest, reference, "")

@@ -63,6 +63,10 @@ class BenchmarkResult:
         are ranked by it."""
         return self.timing.cost_ms if self.timing is not None else float("inf")
 
+    def cost(self, measure: str = "graph") -> float:
+        """`TimingSummary.cost`, or infinity for a failed candidate."""
+        return self.timing.cost(measure) if self.timing is not None else float("inf")
+
     @classmethod
     def failed(cls, status: Status, message: str, compile_s: float | None = None) -> BenchmarkResult:
         return cls(status=status, message=message, compile_s=compile_s)

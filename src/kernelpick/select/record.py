@@ -59,6 +59,9 @@ class TuningRecord:
     `kernelpick.select.tuning`); `timed_here` names what was measured in this process although
     isolation was wanted, with the reason. `key_text` is the key for people ("(M=128, N=4096)"),
     which `title` puts after the name; `key_names` names a kernel's leading key values.
+    `measured_as` says what ranked the candidates: "graph", device time (always, for a kernel's
+    configs, which share one launcher), or "eager", the larger of device and host time per call
+    (`kernelpick.select.tuning.measured_as`).
     """
 
     kind: str  # "autotune" (a tuned kernel) or "select" (a selector)
@@ -80,6 +83,7 @@ class TuningRecord:
     key_names: tuple[str, ...] = ()
     #: Each candidate as its front names it, by digest: a kernel's config as given (default: its name).
     given: Mapping[str, Any] = field(default_factory=dict)
+    measured_as: str = "graph"
     _rows: dict[str, CandidateResult] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -183,7 +187,13 @@ class TuningRecord:
         notes += [f"timed in this process, not in a worker: {n}: {why}" for n, why in self.timed_here.items()]
         rows = [(r.name, r.result) for r in self.candidates]
         return autotune_table(
-            self.title, rows, self.device, self.seconds, best=self.best_name, note="\n".join(notes)
+            self.title,
+            rows,
+            self.device,
+            self.seconds,
+            best=self.best_name,
+            note="\n".join(notes),
+            measure=self.measured_as,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -206,6 +216,7 @@ class TuningRecord:
             "searches": self.searches_to_dict(),
             "phases": dict(self.phases),
             "timed_here": dict(self.timed_here),
+            "measured_as": self.measured_as,
         }
         if self.signature is not None:
             data["signature"] = self.signature.to_data()
@@ -228,7 +239,7 @@ class TuningRecord:
         """One line: the pick, its median and how many candidates failed."""
         failed = [r.result for r in self.candidates if not r.result.ok]
         return (
-            f"{self.title}: {self.winner.name} ({self.winner.result.cost_ms:.4f} ms) "
+            f"{self.title}: {self.winner.name} ({self.winner.result.cost(self.measured_as):.4f} ms) "
             f"of {len(self.candidates)} candidates, {len(failed)} failed"
             + (f" ({headline(failed[0].message, 60)})" if failed else "")
         )
@@ -255,33 +266,43 @@ def autotune_table(
     *,
     best: str | None = None,
     note: str = "",
+    measure: str = "graph",
 ) -> FittingTable:
     """A table of candidates, lowest cost first, that fits the width it is printed at.
 
-    Columns: the cost of a call (device or host time, the larger), its share of the lowest cost,
-    the device median, the host time per call (selection), the spread (half the interquartile
-    range, % of the median), the timed runs, the timer, the seconds its compile took (where
-    known), and the status with its reason. Where the console is narrower than that, the timer,
-    the compile and host times, the device time (the cost, without host times), the runs and
-    spread, then the share go, in that order (a column with nothing in it first); the candidate,
-    its cost and its status stay, and wrap. `best` marks what was picked; `note` says why, when that
-    is not the fastest. Parameters every candidate shares ("GROUP_M=8") are said once, under the
-    table, so that each row shows what sets it apart.
+    Columns: the cost of a call as `measure` ranks it (graph: the device median; eager: the larger
+    of device and host time; where host times were measured the title says which), its share of the
+    lowest cost, the device median (eager), the host time per call (selection), the spread (half the
+    interquartile range, % of the median), the timed runs, the timer, the seconds its compile took
+    (where known), and the status with its reason. Where the console is narrower than that, the
+    timer, the compile and host times, the device time, the runs and spread, then the share go, in
+    that order (a column with nothing in it first); the candidate, its cost and its status stay, and
+    wrap. `best` marks what was
+    picked; `note` says why, when that is not the fastest. Where the other way of measuring would
+    rank another candidate first, a line under the table says which, with both figures. Parameters
+    every candidate shares ("GROUP_M=8") are said once, under the table, so that each row shows what
+    sets it apart.
 
     `title` begins with the name the store knows the kernel or selector by (what `kernelpick cache
     show` takes).
     """
-    ok = [r.cost_ms for _, r in rows if r.ok]
+    ok = [r.cost(measure) for _, r in rows if r.ok]
     lowest = min(ok) if ok else None
     timing = "" if seconds is None else f" in {seconds:.2f} s"
     names, shared = _without_shared([name for name, _ in rows])
     notes = [f"every candidate has {' '.join(shared)}"] if shared else []
+    notes += _ranked_otherwise(rows, measure)
     no_host = all(r.timing is None or r.timing.host_ms is None for _, r in rows)
+    eager = measure == "eager"
+    ranked_by = "" if no_host else ", ranked by device time (graph)"
+    if eager and not no_host:
+        ranked_by = ", ranked by device or host time, the larger (eager)"
     table = FittingTable(
         [
             Column("candidate", wrap=True),
-            Column("ms/call", right=True),  # on the device: what ranks
+            Column("ms/call", right=True),  # what ranks
             Column("% of best", right=True, drop=3),
+            *([Column("device ms", right=True, drop=4)] if eager else []),  # graph: the cost itself
             Column("host ms", right=True, drop=6 if no_host else 5),
             Column("± %", right=True, drop=4),
             Column("runs", right=True, drop=4),
@@ -289,16 +310,17 @@ def autotune_table(
             Column("compile s", right=True, drop=6),
             Column("status", wrap=True, fit=len("compile_error (stored):")),  # a reason wraps
         ],
-        title=f"AUTOTUNE {title} on {device.label}: {len(rows)} candidates{timing}",
+        title=f"AUTOTUNE {title} on {device.label}: {len(rows)} candidates{timing}{ranked_by}",
         caption="\n".join([*notes, *([note] if note else [])]),
     )
-    for (name, result), shown in sorted(zip(rows, names), key=lambda pair: pair[0][1].cost_ms):
-        timing_cells = ["-"] * 6
+    for (name, result), shown in sorted(zip(rows, names), key=lambda pair: pair[0][1].cost(measure)):
+        timing_cells = ["-"] * (7 if eager else 6)
         if result.timing is not None and lowest is not None:
             t = result.timing
             timing_cells = [
-                f"{t.cost_ms:.4f}",
-                f"{100 * lowest / t.cost_ms:.1f}%",
+                f"{t.cost(measure):.4f}",
+                f"{100 * lowest / t.cost(measure):.1f}%",
+                *([f"{t.median_ms:.4f}"] if eager else []),
                 "-" if t.host_ms is None else f"{t.host_ms:.4f}",
                 f"{100 * t.spread:.1f}",
                 str(t.runs),
@@ -312,6 +334,25 @@ def autotune_table(
             status += f": {headline(result.message)}"
         table.add_row(shown, *timing_cells, status)
     return table
+
+
+def _ranked_otherwise(rows: Sequence[tuple[str, BenchmarkResult]], measure: str) -> list[str]:
+    """A line when the other way of measuring would put another candidate first, with both figures
+    of both; none when they agree or no host time was measured."""
+    timed = [(name, r.timing) for name, r in rows if r.timing is not None and r.timing.host_ms is not None]
+    if len(timed) < 2:
+        return []
+    other = "graph" if measure == "eager" else "eager"
+    first = min(timed, key=lambda row: row[1].cost(measure))
+    first_otherwise = min(timed, key=lambda row: row[1].cost(other))
+    if first_otherwise[0] == first[0]:
+        return []
+
+    def figures(row: tuple[str, Any]) -> str:
+        return f"{row[0]} (device {row[1].median_ms:.4f} ms, host {row[1].host_ms:.4f} ms)"
+
+    how = "with the host in the loop (eager)" if other == "eager" else "by device time alone (graph)"
+    return [f"ranked {how}, {figures(first_otherwise)} would beat {figures(first)}"]
 
 
 def _without_shared(names: Sequence[str]) -> tuple[list[str], list[str]]:

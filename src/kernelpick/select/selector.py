@@ -51,7 +51,7 @@ from kernelpick.select.signature import (
     unhashable_inputs,
     value_key,
 )
-from kernelpick.select.tuning import Tuning, pick_against_reference, result_store
+from kernelpick.select.tuning import Tuning, measured_as, pick_against_reference, result_store
 from kernelpick.store import ResultStore, StoredResult, TuningKey
 from kernelpick.store.table import TableEntry
 from kernelpick.workers.plan import start_early
@@ -261,6 +261,7 @@ class Selector:
         tuning.phases["expand"] = time.perf_counter() - started
         by_digest = {c.digest: c for c in choices}
         reference, searched = None, NO_SEARCH
+        ranking = measured_as([*inputs, *kwargs.values()])
         self.timed_here = {}
 
         def measure(
@@ -283,9 +284,8 @@ class Selector:
         def choose(results: Mapping[str, BenchmarkResult]) -> Pick[str] | None:
             if not any(result.ok for result in results.values()):
                 return None
-            return pick_against_reference(
-                results, self.reference_digest(signature), name=lambda digest: by_digest[digest].name
-            )
+            kept = self.reference_digest(signature)
+            return pick_against_reference(results, kept, name=lambda d: by_digest[d].name, measure=ranking)
 
         strategy = self.search or default_strategy_name()
         settled = tuning.settle(
@@ -296,7 +296,9 @@ class Selector:
             divisible=strategy == "exhaustive",
         )
         results = dict(settled.results)
-        ranked = sorted([c for c in choices if c.digest in results], key=lambda c: results[c.digest].cost_ms)
+        ranked = sorted(
+            [c for c in choices if c.digest in results], key=lambda c: results[c.digest].cost(ranking)
+        )
         rows = tuple(CandidateResult(c.name, c.digest, c.description(), results[c.digest]) for c in ranked)
         if settled.pick is not None:
             ranked.remove(by_digest[settled.pick])
@@ -335,6 +337,7 @@ class Selector:
             timed_here=dict(self.timed_here),
             reference=reference,
             skipped=skipped,
+            measured_as=ranking,
         )
         self.records[key] = self.last_selection = record
         log_tuning(record)

@@ -26,6 +26,7 @@ from kernelpick import settings
 from kernelpick.errors import KernelpickError, OperatorError
 from kernelpick.select.choice import Choice, ChoiceSpace, ExternChoice
 from kernelpick.select.template_choice import TemplateChoice
+from kernelpick.select.tuning import for_graphs, measured_as, pick_against_reference
 from kernelpick.tensors import TensorSpec, example_generator, example_tensor
 
 if TYPE_CHECKING:
@@ -155,11 +156,18 @@ def _traced_pick(
 def traceable_pick(selector: Selector, *inputs: Any, **kwargs: Any) -> Callable[..., Any] | None:
     """What a traced call of `selector` with inputs like these can run in its place (selecting first
     if needed): the pick's PyTorch function, or a function that launches a template's kernels through
-    `torch.library.wrap_triton`; None for a pick of another kind."""
-    record = selector.tune(*inputs, **kwargs)
+    `torch.library.wrap_triton`; None for a pick of another kind. The pick is ranked as the graph runs
+    it (`measured_as`), also where an eager call selected for these inputs first."""
+    with for_graphs():
+        record = selector.tune(*inputs, **kwargs)
+        ranking = measured_as(())
     signature = record.signature
     assert signature is not None  # a selection's record has one
-    choice = next((c for c in selector.expand(signature) if c.digest == record.best_digest), None)
+    best = record.best_digest
+    if record.measured_as != ranking:  # selected by an eager call: the graph runs its own ranking's pick
+        results = {row.digest: row.result for row in record.candidates}
+        best = pick_against_reference(results, selector.reference_digest(signature), measure=ranking).best
+    choice = next((c for c in selector.expand(signature) if c.digest == best), None)
     if isinstance(choice, ExternChoice):
         call = choice.callable_for(signature)
         return call if _torch_function(call) else None

@@ -18,6 +18,7 @@ and run one agreed pick (`kernelpick.select.ranks`).
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import logging
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
@@ -30,6 +31,7 @@ from kernelpick.bench.measure import OnDone
 from kernelpick.bench.pick import Pick, pick
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.console import warn_once
+from kernelpick.device import capturing
 from kernelpick.errors import StoreError, TuningRequired
 from kernelpick.select.ranks import KeyShare, RankJob, rank_job
 from kernelpick.signals import Terminated, terminable
@@ -457,15 +459,42 @@ def pick_against_reference(
     reference: str | None,
     *,
     name: Callable[[str], str] = str,
+    measure: str = "graph",
 ) -> Pick[str]:
-    """The candidate to run: the fastest, unless it does not clearly beat the reference
-    (`kernelpick.bench.pick`). Without a reference, the last pick stands in for one: the best of
-    the stored results, when others were measured beside them now (a new config joining a space
-    does not displace the pick on noise).
+    """The candidate to run: the fastest as `measure` costs a call, unless it does not clearly beat
+    the reference (`kernelpick.bench.pick`). Without a reference, the last pick stands in for one:
+    the best of the stored results, when others were measured beside them now (a new config joining
+    a space does not displace the pick on noise).
     """
     if reference is None or reference not in results:
         stored = [d for d, r in results.items() if r.ok and r.from_store]
         reference = (
-            min(stored, key=lambda d: results[d].cost_ms) if stored and len(stored) < len(results) else None
+            min(stored, key=lambda d: results[d].cost(measure))
+            if stored and len(stored) < len(results)
+            else None
         )
-    return pick(results, reference, name=name)
+    return pick(results, reference, name=name, measure=measure)
+
+
+_in_graph: contextvars.ContextVar[bool] = contextvars.ContextVar("kernelpick_in_graph", default=False)
+
+
+def measured_as(values: Collection[object]) -> str:
+    """How a selection for a call with `values` ranks its choices (`KERNELPICK_MEASURE`): "graph" (by
+    device time) or "eager" (the larger of device and host time per call). Automatically: "graph" in a
+    CUDA-graph capture or for a compiled graph (`for_graphs`), whose launches cost the host what
+    eager calls do not; "eager" otherwise."""
+    chosen = settings.current().measure
+    if chosen != "auto":
+        return chosen
+    return "graph" if _in_graph.get() or capturing(values) else "eager"
+
+
+@contextlib.contextmanager
+def for_graphs() -> Iterator[None]:
+    """Selections made inside run in a compiled graph (`measured_as`)."""
+    token = _in_graph.set(True)
+    try:
+        yield
+    finally:
+        _in_graph.reset(token)

@@ -1,0 +1,130 @@
+"""How a selection ranks its choices (issue 38, item 3): by device time as a CUDA graph replays them,
+or by the larger of device and host time as eager calls run them (`KERNELPICK_MEASURE`)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+import torch
+
+import kernelpick
+from kernelpick import settings
+from kernelpick.bench.pick import pick
+from kernelpick.bench.result import BenchmarkResult
+from kernelpick.bench.stats import TimingSummary
+from kernelpick.errors import SettingsError
+from kernelpick.select import tuning
+from kernelpick.select.selector_op import traceable_pick
+from kernelpick.select.tuning import for_graphs, measured_as
+from kernelpick.store import MemoryStore
+
+
+def timed(device_ms: float, host_ms: float | None) -> BenchmarkResult:
+    return BenchmarkResult("ok", TimingSummary.of([device_ms] * 5).with_host(host_ms))
+
+
+def test_eager_costs_a_call_the_larger_of_its_device_and_host_time() -> None:
+    launch_bound, device_bound, untimed = timed(0.009, 0.020), timed(0.050, 0.020), timed(0.010, None)
+    assert (launch_bound.cost("eager"), launch_bound.cost("graph"), launch_bound.cost_ms) == (
+        0.020,
+        0.009,
+        0.009,
+    )
+    assert device_bound.cost("eager") == 0.050
+    assert untimed.cost("eager") == 0.010  # no host time measured (a CPU, a kernel's configs): device time
+    assert BenchmarkResult.failed("timeout", "killed").cost("eager") == float("inf")
+
+
+def test_the_two_rankings_pick_differently_where_the_faster_kernel_is_slower_to_launch() -> None:
+    results = {"torch.mm": timed(0.012, 0.006), "triton": timed(0.009, 0.020)}
+    assert pick(results, "torch.mm").best == "triton"  # 25 % faster on the device
+    assert pick(results, "torch.mm", measure="eager").best == "torch.mm"
+    assert (
+        pick(results, "triton", measure="eager").best == "torch.mm"
+    )  # 40 % less per call: beats a reference
+
+
+def test_automatically_eager_calls_rank_as_eager_and_graphs_by_device_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    x = torch.ones(2)
+    assert settings.current().measure == "auto" and measured_as([x]) == "eager"
+    with for_graphs():
+        assert measured_as([x]) == "graph"
+    assert measured_as([x]) == "eager"  # the context ends
+    monkeypatch.setattr(tuning, "capturing", lambda values: True)  # as in torch.cuda.graph(...)'s capture
+    assert measured_as([x]) == "graph"
+    with settings.override(measure="eager"):
+        assert measured_as([x]) == "eager"  # the setting decides where it is not auto
+    with settings.override(measure="graph"):
+        monkeypatch.setattr(tuning, "capturing", lambda values: False)
+        assert measured_as([x]) == "graph"
+
+
+def test_the_setting_is_checked() -> None:
+    with pytest.raises(
+        SettingsError, match=r"KERNELPICK_MEASURE='replay' is not one of 'auto', 'graph', 'eager'"
+    ):
+        settings.from_environ({"KERNELPICK_MEASURE": "replay"})
+
+
+def stored_selector() -> tuple[kernelpick.Selector, MemoryStore]:
+    """A selector of two PyTorch functions whose store holds GPU-like figures: `torch.matmul` faster on
+    the device, `torch.mm` (the reference) faster to launch."""
+    store = MemoryStore()
+    selector = kernelpick.Selector(
+        "ranked_mm", [kernelpick.extern(torch.mm), kernelpick.extern(torch.matmul)], store=store
+    )
+    a = torch.randn(8, 8)
+    with settings.override(isolate="off"):
+        selector(a, a)  # measured on the CPU (no host times): then the store's figures are replaced
+    figures = {"torch.mm": timed(0.012, 0.006), "torch.matmul": timed(0.009, 0.020)}
+    record = selector.last_selection
+    assert record is not None
+    names = {row.digest: row.name for row in record.candidates}
+    for rows in store._rows.values():
+        for digest, row in rows.items():
+            rows[digest] = replace(row, result=figures[names[digest]])
+    store.picks.clear()
+    selector.clear()
+    return selector, store
+
+
+def test_a_selection_ranks_as_the_call_runs_and_its_table_shows_the_other_ranking() -> None:
+    selector, _ = stored_selector()
+    a = torch.randn(8, 8)
+    with settings.override(isolate="off"):
+        selector(a, a)
+        eager = selector.last_selection
+        assert eager is not None and eager.from_store
+        assert (eager.measured_as, eager.best) == ("eager", "torch.mm")
+        assert eager.to_dict()["measured_as"] == "eager"
+        text = " ".join(" ".join(str(line) for line in _rendered(eager.table())).split())
+        assert "ranked by device or host time, the larger (eager)" in text
+        assert "ranked by device time alone (graph), torch.matmul (device 0.0090 ms, host 0.0200 ms)" in text
+        selector.clear()
+        with settings.override(measure="graph"):
+            selector(a, a)
+        graph = selector.last_selection
+        assert graph is not None and (graph.measured_as, graph.best) == ("graph", "torch.matmul")
+
+
+def test_a_compiled_graph_runs_its_own_ranking_s_pick_after_an_eager_selection() -> None:
+    selector, _ = stored_selector()
+    a = torch.randn(8, 8)
+    with settings.override(isolate="off"):
+        selector(a, a)  # eager: torch.mm
+        assert selector.last_selection.best == "torch.mm"
+        assert traceable_pick(selector, a, a) is torch.matmul  # what the graph runs: by device time
+        assert selector.last_selection.best == "torch.mm"  # eager calls keep theirs
+
+
+def _rendered(table: object) -> list[str]:
+    import io
+
+    from rich.console import Console
+
+    console = Console(file=io.StringIO(), width=400)
+    console.print(table)
+    return console.file.getvalue().splitlines()  # type: ignore[attr-defined]
