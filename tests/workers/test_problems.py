@@ -6,8 +6,17 @@ from pathlib import Path
 
 import torch
 
-from kernelpick.tensors import TensorSpec, is_aligned
-from kernelpick.workers.problems import describe_arguments, rebuild_arguments
+from kernelpick.tensors import TensorSpec, example_generator, is_aligned
+from kernelpick.workers.problems import describe_value, rebuild_value
+
+
+def crossed(values: dict[str, object], folder: Path) -> dict[str, object]:
+    """`values` described as a worker request carries them and re-created as the worker does (CPU)."""
+    cpu = torch.device("cpu")
+    generator = example_generator(cpu)
+    return {
+        name: rebuild_value(describe_value(value, folder), cpu, generator) for name, value in values.items()
+    }
 
 
 def misaligned_storage(values: torch.Tensor) -> torch.Tensor:
@@ -26,7 +35,7 @@ def test_integer_tensors_keep_their_values_layout_and_misalignment(tmp_path: Pat
         "misaligned bools": misaligned_storage(torch.tensor([True, False] * 4)),
     }
     assert not is_aligned(cases["misaligned storage"]) and cases["misaligned storage"].storage_offset() == 0
-    rebuilt = rebuild_arguments(describe_arguments(cases, tmp_path), torch.device("cpu"))
+    rebuilt = crossed(cases, tmp_path)
     for name, real in cases.items():
         assert TensorSpec.of(rebuilt[name]) == TensorSpec.of(real), name
         assert is_aligned(rebuilt[name]) == is_aligned(real), name
@@ -35,7 +44,7 @@ def test_integer_tensors_keep_their_values_layout_and_misalignment(tmp_path: Pat
 
 def test_misaligned_floats_are_rebuilt_misaligned_with_example_values(tmp_path: Path) -> None:
     real = misaligned_storage(torch.zeros(8))
-    rebuilt = rebuild_arguments(describe_arguments({"x": real}, tmp_path), torch.device("cpu"))["x"]
+    rebuilt = crossed({"x": real}, tmp_path)["x"]
     assert TensorSpec.of(rebuilt) == TensorSpec.of(real) and not is_aligned(rebuilt)
     assert bool(rebuilt.ne(0).any())  # random values, not the caller's
 
@@ -44,7 +53,7 @@ def test_a_tensor_descriptor_is_rebuilt_over_a_tensor_of_its_own(tmp_path: Path)
     from triton.tools.tensor_descriptor import TensorDescriptor
 
     real = TensorDescriptor.from_tensor(torch.zeros(64, 32, dtype=torch.float16)[:, :16], [16, 8])
-    rebuilt = rebuild_arguments(describe_arguments({"desc": real}, tmp_path), torch.device("cpu"))["desc"]
+    rebuilt = crossed({"desc": real}, tmp_path)["desc"]
     assert isinstance(rebuilt, TensorDescriptor)
     assert (list(rebuilt.shape), list(rebuilt.strides), rebuilt.block_shape) == ([64, 16], [32, 1], [16, 8])
     assert TensorSpec.of(rebuilt.base) == TensorSpec.of(real.base)
@@ -64,4 +73,4 @@ def test_a_descriptor_of_an_unknown_class_stays_in_the_callers_process(tmp_path:
         block_shape: list[int]
 
     with pytest.raises(IsolationError, match=r"only triton\.tools\.tensor_descriptor\.TensorDescriptor"):
-        describe_arguments({"desc": Homemade(torch.zeros(4), [4])}, tmp_path)
+        describe_value(Homemade(torch.zeros(4), [4]), tmp_path)

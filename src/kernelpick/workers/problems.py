@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 import torch
 
 from kernelpick.errors import IsolationError
-from kernelpick.tensors import TensorSpec, example_generator, example_tensor, is_descriptor, laid_out
+from kernelpick.tensors import TensorSpec, example_tensor, is_descriptor, laid_out
 
 _PLAIN = (type(None), bool, int, float, str)
 #: The tensor descriptors a worker makes again, by the module and name of their class.
@@ -137,17 +137,6 @@ def rebuild_value(data: Mapping[str, Any], device: torch.device, generator: torc
     if data.get("values") is None:
         return example_tensor(spec, generator)
     return laid_out(spec, torch.load(data["values"], weights_only=True).to(device))
-
-
-def describe_arguments(values: Mapping[str, Any], payload_dir: Path) -> dict[str, Any]:
-    """Named arguments as plain data (see `describe_value`)."""
-    return {name: describe_value(value, payload_dir) for name, value in values.items()}
-
-
-def rebuild_arguments(data: Mapping[str, Any], device: torch.device) -> dict[str, Any]:
-    """Named arguments re-created on `device`, with random floating-point values from a fixed seed."""
-    generator = example_generator(device)
-    return {name: rebuild_value(value, device, generator) for name, value in data.items()}
 
 
 def reused(description: Any, build: Callable[[], _T]) -> _T:

@@ -40,14 +40,6 @@ def _no_more_forking() -> None:
 _TAIL_LINES = 40
 
 
-class WorkerDied(Exception):
-    """The worker process ended; `tail` holds the last lines it printed."""
-
-    def __init__(self, code: int | None, tail: str) -> None:
-        self.code, self.tail = code, tail
-        super().__init__(f"worker exited with {describe_exit(code)}")
-
-
 def describe_exit(code: int | None) -> str:
     if code is None:
         return "no exit status"
