@@ -30,6 +30,7 @@ def environment() -> dict[str, Any]:
         "triton": triton.__version__,
         "cuda": torch.version.cuda,
         "cpu_count": os.cpu_count(),
+        "commit": commit(),
     }
     if torch.cuda.is_available():
         props = torch.cuda.get_device_properties(0)
@@ -52,6 +53,23 @@ def environment() -> dict[str, Any]:
     else:
         data["device"] = "cpu"
     return data
+
+
+def commit() -> str | None:
+    """The kernelpick commit measured: BENCH_COMMIT where the caller gives it (the device machine's copy
+    of the tree may have no .git), else `git rev-parse`; None where neither says."""
+    if os.environ.get("BENCH_COMMIT"):
+        return os.environ["BENCH_COMMIT"]
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    except OSError:
+        return None
+    return done.stdout.strip() or None
 
 
 def require_kernelpick() -> None:

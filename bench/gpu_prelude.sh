@@ -1,6 +1,10 @@
 # The device tool's prelude for GPU runs (bench/*.py, pytest -m gpu): installs the carried wheels
 # (.whl/, carried with the run) that the machine lacks into /tmp/site and puts src/ on the path.
 # Usage: source bench/gpu_prelude.sh
+# The GPU tests (`pytest -m gpu tests`) take longer than one device call (over 15 minutes on an H200,
+# 2026-11-29): run them in parts, each under `timeout -s INT` so that pytest, interrupted, still prints
+# its failures and summary, e.g.
+#   timeout -s INT 540 python3 -m pytest -m gpu tests/gpu -q -rfEs --durations=25 > $OUT/gpu.log 2>&1
 mkdir -p /tmp/site
 if compgen -G ".whl/*.whl" >/dev/null; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl

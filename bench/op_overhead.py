@@ -24,6 +24,9 @@ host work, so this is the host cost of a call. Variants take turns sample by sam
     torch.ops     its operator through PyTorch's dispatcher (kernelpick's registration)
     custom_op     the same selector registered with `torch.library.custom_op` (how kernelpick
                   registered selections before 2026-11-26), for comparison in the same run
+  ops (GPU): `kernelpick.ops.mm` (bf16) and `ops.scaled_mm` (fp8, per-tensor scales) at 16x256x256,
+    a launch-bound decode size, each against its pick called directly (what the selector's hot path
+    calls: `ops.selector(name).implementation(...)`); issue 38's target: <= +1 us
   compiled selection (also on CPU): a 64x64 product compiled (default Inductor backend) as
     torch.mm, as kernelpick.ops.mm (the graph runs the pick where KERNELPICK_COMPILED_PICKS lets
     it: `compiled_mm_pick` says what it is), and as ops.mm compiled with the setting off (the
@@ -196,6 +199,38 @@ def compiled_products(device: str) -> dict[str, Any]:
     }
 
 
+def ops_calls() -> dict[str, Any]:
+    """Eager `ops.mm` and `ops.scaled_mm` at a launch-bound size, each tuned, beside its pick called
+    directly, and the picks' names."""
+    from kernelpick import ops
+    from kernelpick.ops.scaled_mm import selector_name
+
+    a = torch.randn(16, 256, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(256, 256, device="cuda", dtype=torch.bfloat16)
+    a8, w8 = a.to(torch.float8_e4m3fn), w.to(torch.float8_e4m3fn)
+    one = torch.ones((), device="cuda")
+    product, scaled = ops.mm(a, w.t()), ops.scaled_mm(a8, w8.t(), one, one, out_dtype=torch.bfloat16)
+    mm_selector = ops.selector("mm")
+    scaled_selector = ops.selector(selector_name(torch.bfloat16))
+    mm_pick = mm_selector.implementation(a, w.t())
+    scaled_pick = scaled_selector.implementation(a8, w8.t(), one, one)
+    torch.testing.assert_close(mm_pick(a, w.t()), product)
+    torch.testing.assert_close(scaled_pick(a8, w8.t(), one, one), scaled)
+    b, b8 = w.t(), w8.t()
+    return {
+        "picks": {
+            "mm": mm_selector.tune(a, b).best,
+            "scaled_mm": scaled_selector.tune(a8, b8, one, one).best,
+        },
+        "variants": {
+            "ops/mm pick": lambda: mm_pick(a, b),
+            "ops/ops.mm": lambda: ops.mm(a, b),
+            "ops/scaled_mm pick": lambda: scaled_pick(a8, b8, one, one),
+            "ops/ops.scaled_mm": lambda: ops.scaled_mm(a8, b8, one, one, out_dtype=torch.bfloat16),
+        },
+    }
+
+
 def measure(n: int, calls: int, repeats: int) -> dict[str, Any]:
     import triton
 
@@ -229,6 +264,7 @@ def measure(n: int, calls: int, repeats: int) -> dict[str, Any]:
         "selection/custom_op": lambda: custom_op(x, y),
         **{f"compiled selection/{name}": call for name, call in compiled_mm["variants"].items()},
     }
+    ops_part: dict[str, Any] = {}
     if device == "cuda":
         add, op_add, increment_, op_increment_ = (
             parts["add"],
@@ -246,6 +282,8 @@ def measure(n: int, calls: int, repeats: int) -> dict[str, Any]:
         compiled_op = torch.compile(lambda a, b: op_add(a, b), fullgraph=True)
         torch.testing.assert_close(compiled_op(x, y), x + y)
         torch.testing.assert_close(compiled_direct(x, y), x + y)
+        ops_part = ops_calls()
+        variants.update(ops_part["variants"])
         variants.update(
             {
                 "eager/raw launch": lambda: add_kernel[grid](x, y, out, n, BLOCK=1024),
@@ -290,12 +328,16 @@ def measure(n: int, calls: int, repeats: int) -> dict[str, Any]:
                 - medians["eager/in place direct"],
                 "compiled op - compiled direct": medians["compiled/kernelpick.op"]
                 - medians["compiled/direct"],
+                "eager ops.mm - its pick": medians["ops/ops.mm"] - medians["ops/mm pick"],
+                "eager ops.scaled_mm - its pick": medians["ops/ops.scaled_mm"]
+                - medians["ops/scaled_mm pick"],
             }
         )
     return {
         "device": device,
         "n": n,
         "compiled_mm_pick": compiled_mm["pick"],
+        "ops_picks": ops_part["picks"] if device == "cuda" else None,
         "calls_per_sample": calls,
         "samples_us": samples,
         "median_us": medians,

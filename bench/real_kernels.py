@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import RESULTS, ROOT, device_slug, environment, require_kernelpick, wall_clock_ms
+from common import RESULTS, ROOT, commit, device_slug, environment, require_kernelpick, wall_clock_ms
 
 TUNERS = ("triton", "kernelpick")
 
@@ -397,17 +397,6 @@ def save(report: dict[str, Any], folder: Path, tutorials: bool) -> Path:
     return path
 
 
-def kernelpick_commit() -> str | None:
-    """The commit measured: BENCH_COMMIT where the caller gives it (the device machine's copy of the
-    repository can carry an older .git than the tree it was sent), else git's HEAD."""
-    if os.environ.get("BENCH_COMMIT"):
-        return os.environ["BENCH_COMMIT"]
-    done = subprocess.run(
-        ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
-    )
-    return done.stdout.strip() or None
-
-
 def main() -> int:
     args = parse()
     if args.role:
@@ -432,7 +421,7 @@ def main() -> int:
     names = selected([case.name for case in CASES], args.cases)
     work = Path(tempfile.mkdtemp(prefix="kp-real-kernels-"))
     report: dict[str, Any] = {
-        "environment": {**environment(), "kernelpick_commit": kernelpick_commit()},
+        "environment": {**environment(), "kernelpick_commit": commit()},
         "settings": {
             "tiny": args.tiny,
             "tutorials": str(args.tutorials) if args.tutorials else None,
