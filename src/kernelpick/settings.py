@@ -127,8 +127,8 @@ class Settings:
     )
     compiled_picks: CompiledPicks = _setting(
         "KERNELPICK_COMPILED_PICKS",
-        "library",
-        "Under torch.compile, static sizes: the graph runs the pick itself, tuned while compiling: library (a PyTorch function such as torch.mm), all (Triton templates too, as wrap_triton launches: not yet tried on a GPU), off (the operator selects when the graph runs).",
+        "all",
+        "Under torch.compile, static sizes: the graph runs the pick itself, tuned while compiling: all (a PyTorch function such as torch.mm, or a Triton template as wrap_triton launches), library (PyTorch functions only), off (the operator selects when the graph runs).",
     )
     measure: Measure = _setting(
         "KERNELPICK_MEASURE",
