@@ -38,6 +38,7 @@ from kernelpick.select import (
     template,
     triton_choice,
 )
+from kernelpick.select.background import wait as wait_for_tuning
 from kernelpick.select.eligibility import require
 from kernelpick.store.default import fresh_cache
 from kernelpick.store.deploy import load_table
@@ -121,4 +122,5 @@ __all__ = [
     "start_workers",
     "template",
     "triton_choice",
+    "wait_for_tuning",
 ]

@@ -130,6 +130,11 @@ class Settings:
         "all",
         "Under torch.compile, static sizes: the graph runs the pick itself, tuned while compiling: all (a PyTorch function such as torch.mm, or a Triton template as wrap_triton launches), library (PyTorch functions only), off (the operator selects when the graph runs).",
     )
+    background: bool = _setting(
+        "KERNELPICK_BACKGROUND",
+        False,
+        "Selectors and kernelpick.ops: a new signature's first calls run the reference while the choices are tuned in a background thread; later calls switch to the pick (docs/selection.md).",
+    )
     measure: Measure = _setting(
         "KERNELPICK_MEASURE",
         "auto",

@@ -305,3 +305,17 @@ def compile_choices(
     for (index, _), outcome in zip(jobs, compiled):
         outcomes[index] = outcome
     return [o if o is not None else CompileOutcome("compile_error", "not compiled") for o in outcomes]
+
+
+def as_space(choice: Any) -> ChoiceSpace:
+    """`choice` as a space of choices (a choice is a space of one).
+
+    Raises:
+        ConfigError: it is no choice; the message says how to make one.
+    """
+    if isinstance(choice, ChoiceSpace):
+        return choice
+    raise ConfigError(
+        f"{choice!r} is not a choice: wrap functions with kernelpick.extern, Triton kernels with "
+        "kernelpick.triton_choice and templates with kernelpick.template"
+    )

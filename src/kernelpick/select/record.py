@@ -61,7 +61,8 @@ class TuningRecord:
     which `title` puts after the name; `key_names` names a kernel's leading key values.
     `measured_as` says what ranked the candidates: "graph", device time (always, for a kernel's
     configs, which share one launcher), or "eager", the larger of device and host time per call
-    (`kernelpick.select.tuning.measured_as`).
+    (`kernelpick.select.tuning.measured_as`). `provisional` is True for the record of a pick that runs
+    while the choices are tuned in the background (`kernelpick.select.background`).
     """
 
     kind: str  # "autotune" (a tuned kernel) or "select" (a selector)
@@ -84,6 +85,7 @@ class TuningRecord:
     #: Each candidate as its front names it, by digest: a kernel's config as given (default: its name).
     given: Mapping[str, Any] = field(default_factory=dict)
     measured_as: str = "graph"
+    provisional: bool = False
     _rows: dict[str, CandidateResult] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -217,6 +219,7 @@ class TuningRecord:
             "phases": dict(self.phases),
             "timed_here": dict(self.timed_here),
             "measured_as": self.measured_as,
+            "provisional": self.provisional,
         }
         if self.signature is not None:
             data["signature"] = self.signature.to_data()

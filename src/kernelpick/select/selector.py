@@ -29,11 +29,13 @@ from kernelpick.console import print_table
 from kernelpick.errors import ArgumentError, ConfigError, NoValidChoices
 from kernelpick.search.registry import default_strategy_name, strategy_class
 from kernelpick.search.spec import SearchArgument
+from kernelpick.select.background import Pending, provisional_call
 from kernelpick.select.choice import (
     Choice,
     ChoiceSpace,
     ExternChoice,
     PortableChoice,
+    as_space,
     qualified_name,
 )
 from kernelpick.select.choice_measuring import ChoiceMeasuring
@@ -94,6 +96,8 @@ class Selector:
         check: `check(*inputs, **kwargs)` raises for inputs the operation does not take (shapes
             that do not fit, say); it runs before a new signature is tuned, so that such a call
             fails at once with its error, and nothing is compiled or stored for it.
+        background: a new signature's first calls run the reference while the choices are tuned in
+            a thread (`kernelpick.select.background`; default: `KERNELPICK_BACKGROUND`).
 
     Calls take the operation's inputs, `selector(*inputs, **kwargs)`. Tensors select a tuning by
     device, dtype, size, strides and storage offset; other values by value (so they must be
@@ -120,14 +124,16 @@ class Selector:
         isolate: bool | None = None,
         search: SearchArgument | None = None,
         check: Callable[..., object] | None = None,
+        background: bool | None = None,
     ) -> None:
         self.name = name
         self.check = check
+        self.background = background
         self.isolate = isolate
         self.search = search if search is None else strategy_class(search).name  # checked now
         #: The choices last measured in this process although isolation was wanted, with the reason.
         self.timed_here: dict[str, str] = {}
-        self.spaces: list[ChoiceSpace] = [_as_space(c) for c in choices]
+        self.spaces: list[ChoiceSpace] = [as_space(c) for c in choices]
         if not self.spaces:
             raise ConfigError(f"selector `{name}` has no choices: give it at least one")
         if isinstance(reference, str) and reference not in {s.name for s in self.spaces}:
@@ -147,6 +153,7 @@ class Selector:
         self._lock = threading.RLock()
         self.records: dict[tuple[Any, ...], TuningRecord] = {}
         self.last_selection: TuningRecord | None = None
+        self._pending: dict[tuple[Any, ...], Pending] = {}  # signatures tuned in the background
         start_early(isolate)
 
     # -- the hot path -------------------------------------------------------------------------
@@ -215,11 +222,15 @@ class Selector:
         with self._lock:
             self._calls.clear()
             self.records.clear()
+            self._pending.clear()
 
     # -- selection ----------------------------------------------------------------------------
     def _select(
         self, key: tuple[Any, ...], inputs: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Callable[..., Any]:
+        call = provisional_call(self, key, inputs, kwargs)  # tuning in the background
+        if call is not None:
+            return call
         with self._lock:
             call = self._calls.get(key)
             if call is not None:  # another thread selected meanwhile
@@ -586,12 +597,3 @@ class Selector:
 
     def __repr__(self) -> str:
         return f"Selector({self.name!r}, choices=[{', '.join(s.name for s in self.spaces)}])"
-
-
-def _as_space(choice: Any) -> ChoiceSpace:
-    if isinstance(choice, ChoiceSpace):
-        return choice
-    raise ConfigError(
-        f"{choice!r} is not a choice: wrap functions with kernelpick.extern, Triton kernels with "
-        "kernelpick.triton_choice and templates with kernelpick.template"
-    )

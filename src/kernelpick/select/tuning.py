@@ -490,6 +490,11 @@ def measured_as(values: Collection[object]) -> str:
     return "graph" if _in_graph.get() or capturing(values) else "eager"
 
 
+def in_graph() -> bool:
+    """Whether a selection made now runs in a compiled graph (`for_graphs`)."""
+    return _in_graph.get()
+
+
 @contextlib.contextmanager
 def for_graphs() -> Iterator[None]:
     """Selections made inside run in a compiled graph (`measured_as`)."""

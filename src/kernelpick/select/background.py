@@ -1,0 +1,217 @@
+"""Tuning in the background: a signature's first calls run a provisional pick while its choices are tuned.
+
+A selector with `background=True` (or `KERNELPICK_BACKGROUND=1`) answers the first call of a new
+signature at once with its reference choice (`torch.mm` for `kernelpick.ops.mm`), the *provisional*
+pick, and queues the signature's tuning; one thread per process tunes the queued signatures in turn,
+through the selector's own tuning (store, claims, workers, verification: nothing is measured
+differently). The first call after a tuning ends switches to its pick, between calls and never while
+a CUDA graph is being captured (a graph captured meanwhile keeps the provisional pick it recorded);
+`selector.records` says provisional or final, and the log says when it switched. A tuning that fails
+leaves the provisional pick running, with a warning.
+
+Background tuning is left out, and a signature tuned as before, where a provisional pick could not
+stand in safely: inside a CUDA-graph capture or a compiled graph (the graph would keep the provisional
+pick forever), for a `torch.distributed` job of several ranks (its ranks would switch at different
+calls), with an `input_gen` (the user's code would run in the tuning thread), with integer tensors
+among the inputs (their values would be copied to the host from that thread) and where the reference
+is not one of the choices.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from kernelpick import settings
+from kernelpick.bench.result import BenchmarkResult
+from kernelpick.console import warn_once
+from kernelpick.device import capturing
+from kernelpick.select.choice import Choice, ChoiceSpace
+from kernelpick.select.record import CandidateResult, TuningRecord
+from kernelpick.select.signature import Signature
+from kernelpick.select.tuning import in_graph
+
+if TYPE_CHECKING:
+    from kernelpick.select.selector import Selector
+
+log = logging.getLogger("kernelpick.select")
+
+#: The provisional pick's row: it runs unmeasured while the choices are tuned.
+UNMEASURED = BenchmarkResult.failed("skipped", "provisional: runs unmeasured while the choices are tuned")
+
+
+@dataclass(eq=False)
+class Pending:
+    """One signature tuned in the background: what runs meanwhile, and the tuning's outcome."""
+
+    selector: Selector
+    key: tuple[Any, ...]
+    inputs: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    provisional: Callable[..., Any]
+    started: float = field(default_factory=time.perf_counter)
+    done: threading.Event = field(default_factory=threading.Event)
+    call: Callable[..., Any] | None = None
+    record: TuningRecord | None = None
+    error: BaseException | None = None
+
+
+_queue: queue.SimpleQueue[Pending] = queue.SimpleQueue()
+_in_flight: set[Pending] = set()
+_started = threading.Lock()
+_thread: threading.Thread | None = None
+
+
+def provisional_call(
+    selector: Selector, key: tuple[Any, ...], inputs: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Callable[..., Any] | None:
+    """What a call of `selector` with a signature it has no pick for runs now: the tuned pick once a
+    background tuning has ended (switching to it), else the provisional pick, starting the tuning on
+    a first call; None where the signature is to be tuned before the call returns."""
+    pending = selector._pending.get(key)
+    if pending is None:
+        pending = _start(selector, key, inputs, kwargs)
+        if pending is None:
+            return None
+    if pending.done.is_set() and not capturing([*inputs, *kwargs.values()]):
+        return _switch(pending)
+    return pending.provisional
+
+
+def wait(timeout: float | None = None) -> bool:
+    """Wait until every background tuning of this process has ended (True), or `timeout` seconds
+    have passed (False): before capturing CUDA graphs, say, or a benchmark. The next call of each
+    tuned signature then runs its pick. `kernelpick.wait_for_tuning`."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        with _started:
+            pending = next(iter(_in_flight), None)
+        if pending is None:
+            return True
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        if not pending.done.wait(left):
+            return False
+
+
+def _wanted(selector: Selector, values: Sequence[Any]) -> bool:
+    wanted = selector.background if selector.background is not None else settings.current().background
+    if not wanted or in_graph() or capturing(values) or selector.input_gen is not None:
+        return False
+    if any(isinstance(v, torch.Tensor) and not (v.is_floating_point() or v.is_complex()) for v in values):
+        return False
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        warn_once(
+            log,
+            "background ranks",
+            "tuning in the background is off under torch.distributed: its ranks could switch picks at "
+            "different calls; they tune before the call returns",
+        )
+        return False
+    return True
+
+
+def _start(
+    selector: Selector, key: tuple[Any, ...], inputs: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Pending | None:
+    """Queue the tuning of `key` and bind the provisional pick, or None where it is not wanted or
+    the selector's reference is not one of its choices."""
+    if not _wanted(selector, [*inputs, *kwargs.values()]):
+        return None
+    if selector.check is not None:  # inputs the operation does not take fail at once, as before
+        selector.check(*inputs, **kwargs)
+    signature = Signature.of(inputs, kwargs, selector.key)
+    target = selector._reference_target()
+    if isinstance(target, ChoiceSpace) and not isinstance(target, Choice):
+        target = next(iter(target.choices_for(signature)), None)
+    if not isinstance(target, Choice):
+        return None
+    pending = Pending(selector, key, inputs, dict(kwargs), target.callable_for(signature))
+    row = CandidateResult(target.name, target.digest, target.description(), UNMEASURED)
+    note = "provisional: the reference runs while the choices are tuned in the background"
+    record = TuningRecord.of_selection(
+        selector.name, key, signature, (row,), target.digest, 0.0, False, note=note, provisional=True
+    )
+    with selector._lock:
+        if key in selector._pending:  # another thread started it meanwhile
+            return selector._pending[key]
+        selector._pending[key] = pending
+        selector.records[key] = selector.last_selection = record
+    log.info(
+        "%s%s: running %s while the choices are tuned in the background",
+        selector.name,
+        signature,
+        target.name,
+    )
+    global _thread
+    with _started:
+        _in_flight.add(pending)
+        if _thread is None or not _thread.is_alive():
+            _thread = threading.Thread(target=_tune_queued, name="kernelpick-background", daemon=True)
+            _thread.start()
+    _queue.put(pending)
+    return pending
+
+
+def _tune_queued() -> None:  # the tuning thread
+    while True:
+        pending = _queue.get()
+        try:
+            shadow = _shadow(pending.selector)
+            pending.call = shadow._select(pending.key, pending.inputs, pending.kwargs)
+            pending.record = shadow.records[pending.key]
+        except BaseException as error:  # kept for the switch, which says it
+            pending.error = error
+        finally:
+            pending.inputs, pending.kwargs = (), {}  # the caller's tensors are not held longer
+            pending.done.set()
+            with _started:
+                _in_flight.discard(pending)
+
+
+def _shadow(selector: Selector) -> Selector:
+    """A copy of `selector` that tunes into picks and records of its own: the selector's calls keep
+    the provisional pick until the switch."""
+    shadow = copy.copy(selector)
+    shadow._calls, shadow.records, shadow._pending, shadow.timed_here = {}, {}, {}, {}
+    shadow._lock = threading.RLock()
+    shadow.background = False
+    return shadow
+
+
+def _switch(pending: Pending) -> Callable[..., Any]:
+    """Run the tuned pick from now on (the provisional one where the tuning failed)."""
+    selector, key = pending.selector, pending.key
+    seconds = time.perf_counter() - pending.started
+    with selector._lock:
+        selector._pending.pop(key, None)
+        if pending.call is None or pending.record is None:
+            error = pending.error
+            log.warning(
+                "%s: tuning in the background failed after %.1f s (%s: %s); the provisional pick keeps running",
+                selector.name,
+                seconds,
+                type(error).__name__,
+                error,
+            )
+            selector._calls[key] = pending.provisional
+            return pending.provisional
+        selector._calls[key] = pending.call
+        selector.records[key] = selector.last_selection = pending.record
+    log.info(
+        "%s%s: switched from the provisional pick to %s after %.1f s of tuning in the background",
+        selector.name,
+        pending.record.key_text,
+        pending.record.best_name,
+        seconds,
+    )
+    return pending.call

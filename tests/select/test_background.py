@@ -1,0 +1,127 @@
+"""select/background.py: a new signature's first calls run the reference while the choices are tuned in a
+thread; later calls switch to the pick, never during a capture (issue 41, item 2)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+import torch
+
+import kernelpick
+from kernelpick import settings
+from kernelpick.select import background
+from kernelpick.select.tuning import for_graphs
+
+
+def slow_add(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """The reference: right, and far slower than torch.add (20 ms a call)."""
+    time.sleep(0.02)
+    return a + b
+
+
+@pytest.fixture(autouse=True)
+def no_workers() -> Iterator[None]:
+    with settings.override(isolate="off"):  # CPU functions, measured in the tuning thread
+        yield
+    assert kernelpick.wait_for_tuning(timeout=60)
+
+
+def selector(**options: object) -> kernelpick.Selector:
+    choices = [kernelpick.extern(slow_add), kernelpick.extern(torch.add)]
+    return kernelpick.Selector("background_add", choices, cache=False, **options)  # type: ignore[arg-type]
+
+
+def test_the_first_call_runs_the_reference_at_once_and_a_later_one_switches_to_the_pick(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    added = selector(background=True)
+    x = torch.randn(64)
+    started = time.perf_counter()
+    assert torch.equal(added(x, x), x + x)
+    first_call_s = time.perf_counter() - started
+    provisional = added.last_selection
+    assert provisional is not None and provisional.provisional
+    assert provisional.best == "slow_add" and provisional.to_dict()["provisional"] is True
+    assert "provisional" in provisional.note
+
+    assert kernelpick.wait_for_tuning(timeout=60)
+    with caplog.at_level(logging.INFO, logger="kernelpick.select"):
+        assert torch.equal(added(x, x), x + x)  # this call switches
+    final = added.records[provisional.key]
+    assert not final.provisional and final.best == "torch.add" and added.last_selection is final
+    assert {r.name for r in final.candidates} == {"slow_add", "torch.add"}
+    assert first_call_s < final.seconds  # the caller did not wait for the tuning
+    assert any("switched from the provisional pick to torch.add" in r.getMessage() for r in caplog.records)
+    assert added.implementation(x, x) is torch.add  # the hot path runs the pick, nothing in between
+
+
+def test_the_setting_turns_it_on_for_every_selector() -> None:
+    with settings.override(background=True):
+        added = selector()
+        added(torch.randn(8), torch.randn(8))
+    assert added.last_selection is not None and added.last_selection.provisional
+
+
+def test_no_switch_while_a_cuda_graph_is_captured(monkeypatch: pytest.MonkeyPatch) -> None:
+    added = selector(background=True)
+    x = torch.randn(16)
+    added(x, x)
+    assert kernelpick.wait_for_tuning(timeout=60)
+    monkeypatch.setattr(background, "capturing", lambda values: True)  # as in torch.cuda.graph(...)
+    added(x, x)
+    assert added.last_selection is not None and added.last_selection.provisional  # the graph records it
+    monkeypatch.setattr(background, "capturing", lambda values: False)
+    added(x, x)
+    assert added.last_selection is not None and not added.last_selection.provisional
+
+
+def test_a_failed_tuning_leaves_the_provisional_pick_running(caplog: pytest.LogCaptureFixture) -> None:
+    def check(a: torch.Tensor, b: torch.Tensor) -> None:
+        if threading.current_thread().name == "kernelpick-background":
+            raise RuntimeError("the tuning thread's own failure")
+
+    added = selector(background=True, check=check)
+    x = torch.randn(16)
+    added(x, x)
+    assert kernelpick.wait_for_tuning(timeout=60)
+    with caplog.at_level(logging.WARNING, logger="kernelpick.select"):
+        assert torch.equal(added(x, x), x + x)
+    assert any("the provisional pick keeps running" in r.getMessage() for r in caplog.records)
+    assert added.implementation(x, x) is not torch.add  # slow_add, for good
+
+
+def test_inputs_a_check_refuses_fail_at_once_as_before() -> None:
+    def check(a: torch.Tensor, b: torch.Tensor) -> None:
+        if a.shape != b.shape:
+            raise ValueError("shapes differ")
+
+    with pytest.raises(ValueError, match="shapes differ"):
+        selector(background=True, check=check)(torch.randn(4), torch.randn(5))
+
+
+@pytest.mark.parametrize(
+    "why",
+    ["a compiled graph", "an input_gen", "integer inputs", "no reference choice", "off"],
+)
+def test_where_a_provisional_pick_cannot_stand_in_the_call_tunes_first(why: str) -> None:
+    x = torch.randn(16)
+    inputs = (x, x)
+    options: dict[str, object] = {"background": why != "off"}
+    if why == "an input_gen":
+        options["input_gen"] = lambda a, b: (torch.randn_like(a), torch.randn_like(b))
+    if why == "integer inputs":
+        inputs = (torch.arange(16), torch.arange(16))
+    if why == "no reference choice":
+        options["reference"] = lambda a, b: a + b  # checks outputs; it is not a choice that could run
+    added = selector(**options)
+    if why == "a compiled graph":
+        with for_graphs():
+            added(*inputs)
+    else:
+        added(*inputs)
+    record = added.last_selection
+    assert record is not None and not record.provisional and record.best == "torch.add"
