@@ -1,10 +1,11 @@
-"""Tuning in the background: a signature's first calls run a provisional pick while its choices are tuned.
+"""Tuning in the background: a key's first calls run a provisional pick while its candidates are tuned.
 
 A selector with `background=True` (or `KERNELPICK_BACKGROUND=1`) answers the first call of a new
 signature at once with its reference choice (`torch.mm` for `kernelpick.ops.mm`), the *provisional*
-pick, and queues the signature's tuning; one thread per process tunes the queued signatures in turn,
+pick, and queues the signature's tuning; one thread per process tunes the queued keys in turn,
 through the selector's own tuning (store, claims, workers, verification: nothing is measured
-differently). The first call after a tuning ends switches to its pick, between calls and never while
+differently). A tuned kernel does the same with its `default=` config, else the first of its configs
+(`kernelpick.tune.background`). The first call after a tuning ends switches to its pick, between calls and never while
 a CUDA graph is being captured (a graph captured meanwhile keeps the provisional pick it recorded);
 `selector.records` says provisional or final, and the log says when it switched. A tuning that fails
 leaves the provisional pick running, with a warning.
@@ -19,6 +20,7 @@ is not one of the choices.
 
 from __future__ import annotations
 
+import contextvars
 import copy
 import logging
 import queue
@@ -26,7 +28,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
@@ -38,6 +40,7 @@ from kernelpick.select.choice import Choice, ChoiceSpace
 from kernelpick.select.record import CandidateResult, TuningRecord
 from kernelpick.select.signature import Signature
 from kernelpick.select.tuning import in_graph
+from kernelpick.workers.plan import fork_zygote_early
 
 if TYPE_CHECKING:
     from kernelpick.select.selector import Selector
@@ -46,6 +49,16 @@ log = logging.getLogger("kernelpick.select")
 
 #: The provisional pick's row: it runs unmeasured while the choices are tuned.
 UNMEASURED = BenchmarkResult.failed("skipped", "provisional: runs unmeasured while the choices are tuned")
+
+
+class Job(Protocol):
+    """A key tuned in the tuning thread: `run` tunes it (keeping its outcome; what it raises goes to
+    `error`), then `done` is set."""
+
+    done: threading.Event
+    error: BaseException | None
+
+    def run(self) -> None: ...
 
 
 @dataclass(eq=False)
@@ -63,9 +76,17 @@ class Pending:
     record: TuningRecord | None = None
     error: BaseException | None = None
 
+    def run(self) -> None:
+        try:
+            shadow = _shadow(self.selector)
+            self.call = shadow._select(self.key, self.inputs, self.kwargs)
+            self.record = shadow.records[self.key]
+        finally:
+            self.inputs, self.kwargs = (), {}  # the caller's tensors are not held longer
 
-_queue: queue.SimpleQueue[Pending] = queue.SimpleQueue()
-_in_flight: set[Pending] = set()
+
+_queue: queue.SimpleQueue[tuple[contextvars.Context, Job]] = queue.SimpleQueue()
+_in_flight: set[Job] = set()
 _started = threading.Lock()
 _thread: threading.Thread | None = None
 
@@ -101,9 +122,11 @@ def wait(timeout: float | None = None) -> bool:
             return False
 
 
-def _wanted(selector: Selector, values: Sequence[Any]) -> bool:
-    wanted = selector.background if selector.background is not None else settings.current().background
-    if not wanted or in_graph() or capturing(values) or selector.input_gen is not None:
+def allowed(wanted: bool | None, values: Sequence[Any]) -> bool:
+    """Whether a key met with `values` is tuned in the background: `wanted` (None: the setting), and
+    a provisional pick can stand in safely (the module's docstring says where it cannot)."""
+    wanted = settings.current().background if wanted is None else wanted
+    if not wanted or in_graph() or capturing(values):
         return False
     if any(isinstance(v, torch.Tensor) and not (v.is_floating_point() or v.is_complex()) for v in values):
         return False
@@ -120,12 +143,28 @@ def _wanted(selector: Selector, values: Sequence[Any]) -> bool:
     return True
 
 
+def submit(job: Job) -> None:
+    """Queue `job` for the tuning thread (started on the first), to run in the caller's context: with
+    the settings the caller's `settings.override` made, say. The workers' zygote is forked here, in the
+    caller's thread, if it is to be: forked from the tuning thread while the caller ran the provisional
+    pick, it could inherit a lock the caller held, for good (a CPU worker deadlocked on the
+    interpreter's)."""
+    fork_zygote_early()
+    global _thread
+    with _started:
+        _in_flight.add(job)
+        if _thread is None or not _thread.is_alive():
+            _thread = threading.Thread(target=_tune_queued, name="kernelpick-background", daemon=True)
+            _thread.start()
+    _queue.put((contextvars.copy_context(), job))
+
+
 def _start(
     selector: Selector, key: tuple[Any, ...], inputs: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> Pending | None:
     """Queue the tuning of `key` and bind the provisional pick, or None where it is not wanted or
     the selector's reference is not one of its choices."""
-    if not _wanted(selector, [*inputs, *kwargs.values()]):
+    if selector.input_gen is not None or not allowed(selector.background, [*inputs, *kwargs.values()]):
         return None
     if selector.check is not None:  # inputs the operation does not take fail at once, as before
         selector.check(*inputs, **kwargs)
@@ -152,30 +191,21 @@ def _start(
         signature,
         target.name,
     )
-    global _thread
-    with _started:
-        _in_flight.add(pending)
-        if _thread is None or not _thread.is_alive():
-            _thread = threading.Thread(target=_tune_queued, name="kernelpick-background", daemon=True)
-            _thread.start()
-    _queue.put(pending)
+    submit(pending)
     return pending
 
 
 def _tune_queued() -> None:  # the tuning thread
     while True:
-        pending = _queue.get()
+        context, job = _queue.get()
         try:
-            shadow = _shadow(pending.selector)
-            pending.call = shadow._select(pending.key, pending.inputs, pending.kwargs)
-            pending.record = shadow.records[pending.key]
+            context.run(job.run)
         except BaseException as error:  # kept for the switch, which says it
-            pending.error = error
+            job.error = error
         finally:
-            pending.inputs, pending.kwargs = (), {}  # the caller's tensors are not held longer
-            pending.done.set()
+            job.done.set()
             with _started:
-                _in_flight.discard(pending)
+                _in_flight.discard(job)
 
 
 def _shadow(selector: Selector) -> Selector:

@@ -15,7 +15,6 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-import triton
 from triton.runtime.jit import KernelInterface
 
 from kernelpick import settings
@@ -47,8 +46,10 @@ from kernelpick.select.triton_choice import KernelCall
 from kernelpick.select.tuning import Settled, Tuning, pick_against_reference, result_store
 from kernelpick.store import ResultStore, StoredResult, TuningKey
 from kernelpick.store.base import UnreadStore
+from kernelpick.tune.background import provisional_entry
 from kernelpick.tune.dispatch import MISSES, Dispatcher, describe_key, specialized_arguments
 from kernelpick.tune.first_launch import checked_first
+from kernelpick.tune.knobs import tell_triton_knobs
 from kernelpick.tune.prune import Pruner
 from kernelpick.workers.plan import start_early
 
@@ -80,6 +81,7 @@ def autotune(
     cache_results: bool = False,
     default: Any = None,
     search: SearchArgument | None = None,
+    background: bool | None = None,
 ) -> Callable[[Any], Autotuner]:
     """Tune a Triton kernel over `configs`, once per distinct value of `key`; a drop-in for `triton.autotune`.
 
@@ -112,6 +114,8 @@ def autotune(
             "pattern" or "model", with options as "model(budget=0.1)" or {"name": "model", ...}
             (docs/search.md lists them; default: `KERNELPICK_SEARCH`; budgets: `KERNELPICK_SEARCH_BUDGET`,
             `KERNELPICK_SEARCH_SECONDS`). Every config timed is stored, so a later search starts warm.
+        background: a new key's first calls run `default` (else the first config) while the configs
+            are tuned in a thread (`kernelpick.tune.background`; default: `KERNELPICK_BACKGROUND`).
 
     Raises:
         ConfigError: at decoration, for names in `key`, `reset_to_zero` or `restore_value` that are
@@ -148,6 +152,7 @@ def autotune(
             rep_ms=rep,
             default=default,
             search=search,
+            background=background,
         )
         return tuner
 
@@ -183,8 +188,10 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
         rep_ms: float | None = None,
         default: Any = None,
         search: SearchArgument | None = None,
+        background: bool | None = None,
     ) -> None:
         self.fn = fn
+        self.background = background
         self.base_fn = compilable(innermost(fn))  # under TRITON_INTERPRET=1, the kernel's compilable twin
         if not hasattr(self.base_fn, "arg_names"):
             raise ConfigError(f"kernelpick.autotune expects a @triton.jit function, got {type(fn).__name__}")
@@ -252,7 +259,7 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
             blocks=not hooked,
         )
         self._lock = threading.Lock()
-        self.cache: dict[tuple[Any, ...], Any] = _TunedCache(self._dispatch)
+        self.cache: dict[tuple[Any, ...], Any] = TunedCache(self._dispatch)
         self.tunings: dict[tuple[Any, ...], TuningRecord] = {}
         self._distrusted: set[tuple[Any, ...]] = set()  # keys whose stored pick failed: measured again
         self.last_tuning: TuningRecord | None = None
@@ -285,7 +292,7 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
         entry = self._dispatch.entries.get(key)
         if entry is None:
             record_kernel_call(self, args, kwargs, key, grid)  # KERNELPICK_RECORD
-            entry = self._tune(key, args, kwargs, grid)
+            entry = provisional_entry(self, key, args, kwargs, grid) or self._tune(key, args, kwargs, grid)
         self._dispatch.remember(args, kwargs, entry)
         return entry
 
@@ -562,30 +569,10 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
         log.info("tuned %s for %s in %.2f s: %s", self.name, key, record.seconds, record.best)
         log_tuning(record)
         if record.results:  # as Triton: nothing is reported when a single config was left
-            self._tell_triton_knobs(key, record, best)
-
-    def _tell_triton_knobs(self, key: tuple[Any, ...], record: TuningRecord, best: Any) -> None:
-        """What `triton.knobs.autotuning` asks of a tuner: a printed line (`TRITON_PRINT_AUTOTUNING`)
-        and a call of its listener, where the installed Triton has one."""
-        knobs = triton.knobs.autotuning
-        if knobs.print and not record.from_store:
-            print(
-                f"kernelpick autotuning for function {self.name},\nwith key as {key},\n"
-                f"finished after {record.seconds:.2f}s,\nbest config selected: {best};"
-            )
-        listener = getattr(knobs, "listener", None)
-        if listener is not None:
-            listener(
-                fn=self.base_fn,
-                key=key,
-                best_config=best,
-                configs_timings=self.configs_timings,
-                duration=None if record.from_store else record.seconds,
-                cache_hit=record.from_store,
-            )
+            tell_triton_knobs(self, key, record, best)
 
 
-class _TunedCache(dict[tuple[Any, ...], Any]):
+class TunedCache(dict[tuple[Any, ...], Any]):
     """`Autotuner.cache`: the config picked for each key tuned in this process. Clearing it makes
     the next call of each key tune again (read from the store, or measured), as in Triton."""
 

@@ -1,0 +1,156 @@
+"""A tuned kernel's keys tuned in the background (`autotune(background=True)`, `KERNELPICK_BACKGROUND`).
+
+A new key's first call launches the provisional config at once: `default=` where it is given and left
+by pruning, else the first config left; Triton compiles it as it would any launch. The tuning thread
+(`kernelpick.select.background`) tunes the key through the kernel's own tuning; the first call after
+it ends, outside a CUDA-graph capture, switches to the pick. Besides where a selector tunes before the
+call returns, a kernel does with hooks (`pre_hook`, `post_hook`, a config's), a `do_bench` of its own
+(the user's code would run in the tuning thread), or a single config left (nothing to tune).
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+from kernelpick.bench.timers import UserBenchTimer
+from kernelpick.compile.launch import runner
+from kernelpick.device import capturing, describe, device_of
+from kernelpick.select.background import UNMEASURED, allowed, submit
+from kernelpick.select.record import TuningRecord
+from kernelpick.tune.dispatch import describe_key
+
+if TYPE_CHECKING:
+    from kernelpick.tune.autotuner import Autotuner
+
+log = logging.getLogger("kernelpick.tune")
+
+Entry = tuple[Any, Any, dict[str, Any]]  # a key's (config, run, launch kwargs), as `Autotuner.run` takes it
+
+
+def provisional_entry(
+    tuner: Autotuner, key: tuple[Any, ...], args: tuple[Any, ...], kwargs: dict[str, Any], grid: Any
+) -> Entry | None:
+    """The entry a new key's calls run while its configs are tuned in the background (tuning queued
+    now), or None where the key is to be tuned before the call returns."""
+    hooked = tuner.pre_hook is not None or tuner.post_hook is not None
+    if (
+        hooked
+        or isinstance(tuner.timer, UserBenchTimer)
+        or any(c.pre_hook is not None for c in tuner.configs)
+    ):
+        return None
+    named = tuner._named(args, kwargs)
+    if not allowed(tuner.background, list(named.values())):
+        return None
+    device = describe(device_of(named.values()))
+    configs = tuner._prune(tuner._candidates(device), args, kwargs)
+    if len(configs) < 2:
+        return None
+    config = tuner.default if tuner.default in configs else configs[0]
+    pending = KernelPending(tuner, key, args, dict(kwargs), grid)
+    pending.wrapped = (tuner.given.get(config, config), pending, dict(config.all_kwargs()))
+    pending.plain = (pending.wrapped[0], runner(tuner.fn, device.interpreter), pending.wrapped[2])
+    note = "provisional: runs while the configs are tuned in the background"
+    record = TuningRecord.of_configs(
+        tuner.name,
+        key,
+        device,
+        {config: UNMEASURED},
+        config,
+        0.0,
+        False,
+        key_text=describe_key(tuner._key_names(), key),
+        note=note,
+        provisional=True,
+    )
+    with tuner._lock:
+        existing: Entry | None = tuner._dispatch.entries.get(key)
+        if existing is not None:  # another thread met the key meanwhile
+            return existing
+        tuner.tunings[key] = tuner.last_tuning = record
+        tuner._dispatch.entries[key] = pending.wrapped
+    log.info(
+        "kernel `%s`%s: running %s while its configs are tuned in the background",
+        tuner.name,
+        record.key_text,
+        config,
+    )
+    submit(pending)
+    return pending.wrapped
+
+
+class KernelPending:
+    """The `run` of a key's entry while its configs are tuned in the background (the tuning thread's
+    job too): the provisional config's launch, until the first call after the tuning switches."""
+
+    def __init__(
+        self, tuner: Autotuner, key: tuple[Any, ...], args: tuple[Any, ...], kwargs: dict[str, Any], grid: Any
+    ) -> None:
+        self.tuner, self.key, self.args, self.kwargs, self.grid = tuner, key, args, kwargs, grid
+        self.wrapped: Entry = (None, self, {})  # the entry holding this run, in the dispatcher's tables
+        self.plain: Entry = self.wrapped  # the provisional config's own entry
+        self.started = time.perf_counter()
+        self.done = threading.Event()
+        self.error: BaseException | None = None
+        self.entry: Entry | None = None
+        self.record: TuningRecord | None = None
+
+    def run(self) -> None:  # in the tuning thread
+        try:
+            shadow = _shadow(self.tuner)
+            self.entry = shadow._tune(self.key, self.args, self.kwargs, self.grid)
+            self.record = shadow.tunings[self.key]
+        finally:
+            self.args, self.kwargs = (), {}  # the caller's tensors are not held longer
+
+    def __call__(self, *args: Any, grid: Any, warmup: bool = False, **kwargs: Any) -> Any:
+        if self.done.is_set() and not capturing([*args, *kwargs.values()]):
+            own = {name: value for name, value in kwargs.items() if name not in self.plain[2]}
+            self._switch()
+            return self.tuner.run(*args, grid=grid, warmup=warmup, **own)  # the pick, or the provisional
+        return self.plain[1](*args, grid=grid, warmup=warmup, **kwargs)
+
+    def _switch(self) -> None:
+        tuner, seconds = self.tuner, time.perf_counter() - self.started
+        if self.entry is None or self.record is None:
+            log.warning(
+                "kernel `%s`: tuning in the background failed after %.1f s (%s: %s); %s keeps running",
+                tuner.name,
+                seconds,
+                type(self.error).__name__,
+                self.error,
+                self.plain[0],
+            )
+            tuner._dispatch.swap(self.key, self.wrapped, self.plain)
+            return
+        tuner._dispatch.swap(self.key, self.wrapped, self.entry)
+        record = self.record
+        tuner.cache[self.key] = tuner.given.get(record.best, record.best)
+        tuner.tunings[self.key] = tuner.last_tuning = record
+        tuner.configs_timings = {tuner.given.get(c, c): r.median_ms for c, r in record.results.items()}
+        log.info(
+            "kernel `%s`%s: switched from the provisional config to %s after %.1f s of tuning in the background",
+            tuner.name,
+            record.key_text,
+            record.best,
+            seconds,
+        )
+
+
+def _shadow(tuner: Autotuner) -> Autotuner:
+    """A copy of `tuner` that tunes into tables and records of its own: the kernel's calls keep the
+    provisional config until the switch."""
+    from kernelpick.tune.autotuner import TunedCache
+
+    shadow = copy.copy(tuner)
+    dispatch = copy.copy(tuner._dispatch)
+    dispatch.entries, dispatch.fast, dispatch._lock = {}, {}, threading.Lock()
+    shadow._dispatch, shadow.tunings, shadow._lock = dispatch, {}, threading.Lock()
+    shadow.cache = TunedCache(dispatch)
+    shadow._distrusted = set(tuner._distrusted)
+    shadow.background, shadow.timed_here = False, None
+    return shadow

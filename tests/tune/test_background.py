@@ -1,0 +1,142 @@
+"""tune/background.py: a tuned kernel's new key runs its default config at once while its configs are tuned
+in a thread; a later call switches to the pick (issue 41, item 2)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+
+import pytest
+import torch
+
+import kernelpick
+from kernelpick import settings
+from kernelpick.tune import background
+from tests.tune.kernels import add_kernel, grid_1d, increment_kernel
+
+CONFIGS = [
+    kernelpick.Config({"BLOCK": 16}),
+    kernelpick.Config({"BLOCK": 64}),
+    kernelpick.Config({"BLOCK": 128}),
+]
+
+
+@pytest.fixture(autouse=True)
+def fresh_store(tmp_path: object) -> Iterator[None]:
+    with settings.override(cache_dir=tmp_path, isolate="off"):
+        yield
+        assert kernelpick.wait_for_tuning(timeout=120)
+
+
+def tuned(kernel: object = add_kernel, **options: object) -> kernelpick.Autotuner:
+    return kernelpick.autotune(configs=CONFIGS, key=["n"], **options)(kernel)  # type: ignore[arg-type]
+
+
+def test_a_new_key_runs_the_default_config_at_once_and_a_later_call_switches(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    add = tuned(background=True, default=1)
+    x, y, out = torch.randn(300), torch.randn(300), torch.empty(300)
+    add[grid_1d(300)](x, y, out, 300)
+    torch.testing.assert_close(out, x + y)
+    provisional = add.last_tuning
+    assert provisional is not None and provisional.provisional
+    assert provisional.best == CONFIGS[1] and add.best_config == CONFIGS[1]  # default=1 runs meanwhile
+
+    assert kernelpick.wait_for_tuning(timeout=120)
+    out.zero_()
+    with caplog.at_level(logging.INFO, logger="kernelpick.tune"):
+        add[grid_1d(300)](x, y, out, 300)  # switches, then launches the pick
+    torch.testing.assert_close(out, x + y)
+    final = add.last_tuning
+    assert final is not None and not final.provisional and len(final.results) == 3
+    assert add.best_config == final.best and add.cache[provisional.key] == final.best
+    assert any("switched from the provisional config" in r.getMessage() for r in caplog.records)
+    assert final.from_store is False and all(r.ok for r in final.results.values())
+
+
+def test_without_a_default_the_first_config_left_runs_meanwhile() -> None:
+    add = tuned()
+    x = torch.randn(100)
+    out = torch.empty(100)
+    with settings.override(background=True):  # read at the key's first call
+        add[grid_1d(100)](x, x, out, 100)
+    assert add.last_tuning is not None and add.last_tuning.provisional and add.best_config == CONFIGS[0]
+    torch.testing.assert_close(out, x + x)
+
+
+def test_an_in_place_kernel_runs_once_per_call_while_its_configs_are_tuned() -> None:
+    increment = kernelpick.autotune(configs=CONFIGS, key=["n"], restore_value=["x_ptr"], background=True)(
+        increment_kernel
+    )
+    x = torch.zeros(200)
+    increment[grid_1d(200)](x, 200)
+    assert kernelpick.wait_for_tuning(timeout=120)
+    increment[grid_1d(200)](x, 200)
+    assert torch.equal(x, torch.full((200,), 2.0))  # tuning never wrote the caller's tensor
+    assert increment.last_tuning is not None and not increment.last_tuning.provisional
+
+
+def test_no_switch_while_a_cuda_graph_is_captured(monkeypatch: pytest.MonkeyPatch) -> None:
+    add = tuned(background=True)
+    x, out = torch.randn(64), torch.empty(64)
+    add[grid_1d(64)](x, x, out, 64)
+    assert kernelpick.wait_for_tuning(timeout=120)
+    monkeypatch.setattr(background, "capturing", lambda values: True)
+    add[grid_1d(64)](x, x, out, 64)
+    assert add.last_tuning is not None and add.last_tuning.provisional
+    monkeypatch.setattr(background, "capturing", lambda values: False)
+    add[grid_1d(64)](x, x, out, 64)
+    assert add.last_tuning is not None and not add.last_tuning.provisional
+
+
+@pytest.mark.parametrize("why", ["a pre_hook", "a do_bench", "one config", "off"])
+def test_where_a_provisional_config_cannot_stand_in_the_call_tunes_first(why: str) -> None:
+    options: dict[str, object] = {"background": why != "off"}
+    configs = CONFIGS
+    if why == "a pre_hook":
+        options["pre_hook"] = lambda arguments: None
+    if why == "a do_bench":
+        options["do_bench"] = lambda fn, quantiles=None: [1.0, 1.0, 1.0]
+    if why == "one config":
+        configs = CONFIGS[:1]
+    add = kernelpick.autotune(configs=configs, key=["n"], **options)(add_kernel)  # type: ignore[arg-type]
+    x, out = torch.randn(32), torch.empty(32)
+    add[grid_1d(32)](x, x, out, 32)
+    record = add.last_tuning
+    assert record is None or not record.provisional  # a single config leaves no record, as in Triton
+
+
+PROGRAM = """
+import sys, torch, kernelpick
+from kernelpick import settings
+from tests.tune.kernels import add_kernel, grid_1d
+
+configs = [kernelpick.Config({"BLOCK": b}) for b in (16, 64, 128)]
+add = kernelpick.autotune(configs=configs, key=["n"], background=True)(add_kernel)
+with settings.override(isolate="on"):  # the zygote is not forked yet: the first tuning forks it
+    x, out = torch.randn(500), torch.empty(500)
+    add[grid_1d(500)](x, x, out, 500)
+    assert add.last_tuning.provisional
+    assert kernelpick.wait_for_tuning(timeout=120), "the tuning did not end"
+    add[grid_1d(500)](x, x, out, 500)
+    torch.testing.assert_close(out, x + x)
+    print(add.last_tuning.provisional, sorted(add.last_tuning.phases)[:3], add.last_tuning.timed_here)
+"""
+
+
+def test_in_worker_processes_while_the_caller_runs_the_provisional_config(tmp_path: object) -> None:
+    # The workers' zygote is forked in the caller's thread: forked from the tuning thread while the
+    # caller interpreted the provisional config, a CPU worker inherited the interpreter's lock, held.
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "KERNELPICK_CACHE_DIR": str(tmp_path), "PYTHONPATH": f"{root}:{root / 'src'}"}
+    done = subprocess.run(
+        [sys.executable, "-c", PROGRAM], capture_output=True, text=True, env=env, timeout=240, check=False
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split()[0] == "False" and "{}" in done.stdout  # final, measured in the workers
