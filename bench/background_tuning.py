@@ -27,9 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -37,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import ROOT, environment, write_result
+from common import environment, run_role, write_result
 
 MODES = ("blocking", "background", "stored")
 
@@ -146,31 +144,16 @@ def run_mode(args: argparse.Namespace, mode: str) -> dict[str, Any]:
     """Run one mode in fresh processes (fresh caches; for `stored`, a tuning process first)."""
     root = Path(tempfile.mkdtemp(prefix="background-tuning-"))
     env = {
-        **os.environ,
         "KERNELPICK_CACHE_DIR": str(root / "kernelpick"),
         "TRITON_CACHE_DIR": str(root / "triton"),
         "TORCHINDUCTOR_CACHE_DIR": str(root / "inductor"),
-        "PYTHONPATH": os.pathsep.join(
-            filter(None, [os.environ.get("PYTHONPATH"), str(ROOT / "src"), str(ROOT)])
-        ),
         "KERNELPICK_BACKGROUND": "1" if mode == "background" else "0",
     }
     common = [f"--sizes={','.join(map(str, args.sizes))}", f"--every={args.every}", f"--steps={args.steps}"]
     common += ["--dry"] if args.dry else []
-    script = str(Path(__file__).resolve())
 
     def role(*extra: str) -> dict[str, Any]:
-        done = subprocess.run(
-            [sys.executable, script, "--role", mode, *common, *extra],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=1800,
-            check=False,
-        )
-        if done.returncode != 0:
-            raise RuntimeError(f"mode {mode} failed ({done.returncode}):\n{done.stderr[-4000:]}")
-        return json.loads(done.stdout.strip().splitlines()[-1])
+        return run_role(Path(__file__).resolve(), mode, env, *common, *extra, timeout=1800)
 
     tuned_s = None
     if mode == "stored":

@@ -107,10 +107,13 @@ def write_result(name: str, data: dict[str, Any]) -> Path:
 def run_role(
     script: Path, role: str, env: dict[str, str], *args: str, timeout: float = 590
 ) -> dict[str, Any]:
-    """Run `script --role ROLE` in a fresh Python process; it prints one JSON object as its last line."""
+    """Run `script --role ROLE` in a fresh Python process (this environment and `env`, src/ and the
+    repository put on the path after what is on it: the prelude's wheels stay); it prints one JSON
+    object as its last line."""
+    path = os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(ROOT / "src"), str(ROOT)]))
     done = subprocess.run(
         [sys.executable, str(script), "--role", role, *args],
-        env={**os.environ, **env, "PYTHONPATH": f"{ROOT / 'src'}:{ROOT}"},
+        env={**os.environ, **env, "PYTHONPATH": path},
         capture_output=True,
         text=True,
         timeout=timeout,

@@ -39,6 +39,9 @@ from typing import Any  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+from common import run_role  # noqa: E402
+
 SPEC = HERE / "tune_cluster_spec.py"
 MATMUL_SIZE = 4096
 GEMM = (128, 4096, 4096)  # the ops.mm job timed for its first call
@@ -48,17 +51,7 @@ REPEATS = 5
 
 def role(name: str, env: dict[str, str], *args: str) -> dict[str, Any]:
     """Run this script as `--role NAME` in a new process; it prints one JSON object last."""
-    done = subprocess.run(
-        [sys.executable, str(Path(__file__)), "--role", name, *args],
-        env={**os.environ, **env},
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"role {name} failed ({done.returncode}):\n{done.stderr[-4000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return run_role(Path(__file__), name, env, *args, timeout=300)
 
 
 def synchronize() -> None:
