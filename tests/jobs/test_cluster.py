@@ -374,3 +374,21 @@ def test_the_jobs_keep_their_gpu_workers_up_between_keys_unless_told_otherwise(
     assert cluster.job_environment()["KERNELPICK_WORKER_IDLE"] == "3600"
     with settings.override(worker_idle_s=5.0):
         assert cluster.job_environment()["KERNELPICK_WORKER_IDLE"] == "5.0"
+
+
+def test_a_job_tunes_before_it_ends_even_with_background_tuning_on(tmp_path: Path) -> None:
+    # A provisional pick would end the job untuned: `run_job` turns background tuning off.
+    spec = tmp_path / "background_spec.py"
+    spec.write_text(
+        "import torch\n"
+        "import kernelpick\n"
+        "from kernelpick.jobs import Job, tensor\n"
+        "SELECTOR = kernelpick.Selector('job_add', [kernelpick.extern(torch.add), "
+        "kernelpick.extern(lambda a, b: a + b, name='plus')])\n"
+        "JOBS = [Job.select(SELECTOR, tensor('float32', 64), tensor('float32', 64))]\n"
+    )
+    with settings.override(background=True, cache_dir=tmp_path / "cache", isolate="off"):
+        [job] = load_spec(spec).jobs
+        outcome = cluster.run_job(str(spec), job.name, "cpu")
+        record = load_spec(spec).module.SELECTOR.last_selection
+    assert outcome.error == "" and record is not None and not record.provisional

@@ -64,7 +64,8 @@ def run_job(
     where = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     model = describe(where).name
     started = time.perf_counter()
-    with recording() as recorder:
+    # A job tunes before it returns: a provisional pick would end the job untuned (`KERNELPICK_BACKGROUND`).
+    with recording() as recorder, settings.override(background=False):
         try:
             spec = load_spec(_local_copy(spec_path, source))
             spec.job(job_name).run(where)
