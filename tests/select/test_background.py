@@ -125,3 +125,45 @@ def test_where_a_provisional_pick_cannot_stand_in_the_call_tunes_first(why: str)
         added(*inputs)
     record = added.last_selection
     assert record is not None and not record.provisional and record.best == "torch.add"
+
+
+#: A rank of a gloo job: a selector tuned in the background, called in a loop; rank 1 starts later.
+RANK = """
+import json, sys, time
+import torch, torch.distributed as dist
+from kernelpick import Selector, extern
+
+rank, world, port = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+
+def choice(number):
+    def sleepy(a):
+        time.sleep(0.001 * (4 - number))
+        return a + 0
+    return extern(sleepy, name=f"choice{number}")
+
+selector = Selector("ranked_background", [choice(n) for n in range(4)], background=True)
+dist.barrier()
+if rank == 1:
+    time.sleep(0.3)
+x, switched_at = torch.ones(16), None
+for call in range(1, 5001):
+    selector(x)
+    if not selector.last_selection.provisional:
+        switched_at = call
+        break
+print(json.dumps({"rank": rank, "switched_at": switched_at, "pick": selector.last_selection.best}))
+"""
+
+
+def test_the_ranks_of_a_job_switch_to_the_one_pick_at_the_same_call(tmp_path: object) -> None:
+    from pathlib import Path
+
+    from tests.select.test_ranks import run_ranks
+
+    done, printed = run_ranks(RANK, 2, Path(str(tmp_path)))
+    assert all(d.returncode == 0 for d in done), [d.stderr[-2000:] for d in done]
+    first, second = sorted(printed, key=lambda found: found["rank"])
+    assert first["switched_at"] is not None and first["switched_at"] == second["switched_at"], printed
+    assert first["pick"] == second["pick"] == "choice3"  # the fastest, agreed by the ranks
+    assert first["switched_at"] > background.RANK_MARGIN  # both ran the provisional pick first

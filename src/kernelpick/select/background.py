@@ -10,10 +10,14 @@ a CUDA graph is being captured (a graph captured meanwhile keeps the provisional
 `selector.records` says provisional or final, and the log says when it switched. A tuning that fails
 leaves the provisional pick running, with a warning.
 
-Background tuning is left out, and a signature tuned as before, where a provisional pick could not
-stand in safely: inside a CUDA-graph capture or a compiled graph (the graph would keep the provisional
-pick forever), for a `torch.distributed` job of several ranks (its ranks would switch at different
-calls), with an `input_gen` (the user's code would run in the tuning thread), with integer tensors
+The ranks of a `torch.distributed` job (with `KERNELPICK_RANKS`, on) tune a selector's key together
+as always (`kernelpick.select.ranks`) and switch to its pick at the same call (`RankSwitch`), so that a
+tensor-parallel job never runs two picks at once.
+
+Background tuning is left out, and a key tuned as before, where a provisional pick could not stand in
+safely: inside a CUDA-graph capture or a compiled graph (the graph would keep the provisional pick
+forever), for a tuned kernel's key in a job of several ranks, or a selector's where its ranks do not
+tune together (they could switch at different calls), with an `input_gen` (the user's code would run in the tuning thread), with integer tensors
 among the inputs (their values would be copied to the host from that thread) and where the reference
 is not one of the choices.
 """
@@ -22,6 +26,8 @@ from __future__ import annotations
 
 import contextvars
 import copy
+import hashlib
+import json
 import logging
 import queue
 import threading
@@ -37,6 +43,7 @@ from kernelpick.bench.result import BenchmarkResult
 from kernelpick.console import warn_once
 from kernelpick.device import capturing
 from kernelpick.select.choice import Choice, ChoiceSpace
+from kernelpick.select.ranks import RankJob, rank_job
 from kernelpick.select.record import CandidateResult, TuningRecord
 from kernelpick.select.signature import Signature
 from kernelpick.select.tuning import in_graph
@@ -75,14 +82,66 @@ class Pending:
     call: Callable[..., Any] | None = None
     record: TuningRecord | None = None
     error: BaseException | None = None
+    calls: int = 0  # provisional calls so far
+    ranks: RankSwitch | None = None  # the job's ranks switch together
 
     def run(self) -> None:
         try:
             shadow = _shadow(self.selector)
             self.call = shadow._select(self.key, self.inputs, self.kwargs)
             self.record = shadow.records[self.key]
+        except BaseException as error:  # kept for the switch, which says it
+            self.error = error
         finally:
             self.inputs, self.kwargs = (), {}  # the caller's tensors are not held longer
+            if self.ranks is not None:
+                self.ranks.agree(self.calls, ok=self.error is None)
+
+    def may_switch(self) -> bool:
+        """Whether this call switches: the tuning ended, or (ranks) it is the job's call to switch at,
+        known once every rank's tuning ended (a call past its bound waits for that)."""
+        return self.done.is_set() if self.ranks is None else self.ranks.allows(self.calls)
+
+
+#: Calls a rank runs past its own tuning's end at most before it waits for the other ranks' word.
+RANK_MARGIN = 64
+
+
+class RankSwitch:
+    """The call at which every rank of a job switches one key from its provisional pick.
+
+    Each rank publishes in the job's store how many calls of the key it had made when its tuning
+    ended (its tuning thread), reads every rank's, and switches at call `max + RANK_MARGIN`. A rank
+    does not run a call past its own count `+ RANK_MARGIN` before it knows that call (it waits), so
+    none can have passed it: every rank switches at the same call. A rank whose tuning failed says so,
+    and then none switches.
+    """
+
+    def __init__(self, job: RankJob, name: str) -> None:
+        self.job, self.name = job, name
+        self.bound: int | None = None
+        self.at: int | None = None
+        self.known = threading.Event()
+
+    def agree(self, calls: int, *, ok: bool) -> None:  # in the tuning thread
+        self.bound = calls + RANK_MARGIN
+        try:
+            self.job.store.set(f"{self.name}/{self.job.rank}", str(calls) if ok else "failed")
+            said = [self.job.store.get(f"{self.name}/{rank}").decode() for rank in range(self.job.world)]
+            self.at = None if "failed" in said else max(map(int, said)) + RANK_MARGIN
+        except Exception as error:  # the job's store failed: this rank keeps its provisional pick
+            log.warning(
+                "the ranks could not agree when to switch %s (%s): it is not switched", self.name, error
+            )
+        finally:
+            self.known.set()
+
+    def allows(self, calls: int) -> bool:  # at a call
+        if not self.known.is_set():
+            if self.bound is None or calls < self.bound:
+                return False
+            self.known.wait()  # no further without the other ranks' word
+        return self.at is not None and calls >= self.at
 
 
 _queue: queue.SimpleQueue[tuple[contextvars.Context, Job]] = queue.SimpleQueue()
@@ -102,7 +161,8 @@ def provisional_call(
         pending = _start(selector, key, inputs, kwargs)
         if pending is None:
             return None
-    if pending.done.is_set() and not capturing([*inputs, *kwargs.values()]):
+    pending.calls += 1
+    if pending.may_switch() and not capturing([*inputs, *kwargs.values()]):
         return _switch(pending)
     return pending.provisional
 
@@ -122,9 +182,10 @@ def wait(timeout: float | None = None) -> bool:
             return False
 
 
-def allowed(wanted: bool | None, values: Sequence[Any]) -> bool:
+def allowed(wanted: bool | None, values: Sequence[Any], *, ranks: bool = False) -> bool:
     """Whether a key met with `values` is tuned in the background: `wanted` (None: the setting), and
-    a provisional pick can stand in safely (the module's docstring says where it cannot)."""
+    a provisional pick can stand in safely (the module's docstring says where it cannot); in a job of
+    several ranks only where `ranks` (they can switch together) and they tune together."""
     wanted = settings.current().background if wanted is None else wanted
     if not wanted or in_graph() or capturing(values):
         return False
@@ -132,12 +193,14 @@ def allowed(wanted: bool | None, values: Sequence[Any]) -> bool:
         return False
     import torch.distributed as dist
 
-    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+    several = dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+    if several and not (ranks and rank_job() is not None):
         warn_once(
             log,
             "background ranks",
-            "tuning in the background is off under torch.distributed: its ranks could switch picks at "
-            "different calls; they tune before the call returns",
+            "tuning in the background is off for this job of several ranks (a tuned kernel's keys, or "
+            "KERNELPICK_RANKS off): its ranks could switch picks at different calls; they tune before "
+            "the call returns",
         )
         return False
     return True
@@ -164,7 +227,9 @@ def _start(
 ) -> Pending | None:
     """Queue the tuning of `key` and bind the provisional pick, or None where it is not wanted or
     the selector's reference is not one of its choices."""
-    if selector.input_gen is not None or not allowed(selector.background, [*inputs, *kwargs.values()]):
+    if selector.input_gen is not None or not allowed(
+        selector.background, [*inputs, *kwargs.values()], ranks=True
+    ):
         return None
     if selector.check is not None:  # inputs the operation does not take fail at once, as before
         selector.check(*inputs, **kwargs)
@@ -175,6 +240,9 @@ def _start(
     if not isinstance(target, Choice):
         return None
     pending = Pending(selector, key, inputs, dict(kwargs), target.callable_for(signature))
+    job = rank_job()
+    if job is not None:
+        pending.ranks = RankSwitch(job, _switch_name(selector.name, signature))
     row = CandidateResult(target.name, target.digest, target.description(), UNMEASURED)
     note = "provisional: the reference runs while the choices are tuned in the background"
     record = TuningRecord.of_selection(
@@ -193,6 +261,18 @@ def _start(
     )
     submit(pending)
     return pending
+
+
+_switches: dict[str, int] = {}  # how often each key's switch was agreed in this process
+
+
+def _switch_name(selector: str, signature: Signature) -> str:
+    """The key's name in the job's store: the same on every rank (no device index in it), and new
+    each time the key is tuned in the background again (after `selector.clear()`)."""
+    data = json.dumps([selector, signature.device.name, signature.to_data()], sort_keys=True, default=str)
+    digest = hashlib.sha256(data.encode()).hexdigest()[:24]
+    _switches[digest] = _switches.get(digest, 0) + 1
+    return f"background/{digest}/{_switches[digest]}"
 
 
 def _tune_queued() -> None:  # the tuning thread
