@@ -5,21 +5,21 @@ signature at once with its reference choice (`torch.mm` for `kernelpick.ops.mm`)
 pick, and queues the signature's tuning; one thread per process tunes the queued keys in turn,
 through the selector's own tuning (store, claims, workers, verification: nothing is measured
 differently). A tuned kernel does the same with its `default=` config, else the first of its configs
-(`kernelpick.tune.background`). The first call after a tuning ends switches to its pick, between calls and never while
-a CUDA graph is being captured (a graph captured meanwhile keeps the provisional pick it recorded);
-`selector.records` says provisional or final, and the log says when it switched. A tuning that fails
-leaves the provisional pick running, with a warning.
+(`kernelpick.tune.background`). The first call after a tuning ends switches to its pick, between
+calls and never while a CUDA graph is being captured (a graph captured meanwhile keeps the
+provisional pick it recorded); `selector.records` says provisional or final, and the log says when
+it switched. A tuning that fails leaves the provisional pick running, with a warning.
 
 The ranks of a `torch.distributed` job (with `KERNELPICK_RANKS`, on) tune a selector's key together
-as always (`kernelpick.select.ranks`) and switch to its pick at the same call (`RankSwitch`), so that a
-tensor-parallel job never runs two picks at once.
+as always (`kernelpick.select.ranks`) and switch to its pick at the same call (`RankSwitch`), so that
+a tensor-parallel job never runs two picks at once.
 
 Background tuning is left out, and a key tuned as before, where a provisional pick could not stand in
 safely: inside a CUDA-graph capture or a compiled graph (the graph would keep the provisional pick
 forever), for a tuned kernel's key in a job of several ranks, or a selector's where its ranks do not
-tune together (they could switch at different calls), with an `input_gen` (the user's code would run in the tuning thread), with integer tensors
-among the inputs (their values would be copied to the host from that thread) and where the reference
-is not one of the choices.
+tune together (they could switch at different calls), with an `input_gen` (the user's code would run
+in the tuning thread), with integer tensors among the inputs (their values would be copied to the
+host from that thread) and where the reference is not one of the choices.
 """
 
 from __future__ import annotations
