@@ -140,3 +140,40 @@ def test_in_worker_processes_while_the_caller_runs_the_provisional_config(tmp_pa
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.split()[0] == "False" and "{}" in done.stdout  # final, measured in the workers
+
+
+#: A rank of a gloo job: a tuned kernel tuned in the background, launched in a loop; rank 1 starts later.
+RANK = """
+import json, sys, time
+import torch, torch.distributed as dist
+import kernelpick
+from tests.tune.kernels import add_kernel, grid_1d
+
+rank, world, port = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+configs = [kernelpick.Config({"BLOCK": b}) for b in (16, 64, 128)]
+add = kernelpick.autotune(configs=configs, key=["n"], background=True)(add_kernel)
+dist.barrier()
+if rank == 1:
+    time.sleep(0.3)
+x, out, switched_at = torch.randn(256), torch.empty(256), None
+for call in range(1, 5001):
+    add[grid_1d(256)](x, x, out, 256)
+    if not add.last_tuning.provisional:
+        switched_at = call
+        break
+print(json.dumps({"rank": rank, "switched_at": switched_at, "pick": str(add.last_tuning.best)}))
+"""
+
+
+def test_the_ranks_of_a_job_switch_a_kernel_to_the_one_pick_at_the_same_call(tmp_path: object) -> None:
+    from pathlib import Path
+
+    from kernelpick.select.background import RANK_MARGIN
+    from tests.select.test_ranks import run_ranks
+
+    done, printed = run_ranks(RANK, 2, Path(str(tmp_path)))
+    assert all(d.returncode == 0 for d in done), [d.stderr[-2000:] for d in done]
+    first, second = sorted(printed, key=lambda found: found["rank"])
+    assert first["switched_at"] is not None and first["switched_at"] == second["switched_at"], printed
+    assert first["pick"] == second["pick"] and first["switched_at"] > RANK_MARGIN

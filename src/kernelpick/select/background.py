@@ -10,14 +10,14 @@ calls and never while a CUDA graph is being captured (a graph captured meanwhile
 provisional pick it recorded); `selector.records` says provisional or final, and the log says when
 it switched. A tuning that fails leaves the provisional pick running, with a warning.
 
-The ranks of a `torch.distributed` job (with `KERNELPICK_RANKS`, on) tune a selector's key together
-as always (`kernelpick.select.ranks`) and switch to its pick at the same call (`RankSwitch`), so that
-a tensor-parallel job never runs two picks at once.
+The ranks of a `torch.distributed` job (with `KERNELPICK_RANKS`, on) tune a key together as always
+(`kernelpick.select.ranks`) and switch to its pick at the same call (`RankSwitch`), so that a
+tensor-parallel job never runs two picks at once.
 
 Background tuning is left out, and a key tuned as before, where a provisional pick could not stand in
 safely: inside a CUDA-graph capture or a compiled graph (the graph would keep the provisional pick
-forever), for a tuned kernel's key in a job of several ranks, or a selector's where its ranks do not
-tune together (they could switch at different calls), with an `input_gen` (the user's code would run
+forever), in a job of several ranks that do not tune together (`KERNELPICK_RANKS=0`: they could
+switch at different calls), with an `input_gen` (the user's code would run
 in the tuning thread), with integer tensors among the inputs (their values would be copied to the
 host from that thread) and where the reference is not one of the choices.
 """
@@ -98,9 +98,13 @@ class Pending:
                 self.ranks.agree(self.calls, ok=self.error is None)
 
     def may_switch(self) -> bool:
-        """Whether this call switches: the tuning ended, or (ranks) it is the job's call to switch at,
-        known once every rank's tuning ended (a call past its bound waits for that)."""
-        return self.done.is_set() if self.ranks is None else self.ranks.allows(self.calls)
+        return may_switch(self.done, self.ranks, self.calls)
+
+
+def may_switch(done: threading.Event, ranks: RankSwitch | None, calls: int) -> bool:
+    """Whether a key's call number `calls` switches to its pick: its tuning ended, or (`ranks`) it is
+    the job's call to switch at, known once every rank's tuning ended (a call past its bound waits)."""
+    return done.is_set() if ranks is None else ranks.allows(calls)
 
 
 #: Calls a rank runs past its own tuning's end at most before it waits for the other ranks' word.
@@ -182,10 +186,10 @@ def wait(timeout: float | None = None) -> bool:
             return False
 
 
-def allowed(wanted: bool | None, values: Sequence[Any], *, ranks: bool = False) -> bool:
+def allowed(wanted: bool | None, values: Sequence[Any]) -> bool:
     """Whether a key met with `values` is tuned in the background: `wanted` (None: the setting), and
     a provisional pick can stand in safely (the module's docstring says where it cannot); in a job of
-    several ranks only where `ranks` (they can switch together) and they tune together."""
+    several ranks only where they tune together."""
     wanted = settings.current().background if wanted is None else wanted
     if not wanted or in_graph() or capturing(values):
         return False
@@ -194,13 +198,12 @@ def allowed(wanted: bool | None, values: Sequence[Any], *, ranks: bool = False) 
     import torch.distributed as dist
 
     several = dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
-    if several and not (ranks and rank_job() is not None):
+    if several and rank_job() is None:
         warn_once(
             log,
             "background ranks",
-            "tuning in the background is off for this job of several ranks (a tuned kernel's keys, or "
-            "KERNELPICK_RANKS off): its ranks could switch picks at different calls; they tune before "
-            "the call returns",
+            "tuning in the background is off for this job of several ranks (KERNELPICK_RANKS off): its "
+            "ranks could switch picks at different calls; they tune before the call returns",
         )
         return False
     return True
@@ -227,9 +230,7 @@ def _start(
 ) -> Pending | None:
     """Queue the tuning of `key` and bind the provisional pick, or None where it is not wanted or
     the selector's reference is not one of its choices."""
-    if selector.input_gen is not None or not allowed(
-        selector.background, [*inputs, *kwargs.values()], ranks=True
-    ):
+    if selector.input_gen is not None or not allowed(selector.background, [*inputs, *kwargs.values()]):
         return None
     if selector.check is not None:  # inputs the operation does not take fail at once, as before
         selector.check(*inputs, **kwargs)
@@ -242,7 +243,9 @@ def _start(
     pending = Pending(selector, key, inputs, dict(kwargs), target.callable_for(signature))
     job = rank_job()
     if job is not None:
-        pending.ranks = RankSwitch(job, _switch_name(selector.name, signature))
+        pending.ranks = RankSwitch(
+            job, switch_name(selector.name, signature.device.name, signature.to_data())
+        )
     row = CandidateResult(target.name, target.digest, target.description(), UNMEASURED)
     note = "provisional: the reference runs while the choices are tuned in the background"
     record = TuningRecord.of_selection(
@@ -266,10 +269,10 @@ def _start(
 _switches: dict[str, int] = {}  # how often each key's switch was agreed in this process
 
 
-def _switch_name(selector: str, signature: Signature) -> str:
-    """The key's name in the job's store: the same on every rank (no device index in it), and new
-    each time the key is tuned in the background again (after `selector.clear()`)."""
-    data = json.dumps([selector, signature.device.name, signature.to_data()], sort_keys=True, default=str)
+def switch_name(*parts: Any) -> str:
+    """A key's name in the job's store, from `parts` that are the same on every rank (no device index):
+    new each time the key is tuned in the background again (after `selector.clear()`, say)."""
+    data = json.dumps(parts, sort_keys=True, default=str)
     digest = hashlib.sha256(data.encode()).hexdigest()[:24]
     _switches[digest] = _switches.get(digest, 0) + 1
     return f"background/{digest}/{_switches[digest]}"

@@ -5,7 +5,8 @@ by pruning, else the first config left; Triton compiles it as it would any launc
 (`kernelpick.select.background`) tunes the key through the kernel's own tuning; the first call after
 it ends, outside a CUDA-graph capture, switches to the pick. Besides where a selector tunes before the
 call returns, a kernel does with hooks (`pre_hook`, `post_hook`, a config's), a `do_bench` of its own
-(the user's code would run in the tuning thread), or a single config left (nothing to tune).
+(the user's code would run in the tuning thread), or a single config left (nothing to tune). The
+ranks of a job switch at the same call, as a selector's do.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from typing import TYPE_CHECKING, Any
 from kernelpick.bench.timers import UserBenchTimer
 from kernelpick.compile.launch import runner
 from kernelpick.device import capturing, describe, device_of
-from kernelpick.select.background import UNMEASURED, allowed, submit
+from kernelpick.select.background import UNMEASURED, RankSwitch, allowed, may_switch, submit, switch_name
+from kernelpick.select.ranks import rank_job
 from kernelpick.select.record import TuningRecord
 from kernelpick.tune.dispatch import describe_key
 
@@ -52,6 +54,9 @@ def provisional_entry(
         return None
     config = tuner.default if tuner.default in configs else configs[0]
     pending = KernelPending(tuner, key, args, dict(kwargs), grid)
+    job = rank_job()
+    if job is not None:
+        pending.ranks = RankSwitch(job, switch_name(tuner.tuning_key(key, device).digest))
     pending.wrapped = (tuner.given.get(config, config), pending, dict(config.all_kwargs()))
     pending.plain = (pending.wrapped[0], runner(tuner.fn, device.interpreter), pending.wrapped[2])
     note = "provisional: runs while the configs are tuned in the background"
@@ -98,17 +103,24 @@ class KernelPending:
         self.error: BaseException | None = None
         self.entry: Entry | None = None
         self.record: TuningRecord | None = None
+        self.calls = 0  # provisional calls so far
+        self.ranks: RankSwitch | None = None  # the job's ranks switch together
 
     def run(self) -> None:  # in the tuning thread
         try:
             shadow = _shadow(self.tuner)
             self.entry = shadow._tune(self.key, self.args, self.kwargs, self.grid)
             self.record = shadow.tunings[self.key]
+        except BaseException as error:  # kept for the switch, which says it
+            self.error = error
         finally:
             self.args, self.kwargs = (), {}  # the caller's tensors are not held longer
+            if self.ranks is not None:
+                self.ranks.agree(self.calls, ok=self.error is None)
 
     def __call__(self, *args: Any, grid: Any, warmup: bool = False, **kwargs: Any) -> Any:
-        if self.done.is_set() and not capturing([*args, *kwargs.values()]):
+        self.calls += 1
+        if may_switch(self.done, self.ranks, self.calls) and not capturing([*args, *kwargs.values()]):
             own = {name: value for name, value in kwargs.items() if name not in self.plain[2]}
             self._switch()
             return self.tuner.run(*args, grid=grid, warmup=warmup, **own)  # the pick, or the provisional
