@@ -60,10 +60,13 @@ UNMEASURED = BenchmarkResult.failed("skipped", "provisional: runs unmeasured whi
 
 class Job(Protocol):
     """A key tuned in the tuning thread: `run` tunes it (keeping its outcome; what it raises goes to
-    `error`), then `done` is set."""
+    `error`), the job's ranks agree when to switch (`ranks`, at the `calls` made so far), then `done`
+    is set."""
 
     done: threading.Event
     error: BaseException | None
+    calls: int
+    ranks: RankSwitch | None
 
     def run(self) -> None: ...
 
@@ -90,12 +93,8 @@ class Pending:
             shadow = _shadow(self.selector)
             self.call = shadow._select(self.key, self.inputs, self.kwargs)
             self.record = shadow.records[self.key]
-        except BaseException as error:  # kept for the switch, which says it
-            self.error = error
         finally:
             self.inputs, self.kwargs = (), {}  # the caller's tensors are not held longer
-            if self.ranks is not None:
-                self.ranks.agree(self.calls, ok=self.error is None)
 
     def may_switch(self) -> bool:
         return may_switch(self.done, self.ranks, self.calls)
@@ -286,6 +285,8 @@ def _tune_queued() -> None:  # the tuning thread
         except BaseException as error:  # kept for the switch, which says it
             job.error = error
         finally:
+            if job.ranks is not None:
+                job.ranks.agree(job.calls, ok=job.error is None)
             job.done.set()
             with _started:
                 _in_flight.discard(job)

@@ -111,12 +111,8 @@ class KernelPending:
             shadow = _shadow(self.tuner)
             self.entry = shadow._tune(self.key, self.args, self.kwargs, self.grid)
             self.record = shadow.tunings[self.key]
-        except BaseException as error:  # kept for the switch, which says it
-            self.error = error
         finally:
             self.args, self.kwargs = (), {}  # the caller's tensors are not held longer
-            if self.ranks is not None:
-                self.ranks.agree(self.calls, ok=self.error is None)
 
     def __call__(self, *args: Any, grid: Any, warmup: bool = False, **kwargs: Any) -> Any:
         self.calls += 1
