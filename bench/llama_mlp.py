@@ -29,7 +29,7 @@ plain module (`F.linear`) against the module whose projections call `kernelpick.
 
 Compiled, each projection is tuned while compiling (or found tuned: the eager variant runs first, and
 its selections are this process's) and the graph runs its pick where `KERNELPICK_COMPILED_PICKS` lets it
-(`library`, the default: `torch.mm`; `all`: Triton templates too), else the operator
+(`all`, the default: Triton templates too; `library`: `torch.mm` only), else the operator
 `torch.ops.kernelpick.mm`, which selects at run time (`off`: always); the setting is kept with the
 results. With `--fused-gate-up` (MLP, compiled mode), `kernelpick_fused`: gate and up as one product of
 the concatenated weight (2 x intermediate columns), split after it. The CUDA-graph variants call
@@ -531,8 +531,8 @@ def main(argv: list[str] | None = None) -> int:
             "blocks": args.blocks,
             "modes": args.modes,
             "fused_gate_up": args.fused_gate_up,
-            # What the compiled graph runs for a projection: the pick itself (library; all: Triton
-            # templates too) or the operator, which selects when it runs (off).
+            # What the compiled graph runs for a projection: the pick itself (all; library: only
+            # library picks) or the operator, which selects when it runs (off).
             "compiled_picks": bench.kernelpick.settings.current().compiled_picks,
         },
     )
