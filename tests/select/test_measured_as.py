@@ -128,3 +128,57 @@ def _rendered(table: object) -> list[str]:
     console = Console(file=io.StringIO(), width=400)
     console.print(table)
     return console.file.getvalue().splitlines()  # type: ignore[attr-defined]
+
+
+def _binder(calls: dict[str, object]) -> object:
+    def bind(digest: str) -> object:
+        return calls[digest]
+
+    return bind
+
+
+def test_a_cuda_pick_runs_the_graph_rankings_choice_inside_a_capture_where_the_rankings_differ(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A template 25 % faster on the device but slower to launch: eager calls run torch.mm, a
+    # captured graph (device time alone) the template.
+    results = {"torch.mm": timed(0.012, 0.006), "triton": timed(0.009, 0.020)}
+    calls = {"torch.mm": lambda *a: "torch.mm ran", "triton": lambda *a: "triton ran"}
+    capturing_now = [False]
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: capturing_now[0])
+    eager_pick = calls["torch.mm"]
+    call = tuning.in_captures_too(
+        eager_pick, "torch.mm", results, "torch.mm", "eager", _binder(calls), "cuda"
+    )
+    assert call is not eager_pick
+    assert call(1, 2) == "torch.mm ran"
+    capturing_now[0] = True
+    assert call(1, 2) == "triton ran"
+    # Selected inside a capture first (ranked as a graph): eager calls run the eager ranking's pick.
+    call = tuning.in_captures_too(
+        calls["triton"], "triton", results, "torch.mm", "graph", _binder(calls), "cuda"
+    )
+    assert call(1, 2) == "triton ran"
+    capturing_now[0] = False
+    assert call(1, 2) == "torch.mm ran"
+
+
+def test_one_callable_serves_both_where_the_rankings_agree_the_device_is_no_gpu_or_the_setting_chooses(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    differ = {"torch.mm": timed(0.012, 0.006), "triton": timed(0.009, 0.020)}
+    agree = {"torch.mm": timed(0.012, 0.006), "triton": timed(0.006, 0.005)}
+    calls = {"torch.mm": lambda *a: "torch.mm ran", "triton": lambda *a: "triton ran"}
+    mm, bind = calls["torch.mm"], _binder(calls)
+    assert (
+        tuning.in_captures_too(calls["triton"], "triton", agree, "torch.mm", "eager", bind, "cuda")
+        is calls["triton"]
+    )
+    assert tuning.in_captures_too(mm, "torch.mm", differ, "torch.mm", "eager", bind, "cpu") is mm
+    with settings.override(measure="eager"):
+        assert tuning.in_captures_too(mm, "torch.mm", differ, "torch.mm", "eager", bind, "cuda") is mm
+
+    def unloadable(digest: str) -> object:
+        raise RuntimeError("its kernel no longer loads")
+
+    assert tuning.in_captures_too(mm, "torch.mm", differ, "torch.mm", "eager", unloadable, "cuda") is mm

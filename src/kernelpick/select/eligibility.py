@@ -15,6 +15,7 @@ from kernelpick.device import DeviceInfo, Requirements
 from kernelpick.errors import ConfigError
 from kernelpick.select.choice import Choice, ChoiceSpace
 from kernelpick.select.signature import Signature
+from kernelpick.store.table import TableEntry
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,3 +95,20 @@ def require(space: ChoiceSpace, requires: Requirements | None = None, **needs: A
     elif needs:
         raise ConfigError("kernelpick.require takes a Requirements or keywords, not both")
     return RequiringSpace(space, requires)
+
+
+def tabled_choice(spaces: Sequence[ChoiceSpace], signature: Signature, entry: TableEntry) -> Choice | None:
+    """The choice a deployment table's entry names among `spaces`: by its digest, else by its name. A
+    space that can find one choice by its description (`choice_for`: a template's) makes only that one."""
+    name = str(entry.choice.get("name"))
+    for space in spaces:
+        finder = getattr(space, "choice_for", None)
+        if finder is not None:
+            one = finder(signature, entry.choice)
+            candidates: Sequence[Choice] = [] if one is None else [one]
+        else:
+            candidates = space.choices_for(signature)
+        for choice in candidates:
+            if choice.digest == entry.candidate or choice.name == name:
+                return choice
+    return None

@@ -39,7 +39,7 @@ from kernelpick.select.choice import (
     qualified_name,
 )
 from kernelpick.select.choice_measuring import ChoiceMeasuring
-from kernelpick.select.eligibility import SkippedChoice, eligible_spaces
+from kernelpick.select.eligibility import SkippedChoice, eligible_spaces, tabled_choice
 from kernelpick.select.log import log_tuning
 from kernelpick.select.record import CandidateResult, TuningRecord, failure_report
 from kernelpick.select.searching import NO_SEARCH, SelectionSearch, search_choices
@@ -53,7 +53,13 @@ from kernelpick.select.signature import (
     unhashable_inputs,
     value_key,
 )
-from kernelpick.select.tuning import Tuning, measured_as, pick_against_reference, result_store
+from kernelpick.select.tuning import (
+    Tuning,
+    in_captures_too,
+    measured_as,
+    pick_against_reference,
+    result_store,
+)
 from kernelpick.store import ResultStore, StoredResult, TuningKey
 from kernelpick.store.table import TableEntry
 from kernelpick.workers.plan import start_early
@@ -325,6 +331,11 @@ class Selector:
             save(None)
             raise
         save(pick_choice.digest)
+        kept, bind = (
+            self.reference_digest(signature),
+            lambda digest: by_digest[digest].callable_for(signature),
+        )
+        call = in_captures_too(call, pick_choice.digest, results, kept, ranking, bind, signature.device.type)
         if settled.picked_by and pick_choice.digest != settled.pick:
             log.warning(
                 "%s: the pick of %s, %s, cannot be called here: running %s, unlike %s",
@@ -374,7 +385,7 @@ class Selector:
         def choice_of(entry: TableEntry) -> Choice | None:
             # The digest for the exact key; by name for another key, whose rendered choices differ.
             if id(entry) not in found_for:
-                found_for[id(entry)] = self._tabled_choice(spaces, signature, entry)
+                found_for[id(entry)] = tabled_choice(spaces, signature, entry)
             return found_for[id(entry)]
 
         found = tuning.tabled(choice_of, lambda: [c.digest for c in expanded()[0]])
@@ -405,25 +416,6 @@ class Selector:
         log_tuning(record)
         self._calls[key] = call
         return call
-
-    @staticmethod
-    def _tabled_choice(
-        spaces: Sequence[ChoiceSpace], signature: Signature, entry: TableEntry
-    ) -> Choice | None:
-        """The choice a table entry names among `spaces`: by its digest, else by its name. A space
-        that can find one choice by its description (`choice_for`: a template's) makes only that one."""
-        name = str(entry.choice.get("name"))
-        for space in spaces:
-            finder = getattr(space, "choice_for", None)
-            if finder is not None:
-                one = finder(signature, entry.choice)
-                candidates: Sequence[Choice] = [] if one is None else [one]
-            else:
-                candidates = space.choices_for(signature)
-            for choice in candidates:
-                if choice.digest == entry.candidate or choice.name == name:
-                    return choice
-        return None
 
     def _bind_pick(
         self,

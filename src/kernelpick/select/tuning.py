@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, TypeVar
 
+import torch
+
 from kernelpick import settings
 from kernelpick.bench.measure import OnDone
 from kernelpick.bench.pick import Pick, pick
@@ -488,6 +490,38 @@ def measured_as(values: Collection[object]) -> str:
     if chosen != "auto":
         return chosen
     return "graph" if _in_graph.get() or capturing(values) else "eager"
+
+
+def in_captures_too(
+    call: Callable[..., Any],
+    chosen: str,
+    results: Mapping[str, BenchmarkResult],
+    reference: str | None,
+    ranking: str,
+    bind: Callable[[str], Callable[..., Any]],
+    device_type: str,
+) -> Callable[..., Any]:
+    """`call` (the pick `ranking` chose), or where the other automatic ranking (`measured_as`) picks
+    another of `results` on a CUDA device, a call that runs that one's (`bind(digest)`) inside a
+    CUDA-graph capture and `call` outside it: a replayed graph costs device time alone, an eager call
+    the host's too. Only where KERNELPICK_MEASURE leaves the ranking to the call (`auto`)."""
+    if device_type != "cuda" or settings.current().measure != "auto":
+        return call
+    other = "graph" if ranking == "eager" else "eager"
+    try:
+        found = pick_against_reference(results, reference, measure=other).best
+        other_call = call if found == chosen else bind(found)
+    except Exception:  # nothing else worked, or its kernel no longer loads: `call` serves both
+        return call
+    if other_call is call:
+        return call
+    graph_call, eager_call = (other_call, call) if other == "graph" else (call, other_call)
+    capturing_now = torch.cuda.is_current_stream_capturing
+
+    def graph_or_eager(*inputs: Any, **kwargs: Any) -> Any:
+        return (graph_call if capturing_now() else eager_call)(*inputs, **kwargs)
+
+    return graph_or_eager
 
 
 def in_graph() -> bool:
