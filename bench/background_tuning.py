@@ -127,7 +127,8 @@ def loop(args: argparse.Namespace, mode: str) -> dict[str, Any]:
         "mode": mode,
         "first_forward_s": steps_ms[0] / 1e3,
         "first_forward_of_each_size_ms": {str(m): steps_ms[i] for m, i in first_of.items()},
-        "steps_ms": steps_ms,
+        "steps_ms": steps_ms[: len(plan)],  # the schedule's; the steps after it summarized below
+        "after_schedule": step_summary(steps_ms[len(plan) :]),
         "plan": plan,
         "total_s": total_s,
         "schedule_s": sum(steps_ms[: len(plan)]) / 1e3,
@@ -136,7 +137,21 @@ def loop(args: argparse.Namespace, mode: str) -> dict[str, Any]:
         "all_final_step": all_final_step,
         "keys": len(selector.records),
         "picks": sorted({r.best for r in selector.records.values()}),
+        "pick_of": {str(r.signature): r.best for r in selector.records.values()},
         "provisional_left": sum(r.provisional for r in selector.records.values()),
+    }
+
+
+def step_summary(steps_ms: list[float]) -> dict[str, Any]:
+    """How many steps, and their median, 99th percentile and largest milliseconds (None: no steps)."""
+    if not steps_ms:
+        return {"steps": 0}
+    ordered = sorted(steps_ms)
+    return {
+        "steps": len(ordered),
+        "median_ms": statistics.median(ordered),
+        "p99_ms": ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))],
+        "max_ms": ordered[-1],
     }
 
 
