@@ -61,6 +61,17 @@ def test_extern_choices_are_timed_on_cpu_and_the_faster_one_wins() -> None:
     assert not record.from_store
 
 
+def test_a_selector_called_with_a_known_count_of_inputs_selects_and_runs_as_its_call_does() -> None:
+    selector = Selector("add_positional", [extern(slow_add), extern(fast_add)])
+    call, a, b = selector.positional(2), *inputs()
+    assert torch.equal(call(a, b), a + b)  # the first call selects, through the selector
+    assert selector.last_selection is not None and selector.last_selection.best == "fast_add"
+    assert torch.equal(call(b, a), b + a) and len(selector.records) == 1  # the pick, found
+    assert torch.equal(call(a, 2.0), a + 2.0) and len(selector.records) == 2  # a number: the selector's path
+    keyed = Selector("add_keyed", [extern(fast_add)], key=lambda x, y: x.shape[0] > 8)
+    assert keyed.positional(2) is keyed  # a user key: the selector's own call
+
+
 def test_the_autotune_table_shows_choice_median_share_and_status() -> None:
     selector = Selector("add", [extern(slow_add), extern(fast_add)])
     selector(*inputs())

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from kernelpick.errors import ConfigError
-from kernelpick.select.signature import Signature, signature_key
+from kernelpick.select.signature import POSITIONAL_KEYS, Signature, positional_caller, signature_key
 from kernelpick.tensors import TensorSpec, example_tensor, is_aligned
 
 
@@ -96,3 +96,21 @@ def test_example_inputs_keep_the_misalignment_of_the_real_ones() -> None:
         example = example_tensor(spec, generator)
         assert TensorSpec.of(example) == spec
         assert is_aligned(example) == is_aligned(real)
+
+
+def test_the_hot_path_of_known_inputs_finds_what_the_key_finds_and_hands_the_rest_on() -> None:
+    a, b = torch.randn(4, 3), torch.randn(3, 2)
+    calls = {POSITIONAL_KEYS[2]((a, b)): lambda x, y: ("found", x.shape, y.shape)}
+    handed_on: list[tuple[object, ...]] = []
+
+    def slow(*inputs: object) -> str:
+        handed_on.append(inputs)
+        return "slow"
+
+    call = positional_caller(2)(calls, slow)
+    assert call(a, b) == ("found", a.shape, b.shape)
+    assert call(a, b.t().contiguous().t()) == "slow"  # other strides: another key
+    assert call(a, 3) == "slow"  # not a tensor
+    assert call(torch.nn.Parameter(a), b) == "slow"  # a subclass keys as the selector's slow path does
+    assert len(handed_on) == 3 and positional_caller(2) is positional_caller(2)  # generated once
+

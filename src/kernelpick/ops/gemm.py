@@ -222,6 +222,8 @@ _ADDMM = {activation: "addmm" if activation is None else f"addmm_{activation}" f
 _ADDMM_TF32 = {activation: f"{name}_tf32" for activation, name in _ADDMM.items()}
 #: The selectors made so far, by name (every module of kernelpick.ops reads it on its eager path).
 _selectors: dict[str, Selector] = {}
+#: Each of them called with its count of inputs (`Selector.positional`): what the eager paths call.
+_hot: dict[str, Callable[..., Any]] = {}
 _lock = threading.Lock()
 # The selectors are made on first use, but a program that imports the ops will tune them: its
 # workers start (and Triton's compiler warms up) now, while it still sets up.
@@ -252,6 +254,12 @@ def selector(name: str) -> Selector:
         return _selectors[name]
 
 
+def hot_path(name: str, count: int) -> Callable[..., Any]:
+    """`selector(name)` called with `count` positional inputs, kept for the next calls."""
+    path = _hot[name] = selector(name).positional(count)
+    return path
+
+
 @contextmanager
 def fresh_selectors() -> Iterator[None]:
     """Within the block, every `selector(name)` is made afresh, reading the settings then in effect
@@ -259,14 +267,17 @@ def fresh_selectors() -> Iterator[None]:
     benchmarks and tests that compare settings in one process. The registry is emptied in place:
     `scaled_mm` holds it by name too."""
     with _lock:
-        earlier = dict(_selectors)
+        earlier, earlier_hot = dict(_selectors), dict(_hot)
         _selectors.clear()
+        _hot.clear()
     try:
         yield
     finally:
         with _lock:
             _selectors.clear()
             _selectors.update(earlier)
+            _hot.clear()
+            _hot.update(earlier_hot)
 
 
 def register_selectors(builders: Mapping[str, Callable[[], Selector]]) -> None:
@@ -279,7 +290,7 @@ def register_selectors(builders: Mapping[str, Callable[[], Selector]]) -> None:
 # lines rather than call them: a call less on the eager path.
 def _mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     name = "mm_tf32" if b.dtype is _FLOAT32 and b.is_cuda and tf32_allowed() else "mm"
-    out: torch.Tensor = (_selectors.get(name) or selector(name))(a, b)
+    out: torch.Tensor = (_hot.get(name) or hot_path(name, 2))(a, b)
     return out
 
 
@@ -290,13 +301,13 @@ def _addmm(
     name = names.get(activation)
     if name is None:
         raise _unknown_activation(activation)
-    out: torch.Tensor = (_selectors.get(name) or selector(name))(bias, a, b)
+    out: torch.Tensor = (_hot.get(name) or hot_path(name, 3))(bias, a, b)
     return out
 
 
 def _bmm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     name = "bmm_tf32" if b.dtype is _FLOAT32 and b.is_cuda and tf32_allowed() else "bmm"
-    out: torch.Tensor = (_selectors.get(name) or selector(name))(a, b)
+    out: torch.Tensor = (_hot.get(name) or hot_path(name, 2))(a, b)
     return out
 
 
@@ -413,7 +424,7 @@ def mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         traced: torch.Tensor = _MM(a, b)  # through autograd: the output's gradient is the formula's
         return traced
     name = "mm_tf32" if b.dtype is _FLOAT32 and b.is_cuda and tf32_allowed() else "mm"
-    out: torch.Tensor = (_selectors.get(name) or selector(name))(a, b)
+    out: torch.Tensor = (_hot.get(name) or hot_path(name, 2))(a, b)
     return out
 
 
@@ -447,7 +458,7 @@ def addmm(
     name = names.get(activation)
     if name is None:
         raise _unknown_activation(activation)
-    out: torch.Tensor = (_selectors.get(name) or selector(name))(bias, a, b)
+    out: torch.Tensor = (_hot.get(name) or hot_path(name, 3))(bias, a, b)
     return out
 
 
@@ -462,5 +473,5 @@ def bmm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         traced: torch.Tensor = _BMM(a, b)  # through autograd: the output's gradient is the formula's
         return traced
     name = "bmm_tf32" if b.dtype is _FLOAT32 and b.is_cuda and tf32_allowed() else "bmm"
-    out: torch.Tensor = (_selectors.get(name) or selector(name))(a, b)
+    out: torch.Tensor = (_hot.get(name) or hot_path(name, 2))(a, b)
     return out

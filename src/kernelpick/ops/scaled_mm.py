@@ -27,7 +27,7 @@ import torch
 
 from kernelpick.bench.verify import fp8_product_tolerance
 from kernelpick.errors import ArgumentError
-from kernelpick.ops.gemm import _selectors, builtin_template, register_selectors
+from kernelpick.ops.gemm import _hot, _selectors, builtin_template, hot_path, register_selectors
 from kernelpick.ops.gemm import selector as ops_selector
 from kernelpick.ops.scaled_mm_configs import FP8, persistent_scaled_gemm_configs, scaled_gemm_configs
 from kernelpick.ops.scaled_mm_templates import OUT_DTYPES, persistent_tma_scaled_gemm, scaled_gemm
@@ -270,10 +270,10 @@ def _scaled_mm(
     name = _NAMES.get((out_dtype, bias is not None, use_fast_accum))
     if name is None:
         raise _unsupported(out_dtype, bias is not None)
-    selector = _selectors.get(name) or ops_selector(name)
-    out: torch.Tensor = (
-        selector(a, b, scale_a, scale_b) if bias is None else selector(a, b, scale_a, scale_b, bias)
-    )
+    if bias is None:
+        out: torch.Tensor = (_hot.get(name) or hot_path(name, 4))(a, b, scale_a, scale_b)
+    else:
+        out = (_hot.get(name) or hot_path(name, 5))(a, b, scale_a, scale_b, bias)
     return out
 
 
@@ -372,8 +372,8 @@ def scaled_mm(
     name = _NAMES.get((out_dtype, bias is not None, use_fast_accum))
     if name is None:
         raise _unsupported(out_dtype, bias is not None)
-    selector = _selectors.get(name) or ops_selector(name)
-    out: torch.Tensor = (
-        selector(a, b, scale_a, scale_b) if bias is None else selector(a, b, scale_a, scale_b, bias)
-    )
+    if bias is None:
+        out: torch.Tensor = (_hot.get(name) or hot_path(name, 4))(a, b, scale_a, scale_b)
+    else:
+        out = (_hot.get(name) or hot_path(name, 5))(a, b, scale_a, scale_b, bias)
     return out

@@ -49,6 +49,7 @@ from kernelpick.select.signature import (
     Signature,
     check_measurable,
     checked_signature_key,
+    positional_caller,
     signature_key,
     unhashable_inputs,
     value_key,
@@ -177,6 +178,11 @@ class Selector:
         if call is None:
             call = self._select(key, inputs, kwargs)
         return call(*inputs, **kwargs)
+
+    def positional(self, count: int) -> Callable[..., Any]:
+        """This selector's call for callers that always pass `count` positional inputs (`kernelpick.ops`):
+        the same hot path without the selector's own frame and argument packing."""
+        return self if self.key is not None else positional_caller(count)(self._calls, self)
 
     def implementation(self, *inputs: Any, **kwargs: Any) -> Callable[..., Any]:
         """The callable the hot path calls for inputs like these (selecting first if needed)."""

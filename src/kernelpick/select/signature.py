@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -61,6 +62,35 @@ def _tensor_keyer(count: int) -> Callable[[tuple[Any, ...]], tuple[Any, ...]]:
 
 #: `POSITIONAL_KEYS[n](inputs)`: the key of `n` positional inputs (shared with the selector's hot path).
 POSITIONAL_KEYS = [_any_key] + [_tensor_keyer(count) for count in range(1, 9)]
+
+
+@functools.cache
+def positional_caller(
+    count: int,
+) -> Callable[[Mapping[tuple[Any, ...], Callable[..., Any]], Callable[..., Any]], Callable[..., Any]]:
+    """`make(calls, slow)`: a function of `count` positional inputs that runs what `calls` holds for
+    their key (`POSITIONAL_KEYS[count]`'s, made inline) where all are plain tensors, and `slow(...)`
+    for everything else: a selector's hot path for callers that know how many inputs they pass."""
+    names = [f"x{i}" for i in range(count)]
+    inputs = ", ".join(names)
+    fields = ", ".join(
+        f"{x}.dtype, {x}.shape, {x}.stride(), {x}.storage_offset(), not {x}.data_ptr() & 15, {x}.device"
+        for x in names
+    )
+    source = (
+        "def make(calls, slow):\n"
+        f"    def call({inputs}):\n"
+        f"        if {' and '.join(f'type({x}) is Tensor' for x in names)}:\n"
+        f"            found = calls.get(({fields},))\n"
+        "            if found is not None:\n"
+        f"                return found({inputs})\n"
+        f"        return slow({inputs})\n"
+        "    return call\n"
+    )
+    scope: dict[str, Any] = {"Tensor": _Tensor}
+    exec(compile(source, f"<kernelpick hot path of {count} tensors>", "exec"), scope)
+    make: Callable[..., Callable[..., Any]] = scope["make"]
+    return make
 
 
 def signature_key(
