@@ -182,3 +182,49 @@ def test_one_callable_serves_both_where_the_rankings_agree_the_device_is_no_gpu_
         raise RuntimeError("its kernel no longer loads")
 
     assert tuning.in_captures_too(mm, "torch.mm", differ, "torch.mm", "eager", unloadable, "cuda") is mm
+
+
+def test_a_selector_records_the_graph_rankings_pick_in_a_capture_and_runs_its_own_outside(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from kernelpick.select import selector as selector_module
+
+    ran: list[str] = []
+
+    def reference_mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        ran.append("reference_mm")
+        return torch.mm(a, b)
+
+    def device_fast_mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        ran.append("device_fast_mm")
+        return torch.mm(a, b)
+
+    store = MemoryStore()
+    selector = kernelpick.Selector(
+        "captured_mm", [kernelpick.extern(reference_mm), kernelpick.extern(device_fast_mm)], store=store
+    )
+    a = torch.randn(8, 8)
+    with settings.override(isolate="off"):
+        selector(a, a)  # measured on the CPU; then the store gets GPU-like figures
+    figures = {"reference_mm": timed(0.012, 0.006), "device_fast_mm": timed(0.009, 0.020)}
+    names = {row.digest: row.name for row in selector.last_selection.candidates}  # type: ignore[union-attr]
+    for rows in store._rows.values():
+        for digest, row in rows.items():
+            rows[digest] = replace(row, result=figures[names[digest]])
+    store.picks.clear()
+    selector.clear()
+    # As on a GPU: the CPU has no capture, so the device is said to be CUDA and the capture faked.
+    real = tuning.in_captures_too
+    monkeypatch.setattr(selector_module, "in_captures_too", lambda *args: real(*args[:-1], "cuda"))
+    capturing_now = [False]
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: capturing_now[0])
+    with settings.override(isolate="off"):
+        selector(a, a)  # an eager call selects from the stored figures: the reference, faster to launch
+    assert selector.last_selection is not None and selector.last_selection.best == "reference_mm"
+    ran.clear()
+    selector(a, a)
+    capturing_now[0] = True
+    selector(a, a)  # inside a capture: device time alone ranks
+    capturing_now[0] = False
+    selector(a, a)
+    assert ran == ["reference_mm", "device_fast_mm", "reference_mm"]
