@@ -128,7 +128,7 @@ class Settings:
     compiled_picks: CompiledPicks = _setting(
         "KERNELPICK_COMPILED_PICKS",
         "all",
-        "Under torch.compile, static sizes: the graph runs the pick itself, tuned while compiling: all (a PyTorch function such as torch.mm, or a Triton template as wrap_triton launches), library (PyTorch functions only), off (the operator selects when the graph runs).",
+        "Under torch.compile, static sizes: the graph runs the pick itself, tuned while compiling: all (a PyTorch function such as torch.mm, or a Triton template as wrap_triton launches), library (PyTorch functions only), off (the operator selects when the graph runs). A kernelpick.op on GPU tensors: all traces its function, its launches through wrap_triton; library and off keep its node.",
     )
     background: bool = _setting(
         "KERNELPICK_BACKGROUND",

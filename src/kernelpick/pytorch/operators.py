@@ -21,11 +21,13 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Literal, overload
 
 import torch
+from torch._subclasses.functional_tensor import FunctionalTensorMode
 
 from kernelpick import settings
 from kernelpick.errors import MutatesArgsError, OperatorError
 from kernelpick.pytorch import pending
 from kernelpick.pytorch import schema as schemas
+from kernelpick.pytorch.compiled import traceable, traced_rule
 from kernelpick.pytorch.fast_path import DISPATCH, INTERPRET, route
 from kernelpick.pytorch.func_transforms import functionalize_call
 from kernelpick.pytorch.inference import (
@@ -181,6 +183,7 @@ class Operator:
         self._mutated: tuple[str, ...] = ()
         self._bump_positions: tuple[tuple[int, str], ...] = ()
         self._fast = False
+        self._traced = False  # compiled, its launches go to Inductor (`kernelpick.pytorch.compiled`)
         self._registered = False  # a plain bool: torch.compile guards on it
         self._unchecked = False  # registered from mutates_args alone: checked against the kernels at a call
         self._first_traced_call = _nonstrict(self._dispatch, name)
@@ -264,6 +267,8 @@ class Operator:
                     self._define(self._declared, unchecked)
                 return self
             check_outputs(self.name, recorded)
+            # Compiled, its launches go to Inductor where each can and the function writes no input itself.
+            self._traced = traceable(recorded.launches) and not recorded.written_by_torch()
             inference = infer_mutations(recorded, self._parameters)
             if self._declared is None:
                 certain_or_warn(self.name, inference)
@@ -287,6 +292,7 @@ class Operator:
         text = schemas.with_mutations(self.name, self._base_schema, mutated)
         definition = torch.library.custom_op(self.name, mutates_args=mutated, schema=text)(self._run_eagerly)
         definition.register_fake(self._user_fake or self._derived_fake)
+        definition.register_torch_dispatch(FunctionalTensorMode, traced_rule(self.fn, lambda: self._traced))
         if self._autograd is not None:
             backward, setup_context = self._autograd
             definition.register_autograd(backward, setup_context=setup_context)
