@@ -12,40 +12,20 @@ from typing import Any
 
 import torch
 import triton
-import triton.language as tl
 from torch._functorch.aot_autograd import aot_export_module
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 import kernelpick
 from kernelpick import settings
+from tests.tune.kernels import add_kernel, increment_kernel
 
 _names = itertools.count()
 
 
-@triton.jit
-def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):  # type: ignore[no-untyped-def]
-    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offsets < n
-    tl.store(
-        out_ptr + offsets,
-        tl.load(x_ptr + offsets, mask=mask) + tl.load(y_ptr + offsets, mask=mask),
-        mask=mask,
-    )
-
-
-@triton.jit
-def increment_kernel(x_ptr, n, BLOCK: tl.constexpr):  # type: ignore[no-untyped-def]
-    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offsets < n
-    tl.store(x_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) + 1, mask=mask)
-
-
-@kernelpick.autotune(configs=[triton.Config({"BLOCK": 32}), triton.Config({"BLOCK": 64})], key=["n"])
-@triton.jit
-def tuned_increment(x_ptr, n, BLOCK: tl.constexpr):  # type: ignore[no-untyped-def]
-    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offsets < n
-    tl.store(x_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) + 1, mask=mask)
+#: A kernelpick.autotune kernel: it tunes when the program runs, so a compiled graph keeps its operator.
+tuned_increment = kernelpick.autotune(
+    configs=[triton.Config({"BLOCK": 32}), triton.Config({"BLOCK": 64})], key=["n"]
+)(increment_kernel)
 
 
 def operator(fn: Callable[..., Any], **options: Any) -> Any:
