@@ -87,7 +87,8 @@ def test_a_compiled_block_is_one_graph_equal_to_eager(backend: str) -> None:
 
 def test_the_compiled_graph_calls_the_operators_and_selects_when_it_runs() -> None:
     # Dynamo's graph holds the operators; AOTAutograd replaces those whose pick is a PyTorch
-    # function (mm's and bmm's here) with it: those are tuned while compiling and not run again.
+    # function (all three here: addmm's is torch.addmm then the ReLU) with it: those are tuned
+    # while compiling and not run again.
     block, inputs = Block(), block_inputs(m=7)
     for name in SELECTORS:
         assert not selections(name, 7)
@@ -101,10 +102,9 @@ def test_the_compiled_graph_calls_the_operators_and_selects_when_it_runs() -> No
     assert [len(selections(name, 7)) for name in SELECTORS] == [1, 1, 1]
     for name in SELECTORS:
         ops.selector(name).clear()
-    compiled(*inputs)  # no new trace: the graph's operator selects again, its library picks run as they are
+    compiled(*inputs)  # no new trace: the graph's library picks run as they are, selecting nothing
     assert counter.frame_count == 1
-    assert len(selections("addmm_relu", 7)) == 1 and selections("addmm_relu", 7)[0].from_store
-    assert not selections("mm", 7) and not selections("bmm", 7)
+    assert not selections("addmm_relu", 7) and not selections("mm", 7) and not selections("bmm", 7)
 
 
 def test_an_exported_block_selects_for_each_size_it_runs_at() -> None:
@@ -255,3 +255,17 @@ def test_inductors_code_calls_the_library_pick_as_its_own_extern_kernel() -> Non
     torch.testing.assert_close(out, a @ b)
     code = "\n".join(codes)
     assert "extern_kernels.mm(" in code and "kernelpick.mm" not in code, code
+
+
+def test_a_compiled_graph_traces_addmms_library_pick_its_product_and_activation() -> None:
+    bias, a, b = torch.randn(13), torch.randn(11, 24), torch.randn(24, 13)
+    pick = ops.selector("addmm_relu").implementation(bias, a, b)
+    assert getattr(pick, "func", pick).__name__ in ("torch_addmm", "addmm_relu_lt")  # a library pick here
+    codes: list[str] = []
+    torch._dynamo.reset()
+    compiled = torch.compile(
+        lambda x, y, z: ops.addmm(x, y, z, activation="relu"), backend=aot_graphs(codes), fullgraph=True
+    )
+    torch.testing.assert_close(compiled(bias, a, b), torch.relu(torch.addmm(bias, a, b)))
+    [code] = codes
+    assert "kernelpick" not in code and "addmm" in code, code  # aten's own calls, no operator node

@@ -29,7 +29,13 @@ from kernelpick.ops.gemm_templates import GEMM, PERSISTENT_TMA_GEMM, SKINNY_GEMM
 from kernelpick.select.choice import Choice, ConfigSource, ExternChoice, extern
 from kernelpick.select.render import Epilogue
 from kernelpick.select.selector import Selector
-from kernelpick.select.selector_op import define_operator, dispatch_modes, dynamo_tracing, traceable_pick
+from kernelpick.select.selector_op import (
+    define_operator,
+    dispatch_modes,
+    dynamo_tracing,
+    traceable,
+    traceable_pick,
+)
 from kernelpick.select.signature import Signature
 from kernelpick.select.template import TritonTemplate
 from kernelpick.select.template_choice import TemplateChoices, template
@@ -72,6 +78,7 @@ def static_shapes() -> bool:
     return settings.current().ops_static_shapes
 
 
+@traceable
 def torch_addmm(
     bias: torch.Tensor, a: torch.Tensor, b: torch.Tensor, *, activation: str | None = None
 ) -> torch.Tensor:
@@ -86,11 +93,13 @@ def torch_addmm(
     return out
 
 
+@traceable
 def addmm_relu_lt(bias: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """`relu(bias + a @ b)` in one cuBLASLt call (its bias+ReLU epilogue) where torch can use it."""
     return torch._addmm_activation(bias, a, b)
 
 
+@traceable
 def addmm_gelu_tanh_lt(bias: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """`gelu(bias + a @ b)` in one cuBLASLt call: its GELU epilogue is the tanh approximation."""
     return torch._addmm_activation(bias, a, b, use_gelu=True)

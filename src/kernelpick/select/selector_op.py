@@ -180,11 +180,25 @@ def _static(tensor: torch.Tensor) -> bool:
     return all(type(n) is int for n in (*tensor.shape, *tensor.stride()))
 
 
+#: Functions of PyTorch operations alone that a compiled graph may trace in an operator's place.
+_traceable: set[Callable[..., Any]] = set()
+
+
+def traceable(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Mark `fn`, made of PyTorch operations alone (no data-dependent Python, no kernel launches), as a
+    pick a compiled graph may trace in its operator's place, as it does `torch.mm`: the composed
+    library choices of `kernelpick.ops` (`torch.addmm` then the activation)."""
+    _traceable.add(fn)
+    return fn
+
+
 def _torch_function(call: Any) -> bool:
-    """Whether `call` is one of PyTorch's own functions (`torch.mm`, an aten operator), or one with
-    some arguments given (`functools.partial(torch._scaled_mm, out_dtype=...)`)."""
+    """Whether `call` is one of PyTorch's own functions (`torch.mm`, an aten operator) or a `traceable`
+    one, or one with some arguments given (`functools.partial(torch._scaled_mm, out_dtype=...)`)."""
     if isinstance(call, functools.partial):
         return _torch_function(call.func)
+    if call in _traceable:
+        return True
     if isinstance(call, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
         return True
     return isinstance(call, types.BuiltinFunctionType) and getattr(call, "__module__", None) == "torch"
