@@ -75,11 +75,11 @@ def test_a_compiled_model_with_trainable_weights_trains_as_eager_torch_does() ->
     torch.testing.assert_close(loss, model.reference(x).square().mean())
     for mine, expected in zip(ours, theirs):
         torch.testing.assert_close(mine, expected, atol=1e-4, rtol=1e-4)
-    # The forward keeps addmm's node, which selects when it runs, and calls mm's pick (torch.mm on
-    # this CPU) itself; the backward is aten's.
+    # The forward calls the picks themselves (on this CPU torch.addmm then SiLU, and torch.mm), with
+    # no operator node; the backward is aten's.
     forward = [str(n.target) for g in graphs.fw_graphs for n in g.graph.nodes if n.op == "call_function"]
-    assert "kernelpick.addmm.default" in forward and "aten.mm.default" in forward
-    assert "kernelpick.mm.default" not in forward
+    assert "aten.addmm.default" in forward and "aten.silu.default" in forward and "aten.mm.default" in forward
+    assert not [target for target in forward if "kernelpick" in target], forward
 
 
 def test_without_grad_the_eager_call_stays_off_the_dispatcher() -> None:
