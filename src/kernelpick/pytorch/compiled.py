@@ -19,16 +19,16 @@ from typing import Any
 import torch
 
 from kernelpick import settings
+from kernelpick.config import OPTION_DEFAULTS
 from kernelpick.pytorch.hooks import Launch, handling_launches, suspended
 from kernelpick.pytorch.running import kernel_name, on_cpu
+from kernelpick.select.template_choice import wrap_triton_launch
 from kernelpick.tensors import is_descriptor
 
 log = logging.getLogger("kernelpick.pytorch")
 
-#: Launch options a launch may pass beside the kernel's arguments (Triton's `triton.Config` fields).
-_OPTIONS = frozenset(
-    {"num_warps", "num_stages", "num_ctas", "maxnreg", "num_buffers_warp_spec", "num_consumer_groups"}
-)
+#: Launch options a launch may pass beside the kernel's arguments (`triton.Config`'s).
+_OPTIONS = frozenset(OPTION_DEFAULTS)
 
 
 class NotTraceable(Exception):
@@ -90,9 +90,7 @@ def _through_wrap_triton(launch: Launch, original: Callable[[], Any] | None) -> 
         raise NotTraceable(f"`{kernel_name(kernel)}` is a {type(kernel).__name__}, not a triton.jit kernel")
     options = {name: value for name, value in launch.kwargs.items() if name in _OPTIONS}
     arguments = {name: value for name, value in launch.kwargs.items() if name not in _OPTIONS}
-    if options:
-        if isinstance(kernel, Autotuner):
-            raise NotTraceable(f"`{kernel_name(kernel)}` is tuned and given launch options besides")
-        kernel = triton.autotune([triton.Config({}, **options)], key=[])(kernel)
+    if options and isinstance(kernel, Autotuner):
+        raise NotTraceable(f"`{kernel_name(kernel)}` is tuned and given launch options besides")
     with suspended():  # should the wrapper run the kernel, it launches as usual
-        return torch.library.wrap_triton(kernel)[launch.grid](*launch.args, **arguments)
+        return wrap_triton_launch(kernel, launch.grid, launch.args, arguments, options)

@@ -40,18 +40,26 @@ def _any_key(inputs: tuple[Any, ...]) -> tuple[Any, ...]:
     return tuple([value_key(x) for x in inputs])
 
 
-def _tensor_keyer(count: int) -> Callable[[tuple[Any, ...]], tuple[Any, ...]]:
-    """A key function for `count` plain tensors: one flat tuple, no loop (other inputs: `_any_key`)."""
+def _tensors_key(count: int) -> tuple[list[str], str, str]:
+    """For generated code taking `count` inputs named x0, x1, ...: their names, the test that all are
+    plain tensors, and the expression of their key (one flat tuple)."""
     names = [f"x{i}" for i in range(count)]
+    plain = " and ".join(f"type({x}) is Tensor" for x in names)
     fields = ", ".join(
         f"{x}.dtype, {x}.shape, {x}.stride(), {x}.storage_offset(), not {x}.data_ptr() & 15, {x}.device"
         for x in names
     )
+    return names, plain, f"({fields},)"
+
+
+def _tensor_keyer(count: int) -> Callable[[tuple[Any, ...]], tuple[Any, ...]]:
+    """A key function for `count` plain tensors: one flat tuple, no loop (other inputs: `_any_key`)."""
+    names, plain, key = _tensors_key(count)
     source = (
         f"def key(inputs):\n"
         f"    {', '.join(names)}, = inputs\n"
-        f"    if {' and '.join(f'type({x}) is Tensor' for x in names)}:\n"
-        f"        return ({fields},)\n"
+        f"    if {plain}:\n"
+        f"        return {key}\n"
         f"    return any_key(inputs)\n"
     )
     scope: dict[str, Any] = {"Tensor": _Tensor, "any_key": _any_key}
@@ -71,17 +79,13 @@ def positional_caller(
     """`make(calls, slow)`: a function of `count` positional inputs that runs what `calls` holds for
     their key (`POSITIONAL_KEYS[count]`'s, made inline) where all are plain tensors, and `slow(...)`
     for everything else: a selector's hot path for callers that know how many inputs they pass."""
-    names = [f"x{i}" for i in range(count)]
+    names, plain, key = _tensors_key(count)
     inputs = ", ".join(names)
-    fields = ", ".join(
-        f"{x}.dtype, {x}.shape, {x}.stride(), {x}.storage_offset(), not {x}.data_ptr() & 15, {x}.device"
-        for x in names
-    )
     source = (
         "def make(calls, slow):\n"
         f"    def call({inputs}):\n"
-        f"        if {' and '.join(f'type({x}) is Tensor' for x in names)}:\n"
-        f"            found = calls.get(({fields},))\n"
+        f"        if {plain}:\n"
+        f"            found = calls.get({key})\n"
         "            if found is not None:\n"
         f"                return found({inputs})\n"
         f"        return slow({inputs})\n"

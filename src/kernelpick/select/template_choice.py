@@ -208,14 +208,24 @@ class TemplateChoice(NamedChoice):
         return _generate(self, self.kernels(), signature, _traced_launcher)[0]
 
 
+def wrap_triton_launch(
+    kernel: Any, grid: Any, args: tuple[Any, ...], kwargs: dict[str, Any], options: dict[str, Any]
+) -> Any:
+    """`kernel[grid](*args, **kwargs)` as a tracer records it, `torch.library.wrap_triton`'s launch;
+    launch `options` (num_warps, ...) under a one-config `triton.autotune`, as Dynamo wraps a launch
+    given them."""
+    if options:
+        import triton
+
+        kernel = triton.autotune([triton.Config({}, **options)], key=[])(kernel)
+    return torch.library.wrap_triton(kernel)[grid](*args, **kwargs)
+
+
 def _traced_launcher(kernel: Any, interpreter: bool) -> Callable[..., Any]:
-    """A launch a tracer records as `wrap_triton`'s: under a one-config `triton.autotune` carrying the
-    launch options, as Dynamo wraps a launch given them."""
-    import triton
+    """A launch a tracer records as `wrap_triton`'s (`wrap_triton_launch`)."""
 
     def launch(*args: Any, grid: tuple[int, ...], **options: Any) -> None:
-        tuned = triton.autotune([triton.Config({}, **options)], key=[])(kernel)
-        torch.library.wrap_triton(tuned)[grid](*args)
+        wrap_triton_launch(kernel, grid, args, {}, options)
 
     return launch
 
