@@ -237,3 +237,24 @@ def test_a_spawned_zygote_that_dies_leaves_workers_that_are_new_interpreters(tmp
     found = run(tmp_path, BROKEN_SPAWN, KERNELPICK_ISOLATE="on")
     assert not found["forked"] and found["alive"]  # measured in a worker all the same
     assert found["statuses"] == ["ok", "ok"]
+
+
+HALF_IMPORTED = """
+import json, torch
+import kernelpick
+from kernelpick import ops  # kernelpick.ops.gemm makes the zygote halfway through its own code
+from kernelpick.workers import zygote
+
+# ops.gemm.mm is defined after that line: a worker unpickles it by reference, from its own copy.
+selector = kernelpick.Selector("late", [kernelpick.extern(torch.mm), kernelpick.extern(ops.gemm.mm, name="ops.mm")])
+selector(torch.randn(8, 8), torch.randn(8, 8))
+results = selector.last_selection.results
+print(json.dumps({"zygote": zygote.zygote() is not None, "ops.mm": [results["ops.mm"].status, results["ops.mm"].message]}))
+"""
+
+
+def test_a_module_that_forked_the_zygote_while_imported_is_whole_in_its_workers(tmp_path: Path) -> None:
+    # H200, 2026-11-29: every ops.scaled_mm selection fell back to measuring in the caller, its
+    # workers failing to import kernelpick.ops.scaled_mm from their half-made kernelpick.ops.gemm.
+    found = run(tmp_path, HALF_IMPORTED, KERNELPICK_ISOLATE="on")
+    assert found == {"zygote": True, "ops.mm": ["ok", ""]}

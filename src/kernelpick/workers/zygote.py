@@ -104,6 +104,7 @@ class Zygote:
         if pid == 0:  # pragma: no cover - the zygote itself
             global _zygote_lock
             _zygote_lock = threading.Lock()  # forked while `fork_zygote` held it: its children fork their own
+            _forget_unfinished_imports()
             ours.close()
             code = 0
             try:
@@ -255,6 +256,21 @@ def _serve(connection: socket.socket) -> None:  # pragma: no cover - runs in the
             children.discard(pid)
             code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
             _report(connection, {"exited": pid, "status": code})
+
+
+def _forget_unfinished_imports() -> None:
+    """In the forked zygote: drop the modules whose import was under way when it was forked, so that
+    its workers import them afresh, whole.
+
+    A module that makes a tuned kernel or selector as it is imported (`kernelpick.ops.gemm` does)
+    forks the zygote halfway through its own code: the zygote's copy of it would stay without what
+    comes after that line, and a worker unpickling one of its functions failed ("Can't get
+    attribute", "cannot import name ... from partially initialized module").
+    """
+    for name, module in list(sys.modules.items()):
+        spec = getattr(module, "__spec__", None)
+        if name != "__main__" and spec is not None and getattr(spec, "_initializing", False):
+            del sys.modules[name]
 
 
 def _report(connection: socket.socket, message: dict[str, Any]) -> None:  # pragma: no cover
