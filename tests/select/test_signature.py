@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+import kernelpick
 from kernelpick.errors import ConfigError
-from kernelpick.select.signature import POSITIONAL_KEYS, Signature, positional_caller, signature_key
+from kernelpick.select.signature import POSITIONAL_KEYS, Calls, Signature, positional_caller, signature_key
 from kernelpick.tensors import TensorSpec, example_tensor, is_aligned
 
 
@@ -100,7 +101,8 @@ def test_example_inputs_keep_the_misalignment_of_the_real_ones() -> None:
 
 def test_the_hot_path_of_known_inputs_finds_what_the_key_finds_and_hands_the_rest_on() -> None:
     a, b = torch.randn(4, 3), torch.randn(3, 2)
-    calls = {POSITIONAL_KEYS[2]((a, b)): lambda x, y: ("found", x.shape, y.shape)}
+    calls = Calls()
+    calls[POSITIONAL_KEYS[2]((a, b))] = lambda x, y: ("found", x.shape, y.shape)
     handed_on: list[tuple[object, ...]] = []
 
     def slow(*inputs: object) -> str:
@@ -114,3 +116,70 @@ def test_the_hot_path_of_known_inputs_finds_what_the_key_finds_and_hands_the_res
     assert call(torch.nn.Parameter(a), b) == "slow"  # a subclass keys as the selector's slow path does
     assert len(handed_on) == 3 and positional_caller(2) is positional_caller(2)  # generated once
 
+
+def test_the_hot_path_guards_a_key_it_found_and_runs_a_call_only_for_inputs_of_that_very_key() -> None:
+    # Dynamo's guards check dtypes, devices, sizes and strides in one call; the front is keyed by
+    # each tensor's element count, offset and address modulo 16: the rest of the key.
+    a, b = torch.randn(4, 6), torch.randn(6, 6)
+    calls = Calls()
+    ran: list[str] = []
+
+    def pick(name: str):
+        def run(x: torch.Tensor, y: torch.Tensor) -> str:
+            ran.append(name)
+            return name
+
+        return run
+
+    for x, y, name in [
+        (a, b, "plain"),
+        (a, b.t(), "transposed"),  # the same count, offset and alignment; other strides
+        (a.double(), b.double(), "double"),
+        (torch.randn(5, 6)[1:], b, "offset"),  # offset 6 floats: aligned, another offset
+        (torch.randn(25)[1:].view(4, 6), b, "misaligned"),
+    ]:
+        calls[POSITIONAL_KEYS[2]((x, y))] = pick(name)
+    call = positional_caller(2)(calls, lambda *inputs: "slow")
+    cases = [
+        (torch.randn(4, 6), torch.randn(6, 6), "plain"),
+        (torch.randn(4, 6), torch.randn(6, 6).t(), "transposed"),
+        (torch.randn(4, 6).double(), torch.randn(6, 6).double(), "double"),
+        (torch.randn(5, 6)[1:], torch.randn(6, 6), "offset"),
+        (torch.randn(25)[1:].view(4, 6), torch.randn(6, 6), "misaligned"),
+        # The guard checks more than the key (whether a tensor requires grad): the key finds it.
+        (torch.randn(4, 6, requires_grad=True), torch.randn(6, 6), "plain"),
+    ]
+    for _ in range(3):  # the first round makes keys, the next ones find the front
+        for x, y, expected in cases:
+            assert call(x, y) == expected
+    # One guard for each place called: "transposed" and "double" share plain's counts, offsets and
+    # alignments, so their calls make their keys (and find their own picks) every time.
+    assert sorted(check_call[1](a, b) for check_call in calls.front.values()) == [
+        "misaligned",
+        "offset",
+        "plain",
+    ]
+    calls[POSITIONAL_KEYS[2]((a, b))] = pick("retuned")  # a switch: the guards go with it
+    assert not calls.front
+    assert call(torch.randn(4, 6), torch.randn(6, 6)) == "retuned"
+    calls.clear()
+    assert call(a, b) == "slow" and not calls.front
+
+
+def test_a_selector_picked_afresh_runs_its_new_pick_on_the_positional_path() -> None:
+    import copy
+    import pickle
+
+    selector = kernelpick.Selector("guarded", [kernelpick.extern(torch.mm), kernelpick.extern(torch.matmul)])
+    call = selector.positional(2)
+    a, b = torch.randn(8, 8), torch.randn(8, 8)
+    for _ in range(3):
+        torch.testing.assert_close(call(a, b), a @ b)
+    assert len(selector._calls.front) == 1
+    selector.clear()
+    assert not selector._calls.front
+    torch.testing.assert_close(call(a, b), a @ b)  # selects again
+    assert (
+        type(copy.copy(selector._calls)) is Calls
+        and type(pickle.loads(pickle.dumps(selector._calls))) is Calls
+    )

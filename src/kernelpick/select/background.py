@@ -45,7 +45,7 @@ from kernelpick.device import capturing
 from kernelpick.select.choice import Choice, ChoiceSpace
 from kernelpick.select.ranks import RankJob, rank_job
 from kernelpick.select.record import CandidateResult, TuningRecord
-from kernelpick.select.signature import Signature
+from kernelpick.select.signature import Calls, Signature
 from kernelpick.select.tuning import in_graph
 from kernelpick.workers.plan import fork_zygote_early
 
@@ -296,7 +296,7 @@ def _shadow(selector: Selector) -> Selector:
     """A copy of `selector` that tunes into picks and records of its own: the selector's calls keep
     the provisional pick until the switch."""
     shadow = copy.copy(selector)
-    shadow._calls, shadow.records, shadow._pending, shadow.timed_here = {}, {}, {}, {}
+    shadow._calls, shadow.records, shadow._pending, shadow.timed_here = Calls(), {}, {}, {}
     shadow._lock = threading.RLock()
     shadow.background = False
     return shadow

@@ -46,6 +46,7 @@ from kernelpick.select.searching import NO_SEARCH, SelectionSearch, search_choic
 from kernelpick.select.selector_op import SelectorOp
 from kernelpick.select.signature import (
     POSITIONAL_KEYS,
+    Calls,
     Signature,
     check_measurable,
     checked_signature_key,
@@ -156,7 +157,7 @@ class Selector:
         self.store = store
         self.use_store = cache
         self.timer = timer
-        self._calls: dict[tuple[Any, ...], Callable[..., Any]] = {}
+        self._calls = Calls()
         self._lock = threading.RLock()
         self.records: dict[tuple[Any, ...], TuningRecord] = {}
         self.last_selection: TuningRecord | None = None

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -72,21 +73,100 @@ def _tensor_keyer(count: int) -> Callable[[tuple[Any, ...]], tuple[Any, ...]]:
 POSITIONAL_KEYS = [_any_key] + [_tensor_keyer(count) for count in range(1, 9)]
 
 
+#: Most keys of plain tensors whose guards a selector's positional hot path keeps (`Calls.front`).
+FRONT = 64
+
+
+def _places(tensors: Sequence[torch.Tensor]) -> tuple[Any, ...]:
+    """What `Calls.front` is keyed by: each tensor's element count, offset and address modulo 16."""
+    return tuple([value for t in tensors for value in (t.numel(), t.storage_offset(), t.data_ptr() & 15)])
+
+
+class Calls(dict[tuple[Any, ...], Callable[..., Any]]):
+    """A selector's bound calls by signature key, and `front`: for keys of plain tensors already
+    called, the same calls keyed by three integers a tensor (element count, offset, address modulo
+    16), each with a check of the rest of the key by Dynamo's own guards (dtypes, devices, sizes and
+    strides in one C++ call). The positional hot path tries those before it makes a key: half the
+    key's cost. Any change of a call empties the front, so a guard never outlives its call.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.front: dict[tuple[Any, ...], tuple[Callable[..., bool], Callable[..., Any]]] = {}
+        self._lock = threading.Lock()
+
+    def __setitem__(self, key: tuple[Any, ...], call: Callable[..., Any]) -> None:
+        with self._lock:
+            super().__setitem__(key, call)
+            self.front.clear()
+
+    def __delitem__(self, key: tuple[Any, ...]) -> None:
+        with self._lock:
+            super().__delitem__(key)
+            self.front.clear()
+
+    def clear(self) -> None:
+        with self._lock:
+            super().clear()
+            self.front.clear()
+
+    def remember(self, key: tuple[Any, ...], call: Callable[..., Any], *tensors: torch.Tensor) -> None:
+        """Put `call` in front for `tensors` (plain tensors, whose signature key is `key`), if there is
+        room, none is there for their places yet and `key` still maps to `call`."""
+        if _GUARDS is None or len(self.front) >= FRONT:
+            return
+        places = _places(tensors)
+        if places in self.front:
+            return
+        check = _GUARDS(
+            *tensors,
+            dynamic_dims_sizes=[list(t.shape) for t in tensors],
+            dynamic_dims_strides=[list(t.stride()) for t in tensors],
+        ).check
+        with self._lock:
+            if self.get(key) is call and len(self.front) < FRONT:
+                self.front.setdefault(places, (check, call))
+
+    def __reduce__(self) -> Any:  # copied and pickled without its lock and guards
+        return (_calls_of, (dict(self),))
+
+
+def _calls_of(items: dict[tuple[Any, ...], Callable[..., Any]]) -> Calls:
+    calls = Calls()
+    calls.update(items)
+    return calls
+
+
+_GUARDS: Any  # what Dynamo checks a compiled frame's tensors with (sizes and strides given: static)
+try:
+    from torch._C._dynamo import guards as _dynamo_guards
+
+    _GUARDS = _dynamo_guards.TensorGuards
+except ImportError:  # pragma: no cover - a torch without Dynamo: every call makes its key
+    _GUARDS = None
+
+
 @functools.cache
-def positional_caller(
-    count: int,
-) -> Callable[[Mapping[tuple[Any, ...], Callable[..., Any]], Callable[..., Any]], Callable[..., Any]]:
+def positional_caller(count: int) -> Callable[[Calls, Callable[..., Any]], Callable[..., Any]]:
     """`make(calls, slow)`: a function of `count` positional inputs that runs what `calls` holds for
-    their key (`POSITIONAL_KEYS[count]`'s, made inline) where all are plain tensors, and `slow(...)`
-    for everything else: a selector's hot path for callers that know how many inputs they pass."""
+    their key (`POSITIONAL_KEYS[count]`'s, made inline; `calls.front` first) where all are plain
+    tensors, and `slow(...)` for everything else: a selector's hot path for callers that know how
+    many inputs they pass."""
     names, plain, key = _tensors_key(count)
     inputs = ", ".join(names)
+    places = ", ".join(f"{x}.numel(), {x}.storage_offset(), {x}.data_ptr() & 15" for x in names)
     source = (
         "def make(calls, slow):\n"
+        "    in_front, get, remember = calls.front.get, calls.get, calls.remember\n"
         f"    def call({inputs}):\n"
         f"        if {plain}:\n"
-        f"            found = calls.get({key})\n"
+        f"            front = in_front(({places},))\n"
+        f"            if front is not None and front[0]({inputs}):\n"
+        f"                return front[1]({inputs})\n"
+        f"            key = {key}\n"
+        "            found = get(key)\n"
         "            if found is not None:\n"
+        f"                remember(key, found, {inputs})\n"
         f"                return found({inputs})\n"
         f"        return slow({inputs})\n"
         "    return call\n"
