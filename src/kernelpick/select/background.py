@@ -1,25 +1,10 @@
-"""Tuning in the background: a key's first calls run a provisional pick while its candidates are tuned.
+"""Tuning in the background: a new signature's first calls run a provisional pick while it is tuned.
 
-A selector with `background=True` (or `KERNELPICK_BACKGROUND=1`) answers the first call of a new
-signature at once with its reference choice (`torch.mm` for `kernelpick.ops.mm`), the *provisional*
-pick, and queues the signature's tuning; one thread per process tunes the queued keys in turn,
-through the selector's own tuning (store, claims, workers, verification: nothing is measured
-differently). A tuned kernel does the same with its `default=` config, else the first of its configs
-(`kernelpick.tune.background`). The first call after a tuning ends switches to its pick, between
-calls and never while a CUDA graph is being captured (a graph captured meanwhile keeps the
-provisional pick it recorded); `selector.records` says provisional or final, and the log says when
-it switched. A tuning that fails leaves the provisional pick running, with a warning.
-
-The ranks of a `torch.distributed` job (with `KERNELPICK_RANKS`, on) tune a key together as always
-(`kernelpick.select.ranks`) and switch to its pick at the same call (`RankSwitch`), so that a
-tensor-parallel job never runs two picks at once.
-
-Background tuning is left out, and a key tuned as before, where a provisional pick could not stand in
-safely: inside a CUDA-graph capture or a compiled graph (the graph would keep the provisional pick
-forever), in a job of several ranks that do not tune together (`KERNELPICK_RANKS=0`: they could
-switch at different calls), with an `input_gen` (the user's code would run
-in the tuning thread), with integer tensors among the inputs (their values would be copied to the
-host from that thread) and where the reference is not one of the choices.
+One thread per process tunes the queued keys through the selector's own tuning (nothing is measured
+differently); the first call after a tuning ends switches to its pick, never inside a CUDA-graph
+capture, and the ranks of a job switch at the same call (`RankSwitch`). Where a provisional pick
+cannot stand in safely the key is tuned before the call returns: docs/selection.md, "Tuning in the
+background", lists those cases and the behaviour a user sees.
 """
 
 from __future__ import annotations
@@ -187,7 +172,7 @@ def wait(timeout: float | None = None) -> bool:
 
 def allowed(wanted: bool | None, values: Sequence[Any]) -> bool:
     """Whether a key met with `values` is tuned in the background: `wanted` (None: the setting), and
-    a provisional pick can stand in safely (the module's docstring says where it cannot); in a job of
+    a provisional pick can stand in safely (docs/selection.md lists where it cannot); in a job of
     several ranks only where they tune together."""
     wanted = settings.current().background if wanted is None else wanted
     if not wanted or in_graph() or capturing(values):

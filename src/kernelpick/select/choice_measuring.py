@@ -1,21 +1,9 @@
 """Measuring a tuning's candidates, a selection's choices or a tuned kernel's configs: in workers or here.
 
-The fronts decide what to measure; this compiles the candidates (every Triton kernel among them at
-once), runs each once on example arguments (its output checked against the reference, when there
-is one) and times those that worked: in worker processes when isolation is wanted, each crossing
-by value (`kernelpick.workers`), or in this process for a candidate that cannot cross (it holds a
-lock, say), one whose hooks or timer are the user's (Triton runs them in the user's process), or
-where no worker starts.
-
-A selection's choices run on example inputs (new values with the real inputs' metadata); a tuned
-kernel's configs on its call's own arguments (`KernelCall`), with private copies of those it may
-write, restored before every run.
-
-In workers, what compiling runs none of the user's code for (a tuned kernel's configs, templates;
-a library function has nothing to compile) compiles here, in forked compilers, and each goes to the
-workers as soon as it compiled: the GPUs time while the rest compile, and each is compiled once for
-all of a host's GPUs. A `triton_choice` (whose `bind` is the user's) or a processed choice compiles
-in the workers.
+The fronts decide what to measure; this compiles the candidates, runs each once on example arguments
+(checked against the reference, when there is one) and times those that worked: in worker processes
+when isolation is wanted, else in this process (also for a candidate that cannot cross by value or
+whose hooks or timer are the user's). docs/design.md, "Isolation", says what compiles where.
 """
 
 from __future__ import annotations

@@ -1,23 +1,6 @@
 """The tuning log (`KERNELPICK_LOG`): one JSON line per tuning, appended safely from any thread or process.
 
-A line is one JSON object:
-
-- `version` (1), `time` (unix seconds when the tuning ended), `pid`;
-- `kind` ("autotune" or "select") and `name` (the kernel's or the selector's);
-- `key`: for a tuned kernel its key arguments by name and `dtypes` (its tensors' dtypes); for a
-  selector `inputs` (a tensor as {dtype, size, stride, offset}), `kwargs` and `user_key`;
-  `key_text` the same for people; `key_inputs` the result store key's inputs (matches store rows);
-- `device`, `capability` ("9.0", or null), `interpreter`, `toolchain` {triton, torch, cuda};
-- `seconds`, `from_store` (nothing was measured), `note` (why the pick is not the fastest), `best`
-  (the picked candidate's name), `phases` (a tuned kernel's seconds per step) or `reference` (what
-  a selector checked outputs against);
-- `candidates`: each with `name`, `description` (its config or choice as plain data), `status`,
-  `cost_ms` (null when it failed), `timing` (median_ms, iqr_ms, runs, timer, host_ms, ... or
-  null), `message` (why it failed, one line), `from_store` and `compile_s` (the seconds its
-  compiler spent on it, or null where not known);
-- when known: `search` (a tuned kernel's `search.to_dict()`: see `kernelpick.reports.search`) or
-  `searches` (a selector's, one per config space it searched, by the space's name, each with the
-  space's `configs` count), `flops` and `bytes` (`kernelpick.select.work`).
+docs/reports.md, "The log's lines", lists the fields of a line.
 """
 
 from __future__ import annotations

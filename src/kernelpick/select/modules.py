@@ -1,17 +1,10 @@
 """Kernels on disk: rendered modules by content hash, and the sources of hand-written kernels tuned.
 
-A rendered module is written to the cache and imported from there by path; a hand-written kernel's
-source is kept by its Triton cache key for `kernelpick code` (read as text, never imported).
-
-Triton reads a kernel's source from its file, and another process (a benchmark worker, a later run)
-can load the same kernel from the same path. Files are written atomically, so a reader never sees
-half a file, private to the user (files 0600, folders 0700), and a path names one content.
-
-Nothing in the cache folder is trusted: a module this process rendered is imported from the source
-it rendered (the file is written again where it holds anything else), and one named by a content
-hash (as `write_module` names them) only when its content has that hash. The text checked is the
-text run and the text Triton reads (pinned in `linecache`), never a second read of the file, nor a
-`__pycache__` file.
+A rendered module is written atomically to the cache, private to the user, and imported from there by
+path (Triton reads a kernel's source from its file); a hand-written kernel's source is kept by its
+Triton cache key for `kernelpick code`, read as text and never imported. Nothing in the cache folder
+is trusted: a module is imported only from the text this process rendered or whose content has the
+hash it is named by (docs/store.md, "Who can write what").
 """
 
 from __future__ import annotations

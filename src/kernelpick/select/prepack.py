@@ -1,10 +1,7 @@
 """Pre-packed tensors, made once per tensor and reused while that tensor is unchanged.
 
-A weight re-laid out for a kernel (transposed, padded, blocked, quantized) costs a copy that a real
-program makes once, not on every call. The cache keeps the packed form by the identity of the tensor
-it came from and is valid while that tensor has the same `_version` (PyTorch bumps it on every
-in-place change made through the tensor or its views) and the same data pointer. It holds the source
-tensor weakly: an entry goes when its tensor does.
+An entry is keyed by the source tensor's identity and valid while it keeps its `_version` (bumped by
+every in-place change) and data pointer; the source is held weakly, so an entry goes with its tensor.
 """
 
 from __future__ import annotations

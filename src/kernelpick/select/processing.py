@@ -1,11 +1,8 @@
 """`kernelpick.processed`: a choice that transforms its inputs before the call and its output after.
 
-A kernel may want its inputs in another layout than the operation's callers have them (a transposed
-or contiguous operand, a weight re-laid out in blocks) or give its output in another form. The
-processing is part of what the choice costs and is timed with it, except what is declared one-time:
-a pre-packed input is packed once per tensor and version (`kernelpick.select.prepack`), before any
-timing, as a program that packs its weights once would. The wrapped choice is expanded for the
-signature of the inputs it really receives, so a template renders for the processed layouts.
+The processing is timed as part of the choice, except a pre-pack, made once per tensor before any
+timing (`kernelpick.select.prepack`). The wrapped choice is expanded for the signature of the inputs it
+really receives, so a template renders for the processed layouts.
 """
 
 from __future__ import annotations

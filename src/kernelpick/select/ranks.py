@@ -1,26 +1,9 @@
 """The ranks of a `torch.distributed` job tune together: each key's candidates dealt out, one pick.
 
-In eager code every rank meets the same keys in about the same order, one at a time, and needs
-each pick before it can go on: dealing whole keys out (rank `hash(key) % world` tunes it) would
-make the others wait for each key in turn, as long as one rank tuning them all. So the unit dealt
-out is a part of one key's candidates, through the key-value store the job's process group was
-started with (`torch.distributed`'s TCPStore under torchrun: every rank of every node reaches it):
-
-1. A rank that meets a key takes the next part of its candidates left (an atomic counter per key),
-   measures it (what its result store lacks of it), publishes the results, and takes another
-   while parts are left. Ranks that meet the key together share its parts; a rank alone takes
-   them all, and waits for nobody.
-2. It then waits for the parts others took, each published once they measured it. A part not
-   published within `KERNELPICK_WAIT_TIMEOUT` (its rank died or hangs) it measures itself.
-3. The first rank with every part decides the pick among all results; every rank reads that
-   decision back and runs it (compare-and-set: one decision per key, whatever the timing).
-
-No collective is called, so a rank never waits for another to reach the same call: it waits only
-for parts another rank is measuring now, and a rank measuring a part waits for nothing but the
-keys that measuring it tunes in turn (deeper ones, so the waits cannot go round in a circle).
-Results are plain data (JSON, checked when read), like a result store's. A search (a strategy
-other than exhaustive) proposes each batch from the results before it, so its key is one part: the
-first rank to meet the key searches, and the others wait for what it found.
+Parts of one key's candidates, not whole keys, are dealt out through the job's key-value store, so
+that no rank waits for another to tune each key in turn; no collective is called, so a rank waits only
+for parts another rank is measuring now. docs/multi-rank.md, "How" and "Why it cannot deadlock", has
+the protocol.
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
 """A selection's search: a strategy proposes which configs of each config space the selector times.
 
-With a strategy other than "exhaustive", every space that expands into several configs for a
-signature (a template's or a triton_choice's configs, under `processed(...)` too) is searched by
-`kernelpick.search.searching.search`: the strategy proposes batches, the selector's own measuring
-compiles, verifies and times each batch (in this process or in workers, as it would every choice),
-and the results the store holds for the key count as timed at no cost. Every other choice (externs,
-single choices, choices that could not be built, the reference) is always timed. Then one final
-measurement times those choices together with each space's best few, so that the pick between
-them, and the rule that keeps the reference unless it is clearly beaten, rest on one round.
+Spaces of several configs are searched through the selector's own measuring, the store's results
+counting as timed at no cost; every other choice is always timed. One final measurement then times
+those choices with each space's best few, so that the pick, and the rule that keeps the reference
+unless it is clearly beaten, rest on one round.
 """
 
 from __future__ import annotations

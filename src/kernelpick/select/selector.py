@@ -1,10 +1,8 @@
 """`kernelpick.Selector`: the fastest correct implementation of one operation, per input signature.
 
-A call computes its signature key, looks it up in a dictionary and calls the pick bound for that
-signature: that is the whole hot path. On a miss, the choices are expanded for the signature, the
-ones missing from the result store are precompiled in parallel, run once on example inputs and
-checked against the reference, benchmarked through the very callables the hot path will call, and
-stored; the fastest that worked wins.
+The hot path is a signature key, a dictionary lookup and a call of the bound pick. On a miss the
+choices are expanded for the signature, compiled, checked against the reference and benchmarked
+through the very callables the hot path will call; the fastest that worked wins.
 """
 
 from __future__ import annotations

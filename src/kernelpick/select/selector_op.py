@@ -1,13 +1,8 @@
 """A selection as a PyTorch operator: compiled and exported programs select when they run.
 
-A `Selector` reads tensor data (alignment, example inputs) and keeps Python state, so
-`torch.compile` and `torch.export` cannot trace into it. As an operator it is one opaque node
-whose fake implementation only describes the output, and whose real implementation is the
-selector: a compiled program tunes a new signature on its first call and then takes the hot path.
-
-Eager calls do not pay PyTorch's dispatcher: a call goes to the operator only while something
-traces it (`torch.compile`, `torch.export`, a dispatch mode such as fake tensors or `make_fx`), a
-check of two flags.
+`torch.compile` and `torch.export` cannot trace into a `Selector` (it reads tensor data and keeps
+Python state), so it becomes one opaque node whose fake implementation only describes the output.
+Eager calls reach the operator only while something traces them: a check of two flags.
 """
 
 from __future__ import annotations

@@ -1,26 +1,6 @@
 """`kernelpick.TritonTemplate`: Triton source with Jinja2 holes, rendered per config and signature.
 
-What a template's source can use (besides Jinja2 itself):
-
-- `{{ def_kernel() }}` at column 0: becomes `@triton.jit def <name>(<parameters>):` followed by one
-  `NAME: tl.constexpr = value` line per meta-parameter of the config and per constant. It is filled
-  in last, once the body has said which parameters it needs.
-- `{{ def_kernel("reduce", grid=[...], num_warps=4) }}`, after the first kernel: one more kernel,
-  launched after those before it with the same parameters, on its own grid (a list of integers the
-  source computes) and launch options (default: the config's). A split-K GEMM's reduction is one.
-- `{{ workspace("WS", [SPLIT_K, M, N]) }}`: the name of a parameter that receives a float32 scratch
-  tensor of that size, allocated (not zeroed) by each call: partial results one kernel writes and a
-  later one reads.
-- `{{ size("A", 0) }}`, `{{ stride("A", 1) }}`: a literal when shapes are static, else the name of
-  an integer parameter added to the kernel. `OUT` names the output. `size_hint`/`stride_hint` give
-  the integer itself, for Jinja logic (`{% if stride_hint("B", 0) == 1 %}`).
-- `{{ tensor_descriptor("A", ["BLOCK_M", "BLOCK_K"], permute=[1, 0]) }}`: the name of a parameter
-  that receives a host `TensorDescriptor` of input `A` (dimensions optionally permuted).
-- `{{ store_output(("idx_m", "idx_n"), "acc", "mask") }}` alone on a line: stores the accumulator
-  at the given (broadcast) indices, through the epilogue if there is one.
-- `dtype("A")`: the `tl` dtype of a tensor; the config's meta-parameters, `num_warps`,
-  `num_stages`, the constants, `inputs`/`output` (`TensorSpec`s), `device`, `static_shapes` and
-  `int64_index` (True when some offset may pass 2**31 - 1) as variables.
+docs/selection.md, "Templates", lists what a template's source can use.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """`kernelpick.template`: a `TritonTemplate` rendered per config and signature, as choices.
 
-The function that launches a rendered kernel is itself generated code: every size, stride, grid and
-option is fixed for a signature, so a call is an allocation, one launch and nothing else (a template
-with a workspace and later kernels: their allocations and launches too).
+The launching function is generated code with every size, stride, grid and option fixed for the
+signature, so a call is an allocation and its launches, nothing else.
 """
 
 from __future__ import annotations

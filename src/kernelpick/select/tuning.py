@@ -1,18 +1,11 @@
 """The steps every tuning takes, written once for a tuned kernel and a selector alike.
 
-A tuning of one key looks for a deployment table's pick, reads the store's results (once, and
-only when needed), leaves what the store holds out of what is measured (and measures nothing under
-`KERNELPICK_NO_TUNING=1`), stores each result as it is measured, picks (the fastest, unless it does
-not clearly beat the reference) and saves what was measured with the pick. A tuning interrupted
-(Ctrl-C, SIGTERM, a crash) has stored what it measured, without a pick: the next one measures only
-the rest, then picks. What its candidates are, how they are measured and how the
-pick is called is its front's: `kernelpick.tune` (the `triton.autotune` front, whose candidates
-are one kernel's configs) and `Selector` (choices of any kind). Candidates are named here by digest.
-
-A key is tuned once however many processes need it at once (`settle`): processes sharing a store
-claim the key before measuring (`kernelpick.store.claims`), and one that waited runs the pick of
-the one that tuned; the ranks of a `torch.distributed` job deal its candidates out between them
-and run one agreed pick (`kernelpick.select.ranks`).
+A key's tuning: a deployment table's pick, else the store's results, measuring only what the store
+lacks (nothing under `KERNELPICK_NO_TUNING=1`), storing each result as it is measured, then the pick
+(the fastest, unless it does not clearly beat the reference). An interrupted tuning keeps what it
+stored. `settle` tunes a key once however many processes or ranks need it (`kernelpick.store.claims`,
+`kernelpick.select.ranks`). Candidates are named here by digest; what they are and how they are
+measured and called is the front's (`kernelpick.tune`, `Selector`).
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
 """How much work a tuned call does (FLOPs and bytes moved), for roofline figures: the user's or built in.
 
-`work("my_matmul", flops=lambda key: 2 * key["M"] * key["N"] * key["K"])` registers functions of a
-tuning's key; the tuning log then records the figures of every tuning of that kernel or selector.
-A tuned kernel's key maps its key argument names to their values, with `dtypes` (the tensor
-arguments' dtype names); a selector's has `inputs` (a tensor as {dtype, size, stride, offset}),
-`kwargs` and `user_key`. The GEMM selectors (`mm`, `addmm`, `bmm` and `kernelpick.ops`'s, `scaled_mm`
-included) need none: their figures are built in (`matrix_product`), and any other name has none.
+`work(name, flops=..., bytes=...)` registers functions of a tuning's key, whose fields
+docs/ops-decisions.md lists; the GEMM selectors' figures are built in (`matrix_product`).
 """
 
 from __future__ import annotations
