@@ -1,9 +1,8 @@
 """`kernelpick.autotune`: a drop-in for `triton.autotune` that compiles in parallel and remembers.
 
-A call computes its tuning key, looks it up in a dictionary and launches: that is the whole hot
-path. On a miss, the configs missing from the result store are compiled in parallel, benchmarked on
-private copies of the arguments the kernel may write, stored, and the best one is launched on the
-real arguments.
+The hot path is a tuning key, a dictionary lookup and a launch. On a miss the configs the result store
+lacks are compiled in parallel, benchmarked on private copies of the arguments the kernel may write
+and stored, and the best is launched on the real arguments.
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
 """A tuned kernel's keys tuned in the background (`autotune(background=True)`, `KERNELPICK_BACKGROUND`).
 
-A new key's first call launches the provisional config at once: `default=` where it is given and left
-by pruning, else the first config left; Triton compiles it as it would any launch. The tuning thread
-(`kernelpick.select.background`) tunes the key through the kernel's own tuning; the first call after
-it ends, outside a CUDA-graph capture, switches to the pick. Besides where a selector tunes before the
-call returns, a kernel does with hooks (`pre_hook`, `post_hook`, a config's), a `do_bench` of its own
-(the user's code would run in the tuning thread), or a single config left (nothing to tune). The
-ranks of a job switch at the same call, as a selector's do.
+A new key's first call launches the provisional config (`default=` if pruning left it, else the first
+config left) while `kernelpick.select.background`'s thread tunes the key. Kernels with hooks or their
+own `do_bench` (the user's code would run in that thread) and single-config kernels tune before the
+call returns (docs/autotune.md, "Tuning in the background").
 """
 
 from __future__ import annotations

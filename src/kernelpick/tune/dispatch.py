@@ -1,22 +1,10 @@
 """The hot path of a tuned kernel: from a call's arguments to what to launch, in well under a microsecond.
 
-Two keys identify a call. The *exact* key (the tuning key's values, every tensor's dtype, what Triton
-specializes the compiled kernel on, the device) is computed generically and decides what gets tuned.
-The *fast* key is computed by a function generated for the shape of the first call (which positions
-hold tensors and integers, which names come by keyword), so that a steady stream of same-shaped calls
-costs a few indexing operations and one dictionary lookup. A call of another shape misses the fast
-table and takes the exact path: slower, never wrong.
-
-Triton compiles a kernel anew for each *specialization* of its arguments: a pointer whose address is
-a multiple of 16 bytes, an integer divisible by 16, an integer equal to 1 (a constant). A config tuned
-for one specialization is not assumed best for another: `x[1:]` of a float32 tensor (a misaligned
-pointer) or n = 17 instead of 16 is tuned separately. Arguments marked `do_not_specialize` are left
-out, those marked `do_not_specialize_on_alignment` keep only the "equal to 1" case, as in Triton.
-
-A tensor descriptor (`triton.tools.tensor_descriptor.TensorDescriptor`) is keyed as Triton compiles
-it: by its tensor's dtype and, unless the tuner's pre-hooks set block shapes (the call then passes a
-placeholder, and the hook's shape follows from the config), by its block shape. Its sizes and strides,
-like a tensor's, are keyed by naming the size arguments in `key`.
+The *exact* key (key values, dtypes, Triton's specialization of each argument, descriptors' block
+shapes, the device) decides what is tuned; the *fast* key, from a function generated for the first
+call's shape, costs a few indexing operations and one lookup. A call of another shape misses the fast
+table and takes the exact path: slower, never wrong. docs/keys.md, "Triton specialization", says what
+the specialization marks mean.
 """
 
 from __future__ import annotations

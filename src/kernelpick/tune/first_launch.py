@@ -1,14 +1,9 @@
-"""The first launch of a pick that came from a store or a table: compiled before it runs, and dropped
-when it fails, so that a bad stored result costs one tuning, not a call that raises for good.
+"""The first launch of a pick from a store or a table: compiled before it runs, and dropped if it fails.
 
-A pick read from a store or a deployment table was measured elsewhere, or forged: a store without a
-signing key takes any well-formed row. Its first launch in a process compiles it first, running
-nothing (Triton's `run(warmup=True)` on a GPU; in the interpreter, the TTIR compile a tuning makes).
-A pick that does not compile is marked failed in the store, and the key is tuned once more with the
-store and tables unread (every config measured, the results saved over the stored ones); the call
-runs the new pick. A pick that compiles and then fails when launched may have written some of the
-caller's tensors, so the call raises, but the pick is marked failed likewise: the next call tunes the
-key again. Once a pick launched, its key's entry is the plain one: a dictionary lookup and a launch.
+A stored pick may have been measured elsewhere or forged, so a bad one must cost one tuning, not a call
+that raises for good: one that does not compile is marked failed and the key tuned again with the store
+unread; one that fails at launch is marked failed too, but that call raises, since it may have written
+the caller's tensors (docs/store.md, "Who can write what").
 """
 
 from __future__ import annotations
