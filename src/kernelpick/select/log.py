@@ -54,7 +54,7 @@ def log_tuning(record: TuningRecord) -> None:
 
 
 def tuning_entry(record: TuningRecord) -> dict[str, Any]:
-    """The plain data of one log line (this module's docstring lists its fields)."""
+    """The plain data of one log line (docs/reports.md, "The log's lines", lists its fields)."""
     candidates = [candidate_entry(r.name, r.description, r.result) for r in record.candidates]
     extra: dict[str, Any] = {"phases": dict(record.phases)}
     key_text = record.key_text

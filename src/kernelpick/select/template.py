@@ -104,7 +104,7 @@ GridRule = Callable[[GridContext], Sequence[int]]
 
 
 class TritonTemplate:
-    """Triton kernel source with Jinja2 holes (see the module docstring for what the source can use).
+    """Triton kernel source with Jinja2 holes (docs/selection.md, "Templates", says what the source can use).
 
     Args:
         name: the template's name (a Python identifier; rendered kernels are named after it).

@@ -45,7 +45,7 @@ def work(name: str, *, flops: Figure | None = None, bytes: Figure | None = None)
 
     Args:
         name: the tuned kernel's name (its function's `__name__`) or the selector's name.
-        flops: a number, or a function of the key (a mapping: see this module's docstring).
+        flops: a number, or a function of the key (a mapping: docs/ops-decisions.md lists its fields).
         bytes: likewise, the bytes read and written (each tensor once, as with perfect caching).
 
     Raises:
