@@ -1,19 +1,9 @@
 """Compile claims: the processes of one host that need one binary at once compile it once.
 
-Triton's on-disk cache (`TRITON_CACHE_DIR`, default `~/.triton/cache`) already shares binaries
-between the processes that use it: a config one process compiled is loaded by the next one that
-asks for it. Two that ask at the same moment both compile it, though: the device processes of
-`kernelpick tune --devices 0,1,2,3` each meet the same configs of a kernel at about the same time.
-
-So a forked compiler (`kernelpick.compile.precompile`) first holds the compile's claim: a lock file
-named by Triton's own cache key of it (the kernel's source and specialization, the options, the
-target: one GPU model's binary, whichever GPU of the model asked), in `kernelpick-claims/` inside
-Triton's cache folder (made private to the user: 0700, its lock files 0600; one that is a link or
-another user's is passed over). A compiler that finds the claim held waits, then finds the binary in
-Triton's cache and loads it instead of compiling it again. The system lets go of a lock the moment
-its holder dies, however it dies; a holder that hangs is waited for a limited time, then the
-waiter compiles the config itself. A claim orders compiles and nothing else: what a process runs
-is always what Triton's cache key names, so a claim can cost time, never a wrong binary.
+A forked compiler first locks a file named by Triton's cache key of the compile; one that finds it
+held waits, then loads the binary from Triton's cache. A claim orders compiles and nothing else: what
+runs is always what Triton's cache key names, so a claim can cost time, never a wrong binary
+(docs/store.md, "A config is compiled once per host").
 """
 
 from __future__ import annotations

@@ -1,17 +1,8 @@
 """Forked compilers: a batch's Triton compiles run in forked children, then loaded in the parent.
 
-The children fill Triton's on-disk cache, which the parent loads from (the process mode of
-`kernelpick.compile.precompile`).
-
-A child that dies (a crash inside LLVM or ptxas) takes only its own configs down; a config that
-compiles far longer than the rest of its batch (`Patience`) or than the compile timeout has its
-compiler killed; a child compiles a config only once it holds the config's claim
-(`kernelpick.compile.claims`), so that the processes of one host compile each binary once.
-
-A child also builds what launching a compiled kernel needs besides its binary: Triton 3.6 compiles
-a C launcher for each kernel signature with `gcc`, cached on disk beside the binaries. Built here,
-once per signature and batch, every worker that loads the kernel finds it there instead of building
-it at its first launch, all of them at once, beside the compilers.
+The children fill Triton's on-disk cache, and build each signature's C launcher there too, so that the
+workers do not each build it at their first launch. A child that dies takes only its own configs down;
+one that runs past `Patience` or the compile timeout is killed (docs/design.md, "Compiling").
 """
 
 from __future__ import annotations

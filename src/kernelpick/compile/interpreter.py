@@ -1,22 +1,10 @@
 """What kernelpick adds to Triton's interpreter so that kernels written for GPUs run in it as they do there.
 
-Triton's interpreter runs a kernel's Python code with `triton.language` patched: its builtins
-(`tl.load`, `tl.rsqrt`, ...) given the interpreter's semantics, for the launch only. Kernels written
-for GPUs (Liger-Kernel's, unsloth's) reach past what it patches, each a way that works when compiled:
-
-- a float argument is an fp32 scalar on a GPU (`eps.to(tl.float32)`, `eps.dtype`); the interpreter
-  passes the Python float;
-- libdevice (`from triton.language.extra.libdevice import rsqrt`, `libdevice.tanh`) has stubs the
-  compiler maps to the backend's functions; the interpreter calls the stubs, which return None, and
-  the backend's functions need `extern_elementwise`, which it lacks;
-- a builtin under another name in the kernel's module (`cast = tl.cast`, `from triton.language.math
-  import rsqrt`) is not among those patched, and refuses to run unpatched.
-
-`extend` makes the first true for the launches run while its patches are in place. `patch_lang` replaces
-the interpreter's `_patch_lang` and does the other two along with it: while `triton.language` is
-patched, libdevice's stubs are the backend's functions with NumPy behind them
-(`kernelpick.compile.libdevice`) and the builtins under other names in the modules of the kernel and
-of each helper it calls are the interpreter's; all put back when the launch's patching is undone.
+`extend` replaces two of the interpreter's functions for the launches run while its patches are in
+place: `_implicit_cvt` (a float argument becomes the fp32 scalar it is on a GPU) and `_patch_lang`
+(`patch_lang`: libdevice's stubs get NumPy behind them, `kernelpick.compile.libdevice`, and builtins
+under other names in the kernel's and helpers' modules get the interpreter's). docs/design.md, "Kernels
+in the interpreter", says why each is needed.
 """
 
 from __future__ import annotations

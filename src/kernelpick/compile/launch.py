@@ -1,11 +1,7 @@
 """Launching Triton kernels where they can run: compiled on GPUs, in Triton's interpreter on CPUs.
 
-kernelpick never needs `TRITON_INTERPRET=1`: a plain `@triton.jit` kernel is run in the interpreter
-when its tensors are on the CPU. Helpers it calls (`@triton.jit` device functions, `tl.sum`, ...)
-are interpreted too, through a scoped patch of `JITFunction.__call__` held for the launch only; what
-else kernels written for GPUs need of the interpreter (float arguments as fp32 scalars, libdevice,
-builtins under other names) is in `kernelpick.compile.interpreter`, and a kernel that fails in it
-raises `InterpretationError` naming the line.
+A plain `@triton.jit` kernel whose tensors are on the CPU runs in the interpreter, its helpers through a
+patch of `JITFunction.__call__` held for the launch only, so `TRITON_INTERPRET=1` is never needed.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """NumPy versions of CUDA's libdevice functions, for kernels run in Triton's interpreter (which has none).
 
-A kernel calls libdevice as `tl.extra.libdevice.tanh(x)`, `from triton.language.extra.libdevice import
-rsqrt` or through the CUDA module itself. On a GPU the backend's functions pick the symbol for the
-argument types (`__nv_tanhf` for fp32) and the compiler links it; in the interpreter those functions
-reach `create_extern_elementwise`, which Triton leaves unimplemented. `extern_elementwise` implements
-it for the symbols below, so argument checks, broadcasting and result types stay the backend's.
+`extern_elementwise` implements the `create_extern_elementwise` that Triton leaves unimplemented in
+the interpreter, for the symbols below, so argument checks, broadcasting and result types stay the
+backend's.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """One config of a tuned kernel as a candidate a worker can run: the kernel, its meta-parameters and grid.
 
-Serialized for a worker (`kernelpick.workers.values`), the kernel crosses by value: its function and
-source, made a `JITFunction` again there, whose launch finds the binary the caller's compilers left
-in Triton's on-disk cache. The grid crosses as numbers, evaluated where the kernel was called.
+The kernel crosses by value and finds its binary in Triton's on-disk cache; the grid crosses as
+numbers, evaluated where the kernel was called.
 """
 
 from __future__ import annotations

@@ -1,16 +1,8 @@
 """Compile every config of a kernel at once, before any is benchmarked, and say which ones failed.
 
-Two parallel modes, chosen by `KERNELPICK_COMPILE_MODE`:
-
-- `thread`: Triton's own async compile mode (`triton.runtime._async_compile.AsyncCompileMode`) over a
-  thread pool. Triton's code generation holds the GIL; its MLIR/LLVM passes and ptxas do not.
-- `process`: the same compile calls, run in forked children that fill Triton's on-disk cache; the
-  parent then loads each kernel from that cache. Children never touch CUDA. A child compiles a
-  config only once it holds the config's claim (`kernelpick.compile.claims`): the processes of one
-  host that need one binary at once compile it once, the others load it from Triton's cache.
-
-On CPU devices nothing is compiled for real: each config is lowered to TTIR for an explicit GPU
-target, which catches what the compiler would reject (bad block shapes, static asserts, ...).
+`KERNELPICK_COMPILE_MODE` picks threads (Triton's async compile mode) or forked children
+(`kernelpick.compile.forked`); on CPU devices each config is only lowered to TTIR for an explicit GPU
+target, which catches what the compiler would reject (docs/design.md, "Compiling").
 """
 
 from __future__ import annotations
@@ -153,7 +145,7 @@ def precompile_jobs(
         jobs: what to compile (each a kernel, its launch arguments and a config).
         interpreter: True on CPU devices: lower to TTIR only.
         workers: jobs compiled at once.
-        mode: "thread" or "process" (see the module docstring).
+        mode: "thread" or "process" (docs/design.md, "Compiling").
         phases: where the process mode records the seconds of its steps: Triton preparing every
             compile here, compiling in the children and loading their results (for tuning reports).
         meanwhile: work for this thread to do while the compilers run (called exactly once).

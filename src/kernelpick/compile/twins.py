@@ -1,11 +1,8 @@
 """Kernels decorated under `TRITON_INTERPRET=1`: the `triton.jit` function Triton would have made.
 
-With `TRITON_INTERPRET=1` set, `@triton.jit` makes an `InterpretedFunction`, which can run but not
-compile: it has no parameters, source hash or TTIR, and the helpers it calls are interpreted ones
-too. kernelpick runs such a kernel as it is, and compiles (for the access analysis, the store key, a
-tuning's specialization) the `JITFunction` made from the same Python function, whose helpers are
-the compilable twins of the interpreted ones: those in its scope always, and those reached through
-a module (`tl.cdiv`, `mylib.helper`) while it is lowered (`compiling`).
+An `InterpretedFunction` can run but not compile, so kernelpick runs it as it is and compiles (for the
+access analysis, the store key, a tuning's specialization) a `JITFunction` of the same function, whose
+helpers are the compilable twins of the interpreted ones.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """Warm Triton's compiler up ahead of the first compile, while the program still sets up.
 
-Triton's first compile in a process hashes Triton's own files, its shared library included
-(hundreds of megabytes), to key its cache, and asks `ptxas` for its version: about a second that
-the first tuning would otherwise wait for, serially, before any config starts compiling. Its first
-specialization of a launch's arguments imports some forty of its modules (Gluon's among them), in
-the caller and again in each isolation worker. Both are done here ahead, once: a first compile
-that comes while the warm-up runs in the background waits for it instead of hashing beside it.
+A process's first compile hashes Triton's own files and asks `ptxas` for its version (about a second,
+serially), and its first specialization imports many of Triton's modules; doing both here, once, keeps
+the first tuning from waiting for them (docs/design.md, "Compiling").
 """
 
 from __future__ import annotations
