@@ -1,15 +1,9 @@
 """The worker process: `python -m kernelpick.workers.main FD` reads requests on stdin, answers on FD.
 
-Each request (`kernelpick.workers.request`) describes a problem as plain data and carries the
-candidates to measure on it; the answer holds one result per candidate. Nothing in a request names
-the user's module: a worker imports only libraries. After a candidate left the CUDA context broken
-(an illegal address, a launch failure), the worker says so and exits, so that its pool starts a
-fresh one.
-
-A request carries its time limit (`timeout_s`, the bench timeout); its pool kills a worker that runs
-past it, and the worker also ends itself `OVERRUN_S` later (SIGALRM, at its default action: the
-system ends the process even while a candidate holds Python's lock in C code or hangs in a kernel),
-so that a worker never outlasts its limit for long, whatever becomes of its pool.
+A request names nothing of the user's module, so a worker imports only libraries. A worker whose CUDA
+context a candidate broke says so and exits, for its pool to start a fresh one; it also ends itself
+`OVERRUN_S` past a request's time limit (SIGALRM at its default action, which ends the process even
+inside C code or a hung kernel), so it never outlasts its limit for long, whatever becomes of its pool.
 """
 
 from __future__ import annotations

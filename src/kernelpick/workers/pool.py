@@ -1,24 +1,11 @@
 """Worker pools: one worker process per device, reused while tuning goes on, and the isolated measurement.
 
-A GPU worker ends once no tuning runs (after `KERNELPICK_WORKER_IDLE` seconds, 0 by
-default): an idle process's CUDA context still slows the caller's own kernels (measured on an H200,
-docs/measurement.md), and the next tuning starts workers again, forked by the zygote in a fraction
-of a second, while its candidates compile. A worker that is a new interpreter (no zygote) stays up.
-
-A measurement has up to three steps:
-
-1. prepare (optional): the workers compile the candidates between them, many at once, each worker
-   its share, into Triton's on-disk cache; a candidate that fails to compile is done with. A
-   worker that dies here only loses the head start: its share is compiled again in step 2. (What
-   the caller compiles itself, in forked compilers, it names through a `Feed` as each compiles:
-   those are screened as they come, and their compiling overlaps the rest.)
-2. screen: one candidate at a time goes to whichever worker is free, so that a candidate that hangs
-   or kills its worker is known by name: it gets status `timeout` or `crashed` with the end of the
-   worker's output, the worker is started again, and the rest go on. Each request carries the
-   fastest median found so far, so that a worker stops timing a clearly slower candidate early.
-3. confirm: the fastest few are timed again, interleaved, on every worker at once, each running its
-   share of the runs; a candidate's figures are then combined over the workers. Every finalist runs
-   on every GPU alike, so the ranking never rests on one GPU being faster than another.
+A GPU worker ends once no tuning runs (`KERNELPICK_WORKER_IDLE`), since an idle CUDA context slows
+the caller's own kernels (docs/measurement.md has the figures); the zygote forks one again quickly. A
+measurement has up to three steps: *prepare* (the workers compile their share of the candidates),
+*screen* (one candidate at a time to a free worker, so a hang or crash is known by name) and *confirm*
+(the fastest few timed again, interleaved, on every worker at once, so the ranking never rests on one
+GPU being faster). docs/design.md, "Isolation", tells the steps in full.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """Arguments as plain data, and back: how a worker re-creates a tuning problem in its own process.
 
-Tensors travel as metadata (dtype, sizes, strides, offset, storage length) and are re-created in the
-worker. Floating-point tensors get random values, as selection's example inputs do; integer and
-boolean tensors, often indices or offsets a kernel follows, keep their real values, written to a
-file of the caller's private temporary folder and read back with `torch.load(weights_only=True)`.
-A tensor descriptor (Triton's `TensorDescriptor`) travels as its tensor and its plain fields (shape,
-strides, block shape, padding), and is made again over the worker's tensor.
+Tensors travel as metadata and get random values in the worker, except integer and boolean tensors
+(often indices a kernel follows), whose real values travel through a private file read back with
+`torch.load(weights_only=True)`. A tensor descriptor travels as its tensor and its plain fields.
 """
 
 from __future__ import annotations

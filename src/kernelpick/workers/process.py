@@ -1,8 +1,7 @@
 """One worker process: started once, fed requests as JSON lines, watched, killed and restarted.
 
-Messages come back through a pipe of their own, so that whatever the benchmarked code prints cannot
-garble them; its output (stdout and stderr together) is kept, the last lines of it, for the reason
-of a crash.
+Messages come back through a pipe of their own, so that what the benchmarked code prints cannot garble
+them; the last lines of its output are kept as the reason of a crash.
 """
 
 from __future__ import annotations

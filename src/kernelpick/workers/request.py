@@ -1,11 +1,8 @@
 """The one request a worker serves: a problem as plain data, and the candidates to measure on it.
 
-A `Problem` says what every candidate runs on: the arguments' metadata (tensors are re-created in
-the worker, random floats from a fixed seed and the real values of integer tensors), how the example
-is kept between runs, and what outputs are checked against. Each candidate comes as a `Portable`:
-an object serialized by `kernelpick.workers.values` (the user's code in it by value) that says how to
-compile it in the worker, if there is anything to compile, and gives the callable that is timed.
-Nothing in a request names the user's module, so a worker never imports it.
+A `Problem` says what every candidate runs on (the arguments' metadata, how the example is kept between
+runs, what outputs are checked against); each candidate is a `Portable` serialized by
+`kernelpick.workers.values`. Nothing in a request names the user's module, so a worker never imports it.
 """
 
 from __future__ import annotations

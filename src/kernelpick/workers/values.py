@@ -1,15 +1,9 @@
 """Functions and kernels as bytes a worker can load: by value, never by importing the user's code.
 
-What crosses the process boundary is data. A library function (`torch.mm`, a kernelpick helper)
-crosses by reference: the worker imports its library. Anything of the user's (a function, a
-closure, a lambda, a `@triton.jit` kernel, defined in a script, a test, a notebook or any module
-that is not an installed library) crosses by value, serialized with cloudpickle as Ray and Dask
-serialize functions: the worker never imports the user's module, so it never runs a script's top
-level again. A Triton kernel crosses as its Python function and source lines, and is made a
-`JITFunction` again in the worker, whose launch then finds the binary the caller compiled in
-Triton's on-disk cache.
-
-Nothing serialized here is stored: it goes from a caller to its own worker through a pipe.
+A library function crosses by reference; anything of the user's (a function, a lambda, a `@triton.jit`
+kernel) by value, with cloudpickle, so a worker never runs a script's top level again. A Triton kernel
+crosses as its function and source lines and finds its binary in Triton's on-disk cache. Nothing
+serialized here is stored: it goes from a caller to its own worker through a pipe.
 """
 
 from __future__ import annotations

@@ -1,22 +1,11 @@
 """Workers in milliseconds: a process forked from the caller before it used CUDA forks each worker.
 
-A new Python interpreter spends seconds importing torch before it can measure anything, and the
-first tuning waits for it. A process forked after `import torch` but before any CUDA call starts
-with everything imported and can still make its own CUDA context; one forked after CUDA was
-initialized cannot. So a process that has not touched CUDA forks a *zygote* when it makes its first
-tuned kernel or selector (usually as its modules are imported), calls `kernelpick.start_workers`,
-or starts its first worker (`import kernelpick` alone starts nothing): an idle copy of the process
-that waits on a socket and forks a worker each time the caller asks, handing it the caller's pipes.
-The zygote and its workers run nothing of the caller's but kernelpick's worker loop
-(`kernelpick.workers.main`), and leave the caller's terminal session, so a Ctrl-C meant for the
-caller does not reach them. The device processes of `kernelpick tune --devices` are forked by it
-too, running their own loop (`kernelpick.jobs.device_process`).
-
-Where the process used CUDA first, the zygote is a new interpreter instead (`serve_spawned`), which
-imports torch and Triton once, uses no CUDA either, and forks workers as the forked one does: the
-first worker waits for its imports, the next ones do not. Where there is no zygote (a platform
-without fork, `multiprocessing`'s children), or where its worker cannot make a CUDA context,
-workers are new interpreters.
+A new interpreter spends seconds importing torch; a process forked after `import torch` but before any
+CUDA call has everything imported and can still make its own CUDA context. So a process that has not
+touched CUDA forks a *zygote*, an idle copy of itself outside the terminal's session that runs only
+kernelpick's worker loop and forks a worker whenever the caller asks. Where the process used CUDA
+first, the zygote is a new interpreter (`serve_spawned`); without one, workers are new interpreters.
+docs/design.md, "Isolation", says when each is forked.
 """
 
 from __future__ import annotations
@@ -263,9 +252,8 @@ def _forget_unfinished_imports() -> None:
     its workers import them afresh, whole.
 
     A module that makes a tuned kernel or selector as it is imported (`kernelpick.ops.gemm` does)
-    forks the zygote halfway through its own code: the zygote's copy of it would stay without what
-    comes after that line, and a worker unpickling one of its functions failed ("Can't get
-    attribute", "cannot import name ... from partially initialized module").
+    forks the zygote halfway through its own code: the zygote's copy would lack what comes after that
+    line, and a worker could not unpickle the functions defined there.
     """
     for name, module in list(sys.modules.items()):
         spec = getattr(module, "__spec__", None)
