@@ -91,7 +91,7 @@ def truncated(x: torch.Tensor, bits: int = 14) -> torch.Tensor:
 
 
 def tensor_core_product(a: torch.Tensor, b: torch.Tensor, slice_k: int) -> torch.Tensor:
-    """`a @ b` as the emulated fp8 tensor cores of FP8_PRODUCT_TOLERANCE's comment sum it: 32-deep
+    """`a @ b` as the emulated fp8 tensor cores of docs/measurement.md "Checking outputs" sum it: 32-deep
     steps into a 14-bit accumulator, promoted into a float32 sum every `slice_k`."""
     out = torch.zeros(a.shape[0], b.shape[1], dtype=torch.float32)
     for start in range(0, a.shape[1], slice_k):

@@ -1,8 +1,7 @@
 """Benchmark candidates in two rounds: all of them briefly, then the fastest few again, interleaved.
 
-This is the one place that decides how candidates are measured, for autotuning and selection alike,
-in the caller's process and in worker processes: the timer (`bench/timers.py`), the rounds and their
-budgets, the host time of a call (`bench/host.py`), and the statistics kept with every result.
+The one place that decides how candidates are measured, for both fronts, in the caller and in workers:
+the timer, the rounds and their budgets, host time per call and the statistics kept with each result.
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
 """The CUDA-graph timer: many runs captured in a graph, each after an L2 flush, timed as replays.
 
-Two graphs are captured per candidate: `timed` holds `n` times (setup, flush, run, teardown) and
-`baseline` the same without the runs. They are replayed in turn, and each pair gives one sample,
-`(timed - baseline) / n` milliseconds per run: the setups' and flushes' own time is measured and
-taken off, beside the runs, in the same state of the GPU. Nothing the host does between launches
-is timed, and the GPU never waits for the host inside a replay, as in a real stream of calls; a
-slow or busy host (a worker process next to 16 compilers) cannot make a run look slower.
-
-A candidate that cannot be captured (its run synchronizes, copies to the host, allocates outside
-PyTorch's allocator, or it says `capturable = False`) is timed with CUDA events instead, and its
-result says so (`TimingSummary.timer`).
+A `timed` graph of `n` times (setup, flush, run, teardown) and a `baseline` graph without the runs
+are replayed in turn; each pair gives `(timed - baseline) / n` ms per run, so the flushes' own time is
+taken off and nothing the host does is timed. A candidate that cannot be captured is timed with CUDA
+events instead, and its result says so.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """Host time per call: how long the host takes to issue one call in a stream of back-to-back calls.
 
-A 5 µs kernel behind 20 µs of Python and launch overhead runs at 20 µs a call in a program the host
-bounds. Device timers leave the host out on purpose, so the host's share is measured apart and
-shown beside the device time (it does not rank: `TimingSummary.cost_ms` says why), as a user's
-program incurs it: the exact callable, called back to back with no synchronization between calls,
-and the time until the last call returns (not until the device finishes) divided by the calls.
+Device timers leave the host out on purpose, so its share is measured apart, as a program incurs it:
+the exact callable, called back to back without synchronizing, until the last call returns. It is
+shown beside the device time and does not rank (`TimingSummary.cost_ms` says why).
 """
 
 from __future__ import annotations

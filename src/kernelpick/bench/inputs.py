@@ -1,11 +1,8 @@
 """Benchmark inputs: scratch copies of what a kernel may write, and a selection's example inputs.
 
-Scratch copies are private copies of every argument a kernel may write, restored before each run;
-example inputs are new values with the real inputs' metadata. The user's tensors are never written
-while tuning. Copies are made per storage, so arguments that alias each other (two views of one
-buffer) alias each other in the copies too. A copy is restored before each run only when the kernel
-may also read its storage: what a kernel only writes cannot change what it computes, so restoring it
-would only add memory traffic to the measurement.
+The user's tensors are never written while tuning. Copies are made per storage, so arguments that
+alias each other alias in the copies too, and a copy is restored before each run only when the kernel
+may also read its storage (restoring what it only writes would only add memory traffic).
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """Measuring candidates on one problem: a first run each, checked, then the timing of those that worked.
 
-This is the one routine behind every measurement, in the caller's process and in a worker alike:
-the autotuner's configs and a selector's choices are candidates of the same kind. A candidate is a
-callable of the problem's example arguments; the measurement says how the example is restored
-between runs, what outputs are checked against, and how long the GPU runs the candidates in turn
-before any is timed (after compiling it has idled and may have clocked down: whichever candidate
-were timed first would be timed on idle clocks and could lose for it).
+The one routine behind every measurement, in the caller and in a worker: a candidate is a callable of
+the example arguments. The GPU first runs the candidates in turn, since after compiling it may have
+clocked down and whichever were timed first would lose for it.
 """
 
 from __future__ import annotations

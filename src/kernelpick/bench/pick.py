@@ -1,10 +1,8 @@
 """The pick: the fastest candidate, unless it does not clearly beat the reference.
 
-A reference is what the user would run without kernelpick: a selector's first library choice
-(cuBLAS through `torch.mm`, say), an autotuned kernel's default config, or the config that won last
-time (the stored pick). A candidate replaces it only when it is faster by more than the
-measured spread of the two: a win inside the noise is no win, and picking it could make the
-program slower than doing nothing. The pick says which rule decided, for the AUTOTUNE table.
+A reference is what the user would run without kernelpick (a selector's first library choice, a
+kernel's default config or its stored pick); a candidate replaces it only when faster by more than
+the measured spread of the two, since a win inside the noise could make the program slower.
 """
 
 from __future__ import annotations

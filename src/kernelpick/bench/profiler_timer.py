@@ -1,13 +1,8 @@
 """The profiler timer: each run's kernel time, from the kernels' own durations (CUPTI, torch.profiler).
 
-Each run is queued as setup, L2 flush, marker, run, marker, teardown; the markers are tiny kernels
-of a name no candidate launches (`torch.cuda._sleep`'s `spin_kernel`), and a run's time is the sum
-of the durations of the device activities between its two markers: kernels, copies and memsets,
-with nothing of the gaps between them. This is what Inductor's `do_bench_using_profiling` measures.
-
-A profiler session costs milliseconds to start and read, and only one can run in a process: when
-another is running (the user profiles the program), or a run's kernels cannot be told apart, the
-candidate is timed with CUDA events instead, and its result says so.
+A run's time is the sum of the device activities between two marker kernels around it, with none of
+the gaps, as Inductor's `do_bench_using_profiling` measures. Where another profiler session runs or a
+run's kernels cannot be told apart, the candidate is timed with CUDA events instead, and says so.
 """
 
 from __future__ import annotations

@@ -1,20 +1,9 @@
 """Timers of device time: the protocol, CUDA events, a wall clock for CPU devices, and the choice among them.
 
-Every timer calls a candidate's `setup` before and `teardown` after each run, outside the timed
-region, flushes the L2 cache before each run on a GPU, warms up, and returns milliseconds per run.
-
-Which timer measures GPU work (`KERNELPICK_TIMER`):
-
-- `cudagraph` (`bench/graph_timer.py`): many runs captured in a CUDA graph, each after an L2 flush,
-  and replayed; a graph of the same setups and flushes without the runs is replayed beside it and its
-  time taken off. The host takes no part in what is timed, so a busy or slow host cannot inflate
-  a figure, and the GPU stays busy as in a real stream of calls.
-- `profiler` (`bench/profiler_timer.py`): the kernels' own durations, from CUPTI through
-  `torch.profiler` (as Inductor's `do_bench_using_profiling`): kernel time only, no launch gaps.
-- `events`: CUDA events around each run. The fallback for candidates that cannot be captured or
-  profiled (a run that synchronizes, a Python hook with side effects); it counts any wait for the
-  host's launch as device time.
-- `auto`: `cudagraph`, falling back to `events` per candidate.
+Every timer runs a candidate's `setup` and `teardown` outside the timed region, flushes the L2 before
+each run on a GPU, warms up, and returns milliseconds per run. `KERNELPICK_TIMER` picks `cudagraph`
+(`bench/graph_timer.py`), `profiler` (`bench/profiler_timer.py`) or `events`; `auto` is `cudagraph`
+falling back to `events` per candidate (docs/design.md, "The benchmarker and its timers").
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """Checking a choice's output against the reference's, with tolerances that suit the dtype.
 
-Two implementations of one operation sum in different orders, so their outputs differ by rounding.
-A value passes when `|out - expected| <= atol * scale + rtol * |expected|`, where `scale` is the
-root mean square of the expected output: errors of sums that cancel to near zero are judged against
-the size of the terms, not of the result. NaN never passes.
+A value passes when `|out - expected| <= atol * scale + rtol * |expected|`, `scale` being the root
+mean square of the expected output, so that sums which cancel to near zero are judged against the
+size of their terms; NaN never passes (docs/measurement.md, "Checking outputs").
 """
 
 from __future__ import annotations
@@ -44,20 +43,13 @@ TOLERANCES: dict[torch.dtype, Tolerance] = {
 TF32_TOLERANCE = Tolerance(1e-2, 1e-2)
 #: Any other floating dtype (float8 variants).
 LOW_PRECISION_TOLERANCE = Tolerance(0.125, 0.125)
-#: Products of float8 inputs (`kernelpick.ops.scaled_mm`), whatever the output dtype, at least. Two
-#: float8 values multiply exactly in float32, but fp8 tensor cores (sm_90) add into an accumulator
-#: that keeps fewer bits than float32 (about 14, as reported for the H800 in the DeepSeek-V3
-#: technical report, 3.3.2). Promoted into float32 after each K slice (torch's `use_fast_accum=False`),
-#: the sums lose of the order of 2**-14 of a slice's sum per MMA step of the slice. An emulation of
-#: such an accumulator (32-deep steps truncated to 14 bits, slices of 512; tests/bench/test_verify.py)
-#: passes from rtol = atol = 7e-4 at K = 4096 to 28672 on random fp8 data. 1 % of the RMS leaves room for that and
-#: for the reference's own, and stays far below what a wrong index, scale or bias moves a value by
-#: (a whole term of the sum, or a whole bias).
+#: Products of float8 inputs (`kernelpick.ops.scaled_mm`), whatever the output dtype, at least. fp8
+#: tensor cores accumulate in about 14 bits; an emulation of that passes from 7e-4, and 1 % of the RMS
+#: leaves room for it while staying far below what a wrong index, scale or bias moves a value by
+#: (docs/measurement.md, "Checking outputs").
 FP8_PRODUCT_TOLERANCE = Tolerance(1e-2, 1e-2)
 #: Products of float8 inputs accumulated in the tensor cores along all of K (torch's
-#: `use_fast_accum=True`): the truncations add up along K. The same emulation passes from 0.0054 at
-#: K = 4096, 0.017 at 14336 and 0.036 at 28672, where two kernels that split K differently (cuBLAS
-#: splits it at small M) can differ by about as much. The GPU tests check real accumulators against it.
+#: `use_fast_accum=True`): the truncations add up along K (the emulation passes from 0.036 at K = 28672).
 FP8_FAST_ACCUMULATION_TOLERANCE = Tolerance(0.0625, 0.0625)
 
 
