@@ -273,21 +273,11 @@ def autotune_table(
 ) -> FittingTable:
     """A table of candidates, lowest cost first, that fits the width it is printed at.
 
-    Columns: the cost of a call as `measure` ranks it (graph: the device median; eager: the larger
-    of device and host time; where host times were measured the title says which), its share of the
-    lowest cost, the device median (eager), the host time per call (selection), the spread (half the
-    interquartile range, % of the median), the timed runs, the timer, the seconds its compile took
-    (where known), and the status with its reason. Where the console is narrower than that, the
-    timer, the compile and host times, the device time, the runs and spread, then the share go, in
-    that order (a column with nothing in it first); the candidate, its cost and its status stay, and
-    wrap. `best` marks what was
-    picked; `note` says why, when that is not the fastest. Where the other way of measuring would
-    rank another candidate first, a line under the table says which, with both figures. Parameters
-    every candidate shares ("GROUP_M=8") are said once, under the table, so that each row shows what
-    sets it apart.
-
-    `title` begins with the name the store knows the kernel or selector by (what `kernelpick cache
-    show` takes).
+    `measure` says what ranks (graph: the device median; eager: the larger of device and host time);
+    `best` marks the pick, `note` says why when that is not the fastest, and a line under the table
+    names what the other ranking would pick. docs/autotune.md, "The AUTOTUNE table", lists the columns
+    and the order they are left out in on a narrow console. `title` begins with the name the store
+    knows the kernel or selector by (what `kernelpick cache show` takes).
     """
     ok = [r.cost(measure) for _, r in rows if r.ok]
     lowest = min(ok) if ok else None
