@@ -183,3 +183,16 @@ def test_a_selector_picked_afresh_runs_its_new_pick_on_the_positional_path() -> 
         type(copy.copy(selector._calls)) is Calls
         and type(pickle.loads(pickle.dumps(selector._calls))) is Calls
     )
+
+
+def test_a_tensor_passed_twice_is_guarded_as_such() -> None:
+    # Dynamo's guard refuses one tensor given twice: `ops.scaled_mm(a, b, one, one)` is common.
+    a, w, one = torch.randn(16, 32), torch.randn(32, 32), torch.ones(())
+    calls = Calls()
+    calls[POSITIONAL_KEYS[4]((a, w.t(), one, one))] = lambda *inputs: "found"
+    call = positional_caller(4)(calls, lambda *inputs: "slow")
+    assert call(a, w.t(), one, one) == "found"
+    ((check, _),) = calls.front.values()
+    assert check(a, w.t(), one, one)  # what a hit checks
+    assert not check(a, w.t(), one, torch.ones(()))  # another pattern: the key decides
+    assert call(a, w.t(), one, torch.ones(())) == "found"

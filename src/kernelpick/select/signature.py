@@ -118,17 +118,34 @@ class Calls(dict[tuple[Any, ...], Callable[..., Any]]):
         places = _places(tensors)
         if places in self.front:
             return
-        check = _GUARDS(
-            *tensors,
-            dynamic_dims_sizes=[list(t.shape) for t in tensors],
-            dynamic_dims_strides=[list(t.stride()) for t in tensors],
-        ).check
+        check = _guard(tensors)
         with self._lock:
             if self.get(key) is call and len(self.front) < FRONT:
                 self.front.setdefault(places, (check, call))
 
     def __reduce__(self) -> Any:  # copied and pickled without its lock and guards
         return (_calls_of, (dict(self),))
+
+
+def _guard(tensors: Sequence[torch.Tensor]) -> Callable[..., bool]:
+    """A check that inputs have the dtypes, devices, sizes and strides of `tensors` (and require grad
+    as they do). Dynamo's guard refuses one tensor passed twice (`scaled_mm(a, b, one, one)`): it is
+    given each tensor once, behind a check that the same ones repeat."""
+    firsts = {id(t): i for i, t in reversed(list(enumerate(tensors)))}
+    distinct = sorted(firsts.values())
+    check: Callable[..., bool] = _GUARDS(
+        *[tensors[i] for i in distinct],
+        dynamic_dims_sizes=[list(tensors[i].shape) for i in distinct],
+        dynamic_dims_strides=[list(tensors[i].stride()) for i in distinct],
+    ).check
+    if len(distinct) == len(tensors):
+        return check
+    repeats = [(i, firsts[id(t)]) for i, t in enumerate(tensors) if firsts[id(t)] != i]
+
+    def check_repeating(*inputs: torch.Tensor) -> bool:
+        return all(inputs[i] is inputs[j] for i, j in repeats) and check(*[inputs[i] for i in distinct])
+
+    return check_repeating
 
 
 def _calls_of(items: dict[tuple[Any, ...], Callable[..., Any]]) -> Calls:
@@ -161,12 +178,14 @@ def positional_caller(count: int) -> Callable[[Calls, Callable[..., Any]], Calla
         f"    def call({inputs}):\n"
         f"        if {plain}:\n"
         f"            front = in_front(({places},))\n"
-        f"            if front is not None and front[0]({inputs}):\n"
-        f"                return front[1]({inputs})\n"
+        "            if front is not None:\n"
+        f"                if front[0]({inputs}):\n"
+        f"                    return front[1]({inputs})\n"
         f"            key = {key}\n"
         "            found = get(key)\n"
         "            if found is not None:\n"
-        f"                remember(key, found, {inputs})\n"
+        "                if front is None:\n"
+        f"                    remember(key, found, {inputs})\n"
         f"                return found({inputs})\n"
         f"        return slow({inputs})\n"
         "    return call\n"
