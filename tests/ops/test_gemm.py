@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -390,3 +392,30 @@ def test_inputs_that_do_not_fit_fail_at_once_with_torchs_error_and_store_nothing
 
     assert list(default_store().rows()) == []  # type: ignore[attr-defined]
     assert len(ops.selector("mm").records) == tuned_before  # nothing was tuned
+
+
+@pytest.mark.parametrize("bias", [(6,), (1, 6), (4, 1), (4, 6), ()])
+def test_inputs_that_plainly_fit_are_let_through_without_torchs_meta_check(bias: tuple[int, ...]) -> None:
+    a, b = torch.randn(4, 5), torch.randn(5, 6)
+    for name, inputs in [("mm", (a, b)), ("addmm", (torch.randn(bias), a, b)), ("bmm", (a[None], b[None]))]:
+        ops.selector(name).check(*inputs)  # torch's own operation takes these too
+        getattr(torch, name)(*inputs)
+    for bad in [(7,), (2, 6), (4, 2)]:  # what the plain test refuses goes to torch's
+        with pytest.raises(RuntimeError):
+            ops.selector("addmm").check(torch.randn(bad), a, b)
+
+
+def test_a_first_call_does_not_wait_for_torchs_symbolic_shapes_to_import() -> None:
+    # Torch's shape checks on meta tensors import sympy (about a second on the 2-core CPU): a first
+    # call tuned in the background returned only after it.
+    program = (
+        "import sys, time, torch\n"
+        "from kernelpick import ops\n"
+        "a, b = torch.randn(4, 5), torch.randn(5, 6)\n"
+        "ops.selector('mm').check(a, b)\n"
+        "print('sympy' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.stdout.split() == ["False"], done.stderr[-2000:]

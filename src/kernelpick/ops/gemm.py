@@ -153,15 +153,45 @@ def builtin_template(
     )
 
 
-def on_meta(operation: Callable[..., Any]) -> Callable[..., None]:
+def on_meta(operation: Callable[..., Any], plainly_fine: Callable[..., bool]) -> Callable[..., None]:
     """`operation` run on meta copies of a call's tensors: torch's own error for inputs it does not
-    take (a selection's `check`: it costs a new signature microseconds and no compile)."""
+    take (a selection's `check`: it costs a new signature no compile). Inputs `plainly_fine` says
+    `operation` takes skip it: torch's shape checks on meta tensors import sympy on their first
+    use in a process, about a second on the 2-core CPU, which a first call would wait for."""
 
     def check(*inputs: Any, **kwargs: Any) -> None:
-        meta = [torch.empty_like(t, device="meta") if isinstance(t, torch.Tensor) else t for t in inputs]
-        operation(*meta, **kwargs)
+        tensors = all(isinstance(t, torch.Tensor) and t.layout is _STRIDED for t in inputs)
+        if kwargs or not tensors or not plainly_fine(*inputs):
+            meta = [torch.empty_like(t, device="meta") if isinstance(t, torch.Tensor) else t for t in inputs]
+            operation(*meta, **kwargs)
 
     return check
+
+
+_STRIDED = torch.strided
+
+
+def _mm_fine(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return (
+        a.dim() == b.dim() == 2 and a.shape[1] == b.shape[0] and a.dtype is b.dtype and a.device == b.device
+    )
+
+
+def _addmm_fine(bias: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> bool:
+    if not _mm_fine(a, b) or bias.dtype is not a.dtype or bias.device != a.device or bias.dim() > 2:
+        return False
+    wanted = (a.shape[0], b.shape[1])[2 - bias.dim() :]
+    return all(size in (1, extent) for size, extent in zip(bias.shape, wanted))
+
+
+def _bmm_fine(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return (
+        a.dim() == b.dim() == 3
+        and a.shape[0] == b.shape[0]
+        and a.shape[2] == b.shape[1]
+        and a.dtype is b.dtype
+        and a.device == b.device
+    )
 
 
 def _build_mm(tf32: bool) -> Selector:
@@ -174,7 +204,7 @@ def _build_mm(tf32: bool) -> Selector:
             builtin_template(PERSISTENT_TMA_GEMM, persistent_configs(0, 1), constants, "triton_mm_tma"),
             builtin_template(SKINNY_GEMM, decode_configs(0, 1), constants, "triton_mm_decode"),
         ],
-        check=on_meta(torch.mm),
+        check=on_meta(torch.mm, _mm_fine),
     )
 
 
@@ -195,7 +225,7 @@ def _build_addmm(activation: str | None, tf32: bool) -> Selector:
             ),
             builtin_template(SKINNY_GEMM, decode_configs(1, 2), constants, "triton_addmm_decode", **fused),
         ],
-        check=on_meta(torch.addmm),
+        check=on_meta(torch.addmm, _addmm_fine),
     )
 
 
@@ -208,7 +238,7 @@ def _build_bmm(tf32: bool) -> Selector:
             builtin_template(GEMM, gemm_configs(0, 1), constants, "triton_bmm"),
             builtin_template(SKINNY_GEMM, decode_configs(0, 1), constants, "triton_bmm_decode"),
         ],
-        check=on_meta(torch.bmm),
+        check=on_meta(torch.bmm, _bmm_fine),
     )
 
 
