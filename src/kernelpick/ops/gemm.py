@@ -155,7 +155,7 @@ def builtin_template(
 
 def on_meta(operation: Callable[..., Any], plainly_fine: Callable[..., bool]) -> Callable[..., None]:
     """`operation` run on meta copies of a call's tensors: torch's own error for inputs it does not
-    take (a selection's `check`: it costs a new signature no compile). Inputs `plainly_fine` says
+    take (a selection's `check`, before anything is compiled). Inputs that `plainly_fine` says
     `operation` takes skip it: torch's shape checks on meta tensors import sympy on their first
     use in a process, about a second on the 2-core CPU, which a first call would wait for."""
 
