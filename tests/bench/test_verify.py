@@ -123,3 +123,27 @@ def test_fp8_product_tolerance_is_the_looser_of_the_output_dtype_and_the_accumul
     assert fp8_product_tolerance(torch.bfloat16) == Tolerance(bf16.rtol, FP8_PRODUCT_TOLERANCE.atol)
     assert fp8_product_tolerance(torch.float32) == FP8_PRODUCT_TOLERANCE  # float32's own is 1e-4
     assert fp8_product_tolerance(torch.float16, fast_accumulation=True) == FP8_FAST_ACCUMULATION_TOLERANCE
+
+
+def test_tf32_allowed_follows_the_legacy_flag_and_fp32_precision_alike() -> None:
+    import warnings
+
+    from kernelpick.bench.verify import tf32_allowed
+
+    matmul = torch.backends.cuda.matmul
+    before, legacy_before = matmul.fp32_precision, tf32_allowed()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # torch deprecates the legacy flag
+            for allowed in (True, False):
+                matmul.allow_tf32 = allowed
+                assert tf32_allowed() is allowed
+            for precision, allowed in (("tf32", True), ("ieee", False)):
+                matmul.fp32_precision = precision  # then the legacy flag refuses to be read
+                assert tf32_allowed() is allowed
+    finally:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            matmul.fp32_precision = before
+            matmul.allow_tf32 = legacy_before
+    assert matmul.allow_tf32 is legacy_before  # readable again, as other code reads it
