@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -105,18 +104,12 @@ def rank_run(args: argparse.Namespace) -> None:
     dist.destroy_process_group()
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def main() -> None:
     args = parse()
     if args.role == "rank":
         rank_run(args)
         return
-    from common import environment, write_result
+    from common import distributed_run, environment, write_result
 
     folder = Path(tempfile.mkdtemp(prefix="background-ranks-"))
     report = folder / "report.json"
@@ -126,20 +119,18 @@ def main() -> None:
         "KERNELPICK_CACHE_DIR": str(folder / "kernelpick"),
         "TRITON_CACHE_DIR": str(folder / "triton"),
     }
-    command = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        f"--nproc-per-node={args.ranks}",
-        f"--master-port={free_port()}",
-        __file__,
-        "--role",
-        "rank",
-        "--report",
-        str(report),
-        "--max-s",
-        str(args.max_s),
-    ] + (["--dry"] if args.dry else [])
+    command = (
+        distributed_run(args.ranks, __file__)
+        + [
+            "--role",
+            "rank",
+            "--report",
+            str(report),
+            "--max-s",
+            str(args.max_s),
+        ]
+        + (["--dry"] if args.dry else [])
+    )
     started = time.perf_counter()
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=3600, check=False)
     if done.returncode != 0:

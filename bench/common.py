@@ -7,6 +7,7 @@ import json
 import os
 import platform
 import re
+import socket
 import statistics
 import subprocess
 import sys
@@ -138,3 +139,22 @@ def wall_clock_ms(fn: Callable[[], Any], runs: int = 3) -> float:
         fn()
         samples.append((time.perf_counter() - start) * 1e3)
     return statistics.median(samples)
+
+
+def free_port() -> int:
+    """A TCP port free on this machine now (for a job's rendezvous)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def distributed_run(ranks: int, script: str) -> list[str]:
+    """The command that runs `script` as `ranks` ranks under `torch.distributed.run` on this machine."""
+    return [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        f"--nproc-per-node={ranks}",
+        f"--master-port={free_port()}",
+        script,
+    ]

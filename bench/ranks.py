@@ -34,7 +34,6 @@ import argparse
 import functools
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -199,30 +198,19 @@ def run(ranks: int, dry: bool, folder: Path) -> dict[str, Any]:
             [str(Path(__file__).resolve().parents[1] / "src"), os.environ.get("PYTHONPATH", "")]
         ),
     }
+    from common import distributed_run
+
     if ranks == 1:
         env["KERNELPICK_DEVICES"] = "0"  # one GPU, as each rank of a job has
         command = [sys.executable, __file__]
     else:
-        command = [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            f"--nproc-per-node={ranks}",
-            f"--master-port={free_port()}",
-            __file__,
-        ]
+        command = distributed_run(ranks, __file__)
     command += ["--role", "rank", "--report", str(report)] + (["--dry"] if dry else [])
     started = time.perf_counter()
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=3600, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"the {ranks}-rank run failed ({done.returncode}):\n{done.stderr[-4000:]}")
     return {"wall_s": time.perf_counter() - started, "ranks": json.loads(report.read_text())}
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def summarize(runs: dict[str, dict[str, Any]]) -> dict[str, Any]:

@@ -77,11 +77,6 @@ POSITIONAL_KEYS = [_any_key] + [_tensor_keyer(count) for count in range(1, 9)]
 FRONT = 64
 
 
-def _places(tensors: Sequence[torch.Tensor]) -> tuple[Any, ...]:
-    """What `Calls.front` is keyed by: each tensor's element count, offset and address modulo 16."""
-    return tuple([value for t in tensors for value in (t.numel(), t.storage_offset(), t.data_ptr() & 15)])
-
-
 class Calls(dict[tuple[Any, ...], Callable[..., Any]]):
     """A selector's bound calls by signature key, and `front`: for keys of plain tensors already
     called, the same calls keyed by three integers a tensor (element count, offset, address modulo
@@ -110,13 +105,13 @@ class Calls(dict[tuple[Any, ...], Callable[..., Any]]):
             super().clear()
             self.front.clear()
 
-    def remember(self, key: tuple[Any, ...], call: Callable[..., Any], *tensors: torch.Tensor) -> None:
-        """Put `call` in front for `tensors` (plain tensors, whose signature key is `key`), if there is
-        room, none is there for their places yet and `key` still maps to `call`."""
+    def remember(
+        self, key: tuple[Any, ...], call: Callable[..., Any], places: tuple[Any, ...], *tensors: torch.Tensor
+    ) -> None:
+        """Put `call` in front for `tensors` (plain tensors, whose signature key is `key` and whose
+        element counts, offsets and addresses modulo 16 are `places`), if there is room, none is there
+        for those places yet and `key` still maps to `call`."""
         if _GUARDS is None or len(self.front) >= FRONT:
-            return
-        places = _places(tensors)
-        if places in self.front:
             return
         check = _guard(tensors)
         with self._lock:
@@ -177,7 +172,8 @@ def positional_caller(count: int) -> Callable[[Calls, Callable[..., Any]], Calla
         "    in_front, get, remember = calls.front.get, calls.get, calls.remember\n"
         f"    def call({inputs}):\n"
         f"        if {plain}:\n"
-        f"            front = in_front(({places},))\n"
+        f"            places = ({places},)\n"
+        "            front = in_front(places)\n"
         "            if front is not None:\n"
         f"                if front[0]({inputs}):\n"
         f"                    return front[1]({inputs})\n"
@@ -185,7 +181,7 @@ def positional_caller(count: int) -> Callable[[Calls, Callable[..., Any]], Calla
         "            found = get(key)\n"
         "            if found is not None:\n"
         "                if front is None:\n"
-        f"                    remember(key, found, {inputs})\n"
+        f"                    remember(key, found, places, {inputs})\n"
         f"                return found({inputs})\n"
         f"        return slow({inputs})\n"
         "    return call\n"
