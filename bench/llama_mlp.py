@@ -50,6 +50,16 @@ TORCHINDUCTOR_CACHE_DIR, as gemm_suite.fresh_caches makes them). Per size (model
   first forward made;
 - each variant's largest absolute difference from eager's output, and that over eager's largest
   absolute value;
+- the rounds start after one untimed round of every variant: an H200 idles at a low clock through
+  the compiling before it, and ramps up under the first round (the 2026-11-29 file's rounds 1-2 of
+  the compiled variants at M = 1 read 0.12-0.18 ms, rounds 3-5 0.10);
+- `replayed_us` (GPU only): device microseconds per forward with the host out of the loop, as a
+  serving engine runs a model it captured whole: 8 forwards of each variant that is not a CUDA-graph
+  variant itself (eager, kernelpick_eager, inductor, kernelpick, kernelpick_fused) captured in one
+  `torch.cuda.CUDAGraph` by hand (as vLLM captures an Inductor-compiled model compiled without
+  graphs), its replays timed with events (median of 20, over 8). The reduce-overhead variants' own
+  figures keep the cost of CUDA-graph trees' Python per call; `replayed_floor_fraction` is the HBM
+  floor over these;
 - after the rounds, each variant's host time per forward (`host_us`: 200 forwards back to back, the
   time until the last returns, the GPU synchronized only before and after) and its GPU time per
   forward back to back (`back_to_back_us`, no cache flush): a variant whose host time nears its GPU
@@ -102,6 +112,10 @@ MODES = {
     "graph": ("inductor_graph", "kernelpick_graph"),
 }
 BASELINES = ("eager", "inductor", "inductor_graph")
+#: Variants captured whole in a graph by hand (`replayed_us`): (kernelpick's, its baseline).
+REPLAYED = (("kernelpick_eager", "eager"), ("kernelpick", "inductor"), ("kernelpick_fused", "inductor"))
+#: Forwards in one captured graph, and the replays timed.
+REPLAY_FORWARDS, REPLAYS = 8, 20
 KERNELPICK = ("kernelpick_eager", "kernelpick", "kernelpick_graph", "kernelpick_fused")
 #: The timed variants, in the order of the table.
 VARIANTS = (
@@ -132,6 +146,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--rounds", type=int, default=5, help="interleaved timing rounds per size")
     parser.add_argument("--rep-ms", type=int, default=50, help="do_bench rep per round, in ms")
+    parser.add_argument(
+        "--warmup-rounds", type=int, default=1, help="untimed rounds of every variant before the rounds"
+    )
     parser.add_argument(
         "--budget-s", type=float, default=480, help="start no size that would end the run later than this"
     )
@@ -367,8 +384,18 @@ class BlockBench(Suite):
             add("kernelpick_graph", kernelpick, "reduce-overhead", graphs=True)
 
         print(f"{label} timing {', '.join(forwards)} ({self.args.rounds} rounds) ...", flush=True)
+        for _ in range(self.args.warmup_rounds):  # the GPU's clock up, not timed
+            for fn in forwards.values():
+                self.do_bench(fn, warmup=25, rep=self.args.rep_ms, return_mode="median")
         samples = self.kernel_ms(forwards)
         ms = {name: statistics.median(s) for name, s in samples.items()}
+        replayed_us: dict[str, float] = {}
+        for name in dict.fromkeys(n for pair in REPLAYED for n in pair):
+            if name in forwards and not self.args.dry:
+                try:
+                    replayed_us[name] = self.replayed_us(forwards[name])
+                except Exception as error:  # reported, not fatal
+                    errors[f"{name}_replayed"] = f"{type(error).__name__}: {error}"[:500]
         host_us = {name: self.host_us(fn) for name, fn in forwards.items()}
         print(f"{label} host us per forward: " + ", ".join(f"{k} {v:.1f}" for k, v in host_us.items()))
         back_to_back_us = (
@@ -398,8 +425,17 @@ class BlockBench(Suite):
                 for name in KERNELPICK
                 if name in ms
             },
+            replayed_us=replayed_us,
+            replayed_speedup={
+                name: replayed_us[base] / replayed_us[name]
+                for name, base in REPLAYED
+                if name in replayed_us and base in replayed_us
+            },
             hbm_floor_us=floor_us,
             floor_fraction={} if floor_us is None else {n: floor_us / (1e3 * v) for n, v in ms.items()},
+            replayed_floor_fraction=(
+                {} if floor_us is None else {n: floor_us / v for n, v in replayed_us.items()}
+            ),
             picks=picks,
             max_abs_error_vs_eager=error_vs_eager,
             max_abs_error_vs_eager_relative={name: e / largest for name, e in error_vs_eager.items()},
@@ -407,6 +443,33 @@ class BlockBench(Suite):
             errors=errors,
         )
         return entry
+
+    def replayed_us(self, fn: Callable[[], Any]) -> float:
+        """Device microseconds per forward of `REPLAY_FORWARDS` forwards captured in one CUDA graph
+        (warmed up on a side stream first, as capturing asks), the median of `REPLAYS` replays."""
+        torch = self.torch
+        side = torch.cuda.Stream(self.device)
+        side.wait_stream(torch.cuda.current_stream(self.device))
+        with torch.cuda.stream(side):
+            for _ in range(2):
+                fn()
+        torch.cuda.current_stream(self.device).wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for _ in range(REPLAY_FORWARDS):
+                fn()
+        graph.replay()
+        self.sync()
+        times = []
+        for _ in range(REPLAYS):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            graph.replay()
+            end.record()
+            end.synchronize()
+            times.append(float(start.elapsed_time(end)) * 1e3 / REPLAY_FORWARDS)
+        del graph
+        return statistics.median(times)
 
     def host_us(self, fn: Callable[[], Any], calls: int = 200) -> float:
         """Host microseconds per call of `calls` back-to-back calls (the GPU synchronized before and
@@ -467,6 +530,18 @@ def summarize(entries: list[dict[str, Any]]) -> dict[str, Any]:
         if "kernelpick_graph" in e.get("floor_fraction", {})
     ]
     summary["kernelpick_graph_floor_fraction_min"] = min(fractions) if fractions else None
+    for name, base in REPLAYED:
+        values = [e["replayed_speedup"][name] for e in entries if name in e.get("replayed_speedup", {})]
+        if values:
+            summary[f"{name}_replayed_vs_{base}_replayed_geomean"] = geomean(values)
+            summary[f"{name}_replayed_vs_{base}_replayed_min"] = min(values)
+        fractions = [
+            e["replayed_floor_fraction"][name]
+            for e in entries
+            if name in e.get("replayed_floor_fraction", {})
+        ]
+        if fractions:
+            summary[f"{name}_replayed_floor_fraction_min"] = min(fractions)
     for name in VARIANTS:
         seconds = [e["first_call_s"][name] for e in entries if name in e["first_call_s"]]
         summary[f"first_call_s_{name}"] = sum(seconds) if seconds else None
@@ -512,6 +587,22 @@ def print_table(entries: list[dict[str, Any]], summary: dict[str, Any]) -> None:
             f"{kp} against {base}: geomean {summary.get(f'{kp}_vs_{base}_geomean')}, "
             f"worst {summary.get(f'{kp}_vs_{base}_min')}"
         )
+    replayed = [e for e in entries if e.get("replayed_us")]
+    if replayed:
+        print("\ncaptured whole in a CUDA graph by hand, device us per forward (HBM floor fraction):")
+        for e in sorted(replayed, key=lambda e: (e["hidden"], order.get(e.get("block", "mlp"), 0), e["m"])):
+            fractions = e.get("replayed_floor_fraction", {})
+            print(
+                f"{e['model']:>5} {e.get('block', 'mlp'):>5} {e['m']:>5} | "
+                + "  ".join(
+                    f"{n} {us:.1f}" + (f" ({fractions[n]:.2f})" if n in fractions else "")
+                    for n, us in e["replayed_us"].items()
+                )
+            )
+        for name, base in REPLAYED:
+            key = f"{name}_replayed_vs_{base}_replayed"
+            if f"{key}_geomean" in summary:
+                print(f"{key}: geomean {summary[f'{key}_geomean']}, worst {summary[f'{key}_min']}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -526,6 +617,7 @@ def main(argv: list[str] | None = None) -> int:
         caches=caches or "warm",
         settings={
             "rounds": args.rounds,
+            "warmup_rounds": args.warmup_rounds,
             "rep_ms": args.rep_ms,
             "dry": args.dry,
             "blocks": args.blocks,
