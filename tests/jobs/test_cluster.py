@@ -242,38 +242,20 @@ def test_a_spec_that_does_not_import_in_a_device_process_leaves_it_to_the_jobs(t
     assert cluster._ready(str(broken)) == cluster._device_model()  # each job says why it fails
 
 
-@pytest.mark.parametrize("forked", [True, False])
-def test_a_device_process_is_given_its_gpu_as_the_machine_numbers_it(
-    monkeypatch: pytest.MonkeyPatch, forked: bool
-) -> None:
-    # `CUDA_VISIBLE_DEVICES=2,3 kernelpick tune --devices 0,1`: the processes own GPUs 2 and 3,
-    # forked by this process's zygote where it has one (tests/jobs/test_device_process.py), else spawned.
+def test_a_device_process_is_given_its_gpu_as_the_machine_numbers_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    # `CUDA_VISIBLE_DEVICES=2,3 kernelpick tune --devices 0,1`: the processes own GPUs 2 and 3, told
+    # to their settings, and to their environment as a worker's (tests/jobs/test_device_process.py).
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
-    made: list[tuple[object, ...]] = []
+    made: list[tuple[object, object]] = []
 
-    class Pool:
-        def __init__(
-            self, workers: int, *, mp_context: object, initializer: object, initargs: tuple[object, ...]
-        ):
-            made.append(initargs)
+    class Process:
+        def __init__(self, device: int, initializer: object, initargs: tuple[object, ...]):
+            made.append((device, initargs[0]))
 
-    class Forked:
-        def __init__(
-            self,
-            zygote: object,
-            environment: dict[str, str],
-            initializer: object,
-            initargs: tuple[object, ...],
-        ):
-            assert environment["CUDA_VISIBLE_DEVICES"] == initargs[0]  # set before CUDA starts
-            made.append(initargs)
-
-    monkeypatch.setattr(cluster, "fork_zygote", lambda: object() if forked else None)
-    monkeypatch.setattr(cluster, "ForkedExecutor", Forked)
-    monkeypatch.setattr(cluster, "ProcessPoolExecutor", Pool)
+    monkeypatch.setattr(cluster, "DeviceProcess", Process)
     pools = [cluster._ProcessRunner._pool("0"), cluster._ProcessRunner._pool("1")]
-    assert all(isinstance(pool, Forked if forked else Pool) for pool in pools)
-    assert [args[0] for args in made] == ["2", "3"]
+    assert all(isinstance(pool, Process) for pool in pools)
+    assert made == [(0, "2"), (1, "3")]
 
 
 @pytest.mark.parametrize(

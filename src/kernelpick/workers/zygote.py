@@ -290,8 +290,7 @@ def _become_child(fds: list[int], environment: Mapping[str, str], entry: str) ->
         from kernelpick import settings
 
         settings.replace_environment(environment)  # CUDA_VISIBLE_DEVICES among it, read when CUDA starts
-        module, _, name = entry.partition(":")
-        code = getattr(importlib.import_module(module), name)(messages)
+        code = run_entry(entry, messages)
     except BaseException:
         import traceback
 
@@ -300,6 +299,13 @@ def _become_child(fds: list[int], environment: Mapping[str, str], entry: str) ->
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
+
+
+def run_entry(entry: str, messages: int) -> int:  # pragma: no cover - runs in a worker or a device process
+    """Run a child's loop, `entry` ("module:function"), given its messages' file descriptor; its exit status."""
+    module, _, name = entry.partition(":")
+    code: int = getattr(importlib.import_module(module), name)(messages)
+    return code
 
 
 def die_with_parent() -> None:  # pragma: no cover - runs in a worker or a device process
