@@ -140,33 +140,6 @@ def test_the_journal_gives_each_jobs_last_seconds_of_this_model_before_another_m
     assert journal.seconds("H200") == {"a": 3.0, "b": 1.0}
 
 
-def has_a_zygote() -> bool:
-    from kernelpick.workers.zygote import zygote
-
-    return zygote() is not None
-
-
-def test_a_device_process_forks_its_zygote_as_a_program_does_and_other_children_do_not() -> None:
-    # A process of `--devices` is a multiprocessing child, which otherwise goes without one (a data
-    # loader's worker must not fork its own), and its first job then waited for workers that were
-    # new interpreters importing torch.
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    from kernelpick import settings
-
-    environment = {**settings.as_environment(), "KERNELPICK_ISOLATE": "on"}
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(
-        1, mp_context=context, initializer=cluster._pin, initargs=("0", environment)
-    ) as pool:
-        assert pool.submit(has_a_zygote).result(timeout=120)
-    with ProcessPoolExecutor(
-        1, mp_context=context, initializer=settings.adopt_environment, initargs=(environment,)
-    ) as pool:
-        assert not pool.submit(has_a_zygote).result(timeout=120)
-
-
 def test_a_ray_actor_gets_ready_to_tune_as_it_starts(monkeypatch: pytest.MonkeyPatch) -> None:
     readied: list[bool] = []
     monkeypatch.setattr(cluster, "ready_to_tune", lambda: readied.append(True))

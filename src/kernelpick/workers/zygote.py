@@ -329,16 +329,15 @@ def _max_fd() -> int:
         return 4096
 
 
-def fork_zygote(*, spawned_to_tune: bool = False, spawn: bool = False) -> Zygote | None:
+def fork_zygote(*, spawn: bool = False) -> Zygote | None:
     """Fork this process's zygote if it may have one: it has not used CUDA (a process forked after it
     did cannot; with `spawn`, the zygote is then a new interpreter), it is not a worker or a
-    `multiprocessing` child (unless kernelpick started that child to tune: `spawned_to_tune`), and it
-    can fork. Once per process."""
+    `multiprocessing` child, and it can fork. Once per process."""
     global _zygote
     with _zygote_lock:
         if _zygote is not None and _zygote.owner == os.getpid():
             return _zygote
-        if not hasattr(os, "fork") or (multiprocessing.parent_process() is not None and not spawned_to_tune):
+        if not hasattr(os, "fork") or multiprocessing.parent_process() is not None:
             return None
         used_cuda = _cuda_initialized()
         if used_cuda and not spawn:
