@@ -1,5 +1,4 @@
-"""A device process of `kernelpick tune --devices`: a worker process (`kernelpick.workers.process`)
-that runs the calls it is sent.
+"""A device process of `kernelpick tune --devices`: a worker process that runs the calls it is sent.
 
 A spawned device process is a new interpreter: it spends seconds importing torch, kernelpick and
 the spec before its first job, although the command has imported all of that already. The
@@ -35,7 +34,8 @@ END_TIMEOUT_S = 30.0
 
 class DeviceProcess(ThreadPoolExecutor):
     """One device process, started in the background, running `initializer(*initargs)` first, then
-    each call submitted, in order.
+    each call submitted, in order: each is a task of this executor's one thread, which sends it and
+    waits for its reply (so waiting calls can be cancelled, and shutdown waits for the calls).
 
     Args:
         device: its GPU, as this process numbers them (`WorkerProcess`'s), or None: the environment's.
@@ -49,7 +49,7 @@ class DeviceProcess(ThreadPoolExecutor):
         super().__init__(1, thread_name_prefix="kernelpick-device")
         self._replies: queue.Queue[tuple[int, int, dict[str, Any] | None]] = queue.Queue()
         self._process = WorkerProcess(device, self._replies, 0, entry=f"{__name__}:serve", echo=True)
-        self._failure = ""
+        self._failure = ""  # why every later call fails (`_broken` is ThreadPoolExecutor's own)
         self._running = False
         super().submit(self._start, initializer, initargs)
 
