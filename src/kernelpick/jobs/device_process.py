@@ -26,6 +26,8 @@ from collections.abc import Callable
 from concurrent.futures import BrokenExecutor, Future, ThreadPoolExecutor
 from typing import Any
 
+import torch
+
 from kernelpick.workers.process import WorkerProcess, describe_exit, describe_output
 
 #: How long a device process may take to end once told to, before it is killed.
@@ -116,6 +118,9 @@ def _encoded(value: object) -> str:
 def serve(fd: int) -> int:  # pragma: no cover - runs in the device process (tested through it)
     """The device process's loop: run each call read from stdin, its outcome sent on `fd`. Ends when
     stdin closes, after what `atexit` holds (its workers stopped), as a spawned process's exit would."""
+    if torch.cuda._is_in_bad_fork():  # forked from a zygote that touched CUDA: it never could use it
+        print("a forked device process cannot use CUDA (its zygote touched it)", file=sys.stderr)
+        return 1  # not ready: the command starts new interpreters instead (`WorkerProcess.start`)
     try:
         with os.fdopen(fd, "w") as messages:
             messages.write(json.dumps({"ready": True, "pid": os.getpid(), "device": "device process"}) + "\n")
