@@ -1,5 +1,4 @@
-"""jobs/device_process.py: the device processes of `kernelpick tune --devices`, forked by the zygote
-(else spawned) as workers are.
+"""tune/device_process.py: the device processes of `kernelpick tune --devices`, forked by the zygote.
 
 Each test runs a program in a new process with `KERNELPICK_ISOLATE=on`, which forks a zygote on
 this CPU machine (as the command does for its first device process) and gets one in each device
@@ -31,7 +30,6 @@ def facts():
 
     with warnings.catch_warnings(record=True) as shown:
         warnings.warn("Can't initialize NVML")  # what torch says where NVML does not start
-    print("said by the device process")
     return {
         "ops": kernelpick.ops.__name__,  # one of the attributes kernelpick makes on first use
         "nvml_warning_shown": bool(shown),
@@ -58,7 +56,6 @@ def sleep(seconds):
 
 
 def die():
-    print("about to die", flush=True)
     os.kill(os.getpid(), signal.SIGKILL)
 
 
@@ -96,8 +93,7 @@ JOBS = [Job("add", add)]
 """
 
 
-def run(tmp_path: Path, program: str, **environment: str) -> tuple[dict, str]:
-    """What `program` printed last (JSON), and its stderr."""
+def run(tmp_path: Path, program: str) -> dict:
     (tmp_path / "device_calls.py").write_text(CALLS)
     (tmp_path / "device_spec.py").write_text(SPEC)
     script = tmp_path / "program.py"
@@ -107,7 +103,6 @@ def run(tmp_path: Path, program: str, **environment: str) -> tuple[dict, str]:
         "KERNELPICK_ISOLATE": "on",
         "KERNELPICK_CACHE_DIR": str(tmp_path / "cache"),
         "KERNELPICK_COMPILE_WORKERS": "2",
-        **environment,
     }
     done = subprocess.run(
         [sys.executable, str(script), str(tmp_path / "device_spec.py")],
@@ -117,60 +112,56 @@ def run(tmp_path: Path, program: str, **environment: str) -> tuple[dict, str]:
         timeout=300,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1]), done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-DEVICE_PROCESS = """
-import json, os, sys
+def test_a_device_process_is_forked_by_the_zygote_and_tunes_its_jobs_as_a_spawned_one_did(
+    tmp_path: Path,
+) -> None:
+    found = run(
+        tmp_path,
+        """
+import json, sys
 import kernelpick
 import device_calls
 from kernelpick.jobs import cluster
-from kernelpick.workers import plan, process, zygote
+from kernelpick.workers import plan, zygote
 
-if HOW == "spawned":
-    process._no_more_forking()  # as where no zygote can be forked
 plan.tune_elsewhere()  # as `tune_spec` says in the command's process
-pool = cluster._ProcessRunner._pool("1")
+pool = cluster._ProcessRunner._pool("0")
 print(json.dumps({
+    "executor": type(pool).__name__,
     "zygote_pid": zygote.fork_zygote().pid,
-    "pid": os.getpid(),
     "model": pool.submit(cluster._ready, sys.argv[1]).result(timeout=120),
     "outcome": pool.submit(cluster.run_job, sys.argv[1], "add").result(timeout=240).error,
     "facts": pool.submit(device_calls.facts).result(timeout=60),
 }))
 pool.shutdown(cancel_futures=True)
-"""
-
-
-@pytest.mark.parametrize("how", ["forked", "spawned"])
-def test_a_device_process_is_forked_by_the_zygote_else_spawned_and_tunes_its_jobs(
-    tmp_path: Path, how: str
-) -> None:
-    # `CUDA_VISIBLE_DEVICES=5,7 kernelpick tune --devices 1`: the process owns GPU 7.
-    found, stderr = run(tmp_path, f"HOW = {how!r}\n{DEVICE_PROCESS}", CUDA_VISIBLE_DEVICES="5,7")
+""",
+    )
+    assert found["executor"] == "ForkedExecutor"
     facts = found["facts"]
-    # Forked by the command's zygote; else a new interpreter, the command's child.
-    assert facts["ppid"] == (found["zygote_pid"] if how == "forked" else found["pid"])
-    assert facts["visible"] == "7"  # its GPU, as the machine names it, before CUDA starts
+    assert facts["ppid"] == found["zygote_pid"]  # forked by the command's zygote, not spawned
+    assert facts["visible"] == "0"  # its GPU, as the machine names it
     assert facts["setting"] == "2"  # the command's settings
-    assert "said by the device process" in stderr  # what it prints goes to the command's stderr
     # It tunes: its own zygote for its workers, and not told it tunes elsewhere as the command was.
     assert facts["zygote"] and not facts["tuning_elsewhere"]
     # The whole of kernelpick is there: the zygote was forked once its module was defined.
     assert facts["ops"] == "kernelpick.ops"
     # NVML does not start in a process forked from one that used it: torch's warning is not shown.
-    assert not facts["nvml_warning_shown"] or how == "spawned"
+    assert not facts["nvml_warning_shown"]
     assert found["model"] and found["outcome"] == ""  # the job ran, right, in the device process
 
 
 def test_its_errors_come_back_as_a_process_pools_do_and_a_dead_process_breaks_it(tmp_path: Path) -> None:
-    found, _ = run(
+    found = run(
         tmp_path,
         """
 import json, os, time
 import kernelpick
 import device_calls
-from kernelpick.jobs.device_process import DeviceProcess
+from kernelpick.jobs.device_process import ForkedExecutor
+from kernelpick.workers import zygote
 
 
 def outcome(future):
@@ -180,7 +171,7 @@ def outcome(future):
         return [type(error).__name__, str(error)]
 
 
-pool = DeviceProcess(None, print, ())
+pool = ForkedExecutor(zygote.fork_zygote(), dict(os.environ), print, ())
 found = {
     "fail": outcome(pool.submit(device_calls.fail)),
     "unpicklable": outcome(pool.submit(device_calls.unpicklable)),
@@ -194,16 +185,16 @@ found["waiting"] = outcome(waiting)
 found["later"] = outcome(pool.submit(device_calls.sleep, 0))
 pool.shutdown()
 
-refused = DeviceProcess(None, device_calls.refuse, (1,))
+refused = ForkedExecutor(zygote.fork_zygote(), dict(os.environ), device_calls.refuse, (1,))
 found["refused"] = outcome(refused.submit(device_calls.sleep, 0))
 refused.shutdown()
 
-patient = DeviceProcess(None, print, ())
+patient = ForkedExecutor(zygote.fork_zygote(), dict(os.environ), print, ())
 finishing = patient.submit(device_calls.sleep, 1)
 patient.shutdown()  # waits for the running call, as a process pool's shutdown does
 found["finished"] = outcome(finishing)
 
-long = DeviceProcess(None, print, ())
+long = ForkedExecutor(zygote.fork_zygote(), dict(os.environ), print, ())
 running = long.submit(device_calls.sleep, 60)
 time.sleep(1.0)
 started = time.perf_counter()
@@ -220,7 +211,6 @@ print(json.dumps(found))
     assert found["finished"] == ["ok", "slept"]
     # Killed in a call: that call and the one waiting fail, saying so; later ones too.
     assert found["dying"][0] == "BrokenExecutor" and "SIGKILL" in found["dying"][1]
-    assert "its last output:" in found["dying"][1] and found["dying"][1].endswith("about to die")
     assert found["waiting"][0] == "BrokenExecutor"
     assert found["later"][0] == "BrokenExecutor"
     # An initializer that raises: nothing runs, and the calls say why.

@@ -258,27 +258,3 @@ def test_a_module_that_forked_the_zygote_while_imported_is_whole_in_its_workers(
     # workers failing to import kernelpick.ops.scaled_mm from their half-made kernelpick.ops.gemm.
     found = run(tmp_path, HALF_IMPORTED, KERNELPICK_ISOLATE="on")
     assert found == {"zygote": True, "ops.mm": ["ok", ""]}
-
-
-def starts_early_then_has_a_zygote() -> bool:
-    from kernelpick.workers import plan, zygote
-
-    plan.start_early(None)  # as the first tuned kernel of a module the child imports
-    return zygote.zygote() is not None
-
-
-def test_a_multiprocessing_child_forks_no_zygote() -> None:
-    # A data loader's worker that imports the program's modules must not fork one of its own. (The
-    # device processes of `kernelpick tune --devices`, which do, are no multiprocessing children:
-    # tests/jobs/test_device_process.py.)
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    from kernelpick import settings
-
-    environment = {**settings.as_environment(), "KERNELPICK_ISOLATE": "on"}
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(
-        1, mp_context=context, initializer=settings.adopt_environment, initargs=(environment,)
-    ) as pool:
-        assert not pool.submit(starts_early_then_has_a_zygote).result(timeout=120)

@@ -1,8 +1,7 @@
 """One worker process: started once, fed requests as JSON lines, watched, killed and restarted.
 
 Messages come back through a pipe of their own, so that what the benchmarked code prints cannot garble
-them; the last lines of its output are kept as the reason of a crash. The device processes of
-`kernelpick tune --devices` are such processes too, running another loop (`kernelpick.jobs.device_process`).
+them; the last lines of its output are kept as the reason of a crash.
 """
 
 from __future__ import annotations
@@ -22,7 +21,7 @@ from typing import Any
 
 from kernelpick import settings
 from kernelpick.errors import IsolationError
-from kernelpick.workers.zygote import WORKER_ENTRY, ForkedWorker, Zygote, fork_zygote, signal_group
+from kernelpick.workers.zygote import ForkedWorker, Zygote, fork_zygote
 
 log = logging.getLogger("kernelpick.workers")
 
@@ -51,24 +50,15 @@ def describe_exit(code: int | None) -> str:
     return f"exit code {code}"
 
 
-def describe_output(tail: str) -> str:
-    """The end of a message saying why a process ended: its last output (`WorkerProcess.tail`), if any."""
-    return f"; its last output:\n{tail}" if tail.strip() else ""
-
-
 class WorkerProcess:
-    """A process bound to one device, forked by the zygote where there is one, else a new interpreter
-    (`python -m kernelpick.workers.main`), running `entry`.
+    """A `python -m kernelpick.workers.main` process bound to one device.
 
     Args:
         device: the GPU index it owns, as this process numbers its GPUs (it sees only that GPU, as
-            `cuda:0`: `settings.visible_device`), or None for the CPU (or the environment's GPUs).
-        messages: where its messages go, as `(slot, generation, message)`; `slot` tells workers apart.
+            `cuda:0`: `settings.visible_device`), or None for the CPU.
+        messages: where its messages go, as `(slot, message)`; `slot` tells workers apart.
         slot: this worker's number in its pool.
         environment: extra environment variables for it.
-        entry: the loop it runs ("module:function", called with its messages' file descriptor,
-            first saying it is ready): an isolation worker's, or a device process's.
-        echo: what it prints goes to this process's stderr too, not only into `tail`.
     """
 
     def __init__(
@@ -77,16 +67,11 @@ class WorkerProcess:
         messages: queue.Queue[tuple[int, int, dict[str, Any] | None]],
         slot: int,
         environment: Mapping[str, str] | None = None,
-        *,
-        entry: str = WORKER_ENTRY,
-        echo: bool = False,
     ) -> None:
         self.device = device
         self.slot = slot
         self._messages = messages
         self._environment = dict(environment or {})
-        self._entry = entry
-        self._echo = echo
         self._tail: collections.deque[str] = collections.deque(maxlen=_TAIL_LINES)
         self._process: subprocess.Popen[bytes] | ForkedWorker | None = None
         self.generation = 0  # bumped at every start: messages of a dead predecessor are ignored
@@ -100,10 +85,6 @@ class WorkerProcess:
     @property
     def alive(self) -> bool:
         return self._process is not None and self._process.poll() is None
-
-    @property
-    def pid(self) -> int | None:
-        return None if self._process is None else self._process.pid
 
     def start(self) -> None:
         """Start the process and wait until it has imported everything and said so.
@@ -122,6 +103,8 @@ class WorkerProcess:
             **({} if forked is not None and not forked.spawned else {"TRITON_INTERPRET": None}),
             # The worker imports what the caller can: its import path, entries added at run time too.
             "PYTHONPATH": os.pathsep.join(p for p in sys.path if p and os.path.isdir(p)),
+            # Isolation inside a worker is off: it measures what it is sent itself, and forks no zygote.
+            "KERNELPICK_ISOLATE": "off",
             **self._environment,
         }
         if self.device is not None:
@@ -139,7 +122,7 @@ class WorkerProcess:
                 return
         else:
             self._process = subprocess.Popen(
-                [sys.executable, "-m", "kernelpick.workers.main", str(write_end), self._entry],
+                [sys.executable, "-m", "kernelpick.workers.main", str(write_end)],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
@@ -173,12 +156,13 @@ class WorkerProcess:
             time.perf_counter() - started,
         )
 
-    def _fork(self, forked: Zygote, environment: Mapping[str, str], messages: int) -> ForkedWorker:
+    @staticmethod
+    def _fork(forked: Zygote, environment: Mapping[str, str], messages: int) -> ForkedWorker:
         """A worker forked by the zygote, on pipes like those `subprocess.Popen` would make."""
         stdin_read, stdin_write = os.pipe()
         output_read, output_write = os.pipe()
         try:
-            pid = forked.fork_child((stdin_read, output_write, messages), environment, self._entry)
+            pid = forked.fork_child((stdin_read, output_write, messages), environment)
         finally:
             os.close(stdin_read)
             os.close(output_write)
@@ -200,22 +184,17 @@ class WorkerProcess:
                 self._process.kill()
         self._process.wait()
 
-    def interrupt(self) -> None:
-        """Interrupt what it runs (SIGINT, what Ctrl-C does: it is out of the terminal's session)."""
-        if self._process is not None:
-            signal_group(self._process.pid, signal.SIGINT)
-
     def exit_code(self) -> int | None:
         return None if self._process is None else self._process.wait()
 
-    def stop(self, timeout_s: float = 5.0) -> None:
-        """Ask the process to end (its stdin closes); kill it if it has not `timeout_s` later."""
+    def stop(self) -> None:
+        """Ask the process to end; kill it if it does not."""
         if self._process is None or self._process.poll() is not None:
             return
         try:
             assert self._process.stdin is not None
             self._process.stdin.close()
-            self._process.wait(timeout=timeout_s)
+            self._process.wait(timeout=5)
         except (OSError, subprocess.TimeoutExpired):
             self.kill()
 
@@ -241,8 +220,4 @@ class WorkerProcess:
     def _read_output(self, process: subprocess.Popen[bytes]) -> None:
         assert process.stdout is not None
         for line in process.stdout:
-            text = line.decode(errors="replace").rstrip()
-            self._tail.append(text)
-            if self._echo:
-                sys.stderr.write(text + "\n")
-                sys.stderr.flush()
+            self._tail.append(line.decode(errors="replace").rstrip())

@@ -290,7 +290,8 @@ def _become_child(fds: list[int], environment: Mapping[str, str], entry: str) ->
         from kernelpick import settings
 
         settings.replace_environment(environment)  # CUDA_VISIBLE_DEVICES among it, read when CUDA starts
-        code = run_entry(entry, messages)
+        module, _, name = entry.partition(":")
+        code = getattr(importlib.import_module(module), name)(messages)
     except BaseException:
         import traceback
 
@@ -299,13 +300,6 @@ def _become_child(fds: list[int], environment: Mapping[str, str], entry: str) ->
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
-
-
-def run_entry(entry: str, messages: int) -> int:  # pragma: no cover - runs in a worker or a device process
-    """Run a child's loop, `entry` ("module:function"), given its messages' file descriptor; its exit status."""
-    module, _, name = entry.partition(":")
-    code: int = getattr(importlib.import_module(module), name)(messages)
-    return code
 
 
 def die_with_parent() -> None:  # pragma: no cover - runs in a worker or a device process
@@ -329,15 +323,16 @@ def _max_fd() -> int:
         return 4096
 
 
-def fork_zygote(*, spawn: bool = False) -> Zygote | None:
+def fork_zygote(*, spawned_to_tune: bool = False, spawn: bool = False) -> Zygote | None:
     """Fork this process's zygote if it may have one: it has not used CUDA (a process forked after it
     did cannot; with `spawn`, the zygote is then a new interpreter), it is not a worker or a
-    `multiprocessing` child, and it can fork. Once per process."""
+    `multiprocessing` child (unless kernelpick started that child to tune: `spawned_to_tune`), and it
+    can fork. Once per process."""
     global _zygote
     with _zygote_lock:
         if _zygote is not None and _zygote.owner == os.getpid():
             return _zygote
-        if not hasattr(os, "fork") or multiprocessing.parent_process() is not None:
+        if not hasattr(os, "fork") or (multiprocessing.parent_process() is not None and not spawned_to_tune):
             return None
         used_cuda = _cuda_initialized()
         if used_cuda and not spawn:
