@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from kernelpick.bench.inputs import ScratchArguments
+from kernelpick.bench.inputs import Example, ScratchArguments
 
 
 def same_view(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -207,3 +207,17 @@ def test_a_written_storage_read_through_an_alias_is_restored() -> None:
     scratch.restore()
     assert scratch.restored_bytes == buffer.numel() * buffer.element_size()
     assert torch.equal(scratch.arguments["dst"], torch.arange(4.0, 8.0))
+
+
+def test_an_example_restores_before_every_run_only_where_its_front_says_so() -> None:
+    x = torch.zeros(4)
+    seen = Example((x,), {})  # a selection's: every tensor copied, restored once a run is seen writing
+    assert not seen.changed()
+    seen.args[0].add_(1.0)
+    assert seen.changed() and torch.equal(x, torch.zeros(4))
+    seen.restore()
+    assert not seen.changed()
+    always = Example((x,), {}, ["x"], written=["x"], restore_always=True)  # a tuned kernel's
+    assert always.changed() and not shares_storage(always.named["x"], x)
+    given = Example((x,), {}, written=())  # what compiling binds: nothing copied, nothing to restore
+    assert given.args[0] is x and not given.changed()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kernelpick.bench.inputs import ExampleInputs
+from kernelpick.bench.inputs import Example, new_values
 from kernelpick.compile.precompile import CompileJob, precompile_jobs
 from kernelpick.config import Config
 from kernelpick.device import DeviceInfo
@@ -42,7 +42,7 @@ def lower_for_hopper(
     assert isinstance(choice, TemplateChoice)
     cpu_signature = Signature.of(inputs, {})
     arguments_of = _generate(choice, choice.kernels(), cpu_signature)[1]
-    args, _ = arguments_of(*ExampleInputs(inputs, {}).args)
+    args, _ = arguments_of(*new_values(inputs, {})[0])
     job = CompileJob(choice.kernel(), args, {}, choice.launch_config, choice.rendered.grid)
     (outcome,) = precompile_jobs([job], interpreter=True, workers=1)
     assert outcome.ok, outcome.message
@@ -108,7 +108,7 @@ def lower_every_kernel_for_hopper(
     )
     (choice,) = space.choices_for(gpu_signature)
     assert isinstance(choice, TemplateChoice)
-    job = choice.compile_job(ExampleInputs(inputs, {}), Signature.of(inputs, {}))
+    job = choice.compile_job(Example(*new_values(inputs, {})), Signature.of(inputs, {}))
     assert isinstance(job, CompileJob)
     assert len(job.companions) == len(choice.rendered.after)
     (outcome,) = precompile_jobs([job], interpreter=True, workers=1)

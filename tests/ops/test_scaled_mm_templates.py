@@ -9,7 +9,7 @@ import pytest
 import torch
 from triton.backends.compiler import GPUTarget
 
-from kernelpick.bench.inputs import ExampleInputs
+from kernelpick.bench.inputs import new_values
 from kernelpick.compile.target import specialize
 from kernelpick.config import Config
 from kernelpick.device import DeviceInfo
@@ -53,7 +53,7 @@ def lower_for_hopper(
     (choice,) = space.choices_for(signature_on(H100, inputs))
     assert isinstance(choice, TemplateChoice)
     arguments_of = _generate(choice, choice.kernels(), Signature.of(inputs, {}))[1]
-    args, _ = arguments_of(*ExampleInputs(inputs, {}).args)
+    args, _ = arguments_of(*new_values(inputs, {})[0])
     specialization = specialize(
         choice.kernel(), args, choice.launch_config.all_kwargs(), target=GPUTarget("cuda", 90, 32)
     )

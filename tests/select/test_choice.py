@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from kernelpick import extern
-from kernelpick.bench.inputs import ExampleInputs
+from kernelpick.bench.inputs import Example
 from kernelpick.errors import ConfigError
 from kernelpick.select.choice import Choice, ChoiceSpace, compile_choices, qualified_name
 from kernelpick.select.signature import Signature
@@ -26,7 +26,7 @@ def test_an_extern_is_a_choice_and_a_space_of_one() -> None:
         "callable": "torch.mm",
         "out_variant": False,
     }
-    assert compile_choices([choice], ExampleInputs((torch.empty(2),), {}), signature)[0].ok
+    assert compile_choices([choice], Example((torch.empty(2),), {}), signature)[0].ok
     assert choice.callable_for(signature) is torch.mm
 
 

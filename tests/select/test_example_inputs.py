@@ -1,10 +1,10 @@
-"""Tests of example inputs (select/inputs.py): metadata kept, values private, restorable, RNG untouched."""
+"""A selection's example inputs (bench/inputs.py): metadata kept, values private, restorable, RNG untouched."""
 
 from __future__ import annotations
 
 import torch
 
-from kernelpick.bench.inputs import ExampleInputs
+from kernelpick.bench.inputs import Example, new_values
 from kernelpick.tensors import TensorSpec, example_tensor
 
 
@@ -34,13 +34,13 @@ def test_examples_do_not_draw_from_the_global_generator_and_are_reproducible() -
     real = torch.empty(16, 16)
     torch.manual_seed(7)
     state = torch.get_rng_state()
-    first = ExampleInputs((real,), {}).args[0].clone()
+    first = new_values((real,), {})[0][0].clone()
     assert torch.equal(torch.get_rng_state(), state)
-    assert torch.equal(ExampleInputs((real,), {}).args[0], first)
+    assert torch.equal(new_values((real,), {})[0][0], first)
 
 
 def test_restore_undoes_writes_and_changed_notices_them() -> None:
-    example = ExampleInputs((torch.empty(8), 3), {"out": torch.empty(8)})
+    example = Example(*new_values((torch.empty(8), 3), {"out": torch.empty(8)}))
     x = example.args[0]
     before = x.clone()
     assert example.args[1] == 3 and example.kwargs["out"].shape == (8,)

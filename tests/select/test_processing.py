@@ -18,7 +18,7 @@ from torch._subclasses.fake_tensor import FakeTensor
 
 import kernelpick
 from kernelpick import Config, Selector, extern, processed, settings, triton_choice
-from kernelpick.bench.inputs import ExampleInputs
+from kernelpick.bench.inputs import Example, new_values
 from kernelpick.errors import ConfigError
 from kernelpick.select.choice import compile_choices
 from kernelpick.select.prepack import PrepackCache
@@ -416,7 +416,7 @@ def test_the_example_inputs_are_processed_once_for_all_configs() -> None:
     x, y = base[:, ::2], base[:, 1::2]
     signature = Signature.of((x, y), {})
     choices = processed(kernel, before=counted_contiguous).choices_for(signature)
-    example = ExampleInputs((x, y), {})
+    example = Example(*new_values((x, y), {}))
     assert len(choices) == 3
     assert all(outcome.ok for outcome in compile_choices(choices, example, signature))
     assert len(processed_examples) == 1  # each config compiles for the same processed inputs

@@ -9,7 +9,7 @@ import torch
 from tests.select.workspace_templates import two_pass_template
 
 from kernelpick import Config, Epilogue, Selector, TritonTemplate, extern, settings, template
-from kernelpick.bench.inputs import ExampleInputs, GivenInputs
+from kernelpick.bench.inputs import Example, new_values
 from kernelpick.compile.precompile import CompileJob, precompile_jobs
 from kernelpick.errors import ConfigError
 from kernelpick.select.signature import Signature
@@ -196,7 +196,7 @@ def test_a_template_with_a_workspace_and_two_kernels_runs_both_and_compiles_both
     (choice,) = space.choices_for(Signature.of((x,), {}))
     assert isinstance(choice, TemplateChoice)
     torch.testing.assert_close(choice.callable_for(Signature.of((x,), {}))(x), (x * 2).sum(0))
-    job = choice.compile_job(ExampleInputs((x,), {}), Signature.of((x,), {}))
+    job = choice.compile_job(Example(*new_values((x,), {})), Signature.of((x,), {}))
     assert isinstance(job, CompileJob)
     assert [c.kernel.fn.__name__ for c in job.companions] == [f"{choice.rendered.kernel_name}_total"]
     assert (job.companions[0].config.num_warps, job.companions[0].grid) == (2, (1,))
@@ -209,7 +209,7 @@ def test_compiling_binds_the_callers_own_inputs_and_stand_ins_for_the_output_and
     x = torch.randn(3, 10)
     signature = Signature.of((x,), {})
     (choice,) = space.choices_for(signature)
-    job = choice.compile_job(GivenInputs((x,), {}), signature)
+    job = choice.compile_job(Example((x,), {}, written=()), signature)
     assert isinstance(job, CompileJob)
     tensors = [a for a in job.args if isinstance(a, torch.Tensor)]
     assert tensors[0] is x  # the input as given, not a copy

@@ -42,6 +42,16 @@ def test_integer_tensors_keep_their_values_layout_and_misalignment(tmp_path: Pat
         assert torch.equal(rebuilt[name], real), name  # integer values travel as they are
 
 
+def test_integer_values_stay_behind_where_the_worker_makes_new_ones() -> None:
+    # A selection's example inputs are new values, integer ones too (unless its input_gen is given
+    # the real ones): nothing of theirs is written for the worker.
+    indices = torch.arange(8, dtype=torch.int32)
+    described = describe_value(indices, None)
+    assert "values" not in described
+    rebuilt = rebuild_value(described, torch.device("cpu"), example_generator(torch.device("cpu")))
+    assert TensorSpec.of(rebuilt) == TensorSpec.of(indices)
+
+
 def test_misaligned_floats_are_rebuilt_misaligned_with_example_values(tmp_path: Path) -> None:
     real = misaligned_storage(torch.zeros(8))
     rebuilt = crossed({"x": real}, tmp_path)["x"]

@@ -151,3 +151,30 @@ def test_a_worker_has_an_allocator_where_the_program_set_one(tmp_path: Path) -> 
         assert isinstance(_allocation._allocator.get(), _allocation.NullAllocator)
     finally:
         triton.set_allocator(_allocation.NullAllocator())
+
+
+def test_a_selections_integer_inputs_are_new_in_the_worker_unless_its_input_gen_is_given_them(
+    tmp_path: Path,
+) -> None:
+    from kernelpick.select.choice_measuring import ChoiceMeasuring
+
+    x, indices = torch.randn(8), torch.arange(8).flip(0)
+    signature = Signature.of((x, indices), {})
+
+    def same_indices(x: torch.Tensor, indices: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.randn_like(x), indices.clone()
+
+    def gather(x: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
+        if not torch.equal(indices, torch.arange(8).flip(0)):
+            raise ValueError("not the caller's indices")
+        return x[indices]
+
+    candidate = kernelpick.extern(gather)
+    payloads = {candidate.digest: values.encode(PortableChoice(candidate, signature))}
+    statuses = []
+    for input_gen in (None, same_indices):
+        measuring = ChoiceMeasuring("gather", signature, input_gen=input_gen)
+        problem = measuring._problem((x, indices), {}, tmp_path, {})
+        request = {"problem": problem.to_data(), "candidates": payloads, "step": "screen"}
+        statuses.append(answer(request)[candidate.digest]["status"])
+    assert statuses == ["runtime_error", "ok"]

@@ -1,4 +1,4 @@
-"""Benchmark inputs: scratch copies of what a kernel may write, and a selection's example inputs.
+"""Benchmark arguments: scratch copies of what a run may write, and a selection's new example inputs.
 
 The user's tensors are never written while tuning. Copies are made per storage, so arguments that
 alias each other alias in the copies too, and a copy is restored before each run only when the kernel
@@ -102,84 +102,95 @@ class ScratchArguments:
         for tensor in self._zeroed:
             tensor.zero_()
 
+    def changed(self) -> bool:
+        """Whether a run wrote any copy (compared by their bytes)."""
+        return any(not torch.equal(original, scratch) for original, scratch in self._pairs.values())
 
-class ExampleInputs:
-    """Inputs to benchmark and verify choices on, restorable to their first values.
+
+class Example:
+    """The arguments candidates run on, restorable to their first values: scratch copies of those a run
+    may write (`ScratchArguments`), the rest as they are.
+
+    What is restored and when is the front's knowledge, as data: a tuned kernel's access analysis
+    names what it may write and read, and its copies are restored before every run; a selection's
+    example inputs (`new_values`) may all be written, and are restored only before the runs of a
+    candidate whose first run was seen writing them (`changed`).
 
     Args:
-        args: the call's positional inputs (the real ones; only their metadata is used unless
-            `input_gen` is given).
-        kwargs: the call's keyword inputs.
-        input_gen: `input_gen(*args, **kwargs)` returns positional example inputs to use instead of
-            random ones; they must have the real inputs' dtypes, sizes, strides and devices.
+        args: the positional values (the call's own, or new ones).
+        kwargs: the keyword values.
+        names: the arguments' names, in order, the positional ones first (none: their positions, "0",
+            "1", ...): with the keywords, what `written`, `zeroed` and `read` name.
+        written: the arguments a run may write (None: every tensor; (): none, nothing is copied).
+        zeroed, read: as for `ScratchArguments`.
+        restore_always: restore before every run, whatever the first run did.
+    """
+
+    def __init__(
+        self,
+        args: Sequence[Any],
+        kwargs: Mapping[str, Any],
+        names: Sequence[str] = (),
+        *,
+        written: Collection[str] | None = None,
+        zeroed: Collection[str] = (),
+        read: Collection[str] | None = None,
+        restore_always: bool = False,
+    ) -> None:
+        names = names or [str(i) for i in range(len(args))]
+        named = {**dict(zip(names, args)), **kwargs}
+        if written is None:
+            written = [name for name, value in named.items() if tensor_of(value) is not None]
+        self._scratch = ScratchArguments(named, written, zeroed=zeroed, read=read)
+        #: Every argument by name, scratch copies in place: what a tuned kernel's hooks are given.
+        self.named = self._scratch.arguments
+        self.args: tuple[Any, ...] = tuple(self.named[name] for name in names[: len(args)])
+        self.kwargs: dict[str, Any] = {name: self.named[name] for name in kwargs}
+        self.restore_always = restore_always
+
+    def restore(self) -> None:
+        """Give every copy a run may read its first values again (and zero the `zeroed` ones)."""
+        self._scratch.restore()
+
+    def changed(self) -> bool:
+        """Whether later runs must restore first: always, or when a run wrote an argument."""
+        return self.restore_always or self._scratch.changed()
+
+
+def new_values(
+    args: Sequence[Any], kwargs: Mapping[str, Any], input_gen: InputGen | None = None
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """A selection's example inputs: new tensors with the real inputs' metadata (dtype, sizes, strides,
+    offset, device) and random values from a private fixed-seed generator, or `input_gen`'s for the
+    positional ones (`generated`).
 
     Raises:
         ConfigError: `input_gen` returned inputs that do not match the real ones.
     """
+    tensors = [v for v in (*args, *kwargs.values()) if isinstance(v, torch.Tensor)]
+    generator = example_generator(tensors[0].device if tensors else torch.device("cpu"))
 
-    def __init__(
-        self, args: Sequence[Any], kwargs: Mapping[str, Any], input_gen: InputGen | None = None
-    ) -> None:
-        tensors = [v for v in (*args, *kwargs.values()) if isinstance(v, torch.Tensor)]
-        device = tensors[0].device if tensors else torch.device("cpu")
-        generator = example_generator(device)
+    def fresh(value: Any) -> Any:
+        return example_tensor(TensorSpec.of(value), generator) if isinstance(value, torch.Tensor) else value
 
-        def fresh(value: Any) -> Any:
-            return (
-                example_tensor(TensorSpec.of(value), generator) if isinstance(value, torch.Tensor) else value
-            )
-
-        if input_gen is None:
-            made = [fresh(v) for v in args]
-        else:
-            made = list(input_gen(*args, **kwargs))
-            _check_generated(args, made)
-        named = {f"arg{i}": v for i, v in enumerate(made)}
-        named.update({f"kw:{k}": fresh(v) for k, v in kwargs.items()})
-        self._originals = named
-        self._scratch = ScratchArguments(named, [n for n, v in named.items() if isinstance(v, torch.Tensor)])
-        values = self._scratch.arguments
-        self.args: tuple[Any, ...] = tuple(values[f"arg{i}"] for i in range(len(made)))
-        self.kwargs: dict[str, Any] = {k: values[f"kw:{k}"] for k in kwargs}
-
-    def restore(self) -> None:
-        """Give every example tensor its first values again."""
-        self._scratch.restore()
-
-    def changed(self) -> bool:
-        """Whether a run wrote any example input (so runs must restore them first)."""
-        for name, original in self._originals.items():
-            if isinstance(original, torch.Tensor) and not torch.equal(
-                original, self._scratch.arguments[name]
-            ):
-                return True
-        return False
+    made = tuple(map(fresh, args)) if input_gen is None else generated(input_gen, args, kwargs)
+    return made, {name: fresh(value) for name, value in kwargs.items()}
 
 
-class GivenInputs(ExampleInputs):
-    """A call's own inputs, as they are, for what only needs their metadata and addresses: compiling a
-    choice binds its arguments to them (`Choice.compile_job`). No copies are made and nothing runs on
-    them, so there is nothing to restore."""
+def generated(input_gen: InputGen, args: Sequence[Any], kwargs: Mapping[str, Any]) -> tuple[Any, ...]:
+    """`input_gen(*args, **kwargs)`'s positional example inputs, checked against `args`: one per
+    input, with its dtype, sizes, strides and device.
 
-    def __init__(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
-        # No ExampleInputs.__init__: it would make random copies of every input.
-        self.args = tuple(args)
-        self.kwargs = dict(kwargs)
-
-    def restore(self) -> None:
-        pass
-
-    def changed(self) -> bool:
-        return False
-
-
-def _check_generated(real: Sequence[Any], made: Sequence[Any]) -> None:
-    if len(made) != len(real):
+    Raises:
+        ConfigError: they do not match.
+    """
+    made = tuple(input_gen(*args, **kwargs))
+    if len(made) != len(args):
         raise ConfigError(
-            f"input_gen returned {len(made)} inputs for a call with {len(real)}: "
+            f"input_gen returned {len(made)} inputs for a call with {len(args)}: "
             "it must return one example per positional input, in order"
         )
-    for index, (want, got) in enumerate(zip(real, made)):
+    for index, (want, got) in enumerate(zip(args, made)):
         if not isinstance(want, torch.Tensor):
             continue
         expected = TensorSpec.of(want)
@@ -196,41 +207,4 @@ def _check_generated(real: Sequence[Any], made: Sequence[Any]) -> None:
                 f"input_gen returned input {index} with {details}: example inputs must have the real "
                 "inputs' dtype, size, strides and device (make them with torch.empty_strided)"
             )
-
-
-class KernelArguments:
-    """A tuned kernel's call arguments for benchmarking: scratch copies of those it may write
-    (`ScratchArguments`), restored before every run.
-
-    Args:
-        names: the kernel's argument names, in order (the positional arguments are its first ones).
-        args: the call's positional arguments.
-        kwargs: the call's keyword arguments.
-        written, zeroed, read: as for `ScratchArguments`.
-    """
-
-    def __init__(
-        self,
-        names: Sequence[str],
-        args: Sequence[Any],
-        kwargs: Mapping[str, Any],
-        written: Collection[str],
-        zeroed: Collection[str] = (),
-        read: Collection[str] | None = None,
-    ) -> None:
-        named = {**dict(zip(names, args)), **kwargs}
-        self._scratch = ScratchArguments(named, written, zeroed=zeroed, read=read)
-        arguments = self._scratch.arguments
-        self.args: tuple[Any, ...] = tuple(arguments[name] for name in names[: len(args)])
-        self.kwargs: dict[str, Any] = {name: arguments[name] for name in kwargs}
-
-    @property
-    def named(self) -> dict[str, Any]:
-        """Every argument by name, scratch copies in place: what hooks are given."""
-        return self._scratch.arguments
-
-    def restore(self) -> None:
-        self._scratch.restore()
-
-    def changed(self) -> bool:
-        return True  # restored before every run whatever it does
+    return made

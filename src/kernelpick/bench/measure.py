@@ -10,9 +10,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from kernelpick.bench.benchmarker import benchmark, classify_run_error
+from kernelpick.bench.inputs import Example
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.timers import Timer
 from kernelpick.bench.verify import Tolerance, compare
@@ -20,21 +21,6 @@ from kernelpick.device import DeviceInfo
 
 #: Called with a candidate's digest and result as each is done with.
 OnDone = Callable[[str, BenchmarkResult], object]
-
-
-class Example(Protocol):
-    """The arguments candidates run on, restorable to their first values."""
-
-    args: tuple[Any, ...]
-    kwargs: dict[str, Any]
-
-    def restore(self) -> None:
-        """Give every argument a run may have written its first values again."""
-        ...
-
-    def changed(self) -> bool:
-        """Whether a run wrote any argument (so later runs must restore them first)."""
-        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,23 +73,12 @@ class Measurement:
         example: the arguments every candidate runs on.
         device: where they run.
         checking: what outputs are checked against (None: not checked).
-        restore_always: restore the example before every run (a tuned kernel's scratch copies,
-            which restore only what a run may write and read); else only before the runs of a
-            candidate whose first run was seen writing its inputs.
     """
 
-    def __init__(
-        self,
-        example: Example,
-        device: DeviceInfo,
-        checking: Checking | None = None,
-        *,
-        restore_always: bool = False,
-    ) -> None:
+    def __init__(self, example: Example, device: DeviceInfo, checking: Checking | None = None) -> None:
         self.example = example
         self.device = device
         self.checking = checking
-        self.restore_always = restore_always
         self._expected: tuple[Any, str | None] | None = None
         self.warmed = False
 
@@ -217,7 +192,7 @@ def measure(
     """
     results: dict[str, BenchmarkResult] = {}
     runs: list[Run] = []
-    first_runs = measurement.checking is not None or not measurement.restore_always
+    first_runs = measurement.checking is not None or not measurement.example.restore_always
     for candidate in candidates:
         found = (
             measurement.first_run(candidate)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kernelpick.bench.inputs import ExampleInputs
+from kernelpick.bench.inputs import Example
 from kernelpick.bench.verify import Tolerance, tolerance_for
 from kernelpick.select.choice import Choice, ChoiceSpace, ExternChoice, extern
 from kernelpick.select.modules import load_module, write_module
@@ -22,7 +22,7 @@ __all__ = [
     "ChoiceResult",
     "ChoiceSpace",
     "Epilogue",
-    "ExampleInputs",
+    "Example",
     "ExternChoice",
     "GridContext",
     "PartialRender",

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from kernelpick import settings
-from kernelpick.bench.inputs import ExampleInputs
+from kernelpick.bench.inputs import Example
 from kernelpick.compile.precompile import CompileJob, CompileOutcome, classify, precompile_jobs
 from kernelpick.device import DeviceInfo
 from kernelpick.errors import ConfigError
@@ -43,7 +43,7 @@ class Choice(Protocol):
         """Plain data for the store and reports: kind, name, config, source hash."""
         ...
 
-    def compile_job(self, example: ExampleInputs, signature: Signature) -> CompileJob | CompileOutcome:
+    def compile_job(self, example: Example, signature: Signature) -> CompileJob | CompileOutcome:
         """What compiling it for these inputs takes (`compile_choices` runs the jobs of many choices
         at once), or the outcome when there is nothing to compile (a library function) or it failed
         before compiling (a template that does not render); failures are returned, not raised."""
@@ -108,7 +108,7 @@ class PortableChoice:
     def name(self) -> str:
         return self.choice.name
 
-    def compile_job(self, example: ExampleInputs, device: Any) -> CompileJob | CompileOutcome | None:
+    def compile_job(self, example: Example, device: Any) -> CompileJob | CompileOutcome | None:
         return None if self.compiled else self.choice.compile_job(example, self.signature)
 
     def callable(self) -> Callable[..., Any]:
@@ -162,7 +162,7 @@ class ExternChoice(NamedChoice):
             "out_variant": self.out is not None,
         }
 
-    def compile_job(self, example: ExampleInputs, signature: Signature) -> CompileJob | CompileOutcome:
+    def compile_job(self, example: Example, signature: Signature) -> CompileJob | CompileOutcome:
         return CompileOutcome("ok")
 
     def callable_for(self, signature: Signature) -> Callable[..., Any]:
@@ -242,7 +242,7 @@ def bound_arguments(result: Any, where: str) -> tuple[tuple[Any, ...], Mapping[s
 
 def compile_choices(
     choices: Sequence[Choice],
-    example: ExampleInputs,
+    example: Example,
     signature: Signature,
     *,
     mode: str | None = None,

@@ -20,7 +20,7 @@ import torch
 
 from kernelpick import settings
 from kernelpick.bench.benchmarker import budgets_for
-from kernelpick.bench.inputs import ExampleInputs, GivenInputs, InputGen
+from kernelpick.bench.inputs import Example, InputGen, new_values
 from kernelpick.bench.measure import Candidate, Checking, Measurement, OnDone, measure
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.timers import Timer, UserBenchTimer, timer_for
@@ -144,7 +144,7 @@ class ChoiceMeasuring:
     def _compile(
         self,
         choices: Sequence[Choice],
-        example: ExampleInputs,
+        example: Example,
         phases: dict[str, float],
         meanwhile: Callable[[], object] | None = None,
         **options: Any,
@@ -230,7 +230,7 @@ class ChoiceMeasuring:
                     outcomes.extend(
                         self._compile(
                             compiling,
-                            GivenInputs(inputs, kwargs),
+                            Example(inputs, kwargs, written=()),
                             phases,
                             describe_meanwhile,
                             mode="process",
@@ -275,8 +275,8 @@ class ChoiceMeasuring:
     def _problem(
         self, inputs: tuple[Any, ...], kwargs: dict[str, Any], payload: Path, phases: dict[str, float]
     ) -> Problem:
-        """What the workers measure on: the arguments as data, how they are kept between runs and
-        what outputs are checked against.
+        """What the workers measure on: the arguments as data, what of them a run may write and when
+        they are restored, and what outputs are checked against.
 
         Raises:
             IsolationError: an argument, the reference or the kernel cannot be described as data.
@@ -292,11 +292,14 @@ class ChoiceMeasuring:
                 "tolerance": None if self.tolerance is None else (self.tolerance.rtol, self.tolerance.atol),
                 "per_call": True,
             }
+        # A selection's example inputs are new values (`new_values`): the worker makes integer
+        # tensors' too, unless `input_gen` makes them from the real ones.
+        real_values = self.kernel is not None or self.input_gen is not None
         return Problem.describe(
             self.signature.device,
             inputs,
             kwargs,
-            payload,
+            payload if real_values else None,
             # torch's TF32 switch decides what the reference computes and how closely a float32
             # output must match it: the worker must see the caller's.
             tf32=tf32_allowed(),
@@ -319,9 +322,8 @@ class ChoiceMeasuring:
             preserved_rng(tensors[0].device if tensors else torch.device("cpu")),
             TuningProgress(f"compiling {self.name}", total=2 * len(todo)) as progress,
         ):
-            example: Any
             if self.kernel is None:
-                example = ExampleInputs(inputs, kwargs, self.input_gen)
+                example = Example(*new_values(inputs, kwargs, self.input_gen))
                 outcomes = self._compile(todo, example, phases)
             else:
                 configs = cast(list[ConfigChoice], todo)
@@ -353,7 +355,7 @@ class ChoiceMeasuring:
             )
             measured = measure(
                 candidates,
-                Measurement(example, device, checking, restore_always=self.kernel is not None),
+                Measurement(example, device, checking),
                 self.timer or timer_for(device),
                 self._budgets(),
                 reference=self.reference_digest,

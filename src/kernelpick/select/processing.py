@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from kernelpick.bench.benchmarker import classify_run_error
-from kernelpick.bench.inputs import ExampleInputs
+from kernelpick.bench.inputs import Example
 from kernelpick.compile.precompile import CompileJob, CompileOutcome
 from kernelpick.errors import ConfigError
 from kernelpick.select.choice import Choice, ChoiceSpace, NamedChoice, qualified_name, short_hash
@@ -80,9 +80,9 @@ class ProcessedChoices:
         self._lock = threading.Lock()
         self._inner_signatures: dict[Signature, Signature] = {}
         # Per example: the processed inputs its choices compile for (None: the processing raised on it).
-        self._examples: weakref.WeakKeyDictionary[
-            ExampleInputs, tuple[tuple[Any, ...], dict[str, Any]] | None
-        ] = weakref.WeakKeyDictionary()
+        self._examples: weakref.WeakKeyDictionary[Example, tuple[tuple[Any, ...], dict[str, Any]] | None] = (
+            weakref.WeakKeyDictionary()
+        )
 
     @property
     def name(self) -> str:
@@ -194,7 +194,7 @@ class ProcessedChoices:
             return self._packed(inputs)
         return inputs if self.before is None else self.before(*inputs)
 
-    def prepared(self, example: ExampleInputs) -> tuple[tuple[Any, ...], dict[str, Any]] | None:
+    def prepared(self, example: Example) -> tuple[tuple[Any, ...], dict[str, Any]] | None:
         """`example`'s inputs as the wrapped choice receives them, processed once for all its choices
         (each config of a template compiles for the same ones); None when the processing raised."""
         with self._lock:  # one processing per example, even when choices compile in several threads
@@ -289,14 +289,14 @@ class ProcessedChoice(NamedChoice):
             "prepack": {str(i): qualified_name(c.pack) for i, c in sorted(space.prepack.items())},
         }
 
-    def compile_job(self, example: ExampleInputs, signature: Signature) -> CompileJob | CompileOutcome:
+    def compile_job(self, example: Example, signature: Signature) -> CompileJob | CompileOutcome:
         """Pre-pack the example inputs (so no timed run packs) and compile the wrapped choice for
         the processed ones."""
         prepared = self.space.prepared(example)
         if prepared is None:
             # Not a compile failure: the first run raises the same and is recorded as a runtime error.
             return CompileOutcome("ok")
-        return self.inner.compile_job(ProcessedExample(example, *prepared), self.inner_signature)
+        return self.inner.compile_job(Example(*prepared, written=()), self.inner_signature)
 
     def callable_for(self, signature: Signature) -> Callable[..., Any]:
         inner_signature = (
@@ -306,23 +306,6 @@ class ProcessedChoice(NamedChoice):
 
     def __repr__(self) -> str:
         return f"processed({self.inner!r}, {self.space.steps})"
-
-
-class ProcessedExample(ExampleInputs):
-    """Example inputs after processing: what the wrapped choice compiles for; restoring restores the
-    unprocessed ones they were made from."""
-
-    def __init__(self, example: ExampleInputs, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        # No ExampleInputs.__init__: these tensors are views or products of `example`'s, which it owns.
-        self._example = example
-        self.args = args
-        self.kwargs = kwargs
-
-    def restore(self) -> None:
-        self._example.restore()
-
-    def changed(self) -> bool:
-        return self._example.changed()
 
 
 def processed(

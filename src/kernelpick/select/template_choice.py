@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from kernelpick.bench.inputs import ExampleInputs
+from kernelpick.bench.inputs import Example
 from kernelpick.codegen import CodeBuffer
 from kernelpick.compile.launch import fixed_launcher
 from kernelpick.compile.precompile import CompileJob, CompileOutcome, classify
@@ -124,7 +124,7 @@ class UnavailableChoice(NamedChoice):
     def description(self) -> dict[str, Any]:
         return {"kind": "unavailable", "name": self._name, "reason": self.message}
 
-    def compile_job(self, example: ExampleInputs, signature: Signature) -> CompileJob | CompileOutcome:
+    def compile_job(self, example: Example, signature: Signature) -> CompileJob | CompileOutcome:
         return CompileOutcome(self.status, self.message)
 
     def callable_for(self, signature: Signature) -> Callable[..., Any]:
@@ -183,7 +183,7 @@ class TemplateChoice(NamedChoice):
     def path(self) -> str:
         return str(write_module(self.rendered.source))
 
-    def compile_job(self, example: ExampleInputs, signature: Signature) -> CompileJob | CompileOutcome:
+    def compile_job(self, example: Example, signature: Signature) -> CompileJob | CompileOutcome:
         try:
             kernels = self.kernels()
             arguments = _generate(self, kernels, signature)[1]

@@ -12,7 +12,7 @@ from typing import Any
 from triton.runtime.jit import JITFunction
 
 from kernelpick.analysis import analyze
-from kernelpick.bench.inputs import ExampleInputs, GivenInputs, KernelArguments, tensor_of
+from kernelpick.bench.inputs import Example, tensor_of
 from kernelpick.bench.measure import Hooks
 from kernelpick.compile.launch import launcher, runner
 from kernelpick.compile.portable import KernelLaunch
@@ -98,7 +98,7 @@ class TritonKernelChoice(NamedChoice):
             "source": self.space.jit.cache_key,  # its kept source: `kernelpick code`
         }
 
-    def compile_job(self, example: ExampleInputs, signature: Signature) -> CompileJob | CompileOutcome:
+    def compile_job(self, example: Example, signature: Signature) -> CompileJob | CompileOutcome:
         keep_kernel_source(self.space.jit)
         try:
             args, kwargs, _ = bound_arguments(
@@ -202,7 +202,7 @@ class KernelCall:
         if self.hooks_before_compiling(args, kwargs):
             choices = self.own_choices(choices, args, kwargs)[1]
         signature = Signature.of(args, kwargs)
-        return compile_choices(choices, GivenInputs(args, kwargs), signature, workers=self.workers)
+        return compile_choices(choices, Example(args, kwargs, written=()), signature, workers=self.workers)
 
     def compiled(
         self,
@@ -211,7 +211,7 @@ class KernelCall:
         kwargs: dict[str, Any],
         compile: Callable[..., list[CompileOutcome]],
         phases: dict[str, float],
-    ) -> tuple[list[ConfigChoice], KernelArguments, list[CompileOutcome]]:
+    ) -> tuple[list[ConfigChoice], Example, list[CompileOutcome]]:
         """`choices` compiled by `compile(choices, example, phases, meanwhile)`, and the arguments they
         are timed on: copies of those the access analysis (run while the compilers work) says the
         kernel may write. Compiling needs only the arguments' types, and launches nothing: the real
@@ -222,10 +222,11 @@ class KernelCall:
         and timed on its own arguments (`own_arguments`), its hooks run on them before it compiles.
         """
         started = time.perf_counter()
+        given = Example(args, kwargs, written=())  # nothing copied: compiling launches nothing
         if self.hooks_before_compiling(args, kwargs):
             example, own = self.own_choices(choices, args, kwargs)
             phases["copy_inputs"] = time.perf_counter() - started
-            return own, example, compile(own, GivenInputs(args, kwargs), phases)
+            return own, example, compile(own, given, phases)
         accesses: list[tuple[list[str], list[str] | None]] = []
 
         def analyze_meanwhile() -> None:  # runs while the compilers work
@@ -233,20 +234,20 @@ class KernelCall:
             accesses.append(self.accesses(args, kwargs))
             phases["analysis"] = time.perf_counter() - started
 
-        outcomes = compile(list(choices), GivenInputs(args, kwargs), phases, analyze_meanwhile)
+        outcomes = compile(list(choices), given, phases, analyze_meanwhile)
         started = time.perf_counter()
-        example = self.arguments(args, kwargs, *accesses[0])
+        example = Example(args, kwargs, **self.restoring(*accesses[0]))
         phases["copy_inputs"] = time.perf_counter() - started
         return list(choices), example, outcomes
 
     def own_choices(
         self, choices: Sequence[ConfigChoice], args: Sequence[Any], kwargs: Mapping[str, Any]
-    ) -> tuple[KernelArguments, list[ConfigChoice]]:
+    ) -> tuple[Example, list[ConfigChoice]]:
         """Copies of every tensor, and each of `choices` on its own arguments over them."""
-        example = self.arguments(args, kwargs, self.tensor_names(args, kwargs), None)
+        example = Example(args, kwargs, **self.restoring(self.tensor_names(args, kwargs), None))
         return example, [ConfigChoice(self, c.config, self.own_arguments(c.config, example)) for c in choices]
 
-    def own_arguments(self, config: Config, example: KernelArguments) -> OwnArguments:
+    def own_arguments(self, config: Config, example: Example) -> OwnArguments:
         """`config`'s own arguments: the example's, each tensor descriptor a copy of its own, which
         the config's pre_hook and then the tuner's (Triton's order) have been given."""
         named = own_descriptors(example.named)
@@ -285,15 +286,17 @@ class KernelCall:
         named = {**dict(zip(self.arg_names, args)), **kwargs}
         return [n for n in self.arg_names if n in named and tensor_of(named[n]) is not None]
 
-    def arguments(
-        self,
-        args: Sequence[Any],
-        kwargs: Mapping[str, Any],
-        written: Sequence[str],
-        read: Sequence[str] | None,
-    ) -> KernelArguments:
-        """The arguments configs are timed on: copies of those `written`, restored before each run."""
-        return KernelArguments(self.arg_names, args, kwargs, written, self.reset_to_zero, read)
+    def restoring(self, written: Sequence[str], read: Sequence[str] | None) -> dict[str, Any]:
+        """How the configs' arguments are kept between runs (`Example`'s options, `Problem`'s fields):
+        copies of those `written`, those `read` among them restored and the `reset_to_zero` ones
+        zeroed before every run, whatever the first run did."""
+        return {
+            "names": tuple(self.arg_names),
+            "written": tuple(written),
+            "zeroed": tuple(self.reset_to_zero),
+            "read": None if read is None else tuple(read),
+            "restore_always": True,
+        }
 
     def problem(
         self, args: tuple[Any, ...], kwargs: Mapping[str, Any], phases: dict[str, float]
@@ -308,14 +311,7 @@ class KernelCall:
         started = time.perf_counter()
         written, read = self.accesses(args, kwargs)
         phases["analysis"] = time.perf_counter() - started
-        return {
-            "example": "kernel",
-            "names": tuple(self.arg_names),
-            "written": tuple(written),
-            "read": None if read is None else tuple(read),
-            "zeroed": tuple(self.reset_to_zero),
-            "kernel": values.encode(self.fn),
-        }
+        return {**self.restoring(written, read), "kernel": values.encode(self.fn)}
 
 
 def _launch_on(launch: Callable[..., Any], own: OwnArguments, *_example: Any, **_keywords: Any) -> Any:
@@ -334,7 +330,7 @@ class ConfigChoice(NamedChoice):
     def description(self) -> dict[str, Any]:
         return self.config.to_dict()
 
-    def compile_job(self, example: ExampleInputs, signature: Signature) -> CompileJob | CompileOutcome:
+    def compile_job(self, example: Example, signature: Signature) -> CompileJob | CompileOutcome:
         given = example if self.own is None else self.own
         return CompileJob(self.call.fn, given.args, given.kwargs, self.config, self.call.grid)
 
@@ -343,7 +339,7 @@ class ConfigChoice(NamedChoice):
         launch = functools.partial(run, grid=self.call.grid, warmup=False, **self.config.all_kwargs())
         return launch if self.own is None else functools.partial(_launch_on, launch, self.own)
 
-    def hooks(self, example: KernelArguments) -> Hooks | None:
+    def hooks(self, example: Example) -> Hooks | None:
         """The user's hooks around each run (a config's pre_hook first, as in Triton), given the
         example's arguments by name (or its own)."""
         before = tuple(hook for hook in (self.config.pre_hook, self.call.pre_hook) if hook is not None)

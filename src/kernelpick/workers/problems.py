@@ -1,7 +1,8 @@
 """Arguments as plain data, and back: how a worker re-creates a tuning problem in its own process.
 
 Tensors travel as metadata and get random values in the worker, except integer and boolean tensors
-(often indices a kernel follows), whose real values travel through a private file read back with
+(often indices a kernel follows) where the caller's values matter (a tuned kernel's, or what an
+`input_gen` is given): their values travel through a private file read back with
 `torch.load(weights_only=True)`. A tensor descriptor travels as its tensor and its plain fields.
 """
 
@@ -35,8 +36,9 @@ def _dtype(name: str) -> torch.dtype:
     return dtype
 
 
-def describe_value(value: Any, payload_dir: Path) -> dict[str, Any]:
-    """One argument as plain data.
+def describe_value(value: Any, payload_dir: Path | None) -> dict[str, Any]:
+    """One argument as plain data; an integer or boolean tensor's values written to a file in
+    `payload_dir` (None: they do not travel, the worker makes new ones).
 
     Raises:
         IsolationError: the value cannot travel to another process (an arbitrary object).
@@ -49,7 +51,7 @@ def describe_value(value: Any, payload_dir: Path) -> dict[str, Any]:
             "storage": spec.storage_length,
             "device": value.device.type,
         }
-        if not (value.dtype.is_floating_point or value.dtype.is_complex):
+        if payload_dir is not None and not (value.dtype.is_floating_point or value.dtype.is_complex):
             if value.is_cuda and torch.cuda.is_current_stream_capturing():
                 raise IsolationError(
                     f"a {value.dtype} tensor's values cannot be copied for a worker while a CUDA graph "
@@ -76,7 +78,7 @@ def describe_value(value: Any, payload_dir: Path) -> dict[str, Any]:
     )
 
 
-def _describe_descriptor(value: Any, payload_dir: Path) -> dict[str, Any]:
+def _describe_descriptor(value: Any, payload_dir: Path | None) -> dict[str, Any]:
     """A tensor descriptor as plain data: its class, its tensor, its other fields.
 
     Raises:

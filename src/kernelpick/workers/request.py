@@ -1,8 +1,9 @@
 """The one request a worker serves: a problem as plain data, and the candidates to measure on it.
 
-A `Problem` says what every candidate runs on (the arguments' metadata, how the example is kept between
-runs, what outputs are checked against); each candidate is a `Portable` serialized by
-`kernelpick.workers.values`. Nothing in a request names the user's module, so a worker never imports it.
+A `Problem` says what every candidate runs on (the arguments' metadata, what of them a run may write
+and when they are restored, what outputs are checked against); each candidate is a `Portable`
+serialized by `kernelpick.workers.values`. Nothing in a request names the user's module, so a worker
+never imports it. Both fronts send this one kind: what differs between them is data.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import torch
 
 from kernelpick import settings
 from kernelpick.bench.benchmarker import budgets_for
-from kernelpick.bench.inputs import ExampleInputs, KernelArguments
+from kernelpick.bench.inputs import Example, generated
 from kernelpick.bench.measure import Candidate, Checking, Measurement, OnDone, measure
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.timers import timer_for
@@ -33,11 +34,6 @@ from kernelpick.workers.plan import step_budgets, worker_devices, worker_setting
 from kernelpick.workers.pool import Feed, pool_for
 from kernelpick.workers.problems import describe_value, rebuild_value
 
-#: How the example arguments are made and kept between runs: `inputs` (a selection's example
-#: inputs: new values with the real inputs' metadata, or `input_gen`'s, restored for candidates that
-#: write them) or `kernel` (a tuned kernel's arguments, with scratch copies of what it may write,
-#: restored before every run).
-ExampleKind = Literal["inputs", "kernel"]
 Step = Literal["prepare", "screen", "confirm"]
 
 
@@ -60,20 +56,20 @@ class Portable(Protocol):
 class Problem:
     """What every candidate of one measurement runs on, as plain data (JSON).
 
-    `reference` and `input_gen` are `values.encode`d callables; `written`, `read` and `zeroed` name
-    the arguments of a tuned kernel that it may write, that it may read (None: all) and that are zeroed
-    before each run (`reset_to_zero`).
+    `reference` and `input_gen` are `values.encode`d callables (`input_gen` makes the positional
+    example inputs). `names`, `written`, `zeroed`, `read` and `restore_always` say how the example is
+    kept between runs (`kernelpick.bench.inputs.Example`'s arguments).
     """
 
     device: str
     inputs: tuple[Any, ...]
     keywords: Mapping[str, Any]
-    example: ExampleKind = "inputs"
     kernel: str | None = None  # a tuned kernel, encoded: its configs come as `KernelLaunch`es without it
-    names: tuple[str, ...] = ()  # a kernel's positional argument names, for `written` and the others
-    written: tuple[str, ...] = ()
-    read: tuple[str, ...] | None = None
+    names: tuple[str, ...] = ()  # a kernel's argument names, for `written` and the others
+    written: tuple[str, ...] | None = None
     zeroed: tuple[str, ...] = ()
+    read: tuple[str, ...] | None = None
+    restore_always: bool = False
     input_gen: str | None = None
     reference: str | None = None
     reference_name: str = ""
@@ -94,12 +90,13 @@ class Problem:
         device: DeviceInfo,
         args: tuple[Any, ...],
         kwargs: Mapping[str, Any],
-        payload_dir: Path,
+        payload_dir: Path | None,
         **details: Any,
     ) -> Problem:
         """The problem of these arguments on `device` (`details`: the other fields), and whether the
         caller set an allocator with `triton.set_allocator` (kernels that make tensor descriptors on
-        the device call one at launch for their scratch memory).
+        the device call one at launch for their scratch memory). Integer tensors' values travel in
+        files in `payload_dir` (None: the worker makes new ones, as for the others).
 
         Raises:
             IsolationError: an argument cannot be described as data (an arbitrary object).
@@ -108,7 +105,7 @@ class Problem:
             device=device.type,
             inputs=tuple(describe_value(v, payload_dir) for v in args),
             keywords={name: describe_value(v, payload_dir) for name, v in kwargs.items()},
-            payload_dir=str(payload_dir),
+            payload_dir=str(payload_dir or ""),
             allocator=program_allocator() is not None,
             **details,
         )
@@ -119,9 +116,9 @@ class Problem:
     @classmethod
     def from_data(cls, data: Mapping[str, Any]) -> Problem:
         fields = dict(data)
-        for name in ("inputs", "names", "written", "zeroed"):
+        for name in ("inputs", "names", "zeroed"):
             fields[name] = tuple(fields.get(name) or ())
-        for name in ("read", "tolerance"):
+        for name in ("written", "read", "tolerance"):
             if fields.get(name) is not None:
                 fields[name] = tuple(fields[name])
         return cls(**fields)
@@ -192,18 +189,18 @@ class _WorkerProblem:
             )  # a choice, or a function
             tolerance = None if problem.tolerance is None else Tolerance(*problem.tolerance)
             checking = Checking((problem.reference_name, call), tolerance, problem.tf32)
-        example: ExampleInputs | KernelArguments
-        if problem.example == "kernel":
-            example = KernelArguments(
-                problem.names, args, kwargs, problem.written, problem.zeroed, problem.read
-            )
-        else:
-            input_gen = None if problem.input_gen is None else values.decode(problem.input_gen)
-            example = ExampleInputs(args, kwargs, input_gen)
-        self.example = example
-        self.measurement = Measurement(
-            example, self.device, checking, restore_always=problem.example == "kernel"
+        if problem.input_gen is not None:
+            args = generated(values.decode(problem.input_gen), args, kwargs)
+        self.example = Example(
+            args,
+            kwargs,
+            problem.names,
+            written=problem.written,
+            zeroed=problem.zeroed,
+            read=problem.read,
+            restore_always=problem.restore_always,
         )
+        self.measurement = Measurement(self.example, self.device, checking)
         self._kernel = None if problem.kernel is None else values.decode(problem.kernel)
         self._portables: dict[str, Portable] = {}
 
