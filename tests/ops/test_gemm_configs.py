@@ -240,3 +240,31 @@ def test_the_interpreter_gets_decode_configs_that_exercise_both_forms_and_the_sp
         (16, 16, 16, 2, 2, 4)
     ]
     assert decode_configs(0, 1)(problem(8, 64, 64, torch.bfloat16, CPU)) == []
+
+
+def test_a_gated_product_keeps_two_sums_and_two_b_tiles_within_the_same_budgets() -> None:
+    # gated_mm's tiles hold two float32 sums per output and stream two B tiles a stage.
+    large = problem(8192, 14336, 4096)
+    plain, two = tiles(gemm_configs(0, 1)(large)), tiles(gemm_configs(0, 1, products=2)(large))
+    assert two and two < plain
+    assert (128, 256, 64, 3, 8) in plain and (128, 256, 64, 3, 8) not in two
+    assert all(2 * m * n <= 128 * 32 * warps for m, n, _, _, warps in two)
+    budget = H100.shared_memory_limit
+    assert budget is not None
+    assert all(shared_memory_bytes(tile, 2, products=2) <= budget for tile in two)
+    for rows in (1, 4):
+        decode = problem(rows, 14336, 4096, b_transposed=True)
+        plain_decode, gated_decode = (decode_configs(0, 1, products=p)(decode) for p in (1, 2))
+        assert gated_decode
+        for config in gated_decode:
+            block_m, block_n, block_k = (config.kwargs[k] for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K"))
+            tile = (block_m, block_n, block_k, config.num_stages, config.num_warps)
+            assert shared_memory_bytes(tile, 2, products=2) <= budget
+            if block_m < 16:  # the GEMV form: each unrolled row keeps two (BLOCK_K, BLOCK_N) sums
+                assert 2 * rows * block_n * block_k <= GEMV_ACCUMULATORS * 32 * config.num_warps
+
+    # at 4 rows the wider GEMV tiles halve their BLOCK_K for the second sum
+    def gemv(configs: list[Config]) -> set[tuple[int, int]]:
+        return {(c.kwargs["BLOCK_N"], c.kwargs["BLOCK_K"]) for c in configs if c.kwargs["BLOCK_M"] < 16}
+
+    assert (8, 256) in gemv(plain_decode) and (8, 128) in gemv(gated_decode)

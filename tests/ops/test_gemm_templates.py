@@ -9,8 +9,8 @@ from kernelpick.bench.inputs import Example, new_values
 from kernelpick.compile.precompile import CompileJob, precompile_jobs
 from kernelpick.config import Config
 from kernelpick.device import DeviceInfo
-from kernelpick.ops.gemm import _EPILOGUES
-from kernelpick.ops.gemm_templates import GEMM, PERSISTENT_TMA_GEMM, SKINNY_GEMM
+from kernelpick.ops.gemm import _EPILOGUES, ACTIVATIONS
+from kernelpick.ops.gemm_templates import GEMM, PERSISTENT_TMA_GEMM, SKINNY_GEMM, gated
 from kernelpick.select.render import Epilogue
 from kernelpick.select.signature import Signature
 from kernelpick.select.template import TritonTemplate
@@ -149,3 +149,39 @@ def test_the_split_tl_dot_form_compiles_for_hopper_batched() -> None:
     assert "tl.dot" in choice.rendered.source and "idx_b = tl.program_id(2)" in choice.rendered.source
     assert choice.rendered.grid == (16, 8, 2)
     assert choice.rendered.after[0].grid == (32, 2)  # 16 x 1024 partial sums, 512 per program
+
+
+@pytest.mark.parametrize("config", [LARGE, SMALL_M], ids=["128x256x64", "16x128x128"])
+def test_the_gated_tiled_template_compiles_for_hopper(config: Config) -> None:
+    a, gate, up = (
+        torch.empty(shape, dtype=torch.bfloat16) for shape in ((64, 1024), (512, 1024), (512, 1024))
+    )
+    template = gated(GEMM, "silu", ACTIVATIONS["silu"] or "")
+    source = lower_for_hopper(template, config, (a, gate.t(), up.t()), ("A", "B", "B_UP"), None)
+    assert source.count("tl.dot(") == 2 and source.count("tl.sigmoid") == 1
+
+
+@pytest.mark.parametrize(("rows", "split"), [(1, 1), (3, 4), (16, 4)])
+def test_the_gated_skinny_template_compiles_for_hopper(rows: int, split: int) -> None:
+    x, gate, up = (
+        torch.empty(shape, dtype=torch.bfloat16) for shape in ((rows, 4096), (4096, 4096), (4096, 4096))
+    )
+    config = skinny({1: 1, 3: 4, 16: 16}[rows], 16 if rows < 16 else 64, 256, split)
+    space = template(
+        gated(SKINNY_GEMM, "gelu", ACTIVATIONS["gelu"] or ""),
+        configs=[config],
+        constants={"ALLOW_TF32": False, "NUM_SMS": 132},
+    )
+    inputs = (x, gate.t(), up.t())
+    (choice,) = space.choices_for(Signature(tuple(TensorSpec.of(t) for t in inputs), (), False, H100))
+    assert isinstance(choice, TemplateChoice)
+    job = choice.compile_job(Example(*new_values(inputs, {})), Signature.of(inputs, {}))
+    assert isinstance(job, CompileJob)
+    (outcome,) = precompile_jobs([job], interpreter=True, workers=1)
+    assert outcome.ok, outcome.message
+    source = choice.rendered.source
+    assert source.count("tl.erf") == 1  # the activation once, where the output is stored
+    if split > 1:  # both products' partial sums in one workspace, reduced before the activation
+        assert [p.shape for p in choice.rendered.parameters if p.kind == "workspace"] == [
+            (2 * split, 1, rows, 4096)
+        ]

@@ -128,8 +128,12 @@ DECODE_DOT: tuple[tuple[int, int, int, int], ...] = (
     (128, 128, 4, 4),
 )
 #: Each thread holds BLOCK_N * BLOCK_K / (32 * num_warps) float32 sums per unrolled row of the GEMV
-#: form; BLOCK_K is halved until they fit in this many registers.
+#: form (twice that for a gated product); BLOCK_K is halved until they fit in this many registers.
 GEMV_ACCUMULATORS = 64
+#: The tiled template's threads hold BLOCK_M * BLOCK_N / (32 * num_warps) float32 sums, at most this
+#: many in every tile above; a gated product (`gated_mm`) holds two per output, so its widest tiles
+#: (128x256 and 256x128 with 8 warps, 128x128 with 4) are left out.
+TILE_ACCUMULATORS = 128
 #: At most this many K slices; each slice keeps at least two BLOCK_K steps.
 MAX_SPLIT_K = 16
 #: Triton's interpreter: the GEMV form (one config unsplit, one split) and the tl.dot form split.
@@ -172,15 +176,16 @@ def _clamp(tile: Tile, problem: GemmProblem) -> Tile:
     )
 
 
-def shared_memory_bytes(tile: Tile, itemsize: int) -> int:
-    """The main loop's pipeline: `stages` buffers of an A and a B tile."""
+def shared_memory_bytes(tile: Tile, itemsize: int, products: int = 1) -> int:
+    """The main loop's pipeline: `stages` buffers of an A tile and `products` B tiles."""
     block_m, block_n, block_k, stages, _ = tile
-    return gemm_shared_memory(
+    more = (products - 1) * block_k * block_n * stages * itemsize
+    return more + gemm_shared_memory(
         {"BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_K": block_k, "num_stages": stages}, itemsize
     )
 
 
-def _configs(tiles: list[Tile], problem: GemmProblem) -> list[Config]:
+def _configs(tiles: list[Tile], problem: GemmProblem, products: int = 1) -> list[Config]:
     budget = problem.device.shared_memory_limit
     seen: set[Tile] = set()
     configs = []
@@ -189,7 +194,9 @@ def _configs(tiles: list[Tile], problem: GemmProblem) -> list[Config]:
         if tile in seen:
             continue
         seen.add(tile)
-        if budget is not None and shared_memory_bytes(tile, problem.a.itemsize) > budget:
+        if budget is not None and shared_memory_bytes(tile, problem.a.itemsize, products) > budget:
+            continue
+        if products * tile[0] * tile[1] > TILE_ACCUMULATORS * 32 * tile[4]:
             continue
         block_m, block_n, block_k, stages, warps = tile
         kwargs = {"BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_K": block_k, "GROUP_M": GROUP_M}
@@ -202,8 +209,9 @@ def _supported(problem: GemmProblem) -> bool:
     return a.dtype in TEMPLATE_DTYPES and a.dtype == b.dtype and min(problem.m, problem.n, problem.k) > 0
 
 
-def gemm_configs(a_index: int, b_index: int) -> Callable[[Signature], list[Config]]:
-    """The tiled template's configs for a signature whose A and B are inputs `a_index` and `b_index`."""
+def gemm_configs(a_index: int, b_index: int, products: int = 1) -> Callable[[Signature], list[Config]]:
+    """The tiled template's configs for a signature whose A and B are inputs `a_index` and `b_index`;
+    `products`: how many B matrices share each tile of A (2 for `gated_mm`'s gate and up)."""
 
     def space(signature: Signature) -> list[Config]:
         problem = GemmProblem.of(signature, a_index, b_index)
@@ -214,7 +222,7 @@ def gemm_configs(a_index: int, b_index: int) -> Callable[[Signature], list[Confi
             # would reject every config, so none is offered.
             return [] if problem.a.dtype == torch.bfloat16 else _configs(list(INTERPRETED), problem)
         tiles = [*(SMALL_M if problem.m <= 128 else ()), *(GENERAL if problem.m > DECODE_MAX_M else ())]
-        return _configs(tiles, problem)
+        return _configs(tiles, problem, products)
 
     return space
 
@@ -239,7 +247,7 @@ def _b_along_k(problem: GemmProblem) -> bool:
     return problem.b.stride[-2] == 1 and problem.b.stride[-1] != 1
 
 
-def _gemv_configs(problem: GemmProblem, batch: int) -> list[Config]:
+def _gemv_configs(problem: GemmProblem, batch: int, products: int) -> list[Config]:
     block_m = _ceil_pow2(problem.m)
     if not _b_along_k(problem):
         table = GEMV_ALONG_N
@@ -252,7 +260,7 @@ def _gemv_configs(problem: GemmProblem, batch: int) -> list[Config]:
     for block_n, block_k, warps in tiles:
         block_n = min(block_n, _ceil_pow2(problem.n))
         block_k = min(block_k, _ceil_pow2(problem.k))
-        while block_k > 16 and problem.m * block_n * block_k > GEMV_ACCUMULATORS * 32 * warps:
+        while block_k > 16 and products * problem.m * block_n * block_k > GEMV_ACCUMULATORS * 32 * warps:
             block_k //= 2
         programs = -(-problem.n // block_n) * batch
         split = _split_k(problem, programs, block_k)
@@ -260,7 +268,7 @@ def _gemv_configs(problem: GemmProblem, batch: int) -> list[Config]:
     return configs
 
 
-def _dot_configs(problem: GemmProblem, batch: int) -> list[Config]:
+def _dot_configs(problem: GemmProblem, batch: int, products: int) -> list[Config]:
     budget = problem.device.shared_memory_limit
     configs = []
     for index, (block_n, block_k, stages, warps) in enumerate(DECODE_DOT):
@@ -271,18 +279,19 @@ def _dot_configs(problem: GemmProblem, batch: int) -> list[Config]:
             continue
         if (
             budget is not None
-            and shared_memory_bytes((16, block_n, block_k, stages, warps), problem.a.itemsize) > budget
+            and shared_memory_bytes((16, block_n, block_k, stages, warps), problem.a.itemsize, products)
+            > budget
         ):
             continue
         configs.append(_decode_config(16, block_n, block_k, split, stages, warps))
     return configs
 
 
-def decode_configs(a_index: int, b_index: int) -> Callable[[Signature], list[Config]]:
+def decode_configs(a_index: int, b_index: int, products: int = 1) -> Callable[[Signature], list[Config]]:
     """The skinny template's configs: none above DECODE_MAX_M rows, else its GEMV form up to GEMV_MAX_M
     rows (no tl.dot) and its tl.dot form, each split along K where its unsplit grid would leave SMs
     idle. Config kwargs: BLOCK_M (16 for tl.dot, else M rounded up to a power of two), BLOCK_N,
-    BLOCK_K, SPLIT_K."""
+    BLOCK_K, SPLIT_K. `products`: how many B matrices share each tile of A (2 for `gated_mm`)."""
 
     def space(signature: Signature) -> list[Config]:
         problem = GemmProblem.of(signature, a_index, b_index)
@@ -304,7 +313,10 @@ def decode_configs(a_index: int, b_index: int) -> Callable[[Signature], list[Con
                     for n, k, split in (INTERPRETED_DECODE_DOT if dot else ())
                 ),
             ]
-        found = [*(_gemv_configs(problem, batch) if gemv else ()), *_dot_configs(problem, batch)]
+        found = [
+            *(_gemv_configs(problem, batch, products) if gemv else ()),
+            *_dot_configs(problem, batch, products),
+        ]
         return list(dict.fromkeys(found))
 
     return space

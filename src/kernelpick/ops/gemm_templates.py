@@ -3,11 +3,14 @@ skinny kernel for decode sizes (a few rows: GEMV-like, optionally split along K)
 
 from __future__ import annotations
 
+import functools
+import json
 from collections.abc import Sequence
 
 import torch
 
 from kernelpick.device import Requirements
+from kernelpick.errors import TemplateError
 from kernelpick.select.template import GridContext, TritonTemplate
 from kernelpick.tensors import TensorSpec
 
@@ -20,6 +23,10 @@ def _output(a: TensorSpec, b: TensorSpec) -> tuple[Sequence[int], torch.dtype]:
     if a.ndim == 3:
         return (a.size[0], a.size[1], b.size[2]), a.dtype
     return (a.size[0], b.size[1]), a.dtype
+
+
+def _gated_output(a: TensorSpec, b: TensorSpec, b_up: TensorSpec) -> tuple[Sequence[int], torch.dtype]:
+    return _output(a, b)
 
 
 def _tiles(context: GridContext) -> int:
@@ -53,6 +60,7 @@ GEMM_SOURCE = (
     + """
 {% set batched = inputs.A.ndim == 3 %}
 {% set d = 1 if batched else 0 %}
+{% set gated = gate is defined %}
 {% set EVEN_K = size_hint("A", d + 1) % BLOCK_K == 0 %}
 {{ def_kernel() }}
     M = {{ size("A", d) }}
@@ -62,11 +70,18 @@ GEMM_SOURCE = (
     stride_ak = {{ stride("A", d + 1) }}
     stride_bk = {{ stride("B", d) }}
     stride_bn = {{ stride("B", d + 1) }}
+{% if gated %}
+    stride_uk = {{ stride("B_UP", d) }}
+    stride_un = {{ stride("B_UP", d + 1) }}
+{% endif %}
     pid = tl.program_id(0)
 {% if batched %}
     idx_b = tl.program_id(1)
     A = A + idx_b * {{ stride("A", 0) }}
     B = B + idx_b * {{ stride("B", 0) }}
+{% if gated %}
+    B_UP = B_UP + idx_b * {{ stride("B_UP", 0) }}
+{% endif %}
 {% endif %}
     # grouped ordering: GROUP_M row-blocks share the same column-blocks of B while they are in L2
     num_pid_m = tl.cdiv(M, BLOCK_M)
@@ -97,20 +112,39 @@ GEMM_SOURCE = (
     a_ptrs = A + (ram[:, None] * stride_am + rk[None, :] * stride_ak)
     b_ptrs = B + (rk[:, None] * stride_bk + rbn[None, :] * stride_bn)
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+{% if gated %}
+    # gated: each tile of A is read once for the matching tiles of both B matrices
+    b_up_ptrs = B_UP + (rk[:, None] * stride_uk + rbn[None, :] * stride_un)
+    acc_up = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+{% endif %}
     for k in range(0, tl.cdiv(K, BLOCK_K)):
 {% if EVEN_K %}
         a = tl.load(a_ptrs)
         b = tl.load(b_ptrs)
+{% if gated %}
+        b_up = tl.load(b_up_ptrs)
+{% endif %}
 {% else %}
         a = tl.load(a_ptrs, mask=rk[None, :] < K - k * BLOCK_K, other=0.0)
         b = tl.load(b_ptrs, mask=rk[:, None] < K - k * BLOCK_K, other=0.0)
+{% if gated %}
+        b_up = tl.load(b_up_ptrs, mask=rk[:, None] < K - k * BLOCK_K, other=0.0)
+{% endif %}
 {% endif %}
         acc = tl.dot(a, b, acc{{ precision }})
         a_ptrs += BLOCK_K * stride_ak
         b_ptrs += BLOCK_K * stride_bk
+{% if gated %}
+        acc_up = tl.dot(a, b_up, acc_up{{ precision }})
+        b_up_ptrs += BLOCK_K * stride_uk
+{% endif %}
     idx_m = rm[:, None]
     idx_n = rn[None, :]
     mask = (idx_m < M) & (idx_n < N)
+{% if gated %}
+    # the gate's activation times the up projection: the output is written once
+    acc = ({{ gate }}) * acc_up
+{% endif %}
 {% if batched %}
     {{ store_output(("idx_b", "idx_m", "idx_n"), "acc", "mask") }}
 {% else %}
@@ -179,6 +213,10 @@ SKINNY_SOURCE = (
     + """
 {% set batched = inputs.A.ndim == 3 %}
 {% set d = 1 if batched else 0 %}
+{% set gated = gate is defined %}
+{# gated: the partial sums of both products go to the workspace, and the reduction adds each before
+   the activation #}
+{% set parts = 2 if gated else 1 %}
 {% set rows = size_hint("A", d) %}
 {% set depth = size_hint("A", d + 1) %}
 {% set columns = size_hint("B", d + 1) %}
@@ -195,7 +233,7 @@ SKINNY_SOURCE = (
 {% set K_SPLIT = ((depth + SPLIT_K * BLOCK_K - 1) // (SPLIT_K * BLOCK_K)) * BLOCK_K %}
 {% set EVEN_K = depth % (SPLIT_K * BLOCK_K) == 0 %}
 {% set EVEN_M = rows % BLOCK_M == 0 %}
-{% set partials = SPLIT_K * batch * rows * columns %}
+{% set partials = parts * SPLIT_K * batch * rows * columns %}
 {{ def_kernel() }}
     M = {{ size("A", d) }}
     N = {{ size("B", d + 1) }}
@@ -204,12 +242,19 @@ SKINNY_SOURCE = (
     stride_ak = {{ stride("A", d + 1) }}
     stride_bk = {{ stride("B", d) }}
     stride_bn = {{ stride("B", d + 1) }}
+{% if gated %}
+    stride_uk = {{ stride("B_UP", d) }}
+    stride_un = {{ stride("B_UP", d + 1) }}
+{% endif %}
     pid = tl.program_id(0)
     pid_k = tl.program_id(1)
 {% if batched %}
     idx_b = tl.program_id(2)
     A = A + idx_b * {{ stride("A", 0) }}
     B = B + idx_b * {{ stride("B", 0) }}
+{% if gated %}
+    B_UP = B_UP + idx_b * {{ stride("B_UP", 0) }}
+{% endif %}
 {% endif %}
     # one program per (row block, column block, K slice); at decode sizes one row block holds all of M
     num_pid_n = tl.cdiv(N, BLOCK_N)
@@ -231,6 +276,9 @@ SKINNY_SOURCE = (
     rk = rk.to(tl.int64)
 {% endif %}
     b_ptrs = B + (rk[:, None] * stride_bk + rbn[None, :] * stride_bn)
+{% if gated %}
+    b_up_ptrs = B_UP + (rk[:, None] * stride_uk + rbn[None, :] * stride_un)
+{% endif %}
 {% if dot %}
 {% if EVEN_M %}
     ram = rm
@@ -239,17 +287,30 @@ SKINNY_SOURCE = (
 {% endif %}
     a_ptrs = A + (ram[:, None] * stride_am + rk[None, :] * stride_ak)
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+{% if gated %}
+    acc_up = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+{% endif %}
     for k in range(0, {{ K_SPLIT // BLOCK_K }}):
 {% if EVEN_K %}
         a = tl.load(a_ptrs)
         b = tl.load(b_ptrs)
+{% if gated %}
+        b_up = tl.load(b_up_ptrs)
+{% endif %}
 {% else %}
         a = tl.load(a_ptrs, mask=rk[None, :] < K - k * BLOCK_K, other=0.0)
         b = tl.load(b_ptrs, mask=rk[:, None] < K - k * BLOCK_K, other=0.0)
+{% if gated %}
+        b_up = tl.load(b_up_ptrs, mask=rk[:, None] < K - k * BLOCK_K, other=0.0)
+{% endif %}
 {% endif %}
         acc = tl.dot(a, b, acc{{ precision }})
         a_ptrs += BLOCK_K * stride_ak
         b_ptrs += BLOCK_K * stride_bk
+{% if gated %}
+        acc_up = tl.dot(a, b_up, acc_up{{ precision }})
+        b_up_ptrs += BLOCK_K * stride_uk
+{% endif %}
 {% else %}
     first_row = pid_m * BLOCK_M
 {% if int64_index %}
@@ -272,13 +333,22 @@ SKINNY_SOURCE = (
     a_ptrs_{{ i }} = A + ((first_row + {{ i }}) % M) * stride_am + a_offsets
 {% endif %}
     acc_{{ i }} = tl.zeros((BLOCK_K, BLOCK_N), dtype=tl.float32)
+{% if gated %}
+    acc_up_{{ i }} = tl.zeros((BLOCK_K, BLOCK_N), dtype=tl.float32)
+{% endif %}
 {% endfor %}
     for k in range(0, {{ K_SPLIT // BLOCK_K }}):
 {% if EVEN_K %}
         b = tl.load(b_ptrs{{ b_policy }}).to(tl.float32)
+{% if gated %}
+        b_up = tl.load(b_up_ptrs{{ b_policy }}).to(tl.float32)
+{% endif %}
 {% else %}
         k_mask = rk < K - k * BLOCK_K
         b = tl.load(b_ptrs, mask=k_mask[:, None], other=0.0{{ b_policy }}).to(tl.float32)
+{% if gated %}
+        b_up = tl.load(b_up_ptrs, mask=k_mask[:, None], other=0.0{{ b_policy }}).to(tl.float32)
+{% endif %}
 {% endif %}
 {% for i in range(unrolled) %}
 {% if EVEN_K %}
@@ -290,29 +360,48 @@ SKINNY_SOURCE = (
 {% endif %}
 {% if along_k %}
         acc_{{ i }} += a_{{ i }} * b
+{% if gated %}
+        acc_up_{{ i }} += a_{{ i }} * b_up
+{% endif %}
 {% else %}
         acc_{{ i }} += a_{{ i }}[:, None] * b
+{% if gated %}
+        acc_up_{{ i }} += a_{{ i }}[:, None] * b_up
+{% endif %}
 {% endif %}
         a_ptrs_{{ i }} += BLOCK_K * stride_ak
 {% endfor %}
         b_ptrs += BLOCK_K * stride_bk
+{% if gated %}
+        b_up_ptrs += BLOCK_K * stride_uk
+{% endif %}
     row = tl.arange(0, BLOCK_M)[:, None]
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+{% if gated %}
+    acc_up = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+{% endif %}
 {% for i in range(unrolled) %}
     acc = tl.where(row == {{ i }}, tl.sum(acc_{{ i }}, axis=0)[None, :], acc)
+{% if gated %}
+    acc_up = tl.where(row == {{ i }}, tl.sum(acc_up_{{ i }}, axis=0)[None, :], acc_up)
+{% endif %}
 {% endfor %}
 {% endif %}
     idx_m = rm[:, None]
     idx_n = rn[None, :]
     mask = (idx_m < M) & (idx_n < N)
 {% if SPLIT_K == 1 %}
+{% if gated %}
+    # the gate's activation times the up projection: the output is written once
+    acc = ({{ gate }}) * acc_up
+{% endif %}
 {% if batched %}
     {{ store_output(("idx_b", "idx_m", "idx_n"), "acc", "mask") }}
 {% else %}
     {{ store_output(("idx_m", "idx_n"), "acc", "mask") }}
 {% endif %}
 {% else %}
-{% set ws = workspace("WS", [SPLIT_K, batch, rows, columns]) %}
+{% set ws = workspace("WS", [parts * SPLIT_K, batch, rows, columns]) %}
 {% if partials >= 2 ** 31 %}
     pid_k = pid_k.to(tl.int64)
 {% endif %}
@@ -322,6 +411,9 @@ SKINNY_SOURCE = (
     partial += idx_b * {{ rows * columns }}
 {% endif %}
     tl.store(partial, acc, mask=mask)
+{% if gated %}
+    tl.store(partial + {{ SPLIT_K * batch * rows * columns }}, acc_up, mask=mask)
+{% endif %}
 {% set R_N = [16, 512 // BLOCK_M] | max %}
 {% set r_blocks = ((rows + BLOCK_M - 1) // BLOCK_M) * ((columns + R_N - 1) // R_N) %}
 
@@ -353,6 +445,13 @@ SKINNY_SOURCE = (
     acc = tl.load(partial, mask=mask, other=0.0)
     for split in tl.static_range(1, SPLIT_K):
         acc += tl.load(partial + split * {{ batch * rows * columns }}, mask=mask, other=0.0)
+{% if gated %}
+    # the up projection's sums, after the gate's: each product is summed whole before the activation
+    acc_up = tl.load(partial + {{ SPLIT_K * batch * rows * columns }}, mask=mask, other=0.0)
+    for split in tl.static_range(SPLIT_K + 1, 2 * SPLIT_K):
+        acc_up += tl.load(partial + split * {{ batch * rows * columns }}, mask=mask, other=0.0)
+    acc = ({{ gate }}) * acc_up
+{% endif %}
 {% if batched %}
     {{ store_output(("idx_b", "idx_m", "idx_n"), "acc", "mask") }}
 {% else %}
@@ -383,3 +482,24 @@ PERSISTENT_TMA_GEMM = TritonTemplate(
     grid=_persistent_grid,
     requires=Requirements(tma=True),
 )
+
+
+@functools.cache
+def gated(template: TritonTemplate, activation: str, expression: str) -> TritonTemplate:
+    """`GEMM` or `SKINNY_GEMM` as C = activation(A @ B) * (A @ B_UP), `gated_mm`'s product: each tile of
+    A read once for both B matrices, two float32 sums (split-K: both summed whole before the
+    activation), and `expression` (Triton, over `acc`) applied to the first before the one store.
+
+    Raises:
+        TemplateError: `template` has no gated form (the persistent TMA template).
+    """
+    if "{% set gated = gate is defined %}" not in template.source:
+        raise TemplateError(f"template `{template.name}` has no gated form; GEMM and SKINNY_GEMM have one")
+    return TritonTemplate(
+        f"{template.name}_gated_{activation}",
+        "{% set gate = " + json.dumps(expression) + " %}\n" + template.source,
+        inputs=("A", "B", "B_UP"),
+        output=_gated_output,
+        grid=template.grid_rule,
+        requires=template.requires,
+    )
