@@ -11,6 +11,7 @@ import pytest
 import torch
 import torch._dynamo
 import torch._dynamo.testing
+from tests.ops.compiled import aot_graphs
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from kernelpick import ops, settings
@@ -168,19 +169,6 @@ def test_eager_calls_skip_the_dispatcher() -> None:
     # Relative to the dispatcher on the same CPU (how long a call takes varies threefold between the
     # 2-core machines the suite runs on); bench/op_overhead.py measures it on a GPU machine.
     assert any(ours < 0.5 * theirs for ours, theirs in attempts)
-
-
-def aot_graphs(codes: list[str]) -> Any:
-    """A torch.compile backend that keeps the code of each forward graph AOTAutograd makes (what
-    Inductor would compile) and runs it as it is."""
-    from torch._dynamo.backends.common import aot_autograd
-    from torch._functorch.aot_autograd import make_boxed_func
-
-    def forward(graph: torch.fx.GraphModule, inputs: Any) -> Any:
-        codes.append(graph.code)
-        return make_boxed_func(graph.forward)
-
-    return aot_autograd(fw_compiler=forward)
 
 
 def test_a_compiled_graph_calls_a_library_pick_itself_tuned_while_compiling() -> None:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
+from kernelpick.ops.gated_mm import GATED_ACTIVATIONS, gated_mm
 from kernelpick.ops.gemm import ACTIVATIONS, addmm, bmm, mm, selector
 from kernelpick.ops.scaled_mm import scaled_mm
 
-__all__ = ["ACTIVATIONS", "addmm", "bmm", "mm", "scaled_mm", "selector"]
+__all__ = ["ACTIVATIONS", "GATED_ACTIVATIONS", "addmm", "bmm", "gated_mm", "mm", "scaled_mm", "selector"]
