@@ -2,8 +2,20 @@
 
 from __future__ import annotations
 
+from kernelpick.ops.gated_fusion import fuse_gated, use_fuse_gated
 from kernelpick.ops.gated_mm import GATED_ACTIVATIONS, gated_mm
 from kernelpick.ops.gemm import ACTIVATIONS, addmm, bmm, mm, selector
 from kernelpick.ops.scaled_mm import scaled_mm
 
-__all__ = ["ACTIVATIONS", "GATED_ACTIVATIONS", "addmm", "bmm", "gated_mm", "mm", "scaled_mm", "selector"]
+__all__ = [
+    "ACTIVATIONS",
+    "GATED_ACTIVATIONS",
+    "addmm",
+    "bmm",
+    "fuse_gated",
+    "gated_mm",
+    "mm",
+    "scaled_mm",
+    "selector",
+    "use_fuse_gated",
+]

@@ -1,0 +1,129 @@
+"""`fuse_gated`: a graph pass that turns a gated MLP written with `ops.mm` into one `ops.gated_mm`.
+
+In a Dynamo graph, `mul(silu(kernelpick.mm(x, g)), kernelpick.mm(x, u))` (either order of the
+product; `F.silu`, `F.gelu` exact or `F.relu`; `*` or `torch.mul`) becomes
+`kernelpick.gated_mm(x, g, u, activation=...)`, so that a model need not change. Opt in with
+`use_fuse_gated()` (Inductor's pre-grad custom passes) or call `fuse_gated` on a graph.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import operator
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+# the operator is defined on importing the module
+from kernelpick.ops.gated_mm import GATED_ACTIVATIONS
+
+_PRODUCTS = {operator.mul, torch.mul, torch.Tensor.mul}
+#: Activation functions as Dynamo records them, with the keyword values under which they are the
+#: activation gated_mm applies.
+_ACTIVATIONS: dict[Any, tuple[str, dict[str, Any]]] = {
+    F.silu: ("silu", {"inplace": False}),
+    F.gelu: ("gelu", {"approximate": "none"}),
+    F.relu: ("relu", {"inplace": False}),
+    torch.relu: ("relu", {}),
+}
+
+
+def _mm(node: Any) -> bool:
+    return (
+        isinstance(node, torch.fx.Node)
+        and node.op == "call_function"
+        and node.target in (torch.ops.kernelpick.mm.default, torch.ops.kernelpick.mm)
+        and len(node.args) == 2
+        and not node.kwargs
+    )
+
+
+def _activation(node: Any) -> str | None:
+    if not isinstance(node, torch.fx.Node) or node.op != "call_function" or len(node.args) != 1:
+        return None
+    found = _ACTIVATIONS.get(node.target)
+    if found is None or any(node.kwargs.get(k, v) != v for k, v in found[1].items()):
+        return None
+    if set(node.kwargs) - set(found[1]):
+        return None
+    return found[0] if found[0] in GATED_ACTIVATIONS else None
+
+
+def _fuse(product: torch.fx.Node, activated: Any, up: Any) -> bool:
+    """Replace `product` = activated * up where they are a gated MLP's; whether it did."""
+    name = _activation(activated)
+    if name is None or not _mm(up) or activated is up:
+        return False
+    gate = activated.args[0]
+    if not _mm(gate) or gate is up or gate.args[0] is not up.args[0]:
+        return False
+    if len(gate.users) != 1 or len(activated.users) != 1 or len(up.users) != 1:
+        return False  # another node reads a product or the activation: nothing to save
+    graph = product.graph
+    with graph.inserting_before(product):
+        fused = graph.call_function(
+            torch.ops.kernelpick.gated_mm.default,
+            (gate.args[0], gate.args[1], up.args[1]),
+            {"activation": name},
+        )
+    fused.meta.update(product.meta)
+    product.replace_all_uses_with(fused)
+    for dead in (product, activated, gate, up):
+        graph.erase_node(dead)
+    return True
+
+
+def fuse_gated(graph: torch.fx.Graph | torch.fx.GraphModule) -> int:
+    """Replace each `act(kernelpick.mm(x, g)) * kernelpick.mm(x, u)` of `graph` whose products and
+    activation nothing else reads by `kernelpick.gated_mm(x, g, u, activation=act)`.
+
+    Args:
+        graph: a Dynamo graph (what Inductor's pre-grad passes get) or its module (recompiled after).
+
+    Returns:
+        How many it replaced.
+    """
+    nodes = graph.graph if isinstance(graph, torch.fx.GraphModule) else graph
+    fused = 0
+    for node in list(nodes.nodes):
+        if node.op != "call_function" or node.target not in _PRODUCTS or len(node.args) != 2 or node.kwargs:
+            continue
+        first, second = node.args
+        if _fuse(node, first, second) or _fuse(node, second, first):
+            fused += 1
+    if fused and isinstance(graph, torch.fx.GraphModule):
+        graph.recompile()
+    return fused
+
+
+def use_fuse_gated() -> None:
+    """Run `fuse_gated` in Inductor's pre-grad passes (`torch._inductor.config.pre_grad_custom_pass`),
+    after any pass set there already; graphs compiled after this call are fused. Calling it again
+    changes nothing."""
+    from torch._inductor import config
+    from torch._inductor.custom_graph_pass import CustomGraphPass, get_custom_graph_passes
+
+    earlier = get_custom_graph_passes(config.pre_grad_custom_pass)
+    if any(getattr(p, "runs_fuse_gated", False) for p in earlier):
+        return
+
+    class GatedFusion(CustomGraphPass):
+        """The passes set before, then `fuse_gated`; its uuid keys Inductor's caches (None, which
+        bypasses them, where an earlier pass has none)."""
+
+        runs_fuse_gated = True
+
+        def __call__(self, graph: torch.fx.Graph) -> None:
+            for step in earlier:
+                step(graph)
+            fuse_gated(graph)
+
+        def uuid(self) -> Any:
+            ids = [p.uuid() if isinstance(p, CustomGraphPass) else None for p in earlier]
+            if any(i is None for i in ids):
+                return None
+            return hashlib.sha256((Path(__file__).read_text() + repr(ids)).encode()).hexdigest()
+
+    config.pre_grad_custom_pass = GatedFusion()
