@@ -32,7 +32,10 @@ its selections are this process's) and the graph runs its pick where `KERNELPICK
 (`all`, the default: Triton templates too; `library`: `torch.mm` only), else the operator
 `torch.ops.kernelpick.mm`, which selects at run time (`off`: always); the setting is kept with the
 results. With `--fused-gate-up` (MLP, compiled mode), `kernelpick_fused`: gate and up as one product of
-the concatenated weight (2 x intermediate columns), split after it. The CUDA-graph variants call
+the concatenated weight (2 x intermediate columns), split after it. With `--gated` (MLP, every mode):
+`kernelpick_gated_eager`, `kernelpick_gated` and `kernelpick_gated_graph`, the block through
+`kernelpick.ops.gated_mm(x, gate.t(), up.t())` (the SiLU-and-product fused into one product of both
+weights, unconcatenated) then `ops.mm` for down: two operators a forward. The CUDA-graph variants call
 `torch.compiler.cudagraph_mark_step_begin()` before each forward, as a serving loop does.
 
 Every process starts with empty caches (fresh KERNELPICK_CACHE_DIR, TRITON_CACHE_DIR,
@@ -113,10 +116,26 @@ MODES = {
 }
 BASELINES = ("eager", "inductor", "inductor_graph")
 #: Variants captured whole in a graph by hand (`replayed_us`): (kernelpick's, its baseline).
-REPLAYED = (("kernelpick_eager", "eager"), ("kernelpick", "inductor"), ("kernelpick_fused", "inductor"))
+REPLAYED = (
+    ("kernelpick_eager", "eager"),
+    ("kernelpick", "inductor"),
+    ("kernelpick_fused", "inductor"),
+    ("kernelpick_gated_eager", "eager"),
+    ("kernelpick_gated", "inductor"),
+)
+#: The `kernelpick.ops` selectors whose picks a size records: the GEMM's and the gated MLP's.
+SELECTORS = ("mm", "gated_mm_silu")
 #: Forwards in one captured graph, and the replays timed.
 REPLAY_FORWARDS, REPLAYS = 8, 20
-KERNELPICK = ("kernelpick_eager", "kernelpick", "kernelpick_graph", "kernelpick_fused")
+KERNELPICK = (
+    "kernelpick_eager",
+    "kernelpick",
+    "kernelpick_graph",
+    "kernelpick_fused",
+    "kernelpick_gated_eager",
+    "kernelpick_gated",
+    "kernelpick_gated_graph",
+)
 #: The timed variants, in the order of the table.
 VARIANTS = (
     "eager",
@@ -124,8 +143,11 @@ VARIANTS = (
     "inductor",
     "kernelpick",
     "kernelpick_fused",
+    "kernelpick_gated_eager",
+    "kernelpick_gated",
     "inductor_graph",
     "kernelpick_graph",
+    "kernelpick_gated_graph",
 )
 #: Seconds kept free at the end of --budget-s for the summary and the file.
 RESERVE_S = 10.0
@@ -143,6 +165,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--modes", default=",".join(MODES), help=f"comma-separated, of {', '.join(MODES)}")
     parser.add_argument(
         "--fused-gate-up", action="store_true", help="also time kernelpick with gate and up as one product"
+    )
+    parser.add_argument(
+        "--gated", action="store_true", help="also time the MLP through kernelpick.ops.gated_mm, every mode"
     )
     parser.add_argument("--rounds", type=int, default=5, help="interleaved timing rounds per size")
     parser.add_argument("--rep-ms", type=int, default=50, help="do_bench rep per round, in ms")
@@ -280,6 +305,10 @@ class BlockBench(Suite):
                     functional.silu(ops.mm(x, self.gate.t())) * ops.mm(x, self.up.t()), self.down.t()
                 )
 
+        class KernelpickGatedMLP(Block):
+            def forward(self, x: Any) -> Any:
+                return ops.mm(ops.gated_mm(x, self.gate.t(), self.up.t()), self.down.t())
+
         class KernelpickFusedMLP(Block):
             def forward(self, x: Any) -> Any:
                 gate, up = ops.mm(x, self.gate_up.t()).chunk(2, dim=1)
@@ -298,6 +327,8 @@ class BlockBench(Suite):
         found = {"plain": PlainMLP().eval(), "kernelpick": KernelpickMLP().eval()}
         if self.args.fused_gate_up:
             found["kernelpick_fused"] = KernelpickFusedMLP(fused=True).eval()
+        if self.args.gated:
+            found["kernelpick_gated"] = KernelpickGatedMLP().eval()
         return found
 
     def projections(
@@ -354,7 +385,7 @@ class BlockBench(Suite):
                 def forward(run: Any = run) -> Any:
                     return run(x)
 
-            known = set(self.kernelpick.ops.selector("mm").records)
+            known = {(name, key) for name in SELECTORS for key in self.kernelpick.ops.selector(name).records}
             try:
                 first[name], outputs[name] = self.first_call_seconds(forward)
                 forwards[name] = forward
@@ -374,14 +405,20 @@ class BlockBench(Suite):
         modes = self.args.modes
         if "eager" in modes:
             add("kernelpick_eager", kernelpick, None)
+            if "kernelpick_gated" in modules:
+                add("kernelpick_gated_eager", modules["kernelpick_gated"], None)
         if "compiled" in modes:
             add("inductor", plain, "max-autotune-no-cudagraphs")
             add("kernelpick", kernelpick, "default")
             if "kernelpick_fused" in modules:
                 add("kernelpick_fused", modules["kernelpick_fused"], "default")
+            if "kernelpick_gated" in modules:
+                add("kernelpick_gated", modules["kernelpick_gated"], "default")
         if "graph" in modes:
             add("inductor_graph", plain, "max-autotune", graphs=True)
             add("kernelpick_graph", kernelpick, "reduce-overhead", graphs=True)
+            if "kernelpick_gated" in modules:
+                add("kernelpick_gated_graph", modules["kernelpick_gated"], "reduce-overhead", graphs=True)
 
         print(f"{label} timing {', '.join(forwards)} ({self.args.rounds} rounds) ...", flush=True)
         for _ in range(self.args.warmup_rounds):  # the GPU's clock up, not timed
@@ -485,16 +522,22 @@ class BlockBench(Suite):
     def picks(
         self, known: set[Any], m: int, projections: dict[tuple[int, int], tuple[str, ...]]
     ) -> dict[str, Any]:
-        """What `ops.mm` picked for each projection in the selections made since `known` (a forward
-        selects each new projection shape once: gate and up share one)."""
+        """What `ops.mm` (and `ops.gated_mm`: `gated`) picked for each projection in the selections
+        made since `known` (a forward selects each new projection shape once: gate and up share one)."""
         found: dict[str, Any] = {}
-        for key, record in self.kernelpick.ops.selector("mm").records.items():
-            if key in known:
+        records = [
+            (name, key, record)
+            for name in SELECTORS
+            for key, record in self.kernelpick.ops.selector(name).records.items()
+        ]
+        for name, key, record in records:
+            if (name, key) in known:
                 continue
             a, b = record.signature.inputs[:2]
             if a.size[0] != m:
                 continue
-            for projection in projections.get((b.size[1], a.size[1]), ()):
+            names = ("gated",) if name != "mm" else projections.get((b.size[1], a.size[1]), ())
+            for projection in names:
                 found[projection] = {
                     "shape": [m, b.size[1], a.size[1]],
                     "pick": record.best,
@@ -623,6 +666,7 @@ def main(argv: list[str] | None = None) -> int:
             "blocks": args.blocks,
             "modes": args.modes,
             "fused_gate_up": args.fused_gate_up,
+            "gated": args.gated,
             # What the compiled graph runs for a projection: the pick itself (all; library: only
             # library picks) or the operator, which selects when it runs (off).
             "compiled_picks": bench.kernelpick.settings.current().compiled_picks,

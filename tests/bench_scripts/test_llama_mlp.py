@@ -48,7 +48,7 @@ def test_blocks_and_modes_are_named_from_their_lists() -> None:
 
 @pytest.mark.slow
 def test_a_dry_run_records_every_variant_and_the_next_run_adds_its_sizes(tmp_path: Path) -> None:
-    run("--sizes", "8b:1", "--fused-gate-up", "--rounds", "2", "--out", str(tmp_path))
+    run("--sizes", "8b:1", "--fused-gate-up", "--gated", "--rounds", "2", "--out", str(tmp_path))
     run(
         "--sizes", "70b:4", "--blocks", "attn", "--modes", "compiled", "--rounds", "2", "--out", str(tmp_path)
     )
@@ -70,7 +70,8 @@ def test_a_dry_run_records_every_variant_and_the_next_run_adds_its_sizes(tmp_pat
         "inductor_graph",
         "kernelpick_graph",
     }
-    assert set(mlp["kernel_ms"]) == every | {"kernelpick_fused"}
+    gated = {"kernelpick_gated_eager", "kernelpick_gated", "kernelpick_gated_graph"}
+    assert set(mlp["kernel_ms"]) == every | {"kernelpick_fused"} | gated
     assert set(attention["kernel_ms"]) == every
     assert set(second["kernel_ms"]) == {"eager", "eager_again", "inductor", "kernelpick"}
     for entry in (mlp, attention, second):
@@ -91,6 +92,7 @@ def test_a_dry_run_records_every_variant_and_the_next_run_adds_its_sizes(tmp_pat
     }
     assert all(p["pick"] and p["choices"] > 1 for p in picks.values())
     assert mlp["picks"]["kernelpick_fused"]["gate_up"]["shape"] == [1, 2 * intermediate, hidden]
+    assert mlp["picks"]["kernelpick_gated_eager"]["gated"]["shape"] == [1, intermediate, hidden]
     columns = hidden + 2 * 16  # DRY_KV_COLUMNS
     assert {p: v["shape"] for p, v in attention["picks"]["kernelpick_eager"].items()} == {
         "qkv": [1, columns, hidden],
