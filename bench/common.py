@@ -158,3 +158,20 @@ def distributed_run(ranks: int, script: str) -> list[str]:
         f"--master-port={free_port()}",
         script,
     ]
+
+
+def graph_of(fn: Callable[[], Any], calls: int, warmups: int = 3) -> Any:
+    """A CUDA graph of `calls` calls of `fn` (warmed up on a side stream first, as torch asks)."""
+    import torch
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(warmups):
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(calls):
+            fn()
+    return graph

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import graph_of
 from gemm_suite import fresh_caches
 from reference_gap import kernels, operands
 
@@ -82,23 +83,6 @@ def inductor_call(op: str, direct: Any) -> Any:
     return compiled
 
 
-def graph_of(fn: Any) -> Any:
-    """A CUDA graph of `CALLS` calls of fn (warmed up on a side stream first, as torch asks)."""
-    import torch
-
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(CALLS):
-            fn()
-    return graph
-
-
 def case(op: str, m: int, n: int, k: int, inductor: bool = False) -> dict[str, Any]:
     import torch
 
@@ -110,11 +94,11 @@ def case(op: str, m: int, n: int, k: int, inductor: bool = False) -> dict[str, A
     torch.cuda.synchronize()
     tuning_s = time.perf_counter() - started
     pick = ops.selector(selector).last_selection.best  # type: ignore[union-attr]
-    graphs = {"reference": graph_of(direct), "ops": graph_of(through_ops)}
+    graphs = {"reference": graph_of(direct, CALLS), "ops": graph_of(through_ops, CALLS)}
     inductor_s = None
     if inductor:
         started = time.perf_counter()
-        graphs["inductor"] = graph_of(inductor_call(op, direct))
+        graphs["inductor"] = graph_of(inductor_call(op, direct), CALLS)
         inductor_s = time.perf_counter() - started
     us: dict[str, list[float]] = {name: [] for name in graphs}
     begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)

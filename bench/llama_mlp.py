@@ -94,7 +94,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import RESULTS, device_slug, environment, wall_clock_ms, write_result
+from common import RESULTS, device_slug, environment, graph_of, wall_clock_ms, write_result
 from gemm_suite import Suite, fresh_caches, geomean
 
 #: (hidden, intermediate) of the Llama-3 models.
@@ -483,18 +483,9 @@ class BlockBench(Suite):
 
     def replayed_us(self, fn: Callable[[], Any]) -> float:
         """Device microseconds per forward of `REPLAY_FORWARDS` forwards captured in one CUDA graph
-        (warmed up on a side stream first, as capturing asks), the median of `REPLAYS` replays."""
+        (`common.graph_of`), the median of `REPLAYS` replays."""
         torch = self.torch
-        side = torch.cuda.Stream(self.device)
-        side.wait_stream(torch.cuda.current_stream(self.device))
-        with torch.cuda.stream(side):
-            for _ in range(2):
-                fn()
-        torch.cuda.current_stream(self.device).wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            for _ in range(REPLAY_FORWARDS):
-                fn()
+        graph = graph_of(fn, REPLAY_FORWARDS, warmups=2)
         graph.replay()
         self.sync()
         times = []
