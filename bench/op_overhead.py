@@ -24,7 +24,8 @@ host work, so this is the host cost of a call. Variants take turns sample by sam
     torch.ops     its operator through PyTorch's dispatcher (kernelpick's registration)
     custom_op     the same selector registered with `torch.library.custom_op` (how kernelpick
                   registered selections before 2026-11-26), for comparison in the same run
-  ops (GPU): `kernelpick.ops.mm` (bf16) and `ops.scaled_mm` (fp8, per-tensor scales) at 16x256x256,
+  ops (GPU): `kernelpick.ops.mm` (bf16), `ops.scaled_mm` (fp8, per-tensor scales) and `ops.gated_mm`
+    (bf16, silu) at 16x256x256,
     a launch-bound decode size, each against its pick called directly (what the selector's hot path
     calls: `ops.selector(name).implementation(...)`); issue 38's target: <= +1 us
   compiled selection (also on CPU): a 64x64 product compiled (default Inductor backend) as
@@ -200,8 +201,8 @@ def compiled_products(device: str) -> dict[str, Any]:
 
 
 def ops_calls() -> dict[str, Any]:
-    """Eager `ops.mm` and `ops.scaled_mm` at a launch-bound size, each tuned, beside its pick called
-    directly, and the picks' names."""
+    """Eager `ops.mm`, `ops.scaled_mm` and `ops.gated_mm` at a launch-bound size, each tuned, beside its
+    pick called directly, and the picks' names."""
     from kernelpick import ops
     from kernelpick.ops.scaled_mm import selector_name
 
@@ -217,16 +218,24 @@ def ops_calls() -> dict[str, Any]:
     torch.testing.assert_close(mm_pick(a, w.t()), product)
     torch.testing.assert_close(scaled_pick(a8, w8.t(), one, one), scaled)
     b, b8 = w.t(), w8.t()
+    u = torch.randn(256, 256, device="cuda", dtype=torch.bfloat16).t()
+    gated = ops.gated_mm(a, b, u)
+    gated_selector = ops.selector("gated_mm_silu")
+    gated_pick = gated_selector.implementation(a, b, u)
+    torch.testing.assert_close(gated_pick(a, b, u), gated)
     return {
         "picks": {
             "mm": mm_selector.tune(a, b).best,
             "scaled_mm": scaled_selector.tune(a8, b8, one, one).best,
+            "gated_mm": gated_selector.tune(a, b, u).best,
         },
         "variants": {
             "ops/mm pick": lambda: mm_pick(a, b),
             "ops/ops.mm": lambda: ops.mm(a, b),
             "ops/scaled_mm pick": lambda: scaled_pick(a8, b8, one, one),
             "ops/ops.scaled_mm": lambda: ops.scaled_mm(a8, b8, one, one, out_dtype=torch.bfloat16),
+            "ops/gated_mm pick": lambda: gated_pick(a, b, u),
+            "ops/ops.gated_mm": lambda: ops.gated_mm(a, b, u),
         },
     }
 
@@ -331,6 +340,7 @@ def measure(n: int, calls: int, repeats: int) -> dict[str, Any]:
                 "eager ops.mm - its pick": medians["ops/ops.mm"] - medians["ops/mm pick"],
                 "eager ops.scaled_mm - its pick": medians["ops/ops.scaled_mm"]
                 - medians["ops/scaled_mm pick"],
+                "eager ops.gated_mm - its pick": medians["ops/ops.gated_mm"] - medians["ops/gated_mm pick"],
             }
         )
     return {
