@@ -1,0 +1,39 @@
+"""GPU checks of `kernelpick.ops.gated_mm` (marked `gpu`: skipped without one): every gated template
+config compiles, verifies against the unfused reference and runs, at decode and prefill sizes, in the
+layout a Llama MLP passes its weights (`w.t()` of `nn.Linear` weights)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from kernelpick import ops
+
+pytestmark = pytest.mark.gpu
+
+
+def failures(name: str) -> dict[str, str]:
+    """Choices that failed for a reason other than needing more shared memory than the GPU has."""
+    record = ops.selector(name).last_selection
+    assert record is not None
+    return {
+        r.name: f"{r.result.status}: {r.result.message[:300]}"
+        for r in record.candidates
+        if r.result.status not in ("ok", "out_of_resources")
+    }
+
+
+@pytest.mark.parametrize("m", [1, 4, 16, 128])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_gated_mm_on_a_gpu(m: int, dtype: torch.dtype) -> None:
+    x = torch.randn(m, 512, device="cuda", dtype=dtype)
+    gate = torch.randn(1408, 512, device="cuda", dtype=dtype) / 512**0.5
+    up = torch.randn(1408, 512, device="cuda", dtype=dtype) / 512**0.5
+    expected = (F.silu(x.float() @ gate.float().t()) * (x.float() @ up.float().t())).to(dtype)
+    torch.testing.assert_close(ops.gated_mm(x, gate.t(), up.t()), expected, rtol=2e-2, atol=5e-2)
+    assert failures("gated_mm_silu") == {}
+    record = ops.selector("gated_mm_silu").last_selection
+    assert record is not None
+    templates = [r for r in record.candidates if r.name.startswith("triton_gated_mm")]
+    assert templates and any(r.result.ok for r in templates)  # a gated template ran and verified
