@@ -7,21 +7,11 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+from tests.ops.test_gemm_gpu import failures
 
 from kernelpick import ops
 
 pytestmark = pytest.mark.gpu
-
-
-def failures(name: str) -> dict[str, str]:
-    """Choices that failed for a reason other than needing more shared memory than the GPU has."""
-    record = ops.selector(name).last_selection
-    assert record is not None
-    return {
-        r.name: f"{r.result.status}: {r.result.message[:300]}"
-        for r in record.candidates
-        if r.result.status not in ("ok", "out_of_resources")
-    }
 
 
 @pytest.mark.parametrize("m", [1, 4, 16, 128])
