@@ -31,7 +31,8 @@ Compiled, each projection is tuned while compiling (or found tuned: the eager va
 its selections are this process's) and the graph runs its pick where `KERNELPICK_COMPILED_PICKS` lets it
 (`all`, the default: Triton templates too; `library`: `torch.mm` only), else the operator
 `torch.ops.kernelpick.mm`, which selects at run time (`off`: always); the setting is kept with the
-results. With `--fused-gate-up` (MLP, compiled mode), `kernelpick_fused`: gate and up as one product of
+results. Compiled, the MLP's gate and up become one `kernelpick.ops.gated_mm` (`KERNELPICK_OPS_FUSION`,
+on by default: the settings kept say which). With `--fused-gate-up` (MLP, compiled mode), `kernelpick_fused`: gate and up as one product of
 the concatenated weight (2 x intermediate columns), split after it. With `--gated` (MLP, every mode):
 `kernelpick_gated_eager`, `kernelpick_gated` and `kernelpick_gated_graph`, the block through
 `kernelpick.ops.gated_mm(x, gate.t(), up.t())` (the SiLU-and-product fused into one product of both
@@ -661,6 +662,7 @@ def main(argv: list[str] | None = None) -> int:
             # What the compiled graph runs for a projection: the pick itself (all; library: only
             # library picks) or the operator, which selects when it runs (off).
             "compiled_picks": bench.kernelpick.settings.current().compiled_picks,
+            "ops_fusion": bench.kernelpick.settings.current().ops_fusion,
         },
     )
     slug = "dry" if args.dry else device_slug(here["device"])

@@ -130,6 +130,11 @@ class Settings:
         "all",
         "Under torch.compile, static sizes: the graph runs the pick itself, tuned while compiling: all (a PyTorch function such as torch.mm, or a Triton template as wrap_triton launches), library (PyTorch functions only), off (the operator selects when the graph runs). A kernelpick.op on GPU tensors: all traces its function, its launches through wrap_triton; library and off keep its node.",
     )
+    ops_fusion: bool = _setting(
+        "KERNELPICK_OPS_FUSION",
+        True,
+        "Under torch.compile, act(ops.mm(x, g)) * ops.mm(x, u) becomes one ops.gated_mm (an Inductor pre-grad pass, after any set there, added when a graph traces ops.mm); off: each product stays as written.",
+    )
     background: bool = _setting(
         "KERNELPICK_BACKGROUND",
         False,

@@ -8,8 +8,10 @@ import pytest
 import torch
 import torch._dynamo
 import torch.nn.functional as F
+from torch._inductor.custom_graph_pass import CustomGraphPass
 
 from kernelpick import ops, settings
+from kernelpick.ops.gated_fusion import _ACTIVATIONS, fuse_when_compiled
 
 # Sizes no other test uses.
 K, N = 26, 14
@@ -51,20 +53,46 @@ def test_a_compiled_mlp_with_the_pass_runs_two_operators_and_matches_eager() -> 
     assert operators_run(compiled, x) == ["kernelpick::gated_mm", "kernelpick::mm"]
 
 
-@pytest.mark.slow
-def test_with_use_fuse_gated_inductor_compiles_the_mlp_to_two_operators() -> None:
-    mlp, x = MLP().requires_grad_(False), torch.randn(5, K)
+def compiled_by_inductor(mlp: torch.nn.Module, x: torch.Tensor, fusion: bool) -> list[str]:
+    """The kernelpick operators a compiled forward of `mlp` runs (their nodes kept, to be counted),
+    checked against eager."""
     expected = mlp(x)
     torch._dynamo.reset()
     with (
         torch._inductor.config.patch(pre_grad_custom_pass=None, fx_graph_cache=False),
         torch._functorch.config.patch(enable_autograd_cache=False),
-        settings.override(compiled_picks="off"),  # the operators stay nodes, to be counted
+        settings.override(compiled_picks="off", ops_fusion=fusion),
     ):
-        ops.use_fuse_gated()
         compiled = torch.compile(mlp, fullgraph=True)
         torch.testing.assert_close(compiled(x), expected, atol=1e-4, rtol=1e-4)
-        assert operators_run(compiled, x) == ["kernelpick::gated_mm", "kernelpick::mm"]
+        return operators_run(compiled, x)
+
+
+@pytest.mark.slow
+def test_inductor_compiles_the_mlp_to_two_operators_by_itself_and_to_three_with_fusion_off() -> None:
+    mlp, x = MLP().requires_grad_(False), torch.randn(5, K)
+    assert compiled_by_inductor(mlp, x, fusion=True) == ["kernelpick::gated_mm", "kernelpick::mm"]
+    assert compiled_by_inductor(mlp, x, fusion=False) == ["kernelpick::mm"] * 3
+
+
+@pytest.mark.slow
+def test_a_compiled_mlp_with_trainable_weights_is_fused_and_its_gradients_match_eager() -> None:
+    mlp, x = MLP(), torch.randn(4, K, requires_grad=True)
+    mlp(x).square().sum().backward()
+    expected = [x.grad, *(p.grad for p in mlp.parameters())]
+    x.grad = None
+    mlp.zero_grad(set_to_none=True)
+    torch._dynamo.reset()
+    with (
+        torch._inductor.config.patch(pre_grad_custom_pass=None, fx_graph_cache=False),
+        torch._functorch.config.patch(enable_autograd_cache=False),
+        settings.override(compiled_picks="off"),
+    ):
+        compiled = torch.compile(mlp, fullgraph=True)
+        ran = operators_run(lambda: compiled(x).square().sum().backward())
+    assert "kernelpick::gated_mm" in ran
+    for got, want in zip([x.grad, *(p.grad for p in mlp.parameters())], expected, strict=True):
+        torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
 
 
 def traced(fn: Any) -> torch.fx.GraphModule:
@@ -89,15 +117,24 @@ def test_only_a_gated_product_whose_parts_nothing_else_reads_is_fused() -> None:
         assert "gated_mm" not in graph.code
 
 
-def test_use_fuse_gated_runs_after_the_pass_set_before_and_once() -> None:
+def test_the_pass_is_added_after_the_one_set_before_once_and_only_where_fusion_is_on() -> None:
     ran: list[str] = []
+    before = torch._inductor.config.pre_grad_custom_pass  # an earlier test's compile may have added it
     with torch._inductor.config.patch(pre_grad_custom_pass=lambda graph: ran.append("earlier")):
-        ops.use_fuse_gated()
-        ops.use_fuse_gated()
+        with settings.override(ops_fusion=False):
+            fuse_when_compiled()
+        assert not isinstance(torch._inductor.config.pre_grad_custom_pass, CustomGraphPass)
+        fuse_when_compiled()
         installed = torch._inductor.config.pre_grad_custom_pass
+        fuse_when_compiled()
+        assert torch._inductor.config.pre_grad_custom_pass is installed
         graph = traced(lambda x, g, u: F.silu(torch.ops.kernelpick.mm(x, g)) * torch.ops.kernelpick.mm(x, u))
         installed(graph.graph)
         graph.recompile()
         assert ran == ["earlier"] and "kernelpick.gated_mm" in graph.code
         assert installed.uuid() is None  # the earlier pass has none: Inductor's caches are bypassed
-    assert torch._inductor.config.pre_grad_custom_pass is None
+    assert torch._inductor.config.pre_grad_custom_pass is before
+
+
+def test_the_pass_knows_every_activation_gated_mm_applies() -> None:
+    assert {name for name, _ in _ACTIVATIONS.values()} == set(ops.GATED_ACTIVATIONS)

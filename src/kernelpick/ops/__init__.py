@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kernelpick.ops.gated_fusion import fuse_gated, use_fuse_gated
+from kernelpick.ops.gated_fusion import fuse_gated
 from kernelpick.ops.gated_mm import GATED_ACTIVATIONS, gated_mm
 from kernelpick.ops.gemm import ACTIVATIONS, addmm, bmm, mm, selector
 from kernelpick.ops.scaled_mm import scaled_mm
@@ -17,5 +17,4 @@ __all__ = [
     "mm",
     "scaled_mm",
     "selector",
-    "use_fuse_gated",
 ]

@@ -2,26 +2,28 @@
 
 In a Dynamo graph, `mul(silu(kernelpick.mm(x, g)), kernelpick.mm(x, u))` (either order of the
 product; `F.silu`, `F.gelu` exact or `F.relu`; `*` or `torch.mul`) becomes
-`kernelpick.gated_mm(x, g, u, activation=...)`, so that a model need not change. Opt in with
-`use_fuse_gated()` (Inductor's pre-grad custom passes) or call `fuse_gated` on a graph.
+`kernelpick.gated_mm(x, g, u, activation=...)`, so that a model need not change. Under
+`torch.compile` the pass runs by itself (`KERNELPICK_OPS_FUSION`): tracing `kernelpick.mm` adds it
+to Inductor's pre-grad passes (`fuse_when_compiled`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import operator
+import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 
-# the operator is defined on importing the module
-from kernelpick.ops.gated_mm import GATED_ACTIVATIONS
+from kernelpick import settings
 
 _PRODUCTS = {operator.mul, torch.mul, torch.Tensor.mul}
 #: Activation functions as Dynamo records them, with the keyword values under which they are the
-#: activation gated_mm applies.
+#: activation gated_mm applies (each of `GATED_ACTIVATIONS`).
 _ACTIVATIONS: dict[Any, tuple[str, dict[str, Any]]] = {
     F.silu: ("silu", {"inplace": False}),
     F.gelu: ("gelu", {"approximate": "none"}),
@@ -48,7 +50,7 @@ def _activation(node: Any) -> str | None:
         return None
     if set(node.kwargs) - set(found[1]):
         return None
-    return found[0] if found[0] in GATED_ACTIVATIONS else None
+    return found[0]
 
 
 def _fuse(product: torch.fx.Node, activated: Any, up: Any) -> bool:
@@ -98,32 +100,49 @@ def fuse_gated(graph: torch.fx.Graph | torch.fx.GraphModule) -> int:
     return fused
 
 
-def use_fuse_gated() -> None:
-    """Run `fuse_gated` in Inductor's pre-grad passes (`torch._inductor.config.pre_grad_custom_pass`),
-    after any pass set there already; graphs compiled after this call are fused. Calling it again
-    changes nothing."""
-    from torch._inductor import config
-    from torch._inductor.custom_graph_pass import CustomGraphPass, get_custom_graph_passes
-
-    earlier = get_custom_graph_passes(config.pre_grad_custom_pass)
-    if any(getattr(p, "runs_fuse_gated", False) for p in earlier):
+def fuse_when_compiled() -> None:
+    """Add `fuse_gated` to Inductor's pre-grad passes (`torch._inductor.config.pre_grad_custom_pass`),
+    after the passes set there, where `KERNELPICK_OPS_FUSION` is on and Inductor is loaded, unless
+    it is there already. The fake implementation of `kernelpick.mm` calls it: Dynamo runs that while
+    it traces a graph for `torch.compile` (which has loaded Inductor), before Inductor compiles the
+    graph. Loading Inductor here instead would cost every other fake call a second."""
+    config: Any = sys.modules.get("torch._inductor.config")
+    if config is None or not settings.current().ops_fusion:
         return
+    earlier = _passes(config.pre_grad_custom_pass)
+    if not any(isinstance(step, _GatedFusion) for step in earlier):
+        config.pre_grad_custom_pass = _gated_fusion(earlier)
 
-    class GatedFusion(CustomGraphPass):
-        """The passes set before, then `fuse_gated`; its uuid keys Inductor's caches (None, which
-        bypasses them, where an earlier pass has none)."""
 
-        runs_fuse_gated = True
+def _passes(value: Any) -> tuple[Callable[[torch.fx.Graph], Any], ...]:
+    """The passes an Inductor custom-pass setting holds: None, one, or (newer torch) a sequence."""
+    if value is None:
+        return ()
+    return tuple(value) if isinstance(value, (list, tuple)) else (value,)
+
+
+class _GatedFusion:
+    """Marks the pass `_gated_fusion` makes."""
+
+
+def _gated_fusion(earlier: tuple[Callable[[torch.fx.Graph], Any], ...]) -> Any:
+    """The pre-grad pass running `earlier`, then `fuse_gated` while `KERNELPICK_OPS_FUSION` is on."""
+    from torch._inductor.custom_graph_pass import CustomGraphPass
+
+    class GatedFusion(CustomGraphPass, _GatedFusion):
+        """Its uuid keys Inductor's caches; None, which bypasses them, where an earlier pass has none."""
 
         def __call__(self, graph: torch.fx.Graph) -> None:
             for step in earlier:
                 step(graph)
-            fuse_gated(graph)
+            if settings.current().ops_fusion:
+                fuse_gated(graph)
 
         def uuid(self) -> Any:
-            ids = [p.uuid() if isinstance(p, CustomGraphPass) else None for p in earlier]
+            ids = [step.uuid() if isinstance(step, CustomGraphPass) else None for step in earlier]
             if any(i is None for i in ids):
                 return None
-            return hashlib.sha256((Path(__file__).read_text() + repr(ids)).encode()).hexdigest()
+            source = Path(__file__).read_text() + repr((ids, settings.current().ops_fusion))
+            return hashlib.sha256(source.encode()).hexdigest()
 
-    config.pre_grad_custom_pass = GatedFusion()
+    return GatedFusion()

@@ -24,6 +24,7 @@ from kernelpick import settings
 from kernelpick.bench.verify import tf32_allowed
 from kernelpick.calls import made_by
 from kernelpick.errors import ConfigError
+from kernelpick.ops.gated_fusion import fuse_when_compiled
 from kernelpick.ops.gemm_configs import decode_configs, gemm_configs, persistent_configs
 from kernelpick.ops.gemm_templates import GEMM, PERSISTENT_TMA_GEMM, SKINNY_GEMM
 from kernelpick.select.choice import Choice, ConfigSource, ExternChoice, extern
@@ -385,6 +386,11 @@ def _unknown_activation(activation: str | None) -> ConfigError:
 # The fake implementations: torch's own operation on the fake tensors gives the output's metadata
 # (and torch's errors for inputs that do not fit), which every choice matches: a new contiguous
 # tensor of the inputs' dtype.
+def _mm_fake(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    fuse_when_compiled()  # a gated MLP in a graph Dynamo traces becomes one gated_mm (docs/ops.md)
+    return torch.mm(a, b)
+
+
 def _addmm_fake(
     bias: torch.Tensor, a: torch.Tensor, b: torch.Tensor, *, activation: str | None = None
 ) -> torch.Tensor:
@@ -425,7 +431,7 @@ _MM = define_operator(
     "kernelpick::mm",
     _mm,
     schema="(Tensor a, Tensor b) -> Tensor",
-    fake=torch.mm,
+    fake=_mm_fake,
     backward=_matmul_backward,
     pick=_mm_pick,
 )
