@@ -178,9 +178,9 @@ def on_one_scale(
     time keeps its first round's (the host's share does not change between rounds).
 
     The second round runs the finalists back to back for longer, and a GPU at its power limit
-    clocks down: its figures run a few percent above the first round's. Compared as they are, a
-    candidate left out of the second round would beat the finalists on that offset alone. Rescaled,
-    it ranks against them as it did in the first round; and the pick is always a finalist.
+    clocks down: its figures run above the first round's. Compared as they are, a candidate left
+    out of the second round would beat the finalists on that offset alone. Rescaled, it ranks
+    against them as it did in the first round; and the pick is always a finalist.
     """
     ratios = [
         r.median_ms / first[k].median_ms for k, r in second.items() if r.ok and k in first and first[k].ok
@@ -209,9 +209,9 @@ def budgets_for(device: DeviceInfo, *, per_call: bool = False) -> dict[str, Any]
     On GPUs: a first round with a cutoff and a second, interleaved round for the closest few; with
     `per_call` (selection: the choices reach the device through different host code), each
     candidate's host time per call as well. On CPUs (Triton's interpreter, CPU functions: timings
-    that rank, never predict) one round: two runs of an autotuned config (interpreted kernels take
-    tens of milliseconds a run, and two rank them); for selection at least two runs, and as many as
-    `KERNELPICK_REP_MS` allows for fast CPU functions.
+    that rank, never predict) one round: two runs of an autotuned config (interpreted kernels are
+    slow, and two rank them); for selection at least two runs, and as many as `KERNELPICK_REP_MS`
+    allows for fast CPU functions.
     """
     current = settings.current()
     if device.interpreter:

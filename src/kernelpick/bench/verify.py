@@ -43,18 +43,16 @@ TOLERANCES: dict[torch.dtype, Tolerance] = {
 TF32_TOLERANCE = Tolerance(1e-2, 1e-2)
 #: Any other floating dtype (float8 variants).
 LOW_PRECISION_TOLERANCE = Tolerance(0.125, 0.125)
-#: Products of float8 inputs (`kernelpick.ops.scaled_mm`), whatever the output dtype, at least. fp8
-#: tensor cores accumulate in about 14 bits; an emulation of that passes from 7e-4, and 1 % of the RMS
-#: leaves room for it while staying far below what a wrong index, scale or bias moves a value by
-#: (docs/measurement.md, "Checking outputs").
+#: Products of float8 inputs (`kernelpick.ops.scaled_mm`), whatever the output dtype, at least: fp8
+#: tensor cores accumulate in fewer bits than float32 (docs/measurement.md, "Checking outputs").
 FP8_PRODUCT_TOLERANCE = Tolerance(1e-2, 1e-2)
 #: Products of float8 inputs accumulated in the tensor cores along all of K (torch's
-#: `use_fast_accum=True`): the truncations add up along K (the emulation passes from 0.036 at K = 28672).
+#: `use_fast_accum=True`): the truncations add up along K.
 FP8_FAST_ACCUMULATION_TOLERANCE = Tolerance(0.0625, 0.0625)
 
 
-#: What `torch.backends.cuda.matmul.allow_tf32` returns, read without its module's `__getattr__`
-#: (2.3 µs a read on the 2-core CPU, on the eager path of every float32 `kernelpick.ops` call on a GPU).
+#: What `torch.backends.cuda.matmul.allow_tf32` returns, read without its module's slow `__getattr__`
+#: (on the eager path of every float32 `kernelpick.ops` call on a GPU).
 _cublas_allow_tf32 = getattr(torch._C, "_get_cublas_allow_tf32", None)
 
 
