@@ -380,6 +380,6 @@ class _ForkedExecutor(Executor):
 
 def _reap(pid: int) -> None:
     """Wait for a compiler that is done, in a thread of its own: a child of a process that holds
-    torch and a CUDA context is slow to exit, and waiting for each in turn delayed the compile's
-    end (docs/benchmarks.md)."""
+    torch and a CUDA context is slow to exit, and waiting for each in turn would delay the
+    compile's end (docs/benchmarks.md)."""
     threading.Thread(target=os.waitpid, args=(pid, 0), name="kernelpick-reap", daemon=True).start()

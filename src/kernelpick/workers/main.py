@@ -36,8 +36,8 @@ def _cuda_error(torch: Any) -> str | None:
 
 def _warm_up(torch: Any) -> None:
     """What a worker's first request would otherwise wait for, done while it waits for one: Triton's
-    cache key (hashing Triton's own files, about a second: its first launch of a cached kernel
-    needs it too) and cuBLAS's handle (a reference's first product)."""
+    cache key (hashing Triton's own files: its first launch of a cached kernel needs it too) and
+    cuBLAS's handle (a reference's first product)."""
     try:
         from kernelpick.compile.warm import warm_up_compiler
 

@@ -147,9 +147,8 @@ def start_workers(device: torch.device | str | None = None, *, wait: bool = Fals
 
 def fork_zygote_early(*, spawned_to_tune: bool = False) -> None:
     """When the first tuned kernel or selector is made, or `start_workers` is called: fork the zygote
-    that forks workers in milliseconds (`kernelpick.workers.zygote`), if this process will want
-    workers (a new interpreter as the zygote if this process used CUDA already). `import kernelpick`
-    starts no process.
+    that forks workers (`kernelpick.workers.zygote`), if this process will want workers (a new
+    interpreter as the zygote if this process used CUDA already). `import kernelpick` starts no process.
 
     Workers are wanted when `KERNELPICK_ISOLATE` is `on`, or `auto` on a machine with a GPU (asked of
     NVML, which leaves CUDA untouched: once this process initialized CUDA, no process forked from it

@@ -79,7 +79,7 @@ class WorkerProcess:
 
     @property
     def forked(self) -> bool:
-        """Whether a zygote forked it (started again in well under a second), not a new interpreter."""
+        """Whether a zygote forked it (quick to start again), not a new interpreter."""
         return isinstance(self._process, ForkedWorker)
 
     @property

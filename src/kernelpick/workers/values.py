@@ -63,8 +63,8 @@ def _library_roots() -> tuple[Path, ...]:
 @cache
 def _library_prefixes() -> tuple[str, ...]:
     """The library folders as path prefixes, as named and resolved: a module whose file starts with
-    one is a library's without resolving the file's path (the first tuning of a process meets about a
-    thousand modules, and resolving a path takes system calls)."""
+    one is a library's without resolving the file's path (the first tuning of a process meets many
+    modules, and resolving a path takes system calls)."""
     return tuple({os.path.join(os.path.abspath(f), "") for f in (*_library_folders(), *_library_roots())})
 
 
@@ -101,8 +101,7 @@ def _installed(place: str) -> bool:
 
 
 #: `is_library`'s verdict on each module it looked at, by name and files. Every value sent asks about
-#: every module loaded; a process that compiled templates here has hundreds (one per rendered kernel),
-#: and resolving their paths for every value would take seconds of each tuning.
+#: every module loaded, and a process that compiled templates here has one per rendered kernel.
 _verdicts: dict[tuple[str, tuple[str, ...]], bool] = {}
 
 
@@ -164,9 +163,8 @@ def _users_code_by_value(modules: set[str]) -> Iterator[None]:
 
 _seen: tuple[int, set[str]] = (0, set())
 #: The names of template modules kernelpick rendered (`kernelpick.select.modules`). They hold only
-#: kernels, which cross by value as their source (`_kernel_reduce`) without their module registered;
-#: a process that compiled templates holds hundreds, and registering each for every value sent would
-#: cost milliseconds a value.
+#: kernels, which cross by value as their source (`_kernel_reduce`) without their module registered:
+#: registering each for every value sent would slow every value (docs/benchmarks.md has the figure).
 RENDERED_PREFIX = "kernelpick_rendered_"
 
 

@@ -1,9 +1,9 @@
-"""Workers in milliseconds: a process forked from the caller before it used CUDA forks each worker.
+"""The zygote: an idle copy of the caller, forked before it used CUDA, that forks each worker.
 
-A new interpreter spends seconds importing torch; a process forked after `import torch` but before any
-CUDA call has everything imported and can still make its own CUDA context. So a process that has not
-touched CUDA forks a *zygote*, an idle copy of itself outside the terminal's session that runs only
-kernelpick's worker loop and forks a worker whenever the caller asks. Where the process used CUDA
+A process forked after `import torch` but before any CUDA call has everything imported and can still
+make its own CUDA context, so its workers start far sooner than new interpreters, which import torch
+again (docs/benchmarks.md has the figures). The zygote runs outside the terminal's session, only
+kernelpick's worker loop, and forks a worker whenever the caller asks. Where the process used CUDA
 first, the zygote is a new interpreter (`serve_spawned`); without one, workers are new interpreters.
 docs/design.md, "Isolation", says when each is forked.
 """
