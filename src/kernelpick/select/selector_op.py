@@ -87,7 +87,7 @@ def define_operator(
         )
     # Not `torch.library.custom_op`: its layers (a Python autograd kernel, a redispatch, a
     # dynamo-disabled backend wrapper, an aliasing check) cost a compiled program's every call more
-    # than these two kernels (bench/op_overhead.py).
+    # than these two kernels (docs/design.md, "PyTorch integration").
     library = torch.library.Library(namespace, "FRAGMENT")  # type: ignore[no-untyped-call]
     library.define(f"{opname}{schema}")  # type: ignore[no-untyped-call]
     overload: torch._ops.OpOverload = getattr(getattr(torch.ops, namespace), opname).default

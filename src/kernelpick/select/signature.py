@@ -81,8 +81,8 @@ class Calls(dict[tuple[Any, ...], Callable[..., Any]]):
     """A selector's bound calls by signature key, and `front`: for keys of plain tensors already
     called, the same calls keyed by three integers a tensor (element count, offset, address modulo
     16), each with a check of the rest of the key by Dynamo's own guards (dtypes, devices, sizes and
-    strides in one C++ call). The positional hot path tries those before it makes a key: half the
-    key's cost. Any change of a call empties the front, so a guard never outlives its call.
+    strides in one C++ call). The positional hot path tries those before it makes a key, which costs
+    more. Any change of a call empties the front, so a guard never outlives its call.
     """
 
     def __init__(self) -> None:

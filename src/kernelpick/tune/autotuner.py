@@ -90,7 +90,7 @@ def autotune(
         key: names of arguments whose values select a tuning (argument dtypes are always part of it).
         prune_configs_by: as in Triton: `early_config_prune(configs, named_args, **kwargs)`,
             `perf_model(**named_args, **kwargs, **config)` and `top_k`.
-        reset_to_zero: arguments zeroed before each benchmark run (honoured, no longer needed for
+        reset_to_zero: arguments zeroed before each benchmark run (honoured, though not needed for
             correctness: benchmarks run on copies of what the kernel may write).
         restore_value: arguments restored before each benchmark run (likewise).
         pre_hook: called with the named arguments before each benchmark run, outside the timing.

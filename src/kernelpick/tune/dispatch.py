@@ -1,4 +1,4 @@
-"""The hot path of a tuned kernel: from a call's arguments to what to launch, in well under a microsecond.
+"""The hot path of a tuned kernel: from a call's arguments to what to launch.
 
 The *exact* key (key values, dtypes, Triton's specialization of each argument, descriptors' block
 shapes, the device) decides what is tuned; the *fast* key, from a function generated for the first
