@@ -196,3 +196,17 @@ def test_a_tensor_passed_twice_is_guarded_as_such() -> None:
     assert check(a, w.t(), one, one)  # what a hit checks
     assert not check(a, w.t(), one, torch.ones(()))  # another pattern: the key decides
     assert call(a, w.t(), one, torch.ones(())) == "found"
+
+
+def test_a_guard_of_several_repeated_tensors_checks_each_repeat_and_the_others() -> None:
+    a, w, s = torch.randn(16, 32), torch.randn(32, 32), torch.ones(())
+    calls = Calls()
+    calls[POSITIONAL_KEYS[5]((s, a, s, w, a))] = lambda *inputs: "found"
+    assert positional_caller(5)(calls, lambda *inputs: "slow")(s, a, s, w, a) == "found"
+    ((check, _),) = calls.front.values()
+    t, b, column_major = torch.ones(()), torch.randn(16, 32), torch.randn(32, 16).t()
+    assert check(s, a, s, w, a) and check(t, b, t, torch.randn(32, 32), b)  # the pattern and metadata
+    assert not check(torch.ones(()), a, torch.ones(()), w, a)  # x2 is not x0
+    assert not check(t, b, t, w, b.clone())  # x4 is not x1
+    assert not check(t, b, t, w.double(), b)  # the distinct ones' guard decides the rest
+    assert not check(t, column_major, t, w, column_major)

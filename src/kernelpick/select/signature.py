@@ -135,12 +135,28 @@ def _guard(tensors: Sequence[torch.Tensor]) -> Callable[..., bool]:
     ).check
     if len(distinct) == len(tensors):
         return check
-    repeats = [(i, firsts[id(t)]) for i, t in enumerate(tensors) if firsts[id(t)] != i]
+    repeats = tuple((i, firsts[id(t)]) for i, t in enumerate(tensors) if firsts[id(t)] != i)
+    return _repeating(len(tensors), repeats)(check)
 
-    def check_repeating(*inputs: torch.Tensor) -> bool:
-        return all(inputs[i] is inputs[j] for i, j in repeats) and check(*[inputs[i] for i in distinct])
 
-    return check_repeating
+@functools.cache
+def _repeating(count: int, repeats: tuple[tuple[int, int], ...]) -> Callable[..., Callable[..., bool]]:
+    """`make(check)`: a check of `count` inputs, input i the same as input j for each (i, j) of
+    `repeats` and `check` of the others, written out rather than a loop over the pairs on every call
+    (`ops.scaled_mm(a, b, one, one)`'s: docs/benchmarks.md has what that cost)."""
+    names = [f"x{i}" for i in range(count)]
+    same = " and ".join(f"x{i} is x{j}" for i, j in repeats)
+    others = ", ".join(name for i, name in enumerate(names) if i not in dict(repeats))
+    source = (
+        "def make(check):\n"
+        f"    def check_repeating({', '.join(names)}):\n"
+        f"        return {same} and check({others})\n"
+        "    return check_repeating\n"
+    )
+    scope: dict[str, Any] = {}
+    exec(compile(source, f"<kernelpick guard of {count} inputs, some repeated>", "exec"), scope)
+    make: Callable[..., Callable[..., bool]] = scope["make"]
+    return make
 
 
 def _calls_of(items: dict[tuple[Any, ...], Callable[..., Any]]) -> Calls:
