@@ -120,7 +120,7 @@ def _selector_name(b_gate: torch.Tensor, activation: str) -> str:
 def _gated_mm(
     a: torch.Tensor, b_gate: torch.Tensor, b_up: torch.Tensor, *, activation: str = "silu"
 ) -> torch.Tensor:
-    """The selection, which the operator runs."""
+    """The selection, which the operator runs (`gated_mm` repeats these lines: two calls less)."""
     name = _selector_name(b_gate, activation)
     out: torch.Tensor = (_hot.get(name) or hot_path(name, 3))(a, b_gate, b_up)
     return out
@@ -205,7 +205,13 @@ def gated_mm(
         or (_grad_enabled() and (a.requires_grad or b_gate.requires_grad or b_up.requires_grad))
     ):
         return _traced_or_composed(a, b_gate, b_up, activation)
-    return _gated_mm(a, b_gate, b_up, activation=activation)
+    # `_gated_mm`'s lines, not a call of it: two calls less on the eager path.
+    names = _GATED_TF32 if b_gate.dtype is _FLOAT32 and b_gate.is_cuda and tf32_allowed() else _GATED
+    name = names.get(activation)
+    if name is None:
+        raise _unknown_activation(activation)
+    out: torch.Tensor = (_hot.get(name) or hot_path(name, 3))(a, b_gate, b_up)
+    return out
 
 
 def _traced_or_composed(
