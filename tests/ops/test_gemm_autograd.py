@@ -107,3 +107,46 @@ def test_a_pick_that_autograd_cannot_see_through_still_gets_atens_gradients() ->
     theirs = gradients(torch.mm(a, b).square().sum(), a, b)
     for mine, expected in zip(ours, theirs):
         torch.testing.assert_close(mine, expected)
+
+
+@pytest.mark.parametrize("operation", ["mm", "addmm", "gated_mm"])
+def test_a_call_that_needs_gradients_gets_them_after_calls_that_did_not(operation: str) -> None:
+    # The eager path tests for gradients only where its selector's front misses: calls without them,
+    # with inputs that require grad or not, must leave nothing there that answers a call needing them.
+    from kernelpick import Selector, extern
+    from kernelpick.ops import gemm
+
+    def detached(*inputs: torch.Tensor) -> torch.Tensor:
+        return reference(*[t.detach() for t in inputs])  # autograd cannot see through it, as a Triton pick
+
+    generator = torch.Generator().manual_seed(3)
+    shapes = {
+        "mm": [(9, 33), (33, 17)],
+        "addmm": [(17,), (9, 33), (33, 17)],
+        "gated_mm": [(9, 33), (33, 17), (33, 17)],
+    }
+    reference, name = {
+        "mm": (torch.mm, "mm"),
+        "addmm": (lambda bias, a, b: torch.relu(torch.addmm(bias, a, b)), "addmm_relu"),
+        "gated_mm": (lambda a, g, u: F.silu(a @ g) * (a @ u), "gated_mm_silu"),
+    }[operation]
+    call = {
+        "mm": ops.mm,
+        "addmm": lambda *inputs: ops.addmm(*inputs, activation="relu"),
+        "gated_mm": ops.gated_mm,
+    }[operation]
+    inputs = [torch.randn(*shape, generator=generator) for shape in shapes[operation]]
+    needing = [t.clone().requires_grad_() for t in inputs]
+    with gemm.fresh_selectors():
+        gemm._selectors[name] = Selector(f"{name}, like a Triton pick", [extern(detached, name="detached")])
+        for _ in range(3):
+            call(*inputs)  # into the front
+            with torch.no_grad():
+                call(*needing)
+        ours = gradients(call(*needing).square().sum(), *needing)
+        parameters = [torch.nn.Parameter(t.clone()) for t in inputs]  # not plain tensors: no front
+        theirs_too = gradients(call(*parameters).square().sum(), *parameters)
+    theirs = gradients(reference(*needing).square().sum(), *needing)
+    for mine, also, expected in zip(ours, theirs_too, theirs, strict=True):
+        torch.testing.assert_close(mine, expected, atol=1e-4, rtol=1e-4)
+        torch.testing.assert_close(also, expected, atol=1e-4, rtol=1e-4)

@@ -166,6 +166,24 @@ def test_the_hot_path_guards_a_key_it_found_and_runs_a_call_only_for_inputs_of_t
     assert call(a, b) == "slow" and not calls.front
 
 
+def test_inputs_that_need_gradients_go_to_differentiable_and_never_into_the_front() -> None:
+    # kernelpick.ops sends them through autograd, and tests for them only where the front misses.
+    a, b = torch.randn(4, 6), torch.randn(6, 6)
+    needing = a.clone().requires_grad_()
+    calls = Calls()
+    calls[POSITIONAL_KEYS[2]((a, b))] = lambda x, y: "found"
+    call = positional_caller(2)(calls, lambda *inputs: "slow", lambda *inputs: "differentiable")
+    with torch.no_grad():
+        assert call(needing, b) == call(needing, b) == "found"  # no gradients without grad mode
+    assert not calls.front  # yet not put in front: the guard would let it through with grad mode on
+    assert call(needing, b) == "differentiable"
+    assert call(torch.nn.Parameter(a), b) == "differentiable"  # not a plain tensor
+    assert call(a, b) == call(a, b) == "found" and len(calls.front) == 1
+    assert call(needing, b) == "differentiable"  # the front's guard refuses it
+    assert call(3, needing) == "differentiable" and call(3, b) == "slow"
+    assert positional_caller(2)(calls, lambda *inputs: "slow")(needing, b) == "found"  # none given
+
+
 def test_a_selector_picked_afresh_runs_its_new_pick_on_the_positional_path() -> None:
     import copy
     import pickle

@@ -93,12 +93,24 @@ def _build(activation: str, tf32: bool) -> Selector:
     )
 
 
+def _composed(a: torch.Tensor, b_gate: torch.Tensor, b_up: torch.Tensor, *, activation: str) -> torch.Tensor:
+    """`ops.mm`'s products, differentiable as they are, then the activation and product: a call that
+    needs gradients."""
+    composed: torch.Tensor = torch_addmm_activation(mm(a, b_gate), activation) * mm(a, b_up)
+    return composed
+
+
 register_selectors(
     {
         name + suffix: functools.partial(_build, activation, bool(suffix))
         for activation, name in _GATED.items()
         for suffix in ("", "_tf32")
-    }
+    },
+    {  # where the hot path sends calls that need gradients
+        names[activation]: functools.partial(_composed, activation=activation)
+        for names in (_GATED, _GATED_TF32)
+        for activation in GATED_ACTIVATIONS
+    },
 )
 
 
@@ -199,11 +211,7 @@ def gated_mm(
     Raises:
         ConfigError: an unknown activation.
     """
-    if (
-        dynamo_tracing()
-        or dispatch_modes()
-        or (_grad_enabled() and (a.requires_grad or b_gate.requires_grad or b_up.requires_grad))
-    ):
+    if dynamo_tracing() or dispatch_modes():
         return _traced_or_composed(a, b_gate, b_up, activation)
     # `_gated_mm`'s lines, not a call of it: two calls less on the eager path.
     names = _GATED_TF32 if b_gate.dtype is _FLOAT32 and b_gate.is_cuda and tf32_allowed() else _GATED
@@ -217,11 +225,9 @@ def gated_mm(
 def _traced_or_composed(
     a: torch.Tensor, b_gate: torch.Tensor, b_up: torch.Tensor, activation: str
 ) -> torch.Tensor:
-    """A call that is traced (the operator) or needs gradients (`ops.mm`'s products, differentiable as
-    they are, then the activation and product)."""
+    """A traced call: the operator, or where it needs gradients `_composed`."""
     if _grad_enabled() and (a.requires_grad or b_gate.requires_grad or b_up.requires_grad):
         _selector_name(b_gate, activation)  # an unknown activation raises
-        composed: torch.Tensor = torch_addmm_activation(mm(a, b_gate), activation) * mm(a, b_up)
-        return composed
+        return _composed(a, b_gate, b_up, activation=activation)
     traced: torch.Tensor = _GATED_MM(a, b_gate, b_up, activation=activation)
     return traced

@@ -264,6 +264,9 @@ _ADDMM_TF32 = {activation: f"{name}_tf32" for activation, name in _ADDMM.items()
 _selectors: dict[str, Selector] = {}
 #: Each of them called with its count of inputs (`Selector.positional`): what the eager paths call.
 _hot: dict[str, Callable[..., Any]] = {}
+#: Where each selector's hot path sends the calls that need gradients: its operation through autograd
+#: (`Selector.positional`'s `differentiable`; scaled_mm's have none, as it has no gradients).
+_differentiable: dict[str, Callable[..., Any]] = {}
 _lock = threading.Lock()
 # The selectors are made on first use, but a program that imports the ops will tune them: its
 # workers start (and Triton's compiler warms up) now, while it still sets up.
@@ -295,8 +298,9 @@ def selector(name: str) -> Selector:
 
 
 def hot_path(name: str, count: int) -> Callable[..., Any]:
-    """`selector(name)` called with `count` positional inputs, kept for the next calls."""
-    path = _hot[name] = selector(name).positional(count)
+    """`selector(name)` called with `count` positional inputs, kept for the next calls: calls that need
+    gradients go through autograd (`_differentiable`), so the eager paths do not test for them."""
+    path = _hot[name] = selector(name).positional(count, _differentiable.get(name))
     return path
 
 
@@ -320,10 +324,15 @@ def fresh_selectors() -> Iterator[None]:
             _hot.update(earlier_hot)
 
 
-def register_selectors(builders: Mapping[str, Callable[[], Selector]]) -> None:
+def register_selectors(
+    builders: Mapping[str, Callable[[], Selector]],
+    differentiable: Mapping[str, Callable[..., Any]] | None = None,
+) -> None:
     """Let `selector(name)` make and keep the selectors of another module of kernelpick.ops (such as
-    `scaled_mm`), each built by its function on first use."""
+    `scaled_mm`), each built by its function on first use; `differentiable[name]`, where given, is
+    where the hot path sends that selector's calls that need gradients (`hot_path`)."""
     _BUILDERS.update(builders)
+    _differentiable.update(differentiable or {})
 
 
 # The selection behind each operation, which its operator runs. mm, addmm and bmm repeat these
@@ -451,10 +460,18 @@ _BMM = define_operator(
     backward=_matmul_backward,
     pick=_bmm_pick,
 )
-# A call goes through autograd where grad mode is on and an input requires grad: grad mode first, as
-# serving runs without it (0.06 us on the 2-core test CPU; the attribute reads 0.25 us, against 0.45
-# for torch._C._any_requires_grad).
-_grad_enabled = torch._C.is_grad_enabled
+# A call goes through autograd where grad mode is on and an input requires grad: the hot path sends it
+# there where its front does not answer, which it never does for such inputs (`Calls.remember`).
+_differentiable.update(
+    {name + suffix: op for name, op in (("mm", _MM), ("bmm", _BMM)) for suffix in ("", "_tf32")}
+)
+_differentiable.update(
+    {
+        names[activation]: functools.partial(_ADDMM_OP, activation=activation)
+        for names in (_ADDMM, _ADDMM_TF32)
+        for activation in ACTIVATIONS
+    }
+)
 
 
 def mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -465,8 +482,8 @@ def mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     that fills the GPU). fp16, bf16 and fp32 (TF32 where `torch.backends.cuda.matmul.allow_tf32`).
     Under `torch.compile`, `torch.export` or fake tensors it is the operator `torch.ops.kernelpick.mm`.
     """
-    if dynamo_tracing() or dispatch_modes() or (_grad_enabled() and (a.requires_grad or b.requires_grad)):
-        traced: torch.Tensor = _MM(a, b)  # through autograd: the output's gradient is the formula's
+    if dynamo_tracing() or dispatch_modes():
+        traced: torch.Tensor = _MM(a, b)
         return traced
     name = "mm_tf32" if b.dtype is _FLOAT32 and b.is_cuda and tf32_allowed() else "mm"
     out: torch.Tensor = (_hot.get(name) or hot_path(name, 2))(a, b)
@@ -492,12 +509,8 @@ def addmm(
     Raises:
         ConfigError: an unknown activation.
     """
-    if (
-        dynamo_tracing()
-        or dispatch_modes()
-        or (_grad_enabled() and (bias.requires_grad or a.requires_grad or b.requires_grad))
-    ):
-        traced: torch.Tensor = _ADDMM_OP(bias, a, b, activation=activation)  # through autograd
+    if dynamo_tracing() or dispatch_modes():
+        traced: torch.Tensor = _ADDMM_OP(bias, a, b, activation=activation)
         return traced
     names = _ADDMM_TF32 if b.dtype is _FLOAT32 and b.is_cuda and tf32_allowed() else _ADDMM
     name = names.get(activation)
@@ -514,8 +527,8 @@ def bmm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
     Under `torch.compile`, `torch.export` or fake tensors it is the operator `torch.ops.kernelpick.bmm`.
     """
-    if dynamo_tracing() or dispatch_modes() or (_grad_enabled() and (a.requires_grad or b.requires_grad)):
-        traced: torch.Tensor = _BMM(a, b)  # through autograd: the output's gradient is the formula's
+    if dynamo_tracing() or dispatch_modes():
+        traced: torch.Tensor = _BMM(a, b)
         return traced
     name = "bmm_tf32" if b.dtype is _FLOAT32 and b.is_cuda and tf32_allowed() else "bmm"
     out: torch.Tensor = (_hot.get(name) or hot_path(name, 2))(a, b)

@@ -178,10 +178,28 @@ class Selector:
             call = self._select(key, inputs, kwargs)
         return call(*inputs, **kwargs)
 
-    def positional(self, count: int) -> Callable[..., Any]:
+    def positional(self, count: int, differentiable: Callable[..., Any] | None = None) -> Callable[..., Any]:
         """This selector's call for callers that always pass `count` positional inputs (`kernelpick.ops`):
-        the same hot path without the selector's own frame and argument packing."""
-        return self if self.key is not None else positional_caller(count)(self._calls, self)
+        the same hot path without the selector's own frame and argument packing.
+
+        Args:
+            count: how many positional inputs every call passes.
+            differentiable: where given, calls whose inputs need gradients (grad mode on and one of
+                them requires grad) go to it instead (`kernelpick.ops`: the operator, through autograd);
+                a call the front answers is not tested (`positional_caller`).
+
+        Raises:
+            ConfigError: `differentiable` for a selector with a `key` function, whose call is its own.
+        """
+        if self.key is None:
+            return positional_caller(count)(self._calls, self, differentiable)
+        if differentiable is not None:
+            raise ConfigError(
+                f"selector `{self.name}` has a `key` function, so its positional call is the selector itself, "
+                "which sends no call elsewhere: leave `differentiable` out and test for gradients before "
+                "calling it"
+            )
+        return self
 
     def implementation(self, *inputs: Any, **kwargs: Any) -> Callable[..., Any]:
         """The callable the hot path calls for inputs like these (selecting first if needed)."""

@@ -81,8 +81,9 @@ class Calls(dict[tuple[Any, ...], Callable[..., Any]]):
     """A selector's bound calls by signature key, and `front`: for keys of plain tensors already
     called, the same calls keyed by three integers a tensor (element count, offset, address modulo
     16), each with a check of the rest of the key by Dynamo's own guards (dtypes, devices, sizes and
-    strides in one C++ call). The positional hot path tries those before it makes a key, which costs
-    more. Any change of a call empties the front, so a guard never outlives its call.
+    strides in one C++ call, and that no tensor requires grad: none that does is put in front). The
+    positional hot path tries those before it makes a key, which costs more. Any change of a call
+    empties the front, so a guard never outlives its call.
     """
 
     def __init__(self) -> None:
@@ -110,8 +111,9 @@ class Calls(dict[tuple[Any, ...], Callable[..., Any]]):
     ) -> None:
         """Put `call` in front for `tensors` (plain tensors, whose signature key is `key` and whose
         element counts, offsets and addresses modulo 16 are `places`), if there is room, none is there
-        for those places yet and `key` still maps to `call`."""
-        if _GUARDS is None or len(self.front) >= FRONT:
+        for those places yet, `key` still maps to `call` and no tensor requires grad: the guard
+        checks that, so a call the front answers needs no gradient (`positional_caller`)."""
+        if _GUARDS is None or len(self.front) >= FRONT or any(t.requires_grad for t in tensors):
             return
         check = _guard(tensors)
         with self._lock:
@@ -175,34 +177,48 @@ except ImportError:  # pragma: no cover - a torch without Dynamo: every call mak
 
 
 @functools.cache
-def positional_caller(count: int) -> Callable[[Calls, Callable[..., Any]], Callable[..., Any]]:
-    """`make(calls, slow)`: a function of `count` positional inputs that runs what `calls` holds for
-    their key (`POSITIONAL_KEYS[count]`'s, made inline; `calls.front` first) where all are plain
-    tensors, and `slow(...)` for everything else: a selector's hot path for callers that know how
-    many inputs they pass."""
+def positional_caller(count: int) -> Callable[..., Callable[..., Any]]:
+    """`make(calls, slow, differentiable=None)`: a function of `count` positional inputs that runs what
+    `calls` holds for their key (`POSITIONAL_KEYS[count]`'s, made inline; `calls.front` first) where
+    all are plain tensors, and `slow(...)` for everything else: a selector's hot path for callers that
+    know how many inputs they pass. Given `differentiable`, inputs that need gradients (grad mode on
+    and one of them requires grad) go to it instead; tested only where the front does not answer, as
+    it holds no such inputs (`Calls.remember`)."""
     names, plain, key = _tensors_key(count)
     inputs = ", ".join(names)
     places = ", ".join(f"{x}.numel(), {x}.storage_offset(), {x}.data_ptr() & 15" for x in names)
+    needs_grad = f"differentiable is not None and grad_enabled() and any_requires_grad({inputs})"
     source = (
-        "def make(calls, slow):\n"
+        "def make(calls, slow, differentiable=None):\n"
         "    in_front, get, remember = calls.front.get, calls.get, calls.remember\n"
         f"    def call({inputs}):\n"
         f"        if {plain}:\n"
-        f"            places = ({places},)\n"
+        "            try:\n"
+        f"                places = ({places},)\n"
+        "            except RuntimeError:  # a tensor without storage (one a functorch transform wraps)\n"
+        "                places = None\n"
         "            front = in_front(places)\n"
         "            if front is not None:\n"
         f"                if front[0]({inputs}):\n"
         f"                    return front[1]({inputs})\n"
+        f"            if {needs_grad}:\n"
+        f"                return differentiable({inputs})\n"
         f"            key = {key}\n"
         "            found = get(key)\n"
         "            if found is not None:\n"
         "                if front is None:\n"
         f"                    remember(key, found, places, {inputs})\n"
         f"                return found({inputs})\n"
+        f"        elif {needs_grad}:\n"
+        f"            return differentiable({inputs})\n"
         f"        return slow({inputs})\n"
         "    return call\n"
     )
-    scope: dict[str, Any] = {"Tensor": _Tensor}
+    scope: dict[str, Any] = {
+        "Tensor": _Tensor,
+        "grad_enabled": torch._C.is_grad_enabled,
+        "any_requires_grad": torch._C._any_requires_grad,
+    }
     exec(compile(source, f"<kernelpick hot path of {count} tensors>", "exec"), scope)
     make: Callable[..., Callable[..., Any]] = scope["make"]
     return make
