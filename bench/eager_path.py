@@ -12,7 +12,8 @@ preallocated output: no tuning, no kernel, no launch), so that
 differ only by kernelpick's own work. Then each step that work can take is timed alone, in a loop of
 local variables as the eager path has them (the empty loop's time taken off): the operation's
 checks, its selector's name, the hot path's places (three integers read from each tensor), its front
-lookup, Dynamo's guard and the call of the pick. Every figure is the median (and least) of `--repeats`
+lookup, Dynamo's guard and the call of the pick. Not every step is on every call's path: the grad
+test, for one, runs only where the front misses (`Selector.positional`'s `differentiable`). Every figure is the median (and least) of `--repeats`
 samples of `--calls` calls, the variants taking turns sample by sample.
 
 Inputs: 16x256 by 256x256 (`w.t()`, as `nn.Linear` stores it), bf16 (fp8 with one-element float32
