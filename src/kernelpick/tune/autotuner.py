@@ -240,8 +240,8 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
         self.workers = workers
         self.store = store
         self.isolate = isolate
-        #: Why this kernel was last timed in this process although isolation was wanted (None: it was not).
-        self.timed_here: str | None = None
+        #: What was last timed in this process although isolation was wanted, with the reason: {name: why}.
+        self.timed_here: dict[str, str] = {}
         self.warmup_ms, self.rep_ms = warmup_ms, rep_ms
         tuned = {name for config in self.configs for name in config.kwargs}
         given = {p.name for p in self.base_fn.params if p.is_constexpr} - tuned
@@ -404,7 +404,7 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
             phases=tuning.phases,
             note=note,
             searches={} if trace is None else {self.name: trace},
-            timed_here={self.name: self.timed_here} if measured_now and self.timed_here else {},
+            timed_here=dict(self.timed_here) if measured_now else {},
             key_names=tuple(self._key_names()),
         )
         self._finish(key, record)
@@ -542,7 +542,8 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
         )
         with settings.override(**self.budget_overrides()):
             results = measuring.measure(call.choices(configs), args, kwargs)
-        self.timed_here = next(iter(measuring.timed_here.values()), None)
+        reasons = list(measuring.timed_here.values())
+        self.timed_here = {self.name: reasons[0]} if reasons else {}
         return {config: results[config.digest] for config in configs if config.digest in results}
 
     def accesses(

@@ -157,5 +157,5 @@ def _shadow(tuner: Autotuner) -> Autotuner:
     shadow._dispatch, shadow.tunings, shadow._lock = dispatch, {}, threading.Lock()
     shadow.cache = TunedCache(dispatch)
     shadow._distrusted = set(tuner._distrusted)
-    shadow.background, shadow.timed_here = False, None
+    shadow.background, shadow.timed_here = False, {}
     return shadow
