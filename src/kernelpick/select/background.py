@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextvars
 import copy
+import functools
 import hashlib
 import json
 import logging
@@ -19,7 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import torch
 
@@ -38,57 +39,52 @@ if TYPE_CHECKING:
     from kernelpick.select.selector import Selector
 
 log = logging.getLogger("kernelpick.select")
+_Run = TypeVar("_Run")  # what a key runs: a selector's call, a tuned kernel's entry
+_Front = TypeVar("_Front")
 
 #: The provisional pick's row: it runs unmeasured while the choices are tuned.
 UNMEASURED = BenchmarkResult.failed("skipped", "provisional: runs unmeasured while the choices are tuned")
 
 
-class Job(Protocol):
-    """A key tuned in the tuning thread: `run` tunes it (keeping its outcome; what it raises goes to
-    `error`), the job's ranks agree when to switch (`ranks`, at the `calls` made so far), then `done`
-    is set."""
-
-    done: threading.Event
-    error: BaseException | None
-    calls: int
-    ranks: RankSwitch | None
-
-    def run(self) -> None: ...
-
-
 @dataclass(eq=False)
-class Pending:
-    """One signature tuned in the background: what runs meanwhile, and the tuning's outcome."""
+class Pending(Generic[_Run]):
+    """One key tuned in the background, the tuning thread's job: what the key runs meanwhile
+    (`provisional`), and what `run` found: what it runs after the switch (`outcome`) and the record
+    (None where the tuning raised: `error` has it). `tune(inputs, kwargs)` tunes the key on a copy of
+    its front (`shadow`). The job's ranks agree when to switch (`ranks`, at the `calls` made so far),
+    then `done` is set."""
 
-    selector: Selector
-    key: tuple[Any, ...]
+    tune: Callable[[tuple[Any, ...], dict[str, Any]], tuple[_Run, TuningRecord]]
     inputs: tuple[Any, ...]
     kwargs: dict[str, Any]
-    provisional: Callable[..., Any]
+    provisional: _Run
     started: float = field(default_factory=time.perf_counter)
     done: threading.Event = field(default_factory=threading.Event)
-    call: Callable[..., Any] | None = None
+    outcome: _Run | None = None
     record: TuningRecord | None = None
     error: BaseException | None = None
     calls: int = 0  # provisional calls so far
     ranks: RankSwitch | None = None  # the job's ranks switch together
 
-    def run(self) -> None:
+    def run(self) -> None:  # in the tuning thread
         try:
-            shadow = _shadow(self.selector)
-            self.call = shadow._select(self.key, self.inputs, self.kwargs)
-            self.record = shadow.records[self.key]
+            self.outcome, self.record = self.tune(self.inputs, self.kwargs)
         finally:
             self.inputs, self.kwargs = (), {}  # the caller's tensors are not held longer
 
     def may_switch(self) -> bool:
-        return may_switch(self.done, self.ranks, self.calls)
+        """Whether the call number `calls` switches to the pick: the tuning ended, or (`ranks`) it is
+        the job's call to switch at, known once every rank's tuning ended (a call past its bound waits)."""
+        return self.done.is_set() if self.ranks is None else self.ranks.allows(self.calls)
 
 
-def may_switch(done: threading.Event, ranks: RankSwitch | None, calls: int) -> bool:
-    """Whether a key's call number `calls` switches to its pick: its tuning ended, or (`ranks`) it is
-    the job's call to switch at, known once every rank's tuning ended (a call past its bound waits)."""
-    return done.is_set() if ranks is None else ranks.allows(calls)
+def shadow(front: _Front, **own: Any) -> _Front:
+    """A copy of `front` (a selector, a tuned kernel) that tunes a key at once into tables and records
+    of its own (`own`, by attribute): the front's calls keep the provisional pick until the switch."""
+    copied = copy.copy(front)
+    for name, value in {**own, "background": False, "timed_here": {}}.items():
+        setattr(copied, name, value)
+    return copied
 
 
 #: Calls a rank runs past its own tuning's end at most before it waits for the other ranks' word.
@@ -132,8 +128,8 @@ class RankSwitch:
         return self.at is not None and calls >= self.at
 
 
-_queue: queue.SimpleQueue[tuple[contextvars.Context, Job]] = queue.SimpleQueue()
-_in_flight: set[Job] = set()
+_queue: queue.SimpleQueue[tuple[contextvars.Context, Pending[Any]]] = queue.SimpleQueue()
+_in_flight: set[Pending[Any]] = set()
 _started = threading.Lock()
 _thread: threading.Thread | None = None
 
@@ -151,7 +147,7 @@ def provisional_call(
             return None
     pending.calls += 1
     if pending.may_switch() and not capturing([*inputs, *kwargs.values()]):
-        return _switch(pending)
+        return _switch(selector, key, pending)
     return pending.provisional
 
 
@@ -193,7 +189,7 @@ def allowed(wanted: bool | None, values: Sequence[Any]) -> bool:
     return True
 
 
-def submit(job: Job) -> None:
+def submit(job: Pending[Any]) -> None:
     """Queue `job` for the tuning thread (started on the first), to run in the caller's context: with
     the settings the caller's `settings.override` made, say. The workers' zygote is forked here, in the
     caller's thread, if it is to be: forked from the tuning thread while the caller ran the provisional
@@ -211,7 +207,7 @@ def submit(job: Job) -> None:
 
 def _start(
     selector: Selector, key: tuple[Any, ...], inputs: tuple[Any, ...], kwargs: dict[str, Any]
-) -> Pending | None:
+) -> Pending[Callable[..., Any]] | None:
     """Queue the tuning of `key` and bind the provisional pick, or None where it is not wanted or
     the selector's reference is not one of its choices."""
     if selector.input_gen is not None or not allowed(selector.background, [*inputs, *kwargs.values()]):
@@ -224,7 +220,8 @@ def _start(
         target = next(iter(target.choices_for(signature)), None)
     if not isinstance(target, Choice):
         return None
-    pending = Pending(selector, key, inputs, dict(kwargs), target.callable_for(signature))
+    tune = functools.partial(_tuned, selector, key)
+    pending = Pending(tune, inputs, dict(kwargs), target.callable_for(signature))
     job = rank_job()
     if job is not None:
         pending.ranks = RankSwitch(
@@ -277,23 +274,22 @@ def _tune_queued() -> None:  # the tuning thread
                 _in_flight.discard(job)
 
 
-def _shadow(selector: Selector) -> Selector:
-    """A copy of `selector` that tunes into picks and records of its own: the selector's calls keep
-    the provisional pick until the switch."""
-    shadow = copy.copy(selector)
-    shadow._calls, shadow.records, shadow._pending, shadow.timed_here = Calls(), {}, {}, {}
-    shadow._lock = threading.RLock()
-    shadow.background = False
-    return shadow
+def _tuned(
+    selector: Selector, key: tuple[Any, ...], inputs: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[Callable[..., Any], TuningRecord]:
+    """`key` tuned on a `shadow` of `selector`: its pick's call and record."""
+    copied = shadow(selector, _calls=Calls(), records={}, _pending={}, _lock=threading.RLock())
+    return copied._select(key, inputs, kwargs), copied.records[key]
 
 
-def _switch(pending: Pending) -> Callable[..., Any]:
+def _switch(
+    selector: Selector, key: tuple[Any, ...], pending: Pending[Callable[..., Any]]
+) -> Callable[..., Any]:
     """Run the tuned pick from now on (the provisional one where the tuning failed)."""
-    selector, key = pending.selector, pending.key
     seconds = time.perf_counter() - pending.started
     with selector._lock:
         selector._pending.pop(key, None)
-        if pending.call is None or pending.record is None:
+        if pending.outcome is None or pending.record is None:
             error = pending.error
             log.warning(
                 "%s: tuning in the background failed after %.1f s (%s: %s); the provisional pick keeps running",
@@ -304,7 +300,7 @@ def _switch(pending: Pending) -> Callable[..., Any]:
             )
             selector._calls[key] = pending.provisional
             return pending.provisional
-        selector._calls[key] = pending.call
+        selector._calls[key] = pending.outcome
         selector.records[key] = selector.last_selection = pending.record
     log.info(
         "%s%s: switched from the provisional pick to %s after %.1f s of tuning in the background",
@@ -313,4 +309,4 @@ def _switch(pending: Pending) -> Callable[..., Any]:
         pending.record.best_name,
         seconds,
     )
-    return pending.call
+    return pending.outcome

@@ -159,7 +159,7 @@ class Selector:
         self._lock = threading.RLock()
         self.records: dict[tuple[Any, ...], TuningRecord] = {}
         self.last_selection: TuningRecord | None = None
-        self._pending: dict[tuple[Any, ...], Pending] = {}  # signatures tuned in the background
+        self._pending: dict[tuple[Any, ...], Pending[Callable[..., Any]]] = {}  # tuned in the background
         start_early(isolate)
 
     # -- the hot path -------------------------------------------------------------------------

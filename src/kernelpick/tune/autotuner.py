@@ -46,18 +46,13 @@ from kernelpick.select.tuning import Settled, Tuning, pick_against_reference, re
 from kernelpick.store import ResultStore, StoredResult, TuningKey
 from kernelpick.store.base import UnreadStore
 from kernelpick.tune.background import provisional_entry
-from kernelpick.tune.dispatch import MISSES, Dispatcher, describe_key, specialized_arguments
+from kernelpick.tune.dispatch import MISSES, Dispatcher, Entry, describe_key, specialized_arguments
 from kernelpick.tune.first_launch import checked_first
 from kernelpick.tune.knobs import tell_triton_knobs
 from kernelpick.tune.prune import Pruner
 from kernelpick.workers.plan import start_early
 
 log = logging.getLogger("kernelpick.tune")
-
-# What a tuned call launches: the config as the user gave it (what `best_config` shows), the function
-# to run (Triton's `run`, or the interpreter's) and the config's launch keyword arguments as a plain
-# dict (the fastest to unpack).
-_Entry = tuple[Any, Callable[..., Any], dict[str, Any]]
 
 
 def autotune(
@@ -285,7 +280,7 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
             config.pre_hook({**dict(zip(self.arg_names, args)), **kwargs, **launch_kwargs})
         return run(*args, grid=grid, warmup=warmup, **kwargs, **launch_kwargs)
 
-    def _slow_lookup(self, args: tuple[Any, ...], kwargs: dict[str, Any], grid: Any) -> _Entry:
+    def _slow_lookup(self, args: tuple[Any, ...], kwargs: dict[str, Any], grid: Any) -> Entry:
         check_launch_arguments(self.name, self.arg_names, args, kwargs)
         key = self._dispatch.exact(args, kwargs)
         entry = self._dispatch.entries.get(key)
@@ -324,9 +319,9 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
         named.update({k: v for k, v in kwargs.items() if k in self.arg_names})
         return named
 
-    def _tune(self, key: tuple[Any, ...], args: tuple[Any, ...], kwargs: dict[str, Any], grid: Any) -> _Entry:
+    def _tune(self, key: tuple[Any, ...], args: tuple[Any, ...], kwargs: dict[str, Any], grid: Any) -> Entry:
         with self._lock:
-            entry: _Entry | None = self._dispatch.entries.get(key)
+            entry: Entry | None = self._dispatch.entries.get(key)
             if entry is not None:  # another thread tuned it meanwhile
                 return entry
             start = time.perf_counter()
@@ -360,7 +355,7 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
         kwargs: dict[str, Any],
         grid: Any,
         device: DeviceInfo,
-    ) -> _Entry:
+    ) -> Entry:
         """Tune one key (the lock held): from a table, else from the store's results and what is
         measured now (`Tuning.settle`); remember the pick for the key."""
         by_digest = {c.digest: c for c in configs}  # a tabled pick pruned away here is passed over

@@ -9,6 +9,7 @@ call returns (docs/autotune.md, "Tuning in the background").
 from __future__ import annotations
 
 import copy
+import functools
 import logging
 import threading
 import time
@@ -17,17 +18,15 @@ from typing import TYPE_CHECKING, Any
 from kernelpick.bench.timers import UserBenchTimer
 from kernelpick.compile.launch import runner
 from kernelpick.device import capturing, describe, device_of
-from kernelpick.select.background import UNMEASURED, RankSwitch, allowed, may_switch, submit, switch_name
+from kernelpick.select.background import UNMEASURED, Pending, RankSwitch, allowed, shadow, submit, switch_name
 from kernelpick.select.ranks import rank_job
 from kernelpick.select.record import TuningRecord
-from kernelpick.tune.dispatch import describe_key
+from kernelpick.tune.dispatch import Entry, describe_key
 
 if TYPE_CHECKING:
     from kernelpick.tune.autotuner import Autotuner
 
 log = logging.getLogger("kernelpick.tune")
-
-Entry = tuple[Any, Any, dict[str, Any]]  # a key's (config, run, launch kwargs), as `Autotuner.run` takes it
 
 
 def provisional_entry(
@@ -50,12 +49,15 @@ def provisional_entry(
     if len(configs) < 2:
         return None
     config = tuner.default if tuner.default in configs else configs[0]
-    pending = KernelPending(tuner, key, args, dict(kwargs), grid)
+    provisional = (
+        tuner.given.get(config, config),
+        runner(tuner.fn, device.interpreter),
+        dict(config.all_kwargs()),
+    )
+    pending = KernelPending(tuner, key, args, dict(kwargs), grid, provisional)
     job = rank_job()
     if job is not None:
         pending.ranks = RankSwitch(job, switch_name(tuner.tuning_key(key, device).digest))
-    pending.wrapped = (tuner.given.get(config, config), pending, dict(config.all_kwargs()))
-    pending.plain = (pending.wrapped[0], runner(tuner.fn, device.interpreter), pending.wrapped[2])
     note = "provisional: runs while the configs are tuned in the background"
     record = TuningRecord.of_configs(
         tuner.name,
@@ -85,54 +87,45 @@ def provisional_entry(
     return pending.wrapped
 
 
-class KernelPending:
-    """The `run` of a key's entry while its configs are tuned in the background (the tuning thread's
-    job too): the provisional config's launch, until the first call after the tuning switches."""
+class KernelPending(Pending[Entry]):
+    """A key's configs tuned in the background, and the `run` of its entry meanwhile (`wrapped`, in the
+    dispatcher's tables): the `provisional` config's launch, until the first call after the tuning switches."""
 
     def __init__(
-        self, tuner: Autotuner, key: tuple[Any, ...], args: tuple[Any, ...], kwargs: dict[str, Any], grid: Any
+        self,
+        tuner: Autotuner,
+        key: tuple[Any, ...],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        grid: Any,
+        provisional: Entry,
     ) -> None:
-        self.tuner, self.key, self.args, self.kwargs, self.grid = tuner, key, args, kwargs, grid
-        self.wrapped: Entry = (None, self, {})  # the entry holding this run, in the dispatcher's tables
-        self.plain: Entry = self.wrapped  # the provisional config's own entry
-        self.started = time.perf_counter()
-        self.done = threading.Event()
-        self.error: BaseException | None = None
-        self.entry: Entry | None = None
-        self.record: TuningRecord | None = None
-        self.calls = 0  # provisional calls so far
-        self.ranks: RankSwitch | None = None  # the job's ranks switch together
-
-    def run(self) -> None:  # in the tuning thread
-        try:
-            shadow = _shadow(self.tuner)
-            self.entry = shadow._tune(self.key, self.args, self.kwargs, self.grid)
-            self.record = shadow.tunings[self.key]
-        finally:
-            self.args, self.kwargs = (), {}  # the caller's tensors are not held longer
+        super().__init__(functools.partial(_tuned, tuner, key, grid), args, kwargs, provisional)
+        self.tuner, self.key = tuner, key
+        self.wrapped: Entry = (provisional[0], self, provisional[2])
 
     def __call__(self, *args: Any, grid: Any, warmup: bool = False, **kwargs: Any) -> Any:
         self.calls += 1
-        if may_switch(self.done, self.ranks, self.calls) and not capturing([*args, *kwargs.values()]):
-            own = {name: value for name, value in kwargs.items() if name not in self.plain[2]}
+        if self.may_switch() and not capturing([*args, *kwargs.values()]):
+            own = {name: value for name, value in kwargs.items() if name not in self.provisional[2]}
             self._switch()
             return self.tuner.run(*args, grid=grid, warmup=warmup, **own)  # the pick, or the provisional
-        return self.plain[1](*args, grid=grid, warmup=warmup, **kwargs)
+        return self.provisional[1](*args, grid=grid, warmup=warmup, **kwargs)
 
     def _switch(self) -> None:
         tuner, seconds = self.tuner, time.perf_counter() - self.started
-        if self.entry is None or self.record is None:
+        if self.outcome is None or self.record is None:
             log.warning(
                 "kernel `%s`: tuning in the background failed after %.1f s (%s: %s); %s keeps running",
                 tuner.name,
                 seconds,
                 type(self.error).__name__,
                 self.error,
-                self.plain[0],
+                self.provisional[0],
             )
-            tuner._dispatch.swap(self.key, self.wrapped, self.plain)
+            tuner._dispatch.swap(self.key, self.wrapped, self.provisional)
             return
-        tuner._dispatch.swap(self.key, self.wrapped, self.entry)
+        tuner._dispatch.swap(self.key, self.wrapped, self.outcome)
         record = self.record
         tuner.cache[self.key] = tuner.given.get(record.best, record.best)
         tuner.tunings[self.key] = tuner.last_tuning = record
@@ -146,16 +139,20 @@ class KernelPending:
         )
 
 
-def _shadow(tuner: Autotuner) -> Autotuner:
-    """A copy of `tuner` that tunes into tables and records of its own: the kernel's calls keep the
-    provisional config until the switch."""
+def _tuned(
+    tuner: Autotuner, key: tuple[Any, ...], grid: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[Entry, TuningRecord]:
+    """`key` tuned on a `shadow` of `tuner`: its entry and record."""
     from kernelpick.tune.autotuner import TunedCache
 
-    shadow = copy.copy(tuner)
     dispatch = copy.copy(tuner._dispatch)
     dispatch.entries, dispatch.fast, dispatch._lock = {}, {}, threading.Lock()
-    shadow._dispatch, shadow.tunings, shadow._lock = dispatch, {}, threading.Lock()
-    shadow.cache = TunedCache(dispatch)
-    shadow._distrusted = set(tuner._distrusted)
-    shadow.background, shadow.timed_here = False, {}
-    return shadow
+    copied = shadow(
+        tuner,
+        _dispatch=dispatch,
+        tunings={},
+        _lock=threading.Lock(),
+        cache=TunedCache(dispatch),
+        _distrusted=set(tuner._distrusted),
+    )
+    return copied._tune(key, args, kwargs, grid), copied.tunings[key]

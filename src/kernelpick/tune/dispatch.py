@@ -18,6 +18,10 @@ import torch
 from kernelpick.tensors import is_descriptor
 
 FastKey = Callable[[tuple[Any, ...], dict[str, Any]], tuple[Any, ...]]
+#: What a tuned call launches: the config as the user gave it (what `best_config` shows), the function
+#: to run (Triton's `run`, or the interpreter's) and the config's launch keyword arguments as a plain
+#: dict (the fastest to unpack).
+Entry = tuple[Any, Callable[..., Any], dict[str, Any]]
 #: An argument Triton specializes on: its position, its name, and whether on alignment (divisibility by 16).
 Specialized = tuple[int, str, bool]
 #: What the fast path's lookup may raise for a call of another shape: it then takes the exact path.

@@ -19,6 +19,7 @@ from kernelpick.device import DeviceInfo
 from kernelpick.errors import StoreError
 from kernelpick.select.tuning import Tuning
 from kernelpick.store import StoredResult
+from kernelpick.tune.dispatch import Entry
 
 if TYPE_CHECKING:
     from kernelpick.tune.autotuner import Autotuner
@@ -27,7 +28,6 @@ log = logging.getLogger("kernelpick.tune")
 
 #: Compile outcomes that say a config cannot run here (a compile timed out or put off says nothing).
 _FAILED = ("compile_error", "out_of_resources", "crashed")
-Entry = tuple[Any, Any, dict[str, Any]]  # a key's (config, run, launch kwargs), as `Autotuner.run` takes it
 
 
 def checked_first(
