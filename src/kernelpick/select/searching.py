@@ -45,10 +45,6 @@ class SelectionSearch:
     traces: Mapping[str, SearchTrace]
 
 
-#: No search: every choice was timed, or none had to be.
-NO_SEARCH = SelectionSearch({}, None, {})
-
-
 def config_of(choice: Choice) -> Config | None:
     """The config a choice runs with, when it is one config of a space (else None: an extern, say)."""
     while isinstance(choice, ProcessedChoice):

@@ -22,10 +22,10 @@ from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.timers import Timer
 from kernelpick.bench.verify import VERIFICATION_VERSION, Tolerance
 from kernelpick.calls import record_selector_call
-from kernelpick.compile.precompile import patience
 from kernelpick.console import print_table
 from kernelpick.errors import ArgumentError, ConfigError, NoValidChoices
-from kernelpick.search.registry import default_strategy_name, strategy_class
+from kernelpick.search.registry import strategy_class
+from kernelpick.search.run import SearchTrace
 from kernelpick.search.spec import SearchArgument
 from kernelpick.select.background import Pending, provisional_call
 from kernelpick.select.choice import (
@@ -40,7 +40,7 @@ from kernelpick.select.choice_measuring import ChoiceMeasuring
 from kernelpick.select.eligibility import SkippedChoice, eligible_spaces, tabled_choice
 from kernelpick.select.log import log_tuning
 from kernelpick.select.record import CandidateResult, TuningRecord, failure_report
-from kernelpick.select.searching import NO_SEARCH, SelectionSearch, search_choices
+from kernelpick.select.searching import search_choices
 from kernelpick.select.selector_op import SelectorOp
 from kernelpick.select.signature import (
     POSITIONAL_KEYS,
@@ -300,26 +300,29 @@ class Selector:
         choices, skipped = expanded()
         tuning.phases["expand"] = time.perf_counter() - started
         by_digest = {c.digest: c for c in choices}
-        reference, searched = None, NO_SEARCH
+        reference: str | None = None  # what outputs were checked against
+        searches: Mapping[str, SearchTrace] = {}
         ranking = measured_as([*inputs, *kwargs.values()])
         self.timed_here = {}
+        measure_choices = functools.partial(
+            self._measure, signature=signature, inputs=inputs, kwargs=kwargs, phases=tuning.phases
+        )
 
-        def measure(
-            todo: list[str], known: Mapping[str, BenchmarkResult], measured: OnDone
-        ) -> dict[str, BenchmarkResult]:
-            nonlocal reference, searched
-            results = dict(known)
-            reference, searched = self._measure_todo(
-                [by_digest[d] for d in todo],
-                choices,
-                signature,
-                inputs,
-                kwargs,
-                results,
-                tuning.phases,
-                measured,
+        def measure(todo: list[str], measured: OnDone) -> Mapping[str, BenchmarkResult]:
+            nonlocal reference
+            found, reference = measure_choices([by_digest[d] for d in todo], finished=measured)
+            return found
+
+        def searched(
+            strategy: str, known: Mapping[str, BenchmarkResult], measured: OnDone
+        ) -> Mapping[str, BenchmarkResult]:
+            nonlocal reference, searches
+            kept = self.reference_digest(signature)
+            found = search_choices(
+                strategy, choices, known, functools.partial(measure_choices, finished=measured), kept
             )
-            return {d: r for d, r in results.items() if d not in known}
+            reference, searches = found.reference, found.traces
+            return found.results
 
         def choose(results: Mapping[str, BenchmarkResult]) -> Pick[str] | None:
             if not any(result.ok for result in results.values()):
@@ -327,13 +330,8 @@ class Selector:
             kept = self.reference_digest(signature)
             return pick_against_reference(results, kept, name=lambda d: by_digest[d].name, measure=ranking)
 
-        strategy = self.search or default_strategy_name()
         settled = tuning.settle(
-            list(by_digest),
-            measure,
-            choose,
-            lambda digest: by_digest[digest].description(),
-            divisible=strategy == "exhaustive",
+            list(by_digest), self.search, measure, searched, choose, lambda d: by_digest[d].description()
         )
         results = dict(settled.results)
         ranked = sorted(
@@ -378,7 +376,7 @@ class Selector:
             not fresh,
             phases=tuning.phases,
             note=settled.note if pick_choice.digest == settled.pick else "",
-            searches=searched.traces,
+            searches=searches,
             timed_here=dict(self.timed_here),
             reference=reference,
             skipped=skipped,
@@ -530,45 +528,9 @@ class Selector:
             f"reference of selector `{self.name}` must be a choice, a name or a function, got {wanted!r}"
         )
 
-    def _measure_todo(
-        self,
-        todo: list[Choice],
-        choices: list[Choice],
-        signature: Signature,
-        inputs: tuple[Any, ...],
-        kwargs: dict[str, Any],
-        results: dict[str, BenchmarkResult],
-        phases: dict[str, float],
-        finished: OnDone | None = None,
-    ) -> tuple[str | None, SelectionSearch]:
-        """Measure `todo` into `results`: all of it, or what a search of each config space proposes
-        and a final round (`kernelpick.select.searching`); `finished` is given each result as it
-        comes. Returns the reference's name and the searches."""
-        measure = functools.partial(
-            self._measure,
-            choices=choices,
-            signature=signature,
-            inputs=inputs,
-            kwargs=kwargs,
-            phases=phases,
-            finished=finished,
-        )
-        strategy = self.search or default_strategy_name()
-        if strategy == "exhaustive":
-            measured, reference = measure(todo)
-            results.update(measured)
-            return reference, NO_SEARCH
-        # A config compiling far longer than the rest of its batch is given up as `skipped`, as in
-        # the autotuner's searches (forked compilers, here or in the workers).
-        with patience(settings.current().search_patience):
-            found = search_choices(strategy, choices, results, measure, self.reference_digest(signature))
-        results.update(found.results)
-        return found.reference, found
-
     def _measure(
         self,
         todo: list[Choice],
-        choices: list[Choice],
         signature: Signature,
         inputs: tuple[Any, ...],
         kwargs: dict[str, Any],

@@ -25,9 +25,11 @@ from kernelpick import settings
 from kernelpick.bench.measure import OnDone
 from kernelpick.bench.pick import Pick, pick
 from kernelpick.bench.result import BenchmarkResult
+from kernelpick.compile.precompile import patience
 from kernelpick.console import warn_once
 from kernelpick.device import capturing
 from kernelpick.errors import StoreError, TuningRequired
+from kernelpick.search.registry import default_strategy_name
 from kernelpick.select.ranks import KeyShare, RankJob, rank_job
 from kernelpick.signals import Terminated, terminable
 from kernelpick.store import ResultStore, StoredResult, TuningKey, default_store
@@ -40,10 +42,14 @@ from kernelpick.workers.pool import tuning_in_progress
 _C = TypeVar("_C")
 log = logging.getLogger("kernelpick.select")
 
-#: Measures candidates (by digest) and returns their results: given what to measure, the results
-#: known already (from the store: a search starts from them) and what to give each result as it
-#: comes (which stores it).
-Measure = Callable[[list[str], Mapping[str, BenchmarkResult], OnDone], Mapping[str, BenchmarkResult]]
+#: Measures candidates (by digest) and returns their results: given what to measure and what to give
+#: each result as it comes (which stores it).
+Measure = Callable[[list[str], OnDone], Mapping[str, BenchmarkResult]]
+#: Searches the candidates with the named strategy from the results known already (the store's, timed
+#: at no cost), giving each result it measures as it comes to the `OnDone`; returns every result it had.
+Search = Callable[[str, Mapping[str, BenchmarkResult], OnDone], Mapping[str, BenchmarkResult]]
+#: `Measure` or `Search` as a tuning calls them: what to measure, the results known, `OnDone`.
+_Measured = Callable[[list[str], Mapping[str, BenchmarkResult], OnDone], Mapping[str, BenchmarkResult]]
 #: The pick among results, or None when none of them is ok.
 Choose = Callable[[Mapping[str, BenchmarkResult]], "Pick[str] | None"]
 
@@ -192,23 +198,37 @@ class Tuning:
     def settle(
         self,
         digests: Sequence[str],
+        strategy: str | None,
         measure: Measure,
+        search: Search,
         choose: Choose,
         describe: Callable[[str], Mapping[str, Any]],
-        *,
-        divisible: bool,
     ) -> Settled:
         """Measure what the store lacks of `digests` and pick, once for every process that needs the
         key now: as the ranks of a job (`kernelpick.select.ranks`), or as the one process that claimed
-        the key (the others wait for its pick). `divisible`: whether the candidates may be measured in
-        parts (an exhaustive tuning; a search measures each batch from the results before it).
+        the key (the others wait for its pick). The search `strategy` (None: `KERNELPICK_SEARCH`)
+        says how: "exhaustive" measures it all (`measure`; the ranks of a job take parts of it);
+        another strategy searches (`search`), a config compiling far longer than the rest of its
+        batch given up as `skipped` (forked compilers only: a thread cannot be stopped).
 
         Raises:
             TuningRequired: something is left to measure and `KERNELPICK_NO_TUNING=1`.
         """
+        strategy = strategy or default_strategy_name()
+
+        def measured(
+            todo: list[str], known: Mapping[str, BenchmarkResult], on_done: OnDone
+        ) -> Mapping[str, BenchmarkResult]:
+            if strategy == "exhaustive":
+                return measure(todo, on_done)
+            with patience(settings.current().search_patience):
+                found = search(strategy, known, on_done)
+            return {d: r for d, r in found.items() if d not in known}
+
         job = None if settings.current().no_tuning else rank_job()
         if job is not None:
-            return self._settle_as_rank(job, digests, measure, choose, describe, divisible)
+            divisible = strategy == "exhaustive"  # a search measures each batch from those before it
+            return self._settle_as_rank(job, digests, measured, choose, describe, divisible)
         results, todo = self.split(digests)
         if todo:
             waited = self._claim_or_adopt(digests, choose)
@@ -216,11 +236,11 @@ class Tuning:
                 return waited
             if waited:  # what another process measured meanwhile is not measured again
                 results, todo = self.split(digests)
-        measured: Mapping[str, BenchmarkResult] = {}
+        found: Mapping[str, BenchmarkResult] = {}
         if todo:
             with self.measuring(describe) as on_done:
-                measured = measure(todo, results, on_done)
-        return self._settled(digests, {**results, **measured}, measured.keys(), measured.keys(), choose)
+                found = measured(todo, results, on_done)
+        return self._settled(digests, {**results, **found}, found.keys(), found.keys(), choose)
 
     def _settled(
         self,
@@ -308,7 +328,7 @@ class Tuning:
         self,
         job: RankJob,
         digests: Sequence[str],
-        measure: Measure,
+        measure: _Measured,
         choose: Choose,
         describe: Callable[[str], Mapping[str, Any]],
         divisible: bool,

@@ -24,14 +24,13 @@ from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.timers import Timer, UserBenchTimer
 from kernelpick.calls import record_kernel_call
 from kernelpick.compile.launch import check_launch_arguments, runner
-from kernelpick.compile.precompile import patience
 from kernelpick.compile.twins import compilable
 from kernelpick.compile.unwrap import innermost
 from kernelpick.config import Config, default_config
 from kernelpick.console import print_table
 from kernelpick.device import DeviceInfo, describe, device_of, warn_once_if_interpreted
 from kernelpick.errors import ConfigError, no_valid_configs
-from kernelpick.search.registry import default_strategy_name, strategy_class
+from kernelpick.search.registry import strategy_class
 from kernelpick.search.run import SearchTrace
 from kernelpick.search.searching import search
 from kernelpick.search.space import Space
@@ -422,30 +421,26 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
         if len(configs) == 1:
             return None, None
         by_digest = {c.digest: c for c in configs}
-        strategy = self.search or default_strategy_name()
         trace: SearchTrace | None = None
 
-        def measure(
-            todo: list[str], known: Mapping[str, BenchmarkResult], measured_one: OnDone
+        def measure(todo: list[str], measured_one: OnDone) -> dict[str, BenchmarkResult]:
+            batch = [by_digest[d] for d in todo]
+            measured = self.benchmark_configs(batch, args, kwargs, grid, tuning.phases, measured_one)
+            return {c.digest: r for c, r in measured.items()}
+
+        def searched(
+            strategy: str, known: Mapping[str, BenchmarkResult], measured_one: OnDone
         ) -> dict[str, BenchmarkResult]:
             nonlocal trace
-            phases = tuning.phases
-            if strategy == "exhaustive":
-                batch = [by_digest[d] for d in todo]
-                measured = self.benchmark_configs(batch, args, kwargs, grid, phases, measured_one)
-                return {c.digest: r for c, r in measured.items()}
 
             def measure_batch(
                 batch: Sequence[Config], steps: dict[str, float]
             ) -> dict[Config, BenchmarkResult]:
-                # A config compiling far longer than the rest of its batch is given up as `skipped`
-                # (forked compilers only: a thread cannot be stopped).
-                with patience(settings.current().search_patience):
-                    return self.benchmark_configs(list(batch), args, kwargs, grid, steps, measured_one)
+                return self.benchmark_configs(list(batch), args, kwargs, grid, steps, measured_one)
 
             stored = {by_digest[d]: r for d, r in known.items()}
-            trace = search(strategy, configs, stored, measure_batch, self.space, phases)
-            return {c.digest: r for c, r in trace.results().items() if c.digest not in known}
+            trace = search(strategy, configs, stored, measure_batch, self.space, tuning.phases)
+            return {c.digest: r for c, r in trace.results().items()}
 
         def choose(results: Mapping[str, BenchmarkResult]) -> Pick[str] | None:
             if not any(r.ok for r in results.values()):
@@ -457,11 +452,7 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
             )
 
         settled = tuning.settle(
-            list(by_digest),
-            measure,
-            choose,
-            lambda digest: by_digest[digest].to_dict(),
-            divisible=strategy == "exhaustive",
+            list(by_digest), self.search, measure, searched, choose, lambda d: by_digest[d].to_dict()
         )
         return settled, trace
 
