@@ -49,7 +49,8 @@ def tuning(store: MemoryStore | None) -> Tuning:
 def test_the_store_is_read_once_and_what_it_holds_is_not_measured_again() -> None:
     store = CountingStore()
     first = tuning(store)
-    first.save([StoredResult("a", {"name": "a"}, timed(1.0))], pick="a")
+    with first.measuring(lambda digest: {"name": digest}):
+        first.save({"a": timed(1.0)}, {"a"}, pick="a")
     second = tuning(store)
     results, todo = second.split(["a", "b"])
     assert list(results) == ["a"] and todo == ["b"]
@@ -68,10 +69,8 @@ def test_with_no_tuning_what_is_left_to_measure_is_an_error_naming_it() -> None:
 def test_a_given_up_compile_is_not_stored() -> None:
     store = MemoryStore()
     step = tuning(store)
-    step.save(
-        [StoredResult("a", {}, timed(1.0)), StoredResult("b", {}, BenchmarkResult.failed("skipped", "slow"))],
-        pick="a",
-    )
+    with step.measuring(lambda digest: {}):
+        step.save({"a": timed(1.0), "b": BenchmarkResult.failed("skipped", "slow")}, {"a", "b"}, pick="a")
     assert set(tuning(store).split(["a", "b"])[0]) == {"a"}
 
 
@@ -97,7 +96,7 @@ def test_each_result_is_stored_as_it_is_measured_and_the_pick_only_at_the_end() 
         measured("a", timed(2.0))
         assert set(store.load(step.key)) == {"a"} and store.picks == {}  # stored, not picked
         measured("b", timed(1.0))
-    step.save([StoredResult("a", {}, timed(2.0)), StoredResult("b", {}, timed(1.0))], pick="b")
+    step.save({"a": timed(2.0), "b": timed(1.0)}, {"a", "b"}, pick="b")
     assert store.picks == {step.key.digest: "b"}
 
 
@@ -110,9 +109,9 @@ def test_a_tuning_stopped_before_it_picked_gets_its_pick_from_the_next_which_mea
     next_one = tuning(store)
     results, todo = next_one.split(["a", "b"])
     assert todo == [] and set(results) == {"a", "b"}
-    next_one.save([], pick="b")
+    next_one.save({}, (), pick="b")
     assert store.picks == {next_one.key.digest: "b"}
-    tuning(store).save([], pick="a")  # a key with a pick keeps it
+    tuning(store).save({}, (), pick="a")  # a key with a pick keeps it
     assert store.picks == {next_one.key.digest: "b"}
 
 

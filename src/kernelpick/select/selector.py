@@ -60,7 +60,7 @@ from kernelpick.select.tuning import (
     pick_against_reference,
     result_store,
 )
-from kernelpick.store import ResultStore, StoredResult, TuningKey
+from kernelpick.store import ResultStore, TuningKey
 from kernelpick.store.table import TableEntry
 from kernelpick.workers.plan import start_early
 
@@ -341,17 +341,12 @@ class Selector:
         if settled.pick is not None:
             ranked.remove(by_digest[settled.pick])
             ranked.insert(0, by_digest[settled.pick])
-        fresh = [c for c in choices if c.digest in settled.fresh]
-
-        def save(pick: str | None) -> None:  # after binding, which may find a pick uncallable
-            tuning.save([StoredResult(c.digest, c.description(), results[c.digest]) for c in fresh], pick)
-
-        try:
+        try:  # stored after binding, which may find a pick uncallable
             pick_choice, call = self._bind_pick(ranked, results, signature, rows)
         except NoValidChoices:  # failures are results too: stored even when nothing can be called
-            save(None)
+            tuning.save(results, settled.fresh, None)
             raise
-        save(pick_choice.digest)
+        tuning.save(results, settled.fresh, pick_choice.digest)
         kept, bind = (
             self.reference_digest(signature),
             lambda digest: by_digest[digest].callable_for(signature),
@@ -373,7 +368,7 @@ class Selector:
             rows,
             pick_choice.digest,
             tuning.seconds,
-            not fresh,
+            not settled.fresh,
             phases=tuning.phases,
             note=settled.note if pick_choice.digest == settled.pick else "",
             searches=searches,

@@ -88,6 +88,8 @@ class Tuning:
         started: when the tuning started (`time.perf_counter()`; default: now).
     """
 
+    _describe: Callable[[str], Mapping[str, Any]]  # set by `measuring`: how `save` describes candidates
+
     def __init__(
         self,
         subject: str,
@@ -408,6 +410,7 @@ class Tuning:
         """
 
         stored: list[str] = []
+        self._describe = describe
 
         def measured(digest: str, result: BenchmarkResult) -> None:
             self._write([StoredResult(digest, describe(digest), result)], None)
@@ -434,11 +437,13 @@ class Tuning:
                 )
                 raise
 
-    def save(self, rows: Sequence[StoredResult], pick: str | None) -> None:
-        """Store what was measured now, again (as the measurement ended: a GPU's closest few are
-        timed twice, a config's compile seconds are known) and the pick among it and the stored
+    def save(self, results: Mapping[str, BenchmarkResult], fresh: Collection[str], pick: str | None) -> None:
+        """Store the results of `fresh` (those the store lacked: measured now, here or by another
+        rank, described as `measuring` was told) again, as the measurement ended (a GPU's closest few
+        are timed twice, a config's compile seconds are known), and the pick among them and the stored
         results (None: every candidate failed). With nothing measured now, the pick is stored
         only where the key has none: a tuning stopped after its last result, before it picked."""
+        rows = [StoredResult(d, self._describe(d), r) for d, r in results.items() if d in fresh]
         if pick is not None and self.store is not None and not any(r.result.storable for r in rows):
             if picked(self.store, self.key) is None:
                 self._write([], pick)

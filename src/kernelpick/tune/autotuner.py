@@ -42,7 +42,7 @@ from kernelpick.select.record import TuningRecord, failure_report
 from kernelpick.select.signature import Signature
 from kernelpick.select.triton_choice import KernelCall
 from kernelpick.select.tuning import Settled, Tuning, pick_against_reference, result_store
-from kernelpick.store import ResultStore, StoredResult, TuningKey
+from kernelpick.store import ResultStore, TuningKey
 from kernelpick.store.base import UnreadStore
 from kernelpick.tune.background import provisional_entry
 from kernelpick.tune.dispatch import MISSES, Dispatcher, Entry, describe_key, specialized_arguments
@@ -371,13 +371,15 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
         else:
             settled, trace = self._settle(tuning, configs, args, kwargs, grid)
             results = {by_digest[d]: r for d, r in settled.results.items()} if settled else {}
-            fresh = [c for c in configs if settled is not None and c.digest in settled.fresh]
+            fresh = settled.fresh if settled is not None else frozenset()
             from_store = bool(results) and not fresh
             measured_now = settled is not None and bool(settled.measured)
             best, note = configs[0], ""  # a single config: nothing was measured
+            if fresh and tuning.store is not None:
+                keep_kernel_source(self.base_fn)  # for `kernelpick code`
             if settled is not None:
                 if settled.pick is None:
-                    self._save(tuning, fresh, results, None)
+                    tuning.save(settled.results, fresh, None)
                     report = failure_report(
                         f"configs of kernel `{self.name}` failed for key {key[:-1]}",
                         [(str(c), r) for c, r in results.items()],
@@ -385,7 +387,7 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
                     )
                     raise no_valid_configs(report, results)
                 best, note = by_digest[settled.pick], settled.note
-            self._save(tuning, fresh, results, best)
+            tuning.save(settled.results if settled else {}, fresh, best.digest)
         record = TuningRecord.of_configs(
             self.name,
             key,
@@ -458,22 +460,6 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
 
     def _key_names(self) -> list[str]:
         return [name for _, name in self._key_positions]
-
-    def _save(
-        self,
-        tuning: Tuning,
-        fresh: Sequence[Config],
-        results: Mapping[Config, BenchmarkResult],
-        best: Config | None,
-    ) -> None:
-        """Store the results the store lacked (`fresh`: measured now, here or by another rank), and
-        the pick among them and the stored ones."""
-        if fresh and tuning.store is not None:
-            keep_kernel_source(self.base_fn)  # for `kernelpick code`
-        tuning.save(
-            [StoredResult(c.digest, c.to_dict(), results[c]) for c in fresh],
-            None if best is None else best.digest,
-        )
 
     def tuning_key(self, key: tuple[Any, ...], device: DeviceInfo) -> TuningKey:
         """The store key of one tuning: this kernel's source and the call's exact key (less its device)."""
