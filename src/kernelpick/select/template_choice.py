@@ -29,7 +29,25 @@ ConstantSource = Mapping[str, Any] | Callable[[Signature], Mapping[str, Any]] | 
 
 
 class TemplateChoices:
-    """A template's config space; expands to one rendered `TemplateChoice` per config (see `template`)."""
+    """A `TritonTemplate` as choices (`kernelpick.template`): rendered per config and input signature,
+    written to the cache, imported; expands to one rendered `TemplateChoice` per config.
+
+    Args:
+        template: the template.
+        configs: `kernelpick.Config`/`triton.Config` objects whose meta-parameters are rendered into
+            the source, or a function of the `Signature` returning them (a shape-aware space).
+        epilogue: an `Epilogue` applied before the store (e.g. bias + activation), or a function of
+            the `Signature` returning one or None.
+        arguments: names of the operation's positional inputs, in order (default: the template's
+            inputs); the template's and the epilogue's inputs are looked up among them.
+        constants: more `tl.constexpr` values for the source (or a function of the `Signature`).
+        static_shapes: bake sizes and strides into the source as constants (the default); False
+            passes them as arguments, so one rendered kernel serves many sizes.
+        name: its name in tables (default: the template's name).
+
+    Raises:
+        ConfigError: `template` is not a `TritonTemplate`, or reads inputs missing from `arguments`.
+    """
 
     def __init__(
         self,
@@ -113,6 +131,10 @@ class TemplateChoices:
 
     def __repr__(self) -> str:
         return f"template({self.template.name})"
+
+
+#: `kernelpick.template(...)`: the public name of a template's config space (the class documents its arguments).
+template = TemplateChoices
 
 
 class UnavailableChoice(NamedChoice):
@@ -309,42 +331,3 @@ def _generate(
     filename = f"<kernelpick caller of {rendered.kernel_name}>"
     exec(compile(code.getvalue(), filename, "exec"), scope)  # our own generated code, never stored data
     return scope["call"], scope["arguments"]
-
-
-def template(
-    template: TritonTemplate,
-    *,
-    configs: ConfigSource,
-    epilogue: EpilogueSource = None,
-    arguments: Sequence[str] | None = None,
-    constants: ConstantSource = None,
-    static_shapes: bool = True,
-    name: str | None = None,
-) -> TemplateChoices:
-    """A `TritonTemplate` as choices: rendered per config and input signature, written to the cache, imported.
-
-    Args:
-        template: the template.
-        configs: `kernelpick.Config`/`triton.Config` objects whose meta-parameters are rendered into
-            the source, or a function of the `Signature` returning them (a shape-aware space).
-        epilogue: an `Epilogue` applied before the store (e.g. bias + activation), or a function of
-            the `Signature` returning one or None.
-        arguments: names of the operation's positional inputs, in order (default: the template's
-            inputs); the template's and the epilogue's inputs are looked up among them.
-        constants: more `tl.constexpr` values for the source (or a function of the `Signature`).
-        static_shapes: bake sizes and strides into the source as constants (the default); False
-            passes them as arguments, so one rendered kernel serves many sizes.
-        name: its name in tables (default: the template's name).
-
-    Raises:
-        ConfigError: `template` is not a `TritonTemplate`, or reads inputs missing from `arguments`.
-    """
-    return TemplateChoices(
-        template,
-        configs=configs,
-        epilogue=epilogue,
-        arguments=arguments,
-        constants=constants,
-        static_shapes=static_shapes,
-        name=name,
-    )
