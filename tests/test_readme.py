@@ -98,6 +98,9 @@ def environment(cache: Path, interpreted: bool = False) -> dict[str, str]:
     if interpreted:
         env["TRITON_INTERPRET"] = "1"
     env["KERNELPICK_CACHE_DIR"] = str(cache)
+    # Inductor's caches too, as on a new machine: a compiled graph found there holds the picks of the
+    # process that compiled it, and the block's own selections would not run.
+    env["TORCHINDUCTOR_CACHE_DIR"] = str(cache.parent / "inductor-cache")
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "src"), os.environ.get("PYTHONPATH")]))
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     env["COLUMNS"] = "200"
