@@ -140,33 +140,6 @@ def test_the_journal_gives_each_jobs_last_seconds_of_this_model_before_another_m
     assert journal.seconds("H200") == {"a": 3.0, "b": 1.0}
 
 
-def has_a_zygote() -> bool:
-    from kernelpick.workers.zygote import zygote
-
-    return zygote() is not None
-
-
-def test_a_device_process_forks_its_zygote_as_a_program_does_and_other_children_do_not() -> None:
-    # A process of `--devices` is a multiprocessing child, which otherwise goes without one (a data
-    # loader's worker must not fork its own), and its first job then waited for workers that were
-    # new interpreters importing torch.
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    from kernelpick import settings
-
-    environment = {**settings.as_environment(), "KERNELPICK_ISOLATE": "on"}
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(
-        1, mp_context=context, initializer=cluster._pin, initargs=("0", environment)
-    ) as pool:
-        assert pool.submit(has_a_zygote).result(timeout=120)
-    with ProcessPoolExecutor(
-        1, mp_context=context, initializer=settings.adopt_environment, initargs=(environment,)
-    ) as pool:
-        assert not pool.submit(has_a_zygote).result(timeout=120)
-
-
 def test_a_ray_actor_gets_ready_to_tune_as_it_starts(monkeypatch: pytest.MonkeyPatch) -> None:
     readied: list[bool] = []
     monkeypatch.setattr(cluster, "ready_to_tune", lambda: readied.append(True))
@@ -242,38 +215,20 @@ def test_a_spec_that_does_not_import_in_a_device_process_leaves_it_to_the_jobs(t
     assert cluster._ready(str(broken)) == cluster._device_model()  # each job says why it fails
 
 
-@pytest.mark.parametrize("forked", [True, False])
-def test_a_device_process_is_given_its_gpu_as_the_machine_numbers_it(
-    monkeypatch: pytest.MonkeyPatch, forked: bool
-) -> None:
-    # `CUDA_VISIBLE_DEVICES=2,3 kernelpick tune --devices 0,1`: the processes own GPUs 2 and 3,
-    # forked by this process's zygote where it has one (tests/jobs/test_device_process.py), else spawned.
+def test_a_device_process_is_given_its_gpu_as_the_machine_numbers_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    # `CUDA_VISIBLE_DEVICES=2,3 kernelpick tune --devices 0,1`: the processes own GPUs 2 and 3, told
+    # to their settings, and to their environment as a worker's (tests/jobs/test_device_process.py).
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
-    made: list[tuple[object, ...]] = []
+    made: list[tuple[object, object]] = []
 
-    class Pool:
-        def __init__(
-            self, workers: int, *, mp_context: object, initializer: object, initargs: tuple[object, ...]
-        ):
-            made.append(initargs)
+    class Process:
+        def __init__(self, device: int, initializer: object, initargs: tuple[object, ...]):
+            made.append((device, initargs[0]))
 
-    class Forked:
-        def __init__(
-            self,
-            zygote: object,
-            environment: dict[str, str],
-            initializer: object,
-            initargs: tuple[object, ...],
-        ):
-            assert environment["CUDA_VISIBLE_DEVICES"] == initargs[0]  # set before CUDA starts
-            made.append(initargs)
-
-    monkeypatch.setattr(cluster, "fork_zygote", lambda: object() if forked else None)
-    monkeypatch.setattr(cluster, "ForkedExecutor", Forked)
-    monkeypatch.setattr(cluster, "ProcessPoolExecutor", Pool)
+    monkeypatch.setattr(cluster, "DeviceProcess", Process)
     pools = [cluster._ProcessRunner._pool("0"), cluster._ProcessRunner._pool("1")]
-    assert all(isinstance(pool, Forked if forked else Pool) for pool in pools)
-    assert [args[0] for args in made] == ["2", "3"]
+    assert all(isinstance(pool, Process) for pool in pools)
+    assert made == [(0, "2"), (1, "3")]
 
 
 @pytest.mark.parametrize(

@@ -26,7 +26,9 @@ class _Started(Exception):
     """Raised by the stand-in for `subprocess.Popen` once it has the environment."""
 
 
-def started_environment(monkeypatch: pytest.MonkeyPatch, device: int | None) -> dict[str, str]:
+def started_environment(
+    monkeypatch: pytest.MonkeyPatch, device: int | None, worker: WorkerProcess | None = None
+) -> dict[str, str]:
     seen: dict[str, str] = {}
 
     def popen(*args: Any, env: dict[str, str], **kwargs: Any) -> None:
@@ -36,7 +38,7 @@ def started_environment(monkeypatch: pytest.MonkeyPatch, device: int | None) -> 
     monkeypatch.setattr(process, "fork_zygote", lambda **_: None)  # a new interpreter, not a forked worker
     monkeypatch.setattr(subprocess, "Popen", popen)
     with pytest.raises(_Started):
-        WorkerProcess(device, queue.Queue(), 0).start()
+        (worker or WorkerProcess(device, queue.Queue(), 0)).start()
     return seen
 
 
@@ -61,6 +63,19 @@ def test_a_worker_of_a_process_that_sees_every_gpu_is_told_its_index(
 def test_a_cpu_worker_keeps_the_environments_gpus(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2")
     assert started_environment(monkeypatch, None)["CUDA_VISIBLE_DEVICES"] == "2"
+
+
+def test_a_pools_worker_isolates_nothing_itself_a_device_process_as_told(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A worker measures what it is sent itself; a device process of `kernelpick tune --devices`,
+    # a WorkerProcess too, isolates as the command's settings say.
+    monkeypatch.setenv("KERNELPICK_ISOLATE", "on")
+    assert (
+        started_environment(monkeypatch, None, WorkerPool([None]).workers[0])["KERNELPICK_ISOLATE"] == "off"
+    )
+    device_process = WorkerProcess(None, queue.Queue(), 0, entry="kernelpick.jobs.device_process:serve")
+    assert started_environment(monkeypatch, None, device_process)["KERNELPICK_ISOLATE"] == "on"
 
 
 def sleep_then_add(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:

@@ -74,15 +74,6 @@ def test_nothing_starts_in_a_multiprocessing_child(started: Started, monkeypatch
     assert started.wait_for("compiler", timeout=0.5) == []
 
 
-def test_a_multiprocessing_child_kernelpick_started_to_tune_gets_ready_all_the_same(
-    started: Started, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # A process of `kernelpick tune --devices` (cluster._pin calls plan.ready_to_tune).
-    monkeypatch.setattr(plan.multiprocessing, "parent_process", lambda: object())
-    plan.start_early(None, spawned_to_tune=True)
-    assert started.wait_for("compiler", "workers") == ["compiler", "workers"]
-
-
 def test_nothing_starts_in_a_worker(started: Started, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(plan, "inside_worker", True)
     plan.start_early(None)

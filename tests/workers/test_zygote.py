@@ -258,3 +258,68 @@ def test_a_module_that_forked_the_zygote_while_imported_is_whole_in_its_workers(
     # workers failing to import kernelpick.ops.scaled_mm from their half-made kernelpick.ops.gemm.
     found = run(tmp_path, HALF_IMPORTED, KERNELPICK_ISOLATE="on")
     assert found == {"zygote": True, "ops.mm": ["ok", ""]}
+
+
+def starts_early_then_has_a_zygote() -> bool:
+    from kernelpick.workers import plan, zygote
+
+    plan.start_early(None)  # as the first tuned kernel of a module the child imports
+    return zygote.zygote() is not None
+
+
+def test_a_multiprocessing_child_forks_no_zygote() -> None:
+    # A data loader's worker that imports the program's modules must not fork one of its own. (The
+    # device processes of `kernelpick tune --devices`, which do, are no multiprocessing children:
+    # tests/jobs/test_device_process.py.)
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    from kernelpick import settings
+
+    environment = {**settings.as_environment(), "KERNELPICK_ISOLATE": "on"}
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(
+        1, mp_context=context, initializer=settings.adopt_environment, initargs=(environment,)
+    ) as pool:
+        assert not pool.submit(starts_early_then_has_a_zygote).result(timeout=120)
+
+
+BAD_FORK = """
+import json, os
+import torch
+import kernelpick
+from kernelpick.jobs.device_process import DeviceProcess
+from kernelpick.workers import pool_for, zygote
+
+# What torch.cuda.is_available() does on a GPU machine: torch._C._cuda_getDeviceCount registers a fork
+# handler that marks every process forked from then on as unable to use CUDA ("Cannot re-initialize
+# CUDA in forked subprocess" at its first CUDA call), while torch.cuda.is_initialized() stays False.
+os.register_at_fork(after_in_child=lambda: setattr(torch.cuda, "_is_in_bad_fork", lambda: True))
+without_spawn = zygote.fork_zygote()
+kernelpick.start_workers("cpu", wait=True)
+worker = pool_for([None]).workers[0]
+spawned = zygote.zygote()
+device = DeviceProcess(None, print, ())
+device_parent = device.submit(os.getppid).result(timeout=120)
+device.shutdown()
+print(json.dumps({
+    "without_spawn": without_spawn is not None,
+    "spawned": spawned is not None and spawned.spawned,
+    "zygote_pid": spawned.pid,
+    "worker_parent": int(open(f"/proc/{worker.info['pid']}/stat").read().split(")")[1].split()[1]),
+    "device_parent": device_parent,
+    "pid": os.getpid(),
+}))
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+def test_after_cuda_was_asked_for_its_gpus_no_forked_zygote_workers_fork_from_a_spawned_one(
+    tmp_path: Path,
+) -> None:
+    # A forked zygote would be a bad fork, and so would each worker or device process it forks.
+    found = run(tmp_path, BAD_FORK, KERNELPICK_ISOLATE="on")
+    assert not found["without_spawn"]  # the forked one said so and ended: no zygote
+    assert found["spawned"] and found["worker_parent"] == found["zygote_pid"]
+    # A device process is forked by a forked zygote only; else it is a new interpreter.
+    assert found["device_parent"] == found["pid"]

@@ -15,21 +15,13 @@ one device busy while the others idle.
 from __future__ import annotations
 
 import logging
-import multiprocessing
 import os
 import statistics
 import tempfile
 import time
 import traceback
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import (
-    FIRST_COMPLETED,
-    Executor,
-    Future,
-    ProcessPoolExecutor,
-    ThreadPoolExecutor,
-    wait,
-)
+from concurrent.futures import FIRST_COMPLETED, BrokenExecutor, Executor, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -39,13 +31,12 @@ import torch
 from kernelpick import settings
 from kernelpick.device import describe
 from kernelpick.errors import ConfigError, KernelpickError
-from kernelpick.jobs.device_process import ForkedExecutor
+from kernelpick.jobs.device_process import DeviceProcess
 from kernelpick.jobs.spec import Job, JobOutcome, Journal, Spec, load_spec
 from kernelpick.store.base import StoredRow
 from kernelpick.store.copying import replay
 from kernelpick.store.default import default_store, recording
 from kernelpick.workers.plan import ready_to_tune, tune_elsewhere
-from kernelpick.workers.zygote import fork_zygote
 
 log = logging.getLogger("kernelpick.tune")
 
@@ -274,35 +265,31 @@ class _ProcessRunner(_Runner):
     parallel = True
 
     def __init__(self, spec: Spec, devices: Sequence[str]) -> None:
-        if not torch.cuda.is_available():
+        # GPUs counted through NVML, not torch.cuda.is_available(): no process forked after a CUDA call
+        # can use CUDA (`zygote._in_bad_fork`), and the zygote that forks the device processes comes later.
+        count = torch.cuda.device_count()
+        if not count:
             raise ConfigError("--devices needs CUDA GPUs; without them run the jobs here (no --devices)")
-        _check_devices(devices, torch.cuda.device_count())
+        _check_devices(devices, count)
         self.spec = spec
         self.pools = [self._pool(device) for device in devices]
         # Every device process starts now, all at once, and gets ready for its first job (imports
-        # the spec, starts its workers: seconds), not when its first job comes: a pool starts its
-        # process at its first task.
+        # the spec, starts its workers: seconds), not when its first job comes.
         self.ready = [pool.submit(_ready, str(spec.path)) for pool in self.pools]
 
     @staticmethod
     def _pool(device: str) -> Executor:
         """One device's process: `device` as this process numbers its GPUs, told to the process as
-        the machine names it (`settings.visible_device`). Forked by this process's zygote where it
-        has one (torch and kernelpick imported: `jobs.device_process`), else a new interpreter."""
-        visible = settings.visible_device(int(device))
-        initargs = (visible, job_environment())
-        forked = fork_zygote()  # this process uses no CUDA: it hands its tuning to these
-        if forked is not None:
-            environment = settings.child_environment({"CUDA_VISIBLE_DEVICES": visible})
-            try:
-                return ForkedExecutor(forked, environment, _pin, initargs)
-            except OSError as error:  # the zygote is gone: spawn as without one
-                log.debug("no forked device process: %s", error)
-        context = multiprocessing.get_context("spawn")  # each process makes its own CUDA context
-        return ProcessPoolExecutor(1, mp_context=context, initializer=_pin, initargs=initargs)
+        the machine names it (`settings.visible_device`). Forked by this process's zygote (torch and
+        kernelpick imported; this process uses no CUDA: it hands its tuning to these), else a new
+        interpreter, as a worker is (`jobs.device_process`)."""
+        return DeviceProcess(int(device), _pin, (settings.visible_device(int(device)), job_environment()))
 
     def device_model(self) -> str:
-        return self.ready[0].result()
+        try:
+            return self.ready[0].result()
+        except BrokenExecutor as error:
+            raise KernelpickError(f"--devices: {error}") from error
 
     def run(self, jobs: Sequence[Job]) -> Iterator[JobOutcome]:
         queue = list(jobs)

@@ -1,219 +1,164 @@
-"""A device process of `kernelpick tune --devices`, forked by the zygote instead of spawned.
+"""A device process of `kernelpick tune --devices`: a worker process that runs the calls it is sent.
 
-A spawned device process is a new interpreter: it spends seconds importing torch, kernelpick and
-the spec before its first job, although the command has imported all of that already. The
-command's zygote (`kernelpick.workers.zygote`, forked for its first device process; the command
-uses no CUDA) forks one with torch and kernelpick imported, and it makes its own CUDA context on
-its GPU.
+A new interpreter spends seconds importing torch, kernelpick and the spec before its first job,
+although the command has imported all of that already. So the command's zygote
+(`kernelpick.workers.zygote`) forks it, as it forks workers, where that zygote was forked before
+the command touched CUDA; it then makes its own CUDA context on its GPU. Otherwise (no zygote, or
+one that is a new interpreter) the device process is a new interpreter itself.
 
-`ForkedExecutor` is the command's handle on one: the part of `ProcessPoolExecutor`'s interface
-that `cluster._ProcessRunner` uses (`submit`, `shutdown`), for one process that runs the calls it
-is sent one at a time, in order. Calls and results cross as pickles (functions by reference), as
-they do to a `ProcessPoolExecutor`'s process; what the process prints goes to the command's
-stderr.
+`DeviceProcess` is the command's handle on one: an `Executor` that runs the calls submitted, one at a
+time, in order, in that process. Calls and results cross as pickles (functions by reference) inside
+the workers' JSON messages; what the process prints goes to the command's stderr.
 """
 
 from __future__ import annotations
 
 import atexit
-import collections
+import base64
+import json
 import os
 import pickle
-import signal
-import struct
+import queue
+import sys
 import threading
+import time
 import traceback
-from collections.abc import Callable, Mapping
-from concurrent.futures import BrokenExecutor, Executor, Future
-from typing import IO, Any
+from collections.abc import Callable
+from concurrent.futures import BrokenExecutor, Future, ThreadPoolExecutor
+from typing import Any
 
-from kernelpick.workers.process import describe_exit
-from kernelpick.workers.zygote import Zygote, signal_group
+from kernelpick.workers.process import WorkerProcess, describe_exit, describe_output
 
-#: Each message: its length (8 bytes, big-endian), then the pickle.
-_LENGTH = struct.Struct(">Q")
 #: How long a device process may take to end once told to, before it is killed.
 END_TIMEOUT_S = 30.0
 
 
-class ForkedExecutor(Executor):
-    """One device process forked by `zygote`, running `initializer(*initargs)` first, then each call
-    submitted, in order.
+class DeviceProcess(ThreadPoolExecutor):
+    """One device process, started in the background, running `initializer(*initargs)` first, then
+    each call submitted, in order: each is a task of this executor's one thread, which sends it and
+    waits for its reply (so waiting calls can be cancelled, and shutdown waits for the calls).
 
     Args:
-        zygote: the zygote that forks it.
-        environment: its whole environment (CUDA_VISIBLE_DEVICES names its GPU).
-        initializer, initargs: its first call, as `ProcessPoolExecutor`'s; if it raises, every
-            later call fails (`BrokenExecutor`, saying why).
-
-    Raises:
-        OSError: the zygote is gone.
+        device: its GPU, as this process numbers them (`WorkerProcess`'s), or None: the environment's.
+        initializer, initargs: its first call, as `ProcessPoolExecutor`'s; if the process does not
+            start or this raises, every later call fails (`BrokenExecutor`, saying why).
     """
 
     def __init__(
-        self,
-        zygote: Zygote,
-        environment: Mapping[str, str],
-        initializer: Callable[..., object],
-        initargs: tuple[Any, ...] = (),
+        self, device: int | None, initializer: Callable[..., object], initargs: tuple[Any, ...] = ()
     ) -> None:
-        requests_read, requests_write = os.pipe()
-        replies_read, replies_write = os.pipe()
-        try:
-            self.pid = zygote.fork_child(
-                (requests_read, 2, replies_write), environment, entry=f"{__name__}:serve"
-            )
-        except BaseException:
-            for fd in (requests_write, replies_read):
-                os.close(fd)
-            raise
-        finally:
-            os.close(requests_read)
-            os.close(replies_write)
-        self._zygote = zygote
-        self._requests = os.fdopen(requests_write, "wb")
-        self._lock = threading.Lock()
-        self._waiting: collections.deque[tuple[Future[Any], bytes]] = collections.deque()
-        self._running: Future[Any] | None = None
-        self._broken = ""
-        self._closed = False
-        # The first call is sent before the replies are read: the reader tells its reply by it.
-        self._first = self._submit(initializer, initargs, {})
-        self._reader = threading.Thread(
-            target=self._read, args=(os.fdopen(replies_read, "rb"),), name="kernelpick-device", daemon=True
+        super().__init__(1, thread_name_prefix="kernelpick-device")
+        self._replies: queue.Queue[tuple[int, int, dict[str, Any] | None]] = queue.Queue()
+        self._process = WorkerProcess(
+            device, self._replies, 0, entry=f"{__name__}:serve", echo=True, spawned_zygote=False
         )
-        self._reader.start()
+        self._failure = ""  # why every later call fails (`_broken` is ThreadPoolExecutor's own)
+        self._running = False
+        super().submit(self._start, initializer, initargs)
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
-        if self._closed:
-            raise RuntimeError("cannot submit to a device process after shutdown")
-        return self._submit(fn, args, kwargs)
+        return super().submit(self._call, fn, args, kwargs)
 
-    def _submit(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Future[Any]:
-        future: Future[Any] = Future()
-        call = pickle.dumps((fn, args, kwargs), protocol=pickle.HIGHEST_PROTOCOL)
-        with self._lock:
-            if self._broken:
-                future.set_exception(BrokenExecutor(self._broken))
-                return future
-            self._waiting.append((future, call))
-            self._send_next()
-        return future
-
-    def _send_next(self) -> None:
-        """Send the next call that was not cancelled, if none is running; after `shutdown`, once
-        none is left, close the process's stdin: it ends (the lock held)."""
-        while self._running is None and self._waiting:
-            future, call = self._waiting.popleft()
-            if not future.set_running_or_notify_cancel():
-                continue
-            try:
-                self._requests.write(_LENGTH.pack(len(call)) + call)
-                self._requests.flush()
-            except OSError as error:
-                self._break(f"the device process {self.pid} cannot be sent a call: {error}")
-                future.set_exception(BrokenExecutor(self._broken))
-                return
-            self._running = future
-        if self._closed and self._running is None and not self._waiting:
-            self._end_requests()
-
-    def _end_requests(self) -> None:
+    def _start(self, initializer: Callable[..., object], initargs: tuple[Any, ...]) -> None:
         try:
-            self._requests.close()
-        except OSError:  # the process is gone: nothing was left to send
-            pass
+            self._process.start()
+            self._call(initializer, initargs, {})
+        except BaseException as error:
+            self._failure = self._failure or f"the device process {self._process.pid} did not start: {error}"
+            raise
 
-    def _read(self, replies: IO[bytes]) -> None:
-        with replies:
-            while (reply := _read_message(replies)) is not None:
-                try:
-                    ok, value = pickle.loads(reply)
-                except Exception as error:  # e.g. an exception whose class rejects its own arguments
-                    ok, value = (
-                        False,
-                        RuntimeError(f"a reply of the device process did not unpickle: {error!r}"),
-                    )
-                with self._lock:
-                    future, self._running = self._running, None
-                    if future is self._first and not ok:
-                        self._break(f"the device process {self.pid} did not start: {value}")
-                    self._send_next()
-                if future is None:  # pragma: no cover - a reply to nothing sent: the protocol broke
+    def _call(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """Run a call in the process (in this executor's one thread): its result, or its exception."""
+        if self._failure:
+            raise BrokenExecutor(self._failure)
+        self._running = True
+        try:
+            try:
+                self._process.send({"call": _encoded((fn, args, kwargs))})
+            except (OSError, ValueError):  # it is gone: its messages end too, and say so
+                pass
+            reply = self._reply()
+        finally:
+            self._running = False
+        if reply is None:
+            code, tail = describe_exit(self._process.exit_code()), describe_output(self._process.tail())
+            self._failure = f"the device process {self._process.pid} ended ({code}){tail}"
+            raise BrokenExecutor(self._failure)
+        try:
+            ok, value = pickle.loads(base64.b64decode(reply["outcome"]))
+        except Exception as error:  # e.g. an exception whose class rejects its own arguments
+            raise RuntimeError(f"a reply of the device process did not unpickle: {error!r}") from None
+        if not ok:
+            raise value
+        return value
+
+    def _reply(self) -> dict[str, Any] | None:
+        """The process's next reply; None once it has ended. Its messages end when it does, unless a
+        process it started holds their pipe still: then it is gone once `poll` says so for 5 s.
+        Messages of a predecessor that failed to start are not its own (`WorkerProcess.generation`)."""
+        gone_since: float | None = None
+        while True:
+            try:
+                _, generation, reply = self._replies.get(timeout=1.0)
+            except queue.Empty:
+                if self._process.alive:
                     continue
-                if ok:
-                    future.set_result(value)
-                else:
-                    future.set_exception(value)
-        status = self._zygote.status(self.pid, END_TIMEOUT_S)
-        with self._lock:
-            self._break(f"the device process {self.pid} ended ({describe_exit(status)})")
-            running, self._running = self._running, None
-            self._end_requests()
-        if running is not None:
-            running.set_exception(BrokenExecutor(self._broken))
-
-    def _break(self, reason: str) -> None:
-        """Fail every waiting call with `reason` (the lock held); later submissions fail alike."""
-        if not self._broken:
-            self._broken = reason
-        while self._waiting:
-            future, _ = self._waiting.popleft()
-            if future.set_running_or_notify_cancel():
-                future.set_exception(BrokenExecutor(self._broken))
+                gone_since = gone_since or time.monotonic()
+                if time.monotonic() - gone_since > 5.0:
+                    return None
+                continue
+            if generation == self._process.generation:
+                return reply
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         """End the process once its calls are done (with `wait`, wait for that). With
         `cancel_futures`, waiting calls are cancelled and a running one is interrupted (SIGINT: what
-        Ctrl-C does to a spawned process, which shares the command's terminal; this one does not),
-        and a process that has not ended `END_TIMEOUT_S` later is killed."""
-        with self._lock:
-            self._closed = True
-            if cancel_futures:
-                for future, _ in self._waiting:
-                    future.cancel()
-                self._waiting.clear()
-                if self._running is not None:
-                    signal_group(self.pid, signal.SIGINT)
-            self._send_next()  # the process ends once its calls are done
+        Ctrl-C does to a process of the terminal's session, which this one is not). A process that
+        has not ended `END_TIMEOUT_S` after its last call (or the interrupt) is killed."""
+        super().shutdown(wait=False, cancel_futures=cancel_futures)
+        if cancel_futures and self._running:
+            self._process.interrupt()
+        ending = threading.Thread(target=self._end, args=(cancel_futures,), name="kernelpick-device-end")
+        ending.start()
         if wait:
-            if self._zygote.status(self.pid, END_TIMEOUT_S if cancel_futures else None) is None:
-                signal_group(self.pid, signal.SIGKILL)
-            self._reader.join()
+            ending.join()
+
+    def _end(self, interrupted: bool) -> None:
+        if interrupted:  # it ends once the interrupted call answers; killed, that call fails saying so
+            self._process.stop(END_TIMEOUT_S)
+        super().shutdown()  # its calls done
+        self._process.stop(END_TIMEOUT_S)
 
 
-def _read_message(stream: IO[bytes]) -> bytes | None:
-    header = stream.read(_LENGTH.size)
-    if len(header) < _LENGTH.size:
-        return None
-    (length,) = _LENGTH.unpack(header)
-    return stream.read(length)
+def _encoded(value: object) -> str:
+    return base64.b64encode(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)).decode()
 
 
-def serve(replies_fd: int) -> int:  # pragma: no cover - runs in the forked process (tested through it)
-    """The device process's loop: run each call read from stdin, its outcome pickled to `replies_fd`.
-    Ends when stdin closes, after what `atexit` holds (its workers stopped), as a spawned process's
-    exit would."""
+def serve(fd: int) -> int:  # pragma: no cover - runs in the device process (tested through it)
+    """The device process's loop: run each call read from stdin, its outcome sent on `fd`. Ends when
+    stdin closes, after what `atexit` holds (its workers stopped), as a spawned process's exit would."""
     try:
-        with os.fdopen(0, "rb", closefd=False) as requests, os.fdopen(replies_fd, "wb") as replies:
-            while (message := _read_message(requests)) is not None:
+        with os.fdopen(fd, "w") as messages:
+            messages.write(json.dumps({"ready": True, "pid": os.getpid(), "device": "device process"}) + "\n")
+            messages.flush()
+            for line in sys.stdin:
                 try:
-                    fn, args, kwargs = pickle.loads(message)
+                    fn, args, kwargs = pickle.loads(base64.b64decode(json.loads(line)["call"]))
                     outcome: tuple[bool, Any] = (True, fn(*args, **kwargs))
                 except BaseException as error:
                     outcome = (False, error)
-                replies.write(_pickled(outcome))
-                replies.flush()
+                messages.write(json.dumps({"outcome": _pickled(outcome)}) + "\n")
+                messages.flush()
     finally:
         atexit._run_exitfuncs()
     return 0
 
 
-def _pickled(outcome: tuple[bool, Any]) -> bytes:
-    """A reply's bytes; an outcome that does not pickle (an exception holding a lock, say) as a
+def _pickled(outcome: tuple[bool, Any]) -> str:
+    """A reply's payload; an outcome that does not pickle (an exception holding a lock, say) as a
     RuntimeError that says what it was."""
     try:
-        data = pickle.dumps(outcome, protocol=pickle.HIGHEST_PROTOCOL)
+        return _encoded(outcome)
     except Exception as failure:
         ok, value = outcome
         why = f"{type(failure).__name__}: {failure}"
@@ -222,5 +167,4 @@ def _pickled(outcome: tuple[bool, Any]) -> bytes:
         else:
             text = "".join(traceback.format_exception(value)).rstrip()
             stand_in = RuntimeError(f"in the device process:\n{text}\n(its exception did not pickle: {why})")
-        data = pickle.dumps((False, stand_in), protocol=pickle.HIGHEST_PROTOCOL)
-    return _LENGTH.pack(len(data)) + data
+        return _encoded((False, stand_in))

@@ -1,4 +1,6 @@
-"""The worker process: `python -m kernelpick.workers.main FD` reads requests on stdin, answers on FD.
+"""The worker process: `python -m kernelpick.workers.main FD ENTRY` reads requests on stdin, answers on FD.
+
+ENTRY is the loop it runs: `serve_messages`, or a device process's (`kernelpick.jobs.device_process`).
 
 A request names nothing of the user's module, so a worker imports only libraries. A worker whose CUDA
 context a candidate broke says so and exits, for its pool to start a fresh one; it also ends itself
@@ -128,10 +130,10 @@ def serve_messages(fd: int) -> int:
 
 
 def main() -> int:
-    from kernelpick.workers.zygote import die_with_parent
+    from kernelpick.workers.zygote import die_with_parent, run_entry
 
     die_with_parent()  # a spawned worker: forked ones start it as they become the zygote's children
-    return serve_messages(int(sys.argv[1]))
+    return run_entry(sys.argv[2], int(sys.argv[1]))
 
 
 if __name__ == "__main__":

@@ -145,7 +145,7 @@ def start_workers(device: torch.device | str | None = None, *, wait: bool = Fals
     return True
 
 
-def fork_zygote_early(*, spawned_to_tune: bool = False) -> None:
+def fork_zygote_early() -> None:
     """When the first tuned kernel or selector is made, or `start_workers` is called: fork the zygote
     that forks workers (`kernelpick.workers.zygote`), if this process will want workers (a new
     interpreter as the zygote if this process used CUDA already). `import kernelpick` starts no process.
@@ -163,7 +163,7 @@ def fork_zygote_early(*, spawned_to_tune: bool = False) -> None:
         return
     if current.isolate == "auto" and not _gpu_present():
         return
-    fork_zygote(spawned_to_tune=spawned_to_tune, spawn=True)  # a new interpreter if CUDA was used
+    fork_zygote(spawn=True)  # a new interpreter if CUDA was used
 
 
 def _gpu_present() -> bool:
@@ -185,7 +185,7 @@ def _driver_present() -> bool:
     return Path("/dev/nvidiactl").exists()
 
 
-def start_early(requested: bool | None, *, spawned_to_tune: bool = False) -> None:
+def start_early(requested: bool | None) -> None:
     """Get ready for the first tuning in the background, once per process, if it has a GPU: start the
     isolation workers (unless isolation is off: `requested` False, `KERNELPICK_ISOLATE=off`) and warm
     Triton's compiler up (`kernelpick.compile.warm`).
@@ -194,22 +194,16 @@ def start_early(requested: bool | None, *, spawned_to_tune: bool = False) -> Non
     each worker takes seconds to import torch and Triton and make its CUDA context, and that happens
     while the program still sets up (loads its model or data), not in its first tuning. Nothing
     happens in a worker, without a GPU, in a process started by `multiprocessing` (a data
-    loader's worker that imports the program's modules would start workers of its own) unless
-    kernelpick started it to tune (`spawned_to_tune`), or when `KERNELPICK_NO_TUNING=1` says this
-    process never tunes.
+    loader's worker that imports the program's modules would start workers of its own), or when
+    `KERNELPICK_NO_TUNING=1` says this process never tunes.
     """
     global _started_early
-    if (
-        _started_early
-        or _tuning_elsewhere
-        or inside_worker
-        or (multiprocessing.parent_process() is not None and not spawned_to_tune)
-    ):
+    if _started_early or _tuning_elsewhere or inside_worker or multiprocessing.parent_process() is not None:
         return
     if settings.current().no_tuning:
         return
     _started_early = True
-    fork_zygote_early(spawned_to_tune=spawned_to_tune)  # now, before the program can use CUDA
+    fork_zygote_early()  # now, before the program can use CUDA
     # A rank's GPU is not known yet (the program sets it later): its workers start at its first tuning.
     isolate = requested is not False and settings.current().isolate != "off" and not _one_rank_of_several()
 
@@ -246,10 +240,9 @@ def tune_elsewhere() -> None:
 
 def ready_to_tune() -> None:
     """In a process kernelpick started to tune (one per GPU of `kernelpick tune --devices`, forked by
-    the command's zygote or spawned), what a program that imports kernelpick gets: the zygote, then
-    the workers and the compiler's warm-up in the background. `multiprocessing`'s children go
-    without both otherwise: such a process's first job would start its workers then, as new
-    interpreters importing torch (seconds each: `kernelpick.workers.zygote`)."""
+    the command's zygote or spawned, or a Ray actor), what a program that imports kernelpick gets
+    when it makes its first tuned kernel: the zygote, then the workers and the compiler's warm-up in
+    the background, before its first job rather than in it."""
     global _tuning_elsewhere
     _tuning_elsewhere = False  # this process tunes, whatever the one it was forked from does
-    start_early(None, spawned_to_tune=True)
+    start_early(None)

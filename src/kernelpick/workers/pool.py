@@ -30,7 +30,7 @@ from kernelpick.bench.measure import OnDone
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.stats import TimingSummary
 from kernelpick.errors import IsolationError
-from kernelpick.workers.process import WorkerProcess, describe_exit
+from kernelpick.workers.process import WorkerProcess, describe_exit, describe_output
 
 log = logging.getLogger("kernelpick.workers")
 
@@ -56,7 +56,11 @@ class WorkerPool:
 
     def __init__(self, devices: Sequence[int | None], retire: bool | None = None) -> None:
         self._messages: queue.Queue[_Message] = queue.Queue()
-        self.workers = [WorkerProcess(device, self._messages, slot) for slot, device in enumerate(devices)]
+        # Isolation inside a worker is off: it measures what it is sent itself, and forks no zygote.
+        isolation = {"KERNELPICK_ISOLATE": "off"}
+        self.workers = [
+            WorkerProcess(device, self._messages, slot, isolation) for slot, device in enumerate(devices)
+        ]
         self._lock = threading.Lock()
         self._requests = itertools.count()
         self._start_lock = threading.Lock()
@@ -305,7 +309,7 @@ class WorkerPool:
                             del busy[slot]
                             results[waiting.candidate] = BenchmarkResult.failed(
                                 "timeout",
-                                f"took over {timeout_s:g} s; the worker was killed{_output(worker.tail())}",
+                                f"took over {timeout_s:g} s; the worker was killed{describe_output(worker.tail())}",
                             )
                             if on_done is not None:
                                 on_done(waiting.candidate, results[waiting.candidate])
@@ -429,10 +433,11 @@ class WorkerPool:
             ):  # it ended itself, past its time limit (`kernelpick.workers.main`)
                 return BenchmarkResult.failed(
                     "timeout",
-                    f"it ran past its time limit and the worker ended itself{_output(worker.tail())}",
+                    f"it ran past its time limit and the worker ended itself{describe_output(worker.tail())}",
                 )
             return BenchmarkResult.failed(
-                "crashed", f"the worker died ({describe_exit(code)}) while running it{_output(worker.tail())}"
+                "crashed",
+                f"the worker died ({describe_exit(code)}) while running it{describe_output(worker.tail())}",
             )
         if "error" in body:
             if first:
@@ -488,15 +493,11 @@ class _Fed:
 def _failure(worker: WorkerProcess, body: Mapping[str, Any] | None, results: Mapping[str, Any]) -> str:
     """Why a worker's answer is no use, for a log line."""
     if body is None:
-        return f"it died ({describe_exit(worker.exit_code())}){_output(worker.tail())}"
+        return f"it died ({describe_exit(worker.exit_code())}){describe_output(worker.tail())}"
     if "error" in body:
         return f"{body['error']}\n{body.get('traceback', '')}"
     reasons = {r.get("message", "") for r in results.values() if r.get("status") != "ok"}
     return "; ".join(sorted(reasons)) or "finalists missing from its answer"
-
-
-def _output(tail: str) -> str:
-    return f"; its last output:\n{tail}" if tail.strip() else ""
 
 
 _pools: dict[tuple[int | None, ...], WorkerPool] = {}

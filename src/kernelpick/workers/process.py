@@ -1,7 +1,8 @@
 """One worker process: started once, fed requests as JSON lines, watched, killed and restarted.
 
 Messages come back through a pipe of their own, so that what the benchmarked code prints cannot garble
-them; the last lines of its output are kept as the reason of a crash.
+them; the last lines of its output are kept as the reason of a crash. The device processes of
+`kernelpick tune --devices` are such processes too, running another loop (`kernelpick.jobs.device_process`).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any
 
 from kernelpick import settings
 from kernelpick.errors import IsolationError
-from kernelpick.workers.zygote import ForkedWorker, Zygote, fork_zygote
+from kernelpick.workers.zygote import WORKER_ENTRY, ForkedWorker, Zygote, fork_zygote, signal_group
 
 log = logging.getLogger("kernelpick.workers")
 
@@ -50,15 +51,27 @@ def describe_exit(code: int | None) -> str:
     return f"exit code {code}"
 
 
+def describe_output(tail: str) -> str:
+    """The end of a message saying why a process ended: its last output (`WorkerProcess.tail`), if any."""
+    return f"; its last output:\n{tail}" if tail.strip() else ""
+
+
 class WorkerProcess:
-    """A `python -m kernelpick.workers.main` process bound to one device.
+    """A process bound to one device, forked by the zygote where there is one, else a new interpreter
+    (`python -m kernelpick.workers.main`), running `entry`.
 
     Args:
         device: the GPU index it owns, as this process numbers its GPUs (it sees only that GPU, as
-            `cuda:0`: `settings.visible_device`), or None for the CPU.
-        messages: where its messages go, as `(slot, message)`; `slot` tells workers apart.
+            `cuda:0`: `settings.visible_device`), or None for the CPU (or the environment's GPUs).
+        messages: where its messages go, as `(slot, generation, message)`; `slot` tells workers apart.
         slot: this worker's number in its pool.
         environment: extra environment variables for it.
+        entry: the loop it runs ("module:function", called with its messages' file descriptor,
+            first saying it is ready): an isolation worker's, or a device process's.
+        echo: what it prints goes to this process's stderr too, not only into `tail`.
+        spawned_zygote: whether a zygote that is a new interpreter (this process had touched CUDA
+            when it made its zygote) may fork it; if not, only a forked zygote does, else it is a new
+            interpreter itself (a device process: `kernelpick.jobs.device_process`).
     """
 
     def __init__(
@@ -67,11 +80,18 @@ class WorkerProcess:
         messages: queue.Queue[tuple[int, int, dict[str, Any] | None]],
         slot: int,
         environment: Mapping[str, str] | None = None,
+        *,
+        entry: str = WORKER_ENTRY,
+        echo: bool = False,
+        spawned_zygote: bool = True,
     ) -> None:
         self.device = device
         self.slot = slot
         self._messages = messages
         self._environment = dict(environment or {})
+        self._entry = entry
+        self._echo = echo
+        self._spawned_zygote = spawned_zygote
         self._tail: collections.deque[str] = collections.deque(maxlen=_TAIL_LINES)
         self._process: subprocess.Popen[bytes] | ForkedWorker | None = None
         self.generation = 0  # bumped at every start: messages of a dead predecessor are ignored
@@ -86,6 +106,10 @@ class WorkerProcess:
     def alive(self) -> bool:
         return self._process is not None and self._process.poll() is None
 
+    @property
+    def pid(self) -> int | None:
+        return None if self._process is None else self._process.pid
+
     def start(self) -> None:
         """Start the process and wait until it has imported everything and said so.
 
@@ -95,7 +119,9 @@ class WorkerProcess:
         self.generation += 1
         self._tail.clear()
         read_end, write_end = os.pipe()
-        forked = fork_zygote(spawn=True) if _forking_works else None  # made now if not yet
+        forked = fork_zygote(spawn=self._spawned_zygote) if _forking_works else None  # made now if not yet
+        if forked is not None and forked.spawned and not self._spawned_zygote:
+            forked = None
         changes: dict[str, str | None] = {
             # A new interpreter imports Triton to compile (kernelpick interprets CPU kernels itself);
             # a child of the zygote has the Triton it imported, made as TRITON_INTERPRET then said,
@@ -103,8 +129,6 @@ class WorkerProcess:
             **({} if forked is not None and not forked.spawned else {"TRITON_INTERPRET": None}),
             # The worker imports what the caller can: its import path, entries added at run time too.
             "PYTHONPATH": os.pathsep.join(p for p in sys.path if p and os.path.isdir(p)),
-            # Isolation inside a worker is off: it measures what it is sent itself, and forks no zygote.
-            "KERNELPICK_ISOLATE": "off",
             **self._environment,
         }
         if self.device is not None:
@@ -122,7 +146,7 @@ class WorkerProcess:
                 return
         else:
             self._process = subprocess.Popen(
-                [sys.executable, "-m", "kernelpick.workers.main", str(write_end)],
+                [sys.executable, "-m", "kernelpick.workers.main", str(write_end), self._entry],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
@@ -142,7 +166,7 @@ class WorkerProcess:
             self.kill()
             raise IsolationError(f"a worker did not start in {START_TIMEOUT_S:.0f} s:\n{self.tail()}")
         if not self.info:
-            code = self._process.wait()
+            code = self.exit_code()
             if forked is not None:  # e.g. this process used CUDA before the zygote was forked
                 log.info("a forked worker failed to start (%s); starting new interpreters", self.tail())
                 _no_more_forking()
@@ -156,13 +180,12 @@ class WorkerProcess:
             time.perf_counter() - started,
         )
 
-    @staticmethod
-    def _fork(forked: Zygote, environment: Mapping[str, str], messages: int) -> ForkedWorker:
+    def _fork(self, forked: Zygote, environment: Mapping[str, str], messages: int) -> ForkedWorker:
         """A worker forked by the zygote, on pipes like those `subprocess.Popen` would make."""
         stdin_read, stdin_write = os.pipe()
         output_read, output_write = os.pipe()
         try:
-            pid = forked.fork_child((stdin_read, output_write, messages), environment)
+            pid = forked.fork_child((stdin_read, output_write, messages), environment, self._entry)
         finally:
             os.close(stdin_read)
             os.close(output_write)
@@ -184,17 +207,29 @@ class WorkerProcess:
                 self._process.kill()
         self._process.wait()
 
-    def exit_code(self) -> int | None:
-        return None if self._process is None else self._process.wait()
+    def interrupt(self) -> None:
+        """Interrupt what it runs (SIGINT, what Ctrl-C does: it is out of the terminal's session)."""
+        if self._process is not None:
+            signal_group(self._process.pid, signal.SIGINT)
 
-    def stop(self) -> None:
-        """Ask the process to end; kill it if it does not."""
+    def exit_code(self, timeout_s: float = 30.0) -> int | None:
+        """Its exit status, once it has ended (waiting up to `timeout_s`: its messages may end just
+        before it does); None if it has not, or never started."""
+        if self._process is None:
+            return None
+        try:
+            return self._process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        """Ask the process to end (its stdin closes); kill it if it has not `timeout_s` later."""
         if self._process is None or self._process.poll() is not None:
             return
         try:
             assert self._process.stdin is not None
             self._process.stdin.close()
-            self._process.wait(timeout=5)
+            self._process.wait(timeout=timeout_s)
         except (OSError, subprocess.TimeoutExpired):
             self.kill()
 
@@ -220,4 +255,8 @@ class WorkerProcess:
     def _read_output(self, process: subprocess.Popen[bytes]) -> None:
         assert process.stdout is not None
         for line in process.stdout:
-            self._tail.append(line.decode(errors="replace").rstrip())
+            text = line.decode(errors="replace").rstrip()
+            self._tail.append(text)
+            if self._echo:
+                sys.stderr.write(text + "\n")
+                sys.stderr.flush()

@@ -35,6 +35,8 @@ SPAWNED_START_S = 180.0
 WORKER_ENTRY = "kernelpick.workers.main:serve_messages"
 
 _zygote: Zygote | None = None
+#: Whether a forked zygote said its children could not use CUDA: every later fork of this process is alike.
+_forks_lack_cuda = False
 _zygote_lock = threading.Lock()
 
 
@@ -79,7 +81,7 @@ class Zygote:
     def __init__(self, spawned: bool = False) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self.owner = os.getpid()
-        self.spawned = spawned  # a new interpreter (this process used CUDA), not a fork of this one
+        self.spawned = spawned  # a new interpreter (this process touched CUDA), not a fork of this one
         if spawned:
             self._process: subprocess.Popen[bytes] | None = _spawn(theirs)
             self._init_parent(ours, theirs, self._process.pid)
@@ -97,11 +99,23 @@ class Zygote:
             ours.close()
             code = 0
             try:
-                _serve(theirs)
+                usable = not _in_bad_fork()
+                _report(theirs, {"usable": usable})
+                if usable:
+                    _serve(theirs)
             except BaseException:
                 code = 1
             os._exit(code)
         self._init_parent(ours, theirs, pid)
+        with self._changed:  # its first report, at once: whether its children can use CUDA
+            self._changed.wait_for(lambda: self._usable is not None or self.gone, timeout=30.0)
+        if not self._usable:
+            global _forks_lack_cuda
+            _forks_lack_cuda = self._usable is False
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)  # it ends itself, having said so; else it did not answer
+                os.waitpid(pid, 0)
+            raise OSError("its children could not use CUDA: this process had asked CUDA for its GPUs")
 
     def _init_parent(self, ours: socket.socket, theirs: socket.socket, pid: int) -> None:
         theirs.close()
@@ -112,6 +126,7 @@ class Zygote:
         self._exits: dict[int, int] = {}  # by worker pid: its exit status (a negative signal number)
         self._changed = threading.Condition()
         self._requests = 0
+        self._usable: bool | None = None
         threading.Thread(target=self._read, name="kernelpick-zygote", daemon=True).start()
 
     def fork_child(
@@ -159,6 +174,8 @@ class Zygote:
             with self._changed:
                 if "started" in report:
                     self._started[report["request"]] = report["started"]
+                elif "usable" in report:
+                    self._usable = report["usable"]
                 else:
                     self._exits[report["exited"]] = report["status"]
                 self._changed.notify_all()
@@ -261,6 +278,15 @@ def _forget_unfinished_imports() -> None:
             del sys.modules[name]
 
 
+def _in_bad_fork() -> bool:
+    """Whether torch says this process cannot use CUDA, nor any process it forks: it was forked after
+    its parent initialized CUDA or merely asked it for its GPUs (`torch.cuda.is_available()` calls
+    `torch._C._cuda_getDeviceCount`, which registers torch's fork handler: `torch.cuda.is_initialized()`
+    stays False, yet every child forked from then on fails at its first CUDA call)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and bool(torch.cuda._is_in_bad_fork())
+
+
 def _report(connection: socket.socket, message: dict[str, Any]) -> None:  # pragma: no cover
     connection.sendall(json.dumps(message).encode() + b"\n")
 
@@ -290,8 +316,7 @@ def _become_child(fds: list[int], environment: Mapping[str, str], entry: str) ->
         from kernelpick import settings
 
         settings.replace_environment(environment)  # CUDA_VISIBLE_DEVICES among it, read when CUDA starts
-        module, _, name = entry.partition(":")
-        code = getattr(importlib.import_module(module), name)(messages)
+        code = run_entry(entry, messages)
     except BaseException:
         import traceback
 
@@ -300,6 +325,13 @@ def _become_child(fds: list[int], environment: Mapping[str, str], entry: str) ->
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
+
+
+def run_entry(entry: str, messages: int) -> int:  # pragma: no cover - runs in a worker or a device process
+    """Run a child's loop, `entry` ("module:function"), given its messages' file descriptor; its exit status."""
+    module, _, name = entry.partition(":")
+    code: int = getattr(importlib.import_module(module), name)(messages)
+    return code
 
 
 def die_with_parent() -> None:  # pragma: no cover - runs in a worker or a device process
@@ -323,26 +355,28 @@ def _max_fd() -> int:
         return 4096
 
 
-def fork_zygote(*, spawned_to_tune: bool = False, spawn: bool = False) -> Zygote | None:
-    """Fork this process's zygote if it may have one: it has not used CUDA (a process forked after it
-    did cannot; with `spawn`, the zygote is then a new interpreter), it is not a worker or a
-    `multiprocessing` child (unless kernelpick started that child to tune: `spawned_to_tune`), and it
-    can fork. Once per process."""
+def fork_zygote(*, spawn: bool = False) -> Zygote | None:
+    """Fork this process's zygote if it may have one: it is not a worker or a `multiprocessing` child,
+    it can fork, and it has not touched CUDA (initialized it, or asked it for its GPUs: a process
+    forked after that cannot use CUDA, `_in_bad_fork`); where it has, with `spawn`, the zygote is a
+    new interpreter (`Zygote.spawned`), else there is none. Once per process."""
     global _zygote
     with _zygote_lock:
         if _zygote is not None and _zygote.owner == os.getpid():
             return _zygote
-        if not hasattr(os, "fork") or (multiprocessing.parent_process() is not None and not spawned_to_tune):
+        if not hasattr(os, "fork") or multiprocessing.parent_process() is not None:
             return None
-        used_cuda = _cuda_initialized()
-        if used_cuda and not spawn:
-            return None
-        try:
-            _zygote = Zygote(spawned=used_cuda)
-        except OSError as error:
-            log.debug("no zygote: %s", error)
-            return None
-        return _zygote
+        for spawned in (False, True):
+            if spawned and not spawn:
+                return None
+            if not spawned and (_forks_lack_cuda or _cuda_initialized()):
+                continue
+            try:
+                _zygote = Zygote(spawned=spawned)
+                return _zygote
+            except OSError as error:
+                log.debug("no %s zygote: %s", "spawned" if spawned else "forked", error)
+        return None
 
 
 def _cuda_initialized() -> bool:
