@@ -92,11 +92,13 @@ def device_slug(name: str) -> str:
     return (match.group(1) if match else re.sub(r"[^a-z0-9]+", "-", name.lower())).lower()
 
 
-def write_result(name: str, data: dict[str, Any]) -> Path:
-    """Write bench/results/<name>-<device>.json (and to $OUT when the device tool's folder is there)."""
+def write_result(name: str, data: dict[str, Any], folder: Path | None = None) -> Path:
+    """Write <folder>/<name>-<device>.json, bench/results by default (and to $OUT when the device
+    tool's folder is there)."""
     slug = device_slug(data.get("environment", {}).get("device", "cpu"))
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    path = RESULTS / f"{name}-{slug}.json"
+    folder = RESULTS if folder is None else folder
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}-{slug}.json"
     text = json.dumps(data, indent=2, default=str)
     path.write_text(text + "\n")
     out = os.environ.get("OUT")

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import statistics
 import sys
 import time
@@ -37,7 +36,7 @@ from typing import Any
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import device_slug, environment, write_result
+from common import environment, write_result
 
 
 def loop(statement: str, names: dict[str, Any]) -> Callable[[int], None]:
@@ -239,13 +238,8 @@ def main() -> None:
     parser.add_argument("--no-write", action="store_true", help="print the table only")
     args = parser.parse_args()
     result = {"environment": environment(), **measure(args.device, args.calls, args.repeats)}
-    if args.out is not None:
-        args.out.mkdir(parents=True, exist_ok=True)
-        path = args.out / f"eager_path-{device_slug(result['environment']['device'])}.json"
-        path.write_text(json.dumps(result, indent=2, default=str) + "\n")
-        print(f"wrote {path}")
-    elif not args.no_write:
-        print(f"wrote {write_result('eager_path', result)}")
+    if not args.no_write:
+        print(f"wrote {write_result('eager_path', result, args.out)}")
     print(table(result))
 
 

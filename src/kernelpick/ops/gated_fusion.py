@@ -105,7 +105,8 @@ def fuse_when_compiled() -> None:
     after the passes set there, where `KERNELPICK_OPS_FUSION` is on and Inductor is loaded, unless
     it is there already. The fake implementation of `kernelpick.mm` calls it: Dynamo runs that while
     it traces a graph for `torch.compile` (which has loaded Inductor), before Inductor compiles the
-    graph. Loading Inductor here instead would cost every other fake call a second."""
+    graph. Importing Inductor's configuration here instead would cost a program that never compiles
+    about a second (docs/benchmarks.md)."""
     config: Any = sys.modules.get("torch._inductor.config")
     if config is None or not settings.current().ops_fusion:
         return
