@@ -6,7 +6,8 @@ Measures, each tuner in its own fresh process with fresh caches:
       decorated first, then the inputs are made, then the first call is timed; the time from the
       decoration to the first result is kept too. A third row waits for the workers to be ready
       before the first call (`kernelpick.start_workers(wait=True)`): a program whose own set-up
-      outlasts the workers' start;
+      outlasts the workers' start; a fourth calls `torch.cuda.is_available()` before anything else, as
+      many scripts do (it makes every process forked afterwards a bad fork for CUDA);
   (b) first-call overhead in a new process with the store (and Triton's kernel cache) warm;
   (c) per-call host time at 64x64x64 of the tuned kernel vs a raw `kernel[grid]` launch;
   (d) TFLOP/s of each pick and of torch.mm, and each pick vs the truly fastest config found by
@@ -87,6 +88,8 @@ def role_cold(which: str) -> dict[str, Any]:
 
     logging.getLogger("kernelpick").addHandler(Keep(logging.INFO))
     logging.getLogger("kernelpick").setLevel(logging.INFO)
+    if os.environ.get("BENCH_CUDA_CHECKED"):  # a script's first line: `if torch.cuda.is_available():`
+        torch.cuda.is_available()
     decorated = time.perf_counter()
     kernel = make_tuner(which)  # as a script's import would
     a, b, c = make_inputs(SIZE)
@@ -320,6 +323,11 @@ def main() -> None:
             "KERNELPICK_CACHE_DIR": str(work / "kp-w"),
             "BENCH_WORKERS_READY": "1",
         },
+        "kernelpick_cuda_checked": {
+            "TRITON_CACHE_DIR": str(work / "triton-cache-kc"),
+            "KERNELPICK_CACHE_DIR": str(work / "kp-c"),
+            "BENCH_CUDA_CHECKED": "1",
+        },
     }.items():
         cold[name] = run_role(
             Path(__file__), "cold", env, "--which", "triton" if name == "triton" else "kernelpick"
@@ -328,7 +336,7 @@ def main() -> None:
     report["cold"] = cold
     report["speedup_vs_triton"] = {
         m: cold["triton"]["seconds"] / cold[m]["seconds"]
-        for m in ("kernelpick", "kernelpick_inprocess", "kernelpick_workers_ready")
+        for m in ("kernelpick", "kernelpick_inprocess", "kernelpick_workers_ready", "kernelpick_cuda_checked")
     }
 
     # (b) first call in a new process, store and Triton cache warm (from the default path's run).
@@ -386,7 +394,7 @@ def main() -> None:
     best_ms = min(v for k, v in truth["median_ms"].items() if k != "torch.mm")
     best_name = min((k for k in truth["median_ms"] if k != "torch.mm"), key=truth["median_ms"].__getitem__)
     report["picks"] = {}
-    for name in ("triton", "kernelpick", "kernelpick_inprocess", "kernelpick_workers_ready"):
+    for name in cold:
         pick = cold[name]["best"]
         ms = truth["median_ms"].get(pick)
         report["picks"][name] = {
@@ -401,7 +409,7 @@ def main() -> None:
     path = write_result("autotune_vs_triton", report)
     print(f"\nwrote {path}")
     print(f"{'':24}{'cold s':>9}{'pick TFLOP/s':>14}{'vs fastest':>12}")
-    for name in ("triton", "kernelpick", "kernelpick_inprocess", "kernelpick_workers_ready"):
+    for name in cold:
         p = report["picks"][name]
         print(
             f"{name:24}{cold[name]['seconds']:9.2f}{(p['tflops'] or 0):14.1f}{(p['vs_fastest'] or 0):12.3f}"
