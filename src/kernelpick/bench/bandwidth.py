@@ -1,8 +1,4 @@
-"""DRAM bandwidth measured on the GPU: once per device model, then read from the cache dir.
-
-A device-to-device copy of a buffer eight times the L2 (at least 256 MiB) reads and writes every
-byte once; the median of 20 copies timed with CUDA events gives GB/s (10^9 bytes per second).
-"""
+"""DRAM bandwidth measured on the GPU: once per device model, then read from the cache dir."""
 
 from __future__ import annotations
 

@@ -1,8 +1,4 @@
-"""Benchmark candidates in two rounds: all of them briefly, then the fastest few again, interleaved.
-
-The one place that decides how candidates are measured, for both fronts, in the caller and in workers:
-the timer, the rounds and their budgets, host time per call and the statistics kept with each result.
-"""
+"""Benchmark candidates in two rounds: all of them briefly, then the fastest few again, interleaved."""
 
 from __future__ import annotations
 

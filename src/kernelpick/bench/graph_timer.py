@@ -1,10 +1,4 @@
-"""The CUDA-graph timer: many runs captured in a graph, each after an L2 flush, timed as replays.
-
-A `timed` graph of `n` times (setup, flush, run, teardown) and a `baseline` graph without the runs
-are replayed in turn; each pair gives `(timed - baseline) / n` ms per run, so the flushes' own time is
-taken off and nothing the host does is timed. A candidate that cannot be captured is timed with CUDA
-events instead, and its result says so.
-"""
+"""The CUDA-graph timer: many runs captured in a graph, each after an L2 flush, timed as replays."""
 
 from __future__ import annotations
 

@@ -1,9 +1,4 @@
-"""Host time per call: how long the host takes to issue one call in a stream of back-to-back calls.
-
-Device timers leave the host out on purpose, so its share is measured apart, as a program incurs it:
-the exact callable, called back to back without synchronizing, until the last call returns. It is
-shown beside the device time and does not rank (`TimingSummary.cost_ms` says why).
-"""
+"""Host time per call: how long the host takes to issue one call in a stream of back-to-back calls."""
 
 from __future__ import annotations
 

@@ -1,9 +1,4 @@
-"""Benchmark arguments: scratch copies of what a run may write, and a selection's new example inputs.
-
-The user's tensors are never written while tuning. Copies are made per storage, so arguments that
-alias each other alias in the copies too, and a copy is restored before each run only when the kernel
-may also read its storage (restoring what it only writes would only add memory traffic).
-"""
+"""Benchmark arguments: scratch copies of what a run may write, and a selection's new example inputs."""
 
 from __future__ import annotations
 

@@ -1,9 +1,4 @@
-"""Measuring candidates on one problem: a first run each, checked, then the timing of those that worked.
-
-The one routine behind every measurement, in the caller and in a worker: a candidate is a callable of
-the example arguments. The GPU first runs the candidates in turn, since after compiling it may have
-clocked down and whichever were timed first would lose for it.
-"""
+"""Measuring candidates on one problem: a first run each, checked, then the timing of those that worked."""
 
 from __future__ import annotations
 

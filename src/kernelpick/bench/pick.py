@@ -1,9 +1,4 @@
-"""The pick: the fastest candidate, unless it does not clearly beat the reference.
-
-A reference is what the user would run without kernelpick (a selector's first library choice, a
-kernel's default config or its stored pick); a candidate replaces it only when faster by more than
-the measured spread of the two, since a win inside the noise could make the program slower.
-"""
+"""The pick: the fastest candidate, unless it does not clearly beat the reference."""
 
 from __future__ import annotations
 

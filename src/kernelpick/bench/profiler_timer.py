@@ -1,9 +1,4 @@
-"""The profiler timer: each run's kernel time, from the kernels' own durations (CUPTI, torch.profiler).
-
-A run's time is the sum of the device activities between two marker kernels around it, with none of
-the gaps, as Inductor's `do_bench_using_profiling` measures. Where another profiler session runs or a
-run's kernels cannot be told apart, the candidate is timed with CUDA events instead, and says so.
-"""
+"""The profiler timer: each run's kernel time, from the kernels' own durations (CUPTI, torch.profiler)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,4 @@
-"""Timers of device time: the protocol, CUDA events, a wall clock for CPU devices, and the choice among them.
-
-Every timer runs a candidate's `setup` and `teardown` outside the timed region, flushes the L2 before
-each run on a GPU, warms up, and returns milliseconds per run. `KERNELPICK_TIMER` picks `cudagraph`
-(`bench/graph_timer.py`), `profiler` (`bench/profiler_timer.py`) or `events`; `auto` is `cudagraph`
-falling back to `events` per candidate (docs/design.md, "The benchmarker and its timers").
-"""
+"""Timers of device time: the protocol, CUDA events, a CPU wall clock, and the choice among them."""
 
 from __future__ import annotations
 

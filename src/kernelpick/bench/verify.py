@@ -1,9 +1,4 @@
-"""Checking a choice's output against the reference's, with tolerances that suit the dtype.
-
-A value passes when `|out - expected| <= atol * scale + rtol * |expected|`, `scale` being the root
-mean square of the expected output, so that sums which cancel to near zero are judged against the
-size of their terms; NaN never passes (docs/measurement.md, "Checking outputs").
-"""
+"""Checking a choice's output against the reference's, with tolerances that suit the dtype."""
 
 from __future__ import annotations
 

@@ -1,10 +1,4 @@
-"""Compile claims: the processes of one host that need one binary at once compile it once.
-
-A forked compiler first locks a file named by Triton's cache key of the compile; one that finds it
-held waits, then loads the binary from Triton's cache. A claim orders compiles and nothing else: what
-runs is always what Triton's cache key names, so a claim can cost time, never a wrong binary
-(docs/store.md, "A config is compiled once per host").
-"""
+"""Compile claims: the processes of one host that need one binary at once compile it once."""
 
 from __future__ import annotations
 

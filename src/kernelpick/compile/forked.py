@@ -1,9 +1,4 @@
-"""Forked compilers: a batch's Triton compiles run in forked children, then loaded in the parent.
-
-The children fill Triton's on-disk cache, and build each signature's C launcher there too, so that the
-workers do not each build it at their first launch. A child that dies takes only its own configs down;
-one that runs past `Patience` or the compile timeout is killed (docs/design.md, "Compiling").
-"""
+"""Forked compilers: a batch's Triton compiles run in forked children, then loaded in the parent."""
 
 from __future__ import annotations
 

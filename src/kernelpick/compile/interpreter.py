@@ -1,11 +1,4 @@
-"""What kernelpick adds to Triton's interpreter so that kernels written for GPUs run in it as they do there.
-
-`extend` replaces two of the interpreter's functions for the launches run while its patches are in
-place: `_implicit_cvt` (a float argument becomes the fp32 scalar it is on a GPU) and `_patch_lang`
-(`patch_lang`: libdevice's stubs get NumPy behind them, `kernelpick.compile.libdevice`, and builtins
-under other names in the kernel's and helpers' modules get the interpreter's). docs/design.md, "Kernels
-in the interpreter", says why each is needed.
-"""
+"""What kernelpick adds to Triton's interpreter so that kernels written for GPUs run in it as on a GPU."""
 
 from __future__ import annotations
 

@@ -1,8 +1,4 @@
-"""Launching Triton kernels where they can run: compiled on GPUs, in Triton's interpreter on CPUs.
-
-A plain `@triton.jit` kernel whose tensors are on the CPU runs in the interpreter, its helpers through a
-patch of `JITFunction.__call__` held for the launch only, so `TRITON_INTERPRET=1` is never needed.
-"""
+"""Launching Triton kernels where they can run: compiled on GPUs, in Triton's interpreter on CPUs."""
 
 from __future__ import annotations
 

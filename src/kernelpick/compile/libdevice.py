@@ -1,9 +1,4 @@
-"""NumPy versions of CUDA's libdevice functions, for kernels run in Triton's interpreter (which has none).
-
-`extern_elementwise` implements the `create_extern_elementwise` that Triton leaves unimplemented in
-the interpreter, for the symbols below, so argument checks, broadcasting and result types stay the
-backend's.
-"""
+"""NumPy versions of CUDA's libdevice functions, for kernels run in Triton's interpreter (which has none)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,4 @@
-"""One config of a tuned kernel as a candidate a worker can run: the kernel, its meta-parameters and grid.
-
-The kernel crosses by value and finds its binary in Triton's on-disk cache; the grid crosses as
-numbers, evaluated where the kernel was called.
-"""
+"""One config of a tuned kernel as a candidate a worker can run: the kernel, its meta-parameters and grid."""
 
 from __future__ import annotations
 

@@ -1,9 +1,4 @@
-"""Compile every config of a kernel at once, before any is benchmarked, and say which ones failed.
-
-`KERNELPICK_COMPILE_MODE` picks threads (Triton's async compile mode) or forked children
-(`kernelpick.compile.forked`); on CPU devices each config is only lowered to TTIR for an explicit GPU
-target, which catches what the compiler would reject (docs/design.md, "Compiling").
-"""
+"""Compile every config of a kernel at once, before any is benchmarked, and say which ones failed."""
 
 from __future__ import annotations
 

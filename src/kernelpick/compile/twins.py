@@ -1,9 +1,4 @@
-"""Kernels decorated under `TRITON_INTERPRET=1`: the `triton.jit` function Triton would have made.
-
-An `InterpretedFunction` can run but not compile, so kernelpick runs it as it is and compiles (for the
-access analysis, the store key, a tuning's specialization) a `JITFunction` of the same function, whose
-helpers are the compilable twins of the interpreted ones.
-"""
+"""Kernels decorated under `TRITON_INTERPRET=1`: the `triton.jit` function Triton would have made."""
 
 from __future__ import annotations
 

@@ -1,9 +1,4 @@
-"""Warm Triton's compiler up ahead of the first compile, while the program still sets up.
-
-A process's first compile hashes Triton's own files and asks `ptxas` for its version, and its first
-specialization imports many of Triton's modules; doing both here, once, keeps the first tuning from
-waiting for them (docs/design.md, "Compiling", has the figures).
-"""
+"""Warm Triton's compiler up ahead of the first compile, while the program still sets up."""
 
 from __future__ import annotations
 

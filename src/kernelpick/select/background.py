@@ -1,11 +1,4 @@
-"""Tuning in the background: a new signature's first calls run a provisional pick while it is tuned.
-
-One thread per process tunes the queued keys through the selector's own tuning (nothing is measured
-differently); the first call after a tuning ends switches to its pick, never inside a CUDA-graph
-capture, and the ranks of a job switch at the same call (`RankSwitch`). Where a provisional pick
-cannot stand in safely the key is tuned before the call returns: docs/selection.md, "Tuning in the
-background", lists those cases and the behaviour a user sees.
-"""
+"""Tuning in the background: a new signature's first calls run a provisional pick while it is tuned."""
 
 from __future__ import annotations
 

@@ -1,10 +1,4 @@
-"""Choices: the implementations a selector picks between, behind one small protocol.
-
-A `ChoiceSpace` (what `extern`, `triton_choice` and `template` return) expands, for one input
-signature, into `Choice`s: one per config. A `Choice` can be described as plain data for the store,
-has a digest that changes when its source changes, can be precompiled, and gives the callable that is
-both benchmarked and, once it wins, called by the selector's hot path.
-"""
+"""Choices: the implementations a selector picks between, behind one small protocol."""
 
 from __future__ import annotations
 

@@ -1,10 +1,4 @@
-"""Measuring a tuning's candidates, a selection's choices or a tuned kernel's configs: in workers or here.
-
-The fronts decide what to measure; this compiles the candidates, runs each once on example arguments
-(checked against the reference, when there is one) and times those that worked: in worker processes
-when isolation is wanted, else in this process (also for a candidate that cannot cross by value or
-whose hooks or timer are the user's). docs/design.md, "Isolation", says what compiles where.
-"""
+"""Measuring a tuning's candidates, a selection's choices or a tuned kernel's configs: in workers or here."""
 
 from __future__ import annotations
 

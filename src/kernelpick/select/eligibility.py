@@ -1,9 +1,4 @@
-"""Which choices a device may run: a choice space's declared `Requirements`, checked before compiling.
-
-A space declares what it needs with a `requires` attribute (a `TritonTemplate(requires=...)` passes
-its own to its choices), or is wrapped by `require(space, min_capability=(9, 0), ...)`. A selector
-expands only the spaces a device meets and records each one it left out with the reason.
-"""
+"""Which choices a device may run: a choice space's declared `Requirements`, checked before compiling."""
 
 from __future__ import annotations
 

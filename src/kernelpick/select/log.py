@@ -1,7 +1,4 @@
-"""The tuning log (`KERNELPICK_LOG`): one JSON line per tuning, appended safely from any thread or process.
-
-docs/reports.md, "The log's lines", lists the fields of a line.
-"""
+"""The tuning log (`KERNELPICK_LOG`): one JSON line a tuning, appended safely from any thread or process."""
 
 from __future__ import annotations
 

@@ -1,11 +1,4 @@
-"""Kernels on disk: rendered modules by content hash, and the sources of hand-written kernels tuned.
-
-A rendered module is written atomically to the cache, private to the user, and imported from there by
-path (Triton reads a kernel's source from its file); a hand-written kernel's source is kept by its
-Triton cache key for `kernelpick code`, read as text and never imported. Nothing in the cache folder
-is trusted: a module is imported only from the text this process rendered or whose content has the
-hash it is named by (docs/store.md, "Who can write what").
-"""
+"""Kernels on disk: rendered modules by content hash, and the sources of hand-written kernels tuned."""
 
 from __future__ import annotations
 

@@ -1,8 +1,4 @@
-"""Pre-packed tensors, made once per tensor and reused while that tensor is unchanged.
-
-An entry is keyed by the source tensor's identity and valid while it keeps its `_version` (bumped by
-every in-place change) and data pointer; the source is held weakly, so an entry goes with its tensor.
-"""
+"""Pre-packed tensors, made once per tensor and reused while that tensor is unchanged."""
 
 from __future__ import annotations
 

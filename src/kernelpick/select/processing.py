@@ -1,9 +1,4 @@
-"""`kernelpick.processed`: a choice that transforms its inputs before the call and its output after.
-
-The processing is timed as part of the choice, except a pre-pack, made once per tensor before any
-timing (`kernelpick.select.prepack`). The wrapped choice is expanded for the signature of the inputs it
-really receives, so a template renders for the processed layouts.
-"""
+"""`kernelpick.processed`: a choice that transforms its inputs before the call and its output after."""
 
 from __future__ import annotations
 

@@ -1,10 +1,4 @@
-"""The ranks of a `torch.distributed` job tune together: each key's candidates dealt out, one pick.
-
-Parts of one key's candidates, not whole keys, are dealt out through the job's key-value store, so
-that no rank waits for another to tune each key in turn; no collective is called, so a rank waits only
-for parts another rank is measuring now. docs/multi-rank.md, "How" and "Why it cannot deadlock", has
-the protocol.
-"""
+"""The ranks of a `torch.distributed` job tune together: each key's candidates dealt out, one pick."""
 
 from __future__ import annotations
 

@@ -1,9 +1,4 @@
-"""Rendering pieces: partial renders finished by hooks, and epilogues over a kernel's accumulator.
-
-A template's body is rendered first; some of its parts can only be written once the whole body is
-known (the kernel's signature depends on which extra inputs the epilogue loaded). Those parts are
-left as placeholders and filled in last by hooks (`PartialRender`).
-"""
+"""Rendering pieces: partial renders finished by hooks, and epilogues over a kernel's accumulator."""
 
 from __future__ import annotations
 

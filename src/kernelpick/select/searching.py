@@ -1,10 +1,4 @@
-"""A selection's search: a strategy proposes which configs of each config space the selector times.
-
-Spaces of several configs are searched through the selector's own measuring, the store's results
-counting as timed at no cost; every other choice is always timed. One final measurement then times
-those choices with each space's best few, so that the pick, and the rule that keeps the reference
-unless it is clearly beaten, rest on one round.
-"""
+"""A selection's search: a strategy proposes which configs of each config space the selector times."""
 
 from __future__ import annotations
 

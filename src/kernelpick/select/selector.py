@@ -1,9 +1,4 @@
-"""`kernelpick.Selector`: the fastest correct implementation of one operation, per input signature.
-
-The hot path is a signature key, a dictionary lookup and a call of the bound pick. On a miss the
-choices are expanded for the signature, compiled, checked against the reference and benchmarked
-through the very callables the hot path will call; the fastest that worked wins.
-"""
+"""`kernelpick.Selector`: the fastest correct implementation of one operation, per input signature."""
 
 from __future__ import annotations
 

@@ -1,9 +1,4 @@
-"""A selection as a PyTorch operator: compiled and exported programs select when they run.
-
-`torch.compile` and `torch.export` cannot trace into a `Selector` (it reads tensor data and keeps
-Python state), so it becomes one opaque node whose fake implementation only describes the output.
-Eager calls reach the operator only while something traces them: a check of two flags.
-"""
+"""A selection as a PyTorch operator: compiled and exported programs select when they run."""
 
 from __future__ import annotations
 

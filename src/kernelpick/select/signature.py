@@ -1,8 +1,4 @@
-"""Input signatures: what selects a tuning (device, dtypes, sizes, strides, offsets, alignment, user key).
-
-`signature_key` is on the hot path of every selector call and is kept to plain attribute reads;
-`Signature` is the same information as typed data, built only when a signature is tuned.
-"""
+"""Input signatures: what selects a tuning (device, dtypes, sizes, strides, offsets, alignment, user key)."""
 
 from __future__ import annotations
 

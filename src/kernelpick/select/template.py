@@ -1,7 +1,4 @@
-"""`kernelpick.TritonTemplate`: Triton source with Jinja2 holes, rendered per config and signature.
-
-docs/selection.md, "Templates", lists what a template's source can use.
-"""
+"""`kernelpick.TritonTemplate`: Triton source with Jinja2 holes, rendered per config and signature."""
 
 from __future__ import annotations
 

@@ -1,8 +1,4 @@
-"""`kernelpick.template`: a `TritonTemplate` rendered per config and signature, as choices.
-
-The launching function is generated code with every size, stride, grid and option fixed for the
-signature, so a call is an allocation and its launches, nothing else.
-"""
+"""`kernelpick.template`: a `TritonTemplate` rendered per config and signature, as choices."""
 
 from __future__ import annotations
 

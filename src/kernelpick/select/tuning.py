@@ -1,12 +1,4 @@
-"""The steps every tuning takes, written once for a tuned kernel and a selector alike.
-
-A key's tuning: a deployment table's pick, else the store's results, measuring only what the store
-lacks (nothing under `KERNELPICK_NO_TUNING=1`), storing each result as it is measured, then the pick
-(the fastest, unless it does not clearly beat the reference). An interrupted tuning keeps what it
-stored. `settle` tunes a key once however many processes or ranks need it (`kernelpick.store.claims`,
-`kernelpick.select.ranks`). Candidates are named here by digest; what they are and how they are
-measured and called is the front's (`kernelpick.tune`, `Selector`).
-"""
+"""The steps every tuning takes, written once for a tuned kernel and a selector alike."""
 
 from __future__ import annotations
 

@@ -1,8 +1,4 @@
-"""How much work a tuned call does (FLOPs and bytes moved), for roofline figures: the user's or built in.
-
-`work(name, flops=..., bytes=...)` registers functions of a tuning's key, whose fields
-docs/ops-decisions.md lists; the GEMM selectors' figures are built in (`matrix_product`).
-"""
+"""How much work a tuned call does (FLOPs and bytes moved), for roofline figures: the user's or built in."""
 
 from __future__ import annotations
 

@@ -1,9 +1,4 @@
-"""`kernelpick.autotune`: a drop-in for `triton.autotune` that compiles in parallel and remembers.
-
-The hot path is a tuning key, a dictionary lookup and a launch. On a miss the configs the result store
-lacks are compiled in parallel, benchmarked on private copies of the arguments the kernel may write
-and stored, and the best is launched on the real arguments.
-"""
+"""`kernelpick.autotune`: a drop-in for `triton.autotune` that compiles in parallel and remembers."""
 
 from __future__ import annotations
 

@@ -1,10 +1,4 @@
-"""A tuned kernel's keys tuned in the background (`autotune(background=True)`, `KERNELPICK_BACKGROUND`).
-
-A new key's first call launches the provisional config (`default=` if pruning left it, else the first
-config left) while `kernelpick.select.background`'s thread tunes the key. Kernels with hooks or their
-own `do_bench` (the user's code would run in that thread) and single-config kernels tune before the
-call returns (docs/autotune.md, "Tuning in the background").
-"""
+"""A tuned kernel's keys tuned in the background (`autotune(background=True)`, `KERNELPICK_BACKGROUND`)."""
 
 from __future__ import annotations
 

@@ -1,11 +1,4 @@
-"""The hot path of a tuned kernel: from a call's arguments to what to launch.
-
-The *exact* key (key values, dtypes, Triton's specialization of each argument, descriptors' block
-shapes, the device) decides what is tuned; the *fast* key, from a function generated for the first
-call's shape, costs a few indexing operations and one lookup. A call of another shape misses the fast
-table and takes the exact path: slower, never wrong. docs/keys.md, "Triton specialization", says what
-the specialization marks mean.
-"""
+"""The hot path of a tuned kernel: from a call's arguments to what to launch."""
 
 from __future__ import annotations
 

@@ -1,10 +1,4 @@
-"""The first launch of a pick from a store or a table: compiled before it runs, and dropped if it fails.
-
-A stored pick may have been measured elsewhere or forged, so a bad one must cost one tuning, not a call
-that raises for good: one that does not compile is marked failed and the key tuned again with the store
-unread; one that fails at launch is marked failed too, but that call raises, since it may have written
-the caller's tensors (docs/store.md, "Who can write what").
-"""
+"""The first launch of a pick from a store or a table: compiled before it runs, and dropped if it fails."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""What `triton.knobs.autotuning` asks of a tuner once it has picked: a printed line and a listener's call."""
+"""What `triton.knobs.autotuning` asks of a tuner once it has picked: a printed line, a listener's call."""
 
 from __future__ import annotations
 

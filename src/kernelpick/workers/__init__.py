@@ -1,7 +1,4 @@
-"""The process boundary: worker processes that a crashing, hanging or poisoning candidate cannot kill.
-
-They serve one request (`kernelpick.workers.request`) and run in pools, one worker per GPU.
-"""
+"""The process boundary: worker processes that a crashing, hanging or poisoning candidate cannot kill."""
 
 from __future__ import annotations
 

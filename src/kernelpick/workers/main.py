@@ -1,12 +1,4 @@
-"""The worker process: `python -m kernelpick.workers.main FD ENTRY` reads requests on stdin, answers on FD.
-
-ENTRY is the loop it runs: `serve_messages`, or a device process's (`kernelpick.jobs.device_process`).
-
-A request names nothing of the user's module, so a worker imports only libraries. A worker whose CUDA
-context a candidate broke says so and exits, for its pool to start a fresh one; it also ends itself
-`OVERRUN_S` past a request's time limit (SIGALRM at its default action, which ends the process even
-inside C code or a hung kernel), so it never outlasts its limit for long, whatever becomes of its pool.
-"""
+"""A worker process: `python -m kernelpick.workers.main FD ENTRY` reads requests on stdin, answers on FD."""
 
 from __future__ import annotations
 

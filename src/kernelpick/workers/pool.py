@@ -1,12 +1,4 @@
-"""Worker pools: one worker process per device, reused while tuning goes on, and the isolated measurement.
-
-A GPU worker ends once no tuning runs (`KERNELPICK_WORKER_IDLE`), since an idle CUDA context slows
-the caller's own kernels (docs/measurement.md has the figures); the zygote forks one again quickly. A
-measurement has up to three steps: *prepare* (the workers compile their share of the candidates),
-*screen* (one candidate at a time to a free worker, so a hang or crash is known by name) and *confirm*
-(the fastest few timed again, interleaved, on every worker at once, so the ranking never rests on one
-GPU being faster). docs/design.md, "Isolation", tells the steps in full.
-"""
+"""Worker pools: one worker process per device, reused while tuning goes on, and the isolated measurement."""
 
 from __future__ import annotations
 

@@ -1,10 +1,4 @@
-"""Arguments as plain data, and back: how a worker re-creates a tuning problem in its own process.
-
-Tensors travel as metadata and get random values in the worker, except integer and boolean tensors
-(often indices a kernel follows) where the caller's values matter (a tuned kernel's, or what an
-`input_gen` is given): their values travel through a private file read back with
-`torch.load(weights_only=True)`. A tensor descriptor travels as its tensor and its plain fields.
-"""
+"""Arguments as plain data, and back: how a worker re-creates a tuning problem in its own process."""
 
 from __future__ import annotations
 

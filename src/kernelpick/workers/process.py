@@ -1,9 +1,4 @@
-"""One worker process: started once, fed requests as JSON lines, watched, killed and restarted.
-
-Messages come back through a pipe of their own, so that what the benchmarked code prints cannot garble
-them; the last lines of its output are kept as the reason of a crash. The device processes of
-`kernelpick tune --devices` are such processes too, running another loop (`kernelpick.jobs.device_process`).
-"""
+"""One worker process: started once, fed requests as JSON lines, watched, killed and restarted."""
 
 from __future__ import annotations
 

@@ -1,10 +1,4 @@
-"""The one request a worker serves: a problem as plain data, and the candidates to measure on it.
-
-A `Problem` says what every candidate runs on (the arguments' metadata, what of them a run may write
-and when they are restored, what outputs are checked against); each candidate is a `Portable`
-serialized by `kernelpick.workers.values`. Nothing in a request names the user's module, so a worker
-never imports it. Both fronts send this one kind: what differs between them is data.
-"""
+"""The one request a worker serves: a problem as plain data, and the candidates to measure on it."""
 
 from __future__ import annotations
 

@@ -1,10 +1,4 @@
-"""Functions and kernels as bytes a worker can load: by value, never by importing the user's code.
-
-A library function crosses by reference; anything of the user's (a function, a lambda, a `@triton.jit`
-kernel) by value, with cloudpickle, so a worker never runs a script's top level again. A Triton kernel
-crosses as its function and source lines and finds its binary in Triton's on-disk cache. Nothing
-serialized here is stored: it goes from a caller to its own worker through a pipe.
-"""
+"""Functions and kernels as bytes a worker can load: by value, never by importing the user's code."""
 
 from __future__ import annotations
 

@@ -1,12 +1,4 @@
-"""The zygote: an idle copy of the caller, forked before it used CUDA, that forks each worker.
-
-A process forked after `import torch` but before any CUDA call has everything imported and can still
-make its own CUDA context, so its workers start far sooner than new interpreters, which import torch
-again (docs/benchmarks.md has the figures). The zygote runs outside the terminal's session, only
-kernelpick's worker loop, and forks a worker whenever the caller asks. Where the process used CUDA
-first, the zygote is a new interpreter (`serve_spawned`); without one, workers are new interpreters.
-docs/design.md, "Isolation", says when each is forked.
-"""
+"""The zygote: an idle copy of the caller, forked before it used CUDA, that forks each worker."""
 
 from __future__ import annotations
 
@@ -76,7 +68,7 @@ def signal_group(pid: int, number: int) -> None:
 
 
 class Zygote:
-    """The forked copy of this process that forks workers (see the module's docstring)."""
+    """The forked copy of this process that forks workers (docs/design.md, "Isolation", says when)."""
 
     def __init__(self, spawned: bool = False) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
