@@ -36,25 +36,19 @@ SMALL_M: tuple[Tile, ...] = (
     (32, 128, 128, 3, 4),
     (32, 256, 64, 3, 8),
     (64, 64, 128, 4, 4),
-    # Deeper pipelines of the same tile, for the memory-bound M = 128 shapes with long K: Inductor's
-    # pick at 128x4096x14336 has 5 stages (1.7 % ahead of cuBLAS in its table, where 4 stages ran
-    # 4 % behind it). On an H100, kernel times from the profiler at that shape: 5 stages 1.038x
-    # cuBLAS, 6 stages 1.069x (bench/results/gemm_deeper_pipelines-h100.json). At M = 16 they clamp to
-    # 16-row tiles, which tie the skinny template at 16x6144x4096 (within 0.43 % in
-    # bench/results/stability-h100.json), 1.2 % ahead of cuBLAS.
+    # Deeper pipelines of the same tile, for the memory-bound M = 128 shapes with long K, where they
+    # beat cuBLAS (docs/benchmarks.md, "GEMM suite on an H100").
     (64, 64, 128, 5, 4),
     (64, 64, 128, 6, 4),
     (64, 128, 64, 4, 4),
     (64, 128, 128, 3, 4),
-    # Inductor's pick at 128x8192x28672, 5.7 % faster there on an H100 than this tile with 3 stages
-    # (0.178 vs 0.189 ms; issue 24)
+    # Inductor's pick at 128x8192x28672, faster there than this tile with 3 stages
     (64, 128, 128, 4, 4),
     (64, 256, 64, 3, 8),
 )
 #: For every M above DECODE_MAX_M: medium and large tiles, up to 128x256x64 and 256x128x64 with 8
 #: warps. At decode sizes they would all be clamped to 16 rows, mostly with a BLOCK_K of 32 or 64 too
-#: short to stream the weights; no such tile was picked at M = 16 on an H100 or an H200
-#: (bench/results/gemm_suite-*.json), so they are not offered there.
+#: short to stream the weights; no GEMM suite picked one at M = 16, so they are not offered there.
 GENERAL: tuple[Tile, ...] = (
     (64, 64, 32, 2, 4),
     (64, 128, 32, 3, 4),
@@ -91,10 +85,8 @@ DECODE_MAX_M = 16
 GEMV_MAX_M = 4
 #: The GEMV form's (BLOCK_N, BLOCK_K, num_warps) for one row (M = 1) when B is read along K
 #: (`x @ W.T`: W's rows are contiguous): each thread reads one 16-byte vector of bf16 weights per loop
-#: step, from one to eight rows of W a program, 2048 or 4096 along K. Measured, not guessed: of up to
-#: 880 configs a shape (1 to 32 rows, BLOCK_K 256 to 8192, 2 to 32 warps, stages, split-K;
-#: bench/gemv_sweep.py on an H100, bench/results/gemv_sweep[-narrow]-h100.json), these four hold the
-#: fastest within 0.1 % on all six Llama (N, K) pairs; the earlier space's pick ran 8-20 % slower.
+#: step, from one to eight rows of W a program, 2048 or 4096 along K: the fastest of a sweep of up to
+#: 880 configs a shape (docs/benchmarks.md, "Decode sizes and the measured GEMV space").
 GEMV_ONE_ROW: tuple[tuple[int, int, int], ...] = (
     (1, 2048, 8),
     (2, 2048, 16),
