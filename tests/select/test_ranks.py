@@ -13,13 +13,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 import torch.distributed as dist
 from tests.bench_scripts import run_bench
 
+from kernelpick import settings
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.stats import TimingSummary
+from kernelpick.device import describe
 from kernelpick.errors import StoreError
 from kernelpick.select.ranks import KeyShare, RankJob, rank_job
+from kernelpick.select.tuning import Tuning, pick_against_reference
+from kernelpick.store import TuningKey
 
 #: A rank of a job of argv[2] ranks: a selector of 8 choices that each sleep alike on every call (ranks
 #: picking on their own would each pick their own), each call written to a file as "rank size
@@ -210,6 +215,30 @@ def test_parts_are_taken_once_and_a_part_published_first_stays() -> None:
     deadline = 0.0  # already passed: only what is there
     assert second.wait(1, deadline) is None
     assert second.wait(0, float("inf")) == {"a": timed(1.0), "c": timed(2.0)}
+
+
+def test_each_part_re_times_its_share_of_the_finalists(tmp_path: Path) -> None:
+    # A key's second round (KERNELPICK_CONFIRM_TOP, 6 by default) is shared out as its candidates
+    # are: two parts re-time at most 3 each, so the job's second round is as long as one rank's.
+    key = TuningKey.make("add", "source", describe(torch.device("cpu")), [16])
+    tuning = Tuning("kernel `add`", "(n=16)", key, None, "cpu")
+    seen: list[tuple[list[str], int]] = []
+
+    def measure(todo: list[str], known: Any, on_done: Any) -> dict[str, BenchmarkResult]:
+        seen.append((todo, settings.current().confirm_top))
+        return {d: timed(float(ord(d[0]))) for d in todo}
+
+    def choose(results: Any) -> Any:
+        return pick_against_reference(results, None)
+
+    job = RankJob(dist.HashStore(), 0, 2)  # the other rank takes no part: this one takes both
+    with settings.override(confirm_top=6), tuning:
+        settled = tuning._settle_as_rank(job, list("abcd"), measure, choose, lambda d: {"name": d}, True)
+    assert seen == [(["a", "c"], 3), (["b", "d"], 3)]
+    assert settled.pick == "a"
+    with settings.override(confirm_top=2), tuning:
+        tuning._settle_as_rank(RankJob(dist.HashStore(), 0, 2), list("abcd"), measure, choose, dict, True)
+    assert [top for _, top in seen[2:]] == [2, 2]  # two is the fewest that make a second round
 
 
 def test_the_first_decision_is_every_ranks_pick() -> None:

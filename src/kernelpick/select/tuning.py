@@ -337,13 +337,19 @@ class Tuning:
         results: dict[str, BenchmarkResult] = {}
         measured: dict[str, BenchmarkResult] = {}
         taken: set[int] = set()
+        top = settings.current().confirm_top
+        # Each part's second round re-times its share of the finalists, not as many as a key's whole:
+        # the job's second round then costs what one rank's alone would (at least two a part, the
+        # fewest that make a round).
+        part_top = top if top < 2 else max(2, -(-top // len(share.parts)))
         with self.measuring(describe) as on_done:
 
             def take(index: int) -> None:
                 part = share.parts[index]
                 have = {d: stored[d] for d in part if d in stored}
                 todo = [d for d in part if d not in stored]
-                found = dict(measure(todo, have, on_done)) if todo else {}
+                with settings.override(confirm_top=part_top):
+                    found = dict(measure(todo, have, on_done)) if todo else {}
                 measured.update(found)
                 results.update(share.publish(index, {**have, **found}))
                 taken.add(index)
