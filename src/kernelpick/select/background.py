@@ -121,6 +121,21 @@ class RankSwitch:
         return self.at is not None and calls >= self.at
 
 
+_switches: dict[str, int] = {}  # how often each key's switch was agreed in this process
+
+
+def rank_switch(*parts: Any) -> RankSwitch | None:
+    """How the ranks of this process's job switch a key together (None: no job of ranks tuning together),
+    the key named in the job's store by `parts`, the same on every rank (no device index): a new name
+    each time the key is tuned in the background again (after `selector.clear()`, say)."""
+    job = rank_job()
+    if job is None:
+        return None
+    digest = hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:24]
+    _switches[digest] = _switches.get(digest, 0) + 1
+    return RankSwitch(job, f"background/{digest}/{_switches[digest]}")
+
+
 _queue: queue.SimpleQueue[tuple[contextvars.Context, Pending[Any]]] = queue.SimpleQueue()
 _in_flight: set[Pending[Any]] = set()
 _started = threading.Lock()
@@ -215,11 +230,7 @@ def _start(
         return None
     tune = functools.partial(_tuned, selector, key)
     pending = Pending(tune, inputs, dict(kwargs), target.callable_for(signature))
-    job = rank_job()
-    if job is not None:
-        pending.ranks = RankSwitch(
-            job, switch_name(selector.name, signature.device.name, signature.to_data())
-        )
+    pending.ranks = rank_switch(selector.name, signature.device.name, signature.to_data())
     row = CandidateResult(target.name, target.digest, target.description(), UNMEASURED)
     note = "provisional: the reference runs while the choices are tuned in the background"
     record = TuningRecord.of_selection(
@@ -238,18 +249,6 @@ def _start(
     )
     submit(pending)
     return pending
-
-
-_switches: dict[str, int] = {}  # how often each key's switch was agreed in this process
-
-
-def switch_name(*parts: Any) -> str:
-    """A key's name in the job's store, from `parts` that are the same on every rank (no device index):
-    new each time the key is tuned in the background again (after `selector.clear()`, say)."""
-    data = json.dumps(parts, sort_keys=True, default=str)
-    digest = hashlib.sha256(data.encode()).hexdigest()[:24]
-    _switches[digest] = _switches.get(digest, 0) + 1
-    return f"background/{digest}/{_switches[digest]}"
 
 
 def _tune_queued() -> None:  # the tuning thread

@@ -12,8 +12,7 @@ from typing import TYPE_CHECKING, Any
 from kernelpick.bench.timers import UserBenchTimer
 from kernelpick.compile.launch import runner
 from kernelpick.device import capturing, describe, device_of
-from kernelpick.select.background import UNMEASURED, Pending, RankSwitch, allowed, shadow, submit, switch_name
-from kernelpick.select.ranks import rank_job
+from kernelpick.select.background import UNMEASURED, Pending, allowed, rank_switch, shadow, submit
 from kernelpick.select.record import TuningRecord
 from kernelpick.tune.dispatch import Entry, describe_key
 
@@ -49,9 +48,7 @@ def provisional_entry(
         dict(config.all_kwargs()),
     )
     pending = KernelPending(tuner, key, args, dict(kwargs), grid, provisional)
-    job = rank_job()
-    if job is not None:
-        pending.ranks = RankSwitch(job, switch_name(tuner.tuning_key(key, device).digest))
+    pending.ranks = rank_switch(tuner.tuning_key(key, device).digest)
     note = "provisional: runs while the configs are tuned in the background"
     record = TuningRecord.of_configs(
         tuner.name,
