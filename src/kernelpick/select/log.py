@@ -13,7 +13,7 @@ from typing import Any
 
 from kernelpick import settings
 from kernelpick.bench.result import BenchmarkResult
-from kernelpick.console import headline, warn_once
+from kernelpick.console import headline, print_table, warn_once
 from kernelpick.device import DeviceInfo
 from kernelpick.errors import ReportError
 from kernelpick.select.record import TuningRecord
@@ -25,6 +25,13 @@ log = logging.getLogger("kernelpick.reports")
 
 #: The version of the line format; a reader skips lines of a version it does not know.
 LOG_VERSION = 1
+
+
+def report_tuning(record: TuningRecord, *, table: bool = True) -> None:
+    """A finished tuning's table, printed where `table` and `KERNELPICK_PRINT` say so, and its log line."""
+    if table and settings.current().print_tables:
+        print_table(record.table())
+    log_tuning(record)
 
 
 def log_tuning(record: TuningRecord) -> None:

@@ -9,7 +9,6 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from kernelpick import settings
 from kernelpick.bench.inputs import InputGen
 from kernelpick.bench.measure import OnDone
 from kernelpick.bench.pick import Pick
@@ -17,7 +16,6 @@ from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.timers import Timer
 from kernelpick.bench.verify import VERIFICATION_VERSION, Tolerance
 from kernelpick.calls import record_selector_call
-from kernelpick.console import print_table
 from kernelpick.errors import ArgumentError, ConfigError, NoValidChoices
 from kernelpick.search.registry import strategy_class
 from kernelpick.search.run import SearchTrace
@@ -33,7 +31,7 @@ from kernelpick.select.choice import (
 )
 from kernelpick.select.choice_measuring import ChoiceMeasuring
 from kernelpick.select.eligibility import SkippedChoice, eligible_spaces, tabled_choice
-from kernelpick.select.log import log_tuning
+from kernelpick.select.log import report_tuning
 from kernelpick.select.record import CandidateResult, TuningRecord, failure_report
 from kernelpick.select.searching import search_choices
 from kernelpick.select.selector_op import SelectorOp
@@ -373,9 +371,7 @@ class Selector:
             measured_as=ranking,
         )
         self.records[key] = self.last_selection = record
-        log_tuning(record)
-        if settings.current().print_tables:
-            print_table(record.table())
+        report_tuning(record)
         log.info("selected for %s in %.2f s: %s", self.name, record.seconds, record.summary())
         self._calls[key] = call
         return call
@@ -424,7 +420,7 @@ class Selector:
             skipped=skipped,
         )
         self.records[key] = self.last_selection = record
-        log_tuning(record)
+        report_tuning(record, table=False)
         self._calls[key] = call
         return call
 

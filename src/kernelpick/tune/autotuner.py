@@ -22,7 +22,6 @@ from kernelpick.compile.launch import check_launch_arguments, runner
 from kernelpick.compile.twins import compilable
 from kernelpick.compile.unwrap import innermost
 from kernelpick.config import Config, default_config
-from kernelpick.console import print_table
 from kernelpick.device import DeviceInfo, describe, device_of, warn_once_if_interpreted
 from kernelpick.errors import ConfigError, no_valid_configs
 from kernelpick.search.registry import strategy_class
@@ -31,7 +30,7 @@ from kernelpick.search.searching import search
 from kernelpick.search.space import Space
 from kernelpick.search.spec import SearchArgument
 from kernelpick.select.choice_measuring import ChoiceMeasuring
-from kernelpick.select.log import log_tuning
+from kernelpick.select.log import report_tuning
 from kernelpick.select.modules import keep_kernel_source
 from kernelpick.select.record import TuningRecord, failure_report
 from kernelpick.select.signature import Signature
@@ -526,17 +525,17 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
         return {name: value for name, value in given.items() if value is not None}
 
     def _finish(self, key: tuple[Any, ...], record: TuningRecord) -> None:
-        best = self.given.get(record.best, record.best)
-        self.cache[key] = best
-        self.tunings[key] = record
-        self.last_tuning = record
-        self.configs_timings = {self.given.get(c, c): r.median_ms for c, r in record.results.items()}
-        if settings.current().print_tables and len(record.results) > 1:
-            print_table(record.table())
+        self._keep(key, record)
+        report_tuning(record, table=len(record.results) > 1)
         log.info("tuned %s for %s in %.2f s: %s", self.name, key, record.seconds, record.best)
-        log_tuning(record)
         if record.results:  # as Triton: nothing is reported when a single config was left
-            tell_triton_knobs(self, key, record, best)
+            tell_triton_knobs(self, key, record, self.cache[key])
+
+    def _keep(self, key: tuple[Any, ...], record: TuningRecord) -> None:
+        """Hold `record` as the tuning of `key` and the last one (`cache`, `configs_timings`)."""
+        self.cache[key] = self.given.get(record.best, record.best)
+        self.tunings[key] = self.last_tuning = record
+        self.configs_timings = {self.given.get(c, c): r.median_ms for c, r in record.results.items()}
 
 
 class TunedCache(dict[tuple[Any, ...], Any]):

@@ -118,9 +118,7 @@ class KernelPending(Pending[Entry]):
             return
         tuner._dispatch.swap(self.key, self.wrapped, self.outcome)
         record = self.record
-        tuner.cache[self.key] = tuner.given.get(record.best, record.best)
-        tuner.tunings[self.key] = tuner.last_tuning = record
-        tuner.configs_timings = {tuner.given.get(c, c): r.median_ms for c, r in record.results.items()}
+        tuner._keep(self.key, record)
         log.info(
             "kernel `%s`%s: switched from the provisional config to %s after %.1f s of tuning in the background",
             tuner.name,
