@@ -90,6 +90,26 @@ def test_no_switch_while_a_cuda_graph_is_captured(monkeypatch: pytest.MonkeyPatc
     assert add.last_tuning is not None and not add.last_tuning.provisional
 
 
+def test_a_failed_tuning_leaves_the_provisional_config_running(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    def failing(*arguments: object) -> None:
+        raise RuntimeError("the tuning thread's own failure")
+
+    monkeypatch.setattr(background, "_tuned", failing)
+    add = tuned(background=True, default=2)
+    x, out = torch.randn(48), torch.empty(48)
+    add[grid_1d(48)](x, x, out, 48)
+    assert kernelpick.wait_for_tuning(timeout=120)
+    out.zero_()
+    with caplog.at_level(logging.WARNING, logger="kernelpick.tune"):
+        add[grid_1d(48)](x, x, out, 48)
+    torch.testing.assert_close(out, x + x)
+    said = [r.getMessage() for r in caplog.records]
+    assert any("the tuning thread's own failure" in m and f"{CONFIGS[2]} keeps running" in m for m in said)
+    assert add.last_tuning is not None and add.last_tuning.provisional and add.best_config == CONFIGS[2]
+
+
 @pytest.mark.parametrize("why", ["a pre_hook", "a do_bench", "one config", "off"])
 def test_where_a_provisional_config_cannot_stand_in_the_call_tunes_first(why: str) -> None:
     options: dict[str, object] = {"background": why != "off"}

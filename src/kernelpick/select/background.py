@@ -70,6 +70,33 @@ class Pending(Generic[_Run]):
         the job's call to switch at, known once every rank's tuning ended (a call past its bound waits)."""
         return self.done.is_set() if self.ranks is None else self.ranks.allows(self.calls)
 
+    def switched(
+        self, logger: logging.Logger, who: str, noun: str, kept: str
+    ) -> tuple[_Run, TuningRecord | None]:
+        """What the key runs from its switch on, and its record (None: the tuning failed, the provisional
+        record stays), said in the front's `logger`: `who` tuned, the provisional `noun` ("config",
+        "pick"), and what is `kept` running where the tuning failed."""
+        seconds = time.perf_counter() - self.started
+        if self.outcome is None or self.record is None:
+            logger.warning(
+                "%s: tuning in the background failed after %.1f s (%s: %s); %s keeps running",
+                who,
+                seconds,
+                type(self.error).__name__,
+                self.error,
+                kept,
+            )
+            return self.provisional, None
+        logger.info(
+            "%s%s: switched from the provisional %s to %s after %.1f s of tuning in the background",
+            who,
+            self.record.key_text,
+            noun,
+            self.record.best,
+            seconds,
+        )
+        return self.outcome, self.record
+
 
 def shadow(front: _Front, **own: Any) -> _Front:
     """A copy of `front` (a selector, a tuned kernel) that tunes a key at once into tables and records
@@ -278,27 +305,10 @@ def _switch(
     selector: Selector, key: tuple[Any, ...], pending: Pending[Callable[..., Any]]
 ) -> Callable[..., Any]:
     """Run the tuned pick from now on (the provisional one where the tuning failed)."""
-    seconds = time.perf_counter() - pending.started
+    call, record = pending.switched(log, selector.name, "pick", "the provisional pick")
     with selector._lock:
         selector._pending.pop(key, None)
-        if pending.outcome is None or pending.record is None:
-            error = pending.error
-            log.warning(
-                "%s: tuning in the background failed after %.1f s (%s: %s); the provisional pick keeps running",
-                selector.name,
-                seconds,
-                type(error).__name__,
-                error,
-            )
-            selector._calls[key] = pending.provisional
-            return pending.provisional
-        selector._calls[key] = pending.outcome
-        selector.records[key] = selector.last_selection = pending.record
-    log.info(
-        "%s%s: switched from the provisional pick to %s after %.1f s of tuning in the background",
-        selector.name,
-        pending.record.key_text,
-        pending.record.best_name,
-        seconds,
-    )
-    return pending.outcome
+        selector._calls[key] = call
+        if record is not None:
+            selector.records[key] = selector.last_selection = record
+    return call

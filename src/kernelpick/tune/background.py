@@ -6,7 +6,6 @@ import copy
 import functools
 import logging
 import threading
-import time
 from typing import TYPE_CHECKING, Any
 
 from kernelpick.bench.timers import UserBenchTimer
@@ -98,34 +97,13 @@ class KernelPending(Pending[Entry]):
     def __call__(self, *args: Any, grid: Any, warmup: bool = False, **kwargs: Any) -> Any:
         self.calls += 1
         if self.may_switch() and not capturing([*args, *kwargs.values()]):
-            own = {name: value for name, value in kwargs.items() if name not in self.provisional[2]}
-            self._switch()
-            return self.tuner.run(*args, grid=grid, warmup=warmup, **own)  # the pick, or the provisional
+            tuner, own = self.tuner, {k: v for k, v in kwargs.items() if k not in self.provisional[2]}
+            entry, record = self.switched(log, f"kernel `{tuner.name}`", "config", str(self.provisional[0]))
+            tuner._dispatch.swap(self.key, self.wrapped, entry)
+            if record is not None:
+                tuner._keep(self.key, record)
+            return tuner.run(*args, grid=grid, warmup=warmup, **own)  # the pick, or the provisional
         return self.provisional[1](*args, grid=grid, warmup=warmup, **kwargs)
-
-    def _switch(self) -> None:
-        tuner, seconds = self.tuner, time.perf_counter() - self.started
-        if self.outcome is None or self.record is None:
-            log.warning(
-                "kernel `%s`: tuning in the background failed after %.1f s (%s: %s); %s keeps running",
-                tuner.name,
-                seconds,
-                type(self.error).__name__,
-                self.error,
-                self.provisional[0],
-            )
-            tuner._dispatch.swap(self.key, self.wrapped, self.provisional)
-            return
-        tuner._dispatch.swap(self.key, self.wrapped, self.outcome)
-        record = self.record
-        tuner._keep(self.key, record)
-        log.info(
-            "kernel `%s`%s: switched from the provisional config to %s after %.1f s of tuning in the background",
-            tuner.name,
-            record.key_text,
-            record.best,
-            seconds,
-        )
 
 
 def _tuned(
