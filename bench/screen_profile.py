@@ -5,11 +5,12 @@ second shows the steady state.
 
 Writes bench/results/screen_profile-<device>.json: each shape's tuning seconds and phases, and the
 functions taking the most time inside measuring (cumulative and own seconds, calls).
-Run: python bench/screen_profile.py
+Run: python bench/screen_profile.py [--shapes 16x6144x4096,128x4096x4096] [--measure eager|graph]
 """
 
 from __future__ import annotations
 
+import argparse
 import cProfile
 import os
 import pstats
@@ -41,20 +42,33 @@ def _top(stats: pstats.Stats, key: str, count: int) -> list[dict[str, Any]]:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--shapes", default=",".join("x".join(map(str, s)) for s in SHAPES), help="MxNxK,...")
+    parser.add_argument(
+        "--measure", default="", help="KERNELPICK_MEASURE for the run (default: the setting's)"
+    )
+    args = parser.parse_args()
+    shapes = [tuple(int(v) for v in text.split("x")) for text in args.shapes.split(",")]
     work = Path(tempfile.mkdtemp(prefix="screen-profile-"))
     os.environ.update(
         KERNELPICK_ISOLATE="0",
         KERNELPICK_CACHE_DIR=str(work / "kernelpick"),
         TRITON_CACHE_DIR=str(work / "triton"),
     )
+    if args.measure:
+        os.environ["KERNELPICK_MEASURE"] = args.measure
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import torch
     from common import environment, write_result
 
     import kernelpick.ops
 
-    report: dict[str, Any] = {"environment": environment(), "shapes": []}
-    for m, n, k in SHAPES:
+    report: dict[str, Any] = {
+        "environment": environment(),
+        "measure": args.measure or "default",
+        "shapes": [],
+    }
+    for m, n, k in shapes:
         x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
         w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
         torch.cuda.synchronize()
@@ -79,7 +93,7 @@ def main() -> None:
         print(f"{m}x{n}x{k}: {seconds:.2f} s, {shape['choices']} choices, phases {shape['phases']}")
         for row in shape["own"][:25]:
             print(f"  own {row['own_s']:.3f} cum {row['cumulative_s']:.3f} x{row['calls']} {row['function']}")
-    write_result("screen_profile", report)
+    write_result("screen_profile" + (f"-{args.measure}" if args.measure else ""), report)
 
 
 if __name__ == "__main__":

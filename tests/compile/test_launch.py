@@ -3,8 +3,10 @@ Triton able to compile afterwards."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
+from collections.abc import Iterator
 
 import pytest
 import torch
@@ -234,3 +236,39 @@ def test_a_fixed_launch_binds_once_then_launches_the_compiled_kernel(monkeypatch
     constexpr("x", grid=(2,), BLOCK=16)
     assert [entry[0] for entry in launches] == ["run", "run"], "a constexpr parameter is bound each call"
     assert module.fixed_launcher(_fixed_kernel, interpreter=True) is not launch
+
+
+def test_a_fixed_launch_runs_on_its_tensors_gpu_whatever_the_current_device(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # As torch.mm does: `kernelpick.ops.mm` of tensors on cuda:1 while cuda:0 is current launches on
+    # cuda:1 (Triton alone launches on the current device, where cuda:1's memory is not reachable).
+    from kernelpick.compile import launch as module
+
+    launches: list[tuple[object, ...]] = []
+    device, entered = [0], []
+
+    def run(self: object, *args: object, grid: object, warmup: bool, **options: object) -> _Compiled:
+        launches.append(("run", device[0], *args))
+        return _Compiled(launches)
+
+    @contextlib.contextmanager
+    def on(index: int) -> Iterator[None]:
+        entered.append(index)
+        before, device[0] = device[0], index
+        try:
+            yield
+        finally:
+            device[0] = before
+
+    monkeypatch.setattr(type(_fixed_kernel), "run", run)
+    monkeypatch.setattr(module, "_current_device", lambda: device[0])
+    monkeypatch.setattr(torch.cuda, "device", on)
+    launch = module.fixed_launcher(_fixed_kernel, interpreter=False, index=1)
+    launch("x", 7, grid=(4,))
+    launch("x", 7, grid=(4,))
+    assert launches == [("run", 1, "x", 7), ("compiled", (4, 1, 1), "x", 7)]
+    assert entered == [1, 1] and device == [0]
+    device[0] = 1  # the caller's own current device is the tensors': no switch
+    launch("x", 7, grid=(4,))
+    assert entered == [1, 1] and launches[-1][0] == "compiled"

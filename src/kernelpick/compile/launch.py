@@ -158,21 +158,28 @@ class FixedLaunch:
     stream and honours launch hooks), skipping the binding, the specialization and the cache lookup
     that would find the same kernel again. While the current device is not the one the kernel was
     loaded on, or for a kernel with constexpr parameters or pre-run hooks, every call is Triton's `run`.
+    Given the index of the GPU its tensors are on, it launches there whatever the current device is, as
+    torch's operators do (Triton launches on the current device).
     Triton's compile-time knobs (`TRITON_DEBUG`, instrumentation) are read at the first call: a
     change made later reaches kernels rendered later, not this one.
     """
 
-    __slots__ = ("device", "kernel", "runner")
+    __slots__ = ("device", "index", "kernel", "runner")
 
-    def __init__(self, kernel: JITFunction[Any]) -> None:
+    def __init__(self, kernel: JITFunction[Any], index: int | None = None) -> None:
         self.kernel = kernel
+        self.index = index
         self.runner: Callable[..., Any] | None = None
         self.device = -1
 
     def __call__(self, *args: Any, grid: Any, **options: Any) -> Any:
         runner = self.runner
-        if runner is not None and _current_device() == self.device:
+        current = _current_device()
+        if runner is not None and current == self.device:
             return runner(*args)
+        if self.index is not None and current != self.index:
+            with torch.cuda.device(self.index):
+                return self(*args, grid=grid, **options)
         compiled = self.kernel.run(*args, grid=grid, warmup=False, **options)
         kernel = self.kernel
         if (
@@ -192,11 +199,12 @@ def _current_device() -> int:
     return int(torch._C._cuda_getDevice())
 
 
-def fixed_launcher(kernel: Any, interpreter: bool) -> Callable[..., Any]:
-    """`launcher` for a kernel launched with one specialization, options and grid (`FixedLaunch`)."""
+def fixed_launcher(kernel: Any, interpreter: bool, index: int | None = None) -> Callable[..., Any]:
+    """`launcher` for a kernel launched with one specialization, options and grid (`FixedLaunch`), on
+    GPU `index` (None: the current device)."""
     if interpreter or not isinstance(kernel, JITFunction):
         return launcher(kernel, interpreter)
-    return FixedLaunch(kernel)
+    return FixedLaunch(kernel, index)
 
 
 #: What Triton cannot pass to a kernel: it stops with "failed to specialize argument of type: list".

@@ -238,8 +238,8 @@ def wrap_triton_launch(
     return torch.library.wrap_triton(kernel)[grid](*args, **kwargs)
 
 
-def _traced_launcher(kernel: Any, interpreter: bool) -> Callable[..., Any]:
-    """A launch a tracer records as `wrap_triton`'s (`wrap_triton_launch`)."""
+def _traced_launcher(kernel: Any, interpreter: bool, gpu: int | None) -> Callable[..., Any]:
+    """A launch a tracer records as `wrap_triton`'s (`wrap_triton_launch`; Inductor's code sets the device)."""
 
     def launch(*args: Any, grid: tuple[int, ...], **options: Any) -> None:
         wrap_triton_launch(kernel, grid, args, {}, options)
@@ -251,11 +251,11 @@ def _generate(
     choice: TemplateChoice,
     kernels: Sequence[tuple[Any, Config, tuple[int, ...]]],
     signature: Signature,
-    make_launcher: Callable[[Any, bool], Callable[..., Any]] = fixed_launcher,
+    make_launcher: Callable[[Any, bool, int | None], Callable[..., Any]] = fixed_launcher,
 ) -> tuple[Callable[..., Any], Callable[..., Any]]:
     """Write and compile `call(*inputs, **kwargs)` and `arguments(*inputs, **kwargs)` for one signature:
     `kernels` are what `TemplateChoice.kernels` gives, each launched by `make_launcher(kernel,
-    interpreted)`'s function."""
+    interpreted, gpu_index)`'s function, on the signature's GPU whatever the current device."""
     rendered = choice.rendered
     position = {name: index for index, name in enumerate(choice.space.arguments)}
     scope: dict[str, Any] = {
@@ -306,7 +306,8 @@ def _generate(
 
     launches = []
     for index, (kernel, config, grid) in enumerate(kernels):
-        scope[f"launch_{index}"] = make_launcher(kernel, signature.device.interpreter)
+        gpu = signature.device.index if signature.device.type == "cuda" else None
+        scope[f"launch_{index}"] = make_launcher(kernel, signature.device.interpreter, gpu)
         scope[f"GRID_{index}"] = grid
         options = ", ".join(f"{k}={v!r}" for k, v in config.options().items() if v is not None)
         launches.append(f"launch_{index}({', '.join(values)}, grid=GRID_{index}, {options})")
