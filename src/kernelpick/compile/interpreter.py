@@ -64,13 +64,24 @@ class Patches:
 
 
 class _Launch:
-    """The patches of the launch whose `triton.language` patching is in place, and what they were made from."""
+    """The patches of the launch whose `triton.language` patching is in place, and what they were made
+    from; the patch scope of the launch's kernel, undoing the interpreter's (`scope`) and its own."""
 
     def __init__(self) -> None:
         self.patches = Patches()
         self.namespaces: set[int] = set()
         # What the interpreter patches, as it was before it did.
         self.before = [(target, dict(vars(target))) for target in _language_patched()]
+        self.scope: Any = None  # the interpreter's patch scope of the launch's kernel
+
+    def restore(self) -> None:
+        global _launch
+        try:
+            self.scope.restore()
+        finally:
+            _launch = None
+            self.restore_language()
+            self.patches.restore()
 
     def restore_language(self) -> None:
         """Put back what the interpreter left patched in `triton.language`: a helper run as an
@@ -218,32 +229,16 @@ def patch_lang(original: Callable[[Any], Any]) -> Callable[[Any], Any]:
             return scope
         launch = _launch = _Launch()
         try:
-            scope = original(fn)
+            launch.scope = original(fn)
             launch.patch_libdevice()
             launch.patch_namespace(fn.__globals__)
         except BaseException:
             _launch = None
             launch.patches.restore()
             raise
-        return _LaunchScope(scope, launch)
+        return launch
 
     return patched
-
-
-class _LaunchScope:
-    """The interpreter's patch scope of a launch's kernel, undoing kernelpick's patches of the launch with it."""
-
-    def __init__(self, scope: Any, launch: _Launch) -> None:
-        self.scope, self.launch = scope, launch
-
-    def restore(self) -> None:
-        global _launch
-        try:
-            self.scope.restore()
-        finally:
-            _launch = None
-            self.launch.restore_language()
-            self.launch.patches.restore()
 
 
 def fp32_scalars(convert: Callable[[Any], Any]) -> Callable[[Any], Any]:
