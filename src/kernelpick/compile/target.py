@@ -67,8 +67,8 @@ class Specialization:
         for name, run_stage in stages.items():
             module = run_stage(module, metadata)
             if name == stage:
-                return module
-        raise AssertionError("unreachable")
+                break
+        return module
 
 
 def as_jit_function(kernel: Any) -> JITFunction[Any]:
@@ -111,10 +111,7 @@ def bind_arguments(
             f"kernel `{kernel.__name__}` takes {len(names)} arguments, got {len(bound)}: "
             f"missing {', '.join(f'`{m}`' for m in missing)}"
         )
-    for name in names:
-        if name not in bound:
-            bound[name] = defaults[name]
-    return {**{n: bound[n] for n in names}, **options}
+    return {**{n: bound[n] if n in bound else defaults[n] for n in names}, **options}
 
 
 def _stand_in(value: Any) -> Any:
@@ -127,17 +124,10 @@ def _stand_in(value: Any) -> Any:
         return {torch.SymInt: 2, torch.SymFloat: 2.0, torch.SymBool: True}[type(value)]
     if isinstance(value, tuple):
         return type(value)(_stand_in(v) for v in value) if not hasattr(value, "_fields") else value
-    descriptor = _descriptor_stand_in(value)
-    return value if descriptor is None else descriptor
+    from triton.tools.tensor_descriptor import TensorDescriptor  # every supported Triton (3.4 on) has it
 
-
-def _descriptor_stand_in(value: Any) -> Any:
-    try:
-        from triton.tools.tensor_descriptor import TensorDescriptor
-    except ImportError:  # pragma: no cover - every supported Triton has it
-        return None
     if not isinstance(value, TensorDescriptor):
-        return None
+        return value
     base = value.base
     if isinstance(base, torch.Tensor):
         # Host descriptors need 16-byte aligned strides; a tiny real CPU tensor satisfies that.
