@@ -129,12 +129,10 @@ class Run:
         self._call = candidate.call
         self._example = example
         self._restore = restore
-        hooks = candidate.hooks
-        self._before = hooks.before if hooks is not None else ()
-        self._after = hooks.after if hooks is not None else None
-        self._named = dict(hooks.named) if hooks is not None else {}
+        hooks = candidate.hooks or Hooks()
+        self._before, self._after, self._named = hooks.before, hooks.after, dict(hooks.named)
         #: Hooks are the user's Python, to be called at every run: never replayed from a CUDA graph.
-        self.capturable = hooks is None
+        self.capturable = candidate.hooks is None
 
     def setup(self) -> None:
         if self._restore:
@@ -143,13 +141,11 @@ class Run:
             hook(self._named)
 
     def run(self) -> None:
-        if self._after is None:
-            self._call(*self._example.args, **self._example.kwargs)
-            return
         try:
             self._call(*self._example.args, **self._example.kwargs)
         except BaseException as error:  # as Triton: the post_hook is told, then the failure goes on
-            self._after(self._named, exception=error)
+            if self._after is not None:
+                self._after(self._named, exception=error)
             raise
 
     def teardown(self) -> None:
