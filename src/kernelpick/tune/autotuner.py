@@ -40,7 +40,7 @@ from kernelpick.store import ResultStore, TuningKey
 from kernelpick.store.base import UnreadStore
 from kernelpick.tune.background import provisional_entry
 from kernelpick.tune.dispatch import MISSES, Dispatcher, Entry, describe_key, specialized_arguments
-from kernelpick.tune.first_launch import checked_first
+from kernelpick.tune.first_launch import FirstLaunch
 from kernelpick.tune.knobs import tell_triton_knobs
 from kernelpick.tune.prune import Pruner
 from kernelpick.workers.plan import start_early
@@ -400,7 +400,7 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
         self._finish(key, record)
         entry = (self.given.get(best, best), runner(self.fn, device.interpreter), dict(best.all_kwargs()))
         if from_store and key not in self._distrusted:  # measured elsewhere, or forged: checked once
-            entry = checked_first(self, key, tuning, entry, best, device)
+            entry = FirstLaunch(self, key, tuning, entry, best, device).wrapped
         self._dispatch.entries[key] = entry
         return entry
 

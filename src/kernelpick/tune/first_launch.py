@@ -24,17 +24,9 @@ log = logging.getLogger("kernelpick.tune")
 _FAILED = ("compile_error", "out_of_resources", "crashed")
 
 
-def checked_first(
-    tuner: Autotuner, key: tuple[Any, ...], tuning: Tuning, entry: Entry, best: Config, device: DeviceInfo
-) -> Entry:
-    """`entry`, whose pick `best` came from a store or a table, its first launch checked (`FirstLaunch`)."""
-    launch = FirstLaunch(tuner, key, tuning, entry, best, device)
-    launch.wrapped = (entry[0], launch, entry[2])
-    return launch.wrapped
-
-
 class FirstLaunch:
-    """The `run` of a key's entry until its pick has launched once (then the plain entry replaces it)."""
+    """The `run` of a key's entry until its pick has launched once (then the plain entry replaces it):
+    `wrapped` is `entry`, whose pick `best` came from a store or a table, its first launch checked."""
 
     def __init__(
         self,
@@ -47,7 +39,8 @@ class FirstLaunch:
     ) -> None:
         self.tuner, self.key, self.tuning, self.plain = tuner, key, tuning, entry
         self.best, self.device = best, device
-        self.wrapped: Entry = entry  # the entry that holds this launch, in the dispatcher's tables
+        # The entry that holds this launch, in the dispatcher's tables.
+        self.wrapped: Entry = (entry[0], self, entry[2])
 
     def __call__(self, *args: Any, grid: Any, warmup: bool = False, **kwargs: Any) -> Any:
         _, run, launch_kwargs = self.plain
