@@ -352,36 +352,33 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
         """Tune one key (the lock held): from a table, else from the store's results and what is
         measured now (`Tuning.settle`); remember the pick for the key."""
         by_digest = {c.digest: c for c in configs}  # a tabled pick pruned away here is passed over
-        trace, measured_now = None, False
-        tabled = (
-            None
-            if len(configs) == 1 or key in self._distrusted
-            else tuning.tabled(lambda e: by_digest.get(e.candidate), by_digest.keys)
-        )
-        if tabled is not None:
+        results: Mapping[Config, BenchmarkResult] = {}
+        trace, measured_now, note = None, False, ""
+        if len(configs) == 1:  # nothing to choose between, nothing measured, as in Triton
+            best, from_store = configs[0], False
+            tuning.save({}, (), best.digest)
+        elif key not in self._distrusted and (
+            tabled := tuning.tabled(lambda e: by_digest.get(e.candidate), by_digest.keys)
+        ):
             best, hit = tabled
-            results: Mapping[Config, BenchmarkResult] = {best: hit.entry.result}
-            from_store, note = True, hit.note
+            results, from_store, note = {best: hit.entry.result}, True, hit.note
         else:
             settled, trace = self._settle(tuning, configs, args, kwargs, grid)
-            results = {by_digest[d]: r for d, r in settled.results.items()} if settled else {}
-            fresh = settled.fresh if settled is not None else frozenset()
-            from_store = bool(results) and not fresh
-            measured_now = settled is not None and bool(settled.measured)
-            best, note = configs[0], ""  # a single config: nothing was measured
-            if fresh and tuning.store is not None:
+            results = {by_digest[d]: r for d, r in settled.results.items()}
+            from_store = bool(results) and not settled.fresh
+            measured_now = bool(settled.measured)
+            if settled.fresh and tuning.store is not None:
                 keep_kernel_source(self.base_fn)  # for `kernelpick code`
-            if settled is not None:
-                if settled.pick is None:
-                    tuning.save(settled.results, fresh, None)
-                    report = failure_report(
-                        f"configs of kernel `{self.name}` failed for key {key[:-1]}",
-                        [(str(c), r) for c, r in results.items()],
-                        "fix the configs or the kernel; each reason above is what the compiler or the launch said",
-                    )
-                    raise no_valid_configs(report, results)
-                best, note = by_digest[settled.pick], settled.note
-            tuning.save(settled.results if settled else {}, fresh, best.digest)
+            if settled.pick is None:
+                tuning.save(settled.results, settled.fresh, None)
+                report = failure_report(
+                    f"configs of kernel `{self.name}` failed for key {key[:-1]}",
+                    [(str(c), r) for c, r in results.items()],
+                    "fix the configs or the kernel; each reason above is what the compiler or the launch said",
+                )
+                raise no_valid_configs(report, results)
+            best, note = by_digest[settled.pick], settled.note
+            tuning.save(settled.results, settled.fresh, best.digest)
         record = TuningRecord.of_configs(
             self.name,
             key,
@@ -411,11 +408,8 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
         grid: Any,
-    ) -> tuple[Settled | None, SearchTrace | None]:
-        """How tuning the configs ended (None for a single config: nothing to choose between,
-        nothing measured, as in Triton), and the search's trace when one ran here."""
-        if len(configs) == 1:
-            return None, None
+    ) -> tuple[Settled, SearchTrace | None]:
+        """How tuning the configs ended, and the search's trace when one ran here."""
         by_digest = {c.digest: c for c in configs}
         trace: SearchTrace | None = None
 
