@@ -82,6 +82,10 @@ class CompileStopped(Exception):
     """Compiling was stopped from another thread (the tuning was interrupted); the compilers were killed."""
 
 
+#: The errors a child's report names that the parent raises as they are (others: `ChildCompileError`).
+_REPORTED = {error.__name__: error for error in (OutOfResources, CompileTimeout, CompileSkipped)}
+
+
 @dataclass(slots=True)
 class _Child:
     """A forked compiler: its process, unread output, and the config it is compiling since when."""
@@ -152,11 +156,7 @@ class _ForkedExecutor(Executor):
                     CompilerCrashed("the compiler process crashed while compiling this config")
                 )
             elif report["error"] is not None:
-                kind = {
-                    "OutOfResources": OutOfResources,
-                    "CompileTimeout": CompileTimeout,
-                    "CompileSkipped": CompileSkipped,
-                }.get(report["type"], ChildCompileError)
+                kind = _REPORTED.get(report["type"], ChildCompileError)
                 message = (
                     report["error"]
                     if issubclass(kind, CompileTimeout)
