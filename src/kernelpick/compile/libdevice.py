@@ -111,23 +111,14 @@ FUNCTIONS: dict[str, Callable[..., Array]] = {
     **{f"{kind}rcp": lambda x: 1 / x for kind in "fd"},
     **{f"{kind}sqrt": np.sqrt for kind in "fd"},
     "frsqrt": lambda x: 1 / np.sqrt(x),
-    # The fast approximations: exact here.
-    "fast_cos": np.cos,
-    "fast_sin": np.sin,
-    "fast_tan": np.tan,
-    "fast_exp": np.exp,
-    "fast_exp10": lambda x: np.power(x.dtype.type(10), x),
-    "fast_log": np.log,
-    "fast_log2": np.log2,
-    "fast_log10": np.log10,
-    "fast_pow": np.power,
-    "fast_fdivide": np.divide,
+    "fdivide": np.divide,  # libdevice has its fast approximation only (`fast_fdividef`)
 }
 
 
 def name_of(symbol: str) -> str | None:
-    """The name in `FUNCTIONS` of a libdevice symbol (`__nv_tanhf` -> `tanh`), or None if it has none."""
-    name = symbol.removeprefix("__nv_").removesuffix("_rn")
+    """The name in `FUNCTIONS` of a libdevice symbol (`__nv_tanhf` -> `tanh`), or None if it has none.
+    A fast approximation (`__nv_fast_cosf`) is the function itself: exact here."""
+    name = symbol.removeprefix("__nv_").removeprefix("fast_").removesuffix("_rn")
     if name in FUNCTIONS:
         return name
     if name.endswith(("f", "d")) and name[:-1] in FUNCTIONS:
