@@ -121,7 +121,7 @@ def autotune(
             timer = UserBenchTimer(
                 functools.partial(triton.testing.do_bench_cudagraph, rep=rep if rep is not None else 100)
             )
-        tuner = Autotuner(
+        return Autotuner(
             fn,
             configs,
             key,
@@ -141,7 +141,6 @@ def autotune(
             search=search,
             background=background,
         )
-        return tuner
 
     return decorator
 
