@@ -106,12 +106,6 @@ class KeyShare:
         found = self._wait_for(f"{self.prefix}part/{index}", deadline)
         return None if found is None else self._parse_part(index, found)
 
-    def decided(self, deadline: float) -> tuple[str | None, int] | None:
-        """The pick decided for the key (None: every candidate failed) and the rank that decided it,
-        once decided; None when `deadline` passes first."""
-        found = self._wait_for(f"{self.prefix}pick", deadline)
-        return None if found is None else self._parse_pick(found)
-
     def decide(self, pick: str | None) -> tuple[str | None, int]:
         """Decide the key's pick unless a rank did first; returns the pick decided and its rank."""
         value = json.dumps({"rank": self.job.rank, "pick": pick})
