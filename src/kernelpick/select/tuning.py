@@ -300,7 +300,7 @@ class Tuning:
                 self._stored = None
             return waited > 0.0
         self._stored = None  # a tuning finished since the store was read: what it stored
-        results, _ = self._known(digests)
+        results = {d: r.result for d, r in self.stored(digests).items()}
         if mark.pick is None or mark.pick not in results or not results[mark.pick].ok:
             return True  # it picked nothing this tuning can run: measure what is left, holding the key
         self._claim = None
@@ -311,12 +311,6 @@ class Tuning:
             self.described,
         )
         return self._settled(digests, results, (), (), choose, (mark.pick, "another process"))
-
-    def _known(self, digests: Sequence[str]) -> tuple[dict[str, BenchmarkResult], list[str]]:
-        """`split` without the check of `KERNELPICK_NO_TUNING` (nothing is measured)."""
-        stored = self.stored(digests)
-        results = {d: stored[d].result for d in digests if d in stored}
-        return results, [d for d in digests if d not in results]
 
     def _settle_as_rank(
         self,
