@@ -293,6 +293,7 @@ class Selector:
         choices, skipped = expanded()
         tuning.phases["expand"] = time.perf_counter() - started
         by_digest = {c.digest: c for c in choices}
+        kept = self.reference_digest(signature)  # what runs unless clearly beaten
         reference: str | None = None  # what outputs were checked against
         searches: Mapping[str, SearchTrace] = {}
         ranking = measured_as([*inputs, *kwargs.values()])
@@ -310,7 +311,6 @@ class Selector:
             strategy: str, known: Mapping[str, BenchmarkResult], measured: OnDone
         ) -> Mapping[str, BenchmarkResult]:
             nonlocal reference, searches
-            kept = self.reference_digest(signature)
             found = search_choices(
                 strategy, choices, known, functools.partial(measure_choices, finished=measured), kept
             )
@@ -320,7 +320,6 @@ class Selector:
         def choose(results: Mapping[str, BenchmarkResult]) -> Pick[str] | None:
             if not any(result.ok for result in results.values()):
                 return None
-            kept = self.reference_digest(signature)
             return pick_against_reference(results, kept, name=lambda d: by_digest[d].name, measure=ranking)
 
         settled = tuning.settle(
@@ -340,10 +339,7 @@ class Selector:
             tuning.save(results, settled.fresh, None)
             raise
         tuning.save(results, settled.fresh, pick_choice.digest)
-        kept, bind = (
-            self.reference_digest(signature),
-            lambda digest: by_digest[digest].callable_for(signature),
-        )
+        bind = lambda digest: by_digest[digest].callable_for(signature)  # noqa: E731
         call = in_captures_too(call, pick_choice.digest, results, kept, ranking, bind, signature.device.type)
         if settled.picked_by and pick_choice.digest != settled.pick:
             log.warning(
@@ -483,33 +479,34 @@ class Selector:
 
     def reference_digest(self, signature: Signature) -> str | None:
         """The digest of the reference when it is one of the choices: what runs unless clearly beaten."""
-        target = self._reference_target()
-        if isinstance(target, Choice):
-            return target.digest
-        if isinstance(target, ChoiceSpace):
-            return target.choices_for(signature)[0].digest
-        return None  # a function of the inputs: it checks outputs, it is not a choice
+        target = self._reference_target(signature)
+        # A function of the inputs checks outputs; it is not a choice.
+        return target.digest if isinstance(target, Choice) else None
 
-    def _reference_target(self) -> Choice | ChoiceSpace | Callable[..., Any] | None:
-        """What outputs are checked against (`reference=`, default: the first extern choice)."""
+    def _reference_target(
+        self, signature: Signature | None = None
+    ) -> Choice | ChoiceSpace | Callable[..., Any] | None:
+        """What outputs are checked against (`reference=`, default: the first extern choice); given
+        `signature`, a space's first choice for it."""
         wanted = self.reference
         if wanted is None:
-            return next((s for s in self.spaces if isinstance(s, ExternChoice)), None)
-        if isinstance(wanted, str):
-            return next(s for s in self.spaces if s.name == wanted)  # checked in __init__
+            wanted = next((s for s in self.spaces if isinstance(s, ExternChoice)), None)
+        elif isinstance(wanted, str):
+            wanted = next(s for s in self.spaces if s.name == wanted)  # checked in __init__
+        if signature is not None and isinstance(wanted, ChoiceSpace) and not isinstance(wanted, Choice):
+            return wanted.choices_for(signature)[0]
         return wanted
 
-    def _reference(self, signature: Signature) -> tuple[str, Callable[..., Any]] | None:
-        """(name, callable) of what outputs are checked against, or None when there is nothing."""
-        wanted = self._reference_target()
-        if isinstance(wanted, ChoiceSpace) and not isinstance(wanted, Choice):
-            wanted = wanted.choices_for(signature)[0]
+    def _reference(self, signature: Signature) -> tuple[tuple[str, Callable[..., Any]], Any] | None:
+        """What outputs are checked against: its name and callable, and what a worker gets of it (a
+        choice, or a function); None when there is nothing."""
+        wanted = self._reference_target(signature)
         if isinstance(wanted, Choice):
-            return wanted.name, wanted.callable_for(signature)
+            return (wanted.name, wanted.callable_for(signature)), PortableChoice(wanted, signature)
         if wanted is None:
             return None
         if callable(wanted):
-            return qualified_name(wanted), wanted
+            return (qualified_name(wanted), wanted), wanted
         raise ConfigError(
             f"reference of selector `{self.name}` must be a choice, a name or a function, got {wanted!r}"
         )
@@ -526,12 +523,12 @@ class Selector:
         """Compile, verify and time `todo` (`kernelpick.select.choice_measuring`): in worker
         processes when isolation is wanted (each choice that can cross), else here; `finished` is
         given each result as it comes. Returns the results by digest and the reference's name."""
-        reference = self._reference(signature) if self.verify else None
+        reference, portable = (self._reference(signature) if self.verify else None) or (None, None)
         measuring = ChoiceMeasuring(
             self.name,
             signature,
             reference,
-            self._portable_reference(signature) if reference is not None else None,
+            portable,
             input_gen=self.input_gen,
             tolerance=self.tolerance,
             timer=self.timer,
@@ -543,13 +540,6 @@ class Selector:
         results = measuring.measure(todo, inputs, kwargs)
         self.timed_here.update(measuring.timed_here)
         return results, None if reference is None else reference[0]
-
-    def _portable_reference(self, signature: Signature) -> Any:
-        """What outputs are checked against, as a worker gets it: a choice, or a function."""
-        target = self._reference_target()
-        if isinstance(target, ChoiceSpace) and not isinstance(target, Choice):
-            target = target.choices_for(signature)[0]
-        return PortableChoice(target, signature) if isinstance(target, Choice) else target
 
     def _failure_report(self, signature: Signature, rows: Sequence[CandidateResult]) -> str:
         return failure_report(
