@@ -74,9 +74,8 @@ def work_of(name: str, key: Mapping[str, Any]) -> tuple[float | None, float | No
     registered = _registered.get(name)
     if registered is not None:
         return _figure(name, registered.flops, key), _figure(name, registered.bytes, key)
-    if gemm_name(name) is not None:
-        return gemm_work(name, key)
-    return None, None
+    product = matrix_product(name, key)  # built in: a GEMM selector's, from the shapes of its key's tensors
+    return (None, None) if product is None else (product.flops, product.bytes)
 
 
 def _figure(name: str, figure: Figure | None, key: Mapping[str, Any]) -> float | None:
@@ -158,6 +157,8 @@ def matrix_product(name: str, key: Mapping[str, Any]) -> MatrixProduct | None:
     """The product a call of the GEMM selector `name` with `key` computes (`gemm_name`), or None: another
     selector, or tensors that do not multiply."""
     op = gemm_name(name)
+    if op is None:
+        return None
     tensors = [t for t in key.get("inputs", []) if isinstance(t, Mapping) and "size" in t and "dtype" in t]
     others: list[tuple[str, Mapping[str, Any]]] = []
     if op == "addmm" and len(tensors) == 3:
@@ -178,13 +179,6 @@ def matrix_product(name: str, key: Mapping[str, Any]) -> MatrixProduct | None:
     out_dtype = _scaled_output(name) if op == "scaled_mm" else str(a["dtype"])
     assert out_dtype is not None  # gemm_name checked it
     return MatrixProduct(op, batch, m, n, k, a, b, tuple(others), out_dtype.removeprefix("torch."))
-
-
-def gemm_work(name: str, key: Mapping[str, Any]) -> tuple[float | None, float | None]:
-    """(FLOPs, bytes) of a GEMM selector's call (`MatrixProduct`), from the shapes of its key's tensors;
-    (None, None) where they do not multiply."""
-    product = matrix_product(name, key)
-    return (None, None) if product is None else (product.flops, product.bytes)
 
 
 def itemsize(dtype: str) -> int | None:
