@@ -427,28 +427,21 @@ class _RenderState:
     # -- the render ----------------------------------------------------------------------------
     def render(self) -> RenderedKernel:
         int64 = any(spec.storage_length >= 2**31 for spec in self.specs.values())
+        inputs = {n: s for n, s in self.specs.items() if n != OUTPUT}
         variables: dict[str, Any] = {
             **self.constants,
             **self.config.kwargs,
             "num_warps": self.config.num_warps,
             "num_stages": self.config.num_stages,
-            "inputs": {n: s for n, s in self.specs.items() if n != OUTPUT},
+            "inputs": inputs,
             "output": self.output,
             "device": self.device,
             "static_shapes": self.static,
             "int64_index": int64,
         }
-        functions = {
-            "def_kernel": self.def_kernel,
-            "size": self.size,
-            "stride": self.stride,
-            "size_hint": self.size_hint,
-            "stride_hint": self.stride_hint,
-            "dtype": self.dtype,
-            "tensor_descriptor": self.tensor_descriptor,
-            "workspace": self.workspace,
-            "store_output": self.store_output,
-        }
+        # The functions the source calls: the methods of those names.
+        called = ("def_kernel", "size", "stride", "size_hint", "stride_hint", "dtype", "tensor_descriptor")
+        functions = {name: getattr(self, name) for name in (*called, "workspace", "store_output")}
         try:
             body = self.template._jinja.render(**variables, **functions)
         except TemplateError:
@@ -478,9 +471,7 @@ class _RenderState:
             *self.integers.values(),
         ]
         meta = {**self.constants, **self.config.kwargs}
-        context = GridContext(
-            self.output, {n: s for n, s in self.specs.items() if n != OUTPUT}, meta, self.device
-        )
+        context = GridContext(self.output, dict(inputs), meta, self.device)
         grid = tuple(int(g) for g in self.template.grid_rule(context))
         after = tuple(
             dataclasses.replace(launch, kernel_name=f"{self.kernel_name}_{launch.kernel_name}")
