@@ -17,6 +17,7 @@ from types import ModuleType
 from typing import Any
 
 from kernelpick import settings
+from kernelpick.console import warn_once
 from kernelpick.errors import TemplateError
 from kernelpick.store.origins import note_origin
 from kernelpick.workers.values import RENDERED_PREFIX
@@ -26,7 +27,6 @@ log = logging.getLogger("kernelpick.select")
 _loaded: dict[Path, ModuleType] = {}
 #: The modules this process rendered, by resolved path: the source each must hold.
 _rendered: dict[Path, str] = {}
-_unkept: set[Path] = set()  # folders kernel sources could not be written to, warned of once
 _lock = threading.Lock()
 #: How `write_module` names a module: the first 40 hex digits of its `source_hash`.
 _HASH_NAME = re.compile(r"[0-9a-f]{40}")
@@ -109,15 +109,13 @@ def keep_kernel_source(kernel: Any) -> Path | None:
         note_origin(folder, kernel)  # which function it is: `kernelpick cache` tells its old sources
         return kept
     except OSError as error:  # a copy for `kernelpick code` must not fail the tuning that keeps it
-        with _lock:
-            first = path.parent not in _unkept
-            _unkept.add(path.parent)
-        if first:
-            log.warning(
-                "kernelpick cannot keep kernel sources in %s (%s): `kernelpick code` will not show them",
-                path.parent,
-                error,
-            )
+        warn_once(
+            log,
+            f"kernel sources in {path.parent}",
+            "kernelpick cannot keep kernel sources in %s (%s): `kernelpick code` will not show them",
+            path.parent,
+            error,
+        )
         return None
 
 
