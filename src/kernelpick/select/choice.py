@@ -130,7 +130,18 @@ class NamedChoice:
 
 
 class ExternChoice(NamedChoice):
-    """A library function or any Python callable, run as it is (see `extern`)."""
+    """A choice that calls `fn` as it is (`kernelpick.extern`): `torch.mm`, another library's kernel,
+    any Python function; a choice space of one for `kernelpick.Selector`.
+
+    Args:
+        fn: called as `fn(*inputs, **kwargs)` with the selector call's arguments; returns the output.
+        name: its name in tables and the store (default: the function's name, e.g. `torch.mm`).
+        out: an out-variant, `out(*inputs, out=tensor, **kwargs)`, used when the selector is called
+            with `out=`; without one, the output of `fn` is copied into `out`.
+
+    Raises:
+        ConfigError: `fn` or `out` is not callable.
+    """
 
     def __init__(
         self, fn: Callable[..., Any], *, name: str | None = None, out: Callable[..., Any] | None = None
@@ -189,24 +200,8 @@ def _display_name(fn: Any, qualified: str) -> str:
     return name or qualified
 
 
-def extern(
-    fn: Callable[..., Any], *, name: str | None = None, out: Callable[..., Any] | None = None
-) -> ExternChoice:
-    """A choice that calls `fn` as it is: `torch.mm`, another library's kernel, any Python function.
-
-    Args:
-        fn: called as `fn(*inputs, **kwargs)` with the selector call's arguments; returns the output.
-        name: its name in tables and the store (default: the function's name, e.g. `torch.mm`).
-        out: an out-variant, `out(*inputs, out=tensor, **kwargs)`, used when the selector is called
-            with `out=`; without one, the output of `fn` is copied into `out`.
-
-    Returns:
-        A choice (and a choice space of one) for `kernelpick.Selector`.
-
-    Raises:
-        ConfigError: `fn` or `out` is not callable.
-    """
-    return ExternChoice(fn, name=name, out=out)
+#: `kernelpick.extern(...)`: the public name of a function as a choice (the class documents its arguments).
+extern = ExternChoice
 
 
 ConfigSource = Sequence[Any] | Callable[[Signature], Sequence[Any]]

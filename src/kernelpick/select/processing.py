@@ -30,7 +30,34 @@ Pack = Callable[[torch.Tensor], Any]
 
 
 class ProcessedChoices:
-    """A choice space whose choices process their inputs and output (see `processed`)."""
+    """A choice that processes its inputs before the call and its output after it (`kernelpick.processed`).
+
+    The processing is timed with the choice (a transpose that costs a copy makes the choice pay for
+    that copy), except pre-packing, which is done once per tensor and kept while the tensor is
+    unchanged, as a program packs a weight once: it is done before timing and not timed. Outputs are
+    verified against the reference like any choice's.
+
+    Args:
+        choice: the choice to wrap: `extern(...)`, `triton_choice(...)`, `template(...)` (each of its
+            configs is wrapped).
+        before: `before(*inputs) -> tuple` of the inputs the choice receives (after pre-packing);
+            keyword arguments pass through as they are.
+        after: `after(output) -> output`, applied to what the choice returns. When the selector is
+            called with `out=`, the choice then makes a new output and `after`'s result is copied into
+            `out`.
+        prepack: `{input index: pack}`: `pack(tensor)` replaces that positional input, made once per
+            tensor and cached by the tensor's identity and version (`tensor._version`, which in-place
+            PyTorch ops bump; after writing a tensor another way, e.g. with a Triton kernel, call
+            `torch.autograd.graph.increment_version(tensor)`).
+        name: its name in tables (default: the wrapped choice's name and the processing's functions).
+
+    It is a choice space for `kernelpick.Selector`. Its digest, and so what the store remembers of
+    it, changes with the processing's functions (their qualified names and code).
+
+    Raises:
+        ConfigError: `choice` is not a choice, a function is not callable, a prepack key is not an
+            input index, or no processing was given.
+    """
 
     def __init__(
         self,
@@ -303,44 +330,8 @@ class ProcessedChoice(NamedChoice):
         return f"processed({self.inner!r}, {self.space.steps})"
 
 
-def processed(
-    choice: ChoiceSpace,
-    *,
-    before: Before | None = None,
-    after: After | None = None,
-    prepack: Mapping[int, Pack] | None = None,
-    name: str | None = None,
-) -> ProcessedChoices:
-    """A choice that processes its inputs before the call and its output after it.
-
-    The processing is timed with the choice (a transpose that costs a copy makes the choice pay for
-    that copy), except pre-packing, which is done once per tensor and kept while the tensor is
-    unchanged, as a program packs a weight once: it is done before timing and not timed. Outputs are
-    verified against the reference like any choice's.
-
-    Args:
-        choice: the choice to wrap: `extern(...)`, `triton_choice(...)`, `template(...)` (each of its
-            configs is wrapped).
-        before: `before(*inputs) -> tuple` of the inputs the choice receives (after pre-packing);
-            keyword arguments pass through as they are.
-        after: `after(output) -> output`, applied to what the choice returns. When the selector is
-            called with `out=`, the choice then makes a new output and `after`'s result is copied into
-            `out`.
-        prepack: `{input index: pack}`: `pack(tensor)` replaces that positional input, made once per
-            tensor and cached by the tensor's identity and version (`tensor._version`, which in-place
-            PyTorch ops bump; after writing a tensor another way, e.g. with a Triton kernel, call
-            `torch.autograd.graph.increment_version(tensor)`).
-        name: its name in tables (default: the wrapped choice's name and the processing's functions).
-
-    Returns:
-        A choice space for `kernelpick.Selector`. Its digest, and so what the store remembers of it,
-        changes with the processing's functions (their qualified names and code).
-
-    Raises:
-        ConfigError: `choice` is not a choice, a function is not callable, a prepack key is not an
-            input index, or no processing was given.
-    """
-    return ProcessedChoices(choice, before=before, after=after, prepack=prepack, name=name)
+#: `kernelpick.processed(...)`: the public name of a processed choice (the class documents its arguments).
+processed = ProcessedChoices
 
 
 def _checked_prepack(prepack: Mapping[int, Pack] | None) -> dict[int, Pack]:

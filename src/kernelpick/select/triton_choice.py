@@ -52,7 +52,23 @@ def _jit_function(kernel: Any) -> JITFunction[Any]:
 
 
 class TritonKernelChoices:
-    """A Triton kernel's config space; expands to one `TritonKernelChoice` per config (see `triton_choice`)."""
+    """A `triton.jit` kernel and its config space, as choices of a selector (`kernelpick.triton_choice`);
+    expands to one `TritonKernelChoice` per config.
+
+    Args:
+        kernel: a `@triton.jit` function (possibly under `triton.heuristics`).
+        grid: the launch grid: a tuple, or `grid(meta) -> tuple` as in Triton (`meta` holds the
+            kernel's arguments by name and the config's meta-parameters).
+        configs: `triton.Config` or `kernelpick.Config` objects, or a function of the `Signature`
+            returning them (a shape-aware space).
+        bind: `bind(*inputs, **kwargs) -> (kernel_arguments, output)`: maps the operation's inputs to
+            the kernel's arguments (a tuple, or a dict by name, without the config's meta-parameters)
+            and allocates the output it returns. It runs on every call.
+        name: its name in tables (default: the kernel's name).
+
+    Raises:
+        ConfigError: `kernel` is not a Triton kernel or `bind` is not callable.
+    """
 
     def __init__(
         self, kernel: Any, *, grid: Any, configs: ConfigSource, bind: Bind, name: str | None = None
@@ -126,26 +142,9 @@ class TritonKernelChoice(NamedChoice):
         return call
 
 
-def triton_choice(
-    kernel: Any, *, grid: Any, configs: ConfigSource, bind: Bind, name: str | None = None
-) -> TritonKernelChoices:
-    """A `triton.jit` kernel and its config space, as choices of a selector.
-
-    Args:
-        kernel: a `@triton.jit` function (possibly under `triton.heuristics`).
-        grid: the launch grid: a tuple, or `grid(meta) -> tuple` as in Triton (`meta` holds the
-            kernel's arguments by name and the config's meta-parameters).
-        configs: `triton.Config` or `kernelpick.Config` objects, or a function of the `Signature`
-            returning them (a shape-aware space).
-        bind: `bind(*inputs, **kwargs) -> (kernel_arguments, output)`: maps the operation's inputs to
-            the kernel's arguments (a tuple, or a dict by name, without the config's meta-parameters)
-            and allocates the output it returns. It runs on every call.
-        name: its name in tables (default: the kernel's name).
-
-    Raises:
-        ConfigError: `kernel` is not a Triton kernel or `bind` is not callable.
-    """
-    return TritonKernelChoices(kernel, grid=grid, configs=configs, bind=bind, name=name)
+#: `kernelpick.triton_choice(...)`: the public name of a Triton kernel's config space (the class documents
+#: its arguments).
+triton_choice = TritonKernelChoices
 
 
 @dataclass(frozen=True, slots=True)
