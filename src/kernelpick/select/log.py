@@ -14,7 +14,6 @@ from typing import Any
 from kernelpick import settings
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.console import headline, print_table, warn_once
-from kernelpick.device import DeviceInfo
 from kernelpick.errors import ReportError
 from kernelpick.select.record import TuningRecord
 from kernelpick.select.work import work_of
@@ -91,7 +90,9 @@ def tuning_entry(record: TuningRecord) -> dict[str, Any]:
         "key": key,
         "key_text": key_text,
         "key_inputs": json.loads(canonical_json(key_inputs)),
-        **device_entry(record.device),
+        "device": record.device.name,
+        "capability": record.device.capability_text or None,
+        "interpreter": record.device.interpreter,
         "toolchain": asdict(Toolchain.current()),
         "seconds": record.seconds,
         "from_store": record.from_store,
@@ -119,14 +120,6 @@ def candidate_entry(name: str, description: Mapping[str, Any], result: Benchmark
         "message": headline(result.message, 300),
         "from_store": result.from_store,
         "compile_s": result.compile_s,
-    }
-
-
-def device_entry(device: DeviceInfo) -> dict[str, Any]:
-    return {
-        "device": device.name,
-        "capability": device.capability_text or None,
-        "interpreter": device.interpreter,
     }
 
 

@@ -440,7 +440,13 @@ class Selector:
                     error,
                 )
                 results[choice.digest] = BenchmarkResult.failed("compile_error", str(error))
-        raise NoValidChoices(self._failure_report(signature, rows))
+        raise NoValidChoices(
+            failure_report(
+                f"choices of selector `{self.name}` failed for inputs {signature} on {signature.device.label}",
+                [(r.name, r.result) for r in rows],
+                "fix the choices or call with inputs they support; each reason is what compiling, running or verifying said",
+            )
+        )
 
     def expand(self, signature: Signature) -> list[Choice]:
         """Every choice for `signature` whose requirements its device meets, each once.
@@ -540,13 +546,6 @@ class Selector:
         results = measuring.measure(todo, inputs, kwargs)
         self.timed_here.update(measuring.timed_here)
         return results, None if reference is None else reference[0]
-
-    def _failure_report(self, signature: Signature, rows: Sequence[CandidateResult]) -> str:
-        return failure_report(
-            f"choices of selector `{self.name}` failed for inputs {signature} on {signature.device.label}",
-            [(r.name, r.result) for r in rows],
-            "fix the choices or call with inputs they support; each reason is what compiling, running or verifying said",
-        )
 
     def __repr__(self) -> str:
         return f"Selector({self.name!r}, choices=[{', '.join(s.name for s in self.spaces)}])"
