@@ -373,16 +373,14 @@ class Tuning:
                 ordered = {d: results[d] for d in digests if d in results}
                 chosen = choose(ordered)
                 pick, rank = share.decide(None if chosen is None else chosen.best)
-            except StoreError as error:
+                agreed: tuple[str | None, str] | None = (pick, "" if rank == job.rank else f"rank {rank}")
+            except StoreError as error:  # the rest is measured here, and picked alone
                 self._go_alone(error)
                 todo = [d for d in digests if d not in results and d not in stored]
                 found = dict(measure(todo, {**stored, **results}, on_done)) if todo else {}
                 measured.update(found)
-                results = {**stored, **results, **found}
-                fresh = [d for d in results if d not in stored]
-                return self._settled(digests, results, measured, fresh, choose)
+                results, agreed = {**stored, **results, **found}, None
         fresh = [d for d in results if d not in stored]
-        agreed = (pick, "" if rank == job.rank else f"rank {rank}")
         return self._settled(digests, results, measured, fresh, choose, agreed)
 
     def _go_alone(self, error: StoreError) -> None:
