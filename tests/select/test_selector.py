@@ -268,6 +268,20 @@ def test_example_inputs_have_the_real_metadata_but_not_the_real_values() -> None
     assert example.data_ptr() != a.data_ptr() and not torch.equal(example, a)
 
 
+def test_a_reference_space_without_a_choice_for_the_inputs_says_so() -> None:
+    # A config space as the reference (a template's, say) that offers no choice for these inputs:
+    # nothing could check the others' outputs (it was an IndexError).
+    class NoneForThese:
+        name = "none"
+
+        def choices_for(self, signature: Any) -> list[Any]:
+            return []
+
+    selector = Selector("add", [extern(fast_add), NoneForThese()], reference="none")
+    with pytest.raises(ConfigError, match="reference `none` of selector `add` has no choice for inputs"):
+        selector(*inputs())
+
+
 def test_input_gen_must_match_the_real_inputs() -> None:
     selector = Selector("add", [extern(fast_add)], input_gen=lambda a, b: (a.t(), b))
     a, b = inputs()

@@ -493,14 +493,25 @@ class Selector:
         self, signature: Signature | None = None
     ) -> Choice | ChoiceSpace | Callable[..., Any] | None:
         """What outputs are checked against (`reference=`, default: the first extern choice); given
-        `signature`, a space's first choice for it."""
+        `signature`, a space's first choice for it.
+
+        Raises:
+            ConfigError: the reference is a space with no choice for `signature`.
+        """
         wanted = self.reference
         if wanted is None:
             wanted = next((s for s in self.spaces if isinstance(s, ExternChoice)), None)
         elif isinstance(wanted, str):
             wanted = next(s for s in self.spaces if s.name == wanted)  # checked in __init__
         if signature is not None and isinstance(wanted, ChoiceSpace) and not isinstance(wanted, Choice):
-            return wanted.choices_for(signature)[0]
+            first = next(iter(wanted.choices_for(signature)), None)
+            if first is None:
+                raise ConfigError(
+                    f"reference `{wanted.name}` of selector `{self.name}` has no choice for inputs "
+                    f"{signature}, so nothing could check the others' outputs: give a reference that "
+                    "takes these inputs (an extern choice, or a function)"
+                )
+            return first
         return wanted
 
     def _reference(self, signature: Signature) -> tuple[tuple[str, Callable[..., Any]], Any] | None:
