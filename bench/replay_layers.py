@@ -57,6 +57,9 @@ def main() -> int:
     import torch.nn.functional as functional
 
     import kernelpick.ops as ops
+    from kernelpick.device import device_peaks
+
+    peaks = device_peaks(torch.cuda.get_device_name())  # the weights read once at the HBM's peak
 
     def mlp(x: Any, w: dict[str, Any], mm: Any) -> Any:
         return mm(functional.silu(mm(x, w["gate"])) * mm(x, w["up"]), w["down"])
@@ -121,7 +124,7 @@ def main() -> int:
                     samples[f"{variant}_{layout}"].append(start.elapsed_time(end) * 1e3 / args.layers)
         us = {name: statistics.median(values) for name, values in samples.items()}
         weight_bytes = sum(n * k * 2 for n, k in shapes.values())
-        floor_us = weight_bytes / 4.8e12 * 1e6
+        floor_us = None if peaks is None else weight_bytes / (peaks.memory_gbps * 1e9) * 1e6
         entry = {
             "model": model,
             "block": block,
