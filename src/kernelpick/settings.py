@@ -98,7 +98,8 @@ class Settings:
         0.0,
         "Seconds a GPU worker stays up once no tuning runs (0: it ends when the last tuning does, "
         "since another process's CUDA context slows this one's kernels; the next tuning starts "
-        "workers again while it compiles). `kernelpick tune` keeps its workers up an hour unless this is set.",
+        "workers again while it compiles; 0.5 at least while tunings come one right after another). "
+        "`kernelpick tune` keeps its workers up an hour unless this is set.",
     )
     compile_timeout_s: float = _setting(
         "KERNELPICK_COMPILE_TIMEOUT",

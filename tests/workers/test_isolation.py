@@ -24,6 +24,7 @@ from rich.console import Console
 import kernelpick
 from kernelpick import settings
 from kernelpick.workers import WorkerPool, pool_for
+from kernelpick.workers import pool as pool_module
 from kernelpick.workers.pool import tuning_in_progress
 from tests.workers import faulty
 
@@ -241,6 +242,30 @@ def test_workers_stay_up_while_any_tuning_runs_and_end_after_the_last() -> None:
                     pids.append(pool.workers[0].info["pid"])
             assert wait_until(lambda: not any(w.alive for w in pool.workers))
         assert pids[0] == pids[1]  # the same worker measured both
+    finally:
+        pool.retires = False
+
+
+def test_workers_stay_up_through_a_burst_of_tunings_and_end_after_it() -> None:
+    # A model's first forward meets its keys one after another: restarting the workers at each would
+    # cost a CUDA context and every binary loaded again. Tunings that start right after the last one's
+    # end keep them up; a tuning after a pause (the program's own run between) finds them ended.
+    pool = pool_for([None])
+    pool.retires = True
+    try:
+        with settings.override(isolate="on", worker_idle_s=0.0):
+            pids = []
+            for n in (56, 64, 72, 80):  # new keys, back to back
+                x = torch.randn(n)
+                faulty.RETIRED(x, x)
+                pids.append(pool.workers[0].info["pid"])
+            assert len(set(pids[1:])) == 1  # the first key's end may still end them: not the burst's
+            assert wait_until(lambda: not any(w.alive for w in pool.workers))
+            time.sleep(0.3)  # a pause: the next tuning is no burst's, and its workers end at once
+            y = torch.randn(88)
+            faulty.RETIRED(y, y)
+            assert pool.workers[0].info["pid"] not in pids and not pool_module._in_burst
+            assert wait_until(lambda: not any(w.alive for w in pool.workers))
     finally:
         pool.retires = False
 

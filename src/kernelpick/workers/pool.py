@@ -121,19 +121,22 @@ class WorkerPool:
 
     def _retire_when_idle(self) -> None:
         """End the workers once `KERNELPICK_WORKER_IDLE` seconds pass with no tuning, measurement or
-        early start since (for a pool that `retires`)."""
+        early start since (for a pool that `retires`); during a burst of tunings, `BURST_GRACE_S` at least."""
         if not self.retires:
             return
         spell = self._wanted
-        timer = threading.Timer(settings.current().worker_idle_s, self._retire, (spell,))
+        grace = settings.current().worker_idle_s
+        timer = threading.Timer(max(grace, BURST_GRACE_S) if _in_burst else grace, self._retire, (spell,))
         timer.daemon = True
         timer.name = "kernelpick-workers-retire"
         timer.start()
 
     def _retire(self, spell: int) -> None:
+        global _in_burst
         with self._lock, self._start_lock:
             if spell != self._wanted or self._starting is not None or _tunings_running:
                 return  # wanted again meanwhile
+            _in_burst = False
             for worker in self.workers:
                 if worker.alive and worker.forked:  # a new interpreter would take seconds to start again
                     log.debug("worker %d idle: stopped", worker.slot)
@@ -498,14 +501,25 @@ _pools_lock = threading.Lock()
 
 _tunings_running = 0  # tunings under way in this process (`tuning_in_progress`)
 _tunings_lock = threading.Lock()
+#: A tuning that starts within this many seconds of the last one's end makes a burst (a model's first
+#: forward meeting its keys one after another, with nothing of the program's own run between them)...
+BURST_GAP_S = 0.1
+#: ... during which idle workers stay up this long at least: a key's workers started again would make
+#: a new CUDA context and load every candidate's binary anew (docs/measurement.md, "Idle workers end").
+BURST_GRACE_S = 0.5
+_last_end = float("-inf")  # when the last tuning ended (`time.monotonic()`)
+_in_burst = False
 
 
 @contextlib.contextmanager
 def tuning_in_progress() -> Iterator[None]:
     """Hold the workers up while a tuning runs (however many measurements it makes); once no tuning
-    runs, the pools that retire their workers end them when idle (`KERNELPICK_WORKER_IDLE`)."""
-    global _tunings_running
+    runs, the pools that retire their workers end them when idle (`KERNELPICK_WORKER_IDLE`, and at
+    least `BURST_GRACE_S` while tunings come one right after another)."""
+    global _tunings_running, _last_end, _in_burst
     with _tunings_lock:
+        if not _tunings_running and time.monotonic() - _last_end < BURST_GAP_S:
+            _in_burst = True
         _tunings_running += 1
     try:
         yield
@@ -513,6 +527,7 @@ def tuning_in_progress() -> Iterator[None]:
         with _tunings_lock:
             _tunings_running -= 1
             last = _tunings_running == 0
+            _last_end = time.monotonic()
         if last:
             with _pools_lock:
                 pools = list(_pools.values())
