@@ -22,7 +22,7 @@ from kernelpick.compile.forked import (
     Patience,
     _ForkedExecutor,
 )
-from kernelpick.compile.target import FALLBACK_TARGET, as_jit_function, specialize
+from kernelpick.compile.target import FALLBACK_TARGET, specialize
 from kernelpick.compile.unwrap import unwrap
 from kernelpick.compile.warm import warm_up_compiler
 
@@ -225,23 +225,16 @@ def _lower_all(jobs: Sequence[CompileJob], workers: int) -> list[CompileOutcome]
     def lower(job: CompileJob) -> CompileOutcome:
         start = time.perf_counter()
         try:
-            jit, merged = _resolve(job.kernel, job.args, {**job.kwargs, **job.config.all_kwargs()})
-            specialize(jit, job.args, merged, target=FALLBACK_TARGET).lower("ttir")
+            unwrapped = unwrap(job.kernel, job.args, {**job.kwargs, **job.config.all_kwargs()})
+            if unwrapped.problem:  # a `triton.heuristics` function raised
+                raise RuntimeError(unwrapped.problem)
+            specialize(unwrapped.kernel, job.args, unwrapped.kwargs, target=FALLBACK_TARGET).lower("ttir")
         except Exception as error:  # every compiler failure becomes data
-            status, message = classify(error)
-            return CompileOutcome(status, message, time.perf_counter() - start)
+            return CompileOutcome(*classify(error), time.perf_counter() - start)
         return CompileOutcome("ok", "", time.perf_counter() - start)
 
     with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="kernelpick-lower") as pool:
         return list(pool.map(lower, jobs))
-
-
-def _resolve(kernel: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
-    """Unwrap `triton.heuristics` layers, adding the values they compute to `kwargs`."""
-    unwrapped = unwrap(kernel, args, kwargs)
-    if unwrapped.problem:
-        raise RuntimeError(unwrapped.problem)
-    return as_jit_function(unwrapped.kernel), unwrapped.kwargs
 
 
 def _compile_all(
@@ -258,48 +251,44 @@ def _compile_all(
         warm_up_compiler()
     except Exception as error:  # each compile says what fails
         log.debug("no compiler warm-up: %s", error)
-    pending: list[Any] = []
-    outcomes: list[CompileOutcome | None] = []
+    forked = executor if isinstance(executor, _ForkedExecutor) else None
+    pending: list[Any] = []  # by job: Triton's future (or kernel), or the outcome of a failed submit
     early: list[int] = []  # configs known to be compiled before any child runs
     # ignore_errors: failures are collected below; Triton 3.6 would re-raise them on exit and then
     # leave its async mode switched on for this thread.
     with AsyncCompileMode(executor, ignore_errors=True):
         for index, job in enumerate(jobs):
             try:
-                submitted = len(getattr(executor, "jobs", ()))
+                submitted = len(forked.jobs) if forked is not None else 0
                 pending.append(
                     job.kernel.warmup(*job.args, grid=job.grid, **job.kwargs, **job.config.all_kwargs())
                 )
-                outcomes.append(None)
-                if isinstance(executor, _ForkedExecutor):
-                    if len(executor.jobs) > submitted:
-                        executor.configs.append(index)
+                if forked is not None:
+                    if len(forked.jobs) > submitted:
+                        forked.configs.append(index)
                     else:  # compiled earlier in this process (or in Triton's cache): nothing to wait for
                         early.append(index)
             except Exception as error:  # code generation can fail before anything is submitted
-                status, message = classify(error)
-                pending.append(None)
-                outcomes.append(CompileOutcome(status, message))
-        if isinstance(executor, _ForkedExecutor):
-            executor.phases["compile_submit"] = time.perf_counter() - start
+                pending.append(CompileOutcome(*classify(error)))
+        if forked is not None:
+            forked.phases["compile_submit"] = time.perf_counter() - start
             if on_compiled is not None:
                 for index in early:
                     on_compiled(index)
-            executor.on_compiled = on_compiled
-            executor.run(meanwhile)
+            forked.on_compiled = on_compiled
+            forked.run(meanwhile)
         elif meanwhile is not None:
             meanwhile()  # while the pool's threads compile
-        seconds = executor.seconds_by_config() if isinstance(executor, _ForkedExecutor) else {}
-        for index, future_kernel in enumerate(pending):
-            if future_kernel is None:
-                continue
-            try:
-                # A config compiled earlier in this process comes back as the kernel itself.
-                if hasattr(future_kernel, "result"):
-                    future_kernel.result()
-            except Exception as error:
-                status, message = classify(error)
-                outcomes[index] = CompileOutcome(status, message, seconds.get(index))
-                continue
-            outcomes[index] = CompileOutcome("ok", "", seconds.get(index))
-    return [o if o is not None else CompileOutcome("compile_error", "not compiled") for o in outcomes]
+        seconds = forked.seconds_by_config() if forked is not None else {}
+        outcomes = []
+        for index, found in enumerate(pending):
+            if not isinstance(found, CompileOutcome):
+                try:
+                    # A config compiled earlier in this process comes back as the kernel itself.
+                    if hasattr(found, "result"):
+                        found.result()
+                    found = CompileOutcome("ok", "", seconds.get(index))
+                except Exception as error:
+                    found = CompileOutcome(*classify(error), seconds.get(index))
+            outcomes.append(found)
+    return outcomes
