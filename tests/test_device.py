@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import sys
 from types import SimpleNamespace
 
 import pytest
@@ -16,7 +15,6 @@ from kernelpick.device import (
     Requirements,
     describe,
     device_of,
-    tma_supported,
     visible_devices,
 )
 
@@ -133,13 +131,6 @@ def test_requirements_say_why_a_device_falls_short() -> None:
     assert shared.unmet(CPU) is None  # no limit in the interpreter
     assert Requirements().unmet(CPU) is None and Requirements(gpu=True).unmet(CPU) is not None
     assert Requirements(min_capability=(9, 0), tma=True, big_gpu=True).text() == "sm_90+, TMA, 68+ SMs"
-
-
-def test_tma_needs_a_triton_with_host_tensor_descriptors(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert Requirements(tma=True).unmet(H100) is None
-    monkeypatch.setitem(sys.modules, "triton.tools.tensor_descriptor", None)  # an older Triton
-    assert not tma_supported()
-    assert "this Triton lacks" in str(Requirements(tma=True).unmet(H100))
 
 
 def test_the_interpreter_warning_fits_a_terminal_of_100_columns(

@@ -261,15 +261,6 @@ def capturing(values: Iterable[object]) -> bool:
     return bool(torch.cuda.is_current_stream_capturing())
 
 
-def tma_supported() -> bool:
-    """Whether this Triton can pass host tensor descriptors (TMA) to kernels."""
-    try:
-        from triton.tools.tensor_descriptor import TensorDescriptor  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
 @dataclass(frozen=True, slots=True)
 class Requirements:
     """What a choice needs of the device, checked before anything compiles.
@@ -282,7 +273,7 @@ class Requirements:
         gpu: needs a GPU: not run in Triton's interpreter.
         min_capability: the oldest compute capability it runs on (implies `gpu`).
         big_gpu: needs Inductor's "big GPU", at least 68 SMs (implies `gpu`).
-        tma: needs host tensor descriptors: compute capability 9.0 and a Triton that has them.
+        tma: needs host tensor descriptors (TMA): compute capability 9.0.
         min_shared_memory: bytes of shared memory one program needs.
     """
 
@@ -303,8 +294,6 @@ class Requirements:
                 "of unknown capability" if device.capability is None else "sm_{}{}".format(*device.capability)
             )
             return f"needs sm_{oldest[0]}{oldest[1]} or newer; {device.name} is {have}"
-        if self.tma and not tma_supported():
-            return "needs TMA tensor descriptors, which this Triton lacks (triton.tools.tensor_descriptor)"
         if self.big_gpu and not device.big_gpu:
             return (
                 f"needs a big GPU (at least {BIG_GPU_MULTIPROCESSORS} SMs, as Inductor's is_big_gpu); "

@@ -611,3 +611,29 @@ def test_a_selection_says_how_long_each_of_its_steps_took() -> None:
     assert {"expand", "store_read", "compile", "benchmark"} <= set(record.phases)
     assert all(0 <= seconds < record.seconds + 1e-6 for seconds in record.phases.values())
     assert record.to_dict()["phases"] == dict(record.phases)
+
+
+def test_a_rank_that_found_no_working_choice_is_named_so_where_one_works_here(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The job's pick can be none (every choice failed on the rank that decided, whose stored results
+    differ): the rank that can call one says so, not "the pick of rank 1, None"."""
+    import dataclasses
+    import logging
+
+    from kernelpick.select.tuning import Tuning
+
+    settle = Tuning.settle
+
+    def agreed_on_none(self: Tuning, *args: Any, **kwargs: Any) -> Any:
+        return dataclasses.replace(settle(self, *args, **kwargs), pick=None, picked_by="rank 1")
+
+    monkeypatch.setattr(Tuning, "settle", agreed_on_none)
+    selector = Selector("add_agreed_on_none", [extern(slow_add), extern(fast_add)])
+    a, b = inputs()
+    with caplog.at_level(logging.WARNING, logger="kernelpick.select"):
+        assert torch.equal(selector(a, b), a + b)
+    assert "add_agreed_on_none: rank 1 found no choice that works: running fast_add, unlike rank 1" in (
+        caplog.text
+    )
+    assert "None" not in caplog.text

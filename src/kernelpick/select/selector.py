@@ -342,14 +342,13 @@ class Selector:
         bind = lambda digest: by_digest[digest].callable_for(signature)  # noqa: E731
         call = in_captures_too(call, pick_choice.digest, results, kept, ranking, bind, signature.device.type)
         if settled.picked_by and pick_choice.digest != settled.pick:
-            log.warning(
-                "%s: the pick of %s, %s, cannot be called here: running %s, unlike %s",
-                self.name,
-                settled.picked_by,
-                by_digest[settled.pick].name if settled.pick in by_digest else settled.pick,
-                pick_choice.name,
-                settled.picked_by,
+            theirs = by_digest[settled.pick].name if settled.pick in by_digest else settled.pick
+            why = (
+                f"the pick of {settled.picked_by}, {theirs}, cannot be called here"
+                if theirs
+                else f"{settled.picked_by} found no choice that works"
             )
+            log.warning("%s: %s: running %s, unlike %s", self.name, why, pick_choice.name, settled.picked_by)
         record = TuningRecord.of_selection(
             self.name,
             key,

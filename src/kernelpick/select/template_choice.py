@@ -197,10 +197,6 @@ class TemplateChoice(NamedChoice):
             found.append((getattr(module, launch.kernel_name), options, launch.grid))
         return found
 
-    @property
-    def path(self) -> str:
-        return str(write_module(self.rendered.source))
-
     def compile_job(self, example: Example, signature: Signature) -> CompileJob | CompileOutcome:
         try:
             kernels = self.kernels()
