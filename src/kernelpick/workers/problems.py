@@ -5,10 +5,9 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import itertools
-import json
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import torch
 
@@ -19,8 +18,6 @@ _PLAIN = (type(None), bool, int, float, str)
 #: The tensor descriptors a worker makes again, by the module and name of their class.
 _DESCRIPTORS = frozenset({"triton.tools.tensor_descriptor:TensorDescriptor"})
 _files = itertools.count()
-_T = TypeVar("_T")
-_last: tuple[str, Any] | None = None
 
 
 def _dtype(name: str) -> torch.dtype:
@@ -131,15 +128,3 @@ def rebuild_value(data: Mapping[str, Any], device: torch.device, generator: torc
         return example_tensor(spec, generator)
     return laid_out(spec, torch.load(data["values"], weights_only=True).to(device))
 
-
-def reused(description: Any, build: Callable[[], _T]) -> _T:
-    """What `build()` makes for the problem `description` (plain data), made once while consecutive
-    requests to this worker describe the same problem: re-creating inputs, rendering templates and
-    warming up per candidate would cost more than timing many of them."""
-    global _last
-    key = json.dumps(description, sort_keys=True, default=str)
-    if _last is None or _last[0] != key:
-        _last = None  # let the old problem's tensors go before the new ones are made
-        _last = (key, build())
-    value: _T = _last[1]
-    return value
