@@ -31,9 +31,9 @@ _Message = tuple[int, int, "dict[str, Any] | None"]
 
 @dataclass(frozen=True, slots=True)
 class _Busy:
-    """What a busy worker is doing: the candidate (or "" for several), until when, which request."""
+    """What a busy worker is doing: its candidates, until when, which request."""
 
-    candidate: str
+    candidates: tuple[str, ...]
     deadline: float
     request: int
 
@@ -101,19 +101,22 @@ class WorkerPool:
         self.start()
 
     def _send(
-        self, worker: WorkerProcess, request: Mapping[str, Any], candidate: str, timeout_s: float
+        self,
+        worker: WorkerProcess,
+        request: Mapping[str, Any],
+        step: str,
+        candidates: Sequence[str],
+        timeout_s: float,
+        **details: Any,
     ) -> _Busy:
-        """Send `request` to `worker`; what to wait for: its answer, until the deadline."""
+        """Send `worker` one step of `request` for `candidates` (each one's payload by id, or the ids
+        alone where the measurement has no payloads); what to wait for: its answer, until the deadline."""
         number = next(self._requests)
+        carried = list(candidates) if self._payloads is None else {c: self._payloads[c] for c in candidates}
+        step_request = {**request, "candidates": carried, "step": step, **details}
         # The worker ends itself a little past `timeout_s` too, should this process not kill it.
-        worker.send({**request, "id": number, "timeout_s": timeout_s})
-        return _Busy(candidate, time.monotonic() + timeout_s, number)
-
-    def _carried(self, candidates: Sequence[str]) -> Any:
-        """What a request carries of `candidates`: each one's payload by id, or the ids alone."""
-        if self._payloads is None:
-            return list(candidates)
-        return {candidate: self._payloads[candidate] for candidate in candidates}
+        worker.send({**step_request, "id": number, "timeout_s": timeout_s})
+        return _Busy(tuple(candidates), time.monotonic() + timeout_s, number)
 
     def close(self) -> None:
         for worker in self.workers:
@@ -200,17 +203,17 @@ class WorkerPool:
             try:
                 results: dict[str, BenchmarkResult] = {}
                 known = list(candidates)
-                fed = _Fed(feed)
+                feed = Feed(self._messages, closed=True) if feed is None else feed
                 started = time.perf_counter()
                 if known and prepare_timeout_s is not None:
-                    results = self._prepare(request, known, prepare_timeout_s, fed)
+                    results = self._prepare(request, known, prepare_timeout_s, feed)
                     for candidate, result in results.items():
                         if on_done is not None:
                             on_done(candidate, result)
                     phases["prepare"] = time.perf_counter() - started
                     started = time.perf_counter()
-                first = [c for c in known if c not in results] + fed.waiting
-                screened = self._screen(request, first, timeout_s, on_done, fed)
+                first = [c for c in known if c not in results] + feed.waiting
+                screened = self._screen(request, first, timeout_s, on_done, feed)
                 results.update(screened)
                 phases["screen"] = time.perf_counter() - started
                 closest = finalists({c: results[c] for c in screened}, confirm_top, confirm_within, reference)
@@ -223,23 +226,21 @@ class WorkerPool:
                 phases.update({f"worker_{part}": seconds for part, seconds in self._worker_phases.items()})
 
     def _prepare(
-        self, request: Mapping[str, Any], candidates: Sequence[str], timeout_s: float, fed: _Fed
+        self, request: Mapping[str, Any], candidates: Sequence[str], timeout_s: float, feed: Feed
     ) -> dict[str, BenchmarkResult]:
-        """Step 1: every worker compiles its share; the failures, by candidate. What `fed` delivers
+        """Step 1: every worker compiles its share; the failures, by candidate. What `feed` delivers
         meanwhile waits in it for step 2."""
         live = [w for w in self.workers if w.alive]
-        shares = {w.slot: list(candidates[i :: len(live)]) for i, w in enumerate(live)}
         busy: dict[int, _Busy] = {}
-        for worker in live:
-            if shares[worker.slot]:
-                step = {**request, "candidates": self._carried(shares[worker.slot]), "step": "prepare"}
-                busy[worker.slot] = self._send(worker, step, "", timeout_s)
+        for i, worker in enumerate(live):
+            if share := candidates[i :: len(live)]:
+                busy[worker.slot] = self._send(worker, request, "prepare", share, timeout_s)
         failed: dict[str, BenchmarkResult] = {}
         with self._abandoned_on_error(busy):
             while busy:
-                message = self._next_message(busy, fed.listening)
+                message = self._next_message(busy, feed)
                 if message is not None and message[0] == _FEED:
-                    fed.waiting += fed.arrive(message[1])
+                    feed.waiting += feed.arrive(message[1])
                     continue
                 if message is None:  # the deadline passed: those compile again, one by one, in step 2
                     for slot in busy:
@@ -249,11 +250,11 @@ class WorkerPool:
                     )
                     break
                 slot, body = message
-                del busy[slot]
+                waiting = busy.pop(slot)
                 if body is None:
                     log.warning(
                         "a worker died while compiling %d candidates; going on one at a time: %s",
-                        len(shares[slot]),
+                        len(waiting.candidates),
                         _failure(self.workers[slot], body, {}),
                     )
                 elif "error" in body:
@@ -268,14 +269,14 @@ class WorkerPool:
         candidates: Sequence[str],
         timeout_s: float,
         on_done: OnDone | None,
-        fed: _Fed,
+        feed: Feed,
     ) -> dict[str, BenchmarkResult]:
-        """Step 2: one candidate at a time to whichever worker is free (and more as `fed` delivers them)."""
+        """Step 2: one candidate at a time to whichever worker is free (and more as `feed` delivers them)."""
         results: dict[str, BenchmarkResult] = {}
         pending = collections.deque(candidates)
         busy: dict[int, _Busy] = {}
         with self._abandoned_on_error(busy):
-            while pending or busy or fed.open:
+            while pending or busy or feed.open:
                 for worker in self.workers:
                     if not pending:
                         break
@@ -283,18 +284,13 @@ class WorkerPool:
                         continue
                     if not worker.alive:
                         worker.start()
-                    candidate = pending.popleft()
                     fastest = min((r.cost_ms for r in results.values() if r.ok), default=None)
-                    step = {
-                        **request,
-                        "candidates": self._carried([candidate]),
-                        "step": "screen",
-                        "best_ms": fastest,
-                    }
-                    busy[worker.slot] = self._send(worker, step, candidate, timeout_s)
-                message = self._next_message(busy, fed.listening)
+                    busy[worker.slot] = self._send(
+                        worker, request, "screen", [pending.popleft()], timeout_s, best_ms=fastest
+                    )
+                message = self._next_message(busy, feed)
                 if message is not None and message[0] == _FEED:
-                    pending.extend(fed.arrive(message[1]))
+                    pending.extend(feed.arrive(message[1]))
                     continue
                 if message is None:  # a deadline passed
                     for slot, waiting in list(busy.items()):
@@ -302,15 +298,16 @@ class WorkerPool:
                             worker = self.workers[slot]
                             worker.kill()
                             del busy[slot]
-                            results[waiting.candidate] = BenchmarkResult.failed(
+                            (candidate,) = waiting.candidates
+                            results[candidate] = BenchmarkResult.failed(
                                 "timeout",
                                 f"took over {timeout_s:g} s; the worker was killed{describe_output(worker.tail())}",
                             )
                             if on_done is not None:
-                                on_done(waiting.candidate, results[waiting.candidate])
+                                on_done(candidate, results[candidate])
                     continue
                 slot, body = message
-                candidate = busy.pop(slot).candidate
+                (candidate,) = busy.pop(slot).candidates
                 results[candidate] = self._result(slot, candidate, body, first=not results)
                 if on_done is not None:
                     on_done(candidate, results[candidate])
@@ -328,13 +325,8 @@ class WorkerPool:
             except IsolationError as error:
                 log.warning("a worker did not start again for the second round: %s", error)
                 continue
-            step = {
-                **request,
-                "candidates": self._carried(candidates),
-                "step": "confirm",
-                "share": 1.0 / len(self.workers),
-            }
-            busy[worker.slot] = self._send(worker, step, "", timeout_s)
+            share = 1.0 / len(self.workers)
+            busy[worker.slot] = self._send(worker, request, "confirm", candidates, timeout_s, share=share)
         # Only workers that timed every finalist count: each finalist then runs on the same GPUs.
         complete: list[dict[str, TimingSummary]] = []
         with self._abandoned_on_error(busy):
@@ -378,10 +370,11 @@ class WorkerPool:
             raise
 
     def _next_message(
-        self, busy: Mapping[int, _Busy], feeding: Feed | None = None
+        self, busy: Mapping[int, _Busy], feed: Feed | None = None
     ) -> tuple[int, dict[str, Any] | None] | None:
-        """The next answer of a busy worker (None for its death) or, while `feeding`, of the feed;
+        """The next answer of a busy worker (None for its death) or, while `feed` is open, of the feed;
         None once the nearest deadline passes."""
+        feeding = feed if feed is not None and feed.open else None
         while True:
             if not busy and feeding is None:
                 return None
@@ -423,9 +416,8 @@ class WorkerPool:
         worker = self.workers[slot]
         if body is None:
             code = worker.exit_code()
-            if (
-                ALARM is not None and code == -ALARM
-            ):  # it ended itself, past its time limit (`kernelpick.workers.main`)
+            # By ALARM, it ended itself, past its time limit (`kernelpick.workers.main`).
+            if ALARM is not None and code == -ALARM:
                 return BenchmarkResult.failed(
                     "timeout",
                     f"it ran past its time limit and the worker ended itself{describe_output(worker.tail())}",
@@ -450,11 +442,20 @@ _feeds = itertools.count(1)
 
 class Feed:
     """Candidates delivered while a measurement runs: `put` each as it becomes ready (compiled),
-    then `close` (always: the measurement ends only then). Safe to call from any thread."""
+    then `close` (always: the measurement ends only then). Safe to call from any thread.
 
-    def __init__(self, messages: queue.Queue[_Message]) -> None:
+    Args:
+        messages: the queue of the pool measuring.
+        closed: a feed of nothing (for a measurement given none).
+    """
+
+    def __init__(self, messages: queue.Queue[_Message], *, closed: bool = False) -> None:
         self._messages = messages
         self.number = next(_feeds)  # tells its messages from those of an earlier feed
+        # The measurement's side: whether more may come, and what came during the workers' prepare
+        # step, which waits for the screen.
+        self.open = not closed
+        self.waiting: list[str] = []
 
     def put(self, candidate: str) -> None:
         self._messages.put((_FEED, self.number, {"candidate": candidate}))
@@ -462,23 +463,8 @@ class Feed:
     def close(self) -> None:
         self._messages.put((_FEED, self.number, {"closed": True}))
 
-
-class _Fed:
-    """A measurement's feed (if any): whether more may come, and what came during the workers'
-    prepare step, which waits for the screen."""
-
-    def __init__(self, feed: Feed | None) -> None:
-        self.feed = feed
-        self.open = feed is not None
-        self.waiting: list[str] = []
-
-    @property
-    def listening(self) -> Feed | None:
-        """The feed while more may come from it; None once it closed (or there is none)."""
-        return self.feed if self.open else None
-
     def arrive(self, message: Mapping[str, Any] | None) -> list[str]:
-        """Take in one of the feed's messages; the candidates it names."""
+        """In the measurement: take in one of the feed's messages; the candidates it names."""
         body = message or {}
         if "closed" in body:
             self.open = False
