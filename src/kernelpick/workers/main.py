@@ -86,26 +86,20 @@ def serve(messages: IO[str]) -> int:
             except Exception as error:
                 failure, results = error, {}
             broken = _cuda_error(torch)
-            if failure is not None and broken is None:  # the request itself is unusable
-                _send(
-                    messages,
-                    {
-                        "id": request.get("id"),
-                        "error": f"{type(failure).__name__}: {failure}",
-                        "traceback": "".join(traceback.format_exception(failure)),
-                    },
-                )
-                continue
+            reply: dict[str, Any] = {"id": request.get("id")}
             if broken is not None:  # a candidate broke the context, whatever else went wrong after
-                for candidate in request["candidates"]:
-                    results[candidate] = {
-                        "status": "crashed",
-                        "timing": None,
-                        "message": f"it left the CUDA context broken ({broken}); the worker was restarted",
-                    }
-            reply = {"id": request.get("id"), "results": results, "seconds": phases}
-            if broken is not None:
-                reply["exiting"] = True  # its pool must not send it anything more
+                why = f"it left the CUDA context broken ({broken}); the worker was restarted"
+                crashed = {
+                    c: {"status": "crashed", "timing": None, "message": why} for c in request["candidates"]
+                }
+                reply.update(results=crashed, seconds=phases, exiting=True)  # exiting: send it nothing more
+            elif failure is not None:  # the request itself is unusable
+                reply.update(
+                    error=f"{type(failure).__name__}: {failure}",
+                    traceback="".join(traceback.format_exception(failure)),
+                )
+            else:
+                reply.update(results=results, seconds=phases)
             _send(messages, reply)
             if broken is not None:
                 return 3  # a broken context cannot run anything again

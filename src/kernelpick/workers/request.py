@@ -109,12 +109,8 @@ class Problem:
 
     @classmethod
     def from_data(cls, data: Mapping[str, Any]) -> Problem:
-        fields = dict(data)
-        for name in ("inputs", "names", "zeroed"):
-            fields[name] = tuple(fields.get(name) or ())
-        for name in ("written", "read", "tolerance"):
-            if fields.get(name) is not None:
-                fields[name] = tuple(fields[name])
+        """The problem `to_data` gave, its tuples made lists by JSON on the way."""
+        fields: dict[str, Any] = {n: tuple(v) if isinstance(v, list) else v for n, v in data.items()}
         return cls(**fields)
 
     @property
@@ -232,20 +228,19 @@ def answer(request: Mapping[str, Any], phases: dict[str, float] | None = None) -
     started = time.perf_counter()
     torch.backends.cuda.matmul.allow_tf32 = problem.tf32  # what the caller computes with
     portables = {digest: state.portable(digest, payload) for digest, payload in request["candidates"].items()}
-    if request.get("step") == "prepare":
-        outcomes = _prepare_all(portables, state)
-        phases["load"] = time.perf_counter() - started
-        return {
-            digest: BenchmarkResult.failed(outcome.status, outcome.message).to_dict()
-            for digest, outcome in outcomes.items()
-            if outcome is not None and not outcome.ok
-        }
-    candidates = []
-    failures: dict[str, BenchmarkResult] = {}
     # Compiled already in the prepare step, if there was one: then each is a hit in Triton's caches.
-    for digest, outcome in _prepare_all(portables, state).items():
-        if outcome is not None and not outcome.ok:
-            failures[digest] = BenchmarkResult.failed(outcome.status, outcome.message)
+    outcomes = _prepare_all(portables, state)
+    failures = {
+        digest: BenchmarkResult.failed(outcome.status, outcome.message)
+        for digest, outcome in outcomes.items()
+        if outcome is not None and not outcome.ok
+    }
+    if request.get("step") == "prepare":
+        phases["load"] = time.perf_counter() - started
+        return {digest: result.to_dict() for digest, result in failures.items()}
+    candidates = []
+    for digest in outcomes:  # in their order: those without a compile job first
+        if digest in failures:
             continue
         portable = portables[digest]
         try:
