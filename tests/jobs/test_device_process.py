@@ -128,7 +128,7 @@ from kernelpick.jobs import cluster
 from kernelpick.workers import plan, process, zygote
 
 if HOW == "spawned":
-    process._no_more_forking()  # as where no zygote can be forked
+    process._forking_works = False  # as where no zygote can be forked
 plan.tune_elsewhere()  # as `tune_spec` says in the command's process
 pool = cluster._ProcessRunner._pool("1")
 print(json.dumps({

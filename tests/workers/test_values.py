@@ -18,7 +18,7 @@ from kernelpick.workers import values
 CHILD = """
 import json, sys
 from kernelpick.workers import values
-kernel, scale, mm = values.loads(sys.stdin.buffer.read())
+kernel, scale, mm = values.decode(sys.stdin.read())
 print(json.dumps({
     "kernel": type(kernel).__name__,
     "cache_key": kernel.cache_key,
@@ -37,8 +37,10 @@ def test_a_kernel_and_a_closure_cross_by_value_and_the_users_module_is_never_imp
         offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
         tl.store(x_ptr + offsets, tl.load(x_ptr + offsets, mask=offsets < n) * 2, mask=offsets < n)
 
-    data = values.dumps((double, lambda x: x * factor, torch.mm))
-    done = subprocess.run([sys.executable, "-c", CHILD], input=data, capture_output=True, timeout=120)
+    data = values.encode((double, lambda x: x * factor, torch.mm))
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD], input=data.encode(), capture_output=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr.decode()[-2000:]
     found = json.loads(done.stdout.decode().strip().splitlines()[-1])
     # The same source and helpers: the worker's launch finds what this process compiled in Triton's cache.
@@ -99,5 +101,5 @@ def test_rendered_template_modules_are_not_registered_but_their_kernels_cross(tm
     module = load_module(source)
     assert module.__name__.startswith(values.RENDERED_PREFIX)
     assert module.__name__ not in values._user_modules()
-    kernel = values.loads(values.dumps(module.double))
+    kernel = values.decode(values.encode(module.double))
     assert type(kernel).__name__ == "JITFunction" and kernel.cache_key == module.double.cache_key

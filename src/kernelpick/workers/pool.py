@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from kernelpick import settings
 from kernelpick.bench.benchmarker import finalists, on_one_scale
@@ -27,6 +27,8 @@ from kernelpick.workers.process import WorkerProcess, describe_exit, describe_ou
 log = logging.getLogger("kernelpick.workers")
 
 _Message = tuple[int, int, "dict[str, Any] | None"]
+#: The steps of a measurement in the workers (`WorkerPool.measure`), as a request names them.
+Step = Literal["prepare", "screen", "confirm"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,7 +106,7 @@ class WorkerPool:
         self,
         worker: WorkerProcess,
         request: Mapping[str, Any],
-        step: str,
+        step: Step,
         candidates: Sequence[str],
         timeout_s: float,
         **details: Any,

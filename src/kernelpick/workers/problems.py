@@ -127,4 +127,3 @@ def rebuild_value(data: Mapping[str, Any], device: torch.device, generator: torc
     if data.get("values") is None:
         return example_tensor(spec, generator)
     return laid_out(spec, torch.load(data["values"], weights_only=True).to(device))
-

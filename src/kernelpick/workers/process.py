@@ -25,13 +25,6 @@ log = logging.getLogger("kernelpick.workers")
 START_TIMEOUT_S = 180.0
 #: False once a forked worker failed to start: this process's later workers are new interpreters.
 _forking_works = True
-
-
-def _no_more_forking() -> None:
-    global _forking_works
-    _forking_works = False
-
-
 _TAIL_LINES = 40
 
 
@@ -111,6 +104,7 @@ class WorkerProcess:
         Raises:
             IsolationError: it did not start (the message holds its output).
         """
+        global _forking_works
         self.generation += 1
         self._tail.clear()
         read_end, write_end = os.pipe()
@@ -134,7 +128,7 @@ class WorkerProcess:
                 self._process = self._fork(forked, environment, write_end)
             except OSError as error:  # the zygote is gone (a spawned one may have failed to start)
                 log.info("no zygote to fork a worker (%s); starting new interpreters", error)
-                _no_more_forking()
+                _forking_works = False
                 os.close(read_end)
                 os.close(write_end)
                 self.start()
@@ -164,7 +158,7 @@ class WorkerProcess:
             code = self.exit_code()
             if forked is not None:  # e.g. this process used CUDA before the zygote was forked
                 log.info("a forked worker failed to start (%s); starting new interpreters", self.tail())
-                _no_more_forking()
+                _forking_works = False
                 self.start()
                 return
             raise IsolationError(f"a worker failed to start ({describe_exit(code)}):\n{self.tail()}")

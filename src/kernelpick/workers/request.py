@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 import torch
 
@@ -27,8 +27,6 @@ from kernelpick.workers import values
 from kernelpick.workers.plan import step_budgets, worker_devices, worker_settings
 from kernelpick.workers.pool import Feed, pool_for
 from kernelpick.workers.problems import describe_value, rebuild_value
-
-Step = Literal["prepare", "screen", "confirm"]
 
 
 class Portable(Protocol):

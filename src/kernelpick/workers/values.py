@@ -35,31 +35,19 @@ _lock = threading.Lock()
 
 
 @cache
-def _library_folders() -> tuple[Path, ...]:
-    """Where libraries are installed, as named: the standard library's folders and every folder on
-    the import path that holds installed distributions (`*.dist-info`: site-packages, a `pip
-    --target` folder)."""
+def _library_prefixes() -> tuple[str, ...]:
+    """Where libraries are installed, as path prefixes: the standard library's folders and every
+    folder on the import path that holds installed distributions (`*.dist-info`: site-packages, a
+    `pip --target` folder), each as named and resolved. A module whose file starts with one as named
+    is a library's without resolving the file's path (the first tuning of a process meets many
+    modules, and resolving a path takes system calls)."""
     paths = sysconfig.get_paths()
     folders = {Path(paths[name]) for name in ("stdlib", "platstdlib", "purelib", "platlib") if name in paths}
     for entry in sys.path:
         folder = Path(entry or ".")
         if folder.is_dir() and next(folder.glob("*.dist-info"), None) is not None:
             folders.add(folder)
-    return tuple(folders)
-
-
-@cache
-def _library_roots() -> tuple[Path, ...]:
-    """The library folders, resolved."""
-    return tuple(folder.resolve() for folder in _library_folders())
-
-
-@cache
-def _library_prefixes() -> tuple[str, ...]:
-    """The library folders as path prefixes, as named and resolved: a module whose file starts with
-    one is a library's without resolving the file's path (the first tuning of a process meets many
-    modules, and resolving a path takes system calls)."""
-    return tuple({os.path.join(os.path.abspath(f), "") for f in (*_library_folders(), *_library_roots())})
+    return tuple({os.path.join(os.path.abspath(f), "") for f in (*folders, *(f.resolve() for f in folders))})
 
 
 def is_library(module: types.ModuleType) -> bool:
@@ -90,8 +78,8 @@ def _installed(place: str) -> bool:
     """Whether the file or folder `place` is under a folder libraries are installed in."""
     if place.startswith(_library_prefixes()):
         return True
-    resolved = Path(place).resolve()  # a path through a link, say
-    return any(resolved.is_relative_to(root) for root in _library_roots())
+    resolved = Path(place).resolve()  # a path through a link, say: under a resolved folder
+    return os.path.join(resolved, "").startswith(_library_prefixes())
 
 
 #: `is_library`'s verdict on each module it looked at, by name and files. Every value sent asks about
@@ -182,8 +170,8 @@ def _user_modules() -> set[str]:
     return _seen[1]
 
 
-def dumps(value: Any) -> bytes:
-    """`value` as bytes a worker can `loads`, the user's code in it by value.
+def encode(value: Any) -> str:
+    """`value` as text a worker can `decode` (for a JSON message), the user's code in it by value.
 
     Raises:
         IsolationError: it cannot be serialized (it holds a lock, an open file, a CUDA stream...);
@@ -197,19 +185,9 @@ def dumps(value: Any) -> bytes:
             raise IsolationError(
                 f"it cannot be sent to a worker process: {type(error).__name__}: {error}"
             ) from error
-    return stream.getvalue()
-
-
-def loads(data: bytes) -> Any:
-    """What `dumps` serialized, in this process."""
-    return cloudpickle.loads(data)
-
-
-def encode(value: Any) -> str:
-    """`dumps(value)` as text, for a JSON message."""
-    return base64.b64encode(dumps(value)).decode("ascii")
+    return base64.b64encode(stream.getvalue()).decode("ascii")
 
 
 def decode(text: str) -> Any:
-    """The value `encode` made."""
-    return loads(base64.b64decode(text))
+    """The value `encode` made, in this process."""
+    return cloudpickle.loads(base64.b64decode(text))
