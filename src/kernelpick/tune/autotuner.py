@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import triton
 from triton.runtime.jit import KernelInterface
 
 from kernelpick import settings
@@ -41,7 +42,6 @@ from kernelpick.store.base import UnreadStore
 from kernelpick.tune.background import provisional_entry
 from kernelpick.tune.dispatch import MISSES, Dispatcher, Entry, describe_key, specialized_arguments
 from kernelpick.tune.first_launch import FirstLaunch
-from kernelpick.tune.knobs import tell_triton_knobs
 from kernelpick.tune.prune import Pruner
 from kernelpick.workers.plan import start_early
 
@@ -288,21 +288,17 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
     # -- tuning -------------------------------------------------------------------------------
     def warmup(self, *args: Any, grid: Any, **kwargs: Any) -> list[Any]:
         """Compile every config for these arguments, in parallel, without running any."""
-        named = self._named(args, kwargs)
-        device = describe(device_of(named.values()))
-        configs = self._prune(self._candidates(device), args, kwargs)
-        return self._call(grid).warm_up(configs, args, kwargs)
+        device = describe(device_of(self._named(args, kwargs).values()))
+        return self._call(grid).warm_up(self._configs_for(device, args, kwargs), args, kwargs)
 
-    def _prune(
-        self, configs: Sequence[Config], args: Sequence[Any], kwargs: Mapping[str, Any]
+    def _configs_for(
+        self, device: DeviceInfo, args: Sequence[Any], kwargs: Mapping[str, Any]
     ) -> list[Config]:
-        """`prune_configs_by`, called as Triton calls it: the configs as given, the positional
-        arguments by name, the keyword arguments apart."""
+        """The configs to tune on `device` (a `Space`'s that fit it, else those given), pruned by
+        `prune_configs_by` as Triton calls it: the configs as given, the positional arguments by
+        name, the keyword arguments apart."""
+        configs = self.space.configs(device) if self.space is not None else self.configs
         return self.prune(configs, dict(zip(self.arg_names, args)), kwargs, self.given)
-
-    def _candidates(self, device: DeviceInfo) -> list[Config]:
-        """The configs to tune on `device`: a `Space`'s that fit it, else those given."""
-        return self.space.configs(device) if self.space is not None else self.configs
 
     def _named(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> dict[str, Any]:
         if len(args) > len(self.arg_names):
@@ -317,8 +313,7 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
             if entry is not None:  # another thread tuned it meanwhile
                 return entry
             start = time.perf_counter()
-            named = self._named(args, kwargs)
-            device = describe(device_of(named.values()))
+            device = describe(device_of(self._named(args, kwargs).values()))
             warn_once_if_interpreted(device, self.name)
             for config in self.configs:
                 conflicts = sorted(set(kwargs) & set(config.kwargs))
@@ -327,7 +322,7 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
                         f"kernel `{self.name}` was given {', '.join(conflicts)} both by the call and by the "
                         f"config {config}; leave tuned meta-parameters out of the call"
                     )
-            configs = self._prune(self._candidates(device), args, kwargs)
+            configs = self._configs_for(device, args, kwargs)
             with Tuning(
                 f"kernel `{self.name}`",
                 describe_key(self._key_names(), key, dtypes=True),
@@ -394,11 +389,15 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
             key_names=tuple(self._key_names()),
         )
         self._finish(key, record)
-        entry = (self.given.get(best, best), runner(self.fn, device.interpreter), dict(best.all_kwargs()))
+        entry = self._entry(best, device)
         if from_store and key not in self._distrusted:  # measured elsewhere, or forged: checked once
             entry = FirstLaunch(self, key, tuning, entry, best, device).wrapped
         self._dispatch.entries[key] = entry
         return entry
+
+    def _entry(self, config: Config, device: DeviceInfo) -> Entry:
+        """What a call runs with `config` on `device` (the dispatcher's entry)."""
+        return self.given.get(config, config), runner(self.fn, device.interpreter), dict(config.all_kwargs())
 
     def _settle(
         self,
@@ -521,8 +520,26 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
         self._keep(key, record)
         report_tuning(record, table=len(record.results) > 1)
         log.info("tuned %s for %s in %.2f s: %s", self.name, key, record.seconds, record.best)
-        if record.results:  # as Triton: nothing is reported when a single config was left
-            tell_triton_knobs(self, key, record, self.cache[key])
+        if not record.results:  # as Triton: nothing is reported when a single config was left
+            return
+        # What `triton.knobs.autotuning` asks of a tuner: a printed line (`TRITON_PRINT_AUTOTUNING`)
+        # and a call of its listener, where the installed Triton has one.
+        knobs, best = triton.knobs.autotuning, self.cache[key]
+        if knobs.print and not record.from_store:
+            print(
+                f"kernelpick autotuning for function {self.name},\nwith key as {key},\n"
+                f"finished after {record.seconds:.2f}s,\nbest config selected: {best};"
+            )
+        listener = getattr(knobs, "listener", None)
+        if listener is not None:
+            listener(
+                fn=self.base_fn,
+                key=key,
+                best_config=best,
+                configs_timings=self.configs_timings,
+                duration=None if record.from_store else record.seconds,
+                cache_hit=record.from_store,
+            )
 
     def _keep(self, key: tuple[Any, ...], record: TuningRecord) -> None:
         """Hold `record` as the tuning of `key` and the last one (`cache`, `configs_timings`)."""

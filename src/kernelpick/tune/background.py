@@ -9,7 +9,6 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from kernelpick.bench.timers import UserBenchTimer
-from kernelpick.compile.launch import runner
 from kernelpick.device import capturing, describe, device_of
 from kernelpick.select.background import UNMEASURED, Pending, allowed, rank_switch, shadow, submit
 from kernelpick.select.record import TuningRecord
@@ -26,27 +25,17 @@ def provisional_entry(
 ) -> Entry | None:
     """The entry a new key's calls run while its configs are tuned in the background (tuning queued
     now), or None where the key is to be tuned before the call returns."""
-    hooked = tuner.pre_hook is not None or tuner.post_hook is not None
-    if (
-        hooked
-        or isinstance(tuner.timer, UserBenchTimer)
-        or any(c.pre_hook is not None for c in tuner.configs)
-    ):
+    if tuner._call(grid).runs_here() is not None or isinstance(tuner.timer, UserBenchTimer):
         return None
     named = tuner._named(args, kwargs)
     if not allowed(tuner.background, list(named.values())):
         return None
     device = describe(device_of(named.values()))
-    configs = tuner._prune(tuner._candidates(device), args, kwargs)
+    configs = tuner._configs_for(device, args, kwargs)
     if len(configs) < 2:
         return None
     config = tuner.default if tuner.default in configs else configs[0]
-    provisional = (
-        tuner.given.get(config, config),
-        runner(tuner.fn, device.interpreter),
-        dict(config.all_kwargs()),
-    )
-    pending = KernelPending(tuner, key, args, dict(kwargs), grid, provisional)
+    pending = KernelPending(tuner, key, args, dict(kwargs), grid, tuner._entry(config, device))
     pending.ranks = rank_switch(tuner.tuning_key(key, device).digest)
     note = "provisional: runs while the configs are tuned in the background"
     record = TuningRecord.of_configs(
