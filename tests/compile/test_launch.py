@@ -14,7 +14,7 @@ import triton
 import triton.language as tl
 from triton.runtime.jit import JITFunction
 
-from kernelpick.compile.launch import interpret, interpreted_runner, launcher
+from kernelpick.compile.launch import interpret, launcher, runner
 from kernelpick.compile.target import specialize
 from tests.tune.kernels import add_kernel
 
@@ -148,7 +148,7 @@ def test_launcher_in_interpreter_mode() -> None:
 
 
 def test_interpreted_runner_has_tritons_run_signature() -> None:
-    run = interpreted_runner(add_kernel)
+    run = runner(add_kernel, interpreter=True)
     x, y, out = torch.ones(10), torch.ones(10), torch.zeros(10)
     assert run(x, y, out, 10, grid=(1,), warmup=True, BLOCK=16) is None
     assert torch.equal(out, torch.zeros(10))  # a warm-up launches nothing

@@ -51,12 +51,6 @@ def claims_folder() -> Path | None:
         return path
 
 
-def claim_path(folder: Path, key: str) -> Path:
-    """The lock file of a compile: named by the sha256 of Triton's cache key, as Triton names the
-    cache folder of its binary."""
-    return folder / f"{hashlib.sha256(key.encode()).hexdigest()}.lock"
-
-
 def _private(folder: Path) -> bool:
     """Make `folder` where it is missing, private to this user (0700); whether claims may be held in
     it: a folder of this user's, not a link. Another user's folder (or a link planted in its place)
@@ -97,8 +91,9 @@ def compile_claim(folder: Path, key: str, wait_s: float) -> Iterator[ClaimWait]:
     Yields:
         How getting the claim went.
     """
+    # Named by the sha256 of Triton's cache key, as Triton names the cache folder of its binary;
     # 0600: another user who could open a lock file could hold the claim.
-    lock = FileLock(str(claim_path(folder, key)), mode=0o600)
+    lock = FileLock(str(folder / f"{hashlib.sha256(key.encode()).hexdigest()}.lock"), mode=0o600)
     started = time.monotonic()
     try:
         if not _private(folder):

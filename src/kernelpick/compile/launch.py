@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -128,24 +129,19 @@ def interpret(kernel: Any, *args: Any, grid: Any, **kwargs: Any) -> Any:
         raise explain(function.fn, error) from error
 
 
-def interpreted_runner(kernel: Any) -> Callable[..., Any]:
-    """A function with Triton's `run(*args, grid=, warmup=, **kwargs)` signature that interprets `kernel`."""
+def runner(kernel: Any, interpreter: bool) -> Callable[..., Any]:
+    """`kernel`'s `run(*args, grid=, warmup=, **kwargs)`: Triton's own on a GPU; on a CPU one that
+    interprets it (a warm-up launches nothing there)."""
 
-    def run(*args: Any, grid: Any, warmup: bool = False, **kwargs: Any) -> Any:
+    def interpreted(*args: Any, grid: Any, warmup: bool = False, **kwargs: Any) -> Any:
         return None if warmup else interpret(kernel, *args, grid=grid, **kwargs)
 
-    return run
-
-
-def runner(kernel: Any, interpreter: bool) -> Callable[..., Any]:
-    """`kernel`'s `run(*args, grid=, warmup=, **kwargs)`: Triton's own on a GPU, the interpreter's on a CPU."""
-    return interpreted_runner(kernel) if interpreter else kernel.run
+    return interpreted if interpreter else kernel.run
 
 
 def launcher(kernel: Any, interpreter: bool) -> Callable[..., Any]:
     """A function launching `kernel` as `launch(*args, grid=grid, **kwargs)` on a GPU or in the interpreter."""
-    run = runner(kernel, interpreter)
-    return lambda *args, grid, **kwargs: run(*args, grid=grid, warmup=False, **kwargs)
+    return functools.partial(runner(kernel, interpreter), warmup=False)
 
 
 class FixedLaunch:
