@@ -157,50 +157,13 @@ def precompile_jobs(
         One outcome per job, in order (a job with companions: one for all of them). Kernels that
         compiled are in Triton's caches, so the first launch of each does not compile again.
     """
-    if any(job.companions for job in jobs):
-        return _precompile_with_companions(
-            jobs,
-            interpreter=interpreter,
-            workers=workers,
-            mode=mode,
-            phases=phases,
-            meanwhile=meanwhile,
-            timeout_s=timeout_s,
-            on_compiled=on_compiled,
-            stop=stop,
-        )
-    if not jobs or interpreter:
-        if meanwhile is not None:
-            meanwhile()
-        outcomes = _lower_all(jobs, workers) if jobs else []
-    # The forked mode queues job numbers in one pipe buffer (64 KiB): plenty for any real space.
-    elif mode == "process" and hasattr(os, "fork") and len(jobs) < 16_000:
-        forked = _ForkedExecutor(workers, timeout_s, _patience.get(), stop, claims_folder())
-        outcomes = _compile_all(jobs, forked, meanwhile, on_compiled)
-        if phases is not None:
-            phases.update(forked.phases)
-        return outcomes
-    else:
-        with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="kernelpick-compile") as pool:
-            outcomes = _compile_all(jobs, pool, meanwhile)
-    if on_compiled is not None:
-        for index, outcome in enumerate(outcomes):
-            if outcome.ok:
-                on_compiled(index)
-    return outcomes
-
-
-def _precompile_with_companions(
-    jobs: Sequence[CompileJob], *, on_compiled: Callable[[int], object] | None, **options: Any
-) -> list[CompileOutcome]:
-    """`precompile_jobs` of jobs with companions: every kernel compiled in one batch, one outcome
-    per job (its kernels' first failure, else ok with their seconds summed where known), and
-    `on_compiled` called for a job once all of its kernels are."""
-    flat: list[CompileJob] = []
-    owner: list[int] = []
+    # Companions are compiled in the same batch as the jobs: a job's outcome is its kernels' first
+    # failure, else ok with their seconds summed where known, and it is announced once all compiled.
+    kernels: list[CompileJob] = []
+    owner: list[int] = []  # by kernel: the index of its job
     for index, job in enumerate(jobs):
         for part in (job, *job.companions):
-            flat.append(replace(part, companions=()))
+            kernels.append(replace(part, companions=()))
             owner.append(index)
     waiting = [1 + len(job.companions) for job in jobs]
 
@@ -209,7 +172,24 @@ def _precompile_with_companions(
         if waiting[owner[index]] == 0 and on_compiled is not None:
             on_compiled(owner[index])
 
-    outcomes = precompile_jobs(flat, on_compiled=compiled, **options)
+    # The forked mode queues job numbers in one pipe buffer (64 KiB): plenty for any real space.
+    forking = not interpreter and mode == "process" and hasattr(os, "fork") and 0 < len(kernels) < 16_000
+    if forking:
+        forked = _ForkedExecutor(workers, timeout_s, _patience.get(), stop, claims_folder())
+        outcomes = _compile_all(kernels, forked, meanwhile, compiled)
+        if phases is not None:
+            phases.update(forked.phases)
+    elif not kernels or interpreter:
+        if meanwhile is not None:
+            meanwhile()
+        outcomes = _lower_all(kernels, workers) if kernels else []
+    else:
+        with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="kernelpick-compile") as pool:
+            outcomes = _compile_all(kernels, pool, meanwhile)
+    if not forking:  # announced as each compiles in the forked mode, at the end in the others
+        for index, outcome in enumerate(outcomes):
+            if outcome.ok:
+                compiled(index)
     grouped: list[list[CompileOutcome]] = [[] for _ in jobs]
     for index, outcome in enumerate(outcomes):
         grouped[owner[index]].append(outcome)
