@@ -147,7 +147,7 @@ def test_launcher_in_interpreter_mode() -> None:
     assert torch.equal(out, torch.full((10,), 2.0))
 
 
-def test_interpreted_runner_has_tritons_run_signature() -> None:
+def test_an_interpreted_runner_has_tritons_run_signature() -> None:
     run = runner(add_kernel, interpreter=True)
     x, y, out = torch.ones(10), torch.ones(10), torch.zeros(10)
     assert run(x, y, out, 10, grid=(1,), warmup=True, BLOCK=16) is None
