@@ -36,75 +36,14 @@ def _view_into(storage_bytes: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
     )
 
 
-class ScratchArguments:
-    """Launch arguments in which the tensors a kernel may write are replaced by scratch copies.
-
-    Args:
-        arguments: the launch's arguments by name.
-        written: names of arguments the kernel may write (all tensors, when unsure).
-        zeroed: names of arguments to zero before each run instead of restoring (`reset_to_zero`).
-        read: names of arguments the kernel may read (None: all of them). A written storage that no
-            read argument shares is copied once and never restored.
-    """
-
-    def __init__(
-        self,
-        arguments: Mapping[str, Any],
-        written: Collection[str],
-        zeroed: Collection[str] = (),
-        read: Collection[str] | None = None,
-    ) -> None:
-        self._pairs: dict[tuple[int, torch.device], tuple[torch.Tensor, torch.Tensor]] = {}
-        for name in (*written, *zeroed):
-            value = tensor_of(arguments.get(name))
-            if value is not None and value.untyped_storage().nbytes() > 0:
-                key = (value.untyped_storage().data_ptr(), value.device)
-                if key not in self._pairs:
-                    original = _flat_bytes(value)
-                    self._pairs[key] = (original, original.clone())
-        read_storages = {
-            (tensor.untyped_storage().data_ptr(), tensor.device)
-            for name, value in arguments.items()
-            if (read is None or name in read) and (tensor := tensor_of(value)) is not None
-        }
-        self._restored = [pair for key, pair in self._pairs.items() if key in read_storages]
-        # Every tensor over a copied storage, read-only ones and descriptors' bases included, now
-        # points at the copy.
-        self.arguments: dict[str, Any] = {}
-        for name, value in arguments.items():
-            tensor = tensor_of(value)
-            if tensor is not None:
-                pair = self._pairs.get((tensor.untyped_storage().data_ptr(), tensor.device))
-                if pair is not None:
-                    copy = _view_into(pair[1], tensor)
-                    value = copy if value is tensor else dataclasses.replace(value, base=copy)
-            self.arguments[name] = value
-        self._zeroed = [t for t in map(tensor_of, (self.arguments.get(n) for n in zeroed)) if t is not None]
-
-    @property
-    def copied_bytes(self) -> int:
-        return sum(scratch.numel() for _, scratch in self._pairs.values())
-
-    @property
-    def restored_bytes(self) -> int:
-        """Bytes copied back before each run."""
-        return sum(scratch.numel() for _, scratch in self._restored)
-
-    def restore(self) -> None:
-        """Give every copy the kernel may read the user's values again (and zero the `zeroed` ones)."""
-        for original, scratch in self._restored:
-            scratch.copy_(original)
-        for tensor in self._zeroed:
-            tensor.zero_()
-
-    def changed(self) -> bool:
-        """Whether a run wrote any copy (compared by their bytes)."""
-        return any(not torch.equal(original, scratch) for original, scratch in self._pairs.values())
+def _storage_of(tensor: torch.Tensor) -> tuple[int, torch.device]:
+    """What identifies the storage behind `tensor` (views of one storage share it)."""
+    return tensor.untyped_storage().data_ptr(), tensor.device
 
 
 class Example:
-    """The arguments candidates run on, restorable to their first values: scratch copies of those a run
-    may write (`ScratchArguments`), the rest as they are.
+    """The arguments candidates run on, restorable to their first values: the tensors a run may write
+    are replaced by scratch copies, the rest are passed as they are.
 
     What is restored and when is the front's knowledge, as data: a tuned kernel's access analysis
     names what it may write and read, and its copies are restored before every run; a selection's
@@ -117,7 +56,9 @@ class Example:
         names: the arguments' names, in order, the positional ones first (none: their positions, "0",
             "1", ...): with the keywords, what `written`, `zeroed` and `read` name.
         written: the arguments a run may write (None: every tensor; (): none, nothing is copied).
-        zeroed, read: as for `ScratchArguments`.
+        zeroed: the arguments to zero before each run instead of restoring (`reset_to_zero`).
+        read: the arguments a run may read (None: all of them). A written storage that no read
+            argument shares is copied once and never restored.
         restore_always: restore before every run, whatever the first run did.
     """
 
@@ -133,23 +74,62 @@ class Example:
         restore_always: bool = False,
     ) -> None:
         names = names or [str(i) for i in range(len(args))]
-        named = {**dict(zip(names, args)), **kwargs}
+        given = {**dict(zip(names, args)), **kwargs}
         if written is None:
-            written = [name for name, value in named.items() if tensor_of(value) is not None]
-        self._scratch = ScratchArguments(named, written, zeroed=zeroed, read=read)
-        #: Every argument by name, scratch copies in place: what a tuned kernel's hooks are given.
-        self.named = self._scratch.arguments
+            written = [name for name, value in given.items() if tensor_of(value) is not None]
+        # One copy per storage, so that arguments that alias each other alias in the copies too.
+        self._pairs: dict[tuple[int, torch.device], tuple[torch.Tensor, torch.Tensor]] = {}
+        for name in (*written, *zeroed):
+            value = tensor_of(given.get(name))
+            if value is not None and value.untyped_storage().nbytes() > 0:
+                key = _storage_of(value)
+                if key not in self._pairs:
+                    original = _flat_bytes(value)
+                    self._pairs[key] = (original, original.clone())
+        read_storages = {
+            _storage_of(tensor)
+            for name, value in given.items()
+            if (read is None or name in read) and (tensor := tensor_of(value)) is not None
+        }
+        self._restored = [pair for key, pair in self._pairs.items() if key in read_storages]
+        #: Every argument by name, scratch copies in place: what a tuned kernel's hooks are given. Every
+        #: tensor over a copied storage, read-only ones and descriptors' bases included, points at the copy.
+        self.named: dict[str, Any] = {}
+        for name, value in given.items():
+            tensor = tensor_of(value)
+            if tensor is not None:
+                pair = self._pairs.get(_storage_of(tensor))
+                if pair is not None:
+                    copy = _view_into(pair[1], tensor)
+                    value = copy if value is tensor else dataclasses.replace(value, base=copy)
+            self.named[name] = value
+        self._zeroed = [t for t in map(tensor_of, (self.named.get(n) for n in zeroed)) if t is not None]
         self.args: tuple[Any, ...] = tuple(self.named[name] for name in names[: len(args)])
         self.kwargs: dict[str, Any] = {name: self.named[name] for name in kwargs}
         self.restore_always = restore_always
 
+    @property
+    def copied_bytes(self) -> int:
+        return sum(scratch.numel() for _, scratch in self._pairs.values())
+
+    @property
+    def restored_bytes(self) -> int:
+        """Bytes copied back before each run."""
+        return sum(scratch.numel() for _, scratch in self._restored)
+
     def restore(self) -> None:
         """Give every copy a run may read its first values again (and zero the `zeroed` ones)."""
-        self._scratch.restore()
+        for original, scratch in self._restored:
+            scratch.copy_(original)
+        for tensor in self._zeroed:
+            tensor.zero_()
 
     def changed(self) -> bool:
-        """Whether later runs must restore first: always, or when a run wrote an argument."""
-        return self.restore_always or self._scratch.changed()
+        """Whether later runs must restore first: always, or when a run wrote a copy (compared by
+        their bytes)."""
+        return self.restore_always or any(
+            not torch.equal(original, scratch) for original, scratch in self._pairs.values()
+        )
 
 
 def new_values(
