@@ -16,6 +16,10 @@ from kernelpick.bench.timers import Benchmarkable, TimingBudget, WallClockTimer
 QUICK = TimingBudget(warmup_ms=0.0, rep_ms=0.0, min_reps=3, max_reps=3)
 
 
+def by_name(*candidates: Benchmarkable) -> dict[str, Benchmarkable]:
+    return {candidate.name: candidate for candidate in candidates}
+
+
 def ok(median_ms: float) -> BenchmarkResult:
     return BenchmarkResult("ok", TimingSummary.of([median_ms] * 3))
 
@@ -76,27 +80,27 @@ class ScriptedTimer:
 
 
 def test_the_fastest_candidate_has_the_lowest_median() -> None:
-    candidates = [Sleeper("slow", 12.0), Sleeper("fast", 1.0), Sleeper("middle", 5.0)]
+    candidates = by_name(Sleeper("slow", 12.0), Sleeper("fast", 1.0), Sleeper("middle", 5.0))
     results = benchmark(
         candidates, WallClockTimer(), screening=QUICK, confirming=QUICK, confirm_top=2, confirm_within=100.0
     )
-    assert all(r.ok and r.timing is not None and r.timing.runs == 3 for r in results)
-    medians = {c.name: r.median_ms for c, r in zip(candidates, results)}
+    assert all(r.ok and r.timing is not None and r.timing.runs == 3 for r in results.values())
+    medians = {name: r.median_ms for name, r in results.items()}
     assert min(medians, key=medians.__getitem__) == "fast"
     assert medians["fast"] < medians["middle"] < medians["slow"]
 
 
 def test_a_candidate_that_raises_is_recorded_with_its_message_and_others_are_timed() -> None:
-    candidates = [Sleeper("a", 0.0), Raiser("b", ValueError("index out of bounds")), Sleeper("c", 0.0)]
+    candidates = by_name(Sleeper("a", 0.0), Raiser("b", ValueError("index out of bounds")), Sleeper("c", 0.0))
     results = benchmark(candidates, WallClockTimer(), screening=QUICK)
-    assert [r.status for r in results] == ["ok", "runtime_error", "ok"]
-    assert results[1].message == "ValueError: index out of bounds"
-    assert results[1].timing is None
+    assert {n: r.status for n, r in results.items()} == {"a": "ok", "b": "runtime_error", "c": "ok"}
+    assert results["b"].message == "ValueError: index out of bounds"
+    assert results["b"].timing is None
 
 
 def test_out_of_resources_is_its_own_status() -> None:
     error = OutOfResources("out of resource: shared memory, Required: 262144, Hardware limit: 232448")
-    (result,) = benchmark([Raiser("big", error)], WallClockTimer(), screening=QUICK)
+    (result,) = benchmark(by_name(Raiser("big", error)), WallClockTimer(), screening=QUICK).values()
     assert result.status == "out_of_resources"
     assert result.message.startswith("OutOfResources: out of resource: shared memory")
 
@@ -114,7 +118,7 @@ def test_second_round_retimes_only_the_fastest_and_replaces_their_figures() -> N
     first = {"a": 4.0, "b": 1.0, "c": 3.0, "d": 2.0}
     second = {"b": 2.5, "d": 1.5}
     timer = ScriptedTimer(first, second)
-    candidates = [Sleeper(name, 0.0) for name in first]
+    candidates = by_name(*(Sleeper(name, 0.0) for name in first))
     confirming = TimingBudget(0.0, 40.0, 10, 100)
     results = benchmark(
         candidates, timer, screening=QUICK, confirming=confirming, confirm_top=2, confirm_within=1.0
@@ -123,7 +127,7 @@ def test_second_round_retimes_only_the_fastest_and_replaces_their_figures() -> N
     assert timer.interleaved == [["b", "d"]]  # fastest first
     assert timer.budgets[-1] == confirming
     # The others are put on the second round's scale: the finalists' median ratio, (2.5 + 0.75) / 2.
-    assert [r.median_ms for r in results] == [4.0 * 1.625, 2.5, 3.0 * 1.625, 1.5]
+    assert [r.median_ms for r in results.values()] == [4.0 * 1.625, 2.5, 3.0 * 1.625, 1.5]
 
 
 def test_a_candidate_left_out_of_the_second_round_cannot_win_on_its_offset() -> None:
@@ -133,21 +137,21 @@ def test_a_candidate_left_out_of_the_second_round_cannot_win_on_its_offset() -> 
     second = {"a": 2.02, "b": 2.00, "c": 2.03}
     timer = ScriptedTimer(first, second)
     results = benchmark(
-        [Sleeper(name, 0.0) for name in first],
+        by_name(*(Sleeper(name, 0.0) for name in first)),
         timer,
         screening=QUICK,
         confirming=QUICK,
         confirm_top=3,
         confirm_within=0.1,
     )
-    medians = dict(zip(first, (r.median_ms for r in results)))
+    medians = {name: r.median_ms for name, r in results.items()}
     assert min(medians, key=medians.__getitem__) == "b"
     assert medians["d"] == pytest.approx(1.94 * 2.03 / 1.92)  # the median ratio is c's
 
 
 def test_failed_candidates_are_never_retimed() -> None:
     timer = ScriptedTimer({"a": 1.0, "c": 2.0}, {"a": 1.0, "c": 2.0})
-    candidates = [Sleeper("a", 0.0), Raiser("b", RuntimeError("boom")), Sleeper("c", 0.0)]
+    candidates = by_name(Sleeper("a", 0.0), Raiser("b", RuntimeError("boom")), Sleeper("c", 0.0))
     benchmark(candidates, timer, screening=QUICK, confirming=QUICK, confirm_top=3, confirm_within=1.0)
     assert timer.interleaved == [["a", "c"]]
 
@@ -162,7 +166,7 @@ def test_second_round_retimes_only_candidates_close_to_the_best(
     first = {"a": 2.0, "b": 1.0, "c": 1.3, "d": 1.05}
     timer = ScriptedTimer(first, first)
     benchmark(
-        [Sleeper(name, 0.0) for name in first],
+        by_name(*(Sleeper(name, 0.0) for name in first)),
         timer,
         screening=QUICK,
         confirming=QUICK,
@@ -199,7 +203,7 @@ def test_the_reference_is_always_a_finalist() -> None:
 def test_confirm_top_still_caps_the_close_candidates() -> None:
     first = {"a": 1.0, "b": 1.01, "c": 1.02, "d": 1.03}
     timer = ScriptedTimer(first, first)
-    candidates = [Sleeper(name, 0.0) for name in first]
+    candidates = by_name(*(Sleeper(name, 0.0) for name in first))
     benchmark(candidates, timer, screening=QUICK, confirming=QUICK, confirm_top=2, confirm_within=0.5)
     assert timer.interleaved == [["a", "b"]]
 
@@ -207,9 +211,15 @@ def test_confirm_top_still_caps_the_close_candidates() -> None:
 def test_the_reference_is_timed_again_beside_the_fastest() -> None:
     first = {"a": 1.0, "b": 1.01, "c": 1.02, "reference": 1.5}
     timer = ScriptedTimer(first, first)
-    candidates = [Sleeper(name, 0.0) for name in first]
+    candidates = by_name(*(Sleeper(name, 0.0) for name in first))
     benchmark(
-        candidates, timer, screening=QUICK, confirming=QUICK, confirm_top=2, confirm_within=0.1, reference=3
+        candidates,
+        timer,
+        screening=QUICK,
+        confirming=QUICK,
+        confirm_top=2,
+        confirm_within=0.1,
+        reference="reference",
     )
     assert timer.interleaved == [["a", "reference"]]
 
@@ -220,7 +230,7 @@ def test_no_second_round_without_two_candidates_to_compare(
 ) -> None:
     timer = ScriptedTimer({"a": 1.0, "b": 2.0}, {})
     benchmark(
-        [Sleeper("a", 0.0), Sleeper("b", 0.0)],
+        by_name(Sleeper("a", 0.0), Sleeper("b", 0.0)),
         timer,
         screening=QUICK,
         confirming=confirming,
@@ -238,7 +248,7 @@ def test_a_failing_second_round_keeps_the_first_rounds_figures() -> None:
 
     timer = FailingSecondRound({"a": 1.0, "b": 2.0}, {})
     results = benchmark(
-        [Sleeper("a", 0.0), Sleeper("b", 0.0)],
+        by_name(Sleeper("a", 0.0), Sleeper("b", 0.0)),
         timer,
         screening=QUICK,
         confirming=QUICK,
@@ -246,12 +256,12 @@ def test_a_failing_second_round_keeps_the_first_rounds_figures() -> None:
         confirm_within=1.0,
     )
     assert timer.budgets[-1] == QUICK  # the second round was tried
-    assert [r.median_ms for r in results] == [1.0, 2.0]
+    assert [r.median_ms for r in results.values()] == [1.0, 2.0]
 
 
 def test_on_done_is_called_once_per_candidate_with_its_result_failures_included() -> None:
-    calls: list[tuple[int, str]] = []
-    candidates = [Sleeper("a", 0.0), Raiser("b", RuntimeError("boom")), Sleeper("c", 0.0)]
+    calls: list[tuple[str, str]] = []
+    candidates = by_name(Sleeper("a", 0.0), Raiser("b", RuntimeError("boom")), Sleeper("c", 0.0))
     benchmark(
         candidates,
         WallClockTimer(),
@@ -259,25 +269,25 @@ def test_on_done_is_called_once_per_candidate_with_its_result_failures_included(
         confirming=QUICK,
         confirm_top=2,
         confirm_within=1.0,
-        on_done=lambda index, result: calls.append((index, result.status)),
+        on_done=lambda name, result: calls.append((name, result.status)),
     )
-    assert calls == [(0, "ok"), (1, "runtime_error"), (2, "ok")]
+    assert calls == [("a", "ok"), ("b", "runtime_error"), ("c", "ok")]
 
 
 def test_no_candidates_no_results() -> None:
-    assert benchmark([], WallClockTimer(), screening=QUICK, confirming=QUICK, confirm_top=4) == []
+    assert benchmark({}, WallClockTimer(), screening=QUICK, confirming=QUICK, confirm_top=4) == {}
 
 
 def test_first_round_cutoff_follows_the_best_so_far() -> None:
     timer = ScriptedTimer({"a": 2.0, "b": 1.0, "c": 3.0}, {})
-    benchmark([Sleeper(n, 0.0) for n in "abc"], timer, screening=QUICK, cutoff=0.5)
+    benchmark(by_name(*(Sleeper(n, 0.0) for n in "abc")), timer, screening=QUICK, cutoff=0.5)
     assert timer.cutoffs == [None, 3.0, 1.5]  # none for the first, then 1.5x the best so far
 
 
 def test_the_cutoff_starts_from_a_best_measured_elsewhere() -> None:
     # A worker timing one candidate of many is told the fastest median the others found so far.
     timer = ScriptedTimer({"a": 2.0, "b": 1.0}, {})
-    benchmark([Sleeper(n, 0.0) for n in "ab"], timer, screening=QUICK, cutoff=0.5, best_ms=0.5)
+    benchmark(by_name(*(Sleeper(n, 0.0) for n in "ab")), timer, screening=QUICK, cutoff=0.5, best_ms=0.5)
     assert timer.cutoffs == [0.75, 0.75]
 
 
@@ -285,9 +295,11 @@ def test_without_a_first_round_every_candidate_is_timed_interleaved() -> None:
     # A worker asked to time finalists again skips the first round it (or another worker) ran.
     timer = ScriptedTimer({}, {"a": 2.0, "b": 1.0})
     confirming = TimingBudget(0.0, 20.0, 10, 100)
-    results = benchmark([Sleeper(n, 0.0) for n in "ab"], timer, screening=None, confirming=confirming)
+    results = benchmark(
+        by_name(*(Sleeper(n, 0.0) for n in "ab")), timer, screening=None, confirming=confirming
+    )
     assert timer.measured == [] and timer.interleaved == [["a", "b"]]
-    assert [r.median_ms for r in results] == [2.0, 1.0]
+    assert {n: r.median_ms for n, r in results.items()} == {"a": 2.0, "b": 1.0}
 
 
 def test_a_failing_round_without_a_first_round_fails_every_candidate() -> None:
@@ -297,10 +309,14 @@ def test_a_failing_round_without_a_first_round_fails_every_candidate() -> None:
         ) -> list[list[float]]:
             raise RuntimeError("device lost")
 
-    results = benchmark([Sleeper("a", 0.0)], FailingSecondRound({}, {}), screening=None, confirming=QUICK)
-    assert [(r.status, r.message) for r in results] == [("runtime_error", "RuntimeError: device lost")]
+    results = benchmark(
+        by_name(Sleeper("a", 0.0)), FailingSecondRound({}, {}), screening=None, confirming=QUICK
+    )
+    assert {n: (r.status, r.message) for n, r in results.items()} == {
+        "a": ("runtime_error", "RuntimeError: device lost")
+    }
     with pytest.raises(ValueError, match="screening budget, a confirming budget"):
-        benchmark([Sleeper("a", 0.0)], WallClockTimer(), screening=None)
+        benchmark(by_name(Sleeper("a", 0.0)), WallClockTimer(), screening=None)
 
 
 def test_gpu_budgets_come_from_the_settings() -> None:
@@ -342,7 +358,7 @@ def test_host_time_is_measured_for_each_timed_candidate_and_kept_beside_the_devi
         return hosts[candidate.name]
 
     results = benchmark(
-        [Sleeper("lib", 0.0), Sleeper("kernel", 0.0)],
+        by_name(Sleeper("lib", 0.0), Sleeper("kernel", 0.0)),
         timer,
         screening=QUICK,
         confirming=QUICK,
@@ -351,7 +367,7 @@ def test_host_time_is_measured_for_each_timed_candidate_and_kept_beside_the_devi
         host_time=host_time,
     )
     assert asked == [("lib", 1.0), ("kernel", 0.8)]
-    lib, kernel = results
+    lib, kernel = results["lib"], results["kernel"]
     assert lib.timing is not None and lib.timing.host_ms == 0.5 and lib.cost_ms == 1.0
     # The second round keeps each candidate's host time from the first; the device time ranks.
     assert kernel.timing is not None and kernel.timing.host_ms == 2.0 and kernel.cost_ms == 0.8
@@ -364,7 +380,7 @@ def test_each_result_names_the_timer_that_took_it() -> None:
 
     named = Named({"a": 1.0, "b": 2.0}, {})
     named.fell_back = {"b"}  # type: ignore[attr-defined]  # timed with events: it could not be captured
-    results = benchmark([Sleeper("a", 0.0), Sleeper("b", 0.0)], named, screening=QUICK)
-    assert [r.timing.timer for r in results if r.timing is not None] == ["cudagraph", "events"]
-    unnamed = benchmark([Sleeper("a", 0.0)], ScriptedTimer({"a": 1.0}, {}), screening=QUICK)
-    assert unnamed[0].timing is not None and unnamed[0].timing.timer == "ScriptedTimer"
+    results = benchmark(by_name(Sleeper("a", 0.0), Sleeper("b", 0.0)), named, screening=QUICK)
+    assert [r.timing.timer for r in results.values() if r.timing is not None] == ["cudagraph", "events"]
+    unnamed = benchmark(by_name(Sleeper("a", 0.0)), ScriptedTimer({"a": 1.0}, {}), screening=QUICK)
+    assert unnamed["a"].timing is not None and unnamed["a"].timing.timer == "ScriptedTimer"

@@ -279,8 +279,8 @@ def test_a_run_that_synchronizes_is_timed_with_events_and_labelled_so() -> None:
 
     timer = CudaGraphTimer(describe(torch.device("cuda", 0)))
     plain, syncing = Matmul(1024), Matmul(1024, synchronize=True)
-    results = benchmark([plain, syncing], timer, screening=TimingBudget(0.5, 5.0, 5, 200))
-    assert [r.timing.timer for r in results if r.timing is not None] == ["cudagraph", "events"]
+    results = benchmark({"plain": plain, "syncing": syncing}, timer, screening=TimingBudget(0.5, 5.0, 5, 200))
+    assert [r.timing.timer for r in results.values() if r.timing is not None] == ["cudagraph", "events"]
     # The failed capture left the context and the random generator as they were.
     torch.ones(1, device="cuda").add_(1).item()
     torch.manual_seed(3)

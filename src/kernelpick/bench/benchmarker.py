@@ -44,7 +44,7 @@ def classify_run_error(error: BaseException) -> tuple[Status, str]:
 
 
 def benchmark(
-    candidates: Sequence[Benchmarkable],
+    candidates: Mapping[_K, Benchmarkable],
     timer: Timer,
     *,
     screening: TimingBudget | None,
@@ -53,14 +53,15 @@ def benchmark(
     confirm_within: float = 0.1,
     cutoff: float | None = None,
     best_ms: float = float("inf"),
-    on_done: Callable[[int, BenchmarkResult], object] | None = None,
+    on_done: Callable[[_K, BenchmarkResult], object] | None = None,
     host_time: HostTimer | None = None,
-    reference: int | None = None,
-) -> list[BenchmarkResult]:
+    reference: _K | None = None,
+) -> dict[_K, BenchmarkResult]:
     """Time every candidate; a candidate that raises is recorded with its reason, never chosen.
 
     Args:
-        candidates: what to time; each is set up and torn down around every run, outside the timing.
+        candidates: what to time, by key (a digest); each is set up and torn down around every run,
+            outside the timing.
         timer: how to time.
         screening: the budget of the first round, for every candidate (None: no first round; every
             candidate is timed in the second round, which then needs `confirming`).
@@ -73,23 +74,23 @@ def benchmark(
             more than this fraction is timed no further (None: every candidate gets its full budget).
         best_ms: the lowest cost known before this call (measured elsewhere: another worker), for
             the cutoff.
-        on_done: called with each candidate's index and first-round result as it is done with
+        on_done: called with each candidate's key and first-round result as it is done with
             (progress bars; a tuning stores each result as it comes).
         host_time: measures a candidate's host time per call after its first round (None: device
             time alone is its cost, as for the configs of one kernel, which share one launcher).
-        reference: the index of the candidate to keep unless clearly beaten (`bench.pick`): it is
+        reference: the key of the candidate to keep unless clearly beaten (`bench.pick`): it is
             always timed again in the second round, beside the fastest.
 
     Returns:
-        One result per candidate, in order.
+        One result per candidate, by key, in the candidates' order.
     """
     if screening is None:
         if confirming is None:
             raise ValueError("benchmark() needs a screening budget, a confirming budget, or both")
-        return _confirmed(candidates, timer, confirming, range(len(candidates)), {})
-    results: list[BenchmarkResult] = []
+        return _confirmed(candidates, timer, confirming, list(candidates), {})
+    results: dict[_K, BenchmarkResult] = {}
     best = best_ms
-    for candidate in candidates:
+    for key, candidate in candidates.items():
         limit = None if cutoff is None or best == float("inf") else best * (1.0 + cutoff)
         try:
             summary = TimingSummary.of(
@@ -97,49 +98,45 @@ def benchmark(
             )
             if host_time is not None:
                 summary = summary.with_host(host_time(candidate, summary.median_ms))
-            results.append(BenchmarkResult("ok", summary))
+            results[key] = BenchmarkResult("ok", summary)
             best = min(best, summary.cost_ms)
         except Exception as error:  # failures are data
             status, message = classify_run_error(error)
             log.debug("candidate %s failed: %s", candidate.name, message)
-            results.append(BenchmarkResult.failed(status, message))
+            results[key] = BenchmarkResult.failed(status, message)
         if on_done is not None:
-            on_done(len(results) - 1, results[-1])
-    fastest = finalists(dict(enumerate(results)), confirm_top, confirm_within, reference=reference)
+            on_done(key, results[key])
+    fastest = finalists(results, confirm_top, confirm_within, reference=reference)
     if confirming is not None and len(fastest) >= 2:
-        return _confirmed(candidates, timer, confirming, fastest, dict(enumerate(results)))
+        return _confirmed(candidates, timer, confirming, fastest, results)
     return results
 
 
 def _confirmed(
-    candidates: Sequence[Benchmarkable],
+    candidates: Mapping[_K, Benchmarkable],
     timer: Timer,
     budget: TimingBudget,
-    chosen: Sequence[int],
-    first: dict[int, BenchmarkResult],
-) -> list[BenchmarkResult]:
+    chosen: Sequence[_K],
+    first: dict[_K, BenchmarkResult],
+) -> dict[_K, BenchmarkResult]:
     """`first` with the `chosen` candidates timed again together, interleaved.
 
     If that round fails, the first round's figures stand; without a first round, every chosen
     candidate gets the failure as its result.
     """
     try:
-        samples = timer.measure_interleaved([candidates[i] for i in chosen], budget)
+        samples = timer.measure_interleaved([candidates[key] for key in chosen], budget)
     except Exception as error:
-        if len(first) == len(candidates):
+        if first:
             log.warning("second benchmark round failed, keeping the first round's timings: %s", error)
-            return [first[i] for i in range(len(candidates))]
+            return first
         status, message = classify_run_error(error)
-        return [first.get(i) or BenchmarkResult.failed(status, message) for i in range(len(candidates))]
+        return {key: BenchmarkResult.failed(status, message) for key in chosen}
     confirmed = {
-        index: BenchmarkResult("ok", TimingSummary.of(runs, timer_used(timer, candidates[index])))
-        for index, runs in zip(chosen, samples)
+        key: BenchmarkResult("ok", TimingSummary.of(runs, timer_used(timer, candidates[key])))
+        for key, runs in zip(chosen, samples)
     }
-    return (
-        [r for _, r in sorted(on_one_scale(first, confirmed).items())]
-        if first
-        else [confirmed[i] for i in chosen]
-    )
+    return on_one_scale(first, confirmed) if first else confirmed
 
 
 def finalists(

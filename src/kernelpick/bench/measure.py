@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -93,9 +93,13 @@ class Measurement:
         return self._expected
 
     def first_run(self, candidate: Candidate) -> BenchmarkResult | Run:
-        """Run `candidate` once and check its output: its failure, or its timed run to come."""
+        """Run `candidate` once and check its output: its failure, or its timed run to come. Unchecked,
+        on an example restored before every run, a first run would tell nothing its timing does not:
+        none is made."""
         example = self.example
         checking = self.checking
+        if checking is None and example.restore_always:
+            return Run(candidate, example, restore=True)
         checked = checking is not None and checking.reference[0] != candidate.name
         if checked:
             # First: an output may be an input written in place, which restoring the inputs for the
@@ -125,7 +129,6 @@ class Run:
 
     def __init__(self, candidate: Candidate, example: Example, *, restore: bool) -> None:
         self.name = candidate.name
-        self.digest = candidate.digest
         self._call = candidate.call
         self._example = example
         self._restore = restore
@@ -182,35 +185,23 @@ def measure(
         Each candidate's result, by digest, in the candidates' order.
     """
     results: dict[str, BenchmarkResult] = {}
-    runs: list[Run] = []
-    first_runs = measurement.checking is not None or not measurement.example.restore_always
+    runs: dict[str, Run] = {}
     for candidate in candidates:
-        found = (
-            measurement.first_run(candidate)
-            if first_runs
-            else Run(candidate, measurement.example, restore=True)
-        )
+        found = measurement.first_run(candidate)
         if isinstance(found, Run):
-            runs.append(found)
+            runs[candidate.digest] = found
         else:
             results[candidate.digest] = found
             if on_done is not None:
                 on_done(candidate.digest, found)
     if runs and warm_up_ms > 0 and not measurement.device.interpreter and not measurement.warmed:
-        warm_up(runs, measurement.device, warm_up_ms)
+        warm_up(runs.values(), measurement.device, warm_up_ms)
         measurement.warmed = True
-    kept = next((i for i, run in enumerate(runs) if run.digest == reference), None)
-
-    def timed_one(index: int, result: BenchmarkResult) -> None:
-        if on_done is not None:
-            on_done(runs[index].digest, result)
-
-    timed = benchmark(runs, timer, on_done=timed_one, reference=kept, **budgets)
-    results.update({run.digest: result for run, result in zip(runs, timed)})
+    results.update(benchmark(runs, timer, on_done=on_done, reference=reference, **budgets))
     return {c.digest: results[c.digest] for c in candidates}
 
 
-def warm_up(runs: Sequence[Run], device: DeviceInfo, milliseconds: float) -> None:
+def warm_up(runs: Iterable[Run], device: DeviceInfo, milliseconds: float) -> None:
     """Run the candidates in turn for `milliseconds` (each at least once) before any is timed.
 
     Candidates with the user's hooks are left out (their hooks would run more often than Triton
