@@ -326,14 +326,21 @@ def test_gpu_budgets_come_from_the_settings() -> None:
     with settings.override(rep_ms=7.0, confirm_top=3, confirm_within=0.05, screen_cutoff=0.2):
         budgets = budgets_for(gpu)
         selection = budgets_for(gpu, per_call=True)
-    assert budgets["screening"].rep_ms == 7.0
     assert budgets["confirm_top"] == 3 and budgets["confirm_within"] == 0.05
     assert budgets["cutoff"] == 0.2
-    assert budgets["confirming"].min_reps >= 10
+    with settings.override(warmup_ms=3, rep_ms=7, min_reps=2, max_reps=9, confirm_rep_ms=30):
+        assert budgets_for(gpu)["screening"] == TimingBudget(3.0, 7.0, 2, 9)
+        # The second round does not warm up again and times at least 10 runs of each.
+        assert budgets_for(gpu)["confirming"] == TimingBudget(0.0, 30.0, 10, 9)
+    with settings.override(min_reps=20):
+        assert budgets_for(gpu)["confirming"].min_reps == 20
     # Configs of one kernel share one launcher: only selection measures the host's share of a call.
     assert "host_time" not in budgets and callable(selection["host_time"])
     cpu = DeviceInfo("cpu", None, "cpu", None, 0, 0)
-    assert budgets_for(cpu) == {"screening": TimingBudget.interpreted()}
+    # Kernels in Triton's interpreter: two runs, since their timings only rank, never predict.
+    assert budgets_for(cpu) == {"screening": TimingBudget(0.0, 0.0, 2, 2)}
+    assert budgets_for(cpu)["screening"].reps_for(1e-3) == 2
+    assert budgets_for(cpu)["screening"].warmups_for(1e-3) == 0
     with settings.override(rep_ms=3.0, min_reps=5):
         assert budgets_for(cpu, per_call=True)["screening"].min_reps == 2
         assert budgets_for(cpu, per_call=True)["screening"].rep_ms == 3.0

@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 import torch
 
-from kernelpick import settings
 from kernelpick.bench import timers
 from kernelpick.bench.timers import TimingBudget, UserBenchTimer, WallClockTimer, timer_for
 from kernelpick.device import describe
@@ -88,17 +87,6 @@ def test_warmups_cover_the_warmup_time_within_max_reps() -> None:
     assert budget.warmups_for(100.0) == 1
     assert budget.warmups_for(0.0) == 40
     assert TimingBudget(0.0, 10.0, 3, 40).warmups_for(1.0) == 0
-
-
-def test_budgets_follow_the_settings() -> None:
-    with settings.override(warmup_ms=3, rep_ms=7, min_reps=2, max_reps=9, confirm_rep_ms=30):
-        assert TimingBudget.screening() == TimingBudget(3.0, 7.0, 2, 9)
-        # The second round does not warm up again and times at least 10 runs of each.
-        assert TimingBudget.confirming() == TimingBudget(0.0, 30.0, 10, 9)
-    with settings.override(min_reps=20):
-        assert TimingBudget.confirming().min_reps == 20
-    assert TimingBudget.interpreted().reps_for(1e-3) == 2
-    assert TimingBudget.interpreted().warmups_for(1e-3) == 0
 
 
 # -- WallClockTimer -------------------------------------------------------------------------------

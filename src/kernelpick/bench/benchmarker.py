@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import statistics
@@ -207,17 +208,15 @@ def budgets_for(device: DeviceInfo, *, per_call: bool = False) -> dict[str, Any]
     allows for fast CPU functions.
     """
     current = settings.current()
+    screening = TimingBudget(current.warmup_ms, current.rep_ms, current.min_reps, current.max_reps)
     if device.interpreter:
         if per_call:
-            return {
-                "screening": TimingBudget(
-                    current.warmup_ms, current.rep_ms, min(2, current.min_reps), current.max_reps
-                )
-            }
-        return {"screening": TimingBudget.interpreted()}
+            return {"screening": dataclasses.replace(screening, min_reps=min(2, current.min_reps))}
+        return {"screening": TimingBudget(0.0, 0.0, 2, 2)}
     budgets: dict[str, Any] = {
-        "screening": TimingBudget.screening(),
-        "confirming": TimingBudget.confirming(),
+        "screening": screening,
+        # The second round does not warm up again, and times at least 10 runs of each finalist.
+        "confirming": TimingBudget(0.0, current.confirm_rep_ms, max(current.min_reps, 10), current.max_reps),
         "confirm_top": current.confirm_top,
         "confirm_within": current.confirm_within,
         "cutoff": current.screen_cutoff,

@@ -41,23 +41,6 @@ class TimingBudget:
     min_reps: int
     max_reps: int
 
-    @classmethod
-    def screening(cls) -> TimingBudget:
-        """The first round: every candidate, briefly."""
-        s = settings.current()
-        return cls(s.warmup_ms, s.rep_ms, s.min_reps, s.max_reps)
-
-    @classmethod
-    def confirming(cls) -> TimingBudget:
-        """The second round: the fastest few, interleaved, longer."""
-        s = settings.current()
-        return cls(0.0, s.confirm_rep_ms, max(s.min_reps, 10), s.max_reps)
-
-    @classmethod
-    def interpreted(cls) -> TimingBudget:
-        """Kernels in Triton's interpreter: a few runs, since their timings only rank, never predict."""
-        return cls(0.0, 0.0, 2, 2)
-
     def reps_for(self, estimate_ms: float) -> int:
         return int(min(self.max_reps, max(self.min_reps, math.ceil(self.rep_ms / max(estimate_ms, 1e-6)))))
 

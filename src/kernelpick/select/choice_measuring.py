@@ -125,16 +125,6 @@ class ChoiceMeasuring:
             return "its timer runs in your process"
         return None if self.kernel is None else self.kernel.runs_here()
 
-    def _budgets(self) -> dict[str, Any]:
-        """The rounds of timing: the settings', or one round under the user's do_bench, which times
-        each candidate once, as Triton's does."""
-        budgets = budgets_for(self.signature.device, per_call=self.kernel is None)
-        return {"screening": budgets["screening"]} if isinstance(self.timer, UserBenchTimer) else budgets
-
-    def _warm_up_ms(self) -> float:
-        """How long the GPU runs the candidates in turn before timing (none under the user's do_bench)."""
-        return 0.0 if isinstance(self.timer, UserBenchTimer) else settings.current().select_warmup_ms
-
     def _compile(
         self,
         choices: Sequence[Choice],
@@ -298,7 +288,7 @@ class ChoiceMeasuring:
             # output must match it: the worker must see the caller's.
             tf32=tf32_allowed(),
             reference_digest=self.reference_digest,
-            warm_up_ms=self._warm_up_ms(),
+            warm_up_ms=settings.current().select_warmup_ms,
             patience=current_patience(),
             **fields,
         )
@@ -347,13 +337,17 @@ class ChoiceMeasuring:
             checking = (
                 None if self.reference is None else Checking(self.reference, self.tolerance, tf32_allowed())
             )
+            budgets = budgets_for(device, per_call=self.kernel is None)
+            warm_up_ms = settings.current().select_warmup_ms
+            if isinstance(self.timer, UserBenchTimer):  # it times each candidate once, as Triton's does
+                budgets, warm_up_ms = {"screening": budgets["screening"]}, 0.0
             measured = measure(
                 candidates,
                 Measurement(example, device, checking),
                 self.timer or timer_for(device),
-                self._budgets(),
+                budgets,
                 reference=self.reference_digest,
-                warm_up_ms=self._warm_up_ms(),
+                warm_up_ms=warm_up_ms,
                 on_done=done,
             )
             phases["benchmark"] = time.perf_counter() - started
