@@ -59,7 +59,7 @@ class CudaGraphTimer:
         # The first runs load the kernel and surface launch errors. Timed with events, they can read
         # far slow (a Triton launch's host time counts when it outlasts the flush), so they only
         # size the graph; what is compared with the cutoff is replayed.
-        first = sorted(self.events.first_runs(candidate))[1]
+        first = self.events.estimate(candidate)
         graphs = self._capture(candidate, first, budget.warmups_for(first))
         if graphs is None:
             return self.events.measure(candidate, budget, cutoff_ms)
@@ -75,7 +75,7 @@ class CudaGraphTimer:
     def measure_interleaved(
         self, candidates: Sequence[Benchmarkable], budget: TimingBudget
     ) -> list[list[float]]:
-        firsts = [sorted(self.events.first_runs(c))[1] for c in candidates]
+        firsts = [self.events.estimate(c) for c in candidates]
         captured = [self._capture(c, e, budget.warmups_for(e)) for c, e in zip(candidates, firsts)]
         graphs = [g for g in captured if g is not None]
         uncaptured = [c for c, g in zip(candidates, captured) if g is None]

@@ -10,7 +10,7 @@ from typing import Any
 from kernelpick.bench.benchmarker import benchmark, classify_run_error
 from kernelpick.bench.inputs import Example
 from kernelpick.bench.result import BenchmarkResult
-from kernelpick.bench.timers import Timer
+from kernelpick.bench.timers import Timer, run_once
 from kernelpick.bench.verify import Tolerance, compare
 from kernelpick.device import DeviceInfo
 
@@ -212,9 +212,7 @@ def warm_up(runs: Iterable[Run], device: DeviceInfo, milliseconds: float) -> Non
     while warming:
         for run in list(warming):
             try:
-                run.setup()
-                run.run()
-                run.teardown()
+                run_once(run)
             except Exception:
                 warming.remove(run)
         synchronize(device)

@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from kernelpick.bench.timers import Benchmarkable, CudaEventTimer, TimingBudget
+from kernelpick.bench.timers import Benchmarkable, CudaEventTimer, TimingBudget, run_once
 from kernelpick.device import DeviceInfo
 
 log = logging.getLogger("kernelpick.bench")
@@ -37,8 +37,9 @@ class ProfilerTimer:
     ) -> list[float]:
         # The first runs load the kernel and surface launch errors; timed with events they can read
         # far slow, so the cutoff is checked on a few profiled runs instead.
-        estimate = sorted(self.events.first_runs(candidate))[1]
-        self._warm_up([candidate], budget.warmups_for(estimate))
+        estimate = self.events.estimate(candidate)
+        for _ in range(budget.warmups_for(estimate)):
+            run_once(candidate)
         quick = self._profiled([candidate], QUICK_RUNS) if cutoff_ms is not None else None
         if quick is not None:
             estimate = statistics.median(quick[0])
@@ -50,16 +51,9 @@ class ProfilerTimer:
     def measure_interleaved(
         self, candidates: Sequence[Benchmarkable], budget: TimingBudget
     ) -> list[list[float]]:
-        estimate = max(sorted(self.events.first_runs(c))[1] for c in candidates)
+        estimate = max(self.events.estimate(c) for c in candidates)
         profiled = self._profiled(candidates, budget.reps_for(estimate))
         return profiled if profiled is not None else self.events.measure_interleaved(candidates, budget)
-
-    def _warm_up(self, candidates: Sequence[Benchmarkable], runs: int) -> None:
-        for _ in range(runs):
-            for candidate in candidates:
-                candidate.setup()
-                candidate.run()
-                candidate.teardown()
 
     def _profiled(self, candidates: Sequence[Benchmarkable], reps: int) -> list[list[float]] | None:
         """Per candidate, `reps` run times in milliseconds (the candidates take turns), or None when

@@ -32,6 +32,13 @@ class Benchmarkable(Protocol):
     def teardown(self) -> object: ...
 
 
+def run_once(candidate: Benchmarkable) -> None:
+    """Set up, run and tear down `candidate` once, untimed."""
+    candidate.setup()
+    candidate.run()
+    candidate.teardown()
+
+
 @dataclass(frozen=True, slots=True)
 class TimingBudget:
     """How long to warm up and how many runs to time, in milliseconds of kernel time."""
@@ -72,12 +79,6 @@ class Timer(Protocol):
 FLUSH_L2_MULTIPLE = 2
 
 
-def flush_buffer(device: DeviceInfo) -> torch.Tensor:
-    """The buffer whose zeroing flushes `device`'s L2 cache."""
-    size = max(device.l2_bytes, 1 << 20) * FLUSH_L2_MULTIPLE
-    return torch.empty(size, dtype=torch.int8, device=torch.device("cuda", device.index or 0))
-
-
 def timing_events(count: int) -> list[tuple[Any, Any]]:
     """`count` pairs of timing CUDA events."""
     return [
@@ -93,7 +94,8 @@ class CudaEventTimer:
 
     def __init__(self, device: DeviceInfo) -> None:
         self.device = torch.device("cuda", device.index if device.index is not None else 0)
-        self._flush_buffer = flush_buffer(device)
+        size = max(device.l2_bytes, 1 << 20) * FLUSH_L2_MULTIPLE
+        self._flush_buffer = torch.empty(size, dtype=torch.int8, device=self.device)
 
     def flush(self) -> None:
         """Evict what earlier runs left in the L2 cache (queued on the current stream)."""
@@ -109,9 +111,7 @@ class CudaEventTimer:
 
     def first_runs(self, candidate: Benchmarkable) -> list[float]:
         """A first, untimed run (it loads the kernel and surfaces launch errors), then three timed ones."""
-        candidate.setup()
-        candidate.run()  # the first run loads the kernel and surfaces launch errors
-        candidate.teardown()
+        run_once(candidate)
         torch.cuda.synchronize(self.device)
         pairs = timing_events(3)
         for pair in pairs:
@@ -119,7 +119,8 @@ class CudaEventTimer:
         torch.cuda.synchronize(self.device)
         return [float(s.elapsed_time(e)) for s, e in pairs]
 
-    def _estimate(self, candidate: Benchmarkable) -> float:
+    def estimate(self, candidate: Benchmarkable) -> float:
+        """The median of the first runs' times: what sizes the runs to come."""
         return sorted(self.first_runs(candidate))[1]
 
     def measure(
@@ -130,9 +131,7 @@ class CudaEventTimer:
         if cutoff_ms is not None and estimate > cutoff_ms:
             return first  # clearly slower than the best so far: three runs say enough
         for _ in range(budget.warmups_for(estimate)):
-            candidate.setup()
-            candidate.run()
-            candidate.teardown()
+            run_once(candidate)
         pairs = timing_events(budget.reps_for(estimate))
         for pair in pairs:
             self._timed(candidate, pair)
@@ -142,7 +141,7 @@ class CudaEventTimer:
     def measure_interleaved(
         self, candidates: Sequence[Benchmarkable], budget: TimingBudget
     ) -> list[list[float]]:
-        estimate = max(self._estimate(c) for c in candidates)
+        estimate = max(self.estimate(c) for c in candidates)
         reps = budget.reps_for(estimate)
         each = [timing_events(reps) for _ in candidates]
         for rep in range(reps):
@@ -198,12 +197,7 @@ class UserBenchTimer:
     def measure(
         self, candidate: Benchmarkable, budget: TimingBudget, cutoff_ms: float | None = None
     ) -> list[float]:
-        def kernel_call() -> None:
-            candidate.setup()
-            candidate.run()
-            candidate.teardown()
-
-        result = self.do_bench(kernel_call, quantiles=(0.5, 0.2, 0.8))
+        result = self.do_bench(functools.partial(run_once, candidate), quantiles=(0.5, 0.2, 0.8))
         return [float(result[0] if isinstance(result, (list, tuple)) else result)]
 
     def measure_interleaved(
