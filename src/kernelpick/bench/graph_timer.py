@@ -92,9 +92,6 @@ class CudaGraphTimer:
                 g.release()
 
     # -- capturing and replaying ---------------------------------------------------------------
-    def _runs_per_graph(self, estimate_ms: float) -> int:
-        return max(1, min(MAX_RUNS_PER_GRAPH, math.ceil(REPLAY_MS / max(estimate_ms, 1e-4))))
-
     def _replays(self, graphs: Sequence[_Graphs], estimates: Sequence[float], budget: TimingBudget) -> int:
         """Replays per graph: the budget's runs of the slowest candidate, spread over its graph."""
         slowest = max(estimates)
@@ -106,7 +103,7 @@ class CudaGraphTimer:
         if not getattr(candidate, "capturable", True):
             self.fell_back.add(candidate.name)
             return None
-        runs = self._runs_per_graph(estimate_ms)
+        runs = max(1, min(MAX_RUNS_PER_GRAPH, math.ceil(REPLAY_MS / max(estimate_ms, 1e-4))))
         stream = self._stream
         stream.wait_stream(torch.cuda.current_stream(self.device))
         try:
