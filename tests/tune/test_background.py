@@ -11,6 +11,7 @@ import torch
 
 import kernelpick
 from kernelpick import settings
+from kernelpick.select import background as shared
 from kernelpick.tune import background
 from tests.tune.kernels import add_kernel, grid_1d, increment_kernel
 
@@ -82,10 +83,10 @@ def test_no_switch_while_a_cuda_graph_is_captured(monkeypatch: pytest.MonkeyPatc
     x, out = torch.randn(64), torch.empty(64)
     add[grid_1d(64)](x, x, out, 64)
     assert kernelpick.wait_for_tuning(timeout=120)
-    monkeypatch.setattr(background, "capturing", lambda values: True)
+    monkeypatch.setattr(shared, "capturing", lambda values: True)  # both fronts ask it when to switch
     add[grid_1d(64)](x, x, out, 64)
     assert add.last_tuning is not None and add.last_tuning.provisional
-    monkeypatch.setattr(background, "capturing", lambda values: False)
+    monkeypatch.setattr(shared, "capturing", lambda values: False)
     add[grid_1d(64)](x, x, out, 64)
     assert add.last_tuning is not None and not add.last_tuning.provisional
 

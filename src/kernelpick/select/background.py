@@ -42,10 +42,9 @@ UNMEASURED = BenchmarkResult.failed("skipped", "provisional: runs unmeasured whi
 @dataclass(eq=False)
 class Pending(Generic[_Run]):
     """One key tuned in the background, the tuning thread's job: what the key runs meanwhile
-    (`provisional`), and what `run` found: what it runs after the switch (`outcome`) and the record
-    (None where the tuning raised: `error` has it). `tune(inputs, kwargs)` tunes the key on a copy of
-    its front (`shadow`). The job's ranks agree when to switch (`ranks`, at the `calls` made so far),
-    then `done` is set."""
+    (`provisional`), and what `tune(inputs, kwargs)` found, on a copy of its front (`shadow`): what it
+    runs after the switch (`outcome`) and the record (None where the tuning raised: `error` has it). The
+    job's ranks agree when to switch (`ranks`, at the `calls` made so far), then `done` is set."""
 
     tune: Callable[[tuple[Any, ...], dict[str, Any]], tuple[_Run, TuningRecord]]
     inputs: tuple[Any, ...]
@@ -59,16 +58,13 @@ class Pending(Generic[_Run]):
     calls: int = 0  # provisional calls so far
     ranks: RankSwitch | None = None  # the job's ranks switch together
 
-    def run(self) -> None:  # in the tuning thread
-        try:
-            self.outcome, self.record = self.tune(self.inputs, self.kwargs)
-        finally:
-            self.inputs, self.kwargs = (), {}  # the caller's tensors are not held longer
-
-    def may_switch(self) -> bool:
-        """Whether the call number `calls` switches to the pick: the tuning ended, or (`ranks`) it is
-        the job's call to switch at, known once every rank's tuning ended (a call past its bound waits)."""
-        return self.done.is_set() if self.ranks is None else self.ranks.allows(self.calls)
+    def due(self, values: Sequence[Any]) -> bool:
+        """Count a call of the key with `values`; whether it switches to the pick: never inside a CUDA-graph
+        capture; once the tuning ended, or (`ranks`) at the job's call to switch at, known once every
+        rank's tuning ended (a call past its bound waits)."""
+        self.calls += 1
+        ended = self.done.is_set() if self.ranks is None else self.ranks.allows(self.calls)
+        return ended and not capturing(values)
 
     def switched(
         self, logger: logging.Logger, who: str, noun: str, kept: str
@@ -175,13 +171,10 @@ def provisional_call(
     """What a call of `selector` with a signature it has no pick for runs now: the tuned pick once a
     background tuning has ended (switching to it), else the provisional pick, starting the tuning on
     a first call; None where the signature is to be tuned before the call returns."""
-    pending = selector._pending.get(key)
+    pending = selector._pending.get(key) or _start(selector, key, inputs, kwargs)
     if pending is None:
-        pending = _start(selector, key, inputs, kwargs)
-        if pending is None:
-            return None
-    pending.calls += 1
-    if pending.may_switch() and not capturing([*inputs, *kwargs.values()]):
+        return None
+    if pending.due([*inputs, *kwargs.values()]):
         return _switch(selector, key, pending)
     return pending.provisional
 
@@ -224,12 +217,14 @@ def allowed(wanted: bool | None, values: Sequence[Any]) -> bool:
     return True
 
 
-def submit(job: Pending[Any]) -> None:
-    """Queue `job` for the tuning thread (started on the first), to run in the caller's context: with
-    the settings the caller's `settings.override` made, say. The workers' zygote is forked here, in the
-    caller's thread, if it is to be: forked from the tuning thread while the caller ran the provisional
-    pick, it could inherit a lock the caller held, for good (a CPU worker deadlocked on the
+def submit(job: Pending[Any], logger: logging.Logger, who: str, running: object, tuned: str) -> None:
+    """Say in the front's `logger` that `who` (a front and key) runs `running` while its `tuned` are
+    tuned, and queue `job` for the tuning thread (started on the first), to run in the caller's context:
+    with the settings the caller's `settings.override` made, say. The workers' zygote is forked here, in
+    the caller's thread, if it is to be: forked from the tuning thread while the caller ran the
+    provisional pick, it could inherit a lock the caller held, for good (a CPU worker deadlocked on the
     interpreter's)."""
+    logger.info("%s: running %s while %s are tuned in the background", who, running, tuned)
     fork_zygote_early()
     global _thread
     with _started:
@@ -268,13 +263,7 @@ def _start(
             return selector._pending[key]
         selector._pending[key] = pending
         selector.records[key] = selector.last_selection = record
-    log.info(
-        "%s%s: running %s while the choices are tuned in the background",
-        selector.name,
-        signature,
-        target.name,
-    )
-    submit(pending)
+    submit(pending, log, f"{selector.name}{signature}", target.name, "the choices")
     return pending
 
 
@@ -282,10 +271,11 @@ def _tune_queued() -> None:  # the tuning thread
     while True:
         context, job = _queue.get()
         try:
-            context.run(job.run)
+            job.outcome, job.record = context.run(job.tune, job.inputs, job.kwargs)
         except BaseException as error:  # kept for the switch, which says it
             job.error = error
         finally:
+            job.inputs, job.kwargs = (), {}  # the caller's tensors are not held longer
             if job.ranks is not None:
                 job.ranks.agree(job.calls, ok=job.error is None)
             job.done.set()

@@ -9,7 +9,7 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from kernelpick.bench.timers import UserBenchTimer
-from kernelpick.device import capturing, describe, device_of
+from kernelpick.device import describe, device_of
 from kernelpick.select.background import UNMEASURED, Pending, allowed, rank_switch, shadow, submit
 from kernelpick.select.record import TuningRecord
 from kernelpick.tune.dispatch import Entry, describe_key
@@ -56,13 +56,7 @@ def provisional_entry(
             return existing
         tuner.tunings[key] = tuner.last_tuning = record
         tuner._dispatch.entries[key] = pending.wrapped
-    log.info(
-        "kernel `%s`%s: running %s while its configs are tuned in the background",
-        tuner.name,
-        record.key_text,
-        config,
-    )
-    submit(pending)
+    submit(pending, log, f"kernel `{tuner.name}`{record.key_text}", config, "its configs")
     return pending.wrapped
 
 
@@ -84,8 +78,7 @@ class KernelPending(Pending[Entry]):
         self.wrapped: Entry = (provisional[0], self, provisional[2])
 
     def __call__(self, *args: Any, grid: Any, warmup: bool = False, **kwargs: Any) -> Any:
-        self.calls += 1
-        if self.may_switch() and not capturing([*args, *kwargs.values()]):
+        if self.due([*args, *kwargs.values()]):
             tuner, own = self.tuner, {k: v for k, v in kwargs.items() if k not in self.provisional[2]}
             entry, record = self.switched(log, f"kernel `{tuner.name}`", "config", str(self.provisional[0]))
             tuner._dispatch.swap(self.key, self.wrapped, entry)
