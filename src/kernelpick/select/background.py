@@ -174,9 +174,15 @@ def provisional_call(
     pending = selector._pending.get(key) or _start(selector, key, inputs, kwargs)
     if pending is None:
         return None
-    if pending.due([*inputs, *kwargs.values()]):
-        return _switch(selector, key, pending)
-    return pending.provisional
+    if not pending.due([*inputs, *kwargs.values()]):
+        return pending.provisional
+    call, record = pending.switched(log, selector.name, "pick", "the provisional pick")
+    with selector._lock:  # the tuned pick from now on (the provisional one where the tuning failed)
+        selector._pending.pop(key, None)
+        selector._calls[key] = call
+        if record is not None:
+            selector.records[key] = selector.last_selection = record
+    return call
 
 
 def wait(timeout: float | None = None) -> bool:
@@ -289,16 +295,3 @@ def _tuned(
     """`key` tuned on a `shadow` of `selector`: its pick's call and record."""
     copied = shadow(selector, _calls=Calls(), records={}, _pending={}, _lock=threading.RLock())
     return copied._select(key, inputs, kwargs), copied.records[key]
-
-
-def _switch(
-    selector: Selector, key: tuple[Any, ...], pending: Pending[Callable[..., Any]]
-) -> Callable[..., Any]:
-    """Run the tuned pick from now on (the provisional one where the tuning failed)."""
-    call, record = pending.switched(log, selector.name, "pick", "the provisional pick")
-    with selector._lock:
-        selector._pending.pop(key, None)
-        selector._calls[key] = call
-        if record is not None:
-            selector.records[key] = selector.last_selection = record
-    return call
