@@ -13,6 +13,7 @@ import kernelpick
 from kernelpick import settings
 from kernelpick.select import background as shared
 from kernelpick.tune import background
+from kernelpick.tune.first_launch import FirstLaunch
 from tests.tune.kernels import add_kernel, grid_1d, increment_kernel
 
 CONFIGS = [
@@ -76,6 +77,33 @@ def test_an_in_place_kernel_runs_once_per_call_while_its_configs_are_tuned() -> 
     increment[grid_1d(200)](x, 200)
     assert torch.equal(x, torch.full((200,), 2.0))  # tuning never wrote the caller's tensor
     assert increment.last_tuning is not None and not increment.last_tuning.provisional
+
+
+def test_a_stored_pick_switched_to_has_its_first_launch_checked_once_in_the_kernels_own_tables() -> None:
+    # The shadow that tuned the key made the pick's first-launch check; bound to the shadow, it
+    # swapped itself out of the shadow's tables, so the kernel checked every later call again.
+    x, y, out = torch.randn(300), torch.randn(300), torch.empty(300)
+    tuned()[grid_1d(300)](x, y, out, 300)  # the store holds the key's pick now
+    add = tuned(background=True)
+    add[grid_1d(300)](x, y, out, 300)
+    assert kernelpick.wait_for_tuning(timeout=120)
+    first_launches = []
+    real = FirstLaunch.__call__
+
+    def counted(self: FirstLaunch, *args: object, **kwargs: object) -> object:
+        first_launches.append(self.tuner)
+        return real(self, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(FirstLaunch, "__call__", counted)
+        for _ in range(3):
+            out.zero_()
+            add[grid_1d(300)](x, y, out, 300)
+            torch.testing.assert_close(out, x + y)
+    assert add.last_tuning is not None and add.last_tuning.from_store
+    assert first_launches == [add]  # the switch's call checked it, in the kernel itself, once
+    tables = [*add._dispatch.entries.values(), *add._dispatch.fast.values()]
+    assert tables and not any(isinstance(entry[1], FirstLaunch) for entry in tables)
 
 
 def test_no_switch_while_a_cuda_graph_is_captured(monkeypatch: pytest.MonkeyPatch) -> None:

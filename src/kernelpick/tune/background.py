@@ -13,6 +13,7 @@ from kernelpick.device import describe, device_of
 from kernelpick.select.background import UNMEASURED, Pending, allowed, rank_switch, shadow, submit
 from kernelpick.select.record import TuningRecord
 from kernelpick.tune.dispatch import Entry, describe_key
+from kernelpick.tune.first_launch import FirstLaunch
 
 if TYPE_CHECKING:
     from kernelpick.tune.autotuner import Autotuner
@@ -104,4 +105,7 @@ def _tuned(
         cache=TunedCache(dispatch),
         _distrusted=set(tuner._distrusted),
     )
-    return copied._tune(key, args, kwargs, grid), copied.tunings[key]
+    entry = copied._tune(key, args, kwargs, grid)
+    if isinstance(entry[1], FirstLaunch):  # a stored pick: its first launch swaps itself (or drops
+        entry[1].tuner = tuner  # the pick) in the kernel's own tables, which the switch puts it in
+    return entry, copied.tunings[key]
