@@ -44,7 +44,7 @@ def started(monkeypatch: pytest.MonkeyPatch) -> Started:
     monkeypatch.setattr(plan, "_tuning_elsewhere", False)
     monkeypatch.setattr(plan.torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(plan, "start_workers", record.workers)
-    monkeypatch.setattr("kernelpick.compile.warm.warm_up_compiler", record.compiler)
+    monkeypatch.setattr("kernelpick.compile.precompile.warm_up_compiler", record.compiler)
     return record
 
 

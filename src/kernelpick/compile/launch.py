@@ -1,4 +1,5 @@
-"""Launching Triton kernels where they can run: compiled on GPUs, in Triton's interpreter on CPUs."""
+"""Launching Triton kernels where they can run: compiled on GPUs, in Triton's interpreter on CPUs, or in a
+worker, one config of a tuned kernel as data (`KernelLaunch`)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import inspect
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -16,6 +18,7 @@ from triton.runtime.jit import JITFunction
 
 from kernelpick.compile.interpreter import Patches, explain, extend
 from kernelpick.compile.unwrap import innermost, unwrap
+from kernelpick.device import DeviceInfo
 from kernelpick.errors import ArgumentError, InterpretationError, describe_value
 from kernelpick.signals import naming_crashes
 
@@ -137,6 +140,36 @@ def runner(kernel: Any, interpreter: bool) -> Callable[..., Any]:
         return None if warmup else interpret(kernel, *args, grid=grid, **kwargs)
 
     return interpreted if interpreter else kernel.run
+
+
+@dataclass(frozen=True)
+class KernelLaunch:
+    """One config of a tuned kernel as a candidate a worker can run: launch `kernel` with `meta` (a
+    config's meta-parameters and options) on a grid of `grid` programs, given the kernel's call
+    arguments: `launch(*args, **kwargs)`.
+
+    A worker gets the configs of one kernel without it (`kernel` None, a few bytes each) and the
+    kernel once, with the problem: `bound` puts them together there.
+    """
+
+    name: str
+    meta: Mapping[str, Any]
+    grid: tuple[int, ...]
+    kernel: Any = None
+    interpreter: bool = False
+
+    def bound(self, kernel: Any, interpreter: bool) -> KernelLaunch:
+        """This config of `kernel`, launched on a GPU or in Triton's interpreter."""
+        return replace(self, kernel=kernel, interpreter=interpreter)
+
+    def compile_job(self, example: Any, device: DeviceInfo) -> None:
+        """Nothing to compile: the caller compiled every config before sending any."""
+        return None
+
+    def callable(self) -> Callable[..., Any]:
+        return functools.partial(
+            runner(self.kernel, self.interpreter), grid=self.grid, warmup=False, **self.meta
+        )
 
 
 def launcher(kernel: Any, interpreter: bool) -> Callable[..., Any]:

@@ -24,7 +24,6 @@ from kernelpick.compile.forked import (
 )
 from kernelpick.compile.target import FALLBACK_TARGET, specialize
 from kernelpick.compile.unwrap import unwrap
-from kernelpick.compile.warm import warm_up_compiler
 
 if TYPE_CHECKING:  # a runtime import would be circular: kernelpick.tune imports this module
     from kernelpick.config import Config
@@ -34,6 +33,8 @@ log = logging.getLogger("kernelpick.compile")
 CompileStatus = Literal["ok", "compile_error", "out_of_resources", "crashed", "timeout", "skipped"]
 
 _patience: ContextVar[Patience | None] = ContextVar("kernelpick_compile_patience", default=None)
+_warm_lock = threading.Lock()
+_warm = False
 
 
 @contextmanager
@@ -199,6 +200,42 @@ def precompile_jobs(
         seconds = [o.seconds for o in parts if o.seconds is not None]
         combined.append(failed or CompileOutcome("ok", "", sum(seconds) if seconds else None))
     return combined
+
+
+def warm_up_compiler() -> None:
+    """Compute what Triton's first compile in this process computes once (its cache key's parts),
+    and import what its first specialization of an argument imports: ahead of the first compile,
+    while the program still sets up.
+
+    Raises:
+        Exception: whatever Triton raises without a usable GPU backend (callers ignore it).
+    """
+    global _warm
+    with _warm_lock:
+        if _warm:
+            return
+        _warm_up()
+        _warm = True
+
+
+def _warm_up() -> None:
+    import importlib
+
+    from triton.runtime import jit
+
+    mangle_type = getattr(jit, "mangle_type", None)
+    if mangle_type is not None:
+        mangle_type(0)
+    from triton.compiler.compiler import make_backend
+    from triton.runtime import driver
+
+    # Triton 3.6 keeps `triton_key` with the compiler, later releases with the cache.
+    for module in ("triton.runtime.cache", "triton.compiler.compiler"):
+        triton_key = getattr(importlib.import_module(module), "triton_key", None)
+        if triton_key is not None:
+            triton_key()
+            break
+    make_backend(driver.active.get_current_target()).hash()
 
 
 def _lower_all(jobs: Sequence[CompileJob], workers: int) -> list[CompileOutcome]:

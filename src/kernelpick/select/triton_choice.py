@@ -14,8 +14,7 @@ from triton.runtime.jit import JITFunction
 from kernelpick.analysis import analyze
 from kernelpick.bench.inputs import Example, tensor_of
 from kernelpick.bench.measure import Hooks
-from kernelpick.compile.launch import launcher, runner
-from kernelpick.compile.portable import KernelLaunch
+from kernelpick.compile.launch import KernelLaunch, launcher, runner
 from kernelpick.compile.precompile import CompileJob, CompileOutcome, classify
 from kernelpick.compile.twins import compilable
 from kernelpick.compile.unwrap import innermost

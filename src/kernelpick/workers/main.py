@@ -33,7 +33,7 @@ def _warm_up(torch: Any) -> None:
     cache key (hashing Triton's own files: its first launch of a cached kernel needs it too) and
     cuBLAS's handle (a reference's first product)."""
     try:
-        from kernelpick.compile.warm import warm_up_compiler
+        from kernelpick.compile.precompile import warm_up_compiler
 
         warm_up_compiler()
         ones = torch.ones(8, 8, device="cuda")

@@ -188,7 +188,7 @@ def _driver_present() -> bool:
 def start_early(requested: bool | None) -> None:
     """Get ready for the first tuning in the background, once per process, if it has a GPU: start the
     isolation workers (unless isolation is off: `requested` False, `KERNELPICK_ISOLATE=off`) and warm
-    Triton's compiler up (`kernelpick.compile.warm`).
+    Triton's compiler up (`kernelpick.compile.precompile.warm_up_compiler`).
 
     Called when a tuned kernel or a selector is made, usually as the user's modules are imported:
     each worker takes seconds to import torch and Triton and make its CUDA context, and that happens
@@ -210,7 +210,7 @@ def start_early(requested: bool | None) -> None:
     def warm_up() -> None:
         try:
             if torch.cuda.is_available():
-                from kernelpick.compile.warm import warm_up_compiler
+                from kernelpick.compile.precompile import warm_up_compiler
 
                 warm_up_compiler()
         except Exception as error:  # the first tuning does it again, and says what went wrong
