@@ -7,10 +7,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kernelpick import settings
 from kernelpick.bench.benchmarker import benchmark, classify_run_error
 from kernelpick.bench.inputs import Example
 from kernelpick.bench.result import BenchmarkResult
-from kernelpick.bench.timers import Timer, run_once
+from kernelpick.bench.timers import Timer, UserBenchTimer, run_once
 from kernelpick.bench.verify import Tolerance, compare
 from kernelpick.device import DeviceInfo
 
@@ -50,38 +51,38 @@ class Candidate:
     hooks: Hooks | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Checking:
-    """What outputs are checked against: the reference's name and callable, and the tolerance
-    (None: by output dtype; TF32 allowed or not for float32 products)."""
-
-    reference: tuple[str, Callable[..., Any]]
-    tolerance: Tolerance | None = None
-    tf32: bool = False
-
-
 class Measurement:
     """One problem to measure candidates on: the example, the device, and what outputs are checked
-    against. The reference runs once per measurement, however many candidates are measured.
+    against. The reference runs once per measurement, however many candidates are measured, and the
+    candidates warm up once per measurement too.
 
     Args:
         example: the arguments every candidate runs on.
         device: where they run.
-        checking: what outputs are checked against (None: not checked).
+        reference: the name and callable of what outputs are checked against (None: not checked).
+        tolerance: how closely they must match it (None: by output dtype).
+        tf32: whether TF32 is allowed for float32 products, as the reference computes them.
     """
 
-    def __init__(self, example: Example, device: DeviceInfo, checking: Checking | None = None) -> None:
+    def __init__(
+        self,
+        example: Example,
+        device: DeviceInfo,
+        reference: tuple[str, Callable[..., Any]] | None = None,
+        tolerance: Tolerance | None = None,
+        tf32: bool = False,
+    ) -> None:
         self.example = example
         self.device = device
-        self.checking = checking
+        self.reference, self.tolerance, self.tf32 = reference, tolerance, tf32
         self._expected: tuple[Any, str | None] | None = None
-        self.warmed = False
+        self._warmed = False
 
     def expected(self) -> tuple[Any, str | None]:
         """The reference's output on the example, or why the reference failed (computed once)."""
         if self._expected is None:
-            assert self.checking is not None
-            name, reference = self.checking.reference
+            assert self.reference is not None
+            name, reference = self.reference
             try:
                 self.example.restore()
                 output = reference(*self.example.args, **self.example.kwargs)
@@ -97,10 +98,9 @@ class Measurement:
         on an example restored before every run, a first run would tell nothing its timing does not:
         none is made."""
         example = self.example
-        checking = self.checking
-        if checking is None and example.restore_always:
+        if self.reference is None and example.restore_always:
             return Run(candidate, example, restore=True)
-        checked = checking is not None and checking.reference[0] != candidate.name
+        checked = self.reference is not None and self.reference[0] != candidate.name
         if checked:
             # First: an output may be an input written in place, which restoring the inputs for the
             # reference's run would overwrite.
@@ -113,14 +113,58 @@ class Measurement:
             return BenchmarkResult.failed(*classify_run_error(error))
         writes_inputs = example.changed()
         if checked:
-            assert checking is not None
             if reference_error is not None:
                 return BenchmarkResult.failed("wrong_result", f"not verified: {reference_error}")
-            tf32 = self.device.type == "cuda" and checking.tf32
-            reason = compare(output, expected, tolerance=checking.tolerance, tf32=tf32)
+            tf32 = self.device.type == "cuda" and self.tf32
+            reason = compare(output, expected, tolerance=self.tolerance, tf32=tf32)
             if reason is not None:
                 return BenchmarkResult.failed("wrong_result", reason)
         return Run(candidate, example, restore=writes_inputs)
+
+    def measure(
+        self,
+        candidates: Sequence[Candidate],
+        timer: Timer,
+        budgets: Mapping[str, Any],
+        *,
+        reference: str | None = None,
+        on_done: OnDone | None = None,
+    ) -> dict[str, BenchmarkResult]:
+        """Run each candidate once (checked against the reference, when there is one), then time those
+        that worked (`kernelpick.bench.benchmarker.benchmark`). On a GPU the candidates first run in
+        turn for `KERNELPICK_SELECT_WARMUP_MS` (each at least once), once per measurement.
+
+        Args:
+            candidates: what to measure.
+            timer: how to time. The user's `do_bench` (`UserBenchTimer`) times each candidate once,
+                as Triton's does: one round, no warm-up.
+            budgets: the keyword arguments of `benchmark()` (rounds, cutoff, host time).
+            reference: the digest of the candidate kept unless clearly beaten (`kernelpick.bench.pick`).
+            on_done: called with each candidate's digest and result as it is done with (its first
+                round's, on a GPU: the closest few are timed again after), for progress bars and for
+                a tuning, which stores each result as it comes.
+
+        Returns:
+            Each candidate's result, by digest, in the candidates' order.
+        """
+        results: dict[str, BenchmarkResult] = {}
+        runs: dict[str, Run] = {}
+        for candidate in candidates:
+            found = self.first_run(candidate)
+            if isinstance(found, Run):
+                runs[candidate.digest] = found
+            else:
+                results[candidate.digest] = found
+                if on_done is not None:
+                    on_done(candidate.digest, found)
+        warm_up_ms = settings.current().select_warmup_ms
+        if isinstance(timer, UserBenchTimer):
+            budgets, warm_up_ms = {"screening": budgets["screening"]}, 0.0
+        if runs and warm_up_ms > 0 and not self.device.interpreter and not self._warmed:
+            warm_up(runs.values(), self.device, warm_up_ms)
+            self._warmed = True
+        results.update(benchmark(runs, timer, on_done=on_done, reference=reference, **budgets))
+        return {c.digest: results[c.digest] for c in candidates}
 
 
 class Run:
@@ -154,51 +198,6 @@ class Run:
     def teardown(self) -> None:
         if self._after is not None:
             self._after(self._named, exception=None)
-
-
-def measure(
-    candidates: Sequence[Candidate],
-    measurement: Measurement,
-    timer: Timer,
-    budgets: Mapping[str, Any],
-    *,
-    reference: str | None = None,
-    warm_up_ms: float = 0.0,
-    on_done: OnDone | None = None,
-) -> dict[str, BenchmarkResult]:
-    """Run each candidate once (checked against the reference, when there is one), then time those
-    that worked (`kernelpick.bench.benchmarker.benchmark`).
-
-    Args:
-        candidates: what to measure.
-        measurement: the problem they run on.
-        timer: how to time.
-        budgets: the keyword arguments of `benchmark()` (rounds, cutoff, host time).
-        reference: the digest of the candidate kept unless clearly beaten (`kernelpick.bench.pick`).
-        warm_up_ms: on a GPU, run the candidates in turn this long (each at least once) before any
-            is timed, once per measurement.
-        on_done: called with each candidate's digest and result as it is done with (its first
-            round's, on a GPU: the closest few are timed again after), for progress bars and for a
-            tuning, which stores each result as it comes.
-
-    Returns:
-        Each candidate's result, by digest, in the candidates' order.
-    """
-    results: dict[str, BenchmarkResult] = {}
-    runs: dict[str, Run] = {}
-    for candidate in candidates:
-        found = measurement.first_run(candidate)
-        if isinstance(found, Run):
-            runs[candidate.digest] = found
-        else:
-            results[candidate.digest] = found
-            if on_done is not None:
-                on_done(candidate.digest, found)
-    if runs and warm_up_ms > 0 and not measurement.device.interpreter and not measurement.warmed:
-        warm_up(runs.values(), measurement.device, warm_up_ms)
-        measurement.warmed = True
-    results.update(benchmark(runs, timer, on_done=on_done, reference=reference, **budgets))
-    return {c.digest: results[c.digest] for c in candidates}
 
 
 def warm_up(runs: Iterable[Run], device: DeviceInfo, milliseconds: float) -> None:

@@ -15,9 +15,9 @@ import torch
 from kernelpick import settings
 from kernelpick.bench.benchmarker import budgets_for
 from kernelpick.bench.inputs import Example, InputGen, new_values
-from kernelpick.bench.measure import Candidate, Checking, Measurement, OnDone, measure
+from kernelpick.bench.measure import Candidate, Measurement, OnDone
 from kernelpick.bench.result import BenchmarkResult
-from kernelpick.bench.timers import Timer, UserBenchTimer, timer_for
+from kernelpick.bench.timers import Timer, timer_for
 from kernelpick.bench.verify import Tolerance, tf32_allowed
 from kernelpick.compile.precompile import CompileOutcome, classify, compiling_beside, current_patience
 from kernelpick.console import TuningProgress, warn_once
@@ -288,7 +288,6 @@ class ChoiceMeasuring:
             # output must match it: the worker must see the caller's.
             tf32=tf32_allowed(),
             reference_digest=self.reference_digest,
-            warm_up_ms=settings.current().select_warmup_ms,
             patience=current_patience(),
             **fields,
         )
@@ -334,20 +333,11 @@ class ChoiceMeasuring:
                     done(choice.digest, results[choice.digest])
                     continue
                 candidates.append(Candidate(choice.name, choice.digest, call, hooks))
-            checking = (
-                None if self.reference is None else Checking(self.reference, self.tolerance, tf32_allowed())
-            )
-            budgets = budgets_for(device, per_call=self.kernel is None)
-            warm_up_ms = settings.current().select_warmup_ms
-            if isinstance(self.timer, UserBenchTimer):  # it times each candidate once, as Triton's does
-                budgets, warm_up_ms = {"screening": budgets["screening"]}, 0.0
-            measured = measure(
+            measured = Measurement(example, device, self.reference, self.tolerance, tf32_allowed()).measure(
                 candidates,
-                Measurement(example, device, checking),
                 self.timer or timer_for(device),
-                budgets,
+                budgets_for(device, per_call=self.kernel is None),
                 reference=self.reference_digest,
-                warm_up_ms=warm_up_ms,
                 on_done=done,
             )
             phases["benchmark"] = time.perf_counter() - started

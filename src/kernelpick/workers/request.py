@@ -16,7 +16,7 @@ import torch
 from kernelpick import settings
 from kernelpick.bench.benchmarker import budgets_for
 from kernelpick.bench.inputs import Example, generated
-from kernelpick.bench.measure import Candidate, Checking, Measurement, OnDone, measure
+from kernelpick.bench.measure import Candidate, Measurement, OnDone
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.timers import timer_for
 from kernelpick.bench.verify import Tolerance
@@ -69,7 +69,6 @@ class Problem:
     tf32: bool = False
     reference_digest: str | None = None  # the candidate kept unless clearly beaten (`kernelpick.bench.pick`)
     per_call: bool = False  # time each candidate's host time per call too
-    warm_up_ms: float = 0.0
     patience: float = (
         0.0  # a search's batches give up straggling compiles (`kernelpick.compile.precompile.patience`)
     )
@@ -169,14 +168,10 @@ class _WorkerProblem:
         generator = example_generator(device)
         args = tuple(rebuild_value(v, device, generator) for v in problem.inputs)
         kwargs = {name: rebuild_value(v, device, generator) for name, v in problem.keywords.items()}
-        checking = None
+        reference = None
         if problem.reference is not None:
-            reference = values.decode(problem.reference)
-            call = (
-                reference.callable() if hasattr(reference, "compile_job") else reference
-            )  # a choice, or a function
-            tolerance = None if problem.tolerance is None else Tolerance(*problem.tolerance)
-            checking = Checking((problem.reference_name, call), tolerance, problem.tf32)
+            found = values.decode(problem.reference)  # a choice, or a function
+            reference = (problem.reference_name, found.callable() if hasattr(found, "compile_job") else found)
         if problem.input_gen is not None:
             args = generated(values.decode(problem.input_gen), args, kwargs)
         self.example = Example(
@@ -188,7 +183,8 @@ class _WorkerProblem:
             read=problem.read,
             restore_always=problem.restore_always,
         )
-        self.measurement = Measurement(self.example, self.device, checking)
+        tolerance = None if problem.tolerance is None else Tolerance(*problem.tolerance)
+        self.measurement = Measurement(self.example, self.device, reference, tolerance, problem.tf32)
         self._kernel = None if problem.kernel is None else values.decode(problem.kernel)
         self._portables: dict[str, Portable] = {}
 
@@ -248,13 +244,8 @@ def answer(request: Mapping[str, Any], phases: dict[str, float] | None = None) -
     phases["load"] = time.perf_counter() - started
     started = time.perf_counter()
     budgets = step_budgets(request, budgets_for(state.device, per_call=problem.per_call))
-    results = measure(
-        candidates,
-        state.measurement,
-        timer_for(state.device),
-        budgets,
-        reference=problem.reference_digest,
-        warm_up_ms=problem.warm_up_ms,
+    results = state.measurement.measure(
+        candidates, timer_for(state.device), budgets, reference=problem.reference_digest
     )
     phases["measure"] = time.perf_counter() - started
     results.update(failures)
