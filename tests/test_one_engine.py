@@ -21,7 +21,7 @@ from tests.tune.kernels import increment_kernel
 
 def test_a_problem_has_no_field_that_selects_a_kind_of_example() -> None:
     hints = typing.get_type_hints(Problem)
-    assert "inputs" in hints and "restore_always" in hints  # the hints are read
+    assert "inputs" in hints and "keeping" in hints  # the hints are read
     kinds = [name for name, hint in hints.items() if typing.get_origin(hint) is typing.Literal]
     assert not kinds, f"Problem fields that select between kinds of request: {kinds}"
 

@@ -285,7 +285,7 @@ class KernelCall:
         return [n for n in self.arg_names if n in named and tensor_of(named[n]) is not None]
 
     def restoring(self, written: Sequence[str], read: Sequence[str] | None) -> dict[str, Any]:
-        """How the configs' arguments are kept between runs (`Example`'s options, `Problem`'s fields):
+        """How the configs' arguments are kept between runs (`Example`'s options, `Problem.keeping`):
         copies of those `written`, those `read` among them restored and the `reset_to_zero` ones
         zeroed before every run, whatever the first run did."""
         return {
@@ -309,7 +309,7 @@ class KernelCall:
         started = time.perf_counter()
         written, read = self.accesses(args, kwargs)
         phases["analysis"] = time.perf_counter() - started
-        return {**self.restoring(written, read), "kernel": values.encode(self.fn)}
+        return {"keeping": self.restoring(written, read), "kernel": values.encode(self.fn)}
 
 
 def _launch_on(launch: Callable[..., Any], own: OwnArguments, *_example: Any, **_keywords: Any) -> Any:

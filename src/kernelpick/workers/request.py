@@ -49,19 +49,15 @@ class Problem:
     """What every candidate of one measurement runs on, as plain data (JSON).
 
     `reference` and `input_gen` are `values.encode`d callables (`input_gen` makes the positional
-    example inputs). `names`, `written`, `zeroed`, `read` and `restore_always` say how the example is
-    kept between runs (`kernelpick.bench.inputs.Example`'s arguments).
+    example inputs). `keeping` says how the example is kept between runs: the keyword arguments of
+    `kernelpick.bench.inputs.Example` (a tuned kernel's `KernelCall.restoring`; none: a selection's).
     """
 
     device: str
     inputs: tuple[Any, ...]
     keywords: Mapping[str, Any]
     kernel: str | None = None  # a tuned kernel, encoded: its configs come as `KernelLaunch`es without it
-    names: tuple[str, ...] = ()  # a kernel's argument names, for `written` and the others
-    written: tuple[str, ...] | None = None
-    zeroed: tuple[str, ...] = ()
-    read: tuple[str, ...] | None = None
-    restore_always: bool = False
+    keeping: Mapping[str, Any] = field(default_factory=dict)
     input_gen: str | None = None
     reference: str | None = None
     reference_name: str = ""
@@ -174,15 +170,7 @@ class _WorkerProblem:
             reference = (problem.reference_name, found.callable() if hasattr(found, "compile_job") else found)
         if problem.input_gen is not None:
             args = generated(values.decode(problem.input_gen), args, kwargs)
-        self.example = Example(
-            args,
-            kwargs,
-            problem.names,
-            written=problem.written,
-            zeroed=problem.zeroed,
-            read=problem.read,
-            restore_always=problem.restore_always,
-        )
+        self.example = Example(args, kwargs, **problem.keeping)
         tolerance = None if problem.tolerance is None else Tolerance(*problem.tolerance)
         self.measurement = Measurement(self.example, self.device, reference, tolerance, problem.tf32)
         self._kernel = None if problem.kernel is None else values.decode(problem.kernel)
