@@ -98,7 +98,7 @@ class ProcessedChoices:
             "" if after is None else function_identity(after),
             *(f"{i}:{function_identity(c.pack)}" for i, c in sorted(self.prepack.items())),
         )
-        self._packed = self._prepacker()
+        self._prepare = self._prepacker()
         self._lock = threading.Lock()
         self._inner_signatures: dict[Signature, Signature] = {}
         # Per example: the processed inputs its choices compile for (None: the processing raised on it).
@@ -195,26 +195,20 @@ class ProcessedChoices:
                     "forms are kept by tensor identity and version)"
                 )
 
-    def _prepacker(self) -> Callable[[tuple[Any, ...]], Sequence[Any]] | None:
-        """`packed(inputs)`: pre-packing (from the cache), then `before`; None when nothing is pre-packed."""
-        prepacked = tuple(self.prepack.items())
-        before = self.before
+    def _prepacker(self) -> Before | None:
+        """`prepare(*inputs)`: pre-packing (from the cache), then `before`; `before` itself when nothing is
+        pre-packed, so that a call runs it unwrapped (None: neither, only `after` processes)."""
+        prepacked, before = tuple(self.prepack.items()), self.before
         if not prepacked:
-            return None
+            return before
 
-        def packed(inputs: tuple[Any, ...]) -> Sequence[Any]:
+        def packed(*inputs: Any) -> Sequence[Any]:
             values = list(inputs)
             for index, cache in prepacked:
                 values[index] = cache.get(values[index])
             return before(*values) if before is not None else values
 
         return packed
-
-    def prepare(self, inputs: tuple[Any, ...]) -> Sequence[Any]:
-        """The inputs the wrapped choice receives for `inputs` (pre-packs from the cache)."""
-        if self._packed is not None:
-            return self._packed(inputs)
-        return inputs if self.before is None else self.before(*inputs)
 
     def prepared(self, example: Example) -> tuple[tuple[Any, ...], dict[str, Any]] | None:
         """`example`'s inputs as the wrapped choice receives them, processed once for all its choices
@@ -223,7 +217,7 @@ class ProcessedChoices:
             if example in self._examples:
                 return self._examples[example]
             try:
-                args = tuple(self.prepare(tuple(example.args)))
+                args = tuple(example.args if self._prepare is None else self._prepare(*example.args))
                 done: tuple[tuple[Any, ...], dict[str, Any]] | None = (
                     args,
                     {k: v for k, v in example.kwargs.items() if self._passes(k)},
@@ -240,40 +234,27 @@ class ProcessedChoices:
         One closure per combination of steps, so that a call runs the user's functions and no
         wrapper of them.
         """
-        packed, before, after = self._packed, self.before, self.after
-        if packed is not None and after is None:
+        prepare, after = self._prepare, self.after
+        if after is None:
+            assert prepare is not None  # a processed choice processes something
 
-            def run_packed(*inputs: Any, **kwargs: Any) -> Any:
-                return call(*packed(inputs), **kwargs)
+            def run_prepared(*inputs: Any, **kwargs: Any) -> Any:
+                return call(*prepare(*inputs), **kwargs)
 
-            return run_packed
-        if packed is not None and after is not None:
+            return run_prepared
+        if prepare is None:
 
-            def packed_then_after(*inputs: Any, out: Any = None, **kwargs: Any) -> Any:
-                result = after(call(*packed(inputs), **kwargs))
+            def then_after(*inputs: Any, out: Any = None, **kwargs: Any) -> Any:
+                result = after(call(*inputs, **kwargs))
                 return result if out is None else _written(out, result)
 
-            return packed_then_after
-        if before is not None and after is None:
+            return then_after
 
-            def run_before(*inputs: Any, **kwargs: Any) -> Any:
-                return call(*before(*inputs), **kwargs)
-
-            return run_before
-        if before is not None and after is not None:
-
-            def before_then_after(*inputs: Any, out: Any = None, **kwargs: Any) -> Any:
-                result = after(call(*before(*inputs), **kwargs))
-                return result if out is None else _written(out, result)
-
-            return before_then_after
-        assert after is not None  # a processed choice processes something
-
-        def then_after(*inputs: Any, out: Any = None, **kwargs: Any) -> Any:
-            result = after(call(*inputs, **kwargs))
+        def prepared_then_after(*inputs: Any, out: Any = None, **kwargs: Any) -> Any:
+            result = after(call(*prepare(*inputs), **kwargs))
             return result if out is None else _written(out, result)
 
-        return then_after
+        return prepared_then_after
 
     def name_for(self, inner: Choice) -> str:
         """The name of the processed form of `inner`: `name=` in place of the wrapped space's name."""
