@@ -41,9 +41,10 @@ def lower_for_hopper(
     (choice,) = space.choices_for(gpu_signature)
     assert isinstance(choice, TemplateChoice)
     cpu_signature = Signature.of(inputs, {})
-    arguments_of = _generate(choice, choice.kernels(), cpu_signature)[1]
+    kernels = choice.kernels()
+    arguments_of = _generate(choice, kernels, cpu_signature)[1]
     args, _ = arguments_of(*new_values(inputs, {})[0])
-    job = CompileJob(choice.kernel(), args, {}, choice.launch_config, choice.rendered.grid)
+    job = CompileJob(kernels[0][0], args, {}, choice.launch_config, choice.rendered.grid)
     (outcome,) = precompile_jobs([job], interpreter=True, workers=1)
     assert outcome.ok, outcome.message
     return choice.rendered.source

@@ -52,10 +52,11 @@ def lower_for_hopper(
     )
     (choice,) = space.choices_for(signature_on(H100, inputs))
     assert isinstance(choice, TemplateChoice)
-    arguments_of = _generate(choice, choice.kernels(), Signature.of(inputs, {}))[1]
+    kernels = choice.kernels()
+    arguments_of = _generate(choice, kernels, Signature.of(inputs, {}))[1]
     args, _ = arguments_of(*new_values(inputs, {})[0])
     specialization = specialize(
-        choice.kernel(), args, choice.launch_config.all_kwargs(), target=GPUTarget("cuda", 90, 32)
+        kernels[0][0], args, choice.launch_config.all_kwargs(), target=GPUTarget("cuda", 90, 32)
     )
     return str(specialization.lower("ttgir"))
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import jinja2
@@ -155,11 +155,6 @@ class TritonTemplate:
         self.__dict__.update(state)
         self._jinja = _ENV.from_string(self.source)
 
-    def output_spec(self, inputs: Mapping[str, TensorSpec], device: torch.device) -> TensorSpec:
-        """The output of a call on `inputs`: a new row-major tensor."""
-        size, dtype = self.output_rule(*(inputs[name] for name in self.inputs))
-        return TensorSpec.contiguous(tuple(int(s) for s in size), dtype, device)
-
     def render(
         self,
         config: Config,
@@ -202,10 +197,12 @@ class TritonTemplate:
             )
         if device is None:
             device = DeviceInfo("cpu", None, "cpu", None, 0, 0)
-        any_tensor = inputs[self.inputs[0]] if self.inputs else next(iter(inputs.values()))
-        out = output if output is not None else self.output_spec(inputs, any_tensor.device)
+        if output is None:  # a new row-major tensor
+            any_tensor = inputs[self.inputs[0]] if self.inputs else next(iter(inputs.values()))
+            size, dtype = self.output_rule(*(inputs[name] for name in self.inputs))
+            output = TensorSpec.contiguous(tuple(int(s) for s in size), dtype, any_tensor.device)
         state = _RenderState(
-            self, config, inputs, epilogue, out, device, dict(constants or {}), static_shapes
+            self, config, inputs, epilogue, output, device, dict(constants or {}), static_shapes
         )
         return state.render()
 
@@ -216,38 +213,34 @@ def _literal(value: Any) -> str:
     raise TemplateError(f"constant {value!r} of type {type(value).__name__} cannot be written into a kernel")
 
 
+@dataclass
 class _RenderState:
     """The functions a template calls while rendering, and what they registered."""
 
-    def __init__(
-        self,
-        template: TritonTemplate,
-        config: Config,
-        inputs: Mapping[str, TensorSpec],
-        epilogue: Epilogue | None,
-        output: TensorSpec,
-        device: DeviceInfo,
-        constants: dict[str, Any],
-        static_shapes: bool,
-    ) -> None:
-        clash = sorted(set(config.kwargs) & set(constants))
+    template: TritonTemplate
+    config: Config
+    inputs: Mapping[str, TensorSpec]
+    epilogue: Epilogue | None
+    output: TensorSpec
+    device: DeviceInfo
+    constants: dict[str, Any]
+    static: bool
+    #: The parameters the source asked for, by name, after the tensors and the output (`_parameters`).
+    workspaces: dict[str, Parameter] = field(default_factory=dict)
+    descriptors: dict[str, Parameter] = field(default_factory=dict)
+    integers: dict[str, Parameter] = field(default_factory=dict)
+    #: The kernels after the first, named by their suffix until the end.
+    launches: list[Launch] = field(default_factory=list)
+    defined: bool = False
+    hooks: dict[str, Callable[[], str]] = field(default_factory=dict)
+    stored: bool = False
+    kernel_name: str = ""  # known once the body is rendered: the hooks that name it run after
+
+    def __post_init__(self) -> None:
+        clash = sorted(set(self.config.kwargs) & set(self.constants))
         if clash:
             raise TemplateError(f"{clash} are both meta-parameters of the config and constants")
-        self.template = template
-        self.config = config
-        self.specs = {**inputs, OUTPUT: output}
-        self.epilogue = epilogue
-        self.output = output
-        self.device = device
-        self.constants = constants
-        self.static = static_shapes
-        self.descriptors: list[Parameter] = []
-        self.workspaces: list[Parameter] = []
-        self.integers: dict[str, Parameter] = {}
-        self.launches: list[Launch] = []  # the kernels after the first, named by their suffix until the end
-        self.defined = False
-        self.hooks: dict[str, Callable[[], str]] = {}
-        self.stored = False
+        self.specs = {**self.inputs, OUTPUT: self.output}
 
     def _placeholder(self, label: str, hook: Callable[[], str]) -> str:
         key = f"<KERNELPICK_{label}_{len(self.hooks)}>"
@@ -307,8 +300,9 @@ class _RenderState:
                 "dimension must be contiguous and other strides and the offset 16-byte aligned"
             )
         parameter = f"{name}_desc" + ("" if permute is None else "_" + "".join(map(str, order)))
-        if all(p.name != parameter for p in self.descriptors):
-            self.descriptors.append(Parameter(parameter, "descriptor", name, 0, shape, strides, sizes))
+        self.descriptors.setdefault(
+            parameter, Parameter(parameter, "descriptor", name, 0, shape, strides, sizes)
+        )
         return parameter
 
     def store_output(self, indices: Sequence[str], value: str, mask: str | None = None) -> str:
@@ -338,10 +332,8 @@ class _RenderState:
         shape = tuple(int(s) for s in size)
         if any(s < 0 for s in shape):
             raise TemplateError(f"workspace {name!r} has a negative size {list(shape)}")
-        found = next((p for p in self.workspaces if p.name == name), None)
-        if found is None:
-            self.workspaces.append(Parameter(name, "workspace", shape=shape))
-        elif found.shape != shape:
+        found = self.workspaces.setdefault(name, Parameter(name, "workspace", shape=shape))
+        if found.shape != shape:
             raise TemplateError(
                 f"workspace {name!r} is asked for with sizes {list(found.shape)} and {list(shape)}"
             )
@@ -406,22 +398,25 @@ class _RenderState:
         return code.getvalue()
 
     def _def_code(self, kernel_name: str) -> str:
-        names = [*self.template.inputs, *(self.extra_inputs), OUTPUT]
-        names += [p.name for p in (*self.workspaces, *self.descriptors)] + list(self.integers)
         code = CodeBuffer()
         code.line("@triton.jit")
-        code.line(f"def {kernel_name}({', '.join(names)}):")
+        code.line(f"def {kernel_name}({', '.join(p.name for p in self._parameters())}):")
         with code.indent():
             for name, value in {**self.config.kwargs, **self.constants}.items():
                 code.line(f"{name}: tl.constexpr = {_literal(value)}")
         return code.getvalue()
 
-    @property
-    def extra_inputs(self) -> tuple[str, ...]:
+    def _parameters(self) -> tuple[Parameter, ...]:
+        """Every parameter of a kernel of the render, in order: the template's inputs, the epilogue's
+        others, the output, then what the source asked for."""
+        extra = () if self.epilogue is None else self.epilogue.inputs
+        tensors = [*self.template.inputs, *(n for n in extra if n not in self.template.inputs)]
         return (
-            ()
-            if self.epilogue is None
-            else tuple(n for n in self.epilogue.inputs if n not in self.template.inputs)
+            *(Parameter(n, "tensor", n) for n in tensors),
+            Parameter(OUTPUT, "output"),
+            *self.workspaces.values(),
+            *self.descriptors.values(),
+            *self.integers.values(),
         )
 
     # -- the render ----------------------------------------------------------------------------
@@ -463,13 +458,6 @@ class _RenderState:
             header.line(f"# epilogue: {self.epilogue.name}")
         header.lines(["import math", "", "import triton", "import triton.language as tl", "", ""])
         source = header.getvalue() + PartialRender(body, self.hooks).finalize()
-        parameters = [Parameter(n, "tensor", n) for n in (*self.template.inputs, *self.extra_inputs)]
-        parameters += [
-            Parameter(OUTPUT, "output"),
-            *self.workspaces,
-            *self.descriptors,
-            *self.integers.values(),
-        ]
         meta = {**self.constants, **self.config.kwargs}
         context = GridContext(self.output, dict(inputs), meta, self.device)
         grid = tuple(int(g) for g in self.template.grid_rule(context))
@@ -477,4 +465,4 @@ class _RenderState:
             dataclasses.replace(launch, kernel_name=f"{self.kernel_name}_{launch.kernel_name}")
             for launch in self.launches
         )
-        return RenderedKernel(source, self.kernel_name, tuple(parameters), self.output, grid, after)
+        return RenderedKernel(source, self.kernel_name, self._parameters(), self.output, grid, after)

@@ -178,14 +178,10 @@ class TemplateChoice(NamedChoice):
             "source_sha256": self.rendered.digest,
         }
 
-    def kernel(self) -> Any:
-        """The rendered `triton.jit` kernel, written to the cache and imported from there."""
-        module = load_module(write_module(self.rendered.source))
-        return getattr(module, self.rendered.kernel_name)
-
     def kernels(self) -> list[tuple[Any, Config, tuple[int, ...]]]:
         """Every kernel one call launches, in order, with its launch options and grid: the first
-        kernel, then the template's later ones (`RenderedKernel.after`)."""
+        kernel, then the template's later ones (`RenderedKernel.after`); each a `triton.jit` kernel
+        of the rendered module, written to the cache and imported from there."""
         module = load_module(write_module(self.rendered.source))
         found = [(getattr(module, self.rendered.kernel_name), self.launch_config, self.rendered.grid)]
         for launch in self.rendered.after:
