@@ -74,17 +74,16 @@ def qualified_name(fn: Any) -> str:
         )
     module = getattr(fn, "__module__", None) or type(fn).__module__
     short = getattr(fn, "__name__", None)
+    name = getattr(fn, "__qualname__", None) or short or type(fn).__qualname__
     loaded = sys.modules.get(module)
     if module == "__main__" or module.startswith("kernelpick_script_"):
         # A script's functions: named by the script's path, the same in the script's own process
         # and in a worker that loaded it by path under another module name.
         file = getattr(loaded, "__file__", None)
         if file is not None:
-            name = getattr(fn, "__qualname__", None) or short or type(fn).__qualname__
             return f"{Path(file).resolve()}:{name}"
-    if short and getattr(sys.modules.get(module), short, None) is fn:
+    if short and getattr(loaded, short, None) is fn:
         return f"{module}.{short}"  # e.g. torch.mm, whose __qualname__ is torch's internal class
-    name = getattr(fn, "__qualname__", None) or short or type(fn).__qualname__
     return f"{module}.{name}"
 
 

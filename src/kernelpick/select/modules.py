@@ -41,13 +41,9 @@ def source_hash(source: str) -> str:
 
 
 def template_path(digest: str, cache: Path | None = None) -> Path:
-    """Where the rendered module whose `source_hash` is `digest` is written: `<cache>/templates/`, in
-    the cache dir unless `cache` names another (`kernelpick code` reads a store's folder).
-
-    Raises:
-        ValueError: `digest` is not a hash (hex digits): it would name a file elsewhere.
-    """
-    return (settings.cache_dir() if cache is None else cache) / "templates" / _file_name(digest)
+    """Where the rendered module whose `source_hash` is `digest` is written: `<cache>/templates/`
+    (`_kept_file` says which cache and when it raises)."""
+    return _kept_file("templates", digest, cache)
 
 
 def write_module(source: str) -> Path:
@@ -67,26 +63,23 @@ def write_module(source: str) -> Path:
 
 
 def kernel_source_path(cache_key: str, cache: Path | None = None) -> Path:
-    """Where the source of the Triton kernel with this `JITFunction.cache_key` is kept: `<cache>/kernels/`,
-    in the cache dir unless `cache` names another.
-
-    Raises:
-        ValueError: `cache_key` is not a hash (hex digits): it would name a file elsewhere.
-    """
-    return (settings.cache_dir() if cache is None else cache) / "kernels" / _file_name(cache_key)
+    """Where the source of the Triton kernel with this `JITFunction.cache_key` is kept: `<cache>/kernels/`
+    (`_kept_file` says which cache and when it raises)."""
+    return _kept_file("kernels", cache_key, cache)
 
 
-def _file_name(digest: str) -> str:
-    """The file a hash names: its first 40 hex digits, `.py`.
+def _kept_file(folder: str, digest: str, cache: Path | None) -> Path:
+    """`<cache>/<folder>/<the first 40 hex digits of digest>.py`, in the cache dir unless `cache` names
+    another (`kernelpick code` reads a store's folder).
 
     Raises:
         ValueError: `digest` does not start with 1 to 40 hex digits alone (a name read from a store
-            may hold `../` or an absolute path).
+            may hold `../` or an absolute path: it would name a file elsewhere).
     """
     name = digest[:40]
     if not _HEX.fullmatch(name):
         raise ValueError(f"{digest[:64]!r} is not a hash: it names no file kernelpick keeps")
-    return f"{name}.py"
+    return (settings.cache_dir() if cache is None else cache) / folder / f"{name}.py"
 
 
 def keep_kernel_source(kernel: Any) -> Path | None:

@@ -39,13 +39,16 @@ class SelectionSearch:
     traces: Mapping[str, SearchTrace]
 
 
-def config_of(choice: Choice) -> Config | None:
-    """The config a choice runs with, when it is one config of a space (else None: an extern, say)."""
-    while isinstance(choice, ProcessedChoice):
-        choice = choice.inner
-    if isinstance(choice, (TemplateChoice, TritonKernelChoice)):
-        return choice.config
-    return None
+def _config_and_space(choice: Choice) -> tuple[Config, ChoiceSpace] | None:
+    """The config a choice runs with and the space of the selector's it came from, when it is one
+    config of a space (else None: an extern, say)."""
+    inner = choice
+    while isinstance(inner, ProcessedChoice):
+        inner = inner.inner
+    if not isinstance(inner, (TemplateChoice, TritonKernelChoice)):
+        return None
+    outer = choice if isinstance(choice, ProcessedChoice) else inner
+    return inner.config, outer.space
 
 
 def searched_spaces(choices: Sequence[Choice], always: set[str]) -> list[SearchedSpace]:
@@ -53,10 +56,10 @@ def searched_spaces(choices: Sequence[Choice], always: set[str]) -> list[Searche
     whose digest is in `always`, and choices of no config, belong to none."""
     spaces: dict[int, tuple[str, dict[Config, Choice]]] = {}
     for choice in choices:
-        config = config_of(choice)
-        if config is None or choice.digest in always:
+        placed = _config_and_space(choice)
+        if placed is None or choice.digest in always:
             continue
-        space = _space_of(choice)
+        config, space = placed
         name, by_config = spaces.setdefault(id(space), (space.name, {}))
         by_config.setdefault(config, choice)  # an equal config twice renders one choice: expand drops it
     found: list[SearchedSpace] = []
@@ -65,13 +68,6 @@ def searched_spaces(choices: Sequence[Choice], always: set[str]) -> list[Searche
             taken = any(s.name == name for s in found)  # two spaces of one name: traces apart
             found.append(SearchedSpace(f"{name} ({len(found) + 1})" if taken else name, by_config))
     return found
-
-
-def _space_of(choice: Choice) -> ChoiceSpace | Choice:
-    """The space of the selector's that `choice` came from (itself when it is no config of one)."""
-    if isinstance(choice, (ProcessedChoice, TemplateChoice, TritonKernelChoice)):
-        return choice.space
-    return choice
 
 
 def search_choices(
