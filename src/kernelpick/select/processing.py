@@ -91,7 +91,7 @@ class ProcessedChoices:
             )
         self.steps = _steps(before, after, self.prepack)
         self.user_name = name
-        self._name = name or f"{choice.name} [{self.steps}]"
+        self.name = name or f"{choice.name} [{self.steps}]"
         self.identity = short_hash(
             "processing",
             "" if before is None else function_identity(before),
@@ -105,10 +105,6 @@ class ProcessedChoices:
         self._examples: weakref.WeakKeyDictionary[Example, tuple[tuple[Any, ...], dict[str, Any]] | None] = (
             weakref.WeakKeyDictionary()
         )
-
-    @property
-    def name(self) -> str:
-        return self._name
 
     def choices_for(self, signature: Signature) -> Sequence[Choice]:
         """The wrapped space's choices for the processed inputs, each wrapped.
@@ -125,7 +121,7 @@ class ProcessedChoices:
         except Exception as error:  # the processing cannot run for these inputs: recorded, never run
             message = f"processing {self.steps} raised on inputs {signature}: {classify_run_error(error)[1]}"
             digest = short_hash("processed-failed", self.inner.name, self.identity, str(signature))
-            return [UnavailableChoice(self._name, digest, "runtime_error", message)]
+            return [UnavailableChoice(self.name, digest, "runtime_error", message)]
         return [
             ProcessedChoice(self, c, signature, inner_signature)
             for c in self.inner.choices_for(inner_signature)
@@ -150,7 +146,7 @@ class ProcessedChoices:
     def _processed_signature(self, signature: Signature) -> Signature:
         inputs: tuple[Any, ...] = signature.inputs
         if self.before is not None or self.prepack:
-            inputs = _inputs_of(self._process_described(signature), self._name)
+            inputs = _inputs_of(self._process_described(signature), self.name)
         kwargs = tuple((k, v) for k, v in signature.kwargs if self._passes(k))
         return Signature(inputs, kwargs, signature.user_key, signature.device)
 
@@ -162,50 +158,49 @@ class ProcessedChoices:
     def _process_described(self, signature: Signature) -> Any:
         from torch._subclasses.fake_tensor import FakeTensorMode
 
-        def process(values: list[Any]) -> Any:  # pre-packs uncached: these inputs are thrown away
-            for index, cache in self.prepack.items():
-                values[index] = cache.pack(values[index])
-            return self.before(*values) if self.before is not None else tuple(values)
-
+        process = self._prepacker(cached=False)  # these inputs are thrown away: their packs are too
+        assert process is not None  # called only when something processes the inputs
         try:
             with FakeTensorMode(allow_non_fake_inputs=True):
-                return _described(process([_fake(v) for v in signature.inputs]))
+                return _described(process(*[_fake(v) for v in signature.inputs]))
         except Exception as error:
             log.debug(
-                "%s: processing on fake tensors failed (%s); running it on example inputs", self._name, error
+                "%s: processing on fake tensors failed (%s); running it on example inputs", self.name, error
             )
         devices = [v.device for v in signature.inputs if isinstance(v, TensorSpec)]
         generator = example_generator(devices[0] if devices else torch.device("cpu"))
         values = [example_tensor(v, generator) if isinstance(v, TensorSpec) else v for v in signature.inputs]
-        return _described(process(values))
+        return _described(process(*values))
 
     def _check_prepacked(self, signature: Signature) -> None:
         count = len(signature.inputs)
         for index in self.prepack:
             if index >= count:
                 raise ConfigError(
-                    f"processed choice `{self._name}` pre-packs input {index}, but the call has {count} "
+                    f"processed choice `{self.name}` pre-packs input {index}, but the call has {count} "
                     f"input{'s' if count != 1 else ''} {signature}: prepack keys are positional input "
                     "indices, counted from 0"
                 )
             if not isinstance(signature.inputs[index], TensorSpec):
                 raise ConfigError(
-                    f"processed choice `{self._name}` pre-packs input {index}, a "
+                    f"processed choice `{self.name}` pre-packs input {index}, a "
                     f"{type(signature.inputs[index]).__name__}: only tensors can be pre-packed (packed "
                     "forms are kept by tensor identity and version)"
                 )
 
-    def _prepacker(self) -> Before | None:
-        """`prepare(*inputs)`: pre-packing (from the cache), then `before`; `before` itself when nothing is
-        pre-packed, so that a call runs it unwrapped (None: neither, only `after` processes)."""
-        prepacked, before = tuple(self.prepack.items()), self.before
+    def _prepacker(self, cached: bool = True) -> Before | None:
+        """`prepare(*inputs)`: pre-packing (from the cache unless not `cached`), then `before`; `before`
+        itself when nothing is pre-packed, so that a call runs it unwrapped (None: neither, only `after`
+        processes)."""
+        prepacked = tuple((index, c.get if cached else c.pack) for index, c in self.prepack.items())
+        before = self.before
         if not prepacked:
             return before
 
         def packed(*inputs: Any) -> Sequence[Any]:
             values = list(inputs)
-            for index, cache in prepacked:
-                values[index] = cache.get(values[index])
+            for index, pack in prepacked:
+                values[index] = pack(values[index])
             return before(*values) if before is not None else values
 
         return packed
@@ -223,7 +218,7 @@ class ProcessedChoices:
                     {k: v for k, v in example.kwargs.items() if self._passes(k)},
                 )
             except Exception as error:
-                log.debug("%s: processing the example inputs raised %s", self._name, error)
+                log.debug("%s: processing the example inputs raised %s", self.name, error)
                 done = None
             self._examples[example] = done  # kept while `example` lives, which it does not refer to
             return done

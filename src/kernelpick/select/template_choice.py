@@ -73,16 +73,12 @@ class TemplateChoices:
             )
         self.constants = constants
         self.static_shapes = static_shapes
-        self._name = name or template.name
-
-    @property
-    def name(self) -> str:
-        return self._name
+        self.name = name or template.name
 
     def _inputs(self, signature: Signature) -> dict[str, TensorSpec]:
         if len(signature.inputs) != len(self.arguments):
             raise ConfigError(
-                f"template choice `{self._name}` takes {len(self.arguments)} inputs "
+                f"template choice `{self.name}` takes {len(self.arguments)} inputs "
                 f"({', '.join(self.arguments)}), the call gave {len(signature.inputs)}"
             )
         return {n: v for n, v in zip(self.arguments, signature.inputs) if isinstance(v, TensorSpec)}
@@ -108,7 +104,7 @@ class TemplateChoices:
         constants = dict(self.constants(signature) if callable(self.constants) else self.constants or {})
         out = signature.named_kwargs.get("out")
         config = Config.of(raw)
-        label = f"{self._name}[{epilogue.name}]" if epilogue is not None else self._name
+        label = f"{self.name}[{epilogue.name}]" if epilogue is not None else self.name
         name = f"{label} {config}"
         try:
             rendered = self.template.prepare(
