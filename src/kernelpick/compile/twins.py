@@ -12,7 +12,7 @@ from typing import Any
 from triton.runtime.interpreter import InterpretedFunction
 from triton.runtime.jit import JITFunction
 
-_twins: dict[int, tuple[InterpretedFunction[Any], CompilableTwin]] = {}
+_twins: dict[int, CompilableTwin] = {}  # a twin holds its kernel: no other kernel takes its id
 _lock = threading.Lock()
 
 
@@ -40,14 +40,10 @@ def compilable(kernel: Any) -> Any:
     """`kernel` itself, or the compilable twin of an interpreted kernel (made once per kernel)."""
     if not isinstance(kernel, InterpretedFunction):
         return kernel
-    found = _twins.get(id(kernel))
-    if found is None or found[0] is not kernel:
-        with _lock:
-            found = _twins.get(id(kernel))
-            if found is None or found[0] is not kernel:
-                found = (kernel, CompilableTwin(kernel))
-                _twins[id(kernel)] = found
-    return found[1]
+    with _lock:
+        if id(kernel) not in _twins:
+            _twins[id(kernel)] = CompilableTwin(kernel)
+        return _twins[id(kernel)]
 
 
 def compilable_scope(scope: dict[str, Any]) -> dict[str, Any]:
