@@ -20,6 +20,8 @@ CONFIG_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
 
 #: How deep wrappers may nest before the object is taken to be malformed (a wrapper of itself).
 _MAX_DEPTH = 32
+#: What a stack of wrappers holds at its bottom: a `triton.jit` function, compilable or interpreted.
+_KERNELS = (JITFunction, InterpretedFunction)
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +71,7 @@ def _config_kwargs(config: Any) -> dict[str, Any]:
 def innermost(kernel: Any) -> Any:
     """The object at the bottom of a stack of wrappers (each exposing `.fn`)."""
     for _ in range(_MAX_DEPTH):
-        if isinstance(kernel, JITFunction) or is_interpreted(kernel) or not hasattr(kernel, "fn"):
+        if isinstance(kernel, _KERNELS) or not hasattr(kernel, "fn"):
             return kernel
         kernel = kernel.fn
     raise AnalysisError(
@@ -89,17 +91,14 @@ def unwrap(kernel: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Unwra
         AnalysisError: `kernel` is not a Triton kernel or a wrapper of one.
     """
     bottom = innermost(kernel)
-    if not isinstance(bottom, JITFunction) and not is_interpreted(bottom):
+    if not isinstance(bottom, _KERNELS):
         raise AnalysisError(
             f"expected a @triton.jit function or a triton.autotune / triton.heuristics wrapper of one, "
             f"got {type(kernel).__name__}: {describe_value(kernel)}"
         )
     arg_names = _arg_names(bottom)
     current = dict(kwargs)
-    problem = ""
-    for _ in range(_MAX_DEPTH):
-        if isinstance(kernel, JITFunction) or is_interpreted(kernel):
-            break
+    while not isinstance(kernel, _KERNELS):  # `innermost` found one within `_MAX_DEPTH`
         if _is_heuristics(kernel):
             bound = {**dict(zip(arg_names, args, strict=False)), **current}
             for name, heuristic in kernel.values.items():
@@ -115,7 +114,7 @@ def unwrap(kernel: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Unwra
                     current.setdefault(name, value)
                 args, current = _hooked(kernel.configs[0], arg_names, args, current)
         kernel = kernel.fn
-    return Unwrapped(bottom, tuple(args), current, problem)
+    return Unwrapped(bottom, tuple(args), current)
 
 
 def _hooked(
