@@ -100,18 +100,14 @@ def bind_arguments(
             f"kernel `{kernel.__name__}`: argument(s) {twice} given both by position and by name"
         )
     bound.update(given)
-    defaults = {
-        p.name: p.default
-        for p in kernel.signature.parameters.values()
-        if p.default is not inspect.Parameter.empty
-    }
-    missing = [n for n in names if n not in bound and n not in defaults]
+    parameters = kernel.signature.parameters
+    missing = [n for n in names if n not in bound and parameters[n].default is inspect.Parameter.empty]
     if missing:
         raise AnalysisError(
             f"kernel `{kernel.__name__}` takes {len(names)} arguments, got {len(bound)}: "
             f"missing {', '.join(f'`{m}`' for m in missing)}"
         )
-    return {**{n: bound[n] if n in bound else defaults[n] for n in names}, **options}
+    return {**{n: bound[n] if n in bound else parameters[n].default for n in names}, **options}
 
 
 def _stand_in(value: Any) -> Any:
