@@ -7,6 +7,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+#: The fields of a `TimingSummary` that are device milliseconds.
+_DEVICE_FIGURES = ("median_ms", "mean_ms", "min_ms", "max_ms", "iqr_ms")
+
 
 @dataclass(frozen=True, slots=True)
 class TimingSummary:
@@ -112,14 +115,7 @@ class TimingSummary:
     def scaled(self, factor: float) -> TimingSummary:
         """These device figures times `factor` (screening figures put on the scale of a second round);
         the host time is the host's and stays."""
-        return replace(
-            self,
-            median_ms=self.median_ms * factor,
-            mean_ms=self.mean_ms * factor,
-            min_ms=self.min_ms * factor,
-            max_ms=self.max_ms * factor,
-            iqr_ms=self.iqr_ms * factor,
-        )
+        return replace(self, **{name: getattr(self, name) * factor for name in _DEVICE_FIGURES})
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
