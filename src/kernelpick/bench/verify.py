@@ -142,8 +142,7 @@ def _compare_tensors(
         wrong = int((output != expected).sum())
         return None if wrong == 0 else f"{where} differs in {wrong} of {expected.numel()} values"
     wide = torch.float64 if expected.dtype in (torch.float64, torch.complex128) else torch.float32
-    got = output.to(wide) if not output.is_complex() else torch.view_as_real(output).to(wide)
-    want = expected.to(wide) if not expected.is_complex() else torch.view_as_real(expected).to(wide)
+    got, want = ((torch.view_as_real(t) if t.is_complex() else t).to(wide) for t in (output, expected))
     if bool(torch.isnan(want).any()):
         return (
             f"the reference output has NaN on the example inputs, so {where} cannot be verified: "
@@ -153,9 +152,7 @@ def _compare_tensors(
     if nan:
         return f"{where} has {nan} NaN of {got.numel()} values"
     finite = torch.isfinite(want)
-    if not bool(torch.equal(torch.isfinite(got), finite)) or not bool(
-        torch.equal(got[~finite], want[~finite])
-    ):
+    if not (torch.equal(torch.isfinite(got), finite) and torch.equal(got[~finite], want[~finite])):
         return f"{where} has infinities where the reference has none, or the other way round"
     got, want = got[finite], want[finite]
     if want.numel() == 0:
