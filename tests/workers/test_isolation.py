@@ -5,6 +5,7 @@ Every run completes, picks the right winner, records the right statuses, and lea
 
 from __future__ import annotations
 
+import contextlib
 import io
 import logging
 import os
@@ -12,7 +13,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -202,13 +203,22 @@ def wait_until(condition: Callable[[], bool], timeout_s: float = 30.0) -> bool:
     return True
 
 
+@contextlib.contextmanager
+def retiring_pool() -> Iterator[WorkerPool]:
+    """This process's CPU pool, ending its workers when idle as GPU pools do (`worker_idle_s`)."""
+    pool = pool_for([None])
+    pool.retires = True
+    try:
+        yield pool
+    finally:
+        pool.retires = False
+
+
 def test_idle_workers_end_and_the_next_tuning_starts_them_again(caplog: pytest.LogCaptureFixture) -> None:
     # An idle GPU worker's CUDA context slows the caller's kernels: GPU pools retire their workers
     # (a CPU pool, like this one, only when told to).
-    pool = pool_for([None])
-    assert not pool.retires and WorkerPool([0]).retires
-    pool.retires = True
-    try:
+    assert not pool_for([None]).retires and WorkerPool([0]).retires
+    with retiring_pool() as pool:
         with settings.override(isolate="on", worker_idle_s=0.0), caplog.at_level(logging.WARNING):
             a = torch.randn(8)
             torch.testing.assert_close(faulty.RETIRED(a, a), a + a)
@@ -222,15 +232,11 @@ def test_idle_workers_end_and_the_next_tuning_starts_them_again(caplog: pytest.L
             faulty.RETIRED(c, c)
             time.sleep(0.5)
             assert all(w.alive for w in pool.workers)  # within its idle time: up
-    finally:
-        pool.retires = False
 
 
 def test_workers_stay_up_while_any_tuning_runs_and_end_after_the_last() -> None:
     # A tuning measures several times (a search's batches, a selection's spaces); and tunings overlap.
-    pool = pool_for([None])
-    pool.retires = True
-    try:
+    with retiring_pool() as pool:
         with settings.override(isolate="on", worker_idle_s=0.0):
             pids = []
             with tuning_in_progress():  # another tuning, under way throughout
@@ -242,17 +248,13 @@ def test_workers_stay_up_while_any_tuning_runs_and_end_after_the_last() -> None:
                     pids.append(pool.workers[0].info["pid"])
             assert wait_until(lambda: not any(w.alive for w in pool.workers))
         assert pids[0] == pids[1]  # the same worker measured both
-    finally:
-        pool.retires = False
 
 
 def test_workers_stay_up_through_a_burst_of_tunings_and_end_after_it() -> None:
     # A model's first forward meets its keys one after another: restarting the workers at each would
     # cost a CUDA context and every binary loaded again. Tunings that start right after the last one's
     # end keep them up; a tuning after a pause (the program's own run between) finds them ended.
-    pool = pool_for([None])
-    pool.retires = True
-    try:
+    with retiring_pool() as pool:
         with settings.override(isolate="on", worker_idle_s=0.0):
             pids = []
             for n in (56, 64, 72, 80):  # new keys, back to back
@@ -266,8 +268,6 @@ def test_workers_stay_up_through_a_burst_of_tunings_and_end_after_it() -> None:
             faulty.RETIRED(y, y)
             assert pool.workers[0].info["pid"] not in pids and not pool_module._in_burst
             assert wait_until(lambda: not any(w.alive for w in pool.workers))
-    finally:
-        pool.retires = False
 
 
 def test_a_selector_defined_in_a_function_with_closures_is_isolated(caplog: pytest.LogCaptureFixture) -> None:

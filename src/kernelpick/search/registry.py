@@ -82,6 +82,8 @@ def default_strategy_name() -> str:
         ConfigError: the setting sets an option the strategy does not have, or a wrong value.
     """
     setting = settings.current().search
+    if setting in STRATEGIES:  # a bare name, checked when read: no options, nothing to import yet
+        return setting
     try:
         return strategy_class(setting).name
     except ConfigError as error:

@@ -208,9 +208,7 @@ class Tuning:
         Raises:
             TuningRequired: something is left to measure and `KERNELPICK_NO_TUNING=1`.
         """
-        if strategy is None:  # the default setting names the strategy as it is: nothing to look up
-            setting = settings.current().search
-            strategy = setting if setting == "exhaustive" else default_strategy_name()
+        strategy = strategy or default_strategy_name()
 
         def measured(
             todo: list[str], known: Mapping[str, BenchmarkResult], on_done: OnDone
