@@ -149,7 +149,7 @@ class Settings:
     select_warmup_ms: float = _setting(
         "KERNELPICK_SELECT_WARMUP_MS",
         100.0,
-        "Selection on a GPU: run the choices in turn this long before timing any (clocks up).",
+        "Selection on a GPU: run the choices in turn this long before timing any (clocks up), unless the GPU timed others in the last 5 s.",
     )
     redis_url: str = _setting(
         "KERNELPICK_REDIS_URL",

@@ -17,6 +17,11 @@ from kernelpick.device import DeviceInfo
 
 #: Called with a candidate's digest and result as each is done with.
 OnDone = Callable[[str, BenchmarkResult], object]
+#: Seconds a GPU stays warm after timed work: a measurement starting sooner does not warm it up again.
+#: On an H200, after 0.02 to 5 s idle only the first launch ran slow, as a candidate's checked first
+#: run is (bench/clock_settle.py).
+WARM_FOR_S = 5.0
+_warm_until: dict[DeviceInfo, float] = {}  # by device: when a measurement must warm it up again
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,8 +58,8 @@ class Candidate:
 
 class Measurement:
     """One problem to measure candidates on: the example, the device, and what outputs are checked
-    against. The reference runs once per measurement, however many candidates are measured, and the
-    candidates warm up once per measurement too.
+    against. The reference runs once per measurement, however many candidates are measured; the
+    candidates warm up once too, unless the device timed others a moment before (`WARM_FOR_S`).
 
     Args:
         example: the arguments every candidate runs on.
@@ -76,7 +81,6 @@ class Measurement:
         self.device = device
         self.reference, self.tolerance, self.tf32 = reference, tolerance, tf32
         self._expected: tuple[Any, str | None] | None = None
-        self._warmed = False
 
     def expected(self) -> tuple[Any, str | None]:
         """The reference's output on the example, or why the reference failed (computed once)."""
@@ -132,7 +136,8 @@ class Measurement:
     ) -> dict[str, BenchmarkResult]:
         """Run each candidate once (checked against the reference, when there is one), then time those
         that worked (`kernelpick.bench.benchmarker.benchmark`). On a GPU the candidates first run in
-        turn for `KERNELPICK_SELECT_WARMUP_MS` (each at least once), once per measurement.
+        turn for `KERNELPICK_SELECT_WARMUP_MS` (each at least once), unless this process timed
+        something on the device in the last `WARM_FOR_S` seconds: its clocks are up.
 
         Args:
             candidates: what to measure.
@@ -160,10 +165,12 @@ class Measurement:
         warm_up_ms = settings.current().select_warmup_ms
         if isinstance(timer, UserBenchTimer):
             budgets, warm_up_ms = {"screening": budgets["screening"]}, 0.0
-        if runs and warm_up_ms > 0 and not self.device.interpreter and not self._warmed:
+        cold = time.monotonic() >= _warm_until.get(self.device, float("-inf"))
+        if runs and warm_up_ms > 0 and not self.device.interpreter and cold:
             warm_up(runs.values(), self.device, warm_up_ms)
-            self._warmed = True
         results.update(benchmark(runs, timer, on_done=on_done, reference=reference, **budgets))
+        if runs:
+            _warm_until[self.device] = time.monotonic() + WARM_FOR_S
         return {c.digest: results[c.digest] for c in candidates}
 
 
