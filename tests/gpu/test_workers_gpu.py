@@ -44,7 +44,8 @@ PROGRAM = textwrap.dedent(
 
 
 def test_after_cuda_use_workers_come_from_a_spawned_zygote_end_when_idle_and_restart(tmp_path: Path) -> None:
-    env = {**os.environ, "KERNELPICK_CACHE_DIR": str(tmp_path / "cache")}
+    # One GPU: the pool the program looks at is the one its selector measures with, on a host of several too.
+    env = {**os.environ, "KERNELPICK_CACHE_DIR": str(tmp_path / "cache"), "KERNELPICK_DEVICES": "0"}
     done = subprocess.run(
         [sys.executable, "-c", PROGRAM], capture_output=True, text=True, env=env, timeout=300, check=False
     )
