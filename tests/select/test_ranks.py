@@ -209,12 +209,24 @@ def test_parts_are_taken_once_and_a_part_published_first_stays() -> None:
     store = dist.HashStore()
     first, second = share(0, store, ["a", "b", "c"]), share(1, store, ["a", "b", "c"])
     assert first.parts == [["a", "c"], ["b"]]
-    assert [first.claim(), second.claim(), first.claim()] == [0, 1, None]
+    assert [second.claim(), first.claim(), first.claim()] == [1, 0, None]  # each its own part first
     assert first.publish(0, {"a": timed(1.0), "c": timed(2.0)}) == {"a": timed(1.0), "c": timed(2.0)}
     assert second.publish(0, {"a": timed(9.0)})["a"] == timed(1.0)  # a late copy changes nothing
     deadline = 0.0  # already passed: only what is there
     assert second.wait(1, deadline) is None
     assert second.wait(0, float("inf")) == {"a": timed(1.0), "c": timed(2.0)}
+
+
+def test_a_rank_takes_its_own_part_at_every_key_and_then_what_a_late_rank_left() -> None:
+    store = dist.HashStore()
+    digests = ["a", "b", "c", "d"]
+    for key in ("k1", "k2"):  # whoever comes first: each rank measures the same configs at every key
+        late = KeyShare(RankJob(store, 1, 2), key, digests, 2)
+        early = KeyShare(RankJob(store, 0, 2), key, digests, 2)
+        assert (late.claim(), early.claim()) == (1, 0)
+    alone = KeyShare(RankJob(store, 1, 2), "k3", digests, 2)
+    assert [alone.claim(), alone.claim(), alone.claim()] == [1, 0, None]  # rank 0 has not come yet
+    assert KeyShare(RankJob(store, 0, 2), "k3", digests, 2).claim() is None
 
 
 def test_each_part_re_times_its_share_of_the_finalists(tmp_path: Path) -> None:
@@ -261,7 +273,7 @@ def test_what_is_not_kernelpicks_results_is_left_out_or_refused() -> None:
 
 def test_a_failing_job_store_is_a_store_error() -> None:
     class Broken:
-        def add(self, key: str, amount: int) -> int:
+        def compare_set(self, key: str, expected: str, desired: bytes) -> bytes:
             raise RuntimeError("connection reset")
 
     with pytest.raises(StoreError, match="failed to take a part: RuntimeError: connection reset"):

@@ -19,7 +19,7 @@ from kernelpick.store.base import parse_result
 log = logging.getLogger("kernelpick.select")
 
 #: Every key kernelpick writes in the job's store starts so; the number is the format of the values.
-NAMESPACE = "kernelpick/1/"
+NAMESPACE = "kernelpick/2/"
 #: Seconds between two looks for a value another rank publishes: the first, and the most.
 _POLL_MIN_S, _POLL_MAX_S = 0.002, 0.05
 
@@ -79,11 +79,21 @@ class KeyShare:
         listing = hashlib.sha256("\n".join(digests).encode()).hexdigest()[:16]
         self.prefix = f"{key}/{listing}/{parts}/"
         self.parts = [list(digests[index::parts]) for index in range(parts)]
+        self._untried = [(job.rank + step) % parts for step in range(parts)]  # the parts to try to take
 
     def claim(self) -> int | None:
-        """The index of the next part left, now this rank's to measure; None when none is left."""
-        taken = int(self._call("take a part", lambda s: s.add(f"{self.prefix}taken", 1)))
-        return taken - 1 if taken <= len(self.parts) else None
+        """The index of a part left, now this rank's to measure: its own first (part `rank % parts`:
+        at every key a rank measures the configs whose binaries it compiled and loaded at the last),
+        then any other no rank took; None when none is left."""
+        me = str(self.job.rank).encode()
+        while self._untried:
+            index = self._untried.pop(0)
+            taken = self._call(
+                "take a part", lambda s, i=index: s.compare_set(f"{self.prefix}taken/{i}", "", me)
+            )
+            if bytes(taken) == me:
+                return index
+        return None
 
     def publish(self, index: int, results: Mapping[str, BenchmarkResult]) -> dict[str, BenchmarkResult]:
         """Publish the results of part `index`; returns the part's results as the job has them (those
