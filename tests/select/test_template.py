@@ -108,6 +108,19 @@ def test_missing_input_specs_are_named() -> None:
         scale_template().prepare(Config({"BLOCK": 16}), {})
 
 
+def test_a_template_received_by_value_again_and_again_is_compiled_once_a_process() -> None:
+    # A worker receives each candidate's template anew, pickled by value.
+    import cloudpickle
+
+    template = scale_template()
+    copies = [cloudpickle.loads(cloudpickle.dumps(template)) for _ in range(3)]
+    assert all(copy._jinja is template._jinja for copy in copies)
+    render = (Config({"BLOCK": 16}), specs(X=torch.empty(8)))
+    assert copies[-1].render(*render, constants={"FACTOR": 1.0}) == template.render(
+        *render, constants={"FACTOR": 1.0}
+    )
+
+
 def test_invalid_jinja_is_reported_at_construction() -> None:
     with pytest.raises(TemplateError, match="not valid Jinja2"):
         scale_template("{{ def_kernel( }}")
