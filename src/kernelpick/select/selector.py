@@ -11,7 +11,6 @@ from typing import Any
 
 from kernelpick.bench.inputs import InputGen
 from kernelpick.bench.measure import OnDone
-from kernelpick.bench.pick import Pick
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.timers import Timer
 from kernelpick.bench.verify import VERIFICATION_VERSION, Tolerance
@@ -46,13 +45,7 @@ from kernelpick.select.signature import (
     unhashable_inputs,
     value_key,
 )
-from kernelpick.select.tuning import (
-    Tuning,
-    in_captures_too,
-    measured_as,
-    pick_against_reference,
-    result_store,
-)
+from kernelpick.select.tuning import Tuning, in_captures_too, measured_as, result_store
 from kernelpick.store import ResultStore, TuningKey
 from kernelpick.store.table import TableEntry
 from kernelpick.workers.plan import start_early
@@ -302,9 +295,9 @@ class Selector:
             self._measure, signature=signature, inputs=inputs, kwargs=kwargs, phases=tuning.phases
         )
 
-        def measure(todo: list[str], measured: OnDone) -> Mapping[str, BenchmarkResult]:
+        def measure(todo: list[Choice], measured: OnDone) -> Mapping[str, BenchmarkResult]:
             nonlocal reference
-            found, reference = measure_choices([by_digest[d] for d in todo], finished=measured)
+            found, reference = measure_choices(todo, finished=measured)
             return found
 
         def searched(
@@ -317,14 +310,8 @@ class Selector:
             reference, searches = found.reference, found.traces
             return found.results
 
-        def choose(results: Mapping[str, BenchmarkResult]) -> Pick[str] | None:
-            if not any(result.ok for result in results.values()):
-                return None
-            return pick_against_reference(results, kept, name=lambda d: by_digest[d].name, measure=ranking)
-
-        settled = tuning.settle(
-            list(by_digest), self.search, measure, searched, choose, lambda d: by_digest[d].description()
-        )
+        describe, name = (lambda c: c.description()), (lambda c: c.name)
+        settled = tuning.settle(by_digest, self.search, measure, searched, describe, kept, name, ranking)
         results = dict(settled.results)
         ranked = sorted(
             [c for c in choices if c.digest in results], key=lambda c: results[c.digest].cost(ranking)

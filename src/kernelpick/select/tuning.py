@@ -34,13 +34,10 @@ from kernelpick.workers.pool import tuning_in_progress
 _C = TypeVar("_C")
 log = logging.getLogger("kernelpick.select")
 
-#: Measures candidates (by digest) and returns their results: given what to measure and what to give
-#: each result as it comes (which stores it).
-Measure = Callable[[list[str], OnDone], Mapping[str, BenchmarkResult]]
 #: Searches the candidates with the named strategy from the results known already (the store's, timed
 #: at no cost), giving each result it measures as it comes to the `OnDone`; returns every result it had.
 Search = Callable[[str, Mapping[str, BenchmarkResult], OnDone], Mapping[str, BenchmarkResult]]
-#: `Measure` or `Search` as a tuning calls them: what to measure, the results known, `OnDone`.
+#: Measuring or searching as a tuning calls them: what to measure, the results known, `OnDone`.
 _Measured = Callable[[list[str], Mapping[str, BenchmarkResult], OnDone], Mapping[str, BenchmarkResult]]
 #: The pick among results, or None when none of them is ok.
 Choose = Callable[[Mapping[str, BenchmarkResult]], "Pick[str] | None"]
@@ -191,38 +188,49 @@ class Tuning:
 
     def settle(
         self,
-        digests: Sequence[str],
+        candidates: Mapping[str, _C],
         strategy: str | None,
-        measure: Measure,
+        measure: Callable[[list[_C], OnDone], Mapping[str, BenchmarkResult]],
         search: Search,
-        choose: Choose,
-        describe: Callable[[str], Mapping[str, Any]],
+        describe: Callable[[_C], Mapping[str, Any]],
+        kept: str | None,
+        name: Callable[[_C], str] = str,
+        ranking: str = "graph",
     ) -> Settled:
-        """Measure what the store lacks of `digests` and pick, once for every process that needs the
-        key now: as the ranks of a job (`kernelpick.select.ranks`), or as the one process that claimed
-        the key (the others wait for its pick). The search `strategy` (None: `KERNELPICK_SEARCH`)
-        says how: "exhaustive" measures it all (`measure`; the ranks of a job take parts of it);
-        another strategy searches (`search`), a config compiling far longer than the rest of its
-        batch given up as `skipped` (forked compilers only: a thread cannot be stopped).
+        """Measure what the store lacks of `candidates` (by digest) and pick, once for every process
+        that needs the key now: as the ranks of a job (`kernelpick.select.ranks`), or as the one process
+        that claimed the key (the others wait for its pick). The search `strategy` (None:
+        `KERNELPICK_SEARCH`) says how: "exhaustive" measures it all (`measure`; the ranks of a job take
+        parts of it); another strategy searches (`search`), a config compiling far longer than the rest
+        of its batch given up as `skipped` (forked compilers only: a thread cannot be stopped). The pick
+        is `pick_against_reference`'s, with `kept` the reference, as `ranking` costs a call and `name`
+        names candidates; `describe` gives a candidate as plain data, as it is stored.
 
         Raises:
             TuningRequired: something is left to measure and `KERNELPICK_NO_TUNING=1`.
         """
         strategy = strategy or default_strategy_name()
+        digests = list(candidates)
+
+        def choose(results: Mapping[str, BenchmarkResult]) -> Pick[str] | None:
+            if not any(r.ok for r in results.values()):
+                return None
+            return pick_against_reference(results, kept, name=lambda d: name(candidates[d]), measure=ranking)
 
         def measured(
             todo: list[str], known: Mapping[str, BenchmarkResult], on_done: OnDone
         ) -> Mapping[str, BenchmarkResult]:
             if strategy == "exhaustive":
-                return measure(todo, on_done)
+                return measure([candidates[d] for d in todo], on_done)
             with patience(settings.current().search_patience):
                 found = search(strategy, known, on_done)
             return {d: r for d, r in found.items() if d not in known}
 
+        described = lambda digest: describe(candidates[digest])  # noqa: E731
         job = None if settings.current().no_tuning else rank_job()
         if job is not None:
             divisible = strategy == "exhaustive"  # a search measures each batch from those before it
-            return self._settle_as_rank(job, digests, measured, choose, describe, divisible)
+            return self._settle_as_rank(job, digests, measured, choose, described, divisible)
         results, todo = self.split(digests)
         if todo:
             waited = self._claim_or_adopt(digests, choose)
@@ -232,7 +240,7 @@ class Tuning:
                 results, todo = self.split(digests)
         found: Mapping[str, BenchmarkResult] = {}
         if todo:
-            with self.measuring(describe) as on_done:
+            with self.measuring(described) as on_done:
                 found = measured(todo, results, on_done)
         return self._settled(digests, {**results, **found}, found.keys(), found.keys(), choose)
 

@@ -15,7 +15,6 @@ from triton.runtime.jit import KernelInterface
 from kernelpick import settings
 from kernelpick.bench.benchmarker import MEASUREMENT_VERSION
 from kernelpick.bench.measure import OnDone
-from kernelpick.bench.pick import Pick
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.timers import Timer, UserBenchTimer
 from kernelpick.calls import record_kernel_call
@@ -36,7 +35,7 @@ from kernelpick.select.modules import keep_kernel_source
 from kernelpick.select.record import TuningRecord, failure_report
 from kernelpick.select.signature import Signature
 from kernelpick.select.triton_choice import KernelCall
-from kernelpick.select.tuning import Settled, Tuning, pick_against_reference, result_store
+from kernelpick.select.tuning import Settled, Tuning, result_store
 from kernelpick.store import ResultStore, TuningKey
 from kernelpick.store.base import UnreadStore
 from kernelpick.tune.background import provisional_entry
@@ -363,8 +362,8 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
             measured_now = bool(settled.measured)
             if settled.fresh and tuning.store is not None:
                 keep_kernel_source(self.base_fn)  # for `kernelpick code`
+            tuning.save(settled.results, settled.fresh, settled.pick)
             if settled.pick is None:
-                tuning.save(settled.results, settled.fresh, None)
                 report = failure_report(
                     f"configs of kernel `{self.name}` failed for key {key[:-1]}",
                     [(str(c), r) for c, r in results.items()],
@@ -372,7 +371,6 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
                 )
                 raise no_valid_configs(report, results)
             best, note = by_digest[settled.pick], settled.note
-            tuning.save(settled.results, settled.fresh, best.digest)
         record = TuningRecord.of_configs(
             self.name,
             key,
@@ -411,8 +409,7 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
         by_digest = {c.digest: c for c in configs}
         trace: SearchTrace | None = None
 
-        def measure(todo: list[str], measured_one: OnDone) -> dict[str, BenchmarkResult]:
-            batch = [by_digest[d] for d in todo]
+        def measure(batch: list[Config], measured_one: OnDone) -> dict[str, BenchmarkResult]:
             measured = self.benchmark_configs(batch, args, kwargs, grid, tuning.phases, measured_one)
             return {c.digest: r for c, r in measured.items()}
 
@@ -430,18 +427,8 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
             trace = search(strategy, configs, stored, measure_batch, self.space, tuning.phases)
             return {c.digest: r for c, r in trace.results().items()}
 
-        def choose(results: Mapping[str, BenchmarkResult]) -> Pick[str] | None:
-            if not any(r.ok for r in results.values()):
-                return None
-            return pick_against_reference(
-                results,
-                None if self.default is None else self.default.digest,
-                name=lambda digest: str(by_digest[digest]),
-            )
-
-        settled = tuning.settle(
-            list(by_digest), self.search, measure, searched, choose, lambda d: by_digest[d].to_dict()
-        )
+        kept = None if self.default is None else self.default.digest
+        settled = tuning.settle(by_digest, self.search, measure, searched, Config.to_dict, kept)
         return settled, trace
 
     def _key_names(self) -> list[str]:
