@@ -257,11 +257,9 @@ class Tuning:
         ordered = {d: results[d] for d in digests if d in results}
         chosen = choose(ordered)
         pick, note = (chosen.best, chosen.note) if chosen is not None else (None, "")
-        by = ""
+        by = "" if agreed is None else agreed[1]
         if agreed is not None and agreed[0] != pick:
-            (pick, by), note = agreed, f"the pick of {agreed[1]}"
-        elif agreed is not None:
-            by = agreed[1]
+            pick, note = agreed[0], f"the pick of {by}"
         return Settled(ordered, frozenset(measured), frozenset(fresh), pick, note, by)
 
     def _claim_or_adopt(self, digests: Sequence[str], choose: Choose) -> Settled | bool:
