@@ -23,6 +23,13 @@ identical for every key; the job's total at most 0.6x (2 ranks) and 0.35x (4 ran
 alone. Results go to bench/results/ranks-<device>.json (date, versions, raw figures, the targets;
 and to $OUT where it is set), merged with the runs earlier invocations wrote for the same device.
 
+Where a rank's seconds go, across its workers and compilers too: py-spy (its manylinux wheel carried
+in .whl/, which bench/gpu_prelude.sh installs into /tmp/site) samples every process of a run,
+`/tmp/site/bin/py-spy record --subprocesses --idle --nonblocking --rate 100 -f raw -o $OUT/ranks2.raw
+-- python3 bench/ranks.py --ranks 2 --out $OUT`: each line a stack under its process chain, with a
+count (2026-11-30: it found the 100 ms warm-up at every key, and Jinja2 compiling a worker's every
+template candidate again).
+
 --dry runs the same jobs on the CPU (gloo, Triton's interpreter): 3 small shapes through ops.mm and
 a 4-config space of the same kernel at 3 small sizes, 1 and 2 ranks; its figures say nothing about
 GPUs and are written only where --out says (tests/select/test_ranks.py runs it).
