@@ -13,12 +13,11 @@ K = TypeVar("K")
 
 @dataclass(frozen=True, slots=True)
 class Pick(Generic[K]):
-    """What runs (`best`), the lowest-cost candidate (`fastest`), the reference if any, and why,
-    in one sentence (`note`; empty when the fastest simply won)."""
+    """What runs (`best`), the lowest-cost candidate (`fastest`), and why, in one sentence (`note`;
+    empty when the fastest simply won)."""
 
     best: K
     fastest: K
-    reference: K | None
     note: str
 
     @property
@@ -59,14 +58,14 @@ def pick(
         raise ValueError("no candidate worked")
     fastest = min(ok, key=lambda k: results[k].cost(measure))
     if reference is None or reference == fastest or reference not in results or not results[reference].ok:
-        return Pick(fastest, fastest, reference, "")
+        return Pick(fastest, fastest, "")
     ours, theirs = results[fastest], results[reference]
     gain = 1.0 - ours.cost(measure) / theirs.cost(measure)
     needed = margin(ours, theirs)
     if gain > needed:
-        return Pick(fastest, fastest, reference, "")
+        return Pick(fastest, fastest, "")
     note = (
         f"kept the reference {name(reference)}: {name(fastest)} was {100 * gain:.1f} % faster, "
         f"within the measured spread of {100 * needed:.1f} %"
     )
-    return Pick(reference, fastest, reference, note)
+    return Pick(reference, fastest, note)
