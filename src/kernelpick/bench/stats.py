@@ -7,9 +7,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-#: The fields of a `TimingSummary` that are device milliseconds.
-_DEVICE_FIGURES = ("median_ms", "mean_ms", "min_ms", "max_ms", "iqr_ms")
-
 
 @dataclass(frozen=True, slots=True)
 class TimingSummary:
@@ -115,7 +112,8 @@ class TimingSummary:
     def scaled(self, factor: float) -> TimingSummary:
         """These device figures times `factor` (screening figures put on the scale of a second round);
         the host time is the host's and stays."""
-        return replace(self, **{name: getattr(self, name) * factor for name in _DEVICE_FIGURES})
+        figures = ("median_ms", "mean_ms", "min_ms", "max_ms", "iqr_ms")  # the device milliseconds
+        return replace(self, **{name: getattr(self, name) * factor for name in figures})
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
