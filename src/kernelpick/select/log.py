@@ -180,8 +180,7 @@ def read_log(path: Path) -> list[dict[str, Any]]:
         try:
             entry = json.loads(line)
         except json.JSONDecodeError:
-            skipped += 1
-            continue
+            entry = None
         if (
             isinstance(entry, dict)
             and entry.get("version") == LOG_VERSION
