@@ -155,10 +155,10 @@ class TuningRecord:
 
     def __getitem__(self, name: str) -> CandidateResult:
         """The row of the candidate named `name`."""
-        found = next((r for r in self.candidates if r.name == name), None)
-        if found is None:
-            raise KeyError(name)
-        return found
+        for row in self.candidates:
+            if row.name == name:
+                return row
+        raise KeyError(name)
 
     @property
     def kernel(self) -> str:
@@ -240,7 +240,7 @@ class TuningRecord:
 
     def summary(self) -> str:
         """One line: the pick, its median and how many candidates failed."""
-        failed = [r.result for r in self.candidates if not r.result.ok]
+        failed = list(self.failed.values())
         return (
             f"{self.title}: {self.winner.name} ({self.winner.result.cost(self.measured_as):.4f} ms) "
             f"of {len(self.candidates)} candidates, {len(failed)} failed"
@@ -279,8 +279,7 @@ def autotune_table(
     and the order they are left out in on a narrow console. `title` begins with the name the store
     knows the kernel or selector by (what `kernelpick cache show` takes).
     """
-    ok = [r.cost(measure) for _, r in rows if r.ok]
-    lowest = min(ok) if ok else None
+    lowest = min((r.cost(measure) for _, r in rows if r.ok), default=None)
     timing = "" if seconds is None else f" in {seconds:.2f} s"
     names, shared = _without_shared([name for name, _ in rows])
     notes = [f"every candidate has {' '.join(shared)}"] if shared else []
