@@ -36,12 +36,7 @@ def describe_value(value: Any, payload_dir: Path | None) -> dict[str, Any]:
     """
     if isinstance(value, torch.Tensor):
         spec = TensorSpec.of(value)
-        data: dict[str, Any] = {
-            "kind": "tensor",
-            **spec.to_data(),
-            "storage": spec.storage_length,
-            "device": value.device.type,
-        }
+        data: dict[str, Any] = {"kind": "tensor", **spec.to_data()}
         if payload_dir is not None and not (value.dtype.is_floating_point or value.dtype.is_complex):
             if value.is_cuda and torch.cuda.is_current_stream_capturing():
                 raise IsolationError(

@@ -69,7 +69,6 @@ class Problem:
         0.0  # a search's batches give up straggling compiles (`kernelpick.compile.precompile.patience`)
     )
     allocator: bool = False  # the caller set an allocator with `triton.set_allocator`
-    payload_dir: str = field(default="", compare=False)  # where integer tensors' values were written
 
     @classmethod
     def describe(
@@ -92,7 +91,6 @@ class Problem:
             device=device.type,
             inputs=tuple(describe_value(v, payload_dir) for v in args),
             keywords={name: describe_value(v, payload_dir) for name, v in kwargs.items()},
-            payload_dir=str(payload_dir or ""),
             allocator=program_allocator() is not None,
             **details,
         )
@@ -109,9 +107,7 @@ class Problem:
     @property
     def key(self) -> str:
         """What tells this problem from another (a worker keeps one problem's state between requests)."""
-        data = self.to_data()
-        data.pop("payload_dir")
-        return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
+        return hashlib.sha256(json.dumps(self.to_data(), sort_keys=True, default=str).encode()).hexdigest()
 
 
 def program_allocator() -> Any | None:
