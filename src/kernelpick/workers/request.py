@@ -21,7 +21,7 @@ from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.timers import timer_for
 from kernelpick.bench.verify import Tolerance
 from kernelpick.compile.precompile import CompileJob, CompileOutcome, classify, patience, precompile_jobs
-from kernelpick.device import DeviceInfo, describe
+from kernelpick.device import DeviceInfo, describe, device_of
 from kernelpick.tensors import example_generator
 from kernelpick.workers import values
 from kernelpick.workers.plan import step_budgets, worker_devices, worker_settings
@@ -122,17 +122,9 @@ def _scratch(size: int, alignment: int, stream: int | None) -> torch.Tensor:
     """A worker's allocator: Triton's scratch memory from torch's caching allocator on the worker's
     device (stream-ordered on the current stream), as Triton's examples allocate it, `alignment`
     bytes aligned (a GPU block's 512 bytes are; a CPU's 64 may not be)."""
-    buffer = torch.empty(size + alignment, dtype=torch.int8, device=_device())
+    buffer = torch.empty(size + alignment, dtype=torch.int8, device=device_of(()))
     start = -buffer.data_ptr() % alignment
     return buffer[start : start + size]
-
-
-def _device() -> torch.device:
-    return (
-        torch.device("cuda", torch.cuda.current_device())
-        if torch.cuda.is_available()
-        else torch.device("cpu")
-    )
 
 
 def _use_allocator(wanted: bool) -> None:
