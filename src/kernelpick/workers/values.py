@@ -101,40 +101,32 @@ class _Pickler(cloudpickle.Pickler):  # type: ignore[misc]  # cloudpickle is unt
     """cloudpickle, with Triton kernels reduced to their function, options and source."""
 
     def reducer_override(self, obj: Any) -> Any:
-        if isinstance(obj, (JITFunction, InterpretedFunction)):
-            return _kernel_reduce(obj)
-        return super().reducer_override(obj)
-
-
-def _kernel_reduce(kernel: Any) -> tuple[Any, ...]:
-    fn = kernel.fn
-    module = sys.modules.get(getattr(fn, "__module__", "") or "")
-    if module is not None and is_library(module) and getattr(module, fn.__name__, None) is kernel:
-        return getattr, (module, fn.__name__)  # a library's kernel (Triton's own helpers): by reference
-    if isinstance(kernel, InterpretedFunction):  # decorated under TRITON_INTERPRET=1: it keeps its options
-        options = dict(getattr(kernel, "kwargs", None) or {})
-    else:
-        options = {
-            name: value
-            for name, attribute in _KERNEL_OPTIONS.items()
-            if (value := getattr(kernel, attribute, None)) is not None
-        }
-    filename = fn.__code__.co_filename
-    return _rebuild_kernel, (fn, options, filename, linecache.getlines(filename))
+        if not isinstance(obj, (JITFunction, InterpretedFunction)):
+            return super().reducer_override(obj)
+        fn = obj.fn
+        module = sys.modules.get(getattr(fn, "__module__", "") or "")
+        if module is not None and is_library(module) and getattr(module, fn.__name__, None) is obj:
+            return getattr, (module, fn.__name__)  # a library's kernel (Triton's own helpers): by reference
+        if isinstance(obj, InterpretedFunction):  # decorated under TRITON_INTERPRET=1: it keeps its options
+            options = dict(getattr(obj, "kwargs", None) or {})
+        else:
+            options = {
+                name: value
+                for name, attribute in _KERNEL_OPTIONS.items()
+                if (value := getattr(obj, attribute, None)) is not None
+            }
+        filename = fn.__code__.co_filename
+        return _rebuild_kernel, (fn, options, filename, linecache.getlines(filename))
 
 
 @contextmanager
-def _users_code_by_value(modules: set[str]) -> Iterator[None]:
+def _users_code_by_value() -> Iterator[None]:
     """Within the block, cloudpickle serializes the functions and classes of the user's modules by value."""
     registered = []
     try:
-        for name in modules:
+        for name in _user_modules():
             module = sys.modules.get(name)
-            if (
-                module is not None
-                and not is_library(module)
-                and name not in cloudpickle.list_registry_pickle_by_value()
-            ):
+            if module is not None and name not in cloudpickle.list_registry_pickle_by_value():
                 cloudpickle.register_pickle_by_value(module)
                 registered.append(module)
         yield
@@ -145,7 +137,7 @@ def _users_code_by_value(modules: set[str]) -> Iterator[None]:
 
 _seen: tuple[int, set[str]] = (0, set())
 #: The names of template modules kernelpick rendered (`kernelpick.select.modules`). They hold only
-#: kernels, which cross by value as their source (`_kernel_reduce`) without their module registered:
+#: kernels, which cross by value as their source (`_Pickler`) without their module registered:
 #: registering each for every value sent would slow every value (docs/benchmarks.md has the figure).
 RENDERED_PREFIX = "kernelpick_rendered_"
 
@@ -178,7 +170,7 @@ def encode(value: Any) -> str:
             the message names what could not.
     """
     stream = io.BytesIO()
-    with _lock, _users_code_by_value(_user_modules()):
+    with _lock, _users_code_by_value():
         try:
             _Pickler(stream, protocol=5).dump(value)
         except Exception as error:
