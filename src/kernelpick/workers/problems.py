@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import itertools
 from collections.abc import Mapping
 from pathlib import Path
@@ -15,16 +14,7 @@ from kernelpick.errors import IsolationError
 from kernelpick.tensors import TensorSpec, example_tensor, is_descriptor, laid_out
 
 _PLAIN = (type(None), bool, int, float, str)
-#: The tensor descriptors a worker makes again, by the module and name of their class.
-_DESCRIPTORS = frozenset({"triton.tools.tensor_descriptor:TensorDescriptor"})
 _files = itertools.count()
-
-
-def _dtype(name: str) -> torch.dtype:
-    dtype = getattr(torch, name, None)
-    if not isinstance(dtype, torch.dtype):
-        raise IsolationError(f"unknown dtype {name!r}")
-    return dtype
 
 
 def describe_value(value: Any, payload_dir: Path | None) -> dict[str, Any]:
@@ -65,13 +55,14 @@ def describe_value(value: Any, payload_dir: Path | None) -> dict[str, Any]:
 
 
 def _describe_descriptor(value: Any, payload_dir: Path | None) -> dict[str, Any]:
-    """A tensor descriptor as plain data: its class, its tensor, its other fields.
+    """A tensor descriptor as plain data: its tensor and its other fields.
 
     Raises:
-        IsolationError: a descriptor of another class, or with a field that is not plain data (a
-            Gluon descriptor's layout).
+        IsolationError: a descriptor of another class than Triton's `TensorDescriptor`, or with a
+            field that is not plain data (a Gluon descriptor's layout).
     """
-    kind = f"{type(value).__module__}:{type(value).__qualname__}"
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
     fields: dict[str, Any] = {}
     for field in dataclasses.fields(value):
         if field.name == "base":
@@ -79,22 +70,14 @@ def _describe_descriptor(value: Any, payload_dir: Path | None) -> dict[str, Any]
         item = getattr(value, field.name)
         if isinstance(item, (tuple, list, torch.Size)):
             item = [int(v) for v in item]
-        if kind not in _DESCRIPTORS or not isinstance(item, (*_PLAIN, list)):
+        if type(value) is not TensorDescriptor or not isinstance(item, (*_PLAIN, list)):
             raise IsolationError(
-                f"a {type(value).__name__} ({kind}) cannot be sent to a worker process: only "
-                "triton.tools.tensor_descriptor.TensorDescriptor can (or isolate=False)"
+                f"a {type(value).__name__} ({type(value).__module__}:{type(value).__qualname__}) cannot "
+                "be sent to a worker process: only triton.tools.tensor_descriptor.TensorDescriptor can "
+                "(or isolate=False)"
             )
         fields[field.name] = item
-    return {"kind": "descriptor", "class": kind, "base": describe_value(value.base, payload_dir), **fields}
-
-
-def _rebuild_descriptor(data: Mapping[str, Any], device: torch.device, generator: torch.Generator) -> Any:
-    if data["class"] not in _DESCRIPTORS:  # plain data names only classes of the list
-        raise IsolationError(f"not a tensor descriptor kernelpick makes: {data['class']!r}")
-    module, name = str(data["class"]).split(":")
-    descriptor_class = getattr(importlib.import_module(module), name)
-    fields = {k: v for k, v in data.items() if k not in ("kind", "class", "base")}
-    return descriptor_class(base=rebuild_value(data["base"], device, generator), **fields)
+    return {"kind": "descriptor", "base": describe_value(value.base, payload_dir), "fields": fields}
 
 
 def rebuild_value(data: Mapping[str, Any], device: torch.device, generator: torch.Generator) -> Any:
@@ -103,7 +86,9 @@ def rebuild_value(data: Mapping[str, Any], device: torch.device, generator: torc
     if kind == "value":
         return data["value"]
     if kind == "descriptor":
-        return _rebuild_descriptor(data, device, generator)
+        from triton.tools.tensor_descriptor import TensorDescriptor
+
+        return TensorDescriptor(base=rebuild_value(data["base"], device, generator), **data["fields"])
     if kind in ("tuple", "list"):
         items = [rebuild_value(item, device, generator) for item in data["items"]]
         return tuple(items) if kind == "tuple" else items
@@ -111,8 +96,11 @@ def rebuild_value(data: Mapping[str, Any], device: torch.device, generator: torc
         import triton.language as tl
 
         return getattr(tl, data["name"])
+    dtype = getattr(torch, data["dtype"], None)
+    if not isinstance(dtype, torch.dtype):
+        raise IsolationError(f"unknown dtype {data['dtype']!r}")
     spec = TensorSpec(
-        _dtype(data["dtype"]),
+        dtype,
         tuple(data["size"]),
         tuple(data["stride"]),
         int(data["offset"]),
