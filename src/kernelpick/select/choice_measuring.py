@@ -274,7 +274,6 @@ class ChoiceMeasuring:
                 "reference": None if reference is None else values.encode(reference),
                 "reference_name": "" if self.reference is None else self.reference[0],
                 "tolerance": None if self.tolerance is None else (self.tolerance.rtol, self.tolerance.atol),
-                "per_call": True,
             }
         # A selection's example inputs are new values (`new_values`): the worker makes integer
         # tensors' too, unless `input_gen` makes them from the real ones.

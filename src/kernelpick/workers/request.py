@@ -64,7 +64,6 @@ class Problem:
     tolerance: tuple[float, float] | None = None
     tf32: bool = False
     reference_digest: str | None = None  # the candidate kept unless clearly beaten (`kernelpick.bench.pick`)
-    per_call: bool = False  # time each candidate's host time per call too
     patience: float = (
         0.0  # a search's batches give up straggling compiles (`kernelpick.compile.precompile.patience`)
     )
@@ -219,7 +218,7 @@ def answer(request: Mapping[str, Any], phases: dict[str, float] | None = None) -
             failures[digest] = BenchmarkResult.failed(*classify(error))
     phases["load"] = time.perf_counter() - started
     started = time.perf_counter()
-    budgets = step_budgets(request, budgets_for(state.device, per_call=problem.per_call))
+    budgets = step_budgets(request, budgets_for(state.device, per_call=problem.kernel is None))
     results = state.measurement.measure(
         candidates, timer_for(state.device), budgets, reference=problem.reference_digest
     )
