@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -30,13 +31,7 @@ from kernelpick.select.triton_choice import ConfigChoice, KernelCall
 from kernelpick.tensors import preserved_rng
 from kernelpick.workers import values
 from kernelpick.workers.plan import isolation_wanted
-from kernelpick.workers.request import (
-    Problem,
-    feed_for,
-    measure_in_workers,
-    payload_folder,
-    start_workers_for,
-)
+from kernelpick.workers.request import Problem, feed_for, measure_in_workers, start_workers_for
 
 log = logging.getLogger("kernelpick.select")
 _HERE = "%s: measuring in this process, not in workers: %s"
@@ -192,7 +187,7 @@ class ChoiceMeasuring:
         phases: dict[str, float] = {}
         outcomes: list[CompileOutcome] = []
         with (
-            payload_folder() as payload,
+            tempfile.TemporaryDirectory(prefix="kernelpick-") as payload,  # integer tensors' values
             TuningProgress(label, total=len(payloads) + len(compiling)) as progress,
         ):
             done = progress.on_done(self.finished)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -310,8 +309,3 @@ def feed_for(device: DeviceInfo) -> Feed:
 def start_workers_for(device: DeviceInfo) -> None:
     """Start the workers of `device` in the background, if they are not running (compiling meanwhile)."""
     pool_for(worker_devices(device)).start_soon()
-
-
-def payload_folder() -> tempfile.TemporaryDirectory[str]:
-    """A private temporary folder for the values of integer tensors a problem sends (deleted after)."""
-    return tempfile.TemporaryDirectory(prefix="kernelpick-")
