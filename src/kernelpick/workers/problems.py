@@ -34,10 +34,8 @@ def describe_value(value: Any, payload_dir: Path | None) -> dict[str, Any]:
                     "is captured"
                 )
             path = payload_dir / f"tensor-{next(_files)}.pt"
-            flat = torch.empty(0, dtype=value.dtype, device=value.device).set_(
-                value.untyped_storage(), 0, (spec.storage_length,), (1,)
-            )
-            torch.save(flat.detach().cpu().clone(), path)
+            flat = value.detach().as_strided((spec.storage_length,), (1,), 0)  # its whole storage
+            torch.save(flat.cpu().clone(), path)
             data["values"] = str(path)
         return data
     if isinstance(value, _PLAIN):
