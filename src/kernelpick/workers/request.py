@@ -63,9 +63,8 @@ class Problem:
     tolerance: tuple[float, float] | None = None
     tf32: bool = False
     reference_digest: str | None = None  # the candidate kept unless clearly beaten (`kernelpick.bench.pick`)
-    patience: float = (
-        0.0  # a search's batches give up straggling compiles (`kernelpick.compile.precompile.patience`)
-    )
+    # A search's batches give up straggling compiles (`kernelpick.compile.precompile.patience`).
+    patience: float = 0.0
     allocator: bool = False  # the caller set an allocator with `triton.set_allocator`
 
     @classmethod

@@ -61,9 +61,7 @@ def is_library(module: types.ModuleType) -> bool:
     if top == "kernelpick" or top in sys.builtin_module_names or top in sys.stdlib_module_names:
         return True  # a worker runs kernelpick: it imports it, installed or on the path
     file = getattr(module, "__file__", None)
-    places = (
-        [file] if file else list(getattr(module, "__path__", None) or [])
-    )  # a namespace package: its folders
+    places = [file] if file else list(getattr(module, "__path__", None) or [])  # a namespace package: folders
     if not places:
         return True  # built into the interpreter, or frozen
     key = (name, tuple(places))
