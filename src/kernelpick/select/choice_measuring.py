@@ -160,7 +160,7 @@ class ChoiceMeasuring:
         """
         payloads: dict[str, str] = {}
         compiling: list[Choice] = []  # what crosses once compiled here
-        others: list[str] = []  # the digests of what crosses and the workers compile
+        others: list[Choice] = []  # what crosses and the workers compile
         here: list[Choice] = []
         for choice in todo:
             compiled_here = compiles_here(choice)
@@ -175,10 +175,7 @@ class ChoiceMeasuring:
                 here.append(choice)
                 self.timed_here[choice.name] = str(error)
             else:
-                if compiled_here:
-                    compiling.append(choice)
-                else:
-                    others.append(choice.digest)
+                (compiling if compiled_here else others).append(choice)
         if not payloads:
             return here
         device = self.signature.device
@@ -233,7 +230,7 @@ class ChoiceMeasuring:
                 measured = measure_in_workers(
                     problem,
                     payloads,
-                    others,
+                    [choice.digest for choice in others],
                     device,
                     feed=feed,
                     prepare=bool(others),
