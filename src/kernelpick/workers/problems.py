@@ -98,12 +98,7 @@ def rebuild_value(data: Mapping[str, Any], device: torch.device, generator: torc
     if not isinstance(dtype, torch.dtype):
         raise IsolationError(f"unknown dtype {data['dtype']!r}")
     spec = TensorSpec(
-        dtype,
-        tuple(data["size"]),
-        tuple(data["stride"]),
-        int(data["offset"]),
-        device,
-        bool(data.get("aligned", True)),
+        dtype, tuple(data["size"]), tuple(data["stride"]), data["offset"], device, data["aligned"]
     )
     if data.get("values") is None:
         return example_tensor(spec, generator)
