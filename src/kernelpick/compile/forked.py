@@ -295,14 +295,16 @@ class _ForkedExecutor(Executor):
         watch: selectors.BaseSelector, running: dict[int, _Child], fd: int, *, killed: bool = False
     ) -> None:
         """Stop watching a child that is done; one that was `killed` is waited for before this
-        returns (none is left behind when compiling stops), one that finished in the background."""
+        returns (none is left behind when compiling stops), one that finished in a thread of its own:
+        a child of a process that holds torch and a CUDA context is slow to exit, and waiting for each
+        in turn would delay the compile's end (docs/benchmarks.md)."""
         watch.unregister(fd)
         os.close(fd)
         pid = running.pop(fd).pid
         if killed:
             os.waitpid(pid, 0)
         else:
-            _reap(pid)
+            threading.Thread(target=os.waitpid, args=(pid, 0), name="kernelpick-reap", daemon=True).start()
 
     def _claim(self, index: int) -> contextlib.AbstractContextManager[ClaimWait]:
         """The claim on job `index`'s compile, held while the child compiles it: named by Triton's
@@ -371,10 +373,3 @@ class _ForkedExecutor(Executor):
             traceback.print_exc()
             code = 1
         os._exit(code)
-
-
-def _reap(pid: int) -> None:
-    """Wait for a compiler that is done, in a thread of its own: a child of a process that holds
-    torch and a CUDA context is slow to exit, and waiting for each in turn would delay the
-    compile's end (docs/benchmarks.md)."""
-    threading.Thread(target=os.waitpid, args=(pid, 0), name="kernelpick-reap", daemon=True).start()
