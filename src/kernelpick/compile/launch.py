@@ -23,10 +23,9 @@ from kernelpick.errors import ArgumentError, InterpretationError, describe_value
 from kernelpick.signals import naming_crashes
 
 _keep_alive: dict[int, tuple[JITFunction[Any], InterpretedFunction[Any]]] = {}
-_lock = threading.RLock()
 #: Held while `triton.language` is patched for the interpreter; Triton's code generation takes it too,
 #: since in another thread it would otherwise build IR with the interpreter's functions.
-language_lock = _lock
+language_lock = threading.RLock()
 _depth = 0  # how many `interpreting()` blocks the thread holding the lock is in
 
 
@@ -78,7 +77,7 @@ def interpreting() -> Iterator[None]:
     from triton.runtime import interpreter
 
     global _depth
-    with _lock:
+    with language_lock:
         if _depth:  # already in place: entered again by the same thread
             yield
             return
