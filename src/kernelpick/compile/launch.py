@@ -166,9 +166,7 @@ class KernelLaunch:
         return None
 
     def callable(self) -> Callable[..., Any]:
-        return functools.partial(
-            runner(self.kernel, self.interpreter), grid=self.grid, warmup=False, **self.meta
-        )
+        return functools.partial(launcher(self.kernel, self.interpreter), grid=self.grid, **self.meta)
 
 
 def launcher(kernel: Any, interpreter: bool) -> Callable[..., Any]:
