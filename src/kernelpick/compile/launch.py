@@ -233,14 +233,11 @@ def fixed_launcher(kernel: Any, interpreter: bool, index: int | None = None) -> 
     return FixedLaunch(kernel, index)
 
 
-#: What Triton cannot pass to a kernel: it stops with "failed to specialize argument of type: list".
-_UNPASSABLE = (list, dict, set, frozenset)
-
-
 def unpassable(value: Any) -> str | None:
     """What `value` is and why Triton cannot pass it to a kernel ("a list: Triton passes ...; pass a
     tuple") for a list, a dict or a set; None for anything else."""
-    if not isinstance(value, _UNPASSABLE):
+    # Given one, Triton stops with "failed to specialize argument of type: list".
+    if not isinstance(value, (list, dict, set, frozenset)):
         return None
     fix = "pass its values as arguments of their own" if isinstance(value, dict) else "pass a tuple"
     return (
