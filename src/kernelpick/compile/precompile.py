@@ -183,7 +183,8 @@ def precompile_jobs(
     elif not kernels or interpreter:
         if meanwhile is not None:
             meanwhile()
-        outcomes = _lower_all(kernels, workers) if kernels else []
+        with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="kernelpick-lower") as pool:
+            outcomes = list(pool.map(_lower, kernels))
     else:
         with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="kernelpick-compile") as pool:
             outcomes = _compile_all(kernels, pool, meanwhile)
@@ -238,20 +239,16 @@ def _warm_up() -> None:
     make_backend(driver.active.get_current_target()).hash()
 
 
-def _lower_all(jobs: Sequence[CompileJob], workers: int) -> list[CompileOutcome]:
-    def lower(job: CompileJob) -> CompileOutcome:
-        start = time.perf_counter()
-        try:
-            unwrapped = unwrap(job.kernel, job.args, {**job.kwargs, **job.config.all_kwargs()})
-            if unwrapped.problem:  # a `triton.heuristics` function raised
-                raise RuntimeError(unwrapped.problem)
-            specialize(unwrapped.kernel, job.args, unwrapped.kwargs, target=FALLBACK_TARGET).lower("ttir")
-        except Exception as error:  # every compiler failure becomes data
-            return CompileOutcome(*classify(error), time.perf_counter() - start)
-        return CompileOutcome("ok", "", time.perf_counter() - start)
-
-    with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="kernelpick-lower") as pool:
-        return list(pool.map(lower, jobs))
+def _lower(job: CompileJob) -> CompileOutcome:
+    start = time.perf_counter()
+    try:
+        unwrapped = unwrap(job.kernel, job.args, {**job.kwargs, **job.config.all_kwargs()})
+        if unwrapped.problem:  # a `triton.heuristics` function raised
+            raise RuntimeError(unwrapped.problem)
+        specialize(unwrapped.kernel, job.args, unwrapped.kwargs, target=FALLBACK_TARGET).lower("ttir")
+    except Exception as error:  # every compiler failure becomes data
+        return CompileOutcome(*classify(error), time.perf_counter() - start)
+    return CompileOutcome("ok", "", time.perf_counter() - start)
 
 
 def _compile_all(
