@@ -82,7 +82,8 @@ class CompileStopped(Exception):
     """Compiling was stopped from another thread (the tuning was interrupted); the compilers were killed."""
 
 
-#: The errors a child's report names that the parent raises as they are (others: `ChildCompileError`).
+#: The errors a child's report names that the parent raises as they are (others: `ChildCompileError`);
+#: each message starts with the name reported, as `classify` writes it.
 _REPORTED = {error.__name__: error for error in (OutOfResources, CompileTimeout, CompileSkipped)}
 
 
@@ -157,12 +158,7 @@ class _ForkedExecutor(Executor):
                 )
             elif report["error"] is not None:
                 kind = _REPORTED.get(report["type"], ChildCompileError)
-                message = (
-                    report["error"]
-                    if issubclass(kind, CompileTimeout)
-                    else f"{report['type']}: {report['error']}"
-                )
-                future.set_exception(kind(message))
+                future.set_exception(kind(f"{report['type']}: {report['error']}"))
             else:
                 compiled.append((job, future))
 
