@@ -41,14 +41,11 @@ UNMEASURED = BenchmarkResult.failed("skipped", "provisional: runs unmeasured whi
 
 @dataclass(eq=False)
 class Pending(Generic[_Run]):
-    """One key tuned in the background, the tuning thread's job: what the key runs meanwhile
-    (`provisional`), and what `tune(inputs, kwargs)` found, on a copy of its front (`shadow`): what it
-    runs after the switch (`outcome`) and the record (None where the tuning raised: `error` has it). The
-    job's ranks agree when to switch (`ranks`, at the `calls` made so far), then `done` is set."""
+    """One key tuned in the background: what the key runs meanwhile (`provisional`), and what the tuning
+    thread found, on a copy of its front (`shadow`): what the key runs after the switch (`outcome`) and the
+    record (None where the tuning raised: `error` has it). The key's ranks agree when to switch (`ranks`,
+    at the `calls` made so far), then `done` is set."""
 
-    tune: Callable[[tuple[Any, ...], dict[str, Any]], tuple[_Run, TuningRecord]]
-    inputs: tuple[Any, ...]
-    kwargs: dict[str, Any]
     provisional: _Run
     started: float = field(default_factory=time.perf_counter)
     done: threading.Event = field(default_factory=threading.Event)
@@ -159,7 +156,7 @@ def rank_switch(*parts: Any) -> RankSwitch | None:
     return RankSwitch(job, f"background/{digest}/{_switches[digest]}")
 
 
-_queue: queue.SimpleQueue[tuple[contextvars.Context, Pending[Any]]] = queue.SimpleQueue()
+_queue: queue.SimpleQueue[tuple[contextvars.Context, Pending[Any], Callable[[], Any]]] = queue.SimpleQueue()
 _in_flight: set[Pending[Any]] = set()
 _started = threading.Lock()
 _thread: threading.Thread | None = None
@@ -223,13 +220,15 @@ def allowed(wanted: bool | None, values: Sequence[Any]) -> bool:
     return True
 
 
-def submit(job: Pending[Any], logger: logging.Logger, who: str, running: object, tuned: str) -> None:
+def submit(
+    job: Pending[Any], tune: Callable[[], Any], logger: logging.Logger, who: str, running: object, tuned: str
+) -> None:
     """Say in the front's `logger` that `who` (a front and key) runs `running` while its `tuned` are
-    tuned, and queue `job` for the tuning thread (started on the first), to run in the caller's context:
-    with the settings the caller's `settings.override` made, say. The workers' zygote is forked here, in
-    the caller's thread, if it is to be: forked from the tuning thread while the caller ran the
-    provisional pick, it could inherit a lock the caller held, for good (a CPU worker deadlocked on the
-    interpreter's)."""
+    tuned, and queue `tune` for the tuning thread (started on the first), to run in the caller's context
+    (with the settings the caller's `settings.override` made, say) and keep what it returns in `job`. The
+    workers' zygote is forked here, in the caller's thread, if it is to be: forked from the tuning thread
+    while the caller ran the provisional pick, it could inherit a lock the caller held, for good (a CPU
+    worker deadlocked on the interpreter's)."""
     logger.info("%s: running %s while %s are tuned in the background", who, running, tuned)
     fork_zygote_early()
     global _thread
@@ -238,7 +237,7 @@ def submit(job: Pending[Any], logger: logging.Logger, who: str, running: object,
         if _thread is None or not _thread.is_alive():
             _thread = threading.Thread(target=_tune_queued, name="kernelpick-background", daemon=True)
             _thread.start()
-    _queue.put((contextvars.copy_context(), job))
+    _queue.put((contextvars.copy_context(), job, tune))
 
 
 def _start(
@@ -256,8 +255,8 @@ def _start(
         target = next(iter(target.choices_for(signature)), None)
     if not isinstance(target, Choice):
         return None
-    tune = functools.partial(_tuned, selector, key)
-    pending = Pending(tune, inputs, dict(kwargs), target.callable_for(signature))
+    tune = functools.partial(_tuned, selector, key, inputs, dict(kwargs))
+    pending = Pending(target.callable_for(signature))
     pending.ranks = rank_switch(selector.name, signature.device.name, signature.to_data())
     row = CandidateResult(target.name, target.digest, target.description(), UNMEASURED)
     note = "provisional: the reference runs while the choices are tuned in the background"
@@ -269,19 +268,19 @@ def _start(
             return selector._pending[key]
         selector._pending[key] = pending
         selector.records[key] = selector.last_selection = record
-    submit(pending, log, f"{selector.name}{signature}", target.name, "the choices")
+    submit(pending, tune, log, f"{selector.name}{signature}", target.name, "the choices")
     return pending
 
 
 def _tune_queued() -> None:  # the tuning thread
     while True:
-        context, job = _queue.get()
+        context, job, tune = _queue.get()
         try:
-            job.outcome, job.record = context.run(job.tune, job.inputs, job.kwargs)
+            job.outcome, job.record = context.run(tune)
         except BaseException as error:  # kept for the switch, which says it
             job.error = error
         finally:
-            job.inputs, job.kwargs = (), {}  # the caller's tensors are not held longer
+            del tune  # the caller's tensors (its arguments) are not held until the next job
             if job.ranks is not None:
                 job.ranks.agree(job.calls, ok=job.error is None)
             job.done.set()

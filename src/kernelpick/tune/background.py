@@ -36,7 +36,8 @@ def provisional_entry(
     if len(configs) < 2:
         return None
     config = tuner.default if tuner.default in configs else configs[0]
-    pending = KernelPending(tuner, key, args, dict(kwargs), grid, tuner._entry(config, device))
+    tune = functools.partial(_tuned, tuner, key, grid, args, dict(kwargs))
+    pending = KernelPending(tuner, key, tuner._entry(config, device))
     pending.ranks = rank_switch(tuner.tuning_key(key, device).digest)
     note = "provisional: runs while the configs are tuned in the background"
     record = TuningRecord.of_configs(
@@ -57,7 +58,7 @@ def provisional_entry(
             return existing
         tuner.tunings[key] = tuner.last_tuning = record
         tuner._dispatch.entries[key] = pending.wrapped
-    submit(pending, log, f"kernel `{tuner.name}`{record.key_text}", config, "its configs")
+    submit(pending, tune, log, f"kernel `{tuner.name}`{record.key_text}", config, "its configs")
     return pending.wrapped
 
 
@@ -65,16 +66,8 @@ class KernelPending(Pending[Entry]):
     """A key's configs tuned in the background, and the `run` of its entry meanwhile (`wrapped`, in the
     dispatcher's tables): the `provisional` config's launch, until the first call after the tuning switches."""
 
-    def __init__(
-        self,
-        tuner: Autotuner,
-        key: tuple[Any, ...],
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-        grid: Any,
-        provisional: Entry,
-    ) -> None:
-        super().__init__(functools.partial(_tuned, tuner, key, grid), args, kwargs, provisional)
+    def __init__(self, tuner: Autotuner, key: tuple[Any, ...], provisional: Entry) -> None:
+        super().__init__(provisional)
         self.tuner, self.key = tuner, key
         self.wrapped: Entry = (provisional[0], self, provisional[2])
 
