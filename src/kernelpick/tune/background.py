@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import functools
 import logging
 import threading
@@ -12,7 +11,7 @@ from kernelpick.bench.timers import UserBenchTimer
 from kernelpick.device import describe, device_of
 from kernelpick.select.background import UNMEASURED, Pending, allowed, rank_switch, shadow, submit
 from kernelpick.select.record import TuningRecord
-from kernelpick.tune.dispatch import Entry, describe_key
+from kernelpick.tune.dispatch import Dispatcher, Entry, describe_key
 from kernelpick.tune.first_launch import FirstLaunch
 
 if TYPE_CHECKING:
@@ -88,8 +87,7 @@ def _tuned(
     """`key` tuned on a `shadow` of `tuner`: its entry and record."""
     from kernelpick.tune.autotuner import TunedCache
 
-    dispatch = copy.copy(tuner._dispatch)
-    dispatch.entries, dispatch.fast, dispatch._lock = {}, {}, threading.Lock()
+    dispatch = Dispatcher(tuner._dispatch.key_positions, tuner._dispatch.specialized, tuner._dispatch.blocks)
     copied = shadow(
         tuner,
         _dispatch=dispatch,
