@@ -387,9 +387,10 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
             key_names=tuple(self._key_names()),
         )
         self._finish(key, record)
-        entry = self._entry(best, device)
         if from_store and key not in self._distrusted:  # measured elsewhere, or forged: checked once
-            entry = FirstLaunch(self, key, tuning, entry, best, device).wrapped
+            entry = FirstLaunch(self, key, tuning, best, device).wrapped
+        else:
+            entry = self._entry(best, device)
         self._dispatch.entries[key] = entry
         return entry
 

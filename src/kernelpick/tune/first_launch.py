@@ -25,22 +25,15 @@ _FAILED = ("compile_error", "out_of_resources", "crashed")
 
 
 class FirstLaunch:
-    """The `run` of a key's entry until its pick has launched once (then the plain entry replaces it):
-    `wrapped` is `entry`, whose pick `best` came from a store or a table, its first launch checked."""
+    """The `run` of a key's entry until its pick `best`, which came from a store or a table, has launched
+    once on `device`, its first launch checked: then the plain entry replaces `wrapped`, which holds this."""
 
     def __init__(
-        self,
-        tuner: Autotuner,
-        key: tuple[Any, ...],
-        tuning: Tuning,
-        entry: Entry,
-        best: Config,
-        device: DeviceInfo,
+        self, tuner: Autotuner, key: tuple[Any, ...], tuning: Tuning, best: Config, device: DeviceInfo
     ) -> None:
-        self.tuner, self.key, self.tuning, self.plain = tuner, key, tuning, entry
-        self.best, self.device = best, device
-        # The entry that holds this launch, in the dispatcher's tables.
-        self.wrapped: Entry = (entry[0], self, entry[2])
+        self.tuner, self.key, self.tuning, self.best, self.device = tuner, key, tuning, best, device
+        self.plain = tuner._entry(best, device)
+        self.wrapped: Entry = (self.plain[0], self, self.plain[2])  # in the dispatcher's tables
 
     def __call__(self, *args: Any, grid: Any, warmup: bool = False, **kwargs: Any) -> Any:
         _, run, launch_kwargs = self.plain
