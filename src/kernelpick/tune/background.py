@@ -38,7 +38,6 @@ def provisional_entry(
     tune = functools.partial(_tuned, tuner, key, grid, args, dict(kwargs))
     pending = KernelPending(tuner, key, tuner._entry(config, device))
     pending.ranks = rank_switch(tuner.tuning_key(key, device).digest)
-    note = "provisional: runs while the configs are tuned in the background"
     record = TuningRecord.of_configs(
         tuner.name,
         key,
@@ -48,7 +47,7 @@ def provisional_entry(
         0.0,
         False,
         key_text=describe_key(tuner._key_names(), key),
-        note=note,
+        note="provisional: runs while the configs are tuned in the background",
         provisional=True,
     )
     with tuner._lock:
