@@ -84,15 +84,13 @@ def _tuned(
     tuner: Autotuner, key: tuple[Any, ...], grid: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> tuple[Entry, TuningRecord]:
     """`key` tuned on a `shadow` of `tuner`: its entry and record."""
-    from kernelpick.tune.autotuner import TunedCache
-
     dispatch = Dispatcher(tuner._dispatch.key_positions, tuner._dispatch.specialized, tuner._dispatch.blocks)
     copied = shadow(
         tuner,
         _dispatch=dispatch,
         tunings={},
         _lock=threading.Lock(),
-        cache=TunedCache(dispatch),
+        cache={},  # a plain dict: nothing clears the shadow's
         _distrusted=set(tuner._distrusted),
     )
     entry = copied._tune(key, args, kwargs, grid)
