@@ -42,7 +42,15 @@ class PartialRender:
         hook = self._hooks[placeholder]
         if hook is None:
             raise TemplateError(f"the hook for {placeholder!r} was already finalized")
-        self._code = replace_placeholder(self._code, placeholder, hook())
+        text = hook()
+        lines = []
+        for line in self._code.split("\n"):
+            if line.strip() != placeholder:
+                lines.append(line.replace(placeholder, text))
+            elif text.strip():
+                indent = line[: len(line) - len(line.lstrip())]
+                lines.append(indent_block(text.strip("\n"), indent))
+        self._code = "\n".join(lines)
         self._hooks[placeholder] = None
 
     def finalize(self) -> str:
@@ -51,9 +59,8 @@ class PartialRender:
         Raises:
             TemplateError: a placeholder is still in the code afterwards (a hook wrote one).
         """
-        for placeholder, hook in list(self._hooks.items()):
-            if hook is not None:
-                self.finalize_hook(placeholder)
+        for placeholder in self.pending:
+            self.finalize_hook(placeholder)
         left = [p for p in self._hooks if p in self._code]
         if left:
             raise TemplateError(f"placeholders left after every hook ran: {left}")
@@ -63,21 +70,6 @@ class PartialRender:
     def pending(self) -> list[str]:
         """Placeholders whose hooks have not run yet."""
         return [p for p, hook in self._hooks.items() if hook is not None]
-
-
-def replace_placeholder(code: str, placeholder: str, text: str) -> str:
-    """Replace `placeholder` in `code` by `text` (see `PartialRender` for the indentation rule)."""
-    lines = []
-    for line in code.split("\n"):
-        if line.strip() == placeholder:
-            if text.strip():
-                indent = line[: len(line) - len(line.lstrip())]
-                lines.append(indent_block(text.strip("\n"), indent))
-        elif placeholder in line:
-            lines.append(line.replace(placeholder, text))
-        else:
-            lines.append(line)
-    return "\n".join(lines)
 
 
 def _substitute(expression: ast.expr, names: Mapping[str, str | ast.expr]) -> str:
@@ -148,4 +140,4 @@ class Epilogue:
 
     def code(self, names: Mapping[str, str]) -> str:
         """The expression with `acc` and the inputs renamed to the kernel's variables."""
-        return _substitute(self._parsed, dict(names))
+        return _substitute(self._parsed, names)
