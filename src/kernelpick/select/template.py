@@ -16,7 +16,7 @@ from kernelpick.codegen import CodeBuffer
 from kernelpick.config import Config
 from kernelpick.device import DeviceInfo, Requirements
 from kernelpick.errors import TemplateError
-from kernelpick.select.render import Epilogue, PartialRender
+from kernelpick.select.render import Epilogue, Hook, PartialRender
 from kernelpick.tensors import TensorSpec
 
 OUTPUT = "OUT"
@@ -205,16 +205,9 @@ class TritonTemplate:
             any_tensor = inputs[self.inputs[0]] if self.inputs else next(iter(inputs.values()))
             size, dtype = self.output_rule(*(inputs[name] for name in self.inputs))
             output = TensorSpec.contiguous(tuple(int(s) for s in size), dtype, any_tensor.device)
-        state = _RenderState(
+        return _RenderState(
             self, config, inputs, epilogue, output, device, dict(constants or {}), static_shapes
-        )
-        return state.render()
-
-
-def _literal(value: Any) -> str:
-    if isinstance(value, (bool, int, float, str)):
-        return repr(value)
-    raise TemplateError(f"constant {value!r} of type {type(value).__name__} cannot be written into a kernel")
+        ).render()
 
 
 @dataclass
@@ -236,7 +229,7 @@ class _RenderState:
     #: The kernels after the first, named by their suffix until the end.
     launches: list[Launch] = field(default_factory=list)
     defined: bool = False
-    hooks: dict[str, Callable[[], str]] = field(default_factory=dict)
+    hooks: dict[str, Hook] = field(default_factory=dict)
     stored: bool = False
     kernel_name: str = ""  # known once the body is rendered: the hooks that name it run after
 
@@ -246,7 +239,7 @@ class _RenderState:
             raise TemplateError(f"{clash} are both meta-parameters of the config and constants")
         self.specs = {**self.inputs, OUTPUT: self.output}
 
-    def _placeholder(self, label: str, hook: Callable[[], str]) -> str:
+    def _placeholder(self, label: str, hook: Hook) -> str:
         key = f"<KERNELPICK_{label}_{len(self.hooks)}>"
         self.hooks[key] = hook
         return key
@@ -407,7 +400,11 @@ class _RenderState:
         code.line(f"def {kernel_name}({', '.join(p.name for p in self._parameters())}):")
         with code.indent():
             for name, value in {**self.config.kwargs, **self.constants}.items():
-                code.line(f"{name}: tl.constexpr = {_literal(value)}")
+                if not isinstance(value, (bool, int, float, str)):
+                    raise TemplateError(
+                        f"constant {value!r} of type {type(value).__name__} cannot be written into a kernel"
+                    )
+                code.line(f"{name}: tl.constexpr = {value!r}")
         return code.getvalue()
 
     def _parameters(self) -> tuple[Parameter, ...]:
@@ -427,9 +424,9 @@ class _RenderState:
     def render(self) -> RenderedKernel:
         int64 = any(spec.storage_length >= 2**31 for spec in self.specs.values())
         inputs = {n: s for n, s in self.specs.items() if n != OUTPUT}
+        meta = {**self.constants, **self.config.kwargs}
         variables: dict[str, Any] = {
-            **self.constants,
-            **self.config.kwargs,
+            **meta,
             "num_warps": self.config.num_warps,
             "num_stages": self.config.num_stages,
             "inputs": inputs,
@@ -462,8 +459,7 @@ class _RenderState:
             header.line(f"# epilogue: {self.epilogue.name}")
         header.lines(["import math", "", "import triton", "import triton.language as tl", "", ""])
         source = header.getvalue() + PartialRender(body, self.hooks).finalize()
-        meta = {**self.constants, **self.config.kwargs}
-        context = GridContext(self.output, dict(inputs), meta, self.device)
+        context = GridContext(self.output, inputs, meta, self.device)
         grid = tuple(int(g) for g in self.template.grid_rule(context))
         after = tuple(
             dataclasses.replace(launch, kernel_name=f"{self.kernel_name}_{launch.kernel_name}")
