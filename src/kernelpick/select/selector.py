@@ -7,6 +7,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from operator import attrgetter, methodcaller
 from typing import Any
 
 from kernelpick.bench.inputs import InputGen
@@ -310,7 +311,7 @@ class Selector:
             reference, searches = found.reference, found.traces
             return found.results
 
-        describe, name = (lambda c: c.description()), (lambda c: c.name)
+        describe, name = methodcaller("description"), attrgetter("name")  # each choice's own
         settled = tuning.settle(by_digest, self.search, measure, searched, describe, kept, name, ranking)
         results = dict(settled.results)
         ranked = sorted(

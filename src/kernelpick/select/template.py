@@ -24,7 +24,8 @@ _ENV = jinja2.Environment(
     undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True
 )
 #: A template's source compiled once a process: a worker receives each candidate's template anew, and
-#: compiling them took 3.1 s of its 40 s over bench/ranks.py's 27 keys on an H200 (py-spy, 2026-11-30).
+#: compiling them took 3.1 s of its 40 s over bench/ranks.py's 27 keys on an H200
+#: (bench/results/ranks_profile_workers-h200.json).
 _compiled = functools.lru_cache(maxsize=64)(_ENV.from_string)
 _TL_DTYPES = {
     torch.float16: "tl.float16",
