@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import pytest
 
 from kernelpick import settings
-from kernelpick.bench.benchmarker import benchmark, budgets_for, classify_run_error, finalists
+from kernelpick.bench.benchmarker import benchmark, best_elsewhere, budgets_for, classify_run_error, finalists
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.stats import TimingSummary
 from kernelpick.bench.timers import Benchmarkable, TimingBudget, WallClockTimer
@@ -289,6 +289,18 @@ def test_the_cutoff_starts_from_a_best_measured_elsewhere() -> None:
     timer = ScriptedTimer({"a": 2.0, "b": 1.0}, {})
     benchmark(by_name(*(Sleeper(n, 0.0) for n in "ab")), timer, screening=QUICK, cutoff=0.5, best_ms=0.5)
     assert timer.cutoffs == [0.75, 0.75]
+
+
+def test_the_cutoff_counts_the_lowest_cost_other_ranks_found_as_it_is_now() -> None:
+    # The ranks of a job time parts of one key's candidates: each cuts against the others' best too.
+    elsewhere = iter([float("inf"), 0.5])
+    timer = ScriptedTimer({"a": 2.0, "b": 1.0}, {})
+    token = best_elsewhere.set(lambda: next(elsewhere))
+    try:
+        benchmark(by_name(*(Sleeper(n, 0.0) for n in "ab")), timer, screening=QUICK, cutoff=0.5)
+    finally:
+        best_elsewhere.reset(token)
+    assert timer.cutoffs == [None, 0.75]  # read again before each candidate
 
 
 def test_without_a_first_round_every_candidate_is_timed_interleaved() -> None:

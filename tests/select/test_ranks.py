@@ -18,6 +18,7 @@ import torch.distributed as dist
 from tests.bench_scripts import run_bench
 
 from kernelpick import settings
+from kernelpick.bench.benchmarker import lowest_elsewhere
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.stats import TimingSummary
 from kernelpick.device import describe
@@ -227,6 +228,57 @@ def test_a_rank_takes_its_own_part_at_every_key_and_then_what_a_late_rank_left()
     alone = KeyShare(RankJob(store, 1, 2), "k3", digests, 2)
     assert [alone.claim(), alone.claim(), alone.claim()] == [1, 0, None]  # rank 0 has not come yet
     assert KeyShare(RankJob(store, 0, 2), "k3", digests, 2).claim() is None
+
+
+def test_each_rank_offers_its_lowest_cost_so_far_and_reads_the_others() -> None:
+    store = dist.HashStore()
+    first, second = share(0, store, ["a", "b"]), share(1, store, ["a", "b"])
+    assert first.lowest_elsewhere() == float("inf")  # nobody offered anything yet
+    second.offer(2.0)
+    second.offer(3.0)  # not lower: the offer stands at 2.0
+    assert first.lowest_elsewhere() == 2.0
+    assert second.lowest_elsewhere() == float("inf")  # its own offer is not "elsewhere"
+    first.offer(1.5)
+    assert second.lowest_elsewhere() == 1.5
+
+    class Broken:
+        def set(self, key: str, value: str) -> None:
+            raise RuntimeError("connection reset")
+
+        check = set
+
+    broken = share(0, Broken(), ["a"])
+    broken.offer(1.0)  # best effort: the tuning meets a failing store at its next step
+    assert broken.lowest_elsewhere() == float("inf")
+
+
+def test_a_ranks_first_round_counts_the_other_ranks_lowest_cost(tmp_path: Path) -> None:
+    key = TuningKey.make("add", "source", describe(torch.device("cpu")), [16])
+    tuning = Tuning("kernel `add`", "(n=16)", key, None, "cpu")
+    store = dist.HashStore()
+    KeyShare(RankJob(store, 1, 2), key.digest, list("abcd"), 2).offer(0.25)  # rank 1 timed b: 0.25 ms
+    seen: list[float] = []
+
+    def measure(todo: list[str], known: Any, on_done: Any) -> dict[str, BenchmarkResult]:
+        seen.append(lowest_elsewhere())
+        results = {d: timed(float(ord(d[0]) - ord("a") + 1)) for d in todo}
+        for digest, result in results.items():
+            on_done(digest, result)
+        return results
+
+    with tuning:
+        tuning._settle_as_rank(
+            RankJob(store, 0, 2),
+            list("abcd"),
+            measure,
+            lambda r: pick_against_reference(r, None),
+            lambda d: {"name": d},
+            True,
+        )
+    assert seen[0] == 0.25  # its own part, a and c, is cut against rank 1's 0.25 ms
+    assert lowest_elsewhere() == float("inf")  # only while it measures
+    rank1 = KeyShare(RankJob(store, 1, 2), key.digest, list("abcd"), 2)
+    assert rank1.lowest_elsewhere() == 1.0  # and it offered its own lowest, a's 1 ms
 
 
 def test_each_part_re_times_its_share_of_the_finalists(tmp_path: Path) -> None:

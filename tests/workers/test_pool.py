@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from kernelpick.bench.benchmarker import best_elsewhere
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.stats import TimingSummary
 from kernelpick.workers.pool import WorkerPool
@@ -88,6 +89,16 @@ def test_each_screening_request_carries_the_fastest_median_so_far() -> None:
     assert [r["best_ms"] for r in worker.requests] == [None, 3.0, 1.0, 1.0]
     assert [r["candidates"] for r in worker.requests] == [["a"], ["b"], ["c"], ["d"]]
     assert {c: r.median_ms for c, r in results.items()} == MEDIANS
+
+
+def test_a_screening_request_carries_the_lowest_cost_of_other_ranks_when_it_is_lower() -> None:
+    pool, (worker,) = scripted(screen_by_median)
+    token = best_elsewhere.set(lambda: 2.0)
+    try:
+        pool.measure({}, list(MEDIANS), timeout_s=5.0)
+    finally:
+        best_elsewhere.reset(token)
+    assert [r["best_ms"] for r in worker.requests] == [2.0, 2.0, 1.0, 1.0]
 
 
 def test_the_cutoff_is_the_lowest_device_time_so_far_host_time_aside() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import functools
 import logging
@@ -26,6 +27,17 @@ MEASUREMENT_VERSION = "measure-3"
 
 #: Host time of one call of a candidate, given its device time (see `bench/host.py`).
 HostTimer = Callable[[Benchmarkable, float], float]
+#: The lowest cost that other processes measuring the same key found so far (the other ranks of a
+#: job: `kernelpick.select.ranks`), which the first round's cutoff counts too; None: none share.
+best_elsewhere: contextvars.ContextVar[Callable[[], float] | None] = contextvars.ContextVar(
+    "kernelpick_best_elsewhere", default=None
+)
+
+
+def lowest_elsewhere() -> float:
+    """The lowest cost `best_elsewhere` knows now (infinity: none)."""
+    found = best_elsewhere.get()
+    return float("inf") if found is None else found()
 
 
 def classify_run_error(error: BaseException) -> tuple[Status, str]:
@@ -74,7 +86,7 @@ def benchmark(
         cutoff: in the first round, a candidate whose first runs are slower than the best so far by
             more than this fraction is timed no further (None: every candidate gets its full budget).
         best_ms: the lowest cost known before this call (measured elsewhere: another worker), for
-            the cutoff.
+            the cutoff, as is `lowest_elsewhere()` before each candidate.
         on_done: called with each candidate's key and first-round result as it is done with
             (progress bars; a tuning stores each result as it comes).
         host_time: measures a candidate's host time per call after its first round (None: device
@@ -92,7 +104,8 @@ def benchmark(
     results: dict[_K, BenchmarkResult] = {}
     best = best_ms
     for key, candidate in candidates.items():
-        limit = None if cutoff is None or best == float("inf") else best * (1.0 + cutoff)
+        lowest = min(best, lowest_elsewhere())
+        limit = None if cutoff is None or lowest == float("inf") else lowest * (1.0 + cutoff)
         try:
             summary = TimingSummary.of(
                 timer.measure(candidate, screening, limit), timer_used(timer, candidate)

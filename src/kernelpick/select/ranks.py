@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from math import inf
 from typing import Any
 
 from kernelpick import settings
@@ -80,6 +82,7 @@ class KeyShare:
         self.prefix = f"{key}/{listing}/{parts}/"
         self.parts = [list(digests[index::parts]) for index in range(parts)]
         self._untried = [(job.rank + step) % parts for step in range(parts)]  # the parts to try to take
+        self._lowest = inf  # the lowest cost this rank offered
 
     def claim(self) -> int | None:
         """The index of a part left, now this rank's to measure: its own first (part `rank % parts`:
@@ -94,6 +97,25 @@ class KeyShare:
             if bytes(taken) == me:
                 return index
         return None
+
+    def offer(self, cost_ms: float) -> None:
+        """Tell the other ranks this rank's lowest cost so far, when `cost_ms` lowers it: the first
+        round's cutoff of theirs counts it (`lowest_elsewhere`). Best effort: a failing store is
+        the tuning's concern at its next step."""
+        if cost_ms < self._lowest:
+            self._lowest = cost_ms
+            with contextlib.suppress(Exception):
+                self.job.store.set(f"{self.prefix}lowest/{self.job.rank}", repr(cost_ms))
+
+    def lowest_elsewhere(self) -> float:
+        """The lowest cost another rank offered for this key so far (infinity: none yet)."""
+        names = [f"{self.prefix}lowest/{rank}" for rank in range(self.job.world) if rank != self.job.rank]
+        try:
+            return min(
+                (float(self.job.store.get(n)) for n in names if self.job.store.check([n])), default=inf
+            )
+        except Exception:
+            return inf
 
     def publish(self, index: int, results: Mapping[str, BenchmarkResult]) -> dict[str, BenchmarkResult]:
         """Publish the results of part `index`; returns the part's results as the job has them (those

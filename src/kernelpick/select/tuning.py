@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 import torch
 
 from kernelpick import settings
+from kernelpick.bench.benchmarker import best_elsewhere
 from kernelpick.bench.measure import OnDone
 from kernelpick.bench.pick import Pick, pick
 from kernelpick.bench.result import BenchmarkResult
@@ -342,14 +343,26 @@ class Tuning:
         # the job's second round then costs what one rank's alone would (at least two a part, the
         # fewest that make a round).
         part_top = top if top < 2 else max(2, -(-top // len(share.parts)))
-        with self.measuring(describe) as on_done:
+        with self.measuring(describe) as store_one:
+
+            def on_done(digest: str, result: BenchmarkResult) -> None:
+                store_one(digest, result)
+                if result.ok:  # the other ranks' first rounds cut slow candidates against it too
+                    share.offer(result.cost_ms)
 
             def take(index: int) -> None:
                 part = share.parts[index]
                 have = {d: stored[d] for d in part if d in stored}
                 todo = [d for d in part if d not in stored]
-                with settings.override(confirm_top=part_top):
-                    found = dict(measure(todo, have, on_done)) if todo else {}
+                for result in have.values():
+                    if result.ok:
+                        share.offer(result.cost_ms)
+                token = best_elsewhere.set(share.lowest_elsewhere)
+                try:
+                    with settings.override(confirm_top=part_top):
+                        found = dict(measure(todo, have, on_done)) if todo else {}
+                finally:
+                    best_elsewhere.reset(token)
                 measured.update(found)
                 results.update(share.publish(index, {**have, **found}))
                 taken.add(index)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from kernelpick import settings
-from kernelpick.bench.benchmarker import finalists, on_one_scale
+from kernelpick.bench.benchmarker import finalists, lowest_elsewhere, on_one_scale
 from kernelpick.bench.measure import OnDone
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.stats import TimingSummary
@@ -286,9 +286,10 @@ class WorkerPool:
                         continue
                     if not worker.alive:
                         worker.start()
-                    fastest = min((r.cost_ms for r in results.values() if r.ok), default=None)
+                    fastest = min([r.cost_ms for r in results.values() if r.ok] + [lowest_elsewhere()])
+                    best_ms = None if fastest == float("inf") else fastest
                     busy[worker.slot] = self._send(
-                        worker, request, "screen", [pending.popleft()], timeout_s, best_ms=fastest
+                        worker, request, "screen", [pending.popleft()], timeout_s, best_ms=best_ms
                     )
                 message = self._next_message(busy, feed)
                 if message is not None and message[0] == _FEED:
