@@ -293,14 +293,26 @@ def test_the_cutoff_starts_from_a_best_measured_elsewhere() -> None:
 
 def test_the_cutoff_counts_the_lowest_cost_other_ranks_found_as_it_is_now() -> None:
     # The ranks of a job time parts of one key's candidates: each cuts against the others' best too.
-    elsewhere = iter([float("inf"), 0.5])
+    readings = [float("inf"), 0.5]  # what the other ranks offered before each candidate, then since
     timer = ScriptedTimer({"a": 2.0, "b": 1.0}, {})
-    token = best_elsewhere.set(lambda: next(elsewhere))
+    token = best_elsewhere.set(lambda: readings.pop(0) if len(readings) > 1 else readings[0])
     try:
         benchmark(by_name(*(Sleeper(n, 0.0) for n in "ab")), timer, screening=QUICK, cutoff=0.5)
     finally:
         best_elsewhere.reset(token)
     assert timer.cutoffs == [None, 0.75]  # read again before each candidate
+
+
+def test_no_finalist_is_slower_than_what_another_rank_found_by_more_than_the_margin() -> None:
+    # Another rank's part holds the key's fastest: this part's near-equal candidates cannot win.
+    results = {n: ok(ms) for n, ms in {"a": 2.0, "b": 2.1, "c": 2.15}.items()}
+    assert finalists(results, 3, 0.1) == ["a", "b", "c"]
+    token = best_elsewhere.set(lambda: 1.0)
+    try:
+        assert finalists(results, 3, 0.1) == []
+        assert finalists(results, 3, 0.1, reference="c") == ["c"]  # the reference, however it went
+    finally:
+        best_elsewhere.reset(token)
 
 
 def test_without_a_first_round_every_candidate_is_timed_interleaved() -> None:

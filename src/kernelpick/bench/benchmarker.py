@@ -157,7 +157,8 @@ def finalists(
     results: Mapping[_K, BenchmarkResult], top: int, within: float, reference: _K | None = None
 ) -> list[_K]:
     """The candidates worth a second round: at most `top`, lowest cost first, each of which ran at
-    least once within `within` of the lowest cost; and `reference` whenever it worked,
+    least once within `within` of the lowest cost (theirs, or `lowest_elsewhere()` where lower: one
+    slower than what another rank found cannot win); and `reference` whenever it worked,
     however its brief first look went (in the place of the last of the `top`).
 
     The reference is what runs unless another candidate clearly beats it, so the comparison that
@@ -170,7 +171,7 @@ def finalists(
     ranked = sorted((k for k, r in results.items() if r.ok), key=lambda k: results[k].cost_ms)
     if not ranked:
         return []
-    limit = results[ranked[0]].cost_ms * (1.0 + within)
+    limit = min(results[ranked[0]].cost_ms, lowest_elsewhere()) * (1.0 + within)
     chosen = [k for k in ranked if (timing := results[k].timing) is not None and timing.min_ms <= limit][:top]
     if reference is not None and reference in ranked and reference not in chosen:
         chosen = [*chosen[: top - 1], reference] if len(chosen) >= top else [*chosen, reference]
