@@ -15,6 +15,7 @@ from kernelpick.errors import ConfigError, SettingsError
 from kernelpick.search.registry import default_strategy_name
 from kernelpick.search.run import SearchTrace
 from kernelpick.search.space import Space
+from kernelpick.select.choice_measuring import ChoiceMeasuring
 from kernelpick.store import MemoryStore
 from tests.select.search_choices import CONFIGS, DOUBLE, double
 from tests.tune.kernels import add_kernel, grid_1d
@@ -93,18 +94,18 @@ def test_a_search_compiles_with_patience_and_does_not_store_a_skipped_config(mon
 
     store = MemoryStore()
     kernel = kernelpick.autotune(SPACE, key=["n"], search="random", store=store)(add_kernel)
-    measure = kernel.benchmark_configs
+    measure = ChoiceMeasuring.measure
     seen: list[Patience | None] = []
     slow = kernel.configs[3]
 
-    def benchmark_configs(configs, *args, **kwargs):  # type: ignore[no-untyped-def]
+    def measure_but_slow(self, todo, finished=None):  # type: ignore[no-untyped-def]
         seen.append(_patience.get())  # what a forked compile started here would obey
-        results = measure([c for c in configs if c != slow], *args, **kwargs)
-        if slow in configs:  # as if its compile had outlasted the batch's patience
-            results[slow] = BenchmarkResult.failed("skipped", "compiling took over 15 s")
+        results = measure(self, [c for c in todo if c.digest != slow.digest], finished)
+        if slow.digest in {c.digest for c in todo}:  # as if its compile had outlasted the batch's patience
+            results[slow.digest] = BenchmarkResult.failed("skipped", "compiling took over 15 s")
         return results
 
-    monkeypatch.setattr(kernel, "benchmark_configs", benchmark_configs)
+    monkeypatch.setattr(ChoiceMeasuring, "measure", measure_but_slow)
     with settings.override(search_budget=len(SPACE), search_patience=4.0):
         add(kernel)
     assert seen and all(p == Patience(4.0) for p in seen)
@@ -113,12 +114,10 @@ def test_a_search_compiles_with_patience_and_does_not_store_a_skipped_config(mon
     stored = {candidate for rows in store._rows.values() for candidate in rows}
     assert slow.digest not in stored and len(stored) == len(SPACE) - 1
 
-    exhaustive = kernelpick.autotune(SPACE, key=["n"], store=MemoryStore())(add_kernel)
-    measure_all = exhaustive.benchmark_configs
     monkeypatch.setattr(
-        exhaustive, "benchmark_configs", lambda *a, **k: seen.append(_patience.get()) or measure_all(*a, **k)
+        ChoiceMeasuring, "measure", lambda *a, **k: seen.append(_patience.get()) or measure(*a, **k)
     )
-    add(exhaustive)
+    add(kernelpick.autotune(SPACE, key=["n"], store=MemoryStore())(add_kernel))
     assert seen[-1] is None  # exhaustive tuning waits for every compile
 
 

@@ -173,7 +173,7 @@ def test_a_selections_integer_inputs_are_new_in_the_worker_unless_its_input_gen_
     payloads = {candidate.digest: values.encode(PortableChoice(candidate, signature))}
     statuses = []
     for input_gen in (None, same_indices):
-        measuring = ChoiceMeasuring("gather", signature, input_gen=input_gen)
+        measuring = ChoiceMeasuring("gather", signature, (x, indices), {}, input_gen=input_gen)
         problem = measuring._problem((x, indices), {}, tmp_path, {})
         request = {"problem": problem.to_data(), "candidates": payloads, "step": "screen"}
         statuses.append(answer(request)[candidate.digest]["status"])

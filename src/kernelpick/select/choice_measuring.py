@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import tempfile
 import threading
@@ -39,39 +40,49 @@ _HERE = "%s: measuring in this process, not in workers: %s"
 
 @dataclass
 class ChoiceMeasuring:
-    """How one tuning measures its candidates for one key: the reference outputs are checked against
-    (its name and callable, and as a worker gets it), the front's options, and the candidate kept
-    unless clearly beaten. `kernel`: the call of a tuned kernel whose configs are measured (on its
-    arguments; None: choices, on example inputs). `finished` is given each candidate's digest and
-    result as it is done with (the tuning stores it then). After `measure`, `timed_here` names each
-    candidate measured in this process although isolation was wanted, with the reason."""
+    """How one tuning measures its candidates on one call's `inputs` and `kwargs`: what outputs are
+    checked against (`against()`, made when first measuring: its name and callable, and as a worker
+    gets it; None: nothing), the front's options, the candidate kept unless clearly beaten, and the
+    settings its measuring `overrides` (a tuned kernel's `warmup=` and `rep=`). `kernel`: the call of
+    a tuned kernel whose configs are measured (on its arguments; None: choices, on example inputs).
+    After `measure`, `timed_here` names each candidate measured in this process although isolation
+    was wanted, with the reason, and `checked_against` what outputs were checked against."""
 
     name: str
     signature: Signature
-    reference: tuple[str, Callable[..., Any]] | None = None
-    portable_reference: Any = None
+    inputs: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    against: Callable[[], tuple[tuple[str, Callable[..., Any]], Any] | None] = lambda: None
     input_gen: InputGen | None = None
     tolerance: Tolerance | None = None
     timer: Timer | None = None
     isolate: bool | None = None
     reference_digest: str | None = None
     kernel: KernelCall | None = None
-    finished: OnDone | None = None
+    overrides: dict[str, Any] = field(default_factory=dict)
     timed_here: dict[str, str] = field(default_factory=dict)
+    checked_against: str | None = None
     #: Seconds per step, added up over the measurements of one tuning: compile (`compile_*` its
     #: parts), analysis, copy_inputs and benchmark here; in workers compile (here, beside the
     #: screening), prepare (what the workers compile), screen and confirm, and the workers' own
     #: seconds (`worker_*`: see `WorkerPool.measure`).
     phases: dict[str, float] = field(default_factory=dict)
 
+    @functools.cached_property
+    def _reference(self) -> tuple[tuple[str, Callable[..., Any]], Any] | tuple[None, None]:
+        return self.against() or (None, None)
+
+    @property
+    def reference(self) -> tuple[str, Callable[..., Any]] | None:
+        return self._reference[0]
+
     def _add(self, phases: dict[str, float]) -> None:
         for step, seconds in phases.items():
             self.phases[step] = self.phases.get(step, 0.0) + seconds
 
-    def measure(
-        self, todo: Sequence[Choice], inputs: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> dict[str, BenchmarkResult]:
-        """Compile, verify and time `todo`; each result by digest, in order.
+    def measure(self, todo: Sequence[Choice], finished: OnDone | None = None) -> dict[str, BenchmarkResult]:
+        """Compile, verify and time `todo`; each result by digest, in order, each also given to
+        `finished` as it is done with (the tuning stores it then).
 
         While a CUDA graph captures the inputs, only the workers measure (each in a process of its
         own, on inputs it makes: nothing runs on this process's stream); a choice that cannot cross
@@ -82,6 +93,15 @@ class ChoiceMeasuring:
                 (isolation is off, the user's hooks or timer run here, or the inputs or the
                 reference cannot cross).
         """
+        with settings.override(**self.overrides):
+            results = self._measure(todo, self.inputs, self.kwargs, finished)
+        if self.reference is not None:
+            self.checked_against = self.reference[0]
+        return results
+
+    def _measure(
+        self, todo: Sequence[Choice], inputs: tuple[Any, ...], kwargs: dict[str, Any], finished: OnDone | None
+    ) -> dict[str, BenchmarkResult]:
         in_capture = capturing([*inputs, *kwargs.values()])
         results: dict[str, BenchmarkResult] = {}
         here = list(todo)
@@ -89,7 +109,7 @@ class ChoiceMeasuring:
             reason = self._runs_here()
             if reason is None:
                 try:
-                    here = self._in_workers(todo, inputs, kwargs, results)
+                    here = self._in_workers(todo, inputs, kwargs, results, finished)
                 except IsolationError as error:
                     here, results, reason = list(todo), {}, str(error)
                     if not in_capture:
@@ -108,10 +128,10 @@ class ChoiceMeasuring:
                     "skipped",
                     f"not measured: a CUDA graph was being captured ({self.timed_here[choice.name]})",
                 )
-                if self.finished is not None:
-                    self.finished(choice.digest, results[choice.digest])
+                if finished is not None:
+                    finished(choice.digest, results[choice.digest])
         elif here:
-            results.update(self._here(here, inputs, kwargs))
+            results.update(self._here(here, inputs, kwargs, finished))
         return {choice.digest: results[choice.digest] for choice in todo if choice.digest in results}
 
     def _runs_here(self) -> str | None:
@@ -150,6 +170,7 @@ class ChoiceMeasuring:
         inputs: tuple[Any, ...],
         kwargs: dict[str, Any],
         results: dict[str, BenchmarkResult],
+        finished: OnDone | None,
     ) -> list[Choice]:
         """Measure what of `todo` can cross to a worker there, into `results`; the choices that cannot
         (they hold a lock or an open file, say) are returned, each with its reason in `timed_here`.
@@ -187,7 +208,7 @@ class ChoiceMeasuring:
             tempfile.TemporaryDirectory(prefix="kernelpick-") as payload,  # integer tensors' values
             TuningProgress(label, total=len(payloads) + len(compiling)) as progress,
         ):
-            done = progress.on_done(self.finished)
+            done = progress.on_done(finished)
             feed = feed_for(device)
             submitted, described = threading.Event(), threading.Event()
 
@@ -257,7 +278,7 @@ class ChoiceMeasuring:
         Raises:
             IsolationError: an argument, the reference or the kernel cannot be described as data.
         """
-        reference = self.portable_reference
+        reference = self._reference[1]
         if self.kernel is not None:
             fields = self.kernel.problem(inputs, kwargs, phases)
         else:
@@ -284,7 +305,7 @@ class ChoiceMeasuring:
         )
 
     def _here(
-        self, todo: Sequence[Choice], inputs: tuple[Any, ...], kwargs: dict[str, Any]
+        self, todo: Sequence[Choice], inputs: tuple[Any, ...], kwargs: dict[str, Any], finished: OnDone | None
     ) -> dict[str, BenchmarkResult]:
         """Compile, verify and time `todo` in this process, on example inputs or the call's arguments."""
         device = self.signature.device
@@ -305,7 +326,7 @@ class ChoiceMeasuring:
             started = time.perf_counter()
             verified = "verifying and benchmarking" if self.reference is not None else "benchmarking"
             progress.advance(len(todo), f"{verified} {self.name}")
-            done = progress.on_done(self.finished)
+            done = progress.on_done(finished)
             candidates = []
             for choice, outcome in zip(todo, outcomes):
                 hooks = choice.hooks(example) if isinstance(choice, ConfigChoice) else None

@@ -1,9 +1,10 @@
-"""A selection's search: a strategy proposes which configs of each config space the selector times."""
+"""A tuning's search: a strategy proposes which configs of each config space are timed."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from kernelpick import settings
 from kernelpick.bench.result import BenchmarkResult
@@ -11,14 +12,14 @@ from kernelpick.config import Config
 from kernelpick.search.base import latest
 from kernelpick.search.run import SearchTrace
 from kernelpick.search.searching import MeasureBatch, search
-from kernelpick.select.choice import Choice, ChoiceSpace
+from kernelpick.search.space import Space
+from kernelpick.select.choice import Choice
 from kernelpick.select.processing import ProcessedChoice
 from kernelpick.select.template_choice import TemplateChoice
-from kernelpick.select.triton_choice import TritonKernelChoice
+from kernelpick.select.triton_choice import ConfigChoice, TritonKernelChoice
 
-#: Compiles, verifies and times choices as the selector does: each one's result by digest, and the
-#: name of what outputs were checked against (None: nothing).
-MeasureChoices = Callable[[list[Choice]], tuple[Mapping[str, BenchmarkResult], str | None]]
+#: Compiles, verifies and times choices: each one's result by digest.
+MeasureChoices = Callable[[list[Choice]], Mapping[str, BenchmarkResult]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,19 +30,11 @@ class SearchedSpace:
     choices: Mapping[Config, Choice]
 
 
-@dataclass(frozen=True, slots=True)
-class SelectionSearch:
-    """What searching a selection found: a result for every choice stored or timed (by digest),
-    what outputs were checked against, and each searched space's trace."""
-
-    results: Mapping[str, BenchmarkResult]
-    reference: str | None
-    traces: Mapping[str, SearchTrace]
-
-
-def _config_and_space(choice: Choice) -> tuple[Config, ChoiceSpace] | None:
-    """The config a choice runs with and the space of the selector's it came from, when it is one
-    config of a space (else None: an extern, say)."""
+def _config_and_space(choice: Choice) -> tuple[Config, Any] | None:
+    """The config a choice runs with and what it is one config of (a selector's space, a tuned
+    kernel's call), when it is one (else None: an extern, say)."""
+    if isinstance(choice, ConfigChoice):
+        return choice.config, choice.call
     inner = choice
     while isinstance(inner, ProcessedChoice):
         inner = inner.inner
@@ -76,8 +69,10 @@ def search_choices(
     stored: Mapping[str, BenchmarkResult],
     measure: MeasureChoices,
     reference: str | None,
-) -> SelectionSearch:
-    """Search each space of `choices` with the named strategy, then measure the final round.
+    structure: Space | None = None,
+) -> tuple[dict[str, BenchmarkResult], dict[str, SearchTrace]]:
+    """Search each space of `choices` with the named strategy, then measure the final round; returns
+    a result for every choice stored or timed (by digest), and each searched space's trace.
 
     The settings give each space's budget (KERNELPICK_SEARCH_BUDGET, a fraction of that space's
     configs when under 1; KERNELPICK_SEARCH_SECONDS) and the seed. The final round measures the
@@ -86,24 +81,18 @@ def search_choices(
 
     Args:
         strategy: a strategy's name (`kernelpick.search.registry`), not "exhaustive".
-        choices: every choice of the selection for its signature.
+        choices: every candidate of the tuning.
         stored: the results the store holds, by digest: known at no cost, never timed again.
-        measure: the selector's measuring.
-        reference: the digest of the reference when it is a choice: always timed.
+        measure: the tuning's measuring.
+        reference: the digest of the candidate kept unless clearly beaten: always timed.
+        structure: the dimensions of a tuned kernel's `Space` (None: a space's configs show them).
     """
     spaces = searched_spaces(choices, {reference} if reference is not None else set())
-    checked_against: list[str | None] = [None]
-
-    def timed(batch: list[Choice]) -> Mapping[str, BenchmarkResult]:
-        found, named = measure(batch)
-        checked_against.append(named or checked_against[-1])
-        return found
-
     results = dict(stored)
     traces: dict[str, SearchTrace] = {}
     for space in spaces:
         known = {config: stored[c.digest] for config, c in space.choices.items() if c.digest in stored}
-        trace = search(strategy, list(space.choices), known, _by_config(space, timed), None, {})
+        trace = search(strategy, list(space.choices), known, _by_config(space, measure), structure, {})
         traces[space.name] = trace
         results.update((space.choices[config].digest, r) for config, r in trace.results().items())
     searched = {c.digest for space in spaces for c in space.choices.values()}
@@ -112,8 +101,8 @@ def search_choices(
     finalists += [space.choices[config] for space in spaces for config in _best(traces[space.name], top)]
     todo = [c for c in finalists if c.digest not in stored]
     if len(todo) > 1 or any(c.digest not in results for c in todo):
-        results.update(timed(todo))
-    return SelectionSearch(results, checked_against[-1], traces)
+        results.update(measure(todo))
+    return results, traces
 
 
 def _by_config(

@@ -6,19 +6,16 @@ import functools
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
-from operator import attrgetter, methodcaller
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from kernelpick.bench.inputs import InputGen
-from kernelpick.bench.measure import OnDone
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.timers import Timer
 from kernelpick.bench.verify import VERIFICATION_VERSION, Tolerance
 from kernelpick.calls import record_selector_call
 from kernelpick.errors import ArgumentError, ConfigError, NoValidChoices
 from kernelpick.search.registry import strategy_class
-from kernelpick.search.run import SearchTrace
 from kernelpick.search.spec import SearchArgument
 from kernelpick.select.background import Pending, provisional_call
 from kernelpick.select.choice import (
@@ -33,7 +30,6 @@ from kernelpick.select.choice_measuring import ChoiceMeasuring
 from kernelpick.select.eligibility import SkippedChoice, eligible_spaces, tabled_choice
 from kernelpick.select.log import report_tuning
 from kernelpick.select.record import CandidateResult, TuningRecord, failure_report
-from kernelpick.select.searching import search_choices
 from kernelpick.select.selector_op import SelectorOp
 from kernelpick.select.signature import (
     POSITIONAL_KEYS,
@@ -288,31 +284,22 @@ class Selector:
         tuning.phases["expand"] = time.perf_counter() - started
         by_digest = {c.digest: c for c in choices}
         kept = self.reference_digest(signature)  # what runs unless clearly beaten
-        reference: str | None = None  # what outputs were checked against
-        searches: Mapping[str, SearchTrace] = {}
         ranking = measured_as([*inputs, *kwargs.values()])
-        self.timed_here = {}
-        measure_choices = functools.partial(
-            self._measure, signature=signature, inputs=inputs, kwargs=kwargs, phases=tuning.phases
+        measuring = ChoiceMeasuring(
+            self.name,
+            signature,
+            inputs,
+            kwargs,
+            functools.partial(self._reference, signature) if self.verify else lambda: None,
+            input_gen=self.input_gen,
+            tolerance=self.tolerance,
+            timer=self.timer,
+            isolate=self.isolate,
+            reference_digest=kept,
+            phases=tuning.phases,
         )
-
-        def measure(todo: list[Choice], measured: OnDone) -> Mapping[str, BenchmarkResult]:
-            nonlocal reference
-            found, reference = measure_choices(todo, finished=measured)
-            return found
-
-        def searched(
-            strategy: str, known: Mapping[str, BenchmarkResult], measured: OnDone
-        ) -> Mapping[str, BenchmarkResult]:
-            nonlocal reference, searches
-            found = search_choices(
-                strategy, choices, known, functools.partial(measure_choices, finished=measured), kept
-            )
-            reference, searches = found.reference, found.traces
-            return found.results
-
-        describe, name = methodcaller("description"), attrgetter("name")  # each choice's own
-        settled = tuning.settle(by_digest, self.search, measure, searched, describe, kept, name, ranking)
+        settled = tuning.settle(by_digest, self.search, measuring, kept, ranking)
+        self.timed_here = measuring.timed_here
         results = dict(settled.results)
         ranked = sorted(
             [c for c in choices if c.digest in results], key=lambda c: results[c.digest].cost(ranking)
@@ -347,9 +334,9 @@ class Selector:
             not settled.fresh,
             phases=tuning.phases,
             note=settled.note if pick_choice.digest == settled.pick else "",
-            searches=searches,
+            searches=settled.searches,
             timed_here=dict(self.timed_here),
-            reference=reference,
+            reference=measuring.checked_against,
             skipped=skipped,
             measured_as=ranking,
         )
@@ -514,36 +501,6 @@ class Selector:
         raise ConfigError(
             f"reference of selector `{self.name}` must be a choice, a name or a function, got {wanted!r}"
         )
-
-    def _measure(
-        self,
-        todo: list[Choice],
-        signature: Signature,
-        inputs: tuple[Any, ...],
-        kwargs: dict[str, Any],
-        phases: dict[str, float],
-        finished: OnDone | None = None,
-    ) -> tuple[dict[str, BenchmarkResult], str | None]:
-        """Compile, verify and time `todo` (`kernelpick.select.choice_measuring`): in worker
-        processes when isolation is wanted (each choice that can cross), else here; `finished` is
-        given each result as it comes. Returns the results by digest and the reference's name."""
-        reference, portable = (self._reference(signature) if self.verify else None) or (None, None)
-        measuring = ChoiceMeasuring(
-            self.name,
-            signature,
-            reference,
-            portable,
-            input_gen=self.input_gen,
-            tolerance=self.tolerance,
-            timer=self.timer,
-            isolate=self.isolate,
-            reference_digest=self.reference_digest(signature),
-            finished=finished,
-            phases=phases,
-        )
-        results = measuring.measure(todo, inputs, kwargs)
-        self.timed_here.update(measuring.timed_here)
-        return results, None if reference is None else reference[0]
 
     def __repr__(self) -> str:
         return f"Selector({self.name!r}, choices=[{', '.join(s.name for s in self.spaces)}])"

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import logging
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -23,7 +24,12 @@ from kernelpick.console import warn_once
 from kernelpick.device import capturing
 from kernelpick.errors import StoreError, TuningRequired
 from kernelpick.search.registry import default_strategy_name
+from kernelpick.search.run import SearchTrace
+from kernelpick.search.space import Space
+from kernelpick.select.choice import Choice
+from kernelpick.select.choice_measuring import ChoiceMeasuring
 from kernelpick.select.ranks import KeyShare, RankJob, rank_job
+from kernelpick.select.searching import search_choices
 from kernelpick.signals import Terminated, terminable
 from kernelpick.store import ResultStore, StoredResult, TuningKey, default_store
 from kernelpick.store.base import load_candidates, picked
@@ -35,9 +41,6 @@ from kernelpick.workers.pool import tuning_in_progress
 _C = TypeVar("_C")
 log = logging.getLogger("kernelpick.select")
 
-#: Searches the candidates with the named strategy from the results known already (the store's, timed
-#: at no cost), giving each result it measures as it comes to the `OnDone`; returns every result it had.
-Search = Callable[[str, Mapping[str, BenchmarkResult], OnDone], Mapping[str, BenchmarkResult]]
 #: Measuring or searching as a tuning calls them: what to measure, the results known, `OnDone`.
 _Measured = Callable[[list[str], Mapping[str, BenchmarkResult], OnDone], Mapping[str, BenchmarkResult]]
 #: The pick among results, or None when none of them is ok.
@@ -56,6 +59,7 @@ class Settled:
         pick: the candidate to run (None: every candidate failed).
         note: why it was picked, for the AUTOTUNE table ("" when the fastest simply won).
         picked_by: who picked it when not this process: "another process", "rank 1"; else "".
+        searches: each searched space's trace, by the space's name (none: nothing was searched).
     """
 
     results: dict[str, BenchmarkResult]
@@ -64,6 +68,7 @@ class Settled:
     pick: str | None
     note: str
     picked_by: str = ""
+    searches: Mapping[str, SearchTrace] = field(default_factory=dict)
 
 
 class Tuning:
@@ -189,49 +194,65 @@ class Tuning:
 
     def settle(
         self,
-        candidates: Mapping[str, _C],
+        candidates: Mapping[str, Choice],
         strategy: str | None,
-        measure: Callable[[list[_C], OnDone], Mapping[str, BenchmarkResult]],
-        search: Search,
-        describe: Callable[[_C], Mapping[str, Any]],
+        measuring: ChoiceMeasuring,
         kept: str | None,
-        name: Callable[[_C], str] = str,
         ranking: str = "graph",
+        structure: Space | None = None,
     ) -> Settled:
-        """Measure what the store lacks of `candidates` (by digest) and pick, once for every process
-        that needs the key now: as the ranks of a job (`kernelpick.select.ranks`), or as the one process
-        that claimed the key (the others wait for its pick). The search `strategy` (None:
-        `KERNELPICK_SEARCH`) says how: "exhaustive" measures it all (`measure`; the ranks of a job take
-        parts of it); another strategy searches (`search`), a config compiling far longer than the rest
-        of its batch given up as `skipped` (forked compilers only: a thread cannot be stopped). The pick
-        is `pick_against_reference`'s, with `kept` the reference, as `ranking` costs a call and `name`
-        names candidates; `describe` gives a candidate as plain data, as it is stored.
+        """Measure what the store lacks of `candidates` (by digest) with `measuring` and pick, once
+        for every process that needs the key now: as the ranks of a job (`kernelpick.select.ranks`),
+        or as the one process that claimed the key (the others wait for its pick). The search
+        `strategy` (None: `KERNELPICK_SEARCH`) says how: "exhaustive" measures it all (the ranks of a
+        job take parts of it); another searches each config space (`search_choices`; `structure`: a
+        tuned kernel's `Space`), a config compiling far longer than the rest of its batch given up
+        as `skipped` (forked compilers only: a thread cannot be stopped). The pick is
+        `pick_against_reference`'s, with `kept` the reference, as `ranking` costs a call.
 
         Raises:
             TuningRequired: something is left to measure and `KERNELPICK_NO_TUNING=1`.
         """
         strategy = strategy or default_strategy_name()
         digests = list(candidates)
+        traces: dict[str, SearchTrace] = {}
 
         def choose(results: Mapping[str, BenchmarkResult]) -> Pick[str] | None:
             if not any(r.ok for r in results.values()):
                 return None
-            return pick_against_reference(results, kept, name=lambda d: name(candidates[d]), measure=ranking)
+            name = lambda d: candidates[d].name  # noqa: E731
+            return pick_against_reference(results, kept, name=name, measure=ranking)
 
         def measured(
             todo: list[str], known: Mapping[str, BenchmarkResult], on_done: OnDone
         ) -> Mapping[str, BenchmarkResult]:
             if strategy == "exhaustive":
-                return measure([candidates[d] for d in todo], on_done)
+                return measuring.measure([candidates[d] for d in todo], on_done)
+            measure = functools.partial(measuring.measure, finished=on_done)
             with patience(settings.current().search_patience):
-                found = search(strategy, known, on_done)
+                found, searched = search_choices(
+                    strategy, list(candidates.values()), known, measure, kept, structure
+                )
+            traces.update(searched)
             return {d: r for d, r in found.items() if d not in known}
 
-        described = lambda digest: describe(candidates[digest])  # noqa: E731
+        described = lambda digest: candidates[digest].description()  # noqa: E731
         job = None if settings.current().no_tuning else rank_job()
         if job is not None:
             divisible = strategy == "exhaustive"  # a search measures each batch from those before it
-            return self._settle_as_rank(job, digests, measured, choose, described, divisible)
+            settled = self._settle_as_rank(job, digests, measured, choose, described, divisible)
+        else:
+            settled = self._settle_alone(digests, measured, choose, described)
+        return replace(settled, searches=traces)
+
+    def _settle_alone(
+        self,
+        digests: Sequence[str],
+        measure: _Measured,
+        choose: Choose,
+        describe: Callable[[str], Mapping[str, Any]],
+    ) -> Settled:
+        """`settle` as the one process that tunes the key now (it claimed it, or no claims are wanted)."""
         results, todo = self.split(digests)
         if todo:
             waited = self._claim_or_adopt(digests, choose)
@@ -241,8 +262,8 @@ class Tuning:
                 results, todo = self.split(digests)
         found: Mapping[str, BenchmarkResult] = {}
         if todo:
-            with self.measuring(described) as on_done:
-                found = measured(todo, results, on_done)
+            with self.measuring(describe) as on_done:
+                found = measure(todo, results, on_done)
         return self._settled(digests, {**results, **found}, found.keys(), found.keys(), choose)
 
     def _settled(

@@ -12,9 +12,7 @@ from typing import Any
 import triton
 from triton.runtime.jit import KernelInterface
 
-from kernelpick import settings
 from kernelpick.bench.benchmarker import MEASUREMENT_VERSION
-from kernelpick.bench.measure import OnDone
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.timers import Timer, UserBenchTimer
 from kernelpick.calls import record_kernel_call
@@ -26,7 +24,6 @@ from kernelpick.device import DeviceInfo, describe, device_of, warn_once_if_inte
 from kernelpick.errors import ConfigError, no_valid_configs
 from kernelpick.search.registry import strategy_class
 from kernelpick.search.run import SearchTrace
-from kernelpick.search.searching import search
 from kernelpick.search.space import Space
 from kernelpick.search.spec import SearchArgument
 from kernelpick.select.choice_measuring import ChoiceMeasuring
@@ -346,7 +343,8 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
         measured now (`Tuning.settle`); remember the pick for the key."""
         by_digest = {c.digest: c for c in configs}  # a tabled pick pruned away here is passed over
         results: Mapping[Config, BenchmarkResult] = {}
-        trace, measured_now, note = None, False, ""
+        searches: Mapping[str, SearchTrace] = {}
+        measured_now, note = False, ""
         if len(configs) == 1:  # nothing to choose between, nothing measured, as in Triton
             best, from_store = configs[0], False
             tuning.save({}, (), best.digest)
@@ -356,7 +354,7 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
             best, hit = tabled
             results, from_store, note = {best: hit.entry.result}, True, hit.note
         else:
-            settled, trace = self._settle(tuning, configs, args, kwargs, grid)
+            settled = self._settle(tuning, configs, args, kwargs, grid)
             results = {by_digest[d]: r for d, r in settled.results.items()}
             from_store = bool(results) and not settled.fresh
             measured_now = bool(settled.measured)
@@ -370,7 +368,7 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
                     "fix the configs or the kernel; each reason above is what the compiler or the launch said",
                 )
                 raise no_valid_configs(report, results)
-            best, note = by_digest[settled.pick], settled.note
+            best, note, searches = by_digest[settled.pick], settled.note, settled.searches
         record = TuningRecord.of_configs(
             self.name,
             key,
@@ -382,7 +380,7 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
             key_text=describe_key(self._key_names(), key),
             phases=tuning.phases,
             note=note,
-            searches={} if trace is None else {self.name: trace},
+            searches=searches,
             timed_here=dict(self.timed_here) if measured_now else {},
             key_names=tuple(self._key_names()),
         )
@@ -405,32 +403,29 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
         grid: Any,
-    ) -> tuple[Settled, SearchTrace | None]:
-        """How tuning the configs ended, and the search's trace when one ran here."""
-        by_digest = {c.digest: c for c in configs}
-        trace: SearchTrace | None = None
-
-        def measure(batch: list[Config], measured_one: OnDone) -> dict[str, BenchmarkResult]:
-            measured = self.benchmark_configs(batch, args, kwargs, grid, tuning.phases, measured_one)
-            return {c.digest: r for c, r in measured.items()}
-
-        def searched(
-            strategy: str, known: Mapping[str, BenchmarkResult], measured_one: OnDone
-        ) -> dict[str, BenchmarkResult]:
-            nonlocal trace
-
-            def measure_batch(
-                batch: Sequence[Config], steps: dict[str, float]
-            ) -> dict[Config, BenchmarkResult]:
-                return self.benchmark_configs(list(batch), args, kwargs, grid, steps, measured_one)
-
-            stored = {by_digest[d]: r for d, r in known.items()}
-            trace = search(strategy, configs, stored, measure_batch, self.space, tuning.phases)
-            return {c.digest: r for c, r in trace.results().items()}
-
+    ) -> Settled:
+        """How tuning the configs ended: each compiled and timed as a choice (`ChoiceMeasuring`), its
+        seconds per step in the tuning's: in worker processes when isolation is wanted, unless the
+        user's hooks or do_bench must run here."""
+        call = self._call(grid)
         kept = None if self.default is None else self.default.digest
-        settled = tuning.settle(by_digest, self.search, measure, searched, Config.to_dict, kept)
-        return settled, trace
+        measuring = ChoiceMeasuring(
+            self.name,
+            Signature.of(args, kwargs),
+            args,
+            kwargs,
+            timer=self.timer,
+            isolate=self.isolate,
+            reference_digest=kept,
+            kernel=call,
+            overrides=self.budget_overrides(),
+            phases=tuning.phases,
+        )
+        by_digest = {c.digest: c for c in call.choices(configs)}
+        settled = tuning.settle(by_digest, self.search, measuring, kept, structure=self.space)
+        reasons = list(measuring.timed_here.values())
+        self.timed_here = {self.name: reasons[0]} if reasons else {}
+        return settled
 
     def _key_names(self) -> list[str]:
         return [name for _, name in self._key_positions]
@@ -462,35 +457,6 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
             post_hook=self.post_hook,
             workers=self.workers,
         )
-
-    def benchmark_configs(
-        self,
-        configs: list[Config],
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-        grid: Any,
-        phases: dict[str, float],
-        finished: OnDone | None = None,
-    ) -> dict[Config, BenchmarkResult]:
-        """Compile and time `configs` as choices (`kernelpick.select.choice_measuring`), their seconds
-        per step added to `phases`: in worker processes when isolation is wanted, unless the user's
-        hooks or do_bench must run here; `finished` is given each config's digest and result as it comes."""
-        call = self._call(grid)
-        measuring = ChoiceMeasuring(
-            self.name,
-            Signature.of(args, kwargs),
-            timer=self.timer,
-            isolate=self.isolate,
-            reference_digest=None if self.default is None else self.default.digest,
-            kernel=call,
-            finished=finished,
-            phases=phases,
-        )
-        with settings.override(**self.budget_overrides()):
-            results = measuring.measure(call.choices(configs), args, kwargs)
-        reasons = list(measuring.timed_here.values())
-        self.timed_here = {self.name: reasons[0]} if reasons else {}
-        return {config: results[config.digest] for config in configs if config.digest in results}
 
     def accesses(
         self, args: tuple[Any, ...], kwargs: Mapping[str, Any]
