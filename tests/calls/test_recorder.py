@@ -12,7 +12,6 @@ import pytest
 import torch
 
 import kernelpick
-from kernelpick import settings
 from kernelpick.calls import read_recording, record_selector_call, replay_call
 from kernelpick.calls.recorder import _Recorder
 from kernelpick.errors import ConfigError
@@ -31,10 +30,9 @@ SUM = kernelpick.Selector("sum", [kernelpick.extern(plus)])
 def test_a_selector_bound_at_a_module_top_level_is_recorded_once_per_key(tmp_path: Path) -> None:
     path = tmp_path / "keys.jsonl"
     a = torch.randn(4, 8)
-    with settings.override(record_path=path):
-        for _ in range(2):
-            record_selector_call(SUM, (a, a), {}, ("a key",))
-        record_selector_call(SUM, (a[:2], a[:2]), {}, ("another key",))
+    for _ in range(2):
+        record_selector_call(path, SUM, (a, a), {}, ("a key",))
+    record_selector_call(path, SUM, (a[:2], a[:2]), {}, ("another key",))
     first, second = read_recording(path)
     assert first["target"] == "tests.calls.test_recorder:SUM" and first["kind"] == "select"
     assert first["job"].startswith("sum(float32[4, 8], float32[4, 8]) ")
@@ -48,11 +46,11 @@ def test_what_no_module_binds_and_what_cannot_be_made_again_are_warned_of_once(
     path = tmp_path / "keys.jsonl"
     local = kernelpick.Selector("local", [kernelpick.extern(plus)])
     a = torch.randn(4)
-    with settings.override(record_path=path), caplog.at_level(logging.WARNING, logger="kernelpick.record"):
-        record_selector_call(local, (a, a), {}, (1,))
-        record_selector_call(local, (a, a), {}, (2,))
-        record_selector_call(SUM, (a, object()), {}, (3,))
-        record_selector_call(SUM, (a, object()), {}, (4,))
+    with caplog.at_level(logging.WARNING, logger="kernelpick.record"):
+        record_selector_call(path, local, (a, a), {}, (1,))
+        record_selector_call(path, local, (a, a), {}, (2,))
+        record_selector_call(path, SUM, (a, object()), {}, (3,))
+        record_selector_call(path, SUM, (a, object()), {}, (4,))
     messages = [r.getMessage() for r in caplog.records]
     assert len(messages) == 2, messages
     assert "local cannot be recorded (KERNELPICK_RECORD): no module binds it" in messages[0]
@@ -66,9 +64,9 @@ def test_a_recording_that_cannot_be_written_costs_one_warning_and_no_failure(
     folder = tmp_path / "a-folder"
     folder.mkdir()
     a = torch.randn(4)
-    with settings.override(record_path=folder), caplog.at_level(logging.WARNING, logger="kernelpick.record"):
-        record_selector_call(SUM, (a, a), {}, (1,))
-        record_selector_call(SUM, (a, a), {}, (2,))
+    with caplog.at_level(logging.WARNING, logger="kernelpick.record"):
+        record_selector_call(folder, SUM, (a, a), {}, (1,))
+        record_selector_call(folder, SUM, (a, a), {}, (2,))
     [warning] = [r.getMessage() for r in caplog.records]
     assert f"the recording {folder} cannot be written" in warning
 

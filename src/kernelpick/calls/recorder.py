@@ -35,7 +35,6 @@ from typing import Any
 
 import torch
 
-from kernelpick import settings
 from kernelpick.calls.origins import origin, resolve
 from kernelpick.calls.values import Unrecordable, decode, encode, grid_data, grid_of
 from kernelpick.errors import ConfigError
@@ -51,23 +50,19 @@ _lock = threading.Lock()
 
 
 def record_kernel_call(
-    kernel: Any, args: Sequence[Any], kwargs: Mapping[str, Any], key: tuple[Any, ...], grid: Any
+    path: Path, kernel: Any, args: Sequence[Any], kwargs: Mapping[str, Any], key: tuple[Any, ...], grid: Any
 ) -> None:
     """Record the call of a tuned kernel (`kernelpick.autotune`) whose `key` this process meets for
-    the first time, when `KERNELPICK_RECORD` names a file; nothing otherwise. Never raises."""
-    path = settings.current().record_path
-    if path is not None:
-        _record(path, "autotune", kernel, args, kwargs, key, grid)
+    the first time in the file at `path` (`KERNELPICK_RECORD`, which the caller read). Never raises."""
+    _record(path, "autotune", kernel, args, kwargs, key, grid)
 
 
 def record_selector_call(
-    selector: Any, inputs: Sequence[Any], kwargs: Mapping[str, Any], key: tuple[Any, ...]
+    path: Path, selector: Any, inputs: Sequence[Any], kwargs: Mapping[str, Any], key: tuple[Any, ...]
 ) -> None:
-    """Record the call of a selector whose signature `key` this process meets for the first time,
-    when `KERNELPICK_RECORD` names a file; nothing otherwise. Never raises."""
-    path = settings.current().record_path
-    if path is not None:
-        _record(path, "select", selector, inputs, kwargs, key, None)
+    """Record the call of a selector whose signature `key` this process meets for the first time in
+    the file at `path` (`KERNELPICK_RECORD`, which the caller read). Never raises."""
+    _record(path, "select", selector, inputs, kwargs, key, None)
 
 
 def _record(

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import torch
 
-from kernelpick import settings
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.console import warn_once
 from kernelpick.device import capturing
@@ -163,12 +162,13 @@ _thread: threading.Thread | None = None
 
 
 def provisional_call(
-    selector: Selector, key: tuple[Any, ...], inputs: tuple[Any, ...], kwargs: dict[str, Any]
+    selector: Selector, key: tuple[Any, ...], inputs: tuple[Any, ...], kwargs: dict[str, Any], wanted: bool
 ) -> Callable[..., Any] | None:
     """What a call of `selector` with a signature it has no pick for runs now: the tuned pick once a
     background tuning has ended (switching to it), else the provisional pick, starting the tuning on
-    a first call; None where the signature is to be tuned before the call returns."""
-    pending = selector._pending.get(key) or _start(selector, key, inputs, kwargs)
+    a first call where `wanted` (the selector's `background`, else the setting); None where the
+    signature is to be tuned before the call returns."""
+    pending = selector._pending.get(key) or (_start(selector, key, inputs, kwargs) if wanted else None)
     if pending is None:
         return None
     if not pending.due([*inputs, *kwargs.values()]):
@@ -197,12 +197,11 @@ def wait(timeout: float | None = None) -> bool:
             return False
 
 
-def allowed(wanted: bool | None, values: Sequence[Any]) -> bool:
-    """Whether a key met with `values` is tuned in the background: `wanted` (None: the setting), and
-    a provisional pick can stand in safely (docs/selection.md lists where it cannot); in a job of
-    several ranks only where they tune together."""
-    wanted = settings.current().background if wanted is None else wanted
-    if not wanted or in_graph() or capturing(values):
+def allowed(values: Sequence[Any]) -> bool:
+    """Whether a key met with `values`, which its front wants tuned in the background, can be: where a
+    provisional pick can stand in safely (docs/selection.md lists where it cannot); in a job of several
+    ranks only where they tune together."""
+    if in_graph() or capturing(values):
         return False
     if any(isinstance(v, torch.Tensor) and not (v.is_floating_point() or v.is_complex()) for v in values):
         return False
@@ -245,7 +244,7 @@ def _start(
 ) -> Pending[Callable[..., Any]] | None:
     """Queue the tuning of `key` and bind the provisional pick, or None where it is not wanted or
     the selector's reference is not one of its choices."""
-    if selector.input_gen is not None or not allowed(selector.background, [*inputs, *kwargs.values()]):
+    if selector.input_gen is not None or not allowed([*inputs, *kwargs.values()]):
         return None
     if selector.check is not None:  # inputs the operation does not take fail at once, as before
         selector.check(*inputs, **kwargs)

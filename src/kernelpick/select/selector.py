@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from kernelpick import settings
 from kernelpick.bench.inputs import InputGen
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.timers import Timer
@@ -240,9 +241,12 @@ class Selector:
     def _select(
         self, key: tuple[Any, ...], inputs: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Callable[..., Any]:
-        call = provisional_call(self, key, inputs, kwargs)  # tuning in the background
-        if call is not None:
-            return call
+        current = settings.current()
+        background = current.background if self.background is None else self.background
+        if background or key in self._pending:  # tuning in the background
+            call = provisional_call(self, key, inputs, kwargs, background)
+            if call is not None:
+                return call
         with self._lock:
             call = self._calls.get(key)
             if call is not None:  # another thread selected meanwhile
@@ -251,7 +255,8 @@ class Selector:
             if self.check is not None:
                 self.check(*inputs, **kwargs)
             check_measurable(self.name, inputs, kwargs)
-            record_selector_call(self, inputs, kwargs, key)  # KERNELPICK_RECORD
+            if current.record_path is not None:  # KERNELPICK_RECORD
+                record_selector_call(current.record_path, self, inputs, kwargs, key)
             signature = Signature.of(inputs, kwargs, self.key)
             source = VERIFICATION_VERSION if self.verify else f"{VERIFICATION_VERSION}:unverified"
             with Tuning(

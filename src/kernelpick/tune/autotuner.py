@@ -273,8 +273,12 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
         key = self._dispatch.exact(args, kwargs)
         entry = self._dispatch.entries.get(key)
         if entry is None:
-            record_kernel_call(self, args, kwargs, key, grid)  # KERNELPICK_RECORD
-            entry = provisional_entry(self, key, args, kwargs, grid) or self._tune(key, args, kwargs, grid)
+            current = settings.current()
+            if current.record_path is not None:  # KERNELPICK_RECORD
+                record_kernel_call(current.record_path, self, args, kwargs, key, grid)
+            background = current.background if self.background is None else self.background
+            provisional = provisional_entry(self, key, args, kwargs, grid) if background else None
+            entry = provisional or self._tune(key, args, kwargs, grid)
         self._dispatch.remember(args, kwargs, entry)
         return entry
 

@@ -24,11 +24,12 @@ def provisional_entry(
     tuner: Autotuner, key: tuple[Any, ...], args: tuple[Any, ...], kwargs: dict[str, Any], grid: Any
 ) -> Entry | None:
     """The entry a new key's calls run while its configs are tuned in the background (tuning queued
-    now), or None where the key is to be tuned before the call returns."""
+    now; the tuner wants it: its `background`, else the setting), or None where the key is to be tuned
+    before the call returns."""
     if tuner._call(grid).runs_here() is not None or isinstance(tuner.timer, UserBenchTimer):
         return None
     named = tuner._named(args, kwargs)
-    if not allowed(tuner.background, list(named.values())):
+    if not allowed(list(named.values())):
         return None
     device = describe(device_of(named.values()))
     configs = tuner._configs_for(device, args, kwargs)
