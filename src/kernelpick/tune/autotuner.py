@@ -156,7 +156,7 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
         configs: Sequence[Any],
         key: Sequence[str],
         *,
-        prune: Pruner,
+        prune: Pruner | None = None,
         reset_to_zero: Sequence[str] = (),
         restore_value: Sequence[str] = (),
         pre_hook: Callable[..., object] | None = None,
@@ -298,6 +298,8 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
         `prune_configs_by` as Triton calls it: the configs as given, the positional arguments by
         name, the keyword arguments apart."""
         configs = self.space.configs(device) if self.space is not None else self.configs
+        if self.prune is None:
+            return list(configs)
         return self.prune(configs, dict(zip(self.arg_names, args)), kwargs, self.given)
 
     def _named(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> dict[str, Any]:

@@ -25,9 +25,10 @@ class Pruner:
     top_k: int | float = 1.0
 
     @classmethod
-    def of(cls, prune_configs_by: Mapping[str, Any] | None) -> Pruner:
+    def of(cls, prune_configs_by: Mapping[str, Any] | None) -> Pruner | None:
+        """Triton's `prune_configs_by` as a pruner; None where it prunes nothing."""
         if not prune_configs_by:
-            return cls()
+            return None
         unknown = set(prune_configs_by) - {"early_config_prune", "perf_model", "top_k"}
         if unknown:
             raise ConfigError(
@@ -39,7 +40,8 @@ class Pruner:
             raise ConfigError(
                 f"prune_configs_by top_k must be a positive int or a fraction <= 1.0, got {top_k!r}"
             )
-        return cls(prune_configs_by.get("early_config_prune"), prune_configs_by.get("perf_model"), top_k)
+        early, model = prune_configs_by.get("early_config_prune"), prune_configs_by.get("perf_model")
+        return None if early is None and model is None else cls(early, model, top_k)
 
     def __call__(
         self,
