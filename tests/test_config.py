@@ -161,8 +161,7 @@ def test_dtype_meta_parameters_have_an_identity() -> None:
 
 
 def test_dtype_meta_parameters_become_strings_in_reports() -> None:
-    from kernelpick.bench.result import BenchmarkResult
-    from kernelpick.bench.stats import TimingSummary
+    from kernelpick.bench.result import BenchmarkResult, TimingSummary
     from kernelpick.device import DeviceInfo
     from kernelpick.select.record import TuningRecord
 

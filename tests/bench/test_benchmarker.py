@@ -9,8 +9,7 @@ import pytest
 
 from kernelpick import settings
 from kernelpick.bench.benchmarker import benchmark, best_elsewhere, budgets_for, classify_run_error, finalists
-from kernelpick.bench.result import BenchmarkResult
-from kernelpick.bench.stats import TimingSummary
+from kernelpick.bench.result import BenchmarkResult, TimingSummary
 from kernelpick.bench.timers import Benchmarkable, TimingBudget, WallClockTimer
 
 QUICK = TimingBudget(warmup_ms=0.0, rep_ms=0.0, min_reps=3, max_reps=3)

@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kernelpick.bench.pick import margin, pick
-from kernelpick.bench.result import BenchmarkResult
-from kernelpick.bench.stats import TimingSummary
+from kernelpick.bench.result import BenchmarkResult, TimingSummary
 
 
 def result(median: float, spread: float = 0.0, host: float | None = None) -> BenchmarkResult:

@@ -16,8 +16,7 @@ import triton
 import kernelpick
 from kernelpick import settings
 from kernelpick.bench.benchmarker import MEASUREMENT_VERSION
-from kernelpick.bench.result import BenchmarkResult
-from kernelpick.bench.stats import TimingSummary
+from kernelpick.bench.result import BenchmarkResult, TimingSummary
 from kernelpick.bench.verify import VERIFICATION_VERSION
 from kernelpick.config import Config
 from kernelpick.store.base import StoredResult

@@ -11,8 +11,7 @@ import torch
 import triton
 
 from kernelpick import Config, Selector, autotune, cli, extern, template, triton_choice
-from kernelpick.bench.result import BenchmarkResult
-from kernelpick.bench.stats import TimingSummary
+from kernelpick.bench.result import BenchmarkResult, TimingSummary
 from kernelpick.cli.code import stored_code
 from kernelpick.errors import StoreError
 from kernelpick.store.base import StoredResult

@@ -10,8 +10,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from kernelpick.bench.result import BenchmarkResult
-from kernelpick.bench.stats import TimingSummary
+from kernelpick.bench.result import BenchmarkResult, TimingSummary
 from kernelpick.bench.verify import VERIFICATION_VERSION
 from kernelpick.reports.data import keys_from_store
 from kernelpick.reports.decisions import SPEEDUP_NOTE, DecisionGroup, decision_groups, print_decisions

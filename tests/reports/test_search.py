@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import math
 
-from kernelpick.bench.result import BenchmarkResult
-from kernelpick.bench.stats import TimingSummary
+from kernelpick.bench.result import BenchmarkResult, TimingSummary
 from kernelpick.reports.search import parse_search
 
 

@@ -13,8 +13,7 @@ import math
 import random
 from collections.abc import Callable, Sequence
 
-from kernelpick.bench.result import BenchmarkResult
-from kernelpick.bench.stats import TimingSummary
+from kernelpick.bench.result import BenchmarkResult, TimingSummary
 from kernelpick.config import Config
 from kernelpick.search.replay import Recorded, RecordedSpace
 from kernelpick.search.space import Space, gemm_shared_memory

@@ -6,8 +6,7 @@ from __future__ import annotations
 import pytest
 
 from kernelpick import settings
-from kernelpick.bench.result import BenchmarkResult
-from kernelpick.bench.stats import TimingSummary
+from kernelpick.bench.result import BenchmarkResult, TimingSummary
 from kernelpick.config import Config
 from kernelpick.errors import ConfigError
 from kernelpick.search import Batch, Budget, Evaluation

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from kernelpick.bench.result import BenchmarkResult
-from kernelpick.bench.stats import TimingSummary
+from kernelpick.bench.result import BenchmarkResult, TimingSummary
 from kernelpick.config import Config
 from kernelpick.search import Budget, make_strategy, run_search
 from tests.search.synthetic import Bench

@@ -9,8 +9,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from kernelpick.bench.result import BenchmarkResult
-from kernelpick.bench.stats import TimingSummary
+from kernelpick.bench.result import BenchmarkResult, TimingSummary
 from kernelpick.config import Config
 from kernelpick.errors import ConfigError
 from kernelpick.search import Batch, Budget, Evaluation, SearchStrategy, run_search

@@ -11,8 +11,7 @@ import torch
 import kernelpick
 from kernelpick import settings
 from kernelpick.bench.pick import pick
-from kernelpick.bench.result import BenchmarkResult
-from kernelpick.bench.stats import TimingSummary
+from kernelpick.bench.result import BenchmarkResult, TimingSummary
 from kernelpick.errors import SettingsError
 from kernelpick.select import tuning
 from kernelpick.select.selector_op import traceable_pick

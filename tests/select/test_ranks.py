@@ -19,8 +19,7 @@ from tests.bench_scripts import run_bench
 
 from kernelpick import settings
 from kernelpick.bench.benchmarker import lowest_elsewhere
-from kernelpick.bench.result import BenchmarkResult
-from kernelpick.bench.stats import TimingSummary
+from kernelpick.bench.result import BenchmarkResult, TimingSummary
 from kernelpick.device import describe
 from kernelpick.errors import StoreError
 from kernelpick.select.ranks import KeyShare, RankJob, rank_job

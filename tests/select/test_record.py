@@ -14,8 +14,7 @@ from rich.console import Console, RenderableType
 
 import kernelpick
 from kernelpick import settings
-from kernelpick.bench.result import BenchmarkResult
-from kernelpick.bench.stats import TimingSummary
+from kernelpick.bench.result import BenchmarkResult, TimingSummary
 from kernelpick.console import FittingTable
 from kernelpick.device import DeviceInfo, describe
 from kernelpick.select.record import autotune_table

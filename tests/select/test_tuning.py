@@ -18,8 +18,7 @@ import torch
 from tests.store.conftest import RedisServer
 
 from kernelpick import settings
-from kernelpick.bench.result import BenchmarkResult
-from kernelpick.bench.stats import TimingSummary
+from kernelpick.bench.result import BenchmarkResult, TimingSummary
 from kernelpick.device import describe
 from kernelpick.errors import TuningRequired
 from kernelpick.select.tuning import Tuning, pick_against_reference

@@ -7,8 +7,7 @@ import re
 
 import pytest
 
-from kernelpick.bench.result import BenchmarkResult
-from kernelpick.bench.stats import TimingSummary
+from kernelpick.bench.result import BenchmarkResult, TimingSummary
 from kernelpick.store.base import MemoryStore, StoredResult, load_candidates, parse_description, parse_result
 from kernelpick.store.keys import MAX_NESTING, Toolchain, TuningKey
 

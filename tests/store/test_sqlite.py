@@ -127,7 +127,7 @@ def test_results_persist_in_a_new_store_on_the_same_file(path: Path) -> None:
 _CHILD = """
 import json, sys
 from kernelpick.bench.result import BenchmarkResult
-from kernelpick.bench.stats import TimingSummary
+from kernelpick.bench.result import TimingSummary
 from kernelpick.store.base import StoredResult
 from kernelpick.store.keys import Toolchain, TuningKey
 from kernelpick.store.sqlite import SQLiteStore

@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelpick.bench.result import BenchmarkResult
-from kernelpick.bench.stats import TimingSummary
+from kernelpick.bench.result import BenchmarkResult, TimingSummary
 from kernelpick.errors import TableError
 from kernelpick.store.base import StoredResult
 from kernelpick.store.keys import Toolchain, TuningKey

@@ -11,8 +11,7 @@ import torch
 import triton
 
 import kernelpick
-from kernelpick.bench.result import BenchmarkResult
-from kernelpick.bench.stats import TimingSummary
+from kernelpick.bench.result import BenchmarkResult, TimingSummary
 from kernelpick.store.base import StoredResult
 from kernelpick.store.sqlite import SQLiteStore
 from kernelpick.tune.first_launch import FirstLaunch

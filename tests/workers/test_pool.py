@@ -9,8 +9,7 @@ from typing import Any
 import pytest
 
 from kernelpick.bench.benchmarker import best_elsewhere
-from kernelpick.bench.result import BenchmarkResult
-from kernelpick.bench.stats import TimingSummary
+from kernelpick.bench.result import BenchmarkResult, TimingSummary
 from kernelpick.workers.pool import WorkerPool
 
 Answer = Callable[[dict[str, Any]], "dict[str, Any] | None"]

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from kernelpick.bench.result import STATUSES, BenchmarkResult, Status
-from kernelpick.bench.stats import TimingSummary
+from kernelpick.bench.result import STATUSES, BenchmarkResult, Status, TimingSummary
 from kernelpick.bench.timers import Benchmarkable, Timer, TimingBudget
 
 __all__ = [

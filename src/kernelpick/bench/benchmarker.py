@@ -12,8 +12,7 @@ from typing import Any, TypeVar
 
 from kernelpick import settings
 from kernelpick.bench.host import host_ms
-from kernelpick.bench.result import BenchmarkResult, Status
-from kernelpick.bench.stats import TimingSummary
+from kernelpick.bench.result import BenchmarkResult, Status, TimingSummary
 from kernelpick.bench.timers import Benchmarkable, Timer, TimingBudget
 from kernelpick.device import DeviceInfo
 from kernelpick.signals import raise_if_interrupted

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kernelpick.bench.stats import TimingSummary
+from kernelpick.bench.result import TimingSummary
 
 _LISTS = ("evaluations", "trace", "history", "steps")
 _TIMES = ("seconds", "seconds_at", "elapsed_s", "elapsed", "time_s")

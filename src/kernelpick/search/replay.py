@@ -33,8 +33,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from kernelpick.bench.result import STATUSES, BenchmarkResult, Status
-from kernelpick.bench.stats import TimingSummary
+from kernelpick.bench.result import STATUSES, BenchmarkResult, Status, TimingSummary
 from kernelpick.config import Config
 from kernelpick.errors import ConfigError
 from kernelpick.search.base import Budget

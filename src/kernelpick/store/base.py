@@ -7,8 +7,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import MISSING, dataclass, fields, replace
 from typing import Any, Protocol, TypeGuard
 
-from kernelpick.bench.result import BenchmarkResult
-from kernelpick.bench.stats import TimingSummary
+from kernelpick.bench.result import BenchmarkResult, TimingSummary
 from kernelpick.store.keys import MAX_NESTING, TuningKey, nesting
 
 

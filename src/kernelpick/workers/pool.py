@@ -19,8 +19,7 @@ from typing import Any, Literal
 from kernelpick import settings
 from kernelpick.bench.benchmarker import finalists, lowest_elsewhere, on_one_scale
 from kernelpick.bench.measure import OnDone
-from kernelpick.bench.result import BenchmarkResult
-from kernelpick.bench.stats import TimingSummary
+from kernelpick.bench.result import BenchmarkResult, TimingSummary
 from kernelpick.errors import IsolationError
 from kernelpick.workers.process import WorkerProcess, describe_exit, describe_output
 
