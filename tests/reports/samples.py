@@ -16,8 +16,7 @@ from kernelpick.bench.result import BenchmarkResult, TimingSummary
 from kernelpick.bench.verify import VERIFICATION_VERSION
 from kernelpick.config import Config
 from kernelpick.device import DeviceInfo
-from kernelpick.select.log import tuning_entry
-from kernelpick.select.record import CandidateResult, TuningRecord
+from kernelpick.select.record import CandidateResult, TuningRecord, tuning_entry
 from kernelpick.select.signature import Signature
 from kernelpick.store.base import StoredResult
 from kernelpick.store.keys import Toolchain, TuningKey

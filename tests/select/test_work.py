@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from kernelpick.reports import ReportError, work
-from kernelpick.select.log import selection_key
+from kernelpick.select.record import selection_key
 from kernelpick.select.signature import Signature
 from kernelpick.select.work import forget_work, work_of
 

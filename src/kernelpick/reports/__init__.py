@@ -8,7 +8,7 @@ from kernelpick.reports.page import render_html, write_html
 from kernelpick.reports.plots import Plot, plots_of, write_pngs
 from kernelpick.reports.roofline import DevicePeaks, Roofline, device_peaks, roofline
 from kernelpick.reports.search import LoggedSearch
-from kernelpick.select.log import log_tuning, read_log
+from kernelpick.select.record import log_tuning, read_log
 from kernelpick.select.work import Work, forget_work, work
 
 __all__ = [

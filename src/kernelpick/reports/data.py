@@ -12,7 +12,7 @@ from kernelpick.bench.result import BenchmarkResult
 from kernelpick.errors import ReportError
 from kernelpick.reports.roofline import Roofline, roofline
 from kernelpick.reports.search import LoggedSearch, finite_number, parse_search
-from kernelpick.select.log import read_log, selection_key
+from kernelpick.select.record import read_log, selection_key
 from kernelpick.select.work import gemm_name, work_of
 from kernelpick.store.keys import canonical_json
 from kernelpick.store.text import candidate_name, key_text

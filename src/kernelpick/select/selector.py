@@ -29,8 +29,7 @@ from kernelpick.select.choice import (
 )
 from kernelpick.select.choice_measuring import ChoiceMeasuring
 from kernelpick.select.eligibility import SkippedChoice, eligible_spaces, tabled_choice
-from kernelpick.select.log import report_tuning
-from kernelpick.select.record import CandidateResult, TuningRecord, failure_report
+from kernelpick.select.record import CandidateResult, TuningRecord, failure_report, report_tuning
 from kernelpick.select.selector_op import SelectorOp
 from kernelpick.select.signature import (
     POSITIONAL_KEYS,

@@ -27,9 +27,8 @@ from kernelpick.search.run import SearchTrace
 from kernelpick.search.space import Space
 from kernelpick.search.spec import SearchArgument
 from kernelpick.select.choice_measuring import ChoiceMeasuring
-from kernelpick.select.log import report_tuning
 from kernelpick.select.modules import keep_kernel_source
-from kernelpick.select.record import TuningRecord, failure_report
+from kernelpick.select.record import TuningRecord, failure_report, report_tuning
 from kernelpick.select.signature import Signature
 from kernelpick.select.triton_choice import KernelCall
 from kernelpick.select.tuning import Settled, Tuning, result_store
