@@ -1,4 +1,4 @@
-"""Mapping TTIR parameters back to kernel arguments."""
+"""analysis/kernel_access.py: mapping TTIR parameters back to kernel arguments."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from access_corpus import copy, descriptor, f32, host_descriptors, scalars_and_n
 from corpus_support import TRITON_ELEMENT_TYPES, triton_typed
 from triton.tools.tensor_descriptor import TensorDescriptor
 
-from kernelpick.analysis.parameters import ttir_parameter_names
+from kernelpick.analysis.kernel_access import ttir_parameter_names
 from kernelpick.compile.target import specialize
 
 
