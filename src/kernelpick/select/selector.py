@@ -359,14 +359,15 @@ class Selector:
     ) -> Callable[..., Any] | None:
         """Bind the pick a deployment table gives for this key (`kernelpick.store.deploy`), if any
         (`expanded()`: every choice, made only when the store's completeness is asked for). A
-        template's pick is rendered alone."""
-        spaces, skipped = eligible_spaces(self.spaces, signature.device)
+        template's pick is rendered alone. The spaces the device can run are sorted out only for a table
+        that has an entry to look at."""
+        eligible = functools.cache(lambda: eligible_spaces(self.spaces, signature.device))
         found_for: dict[int, Choice | None] = {}
 
         def choice_of(entry: TableEntry) -> Choice | None:
             # The digest for the exact key; by name for another key, whose rendered choices differ.
             if id(entry) not in found_for:
-                found_for[id(entry)] = tabled_choice(spaces, signature, entry)
+                found_for[id(entry)] = tabled_choice(eligible()[0], signature, entry)
             return found_for[id(entry)]
 
         found = tuning.tabled(choice_of, lambda: [c.digest for c in expanded()[0]])
@@ -391,7 +392,7 @@ class Selector:
             True,
             phases=tuning.phases,
             note=hit.note,
-            skipped=skipped,
+            skipped=eligible()[1],
         )
         self.records[key] = self.last_selection = record
         report_tuning(record, table=False)
