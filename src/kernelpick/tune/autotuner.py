@@ -12,6 +12,7 @@ from typing import Any
 import triton
 from triton.runtime.jit import KernelInterface
 
+from kernelpick import settings
 from kernelpick.bench.benchmarker import MEASUREMENT_VERSION
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.timers import Timer, UserBenchTimer
