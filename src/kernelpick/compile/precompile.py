@@ -234,9 +234,14 @@ def _warm_up() -> None:
     for module in ("triton.runtime.cache", "triton.compiler.compiler"):
         triton_key = getattr(importlib.import_module(module), "triton_key", None)
         if triton_key is not None:
-            triton_key()
             break
-    make_backend(driver.active.get_current_target()).hash()
+    # Hashing Triton's files (its shared library most: file reads and hashing, without the GIL) and
+    # setting up the GPU driver took 0.78 and 0.53 s one after the other on an H200 host (py-spy of
+    # bench/autotune_vs_triton.py's cold kernelpick run, 2026-11-30): both at once.
+    with ThreadPoolExecutor(1, thread_name_prefix="kernelpick-triton-key") as hashing:
+        hashed = hashing.submit(triton_key or (lambda: None))
+        make_backend(driver.active.get_current_target()).hash()
+        hashed.result()
 
 
 def _lower(job: CompileJob) -> CompileOutcome:
