@@ -1,4 +1,5 @@
-"""What issue 39 made one stays one: a worker serves one kind of request, whichever front sends it."""
+"""What issue 39 made one stays one: one search and one measurer for both fronts, and a worker serving one
+kind of request, whichever front sends it."""
 
 from __future__ import annotations
 
@@ -56,3 +57,41 @@ def test_both_fronts_measure_on_one_example_class_here_and_in_a_worker(
     selector = kernelpick.Selector("add", [kernelpick.extern(torch.add)], store=MemoryStore(), isolate=True)
     torch.testing.assert_close(selector(x, x), x + x)
     assert built == [("worker", Example), ("here", Example)] * 2
+
+
+def test_both_fronts_search_and_measure_through_the_engines_one_search_and_one_measurer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from kernelpick import settings, template
+    from kernelpick.select import searching, tuning
+    from tests.select.search_choices import CONFIGS, DOUBLE, double
+
+    searched: list[list[type]] = []  # the candidates' kinds, per search
+    measured: list[list[type]] = []  # the candidates' kinds, per measurement
+    search, measure = searching.search_choices, choice_measuring.ChoiceMeasuring.measure
+
+    def search_spy(strategy: str, choices: Any, *args: Any, **kwargs: Any) -> Any:
+        searched.append(sorted({type(c) for c in choices}, key=lambda t: t.__name__))
+        return search(strategy, choices, *args, **kwargs)
+
+    def measure_spy(self: Any, todo: Any, *args: Any, **kwargs: Any) -> Any:
+        measured.append(sorted({type(c) for c in todo}, key=lambda t: t.__name__))
+        return measure(self, todo, *args, **kwargs)
+
+    monkeypatch.setattr(tuning, "search_choices", search_spy)
+    monkeypatch.setattr(choice_measuring.ChoiceMeasuring, "measure", measure_spy)
+    space = [triton.Config({"BLOCK": block}) for block in (16, 32, 64, 128)]
+    tuned = kernelpick.autotune(space, key=["n"], store=MemoryStore(), search="random")(increment_kernel)
+    choices = [kernelpick.extern(double), template(DOUBLE, configs=CONFIGS)]
+    selector = kernelpick.Selector("double", choices, search="random", store=MemoryStore())
+    x = torch.zeros(100)
+    with settings.override(rep_ms=1.0, search_budget=2, confirm_top=1):
+        tuned[lambda meta: (triton.cdiv(100, meta["BLOCK"]),)](x, 100)
+        torch.testing.assert_close(selector(x + 1), (x + 1) * 2)
+    config, extern, template_choice = (
+        choice_measuring.ConfigChoice, choice_measuring.ExternChoice, choice_measuring.TemplateChoice
+    )  # fmt: skip
+    assert searched == [[config], [extern, template_choice]]  # each front's one search
+    assert {kind for kinds in measured for kind in kinds} == {config, extern, template_choice}
+    assert tuned.last_tuning is not None and tuned.last_tuning.search is not None
+    assert selector.last_selection is not None and "double" in selector.last_selection.searches
