@@ -84,6 +84,38 @@ def test_an_epilogue_reads_more_inputs_named_by_arguments() -> None:
     assert record.candidates[1].name.startswith("scale[")
 
 
+#: Copies X (R x C) into each of an output's two leading slices, reading X by its own strides.
+TILE = TritonTemplate(
+    "tile",
+    """
+{{ def_kernel() }}
+    pid = tl.program_id(0)
+    r = tl.arange(0, R)[:, None]
+    c = tl.arange(0, C)[None, :]
+    x = tl.load(X + r * {{ stride("X", 0) }} + c * {{ stride("X", 1) }}).to(tl.float32)
+    {{ store_output(("pid", "r", "c"), "x", None) }}
+""",
+    inputs=("X",),
+    output=lambda x: ((2, *x.size), x.dtype),
+    grid=lambda context: (2,),
+)
+
+
+def test_an_epilogue_reads_an_input_of_the_template_by_the_outputs_dimensions() -> None:
+    # X (4 x 8) read by the template by its own dimensions, and by the epilogue broadcast to the
+    # output (2 x 4 x 8): its stride along the output's dimension 1 is 8, along X's own dimension 1
+    # it is 1. Passed as arguments, the two must not share a name.
+    def reference(x: torch.Tensor) -> torch.Tensor:
+        return (x * 2).expand(2, *x.shape).contiguous()
+
+    epilogue = Epilogue("acc + X", ("X",))
+    choice = template(TILE, configs=[Config({"R": 4, "C": 8})], epilogue=epilogue, static_shapes=False)
+    selector = Selector("tile", [extern(reference), choice])
+    selector.tune(torch.randn(4, 8))
+    record = selector.last_selection
+    assert record is not None and all(r.result.ok for r in record.candidates), record.results
+
+
 def test_shapes_passed_as_arguments_reuse_one_rendered_kernel_across_sizes() -> None:
     static = template(SCALE, configs=CONFIGS[:1], constants={"FACTOR": 2.0})
     dynamic = template(SCALE, configs=CONFIGS[:1], constants={"FACTOR": 2.0}, static_shapes=False)

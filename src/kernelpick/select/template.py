@@ -363,7 +363,7 @@ class _RenderState:
         return self._placeholder("DEF_KERNEL", lambda: self._def_code(f"{self.kernel_name}_{name}"))
 
     # -- hooks ---------------------------------------------------------------------------------
-    def _offset(self, name: str, indices: Sequence[str], strides: Sequence[int]) -> str:
+    def _offset(self, name: str, indices: Sequence[str], strides: Sequence[int], what: str = "stride") -> str:
         terms = []
         for dim, (index, stride) in enumerate(zip(indices, strides)):
             if stride == 0:
@@ -371,7 +371,7 @@ class _RenderState:
             if self.static:
                 terms.append(f"({index})" if stride == 1 else f"({index}) * {stride}")
             else:
-                terms.append(f"({index}) * {self._integer(name, 'stride', dim, stride)}")
+                terms.append(f"({index}) * {self._integer(name, what, dim, stride)}")
         if not terms:  # a broadcast scalar: the pointer must still be a block of the tile's shape
             terms = [f"0 * ({index})" for index in indices]
         return " + ".join(terms)
@@ -386,7 +386,10 @@ class _RenderState:
             for name in self.epilogue.inputs:
                 strides = self.spec(name).broadcast_strides(self.output.size)
                 other = ", other=0.0" if mask else ""
-                offset = self._offset(name, indices, strides)
+                # By the output's dimensions: an input the template reads itself has its own strides
+                # by its own dimensions, under the names `stride(name, dim)` gives.
+                what = "epilogue_stride" if name in self.template.inputs else "stride"
+                offset = self._offset(name, indices, strides, what)
                 code.line(f"epilogue_{name} = tl.load({name} + {offset}{masked}{other}).to(tl.float32)")
                 names[name] = f"epilogue_{name}"
             code.line(f"epilogue_result = {self.epilogue.code(names)}")
