@@ -9,6 +9,7 @@ from kernelpick.bench.verify import (
     FP8_FAST_ACCUMULATION_TOLERANCE,
     FP8_PRODUCT_TOLERANCE,
     TF32_TOLERANCE,
+    Expected,
     Tolerance,
     compare,
     fp8_product_tolerance,
@@ -147,3 +148,26 @@ def test_tf32_allowed_follows_the_legacy_flag_and_fp32_precision_alike() -> None
             matmul.fp32_precision = before
             matmul.allow_tf32 = legacy_before
     assert matmul.allow_tf32 is legacy_before  # readable again, as other code reads it
+
+
+def test_a_reference_is_prepared_once_for_every_output_checked_against_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    widened: list[torch.Size] = []
+    widen = Expected._widen
+
+    def counting(tensor: torch.Tensor) -> torch.Tensor:
+        widened.append(tensor.shape)
+        return widen(tensor)
+
+    monkeypatch.setattr(Expected, "_widen", staticmethod(counting))
+    want = torch.randn(64, 32).to(torch.bfloat16)
+    want[0, 0] = float("inf")  # its finite values and their mask are kept too
+    expected = Expected(want)
+    outputs = [want.clone() for _ in range(3)]
+    outputs[1][5, 5] += 1.0
+    reasons = [expected.why(output) for output in outputs]
+    assert reasons[0] is None and reasons[2] is None
+    assert reasons[1] is not None and "differs from the reference in 1 of 2047 values" in reasons[1]
+    assert len(widened) == 1 + len(outputs)  # the reference once, each output once
+    assert reasons == [compare(output, want) for output in outputs]  # what a single comparison says

@@ -12,7 +12,7 @@ from kernelpick.bench.benchmarker import benchmark, classify_run_error
 from kernelpick.bench.inputs import Example
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.timers import Timer, UserBenchTimer, run_once
-from kernelpick.bench.verify import Tolerance, compare
+from kernelpick.bench.verify import Expected, Tolerance
 from kernelpick.device import DeviceInfo
 
 #: Called with a candidate's digest and result as each is done with.
@@ -80,10 +80,11 @@ class Measurement:
         self.example = example
         self.device = device
         self.reference, self.tolerance, self.tf32 = reference, tolerance, tf32
-        self._expected: tuple[Any, str | None] | None = None
+        self._expected: tuple[Expected | None, str | None] | None = None
 
-    def expected(self) -> tuple[Any, str | None]:
-        """The reference's output on the example, or why the reference failed (computed once)."""
+    def expected(self) -> tuple[Expected | None, str | None]:
+        """The reference's output on the example, prepared for checking, or why the reference failed
+        (computed once)."""
         if self._expected is None:
             assert self.reference is not None
             name, reference = self.reference
@@ -91,7 +92,8 @@ class Measurement:
                 self.example.restore()
                 output = reference(*self.example.args, **self.example.kwargs)
                 synchronize(self.device)
-                self._expected = (output, None)
+                tf32 = self.device.type == "cuda" and self.tf32
+                self._expected = (Expected(output, self.tolerance, tf32), None)
             except Exception as error:
                 message = f"the reference `{name}` failed on these inputs: {classify_run_error(error)[1]}"
                 self._expected = (None, message)
@@ -117,10 +119,9 @@ class Measurement:
             return BenchmarkResult.failed(*classify_run_error(error))
         writes_inputs = example.changed()
         if checked:
-            if reference_error is not None:
+            if expected is None:
                 return BenchmarkResult.failed("wrong_result", f"not verified: {reference_error}")
-            tf32 = self.device.type == "cuda" and self.tf32
-            reason = compare(output, expected, tolerance=self.tolerance, tf32=tf32)
+            reason = expected.why(output)
             if reason is not None:
                 return BenchmarkResult.failed("wrong_result", reason)
         return Run(candidate, example, restore=writes_inputs)

@@ -89,7 +89,7 @@ def compare(
     tf32: bool = False,
     where: str = "output",
 ) -> str | None:
-    """Why `output` does not match `expected` (None when it does).
+    """Why `output` does not match `expected` (None when it does): `Expected(expected, ...).why(output)`.
 
     Tensors are compared by size, dtype and values; tuples and lists element by element; anything else
     with `==`.
@@ -101,71 +101,114 @@ def compare(
         tf32: float32 products may have used TensorFloat-32.
         where: how to name this output in the message.
     """
-    if isinstance(expected, torch.Tensor):
-        if not isinstance(output, torch.Tensor):
-            return f"{where} is a {type(output).__name__}, the reference gives a tensor"
-        return _compare_tensors(output, expected, tolerance, tf32, where)
-    if isinstance(expected, (tuple, list)):
-        if not isinstance(output, (tuple, list)) or len(output) != len(expected):
-            return f"{where} is {_describe(output)}, the reference gives {_describe(expected)}"
-        for index, (got, want) in enumerate(zip(output, expected)):
-            reason = compare(got, want, tolerance=tolerance, tf32=tf32, where=f"{where}[{index}]")
-            if reason is not None:
-                return reason
-        return None
-    if output is expected:
-        return None
-    try:
-        equal = bool(output == expected)
-    except Exception:
-        equal = False
-    return None if equal else f"{where} is {output!r}, the reference gives {expected!r}"
+    return Expected(expected, tolerance, tf32).why(output, where)
+
+
+#: A floating reference prepared (`Expected._widened`), or why nothing can be checked against it.
+_Widened = tuple[torch.Tensor, "torch.Tensor | None", float, torch.Tensor] | str
+
+
+class Expected:
+    """The reference's output, prepared once for checking many outputs against it: a floating
+    tensor widened, its NaN, infinities and RMS found (per output of every candidate, that work was
+    as much as the candidate's own check)."""
+
+    def __init__(self, expected: Any, tolerance: Tolerance | None = None, tf32: bool = False) -> None:
+        self.expected, self.tolerance = expected, tolerance
+        self._parts: list[Expected] | None = None
+        if isinstance(expected, (tuple, list)):
+            self._parts = [Expected(e, tolerance, tf32) for e in expected]
+        self._wide: _Widened | None = None
+        if isinstance(expected, torch.Tensor):  # now: the example's tensors may be restored before a check
+            self.tolerance = tolerance or tolerance_for(expected.dtype, tf32=tf32)
+            if self.tolerance is not None:
+                self._wide = self._widened(self.tolerance)
+
+    def why(self, output: Any, where: str = "output") -> str | None:
+        """Why `output` does not match (None when it does)."""
+        expected = self.expected
+        if isinstance(expected, torch.Tensor):
+            if not isinstance(output, torch.Tensor):
+                return f"{where} is a {type(output).__name__}, the reference gives a tensor"
+            return self._compare_tensor(output, where)
+        if self._parts is not None:
+            if not isinstance(output, (tuple, list)) or len(output) != len(self._parts):
+                return f"{where} is {_describe(output)}, the reference gives {_describe(expected)}"
+            for index, (got, part) in enumerate(zip(output, self._parts)):
+                reason = part.why(got, f"{where}[{index}]")
+                if reason is not None:
+                    return reason
+            return None
+        if output is expected:
+            return None
+        try:
+            equal = bool(output == expected)
+        except Exception:
+            equal = False
+        return None if equal else f"{where} is {output!r}, the reference gives {expected!r}"
+
+    def _widened(self, tolerance: Tolerance) -> _Widened:
+        """The reference widened, the mask of its finite values (None: all are), its RMS over them and
+        the tolerance each finite value allows; or why nothing can be checked against it."""
+        want = self._widen(self.expected)
+        if bool(torch.isnan(want).any()):
+            return (
+                "the reference output has NaN on the example inputs, so {where} cannot be verified: "
+                "give the selector an input_gen that makes valid inputs, or verify=False"
+            )
+        finite = torch.isfinite(want)
+        mask = None if bool(finite.all()) else finite
+        values = want if mask is None else want[mask]
+        scale = (float(torch.sqrt(torch.mean(values * values))) if values.numel() else 0.0) or 1.0
+        return want, mask, scale, tolerance.atol * scale + tolerance.rtol * values.abs()
+
+    @staticmethod
+    def _widen(tensor: torch.Tensor) -> torch.Tensor:
+        wide = torch.float64 if tensor.dtype in (torch.float64, torch.complex128) else torch.float32
+        return (torch.view_as_real(tensor) if tensor.is_complex() else tensor).to(wide)
+
+    def _compare_tensor(self, output: torch.Tensor, where: str) -> str | None:
+        expected = self.expected
+        if output.shape != expected.shape:
+            return f"{where} has size {list(output.shape)}, the reference {list(expected.shape)}"
+        if output.dtype != expected.dtype:
+            return f"{where} has dtype {output.dtype}, the reference {expected.dtype}"
+        if output.device != expected.device:
+            return f"{where} is on {output.device}, the reference on {expected.device}"
+        tolerance, prepared = self.tolerance, self._wide
+        if tolerance is None or prepared is None:
+            wrong = int((output != expected).sum())
+            return None if wrong == 0 else f"{where} differs in {wrong} of {expected.numel()} values"
+        if isinstance(prepared, str):
+            return prepared.format(where=where)
+        want, mask, scale, allowed = prepared
+        got = self._widen(output)
+        nan = int(torch.isnan(got).sum())
+        if nan:
+            return f"{where} has {nan} NaN of {got.numel()} values"
+        if mask is None:
+            if not bool(torch.isfinite(got).all()):
+                return f"{where} has infinities where the reference has none, or the other way round"
+        else:
+            if not (torch.equal(torch.isfinite(got), mask) and torch.equal(got[~mask], want[~mask])):
+                return f"{where} has infinities where the reference has none, or the other way round"
+            got, want = got[mask], want[mask]
+        if want.numel() == 0:
+            return None
+        error = (got - want).abs()
+        bad = error > allowed
+        count = int(bad.sum())
+        if count == 0:
+            return None
+        worst = int(torch.argmax(error - allowed))
+        return (
+            f"{where} differs from the reference in {count} of {want.numel()} values beyond {tolerance}: "
+            f"worst got {float(got.flatten()[worst]):.6g}, expected {float(want.flatten()[worst]):.6g} "
+            f"(rms {scale:.3g})"
+        )
 
 
 def _describe(value: Any) -> str:
     if isinstance(value, (tuple, list)):
         return f"a {type(value).__name__} of {len(value)}"
     return f"a {type(value).__name__}"
-
-
-def _compare_tensors(
-    output: torch.Tensor, expected: torch.Tensor, tolerance: Tolerance | None, tf32: bool, where: str
-) -> str | None:
-    if output.shape != expected.shape:
-        return f"{where} has size {list(output.shape)}, the reference {list(expected.shape)}"
-    if output.dtype != expected.dtype:
-        return f"{where} has dtype {output.dtype}, the reference {expected.dtype}"
-    if output.device != expected.device:
-        return f"{where} is on {output.device}, the reference on {expected.device}"
-    tolerance = tolerance or tolerance_for(expected.dtype, tf32=tf32)
-    if tolerance is None:
-        wrong = int((output != expected).sum())
-        return None if wrong == 0 else f"{where} differs in {wrong} of {expected.numel()} values"
-    wide = torch.float64 if expected.dtype in (torch.float64, torch.complex128) else torch.float32
-    got, want = ((torch.view_as_real(t) if t.is_complex() else t).to(wide) for t in (output, expected))
-    if bool(torch.isnan(want).any()):
-        return (
-            f"the reference output has NaN on the example inputs, so {where} cannot be verified: "
-            "give the selector an input_gen that makes valid inputs, or verify=False"
-        )
-    nan = int(torch.isnan(got).sum())
-    if nan:
-        return f"{where} has {nan} NaN of {got.numel()} values"
-    finite = torch.isfinite(want)
-    if not (torch.equal(torch.isfinite(got), finite) and torch.equal(got[~finite], want[~finite])):
-        return f"{where} has infinities where the reference has none, or the other way round"
-    got, want = got[finite], want[finite]
-    if want.numel() == 0:
-        return None
-    scale = float(torch.sqrt(torch.mean(want * want))) or 1.0
-    error = (got - want).abs()
-    allowed = tolerance.atol * scale + tolerance.rtol * want.abs()
-    bad = error > allowed
-    count = int(bad.sum())
-    if count == 0:
-        return None
-    worst = int(torch.argmax(error - allowed))
-    return (
-        f"{where} differs from the reference in {count} of {want.numel()} values beyond {tolerance}: "
-        f"worst got {float(got[worst]):.6g}, expected {float(want[worst]):.6g} (rms {scale:.3g})"
-    )
