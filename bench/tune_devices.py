@@ -77,7 +77,7 @@ def tune(devices: str, ray: bool = False) -> dict[str, Any]:
 def tunings(log: Path) -> dict[str, list[dict[str, Any]]]:
     """Each process's tunings in the order they ended (by pid): what was tuned, its seconds and
     its phases, so that a process's first tuning can be told from its later ones."""
-    from kernelpick.select.record import read_log
+    from kernelpick.reports import read_log
 
     by_process: dict[str, list[dict[str, Any]]] = {}
     if not log.exists():

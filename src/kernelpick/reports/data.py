@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -12,13 +13,15 @@ from kernelpick.bench.result import BenchmarkResult
 from kernelpick.errors import ReportError
 from kernelpick.reports.roofline import Roofline, roofline
 from kernelpick.reports.search import LoggedSearch, finite_number, parse_search
-from kernelpick.select.record import read_log, selection_key
+from kernelpick.select.record import LOG_VERSION, selection_key
 from kernelpick.select.work import gemm_name, work_of
 from kernelpick.store.keys import canonical_json
 from kernelpick.store.text import candidate_name, key_text
 
 if TYPE_CHECKING:
     from kernelpick.store.base import StoredRow
+
+logger = logging.getLogger("kernelpick.reports")
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,6 +228,43 @@ def load_report(log: Path | None = None, store: Path | None = None, kernel: str 
             )
         found = mine
     return Report(tuple(found), sources)
+
+
+def read_log(path: Path) -> list[dict[str, Any]]:
+    """Every line of the tuning log at `path`, oldest first.
+
+    A line that is not a JSON object of a known version (a line cut short by a crash, or text
+    written by something else) is left out, with one warning saying how many were.
+
+    Raises:
+        ReportError: no file at `path`.
+    """
+    try:
+        text = Path(path).read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        raise ReportError(
+            f"no tuning log at {path}: set KERNELPICK_LOG=<path> while tuning to write one, or pass "
+            "the path of an existing log"
+        ) from None
+    entries, skipped = [], 0
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        try:
+            entry = json.loads(line)
+        except json.JSONDecodeError:
+            entry = None
+        if (
+            isinstance(entry, dict)
+            and entry.get("version") == LOG_VERSION
+            and isinstance(entry.get("candidates"), list)
+        ):
+            entries.append(entry)
+        else:
+            skipped += 1
+    if skipped:
+        logger.warning("%s: %d lines that are not kernelpick tuning log lines were left out", path, skipped)
+    return entries
 
 
 def keys_from_log(entries: Iterable[Mapping[str, Any]]) -> list[TunedKey]:

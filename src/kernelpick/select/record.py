@@ -18,7 +18,6 @@ from kernelpick.bench.result import BenchmarkResult
 from kernelpick.config import Config
 from kernelpick.console import Column, FittingTable, headline, print_table, warn_once
 from kernelpick.device import DeviceInfo
-from kernelpick.errors import ReportError
 from kernelpick.search.run import SearchTrace
 from kernelpick.select.eligibility import SkippedChoice
 from kernelpick.select.signature import Signature
@@ -373,7 +372,7 @@ def _without_shared(names: Sequence[str]) -> tuple[list[str], list[str]]:
     return [" ".join(own) for own in kept], shared
 
 
-#: The version of the line format; a reader skips lines of a version it does not know.
+#: The version of the line format; a reader skips lines of a version it does not know (`read_log`).
 LOG_VERSION = 1
 
 
@@ -506,40 +505,3 @@ def _lock(descriptor: int) -> None:
     except ImportError:  # Windows: O_APPEND alone
         return
     fcntl.flock(descriptor, fcntl.LOCK_EX)
-
-
-def read_log(path: Path) -> list[dict[str, Any]]:
-    """Every line of the tuning log at `path`, oldest first.
-
-    A line that is not a JSON object of a known version (a line cut short by a crash, or text
-    written by something else) is left out, with one warning saying how many were.
-
-    Raises:
-        ReportError: no file at `path`.
-    """
-    try:
-        text = Path(path).read_text(encoding="utf-8", errors="replace")
-    except FileNotFoundError:
-        raise ReportError(
-            f"no tuning log at {path}: set KERNELPICK_LOG=<path> while tuning to write one, or pass "
-            "the path of an existing log"
-        ) from None
-    entries, skipped = [], 0
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        try:
-            entry = json.loads(line)
-        except json.JSONDecodeError:
-            entry = None
-        if (
-            isinstance(entry, dict)
-            and entry.get("version") == LOG_VERSION
-            and isinstance(entry.get("candidates"), list)
-        ):
-            entries.append(entry)
-        else:
-            skipped += 1
-    if skipped:
-        log.warning("%s: %d lines that are not kernelpick tuning log lines were left out", path, skipped)
-    return entries
