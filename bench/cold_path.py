@@ -131,6 +131,7 @@ def main() -> None:
     if out is None:
         print(f"wrote {write_result('cold_path', report)}")
     else:
+        out.mkdir(parents=True, exist_ok=True)
         path = out / f"cold_path-{device_slug(report['environment'].get('device', 'cpu'))}.json"
         path.write_text(json.dumps(report, indent=2) + "\n")
 
