@@ -302,7 +302,7 @@ class Selector:
             reference_digest=kept,
             phases=tuning.phases,
         )
-        settled = tuning.settle(by_digest, self.search, measuring, kept, ranking)
+        settled = tuning.settle(by_digest, self.search, measuring, ranking)
         self.timed_here = measuring.timed_here
         results = dict(settled.results)
         ranked = sorted(

@@ -197,7 +197,6 @@ class Tuning:
         candidates: Mapping[str, Choice],
         strategy: str | None,
         measuring: ChoiceMeasuring,
-        kept: str | None,
         ranking: str = "graph",
         structure: Space | None = None,
     ) -> Settled:
@@ -208,13 +207,14 @@ class Tuning:
         job take parts of it); another searches each config space (`search_choices`; `structure`: a
         tuned kernel's `Space`), a config compiling far longer than the rest of its batch given up
         as `skipped` (forked compilers only: a thread cannot be stopped). The pick is
-        `pick_against_reference`'s, with `kept` the reference, as `ranking` costs a call.
+        `pick_against_reference`'s, with the candidate `measuring` keeps unless clearly beaten
+        (`reference_digest`) the reference, as `ranking` costs a call.
 
         Raises:
             TuningRequired: something is left to measure and `KERNELPICK_NO_TUNING=1`.
         """
         strategy = strategy or default_strategy_name()
-        digests = list(candidates)
+        digests, kept = list(candidates), measuring.reference_digest
         traces: dict[str, SearchTrace] = {}
 
         def choose(results: Mapping[str, BenchmarkResult]) -> Pick[str] | None:

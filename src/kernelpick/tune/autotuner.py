@@ -414,7 +414,6 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
         seconds per step in the tuning's: in worker processes when isolation is wanted, unless the
         user's hooks or do_bench must run here."""
         call = self._call(grid)
-        kept = None if self.default is None else self.default.digest
         measuring = ChoiceMeasuring(
             self.name,
             Signature.of(args, kwargs),
@@ -422,13 +421,13 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
             kwargs,
             timer=self.timer,
             isolate=self.isolate,
-            reference_digest=kept,
+            reference_digest=None if self.default is None else self.default.digest,
             kernel=call,
             overrides=self.budget_overrides(),
             phases=tuning.phases,
         )
         by_digest = {c.digest: c for c in call.choices(configs)}
-        settled = tuning.settle(by_digest, self.search, measuring, kept, structure=self.space)
+        settled = tuning.settle(by_digest, self.search, measuring, structure=self.space)
         reasons = list(measuring.timed_here.values())
         self.timed_here = {self.name: reasons[0]} if reasons else {}
         return settled
