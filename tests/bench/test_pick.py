@@ -53,11 +53,6 @@ def test_a_failed_reference_is_no_reference() -> None:
     assert pick({"ref": failed, "new": result(1.0)}, "ref").best == "new"
 
 
-def test_only_eligible_candidates_win() -> None:
-    results = {"a": result(1.0), "b": result(2.0)}
-    assert pick(results, eligible=lambda name: name != "a").best == "b"
-
-
 def test_nothing_that_worked_is_an_error() -> None:
     with pytest.raises(ValueError, match="no candidate worked"):
         pick({"a": BenchmarkResult.failed("timeout", "hung")})

@@ -37,7 +37,6 @@ def pick(
     reference: K | None = None,
     *,
     name: Callable[[K], str] = str,
-    eligible: Callable[[K], bool] | None = None,
     measure: str = "graph",
 ) -> Pick[K]:
     """The candidate to run.
@@ -46,14 +45,13 @@ def pick(
         results: every candidate's result; at least one must be ok.
         reference: the candidate to keep unless another clearly beats it (None: the fastest wins).
         name: how a candidate is named in the note.
-        eligible: which candidates may win (default: every one that is ok).
         measure: what a call costs: "graph", its device time; "eager", the larger of its device and
             host time (`TimingSummary.cost`).
 
     Raises:
         ValueError: no candidate is ok.
     """
-    ok = [k for k, r in results.items() if r.ok and (eligible is None or eligible(k))]
+    ok = [k for k, r in results.items() if r.ok]
     if not ok:
         raise ValueError("no candidate worked")
     fastest = min(ok, key=lambda k: results[k].cost(measure))
