@@ -19,7 +19,7 @@ from kernelpick.bench.benchmarker import MEASUREMENT_VERSION
 from kernelpick.bench.result import BenchmarkResult, TimingSummary
 from kernelpick.bench.verify import VERIFICATION_VERSION
 from kernelpick.config import Config
-from kernelpick.store.base import StoredResult
+from kernelpick.store.base import CandidateResult
 from kernelpick.store.keys import Toolchain, TuningKey
 from kernelpick.store.sqlite import SQLiteStore
 from kernelpick.store.text import candidate_name
@@ -57,12 +57,12 @@ def name(config: Config) -> str:
     return candidate_name(config.to_dict())
 
 
-def configs(*pairs: tuple[Config, BenchmarkResult]) -> list[StoredResult]:
-    return [StoredResult(config.digest, config.to_dict(), result) for config, result in pairs]
+def configs(*pairs: tuple[Config, BenchmarkResult]) -> list[CandidateResult]:
+    return [CandidateResult(config.digest, config.to_dict(), result) for config, result in pairs]
 
 
-def extern(name: str, result: BenchmarkResult) -> StoredResult:
-    return StoredResult(
+def extern(name: str, result: BenchmarkResult) -> CandidateResult:
+    return CandidateResult(
         f"digest-{name}", {"kind": "extern", "name": name, "callable": f"torch.{name}"}, result
     )
 
@@ -661,8 +661,8 @@ def test_show_says_what_ranks_a_selection_and_what_eager_calls_would_pick(
         return BenchmarkResult("ok", TimingSummary.of([device_ms] * 5, timer="cudagraph").with_host(host_ms))
 
     rows = [
-        StoredResult("a" * 16, {"kind": "extern", "name": "torch.mm"}, timed(0.012, 0.006)),
-        StoredResult("b" * 16, {"kind": "template", "name": "mm BLOCK_M=16"}, timed(0.009, 0.020)),
+        CandidateResult("a" * 16, {"kind": "extern", "name": "torch.mm"}, timed(0.012, 0.006)),
+        CandidateResult("b" * 16, {"kind": "template", "name": "mm BLOCK_M=16"}, timed(0.009, 0.020)),
     ]
     store.save(selection, rows, pick="b" * 16)
     code, out, _ = run_cli(capsys, "cache", "show", "mm_select", "--store", str(tmp_path / "results.db"))

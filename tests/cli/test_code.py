@@ -14,7 +14,7 @@ from kernelpick import Config, Selector, autotune, cli, extern, template, triton
 from kernelpick.bench.result import BenchmarkResult, TimingSummary
 from kernelpick.cli.code import stored_code
 from kernelpick.errors import StoreError
-from kernelpick.store.base import StoredResult
+from kernelpick.store.base import CandidateResult
 from kernelpick.store.default import default_store_path
 from kernelpick.store.keys import Toolchain, TuningKey
 from kernelpick.store.sqlite import SQLiteStore
@@ -137,7 +137,7 @@ def test_a_stored_source_path_outside_the_cache_folder_is_never_read(
     }
     SQLiteStore(store).save(
         TuningKey("planted", "source", "cpu", "", Toolchain.current(), (1,)),
-        [StoredResult(digest, description, OK) for digest, description in planted.items()],
+        [CandidateResult(digest, description, OK) for digest, description in planted.items()],
     )
     listed = json.loads(code(capsys, "planted", "--all", "--json", "--store", str(store)))
     assert len(listed) == 3 and all(entry["source"] is None for entry in listed)

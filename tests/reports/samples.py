@@ -16,9 +16,9 @@ from kernelpick.bench.result import BenchmarkResult, TimingSummary
 from kernelpick.bench.verify import VERIFICATION_VERSION
 from kernelpick.config import Config
 from kernelpick.device import DeviceInfo
-from kernelpick.select.record import CandidateResult, TuningRecord, tuning_entry
+from kernelpick.select.record import TuningRecord, tuning_entry
 from kernelpick.select.signature import Signature
-from kernelpick.store.base import StoredResult
+from kernelpick.store.base import CandidateResult
 from kernelpick.store.keys import Toolchain, TuningKey
 from kernelpick.store.sqlite import SQLiteStore
 from kernelpick.tensors import TensorSpec
@@ -56,7 +56,9 @@ def gemm_record(m: int, n: int, k: int, seed: int = 0) -> TuningRecord:
     signature = Signature((a, b), (), None, H100)
     ideal_ms = 2 * m * n * k / 700e12 * 1e3  # 700 TFLOP/s at best
     results = [
-        CandidateResult("torch.mm", "extern", {"kind": "extern", "name": "torch.mm"}, _ok(ideal_ms * 1.08))
+        CandidateResult(
+            "extern", {"kind": "extern", "name": "torch.mm"}, _ok(ideal_ms * 1.08), name="torch.mm"
+        )
     ]
     for block_m in (64, 128, 256):
         for block_n in (64, 128, 256):
@@ -75,7 +77,7 @@ def gemm_record(m: int, n: int, k: int, seed: int = 0) -> TuningRecord:
                     else:
                         slower = 1 + abs(block_m - 128) / 200 + abs(block_n - 128) / 300 + (warps == 4) * 0.1
                         result = _ok(ideal_ms * slower * rng.uniform(1.0, 1.05))
-                    results.append(CandidateResult(name, config.digest, description, result))
+                    results.append(CandidateResult(config.digest, description, result, name=name))
     ranked = tuple(sorted(results, key=lambda r: r.result.cost_ms))
     return TuningRecord.of_selection(
         "kernelpick.ops.mm", (), signature, ranked, ranked[0].digest, 42.0, False, reference="torch.mm"
@@ -141,7 +143,7 @@ def store_of_suite(suite: Path, path: Path) -> Path:
             tuple(record["signature"]),
         )
         results = [
-            StoredResult(r["digest"], r["choice"], BenchmarkResult.from_dict(r)) for r in record["results"]
+            CandidateResult(r["digest"], r["choice"], BenchmarkResult.from_dict(r)) for r in record["results"]
         ]
         best = next(r["digest"] for r in record["results"] if r["name"] == record["best"])
         store.save(key, results, pick=best)

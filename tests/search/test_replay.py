@@ -17,7 +17,7 @@ from kernelpick.device import DeviceInfo
 from kernelpick.errors import ConfigError
 from kernelpick.search import Budget
 from kernelpick.search.replay import Recorded, RecordedSpace, ReplayBenchmarker, exhaustive_seconds, score
-from kernelpick.store.base import StoredResult
+from kernelpick.store.base import CandidateResult
 from kernelpick.store.keys import TuningKey
 from kernelpick.store.sqlite import SQLiteStore
 from tests.search.synthetic import recorded_gemm
@@ -176,8 +176,8 @@ def test_a_recorded_space_is_built_from_one_keys_rows_of_the_result_store(tmp_pa
     store.save(
         key,
         [
-            StoredResult(A.digest, A.to_dict(), BenchmarkResult("ok", timing)),
-            StoredResult(C.digest, C.to_dict(), BenchmarkResult.failed("compile_error", "bad")),
+            CandidateResult(A.digest, A.to_dict(), BenchmarkResult("ok", timing)),
+            CandidateResult(C.digest, C.to_dict(), BenchmarkResult.failed("compile_error", "bad")),
         ],
     )
     recorded = RecordedSpace.from_rows(store.rows("add"), compile_s=1.5)
@@ -192,7 +192,7 @@ def test_a_recorded_space_is_built_from_one_keys_rows_of_the_result_store(tmp_pa
     )
     store.save(
         TuningKey.make("add", "source", device, [8192]),
-        [StoredResult(B.digest, B.to_dict(), BenchmarkResult("ok", timing))],
+        [CandidateResult(B.digest, B.to_dict(), BenchmarkResult("ok", timing))],
     )
     with pytest.raises(ConfigError, match="rows of 2 keys: pass the rows of one key"):
         RecordedSpace.from_rows(store.rows("add"))

@@ -22,7 +22,7 @@ from kernelpick.bench.result import BenchmarkResult, TimingSummary
 from kernelpick.device import describe
 from kernelpick.errors import TuningRequired
 from kernelpick.select.tuning import Tuning, pick_against_reference
-from kernelpick.store import MemoryStore, StoredResult, TuningKey
+from kernelpick.store import CandidateResult, MemoryStore, TuningKey
 
 
 def timed(ms: float, spread: float = 0.0, *, stored: bool = False) -> BenchmarkResult:
@@ -35,7 +35,7 @@ class CountingStore(MemoryStore):
         super().__init__()
         self.loads = 0
 
-    def load(self, key: TuningKey) -> dict[str, StoredResult]:
+    def load(self, key: TuningKey) -> dict[str, CandidateResult]:
         self.loads += 1
         return super().load(key)
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from kernelpick.bench.result import BenchmarkResult, TimingSummary
-from kernelpick.store.base import StoredResult
+from kernelpick.store.base import CandidateResult
 from kernelpick.store.keys import Toolchain, TuningKey
 from kernelpick.store.sqlite import SQLiteStore
 
@@ -28,9 +28,9 @@ def ok(median_ms: float) -> BenchmarkResult:
     return BenchmarkResult("ok", TimingSummary.of([median_ms]))
 
 
-def measured(candidate: str, median_ms: float) -> StoredResult:
+def measured(candidate: str, median_ms: float) -> CandidateResult:
     """A result of candidate `candidate` (its digest: any string works for a store)."""
-    return StoredResult(candidate, {"kwargs": {"BLOCK": 64}, "name": candidate}, ok(median_ms))
+    return CandidateResult(candidate, {"kwargs": {"BLOCK": 64}, "name": candidate}, ok(median_ms))
 
 
 def write_damaged_store(path: Path, *, picks: bool = False) -> None:

@@ -8,7 +8,13 @@ import re
 import pytest
 
 from kernelpick.bench.result import BenchmarkResult, TimingSummary
-from kernelpick.store.base import MemoryStore, StoredResult, load_candidates, parse_description, parse_result
+from kernelpick.store.base import (
+    CandidateResult,
+    MemoryStore,
+    load_candidates,
+    parse_description,
+    parse_result,
+)
 from kernelpick.store.keys import MAX_NESTING, Toolchain, TuningKey
 
 
@@ -22,8 +28,8 @@ def result(median_ms: float) -> BenchmarkResult:
 
 def test_memory_store_replaces_per_candidate_and_isolates_keys() -> None:
     store = MemoryStore()
-    store.save(key(1), [StoredResult("a", {}, result(2.0)), StoredResult("b", {}, result(3.0))])
-    store.save(key(1), [StoredResult("a", {}, result(1.0))])
+    store.save(key(1), [CandidateResult("a", {}, result(2.0)), CandidateResult("b", {}, result(3.0))])
+    store.save(key(1), [CandidateResult("a", {}, result(1.0))])
     loaded = store.load(key(1))
     assert {digest: r.result.median_ms for digest, r in loaded.items()} == {"a": 1.0, "b": 3.0}
     assert store.load(key(2)) == {}
@@ -100,5 +106,7 @@ def test_a_description_nested_deeper_than_kernelpick_writes_is_refused() -> None
 
 def test_load_candidates_gives_only_the_callers_own_from_any_store() -> None:
     store = MemoryStore()  # a store without the method: what it loads is filtered
-    store.save(key(1), [StoredResult("mine", {}, result(2.0)), StoredResult("planted", {}, result(0.1))])
+    store.save(
+        key(1), [CandidateResult("mine", {}, result(2.0)), CandidateResult("planted", {}, result(0.1))]
+    )
     assert set(load_candidates(store, key(1), ["mine", "other"])) == {"mine"}

@@ -18,7 +18,14 @@ import pytest
 from kernelpick import settings
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.errors import StoreError
-from kernelpick.store import LayeredStore, MemoryStore, RedisStore, SQLiteStore, StoredResult, default_store
+from kernelpick.store import (
+    CandidateResult,
+    LayeredStore,
+    MemoryStore,
+    RedisStore,
+    SQLiteStore,
+    default_store,
+)
 from kernelpick.store.redis import MAX_ENTRY_BYTES, PREFIX
 from tests.store.conftest import RedisServer
 from tests.store.samples import make_key, measured, ok
@@ -221,7 +228,7 @@ def test_foreign_data_at_kernelpick_keys_is_ignored(
 def test_an_entry_over_the_size_limit_is_not_written(
     tmp_path: Path, redis_url: str, warnings: pytest.LogCaptureFixture
 ) -> None:
-    huge = StoredResult("huge", {"padding": "x" * MAX_ENTRY_BYTES}, ok(1.0))
+    huge = CandidateResult("huge", {"padding": "x" * MAX_ENTRY_BYTES}, ok(1.0))
     store = layered(tmp_path, redis_url)
     store.save(make_key(), [huge, measured("a", 1.0)])
     assert set(store.local.load(make_key())) == {"huge", "a"}  # the local store keeps it

@@ -21,14 +21,14 @@ import triton.language as tl
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.config import Config
 from kernelpick.errors import StoreError
-from kernelpick.store.base import StoredResult
+from kernelpick.store.base import CandidateResult
 from kernelpick.store.sqlite import SCHEMA_VERSION, SQLiteStore
 from tests.store.samples import make_key as key
 from tests.store.samples import ok, read_only, write_damaged_store
 
 
-def stored(config: Config, result: BenchmarkResult) -> StoredResult:
-    return StoredResult(config.digest, config.to_dict(), result)
+def stored(config: Config, result: BenchmarkResult) -> CandidateResult:
+    return CandidateResult(config.digest, config.to_dict(), result)
 
 
 A, B = Config({"BLOCK": 32}), Config({"BLOCK": 64}, num_warps=8)
@@ -128,14 +128,14 @@ _CHILD = """
 import json, sys
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.result import TimingSummary
-from kernelpick.store.base import StoredResult
+from kernelpick.store.base import CandidateResult
 from kernelpick.store.keys import Toolchain, TuningKey
 from kernelpick.store.sqlite import SQLiteStore
 
 store = SQLiteStore(sys.argv[1])
 key = TuningKey("mm", "source-hash", "cpu", "", Toolchain("3.9.0", "2.13.0", None), (1024,))
 print(json.dumps({digest: r.result.median_ms for digest, r in store.load(key).items()}))
-store.save(key, [StoredResult("from-child", {}, BenchmarkResult("ok", TimingSummary.of([7.0])))])
+store.save(key, [CandidateResult("from-child", {}, BenchmarkResult("ok", TimingSummary.of([7.0])))])
 """
 
 
@@ -154,7 +154,7 @@ def _write_many(path: str, worker: int, count: int, barrier: Any, errors: Any) -
         barrier.wait()
         store = SQLiteStore(path)  # opened concurrently too: schema creation must not race
         for index in range(count):
-            result = StoredResult(f"w{worker}-{index}", {"worker": worker}, ok(1.0 + index))
+            result = CandidateResult(f"w{worker}-{index}", {"worker": worker}, ok(1.0 + index))
             store.save(key("mm", index % 3), [result])
         store.close()
     except BaseException:
@@ -186,7 +186,7 @@ def _open_write_close(path: str, worker: int, barrier: Any, errors: Any) -> None
         barrier.wait()
         for index in range(15):
             store = SQLiteStore(path)
-            store.save(key("mm", worker), [StoredResult(f"o{worker}-{index}", {}, ok(1.0))])
+            store.save(key("mm", worker), [CandidateResult(f"o{worker}-{index}", {}, ok(1.0))])
             store.close()
     except BaseException:
         errors.put(traceback.format_exc())
@@ -220,7 +220,7 @@ def test_threads_sharing_one_store_lose_nothing(path: Path) -> None:
 
     def write(worker: int) -> None:
         for index in range(25):
-            store.save(key(), [StoredResult(f"t{worker}-{index}", {}, ok(1.0))])
+            store.save(key(), [CandidateResult(f"t{worker}-{index}", {}, ok(1.0))])
 
     threads = [threading.Thread(target=write, args=(worker,)) for worker in range(4)]
     for thread in threads:
@@ -482,7 +482,7 @@ def test_a_full_store_keeps_the_results_of_a_tuning_in_memory_with_one_warning(
     big = {"kwargs": {"BLOCK": 32}, "padding": "x" * 20000}
     with caplog.at_level(logging.WARNING, logger="kernelpick.store"):
         for n in (1, 2):
-            store.save(key("mm", n), [StoredResult(A.digest, big, ok(1.0))], pick=A.digest)
+            store.save(key("mm", n), [CandidateResult(A.digest, big, ok(1.0))], pick=A.digest)
     assert [set(store.load(key("mm", n))) for n in (0, 1, 2)] == [{A.digest}] * 3
     assert store.picked(key("mm", 2)) == A.digest
     [warning] = [r.getMessage() for r in caplog.records]
@@ -490,7 +490,7 @@ def test_a_full_store_keeps_the_results_of_a_tuning_in_memory_with_one_warning(
     strict = SQLiteStore(path)
     strict._db.execute(f"PRAGMA max_page_count = {pages}")
     with pytest.raises(StoreError, match="full"):
-        strict.save(key("mm", 3), [StoredResult(A.digest, big, ok(1.0))])
+        strict.save(key("mm", 3), [CandidateResult(A.digest, big, ok(1.0))])
 
 
 def test_the_store_and_its_lock_are_private_to_the_user_under_a_permissive_umask(path: Path) -> None:

@@ -9,7 +9,7 @@ import pytest
 
 from kernelpick.bench.result import BenchmarkResult, TimingSummary
 from kernelpick.errors import TableError
-from kernelpick.store.base import StoredResult
+from kernelpick.store.base import CandidateResult
 from kernelpick.store.keys import Toolchain, TuningKey
 from kernelpick.store.sqlite import SQLiteStore
 from kernelpick.store.table import export_table, read_table
@@ -25,8 +25,8 @@ def ok(ms: float) -> BenchmarkResult:
     return BenchmarkResult("ok", TimingSummary.of([ms]))
 
 
-def row(name: str, result: BenchmarkResult) -> StoredResult:
-    return StoredResult(f"digest-{name}", {"kwargs": {"BLOCK": name}}, result)
+def row(name: str, result: BenchmarkResult) -> CandidateResult:
+    return CandidateResult(f"digest-{name}", {"kwargs": {"BLOCK": name}}, result)
 
 
 @pytest.fixture
@@ -54,7 +54,7 @@ def test_a_table_reads_back_equal_and_its_rows_are_the_stored_keys(
     again = read_table(path)
     assert again.entries == table.entries and again.path == path
     [(stored_key, stored)] = again.stored()
-    assert stored_key == key(16) and stored.candidate == "digest-a"
+    assert stored_key == key(16) and stored.digest == "digest-a"
     text = path.read_text()
     assert text.count("\n") > 20  # indented: one value per line, for people and diffs
     assert "import" not in json.loads(text)["entries"][0]["choice"]  # plain data

@@ -12,7 +12,7 @@ import triton
 
 import kernelpick
 from kernelpick.bench.result import BenchmarkResult, TimingSummary
-from kernelpick.store.base import StoredResult
+from kernelpick.store.base import CandidateResult
 from kernelpick.store.sqlite import SQLiteStore
 from kernelpick.tune.first_launch import FirstLaunch
 from tests.tune.kernels import add_kernel, grid_1d
@@ -39,7 +39,7 @@ def test_a_forged_ok_pick_that_does_not_compile_is_dropped_and_its_key_measured_
     [bad] = [r for r in store.rows() if r.result.status != "ok"]
     # Planted as another writer of a store without a signing key could: in range, ok, the fastest, picked.
     forged = BenchmarkResult("ok", TimingSummary.of([1e-3], timer="wallclock"))
-    store.save(bad.key, [StoredResult(bad.candidate, bad.description, forged)], pick=bad.candidate)
+    store.save(bad.key, [CandidateResult(bad.candidate, bad.description, forged)], pick=bad.candidate)
 
     with caplog.at_level(logging.WARNING, logger="kernelpick.tune"):
         kernel = tuned(store)  # raised InterpretationError: "arange's range must be a power of 2"

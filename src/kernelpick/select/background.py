@@ -257,7 +257,7 @@ def _start(
     tune = functools.partial(_tuned, selector, key, inputs, dict(kwargs))
     pending = Pending(target.callable_for(signature))
     pending.ranks = rank_switch(selector.name, signature.device.name, signature.to_data())
-    row = CandidateResult(target.name, target.digest, target.description(), UNMEASURED)
+    row = CandidateResult(target.digest, target.description(), UNMEASURED, name=target.name)
     note = "provisional: the reference runs while the choices are tuned in the background"
     record = TuningRecord.of_selection(
         selector.name, key, signature, (row,), target.digest, 0.0, False, note=note, provisional=True

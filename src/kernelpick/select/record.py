@@ -22,28 +22,11 @@ from kernelpick.search.run import SearchTrace
 from kernelpick.select.eligibility import SkippedChoice
 from kernelpick.select.signature import Signature
 from kernelpick.select.work import work_of
+from kernelpick.store.base import CandidateResult as CandidateResult
 from kernelpick.store.keys import Toolchain, canonical_json, canonical_value
 from kernelpick.store.text import candidate_name, notable_specialization
 
 log = logging.getLogger("kernelpick.reports")
-
-
-@dataclass(frozen=True, slots=True)
-class CandidateResult:
-    """How one candidate did: its name, digest, description (plain data) and benchmark result."""
-
-    name: str
-    digest: str
-    description: Mapping[str, Any]
-    result: BenchmarkResult
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "digest": self.digest,
-            "choice": dict(self.description),
-            **self.result.to_dict(),
-        }
 
 
 #: The name selections used for `CandidateResult`.
@@ -117,7 +100,8 @@ class TuningRecord:
     ) -> TuningRecord:
         """The record of a tuned kernel whose configs had `results` (`fields`: the rest by name)."""
         rows = [
-            CandidateResult(candidate_name(c.to_dict()), c.digest, c.to_data(), r) for c, r in results.items()
+            CandidateResult(c.digest, c.to_data(), r, name=candidate_name(c.to_dict()))
+            for c, r in results.items()
         ]
         given = {c.digest: c for c in (*results, best)}
         return cls("autotune", kernel, key, fields.pop("key_text", ""), device, tuple(rows), best.digest,

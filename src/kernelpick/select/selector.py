@@ -308,7 +308,9 @@ class Selector:
         ranked = sorted(
             [c for c in choices if c.digest in results], key=lambda c: results[c.digest].cost(ranking)
         )
-        rows = tuple(CandidateResult(c.name, c.digest, c.description(), results[c.digest]) for c in ranked)
+        rows = tuple(
+            CandidateResult(c.digest, c.description(), results[c.digest], name=c.name) for c in ranked
+        )
         if settled.pick is not None:
             ranked.remove(by_digest[settled.pick])
             ranked.insert(0, by_digest[settled.pick])
@@ -381,7 +383,7 @@ class Selector:
                 "the tabled pick %s of %s cannot be called (%s); tuning", choice.name, self.name, error
             )
             return None
-        rows = (CandidateResult(choice.name, choice.digest, choice.description(), hit.entry.result),)
+        rows = (CandidateResult(choice.digest, choice.description(), hit.entry.result, name=choice.name),)
         record = TuningRecord.of_selection(
             self.name,
             key,

@@ -31,7 +31,7 @@ from kernelpick.select.choice_measuring import ChoiceMeasuring
 from kernelpick.select.ranks import KeyShare, RankJob, rank_job
 from kernelpick.select.searching import search_choices
 from kernelpick.signals import Terminated, terminable
-from kernelpick.store import ResultStore, StoredResult, TuningKey, default_store
+from kernelpick.store import CandidateResult, ResultStore, TuningKey, default_store
 from kernelpick.store.base import load_candidates, picked
 from kernelpick.store.claims import Claim, Claims, Finished, claims_of
 from kernelpick.store.deploy import TableHit, tabled_pick, tuning_required
@@ -102,7 +102,7 @@ class Tuning:
         self.started = time.perf_counter() if started is None else started
         #: Seconds per step (table, store_read, store_write, wait; the front adds compile, benchmark, ...).
         self.phases: dict[str, float] = {}
-        self._stored: Mapping[str, StoredResult] | None = None
+        self._stored: Mapping[str, CandidateResult] | None = None
         self._claims: Claims | None = None  # set at the first store read when claims are wanted
         self._mark: Finished | None = None  # the key's last finished tuning as of that read
         self._claim: Claim | None = None  # the key, while this tuning holds it
@@ -130,7 +130,7 @@ class Tuning:
         """Seconds since the tuning started."""
         return time.perf_counter() - self.started
 
-    def stored(self, candidates: Collection[str]) -> Mapping[str, StoredResult]:
+    def stored(self, candidates: Collection[str]) -> Mapping[str, CandidateResult]:
         """The store's results for this key of `candidates` (by digest) alone, read once, when first
         asked for: what a shared store's other writers added of other candidates is neither read
         nor copied into a local store (`kernelpick.store.base.load_candidates`)."""
@@ -443,7 +443,7 @@ class Tuning:
         self._describe = describe
 
         def measured(digest: str, result: BenchmarkResult) -> None:
-            self._write([StoredResult(digest, describe(digest), result)], None)
+            self._write([CandidateResult(digest, describe(digest), result)], None)
             if result.storable:
                 stored.append(digest)
 
@@ -473,7 +473,7 @@ class Tuning:
         are timed twice, a config's compile seconds are known), and the pick among them and the stored
         results (None: every candidate failed). With nothing measured now, the pick is stored
         only where the key has none: a tuning stopped after its last result, before it picked."""
-        rows = [StoredResult(d, self._describe(d), r) for d, r in results.items() if d in fresh]
+        rows = [CandidateResult(d, self._describe(d), r) for d, r in results.items() if d in fresh]
         if pick is not None and self.store is not None and not any(r.result.storable for r in rows):
             if picked(self.store, self.key) is None:
                 self._write([], pick)
@@ -486,7 +486,7 @@ class Tuning:
             except StoreError as error:
                 self._go_alone(error)
 
-    def _write(self, rows: Sequence[StoredResult], pick: str | None) -> None:
+    def _write(self, rows: Sequence[CandidateResult], pick: str | None) -> None:
         """Store `rows` that may be stored (not a search's given-up compile), and `pick`."""
         rows = [row for row in rows if row.result.storable]
         if self.store is None or not (rows or pick):

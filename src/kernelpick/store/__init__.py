@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kernelpick.store.base import MemoryStore, ResultStore, StoredResult
+from kernelpick.store.base import CandidateResult, MemoryStore, ResultStore
 from kernelpick.store.default import default_store
 from kernelpick.store.keys import Toolchain, TuningKey
 from kernelpick.store.layered import LayeredStore
@@ -10,12 +10,12 @@ from kernelpick.store.redis import RedisStore
 from kernelpick.store.sqlite import SQLiteStore
 
 __all__ = [
+    "CandidateResult",
     "LayeredStore",
     "MemoryStore",
     "RedisStore",
     "ResultStore",
     "SQLiteStore",
-    "StoredResult",
     "Toolchain",
     "TuningKey",
     "default_store",

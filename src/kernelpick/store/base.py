@@ -12,14 +12,23 @@ from kernelpick.store.keys import MAX_NESTING, TuningKey, nesting
 
 
 @dataclass(frozen=True, slots=True)
-class StoredResult:
-    """One remembered result: which candidate (as plain data) and how it did."""
+class CandidateResult:
+    """How one candidate did: its digest, its description (plain data: a config's kwargs and options, a
+    choice's name), its benchmark result and, in a tuning's record, a name for people (a stored result
+    has none)."""
 
-    candidate: str  # the candidate's digest
-    description: Mapping[
-        str, Any
-    ]  # plain data describing it (a config's kwargs and options, a choice's name)
+    digest: str
+    description: Mapping[str, Any]
     result: BenchmarkResult
+    name: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "digest": self.digest,
+            "choice": dict(self.description),
+            **self.result.to_dict(),
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,11 +46,11 @@ class StoredRow:
 class ResultStore(Protocol):
     """Anything that remembers results. Stored data is plain data; nothing read back is executed."""
 
-    def load(self, key: TuningKey) -> dict[str, StoredResult]:
+    def load(self, key: TuningKey) -> dict[str, CandidateResult]:
         """Every result stored under `key`, by candidate digest."""
         ...
 
-    def save(self, key: TuningKey, results: Iterable[StoredResult], *, pick: str | None = None) -> None:
+    def save(self, key: TuningKey, results: Iterable[CandidateResult], *, pick: str | None = None) -> None:
         """Remember `results` under `key`, replacing earlier results of the same candidates.
 
         `pick` is the digest of the candidate the tuning chose (it may be one stored earlier): what a
@@ -54,12 +63,12 @@ class ResultStore(Protocol):
 
 def load_candidates(
     store: ResultStore, key: TuningKey, candidates: Collection[str]
-) -> dict[str, StoredResult]:
+) -> dict[str, CandidateResult]:
     """The results `store` holds under `key` of the caller's own `candidates` only: a candidate another
     writer of a shared store added is never returned, nor copied into a local store (kernelpick's
     stores that copy have a `load_candidates(key, candidates)` method; the protocol asks none)."""
     load = getattr(store, "load_candidates", None)
-    found: dict[str, StoredResult] = load(key, candidates) if load is not None else store.load(key)
+    found: dict[str, CandidateResult] = load(key, candidates) if load is not None else store.load(key)
     return {candidate: stored for candidate, stored in found.items() if candidate in candidates}
 
 
@@ -77,13 +86,13 @@ class UnreadStore:
     def __init__(self, store: ResultStore) -> None:
         self.store = store
 
-    def load(self, key: TuningKey) -> dict[str, StoredResult]:
+    def load(self, key: TuningKey) -> dict[str, CandidateResult]:
         return {}
 
     def picked(self, key: TuningKey) -> str | None:
         return None
 
-    def save(self, key: TuningKey, results: Iterable[StoredResult], *, pick: str | None = None) -> None:
+    def save(self, key: TuningKey, results: Iterable[CandidateResult], *, pick: str | None = None) -> None:
         self.store.save(key, results, pick=pick)
 
 
@@ -91,10 +100,10 @@ class MemoryStore:
     """A store that forgets when the process ends (used when the persistent store is off)."""
 
     def __init__(self) -> None:
-        self._rows: dict[str, dict[str, StoredResult]] = {}
+        self._rows: dict[str, dict[str, CandidateResult]] = {}
         self.picks: dict[str, str] = {}  # key digest -> the picked candidate's digest
 
-    def load(self, key: TuningKey) -> dict[str, StoredResult]:
+    def load(self, key: TuningKey) -> dict[str, CandidateResult]:
         # What comes back was read from a store, as from any other (so the stored pick can stand as the reference).
         return {
             candidate: replace(row, result=replace(row.result, from_store=True))
@@ -104,20 +113,20 @@ class MemoryStore:
     def picked(self, key: TuningKey) -> str | None:
         return self.picks.get(key.digest)
 
-    def save(self, key: TuningKey, results: Iterable[StoredResult], *, pick: str | None = None) -> None:
-        self._rows.setdefault(key.digest, {}).update({r.candidate: r for r in results})
+    def save(self, key: TuningKey, results: Iterable[CandidateResult], *, pick: str | None = None) -> None:
+        self._rows.setdefault(key.digest, {}).update({r.digest: r for r in results})
         if pick is not None:
             self.picks[key.digest] = pick
 
 
-def parse_stored(candidate: str, description: Any, result: Any) -> StoredResult:
+def parse_stored(candidate: str, description: Any, result: Any) -> CandidateResult:
     """A stored result read back from plain data (its description and result as JSON gave them), checked
     field by field: what a store holds that kernelpick did not write never reaches a pick's comparisons.
 
     Raises:
         ValueError: it is not what kernelpick stores; the message says what is wrong, in one line.
     """
-    return StoredResult(candidate, parse_description(description), parse_result(result))
+    return CandidateResult(candidate, parse_description(description), parse_result(result))
 
 
 def parse_description(data: Any) -> dict[str, Any]:

@@ -6,7 +6,7 @@ import threading
 from collections.abc import Callable, Collection, Iterable
 from typing import Any
 
-from kernelpick.store.base import ResultStore, StoredResult, load_candidates, parse_stored
+from kernelpick.store.base import CandidateResult, ResultStore, load_candidates, parse_stored
 from kernelpick.store.base import picked as stored_pick
 from kernelpick.store.claims import Claims, claims_of
 from kernelpick.store.keys import TuningKey
@@ -23,12 +23,12 @@ class RecordingStore:
         self._kernels: dict[str, None] = {}  # in order, each once
         self._keys: dict[str, None] = {}  # the digests of the keys looked up or saved, in order, each once
 
-    def load(self, key: TuningKey) -> dict[str, StoredResult]:
+    def load(self, key: TuningKey) -> dict[str, CandidateResult]:
         self._kernels.setdefault(key.kernel)
         self._keys.setdefault(key.digest)
         return self._store().load(key)
 
-    def load_candidates(self, key: TuningKey, candidates: Collection[str]) -> dict[str, StoredResult]:
+    def load_candidates(self, key: TuningKey, candidates: Collection[str]) -> dict[str, CandidateResult]:
         self._kernels.setdefault(key.kernel)
         self._keys.setdefault(key.digest)
         return load_candidates(self._store(), key, candidates)
@@ -39,7 +39,7 @@ class RecordingStore:
     def claims(self) -> Claims | None:
         return claims_of(self._store())
 
-    def save(self, key: TuningKey, results: Iterable[StoredResult], *, pick: str | None = None) -> None:
+    def save(self, key: TuningKey, results: Iterable[CandidateResult], *, pick: str | None = None) -> None:
         results = list(results)
         self._kernels.setdefault(key.kernel)
         self._keys.setdefault(key.digest)
@@ -47,8 +47,8 @@ class RecordingStore:
         with self._lock:
             entry = self._saved.setdefault(key.digest, {"key": key.to_dict(), "results": {}, "pick": None})
             for r in results:  # a later save of a candidate replaces its earlier one
-                entry["results"][r.candidate] = {
-                    "candidate": r.candidate,
+                entry["results"][r.digest] = {
+                    "candidate": r.digest,
                     "description": dict(r.description),
                     "result": r.result.to_dict(),
                 }

@@ -9,7 +9,7 @@ from collections.abc import Callable, Collection, Iterable
 from typing import TypeVar
 
 from kernelpick.errors import StoreError
-from kernelpick.store.base import ResultStore, StoredResult
+from kernelpick.store.base import CandidateResult, ResultStore
 from kernelpick.store.base import picked as stored_pick
 from kernelpick.store.claims import Claim, Finished
 from kernelpick.store.keys import TuningKey
@@ -25,7 +25,7 @@ BACKLOG_KEYS = 10_000
 
 _T = TypeVar("_T")
 #: A save the remote store has not had: its results by candidate and its pick.
-_Kept = tuple[dict[str, StoredResult], str | None]
+_Kept = tuple[dict[str, CandidateResult], str | None]
 
 
 class LayeredStore:
@@ -55,17 +55,17 @@ class LayeredStore:
         self._failure: StoreError | None = None  # the remote store's last failure
         self._warned: set[str] = set()  # the causes of failures warned of
         #: Saves the remote store has not had, by key digest: the key, its results by candidate, its pick.
-        self._backlog: dict[str, tuple[TuningKey, dict[str, StoredResult], str | None]] = {}
+        self._backlog: dict[str, tuple[TuningKey, dict[str, CandidateResult], str | None]] = {}
 
-    def load(self, key: TuningKey) -> dict[str, StoredResult]:
+    def load(self, key: TuningKey) -> dict[str, CandidateResult]:
         return self._load(key, None)
 
-    def load_candidates(self, key: TuningKey, candidates: Collection[str]) -> dict[str, StoredResult]:
+    def load_candidates(self, key: TuningKey, candidates: Collection[str]) -> dict[str, CandidateResult]:
         """`load` of the caller's own `candidates` only: what the remote store holds of others (a
         candidate another writer added) is neither returned nor copied, nor a pick naming one."""
         return self._load(key, frozenset(candidates))
 
-    def _load(self, key: TuningKey, candidates: frozenset[str] | None) -> dict[str, StoredResult]:
+    def _load(self, key: TuningKey, candidates: frozenset[str] | None) -> dict[str, CandidateResult]:
         found = self.local.load(key)
         if candidates is not None:
             found = {c: stored for c, stored in found.items() if c in candidates}
@@ -89,7 +89,7 @@ class LayeredStore:
         local store cannot say."""
         return stored_pick(self.local, key)
 
-    def save(self, key: TuningKey, results: Iterable[StoredResult], *, pick: str | None = None) -> None:
+    def save(self, key: TuningKey, results: Iterable[CandidateResult], *, pick: str | None = None) -> None:
         results = list(results)
         self.local.save(key, results, pick=pick)
         # Through the backlog, so that a save made as the remote store comes back goes out merged
@@ -107,12 +107,12 @@ class LayeredStore:
         with self._lock:
             return len(self._backlog)
 
-    def _keep(self, key: TuningKey, results: list[StoredResult], pick: str | None) -> None:
+    def _keep(self, key: TuningKey, results: list[CandidateResult], pick: str | None) -> None:
         """Keep a save for the remote store, merged into what is kept for its key."""
         with self._lock:
-            self._keep_locked(key, {s.candidate: s for s in results}, pick)
+            self._keep_locked(key, {s.digest: s for s in results}, pick)
 
-    def _keep_locked(self, key: TuningKey, results: dict[str, StoredResult], pick: str | None) -> None:
+    def _keep_locked(self, key: TuningKey, results: dict[str, CandidateResult], pick: str | None) -> None:
         """`_keep` with the lock held: the save goes last (newest), the oldest keys past the cap go."""
         _, kept, kept_pick = self._backlog.pop(key.digest, (key, {}, None))
         merged, merged_pick = _merge((kept, kept_pick), (results, pick))

@@ -317,7 +317,7 @@ def import_table(store: ResultStore, table: DeploymentTable) -> int:
     """Save every entry of `table` into `store`, each as its key's pick; returns how many."""
     stored = table.stored()
     for key, result in stored:
-        store.save(key, [result], pick=result.candidate)
+        store.save(key, [result], pick=result.digest)
     return len(stored)
 
 

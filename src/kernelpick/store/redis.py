@@ -15,7 +15,7 @@ from typing import Any
 
 from kernelpick import settings
 from kernelpick.errors import StoreError
-from kernelpick.store.base import StoredResult, StoredRow, is_number, parse_stored
+from kernelpick.store.base import CandidateResult, StoredRow, is_number, parse_stored
 from kernelpick.store.claims import Finished, wait_until
 from kernelpick.store.keys import TuningKey, canonical_json, canonical_value
 from kernelpick.store.signing import Signer
@@ -123,10 +123,10 @@ class RedisStore:
         self._warned: set[str] = set()
         self._warned_lock = threading.Lock()
 
-    def load(self, key: TuningKey) -> dict[str, StoredResult]:
+    def load(self, key: TuningKey) -> dict[str, CandidateResult]:
         return self.load_with_pick(key)[0]
 
-    def load_with_pick(self, key: TuningKey) -> tuple[dict[str, StoredResult], str | None]:
+    def load_with_pick(self, key: TuningKey) -> tuple[dict[str, CandidateResult], str | None]:
         """Every sound result stored under `key`, by candidate digest, and the key's pick (if any).
 
         Raises:
@@ -150,7 +150,7 @@ class RedisStore:
         """
         return self.load_with_pick(key)[1]
 
-    def save(self, key: TuningKey, results: Iterable[StoredResult], *, pick: str | None = None) -> None:
+    def save(self, key: TuningKey, results: Iterable[CandidateResult], *, pick: str | None = None) -> None:
         """Write `results` (and the pick) under `key` in one MULTI/EXEC transaction: no other client
         sees part of it.
 
@@ -163,12 +163,12 @@ class RedisStore:
             entry = _encode_entry(key.digest, stored, now, self._signer)
             if len(entry) > MAX_ENTRY_BYTES:
                 self._warn_once(
-                    f"{key.digest}/{stored.candidate}",
-                    f"not sharing the result of {key.kernel} candidate {stored.candidate}: it is "
+                    f"{key.digest}/{stored.digest}",
+                    f"not sharing the result of {key.kernel} candidate {stored.digest}: it is "
                     f"{len(entry)} bytes, over the {MAX_ENTRY_BYTES // 1024} KiB limit",
                 )
                 continue
-            entries[stored.candidate] = entry
+            entries[stored.digest] = entry
         if not entries and pick is None:
             return
 
@@ -251,13 +251,13 @@ class RedisStore:
             ) from error
         return answers
 
-    def _parse_results(self, digest: str, found: Any) -> dict[str, tuple[StoredResult, float]]:
+    def _parse_results(self, digest: str, found: Any) -> dict[str, tuple[CandidateResult, float]]:
         """The sound entries of one key's results hash, with the time each was stored (`found` is
         the hash as read, or the error reading it gave)."""
         if isinstance(found, Exception):
             self._warn_once(digest, f"ignoring Redis key {_results_key(digest)}: {found}")
             return {}
-        results: dict[str, tuple[StoredResult, float]] = {}
+        results: dict[str, tuple[CandidateResult, float]] = {}
         for field, raw in found.items():
             try:
                 stored, created = _parse_entry(digest, _text(field), raw, self._signer)
@@ -267,10 +267,10 @@ class RedisStore:
                     f"ignoring field {field[:64]!r} of Redis hash {_results_key(digest)}: {problem}",
                 )
                 continue
-            results[stored.candidate] = (stored, created)
+            results[stored.digest] = (stored, created)
         return results
 
-    def _parse_pick(self, digest: str, raw: Any, results: Mapping[str, StoredResult]) -> str | None:
+    def _parse_pick(self, digest: str, raw: Any, results: Mapping[str, CandidateResult]) -> str | None:
         """A key's pick read back: one of its sound `ok` `results`, else None (with a warning)."""
         if raw is None:
             return None
@@ -383,9 +383,9 @@ def _mark_key(key: TuningKey) -> str:
 _ENTRY_FIELDS = ("candidate", "description", "result", "created")
 
 
-def _encode_entry(digest: str, stored: StoredResult, created: float, signer: Signer | None) -> bytes:
+def _encode_entry(digest: str, stored: CandidateResult, created: float, signer: Signer | None) -> bytes:
     entry = {
-        "candidate": stored.candidate,
+        "candidate": stored.digest,
         "description": canonical_value(dict(stored.description)),
         "result": stored.result.to_dict(),
         "created": created,
@@ -410,7 +410,9 @@ def _pick_data(digest: str, pick: str) -> dict[str, str]:
     return {"key": digest, "pick": pick}
 
 
-def _parse_entry(digest: str, candidate: str, raw: Any, signer: Signer | None) -> tuple[StoredResult, float]:
+def _parse_entry(
+    digest: str, candidate: str, raw: Any, signer: Signer | None
+) -> tuple[CandidateResult, float]:
     """A results-hash entry of key `digest` read back, checked field by field (and its signature,
     with a `signer`).
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
 from kernelpick.errors import StoreError
-from kernelpick.store.base import MemoryStore, StoredResult, StoredRow, is_number, parse_stored
+from kernelpick.store.base import CandidateResult, MemoryStore, StoredRow, is_number, parse_stored
 from kernelpick.store.claims import FileClaims
 from kernelpick.store.keys import TuningKey, canonical_json, canonical_value
 from kernelpick.store.sqlite_file import (
@@ -254,7 +254,7 @@ class SQLiteStore:
                     self._db.execute("ROLLBACK")
                 raise
 
-    def load(self, key: TuningKey) -> dict[str, StoredResult]:
+    def load(self, key: TuningKey) -> dict[str, CandidateResult]:
         """The results stored under `key`, by candidate. A row that is not kernelpick data (written
         by hand, or by a newer or broken program) is left out with a warning: its candidate is then
         measured again, and the new result replaces it.
@@ -269,7 +269,7 @@ class SQLiteStore:
             found = {}
         return {**found, **self._memory.load(key)}
 
-    def _load(self, key: TuningKey) -> dict[str, StoredResult]:
+    def _load(self, key: TuningKey) -> dict[str, CandidateResult]:
         try:
             with self._lock:
                 rows = self._db.execute(
@@ -336,7 +336,7 @@ class SQLiteStore:
         (none for a read-only store: it tunes nothing into the file)."""
         return None if self.read_only else FileClaims(self.path.with_name(f"{self.path.name}.locks"))
 
-    def save(self, key: TuningKey, results: Iterable[StoredResult], *, pick: str | None = None) -> None:
+    def save(self, key: TuningKey, results: Iterable[CandidateResult], *, pick: str | None = None) -> None:
         """Remember `results` (and `pick`) under `key`.
 
         Raises:
@@ -350,12 +350,12 @@ class SQLiteStore:
             self._fault(error)
             self._memory.save(key, results, pick=pick)
 
-    def _save(self, key: TuningKey, results: list[StoredResult], pick: str | None) -> None:
+    def _save(self, key: TuningKey, results: list[CandidateResult], pick: str | None) -> None:
         now = time.time()
         rows = [
             (
                 key.digest,
-                r.candidate,
+                r.digest,
                 key.kernel,
                 key.canonical,
                 canonical_json(canonical_value(dict(r.description))),
@@ -540,7 +540,7 @@ def _stand_in_for_missing_tables(db: sqlite3.Connection) -> None:
 RESULT_COLUMNS = "key, candidate, kernel, key_data, description, status, median_ms, result, created"
 
 
-def _parse_row(candidate: Any, description: Any, result: Any) -> StoredResult:
+def _parse_row(candidate: Any, description: Any, result: Any) -> CandidateResult:
     """A results row's candidate, description and result columns, checked (`parse_stored`).
 
     Raises:

@@ -25,7 +25,7 @@ from typing import Any
 
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.errors import TableError
-from kernelpick.store.base import StoredResult, StoredRow, parse_result
+from kernelpick.store.base import CandidateResult, StoredRow, parse_result
 from kernelpick.store.keys import MAX_NESTING, Toolchain, TuningKey, canonical_json, nesting
 
 FORMAT_VERSION = 1
@@ -120,9 +120,9 @@ class DeploymentTable:
                 return f"its {field_name} is {value!r}, here it is {ours[field_name]!r}"
         return None
 
-    def stored(self) -> list[tuple[TuningKey, StoredResult]]:
+    def stored(self) -> list[tuple[TuningKey, CandidateResult]]:
         """Each entry as a store row: what `kernelpick cache import` saves (with the entry as its key's pick)."""
-        return [(e.key(self), StoredResult(e.candidate, e.choice, e.result)) for e in self.entries]
+        return [(e.key(self), CandidateResult(e.candidate, e.choice, e.result)) for e in self.entries]
 
 
 def export_table(

@@ -12,7 +12,7 @@ from kernelpick.config import Config
 from kernelpick.device import DeviceInfo
 from kernelpick.errors import StoreError
 from kernelpick.select.tuning import Tuning
-from kernelpick.store import StoredResult
+from kernelpick.store import CandidateResult
 from kernelpick.tune.dispatch import Entry
 
 if TYPE_CHECKING:
@@ -83,7 +83,7 @@ class FirstLaunch:
         )
         try:
             self.tuning.store.save(
-                self.tuning.key, [StoredResult(self.best.digest, self.best.to_dict(), failed)]
+                self.tuning.key, [CandidateResult(self.best.digest, self.best.to_dict(), failed)]
             )
         except StoreError as error:
             log.warning(
