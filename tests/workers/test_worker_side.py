@@ -174,7 +174,7 @@ def test_a_selections_integer_inputs_are_new_in_the_worker_unless_its_input_gen_
     statuses = []
     for input_gen in (None, same_indices):
         measuring = ChoiceMeasuring("gather", signature, (x, indices), {}, input_gen=input_gen)
-        problem = measuring._problem((x, indices), {}, tmp_path, {})
+        problem = measuring._problem(tmp_path, {})
         request = {"problem": problem.to_data(), "candidates": payloads, "step": "screen"}
         statuses.append(answer(request)[candidate.digest]["status"])
     assert statuses == ["runtime_error", "ok"]

@@ -94,14 +94,13 @@ class ChoiceMeasuring:
                 reference cannot cross).
         """
         with settings.override(**self.overrides):
-            results = self._measure(todo, self.inputs, self.kwargs, finished)
+            results = self._measure(todo, finished)
         if self.reference is not None:
             self.checked_against = self.reference[0]
         return results
 
-    def _measure(
-        self, todo: Sequence[Choice], inputs: tuple[Any, ...], kwargs: dict[str, Any], finished: OnDone | None
-    ) -> dict[str, BenchmarkResult]:
+    def _measure(self, todo: Sequence[Choice], finished: OnDone | None) -> dict[str, BenchmarkResult]:
+        inputs, kwargs = self.inputs, self.kwargs
         in_capture = capturing([*inputs, *kwargs.values()])
         results: dict[str, BenchmarkResult] = {}
         here = list(todo)
@@ -109,7 +108,7 @@ class ChoiceMeasuring:
             reason = self._runs_here()
             if reason is None:
                 try:
-                    here = self._in_workers(todo, inputs, kwargs, results, finished)
+                    here = self._in_workers(todo, results, finished)
                 except IsolationError as error:
                     here, results, reason = list(todo), {}, str(error)
                     if not in_capture:
@@ -131,7 +130,7 @@ class ChoiceMeasuring:
                 if finished is not None:
                     finished(choice.digest, results[choice.digest])
         elif here:
-            results.update(self._here(here, inputs, kwargs, finished))
+            results.update(self._here(here, finished))
         return {choice.digest: results[choice.digest] for choice in todo if choice.digest in results}
 
     def _runs_here(self) -> str | None:
@@ -167,8 +166,6 @@ class ChoiceMeasuring:
     def _in_workers(
         self,
         todo: Sequence[Choice],
-        inputs: tuple[Any, ...],
-        kwargs: dict[str, Any],
         results: dict[str, BenchmarkResult],
         finished: OnDone | None,
     ) -> list[Choice]:
@@ -179,6 +176,7 @@ class ChoiceMeasuring:
             IsolationError: nothing can be measured in workers (the reference, the arguments or the
                 kernel cannot cross, no worker starts).
         """
+        inputs, kwargs = self.inputs, self.kwargs
         payloads: dict[str, str] = {}
         compiling: list[Choice] = []  # what crosses once compiled here
         others: list[Choice] = []  # what crosses and the workers compile
@@ -245,7 +243,7 @@ class ChoiceMeasuring:
                     # After Triton's code generation for every config, which holds the GIL: the
                     # access analysis then runs beside the children compiling, not against it.
                     submitted.wait()
-                    problem = self._problem(inputs, kwargs, Path(payload), phases)
+                    problem = self._problem(Path(payload), phases)
                 finally:
                     described.set()
                 measured = measure_in_workers(
@@ -269,16 +267,14 @@ class ChoiceMeasuring:
             results.update(_with_compile_seconds(compiling, outcomes, measured))
         return here
 
-    def _problem(
-        self, inputs: tuple[Any, ...], kwargs: dict[str, Any], payload: Path, phases: dict[str, float]
-    ) -> Problem:
+    def _problem(self, payload: Path, phases: dict[str, float]) -> Problem:
         """What the workers measure on: the arguments as data, what of them a run may write and when
         they are restored, and what outputs are checked against.
 
         Raises:
             IsolationError: an argument, the reference or the kernel cannot be described as data.
         """
-        reference = self._reference[1]
+        inputs, kwargs, reference = self.inputs, self.kwargs, self._reference[1]
         if self.kernel is not None:
             fields = self.kernel.problem(inputs, kwargs, phases)
         else:
@@ -304,11 +300,9 @@ class ChoiceMeasuring:
             **fields,
         )
 
-    def _here(
-        self, todo: Sequence[Choice], inputs: tuple[Any, ...], kwargs: dict[str, Any], finished: OnDone | None
-    ) -> dict[str, BenchmarkResult]:
+    def _here(self, todo: Sequence[Choice], finished: OnDone | None) -> dict[str, BenchmarkResult]:
         """Compile, verify and time `todo` in this process, on example inputs or the call's arguments."""
-        device = self.signature.device
+        device, inputs, kwargs = self.signature.device, self.inputs, self.kwargs
         tensors = [v for v in (*inputs, *kwargs.values()) if isinstance(v, torch.Tensor)]
         phases: dict[str, float] = {}
         results: dict[str, BenchmarkResult] = {}
