@@ -302,8 +302,8 @@ class Selector:
             reference_digest=kept,
             phases=tuning.phases,
         )
+        self.timed_here = measuring.timed_here  # filled as it measures: a tuning that raises leaves its own
         settled = tuning.settle(by_digest, self.search, measuring, ranking)
-        self.timed_here = measuring.timed_here
         results = dict(settled.results)
         ranked = sorted(
             [c for c in choices if c.digest in results], key=lambda c: results[c.digest].cost(ranking)
