@@ -122,8 +122,8 @@ def _traced_pick(
         return None
     if not getattr(torch._functorch.config, "decompose_custom_triton_ops", True):  # torch.export
         return None
-    values = (*args, *kwargs.values())
-    if not all(_static(v) for v in values if isinstance(v, torch.Tensor)):
+    tensors = [v for v in (*args, *kwargs.values()) if isinstance(v, torch.Tensor)]
+    if not all(type(n) is int for t in tensors for n in (*t.shape, *t.stride())):  # symbolic sizes
         return None
     with _disable_current_modes(), torch.no_grad():  # real tensors, not traced ones
         generator: dict[torch.device, torch.Generator] = {}
@@ -166,10 +166,6 @@ def traceable_pick(selector: Selector, *inputs: Any, **kwargs: Any) -> Callable[
     return None
 
 
-def _static(tensor: torch.Tensor) -> bool:
-    return all(type(n) is int for n in (*tensor.shape, *tensor.stride()))
-
-
 #: Functions of PyTorch operations alone that a compiled graph may trace in an operator's place.
 _traceable: set[Callable[..., Any]] = set()
 
@@ -199,21 +195,28 @@ _BELOW_AUTOGRAD = torch._C._after_autograd_keyset
 
 class _Formula(torch.autograd.Function):
     """A selection's output that requires grad: computed below autograd (the selection itself), its
-    gradients by the operator's formula."""
+    gradients by the operator's formula; without one, the backward says that none is registered (as
+    `torch.library.custom_op` does for an operator without one)."""
 
     @staticmethod
     def forward(
-        ctx: Any, overload: Any, keyset: Any, kwargs: dict[str, Any], backward: Backward, *args: Any
+        ctx: Any, overload: Any, keyset: Any, kwargs: dict[str, Any], backward: Backward | None, *args: Any
     ) -> Any:
         with torch._C._AutoDispatchBelowAutograd():
             output = overload.redispatch(keyset & _BELOW_AUTOGRAD, *args, **kwargs)
-        ctx.formula = (backward, kwargs, len(args))
-        ctx.save_for_backward(*args, output)
+        ctx.overload, ctx.formula = overload, (backward, kwargs, len(args))
+        if backward is not None:
+            ctx.save_for_backward(*args, output)
         return output
 
     @staticmethod
     def backward(ctx: Any, grad: Any) -> Any:
         backward, kwargs, count = ctx.formula
+        if backward is None:
+            raise RuntimeError(
+                f"Trying to backward through {ctx.overload}, a kernelpick selection, which has no autograd "
+                "formula"
+            )
         saved = ctx.saved_tensors
         args, output = saved[:count], saved[count]
         wanted = ctx.needs_input_grad[4:]
@@ -221,33 +224,10 @@ class _Formula(torch.autograd.Function):
         return (None, None, None, None, *(g if w else None for g, w in zip(grads, wanted)))
 
 
-class _NoFormula(torch.autograd.Function):
-    """A selection's output that requires grad: computed below autograd, with a backward that says
-    that no formula is registered (as `torch.library.custom_op` does for an operator without one)."""
-
-    @staticmethod
-    def forward(ctx: Any, overload: Any, keyset: Any, kwargs: dict[str, Any], *args: Any) -> Any:
-        ctx.overload = overload
-        with torch._C._AutoDispatchBelowAutograd():
-            return overload.redispatch(keyset & _BELOW_AUTOGRAD, *args, **kwargs)
-
-    @staticmethod
-    def backward(ctx: Any, *grads: Any) -> Any:
-        raise RuntimeError(
-            f"Trying to backward through {ctx.overload}, a kernelpick selection, which has no autograd formula"
-        )
-
-
 #: The keys that may follow Autograd for `run` to be called at once: plain tensors on a device,
 #: no functionalization, no tensor subclass or Python mode (FakeTensor, FunctionalTensor, ...).
 _RUN_AT_ONCE = {torch._C.DispatchKey.CPU, torch._C.DispatchKey.CUDA}
 _IN_PLACE_OR_VIEW = torch._C.DispatchKey.ADInplaceOrView
-
-
-def _runs_at_once(keyset: Any) -> bool:
-    """Whether a call dispatched with `keyset` may run the implementation from the Autograd kernel."""
-    below = keyset & _BELOW_AUTOGRAD
-    return below.remove(_IN_PLACE_OR_VIEW).highestPriorityTypeId() in _RUN_AT_ONCE
 
 
 def _autograd_kernel(
@@ -264,13 +244,12 @@ def _autograd_kernel(
 
     def autograd(keyset: Any, *args: Any, **kwargs: Any) -> Any:
         if grad_enabled() and any_requires_grad(*args):
-            if backward is not None:
-                return _Formula.apply(overload, keyset, kwargs, backward, *args)  # type: ignore[no-untyped-call]
-            return _NoFormula.apply(overload, keyset, kwargs, *args)  # type: ignore[no-untyped-call]
+            return _Formula.apply(overload, keyset, kwargs, backward, *args)  # type: ignore[no-untyped-call]
         bits = keyset.raw_repr()
         plain = at_once.get(bits)
         if plain is None:
-            plain = at_once[bits] = _runs_at_once(keyset)
+            below = (keyset & _BELOW_AUTOGRAD).remove(_IN_PLACE_OR_VIEW)
+            plain = at_once[bits] = below.highestPriorityTypeId() in _RUN_AT_ONCE
         if plain:
             return run(*args, **kwargs)
         with below_autograd():
@@ -311,16 +290,13 @@ class SelectorOp:
         else:
             schema = schema or _inferred_schema(name, fake)
         pick = functools.partial(traceable_pick, selector)
-        self.overload = define_operator(name, self._run, schema=schema, fake=fake, pick=pick)
+        # Its implementation on real tensors is the selection (tuning a new signature).
+        self.overload = define_operator(name, selector.__call__, schema=schema, fake=fake, pick=pick)
         self.schema = str(self.overload._schema)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if dynamo_tracing() or dispatch_modes():
             return self.overload(*args, **kwargs)
-        return self.selector(*args, **kwargs)
-
-    def _run(self, *args: Any, **kwargs: Any) -> Any:
-        """The operator's implementation on real tensors: the selection (tuning a new signature)."""
         return self.selector(*args, **kwargs)
 
     def __repr__(self) -> str:
