@@ -92,11 +92,6 @@ class Calls(dict[tuple[Any, ...], Callable[..., Any]]):
             super().__setitem__(key, call)
             self.front.clear()
 
-    def __delitem__(self, key: tuple[Any, ...]) -> None:
-        with self._lock:
-            super().__delitem__(key)
-            self.front.clear()
-
     def clear(self) -> None:
         with self._lock:
             super().clear()
@@ -117,7 +112,7 @@ class Calls(dict[tuple[Any, ...], Callable[..., Any]]):
                 self.front.setdefault(places, (check, call))
 
     def __reduce__(self) -> Any:  # copied and pickled without its lock and guards
-        return (_calls_of, (dict(self),))
+        return (Calls, (), None, None, iter(dict(self).items()))
 
 
 def _guard(tensors: Sequence[torch.Tensor]) -> Callable[..., bool]:
@@ -155,12 +150,6 @@ def _repeating(count: int, repeats: tuple[tuple[int, int], ...]) -> Callable[...
     exec(compile(source, f"<kernelpick guard of {count} inputs, some repeated>", "exec"), scope)
     make: Callable[..., Callable[..., bool]] = scope["make"]
     return make
-
-
-def _calls_of(items: dict[tuple[Any, ...], Callable[..., Any]]) -> Calls:
-    calls = Calls()
-    calls.update(items)
-    return calls
 
 
 _GUARDS: Any  # what Dynamo checks a compiled frame's tensors with (sizes and strides given: static)
