@@ -23,9 +23,9 @@ OUTPUT = "OUT"
 _ENV = jinja2.Environment(
     undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True
 )
-#: A template's source compiled once a process: a worker receives each candidate's template anew, and
-#: compiling them took 3.1 s of its 40 s over bench/ranks.py's 27 keys on an H200
-#: (bench/results/ranks_profile_workers-h200.json).
+#: A template's source compiled once a process (a template keeps only its source, which pickles): a
+#: worker receives each candidate's template anew, and compiling them took 3.1 s of its 40 s over
+#: bench/ranks.py's 27 keys on an H200 (bench/results/ranks_profile_workers-h200.json).
 _compiled = functools.lru_cache(maxsize=64)(_ENV.from_string)
 _TL_DTYPES = {
     torch.float16: "tl.float16",
@@ -136,7 +136,7 @@ class TritonTemplate:
                 f"template name {name!r} is not a Python identifier: kernels are named after it"
             )
         try:
-            self._jinja = _compiled(source)
+            _compiled(source)  # checked now; rendering finds it compiled
         except jinja2.TemplateSyntaxError as error:
             raise TemplateError(
                 f"template `{name}` is not valid Jinja2 (line {error.lineno}): {error.message}"
@@ -149,16 +149,9 @@ class TritonTemplate:
         self.requires = requires
         self.source_hash = hashlib.sha256(source.encode()).hexdigest()[:20]
 
-    def __getstate__(self) -> dict[str, Any]:
-        # The compiled Jinja2 template does not survive pickling (a worker gets templates by value):
-        # it is compiled again from the source.
-        state = dict(self.__dict__)
-        del state["_jinja"]
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._jinja = _compiled(self.source)
+    @property
+    def _jinja(self) -> jinja2.Template:
+        return _compiled(self.source)
 
     def render(
         self,
