@@ -21,7 +21,7 @@ from kernelpick import Config, Selector, extern, processed, settings, triton_cho
 from kernelpick.bench.inputs import Example, new_values
 from kernelpick.errors import ConfigError
 from kernelpick.select.choice import compile_choices
-from kernelpick.select.prepack import PrepackCache
+from kernelpick.select.processing import PrepackCache
 from kernelpick.select.signature import Signature
 from kernelpick.tensors import TensorSpec
 

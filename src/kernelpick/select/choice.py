@@ -113,22 +113,7 @@ class PortableChoice:
         return replace(self, signature=replace(self.signature, device=device))
 
 
-class NamedChoice:
-    """The name and digest of a choice, which its constructor sets once (`_name`, `_digest`)."""
-
-    _name: str
-    _digest: str
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @property
-    def digest(self) -> str:
-        return self._digest
-
-
-class ExternChoice(NamedChoice):
+class ExternChoice:
     """A choice that calls `fn` as it is (`kernelpick.extern`): `torch.mm`, another library's kernel,
     any Python function; a choice space of one for `kernelpick.Selector`.
 
@@ -152,8 +137,11 @@ class ExternChoice(NamedChoice):
         self.fn = fn
         self.out = out
         self.qualified = qualified_name(fn)
-        self._name = name or _display_name(fn, self.qualified)
-        self._digest = short_hash("extern", self.qualified, self._name)
+        short = getattr(fn, "__name__", None)
+        if short and (getattr(fn, "__module__", None) or "").split(".")[0] == "torch":
+            short = f"torch.{short}"
+        self.name = name or short or self.qualified
+        self.digest = short_hash("extern", self.qualified, self.name)
 
     def choices_for(self, signature: Signature) -> Sequence[Choice]:
         return [self]
@@ -161,7 +149,7 @@ class ExternChoice(NamedChoice):
     def description(self) -> dict[str, Any]:
         return {
             "kind": "extern",
-            "name": self._name,
+            "name": self.name,
             "callable": self.qualified,
             "out_variant": self.out is not None,
         }
@@ -188,15 +176,7 @@ class ExternChoice(NamedChoice):
         return call_and_copy
 
     def __repr__(self) -> str:
-        return f"extern({self.qualified}, name={self._name!r})"
-
-
-def _display_name(fn: Any, qualified: str) -> str:
-    module = getattr(fn, "__module__", None) or ""
-    name = getattr(fn, "__name__", None)
-    if name and module.split(".")[0] == "torch":
-        return f"torch.{name}"
-    return name or qualified
+        return f"extern({self.qualified}, name={self.name!r})"
 
 
 #: `kernelpick.extern(...)`: the public name of a function as a choice (the class documents its arguments).
@@ -293,17 +273,3 @@ def compile_choices(
     for (index, _), outcome in zip(jobs, compiled):
         outcomes[index] = outcome
     return [o if o is not None else CompileOutcome("compile_error", "not compiled") for o in outcomes]
-
-
-def as_space(choice: Any) -> ChoiceSpace:
-    """`choice` as a space of choices (a choice is a space of one).
-
-    Raises:
-        ConfigError: it is no choice; the message says how to make one.
-    """
-    if isinstance(choice, ChoiceSpace):
-        return choice
-    raise ConfigError(
-        f"{choice!r} is not a choice: wrap functions with kernelpick.extern, Triton kernels with "
-        "kernelpick.triton_choice and templates with kernelpick.template"
-    )

@@ -1,4 +1,5 @@
-"""`kernelpick.processed`: a choice that transforms its inputs before the call and its output after."""
+"""`kernelpick.processed`: a choice that transforms its inputs before the call and its output after,
+and the pre-packed tensors it makes once per tensor and reuses while that tensor is unchanged."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import threading
 import types
 import weakref
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -15,9 +17,8 @@ from kernelpick.bench.benchmarker import classify_run_error
 from kernelpick.bench.inputs import Example
 from kernelpick.compile.precompile import CompileJob, CompileOutcome
 from kernelpick.errors import ConfigError
-from kernelpick.select.choice import Choice, ChoiceSpace, NamedChoice, qualified_name, short_hash
+from kernelpick.select.choice import Choice, ChoiceSpace, qualified_name, short_hash
 from kernelpick.select.eligibility import requirements_of
-from kernelpick.select.prepack import PrepackCache
 from kernelpick.select.signature import Signature
 from kernelpick.select.template_choice import UnavailableChoice
 from kernelpick.tensors import TensorSpec, example_generator, example_tensor
@@ -27,6 +28,69 @@ log = logging.getLogger("kernelpick.select")
 Before = Callable[..., Sequence[Any]]
 After = Callable[[Any], Any]
 Pack = Callable[[torch.Tensor], Any]
+
+
+def version_of(tensor: torch.Tensor) -> int:
+    """The tensor's in-place version counter (-1 for inference tensors, which keep none)."""
+    try:
+        return int(tensor._version)
+    except RuntimeError:  # "Inference tensors do not track version counter"
+        return -1
+
+
+@dataclass(frozen=True, slots=True)
+class _Packed:
+    source: weakref.ReferenceType[torch.Tensor]
+    version: int
+    data_ptr: int
+    packed: Any
+
+    def of(self, tensor: torch.Tensor) -> bool:
+        """Whether this was packed from `tensor` as it is now."""
+        return (
+            self.source() is tensor
+            and self.version == version_of(tensor)
+            and self.data_ptr == tensor.data_ptr()
+        )
+
+
+class PrepackCache:
+    """`pack(tensor)` made once per tensor and version; `get` is what a call runs.
+
+    Args:
+        pack: makes the packed form of one tensor; it is not timed when choices are benchmarked.
+    """
+
+    def __init__(self, pack: Callable[[torch.Tensor], Any]) -> None:
+        self.pack = pack
+        self._entries: dict[int, _Packed] = {}
+        self._lock = threading.Lock()
+
+    def get(self, tensor: torch.Tensor) -> Any:
+        """The packed form of `tensor`, packed now if it never was or changed since."""
+        entry = self._entries.get(id(tensor))
+        if entry is None or not entry.of(tensor):
+            with self._lock:  # one pack per tensor, even when several choices' threads ask at once
+                entry = self._entries.get(id(tensor))
+                if entry is None or not entry.of(tensor):
+                    source, version, pointer = self._source_ref(tensor), version_of(tensor), tensor.data_ptr()
+                    entry = self._entries[id(tensor)] = _Packed(source, version, pointer, self.pack(tensor))
+        return entry.packed
+
+    def _source_ref(self, tensor: torch.Tensor) -> weakref.ReferenceType[torch.Tensor]:
+        key, entries = id(tensor), self._entries
+
+        def forget(ref: weakref.ReferenceType[torch.Tensor]) -> None:
+            # Only this tensor's entry: a new tensor may already have the dead one's id.
+            entry = entries.get(key)
+            if entry is not None and entry.source is ref:
+                entries.pop(key, None)
+
+        return weakref.ref(tensor, forget)
+
+    def __len__(self) -> int:
+        """How many tensors have a packed form kept."""
+        return len(self._entries)
 
 
 class ProcessedChoices:
@@ -146,7 +210,13 @@ class ProcessedChoices:
     def _processed_signature(self, signature: Signature) -> Signature:
         inputs: tuple[Any, ...] = signature.inputs
         if self.before is not None or self.prepack:
-            inputs = _inputs_of(self._process_described(signature), self.name)
+            result = self._process_described(signature)
+            if not isinstance(result, (tuple, list)):
+                raise ConfigError(
+                    f"`before` of processed choice `{self.name}` must return the wrapped choice's inputs as a "
+                    f"tuple, got a {type(result).__name__}: return (x,) for a single input"
+                )
+            inputs = tuple(result)
         kwargs = tuple((k, v) for k, v in signature.kwargs if self._passes(k))
         return Signature(inputs, kwargs, signature.user_key, signature.device)
 
@@ -251,19 +321,11 @@ class ProcessedChoices:
 
         return prepared_then_after
 
-    def name_for(self, inner: Choice) -> str:
-        """The name of the processed form of `inner`: `name=` in place of the wrapped space's name."""
-        if self.user_name is None:
-            return f"{inner.name} [{self.steps}]"
-        if inner.name.startswith(self.inner.name):
-            return self.user_name + inner.name[len(self.inner.name) :]
-        return f"{self.user_name} {inner.name}"
-
     def __repr__(self) -> str:
         return f"processed({self.inner!r}, {self.steps})"
 
 
-class ProcessedChoice(NamedChoice):
+class ProcessedChoice:
     """One choice of the wrapped space, with the processing around it, for one signature."""
 
     def __init__(
@@ -273,14 +335,20 @@ class ProcessedChoice(NamedChoice):
         self.inner = inner
         self.signature = signature
         self.inner_signature = inner_signature
-        self._name = space.name_for(inner)
-        self._digest = short_hash("processed", inner.digest, space.identity, self._name)
+        # `name=` in place of the wrapped space's name
+        if space.user_name is None:
+            self.name = f"{inner.name} [{space.steps}]"
+        elif inner.name.startswith(space.inner.name):
+            self.name = space.user_name + inner.name[len(space.inner.name) :]
+        else:
+            self.name = f"{space.user_name} {inner.name}"
+        self.digest = short_hash("processed", inner.digest, space.identity, self.name)
 
     def description(self) -> dict[str, Any]:
         space = self.space
         return {
             "kind": "processed",
-            "name": self._name,
+            "name": self.name,
             "choice": self.inner.description(),
             "before": None if space.before is None else qualified_name(space.before),
             "after": None if space.after is None else qualified_name(space.after),
@@ -364,15 +432,6 @@ def _described(value: Any) -> Any:
         described = [_described(v) for v in value]
         return described if isinstance(value, list) else tuple(described)
     return value
-
-
-def _inputs_of(result: Any, name: str) -> tuple[Any, ...]:
-    if isinstance(result, (tuple, list)):
-        return tuple(result)
-    raise ConfigError(
-        f"`before` of processed choice `{name}` must return the wrapped choice's inputs as a tuple, got "
-        f"a {type(result).__name__}: return (x,) for a single input"
-    )
 
 
 def function_identity(fn: Any) -> str:

@@ -24,7 +24,6 @@ from kernelpick.select.choice import (
     ChoiceSpace,
     ExternChoice,
     PortableChoice,
-    as_space,
     qualified_name,
 )
 from kernelpick.select.choice_measuring import ChoiceMeasuring
@@ -122,7 +121,13 @@ class Selector:
         self.search = search if search is None else strategy_class(search).name  # checked now
         #: The choices last measured in this process although isolation was wanted, with the reason.
         self.timed_here: dict[str, str] = {}
-        self.spaces: list[ChoiceSpace] = [as_space(c) for c in choices]
+        for choice in choices:
+            if not isinstance(choice, ChoiceSpace):
+                raise ConfigError(
+                    f"{choice!r} is not a choice: wrap functions with kernelpick.extern, Triton kernels with "
+                    "kernelpick.triton_choice and templates with kernelpick.template"
+                )
+        self.spaces: list[ChoiceSpace] = list(choices)
         if not self.spaces:
             raise ConfigError(f"selector `{name}` has no choices: give it at least one")
         if isinstance(reference, str) and reference not in {s.name for s in self.spaces}:

@@ -13,7 +13,7 @@ from kernelpick.compile.launch import fixed_launcher
 from kernelpick.compile.precompile import CompileJob, CompileOutcome, classify
 from kernelpick.config import Config
 from kernelpick.errors import ConfigError, TemplateError
-from kernelpick.select.choice import Choice, ConfigSource, NamedChoice, configs_for, short_hash
+from kernelpick.select.choice import Choice, ConfigSource, configs_for, short_hash
 from kernelpick.select.modules import load_module, write_module
 from kernelpick.select.render import Epilogue
 from kernelpick.select.signature import Signature
@@ -75,14 +75,6 @@ class TemplateChoices:
         self.static_shapes = static_shapes
         self.name = name or template.name
 
-    def _inputs(self, signature: Signature) -> dict[str, TensorSpec]:
-        if len(signature.inputs) != len(self.arguments):
-            raise ConfigError(
-                f"template choice `{self.name}` takes {len(self.arguments)} inputs "
-                f"({', '.join(self.arguments)}), the call gave {len(signature.inputs)}"
-            )
-        return {n: v for n, v in zip(self.arguments, signature.inputs) if isinstance(v, TensorSpec)}
-
     def choices_for(self, signature: Signature) -> Sequence[Choice]:
         return [self._render(signature, raw) for raw in configs_for(self.configs, signature)]
 
@@ -99,7 +91,12 @@ class TemplateChoices:
 
     def _render(self, signature: Signature, raw: Any) -> Choice:
         """The choice of one config for `signature`: rendered, or unavailable with the reason."""
-        inputs = self._inputs(signature)
+        if len(signature.inputs) != len(self.arguments):
+            raise ConfigError(
+                f"template choice `{self.name}` takes {len(self.arguments)} inputs "
+                f"({', '.join(self.arguments)}), the call gave {len(signature.inputs)}"
+            )
+        inputs = {n: v for n, v in zip(self.arguments, signature.inputs) if isinstance(v, TensorSpec)}
         epilogue = self.epilogue(signature) if callable(self.epilogue) else self.epilogue
         constants = dict(self.constants(signature) if callable(self.constants) else self.constants or {})
         out = signature.named_kwargs.get("out")
@@ -129,23 +126,23 @@ class TemplateChoices:
 template = TemplateChoices
 
 
-class UnavailableChoice(NamedChoice):
+class UnavailableChoice:
     """A choice that could not even be built (its template failed to render); recorded, never run."""
 
     def __init__(self, name: str, digest: str, status: Any, message: str) -> None:
-        self._name, self._digest, self.status, self.message = name, digest, status, message
+        self.name, self.digest, self.status, self.message = name, digest, status, message
 
     def description(self) -> dict[str, Any]:
-        return {"kind": "unavailable", "name": self._name, "reason": self.message}
+        return {"kind": "unavailable", "name": self.name, "reason": self.message}
 
     def compile_job(self, example: Example, signature: Signature) -> CompileJob | CompileOutcome:
         return CompileOutcome(self.status, self.message)
 
     def callable_for(self, signature: Signature) -> Callable[..., Any]:
-        raise TemplateError(f"choice `{self._name}` cannot run: {self.message}")
+        raise TemplateError(f"choice `{self.name}` cannot run: {self.message}")
 
 
-class TemplateChoice(NamedChoice):
+class TemplateChoice:
     """One config of a template, rendered for one signature."""
 
     def __init__(
@@ -160,14 +157,14 @@ class TemplateChoice(NamedChoice):
         self.config = config
         self.rendered = rendered
         self.epilogue = epilogue
-        self._name = name
+        self.name = name
         self.launch_config = Config({}, **config.options())
-        self._digest = short_hash("template", rendered.digest, self.launch_config.identity)
+        self.digest = short_hash("template", rendered.digest, self.launch_config.identity)
 
     def description(self) -> dict[str, Any]:
         return {
             "kind": "template",
-            "name": self._name,
+            "name": self.name,
             "template": self.space.template.name,
             "config": self.config.to_data(),
             "epilogue": None if self.epilogue is None else self.epilogue.expression,

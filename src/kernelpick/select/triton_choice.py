@@ -23,7 +23,6 @@ from kernelpick.errors import ConfigError, IsolationError, failure_exception
 from kernelpick.select.choice import (
     Choice,
     ConfigSource,
-    NamedChoice,
     bound_arguments,
     compile_choices,
     configs_for,
@@ -38,16 +37,6 @@ from kernelpick.workers import values
 log = logging.getLogger("kernelpick.tune")
 
 Bind = Callable[..., tuple[Any, Any]]
-
-
-def _jit_function(kernel: Any) -> JITFunction[Any]:
-    inner = compilable(innermost(kernel))  # inside wrappers; under TRITON_INTERPRET=1, the compilable twin
-    if not isinstance(inner, JITFunction):
-        raise ConfigError(
-            f"kernelpick.triton_choice expects a @triton.jit kernel, got {type(kernel).__name__}; "
-            "for any other callable use kernelpick.extern"
-        )
-    return inner
 
 
 class TritonKernelChoices:
@@ -73,41 +62,43 @@ class TritonKernelChoices:
         self, kernel: Any, *, grid: Any, configs: ConfigSource, bind: Bind, name: str | None = None
     ) -> None:
         self.kernel = kernel
-        self.jit = _jit_function(kernel)
+        # Inside wrappers; under TRITON_INTERPRET=1, the compilable twin.
+        self.jit: JITFunction[Any] = compilable(innermost(kernel))
+        if not isinstance(self.jit, JITFunction):
+            raise ConfigError(
+                f"kernelpick.triton_choice expects a @triton.jit kernel, got {type(kernel).__name__}; "
+                "for any other callable use kernelpick.extern"
+            )
         if not callable(bind):
             raise ConfigError(f"triton_choice(bind=...) must be a function, got {type(bind).__name__}")
         self.grid = grid
         self.configs = configs
         self.bind = bind
-        self._name = name or self.jit.__name__
-
-    @property
-    def name(self) -> str:
-        return self._name
+        self.name = name or self.jit.__name__
 
     def choices_for(self, signature: Signature) -> Sequence[Choice]:
         configs = [Config.of(c) for c in configs_for(self.configs, signature)] or [Config({})]
         return [TritonKernelChoice(self, config) for config in configs]
 
     def __repr__(self) -> str:
-        return f"triton_choice({self._name})"
+        return f"triton_choice({self.name})"
 
 
-class TritonKernelChoice(NamedChoice):
+class TritonKernelChoice:
     """One config of a Triton kernel."""
 
     def __init__(self, space: TritonKernelChoices, config: Config) -> None:
         self.space = space
         self.config = config
-        self._name = f"{space.name} {config}" if str(config) else space.name
+        self.name = f"{space.name} {config}" if str(config) else space.name
         # JITFunction.cache_key hashes the kernel's source and the @triton.jit helpers it calls; the
         # same kernel bound to the inputs another way is another implementation.
-        self._digest = short_hash("triton", space.jit.cache_key, qualified_name(space.bind), config.identity)
+        self.digest = short_hash("triton", space.jit.cache_key, qualified_name(space.bind), config.identity)
 
     def description(self) -> dict[str, Any]:
         return {
             "kind": "triton",
-            "name": self._name,
+            "name": self.name,
             "kernel": self.space.name,
             "config": self.config.to_data(),
             "source": self.space.jit.cache_key,  # its kept source: `kernelpick code`
@@ -317,13 +308,13 @@ def _launch_on(launch: Callable[..., Any], own: OwnArguments, *_example: Any, **
     return launch(*own.args, **own.kwargs)
 
 
-class ConfigChoice(NamedChoice):
+class ConfigChoice:
     """One config of an autotuned kernel, as a choice launched on the call's own arguments (`own`:
     its own copies, where its hooks run before it compiles); its digest is the config's."""
 
     def __init__(self, call: KernelCall, config: Config, own: OwnArguments | None = None) -> None:
         self.call, self.config, self.own = call, config, own
-        self._name, self._digest = str(config), config.digest
+        self.name, self.digest = str(config), config.digest
 
     def description(self) -> dict[str, Any]:
         return self.config.to_dict()
@@ -366,4 +357,4 @@ class ConfigChoice(NamedChoice):
             value = grid({**named, **self.config.kwargs}) if callable(grid) else grid
         except Exception as error:
             raise IsolationError(f"the grid could not be evaluated outside a launch: {error}") from error
-        return KernelLaunch(self._name, dict(self.config.all_kwargs()), tuple(int(n) for n in value))
+        return KernelLaunch(self.name, dict(self.config.all_kwargs()), tuple(int(n) for n in value))
