@@ -23,15 +23,10 @@ from kernelpick.select.signature import Signature
 class Choice(Protocol):
     """One implementation at one config, for one input signature."""
 
-    @property
-    def name(self) -> str:
-        """A readable name, unique within its selector (a row of the AUTOTUNE table)."""
-        ...
-
-    @property
-    def digest(self) -> str:
-        """A hash of everything that makes this choice what it is; stored results are reused only for an equal one."""
-        ...
+    #: A readable name, unique within its selector (a row of the AUTOTUNE table).
+    name: str
+    #: A hash of everything that makes this choice what it is; stored results are reused only for an equal one.
+    digest: str
 
     def description(self) -> dict[str, Any]:
         """Plain data for the store and reports: kind, name, config, source hash."""
@@ -52,8 +47,7 @@ class Choice(Protocol):
 class ChoiceSpace(Protocol):
     """Something that expands into choices for a signature: an extern, a Triton kernel's configs, a template's."""
 
-    @property
-    def name(self) -> str: ...
+    name: str
 
     def choices_for(self, signature: Signature) -> Sequence[Choice]:
         """The choices for `signature` (empty when this space does not apply to it)."""

@@ -137,7 +137,8 @@ class ProcessedChoices:
                 f"kernelpick.processed wraps a choice: kernelpick.extern(...), triton_choice(...) or "
                 f"template(...), got {type(choice).__name__}: {choice!r}"
             )
-        for label, fn in (("before", before), ("after", after)):
+        functions = {"before": before, "after": after}
+        for label, fn in functions.items():
             if fn is not None and not callable(fn):
                 raise ConfigError(
                     f"kernelpick.processed({label}=...) expects a function, got {type(fn).__name__}"
@@ -153,7 +154,9 @@ class ProcessedChoices:
                 f"kernelpick.processed({choice.name}) was given no processing: pass before=, after= or "
                 "prepack=, or use the choice itself"
             )
-        self.steps = _steps(before, after, self.prepack)
+        steps = [f"prepack {i}: {_short_name(c.pack)}" for i, c in sorted(self.prepack.items())]
+        steps += [f"{label}: {_short_name(fn)}" for label, fn in functions.items() if fn is not None]
+        self.steps = "; ".join(steps)
         self.user_name = name
         self.name = name or f"{choice.name} [{self.steps}]"
         self.identity = short_hash(
@@ -177,7 +180,20 @@ class ProcessedChoices:
             ConfigError: a pre-packed input is missing or not a tensor, or `before` does not return a
                 tuple of inputs.
         """
-        self._check_prepacked(signature)
+        count = len(signature.inputs)
+        for index in self.prepack:
+            if index >= count:
+                raise ConfigError(
+                    f"processed choice `{self.name}` pre-packs input {index}, but the call has {count} "
+                    f"input{'s' if count != 1 else ''} {signature}: prepack keys are positional input "
+                    "indices, counted from 0"
+                )
+            if not isinstance(signature.inputs[index], TensorSpec):
+                raise ConfigError(
+                    f"processed choice `{self.name}` pre-packs input {index}, a "
+                    f"{type(signature.inputs[index]).__name__}: only tensors can be pre-packed (packed "
+                    "forms are kept by tensor identity and version)"
+                )
         try:
             inner_signature = self.inner_signature(signature)
         except ConfigError:
@@ -241,22 +257,6 @@ class ProcessedChoices:
         generator = example_generator(devices[0] if devices else torch.device("cpu"))
         values = [example_tensor(v, generator) if isinstance(v, TensorSpec) else v for v in signature.inputs]
         return _described(process(*values))
-
-    def _check_prepacked(self, signature: Signature) -> None:
-        count = len(signature.inputs)
-        for index in self.prepack:
-            if index >= count:
-                raise ConfigError(
-                    f"processed choice `{self.name}` pre-packs input {index}, but the call has {count} "
-                    f"input{'s' if count != 1 else ''} {signature}: prepack keys are positional input "
-                    "indices, counted from 0"
-                )
-            if not isinstance(signature.inputs[index], TensorSpec):
-                raise ConfigError(
-                    f"processed choice `{self.name}` pre-packs input {index}, a "
-                    f"{type(signature.inputs[index]).__name__}: only tensors can be pre-packed (packed "
-                    "forms are kept by tensor identity and version)"
-                )
 
     def _prepacker(self, cached: bool = True) -> Before | None:
         """`prepare(*inputs)`: pre-packing (from the cache unless not `cached`), then `before`; `before`
@@ -398,13 +398,6 @@ def _checked_prepack(prepack: Mapping[int, Pack] | None) -> dict[int, Pack]:
                 "expected a function of the tensor"
             )
     return dict(prepack)
-
-
-def _steps(before: Before | None, after: After | None, prepack: Mapping[int, PrepackCache]) -> str:
-    steps = [f"prepack {i}: {_short_name(c.pack)}" for i, c in sorted(prepack.items())]
-    steps += [f"before: {_short_name(before)}"] if before is not None else []
-    steps += [f"after: {_short_name(after)}"] if after is not None else []
-    return "; ".join(steps)
 
 
 def _short_name(fn: Any) -> str:

@@ -183,9 +183,7 @@ def _torch_function(call: Any) -> bool:
     one, or one with some arguments given (`functools.partial(torch._scaled_mm, out_dtype=...)`)."""
     if isinstance(call, functools.partial):
         return _torch_function(call.func)
-    if call in _traceable:
-        return True
-    if isinstance(call, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
+    if call in _traceable or isinstance(call, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
         return True
     return isinstance(call, types.BuiltinFunctionType) and getattr(call, "__module__", None) == "torch"
 

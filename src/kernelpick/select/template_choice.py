@@ -225,11 +225,7 @@ def wrap_triton_launch(
 
 def _traced_launcher(kernel: Any, interpreter: bool, gpu: int | None) -> Callable[..., Any]:
     """A launch a tracer records as `wrap_triton`'s (`wrap_triton_launch`; Inductor's code sets the device)."""
-
-    def launch(*args: Any, grid: tuple[int, ...], **options: Any) -> None:
-        wrap_triton_launch(kernel, grid, args, {}, options)
-
-    return launch
+    return lambda *args, grid, **options: wrap_triton_launch(kernel, grid, args, {}, options)
 
 
 def _generate(
@@ -265,11 +261,8 @@ def _generate(
             from triton.tools.tensor_descriptor import TensorDescriptor
 
             scope["TensorDescriptor"] = TensorDescriptor
-            scope[f"{parameter.name}_layout"] = (
-                list(parameter.shape),
-                list(parameter.strides),
-                list(parameter.block),
-            )
+            layout = (parameter.shape, parameter.strides, parameter.block)
+            scope[f"{parameter.name}_layout"] = tuple(list(part) for part in layout)
             values.append(f"TensorDescriptor(inputs[{position[parameter.source]}], *{parameter.name}_layout)")
         elif parameter.kind == "workspace":
             values.append(f"workspace_{parameter.name}")
