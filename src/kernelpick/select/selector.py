@@ -289,9 +289,8 @@ class Selector:
         if tabled is not None:
             return tabled
         started = time.perf_counter()
-        choices, skipped = expanded()
+        by_digest, skipped = expanded()
         tuning.phases["expand"] = time.perf_counter() - started
-        by_digest = {c.digest: c for c in choices}
         kept = self.reference_digest(signature)  # what runs unless clearly beaten
         ranking = measured_as([*inputs, *kwargs.values()])
         measuring = ChoiceMeasuring(
@@ -311,7 +310,7 @@ class Selector:
         settled = tuning.settle(by_digest, self.search, measuring, ranking)
         results = dict(settled.results)
         ranked = sorted(
-            [c for c in choices if c.digest in results], key=lambda c: results[c.digest].cost(ranking)
+            [c for d, c in by_digest.items() if d in results], key=lambda c: results[c.digest].cost(ranking)
         )
         rows = tuple(
             CandidateResult(c.digest, c.description(), results[c.digest], name=c.name) for c in ranked
@@ -362,7 +361,7 @@ class Selector:
         key: tuple[Any, ...],
         tuning: Tuning,
         signature: Signature,
-        expanded: Callable[[], tuple[list[Choice], tuple[SkippedChoice, ...]]],
+        expanded: Callable[[], tuple[dict[str, Choice], tuple[SkippedChoice, ...]]],
     ) -> Callable[..., Any] | None:
         """Bind the pick a deployment table gives for this key (`kernelpick.store.deploy`), if any
         (`expanded()`: every choice, made only when the store's completeness is asked for). A
@@ -377,7 +376,7 @@ class Selector:
                 found_for[id(entry)] = tabled_choice(eligible()[0], signature, entry)
             return found_for[id(entry)]
 
-        found = tuning.tabled(choice_of, lambda: [c.digest for c in expanded()[0]])
+        found = tuning.tabled(choice_of, lambda: list(expanded()[0]))
         if found is None:
             return None
         choice, hit = found
@@ -441,33 +440,32 @@ class Selector:
             ConfigError: two different choices share a name.
             NoValidChoices: no choice applies to the signature.
         """
-        return self._expand(signature)[0]
+        return list(self._expand(signature)[0].values())
 
-    def _expand(self, signature: Signature) -> tuple[list[Choice], tuple[SkippedChoice, ...]]:
-        """`expand`'s choices, and the spaces left out on the device with the reason for each."""
-        choices: list[Choice] = []
-        by_name: dict[str, Choice] = {}
-        digests: set[str] = set()
+    def _expand(self, signature: Signature) -> tuple[dict[str, Choice], tuple[SkippedChoice, ...]]:
+        """`expand`'s choices by digest, in order, and the spaces left out on the device with the reason
+        for each."""
+        by_digest: dict[str, Choice] = {}
+        names: set[str] = set()
         spaces, skipped = eligible_spaces(self.spaces, signature.device)
         for space in spaces:
             for choice in space.choices_for(signature):
-                if choice.digest in digests:
+                if choice.digest in by_digest:
                     continue  # the same implementation listed twice
-                if choice.name in by_name:
+                if choice.name in names:
                     raise ConfigError(
                         f"selector `{self.name}` has two different choices named {choice.name!r}: give one a name="
                     )
-                digests.add(choice.digest)
-                by_name[choice.name] = choice
-                choices.append(choice)
-        if not choices:
+                names.add(choice.name)
+                by_digest[choice.digest] = choice
+        if not by_digest:
             left_out = "".join(f"; skipped {s.name}: {s.reason}" for s in skipped)
             raise NoValidChoices(
                 f"no choice of selector `{self.name}` applies to inputs {signature}: every config space "
                 f"was empty for them or skipped on this device{left_out}; add a choice that handles them "
                 "(an extern, say)"
             )
-        return choices, skipped
+        return by_digest, skipped
 
     def reference_digest(self, signature: Signature) -> str | None:
         """The digest of the reference when it is one of the choices: what runs unless clearly beaten."""
