@@ -208,7 +208,7 @@ class _Formula(torch.autograd.Function):
         return output
 
     @staticmethod
-    def backward(ctx: Any, grad: Any) -> Any:
+    def backward(ctx: Any, *grads: Any) -> Any:
         backward, kwargs, count = ctx.formula
         if backward is None:
             raise RuntimeError(
@@ -218,8 +218,8 @@ class _Formula(torch.autograd.Function):
         saved = ctx.saved_tensors
         args, output = saved[:count], saved[count]
         wanted = ctx.needs_input_grad[4:]
-        grads = backward(args, kwargs, output, grad)
-        return (None, None, None, None, *(g if w else None for g, w in zip(grads, wanted)))
+        given = backward(args, kwargs, output, *grads)
+        return (None, None, None, None, *(g if w else None for g, w in zip(given, wanted)))
 
 
 #: The keys that may follow Autograd for `run` to be called at once: plain tensors on a device,
