@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from kernelpick.bench import timers
-from kernelpick.bench.timers import TimingBudget, UserBenchTimer, WallClockTimer, timer_for
+from kernelpick.bench.timers import TimingBudget, UserBenchTimer, WallClockTimer, run_spans, timer_for
 from kernelpick.device import describe
 
 
@@ -248,8 +248,7 @@ class Matmul:
 def test_graph_and_profiler_timers_agree_on_a_gemm() -> None:
     import statistics
 
-    from kernelpick.bench.graph_timer import CudaGraphTimer
-    from kernelpick.bench.profiler_timer import ProfilerTimer
+    from kernelpick.bench.timers import CudaGraphTimer, ProfilerTimer
 
     info = describe(torch.device("cuda", 0))
     gemm = Matmul(4096)
@@ -263,7 +262,7 @@ def test_graph_and_profiler_timers_agree_on_a_gemm() -> None:
 @pytest.mark.gpu
 def test_a_run_that_synchronizes_is_timed_with_events_and_labelled_so() -> None:
     from kernelpick.bench.benchmarker import benchmark
-    from kernelpick.bench.graph_timer import CudaGraphTimer
+    from kernelpick.bench.timers import CudaGraphTimer
 
     timer = CudaGraphTimer(describe(torch.device("cuda", 0)))
     plain, syncing = Matmul(1024), Matmul(1024, synchronize=True)
@@ -275,3 +274,33 @@ def test_a_run_that_synchronizes_is_timed_with_events_and_labelled_so() -> None:
     first = torch.randn(8, device="cuda")
     torch.manual_seed(3)
     assert torch.equal(first, torch.randn(8, device="cuda"))
+
+
+# -- the profiler timer: a run's time is the device activity between its two markers ------------
+
+MARK = "spin_kernel(long)"
+
+
+def test_each_run_sums_its_kernels_copies_and_memsets_and_nothing_between_runs() -> None:
+    activities = [
+        ("copy_kernel (setup)", 0, 5_000),
+        ("fill_kernel<signed char> (flush)", 10_000, 30_000),
+        (MARK, 41_000, 1_000),
+        ("gemm_kernel", 43_000, 20_000),
+        ("Memset (Device)", 64_000, 1_000),
+        (MARK, 66_000, 1_000),
+        ("fill_kernel<signed char> (flush)", 70_000, 30_000),
+        (MARK, 101_000, 1_000),
+        ("gemm_kernel", 103_000, 22_000),
+        (MARK, 126_000, 1_000),
+    ]
+    assert run_spans(activities) == pytest.approx([0.021, 0.022])
+
+
+def test_activities_are_taken_in_time_order() -> None:
+    activities = [(MARK, 30, 1), ("k", 10, 5), (MARK, 0, 1), ("k", 50, 7), (MARK, 40, 1), (MARK, 60, 1)]
+    assert run_spans(activities) == pytest.approx([5e-6, 7e-6])
+
+
+def test_a_run_that_never_closed_is_not_counted() -> None:
+    assert run_spans([(MARK, 0, 1), ("k", 2, 5)]) == []

@@ -1,11 +1,14 @@
-"""Timers of device time: the protocol, CUDA events, a CPU wall clock, and the choice among them."""
+"""Timers of device time: the protocol, CUDA events, a CPU wall clock, CUDA-graph replays, the profiler,
+and the choice among them."""
 
 from __future__ import annotations
 
 import functools
+import logging
 import math
+import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -13,6 +16,8 @@ import torch
 
 from kernelpick import settings
 from kernelpick.device import DeviceInfo
+
+log = logging.getLogger("kernelpick.bench")
 
 
 class Benchmarkable(Protocol):
@@ -87,7 +92,43 @@ def timing_events(count: int) -> list[tuple[Any, Any]]:
     ]
 
 
-class CudaEventTimer:
+class _RunTimer:
+    """The steps a timer of each run shares: its first runs size the warm-ups and the timed runs
+    (and, past `cutoff_ms`, are all that is timed); interleaved candidates take turns, run by run."""
+
+    #: How many of the first runs count as warm-ups (the wall clock's one timed first run does).
+    first_warm_ups = 0
+
+    def first_runs(self, candidate: Benchmarkable) -> list[float]:
+        raise NotImplementedError
+
+    def rounds(self, candidates: Sequence[Benchmarkable], reps: int) -> list[list[float]]:
+        """Per candidate, `reps` timed runs, the candidates taking turns."""
+        raise NotImplementedError
+
+    def estimate(self, candidate: Benchmarkable) -> float:
+        """The median of the first runs' times: what sizes the runs to come."""
+        return statistics.median(self.first_runs(candidate))
+
+    def measure(
+        self, candidate: Benchmarkable, budget: TimingBudget, cutoff_ms: float | None = None
+    ) -> list[float]:
+        first = self.first_runs(candidate)
+        estimate = statistics.median(first)
+        if cutoff_ms is not None and estimate > cutoff_ms:
+            return first  # clearly slower than the best so far: the first runs say enough
+        for _ in range(budget.warmups_for(estimate) - self.first_warm_ups):
+            run_once(candidate)
+        return self.rounds([candidate], budget.reps_for(estimate))[0]
+
+    def measure_interleaved(
+        self, candidates: Sequence[Benchmarkable], budget: TimingBudget
+    ) -> list[list[float]]:
+        estimate = max(self.estimate(c) for c in candidates)
+        return self.rounds(candidates, budget.reps_for(estimate))
+
+
+class CudaEventTimer(_RunTimer):
     """CUDA events around each run; the L2 cache is flushed before each run by writing twice its size."""
 
     name = "events"
@@ -101,60 +142,31 @@ class CudaEventTimer:
         """Evict what earlier runs left in the L2 cache (queued on the current stream)."""
         self._flush_buffer.zero_()
 
-    def _timed(self, candidate: Benchmarkable, events: tuple[Any, Any]) -> None:
-        candidate.setup()
-        self.flush()
-        events[0].record()
-        candidate.run()
-        events[1].record()
-        candidate.teardown()
-
     def first_runs(self, candidate: Benchmarkable) -> list[float]:
         """A first, untimed run (it loads the kernel and surfaces launch errors), then three timed ones."""
         run_once(candidate)
         torch.cuda.synchronize(self.device)
-        pairs = timing_events(3)
-        for pair in pairs:
-            self._timed(candidate, pair)
-        torch.cuda.synchronize(self.device)
-        return [float(s.elapsed_time(e)) for s, e in pairs]
+        return self.rounds([candidate], 3)[0]
 
-    def estimate(self, candidate: Benchmarkable) -> float:
-        """The median of the first runs' times: what sizes the runs to come."""
-        return sorted(self.first_runs(candidate))[1]
-
-    def measure(
-        self, candidate: Benchmarkable, budget: TimingBudget, cutoff_ms: float | None = None
-    ) -> list[float]:
-        first = self.first_runs(candidate)
-        estimate = sorted(first)[1]
-        if cutoff_ms is not None and estimate > cutoff_ms:
-            return first  # clearly slower than the best so far: three runs say enough
-        for _ in range(budget.warmups_for(estimate)):
-            run_once(candidate)
-        pairs = timing_events(budget.reps_for(estimate))
-        for pair in pairs:
-            self._timed(candidate, pair)
-        torch.cuda.synchronize(self.device)
-        return [float(s.elapsed_time(e)) for s, e in pairs]
-
-    def measure_interleaved(
-        self, candidates: Sequence[Benchmarkable], budget: TimingBudget
-    ) -> list[list[float]]:
-        estimate = max(self.estimate(c) for c in candidates)
-        reps = budget.reps_for(estimate)
+    def rounds(self, candidates: Sequence[Benchmarkable], reps: int) -> list[list[float]]:
         each = [timing_events(reps) for _ in candidates]
         for rep in range(reps):
             for candidate, pairs in zip(candidates, each):
-                self._timed(candidate, pairs[rep])
+                candidate.setup()
+                self.flush()
+                pairs[rep][0].record()
+                candidate.run()
+                pairs[rep][1].record()
+                candidate.teardown()
         torch.cuda.synchronize(self.device)
         return [[float(s.elapsed_time(e)) for s, e in pairs] for pairs in each]
 
 
-class WallClockTimer:
+class WallClockTimer(_RunTimer):
     """`time.perf_counter` around each run, for CPU devices (Triton's interpreter, CPU library kernels)."""
 
     name = "wallclock"
+    first_warm_ups = 1
 
     @staticmethod
     def _timed(candidate: Benchmarkable) -> float:
@@ -165,22 +177,12 @@ class WallClockTimer:
         candidate.teardown()
         return elapsed
 
-    def measure(
-        self, candidate: Benchmarkable, budget: TimingBudget, cutoff_ms: float | None = None
-    ) -> list[float]:
-        estimate = self._timed(candidate)
-        if cutoff_ms is not None and estimate > cutoff_ms:
-            return [estimate]
-        for _ in range(budget.warmups_for(estimate) - 1):
-            self._timed(candidate)
-        return [self._timed(candidate) for _ in range(budget.reps_for(estimate))]
+    def first_runs(self, candidate: Benchmarkable) -> list[float]:
+        return [self._timed(candidate)]
 
-    def measure_interleaved(
-        self, candidates: Sequence[Benchmarkable], budget: TimingBudget
-    ) -> list[list[float]]:
-        estimate = max(self._timed(c) for c in candidates)
+    def rounds(self, candidates: Sequence[Benchmarkable], reps: int) -> list[list[float]]:
         samples: list[list[float]] = [[] for _ in candidates]
-        for _ in range(budget.reps_for(estimate)):
+        for _ in range(reps):
             for candidate, out in zip(candidates, samples):
                 out.append(self._timed(candidate))
         return samples
@@ -206,6 +208,293 @@ class UserBenchTimer:
         return [self.measure(c, budget) for c in candidates]
 
 
+#: How long one replay of a timed graph should take: long enough that its launch and its two
+#: events are noise next to it, short enough for several replays in a brief first round.
+REPLAY_MS = 1.0
+#: Most runs captured in one graph (its memory grows with them, and long graphs add nothing).
+MAX_RUNS_PER_GRAPH = 100
+#: Graph replays or profiled runs that estimate a candidate's time, for the first round's cutoff
+#: (and the replays to come).
+QUICK_RUNS = 3
+
+
+@dataclass(slots=True)
+class _Graphs:
+    """A candidate's two graphs and the runs each replay of `timed` holds."""
+
+    timed: Any
+    baseline: Any
+    runs: int
+
+    def release(self) -> None:
+        self.timed.reset()
+        self.baseline.reset()
+
+
+class CudaGraphTimer:
+    """Times runs as CUDA-graph replays, the setups and L2 flushes measured alike and taken off."""
+
+    name = "cudagraph"
+
+    def __init__(self, device: DeviceInfo) -> None:
+        #: Estimates, and the timer of candidates that cannot be captured.
+        self.events = CudaEventTimer(device)
+        self.device = self.events.device
+        self._stream = torch.cuda.Stream(self.device)  # type: ignore[no-untyped-call]
+        #: Candidates whose last measurement fell back to CUDA events (`benchmarker.timer_used`).
+        self.fell_back: set[str] = set()
+        self._reported: set[str] = set()  # those already logged as not capturable
+
+    # -- the Timer protocol --------------------------------------------------------------------
+    def measure(
+        self, candidate: Benchmarkable, budget: TimingBudget, cutoff_ms: float | None = None
+    ) -> list[float]:
+        # The first runs load the kernel and surface launch errors. Timed with events, they can read
+        # far slow (a Triton launch's host time counts when it outlasts the flush), so they only
+        # size the graph; what is compared with the cutoff is replayed.
+        first = self.events.estimate(candidate)
+        graphs = self._capture(candidate, first, budget.warmups_for(first))
+        if graphs is None:
+            return self.events.measure(candidate, budget, cutoff_ms)
+        try:
+            quick = self._replayed([graphs], QUICK_RUNS)[0]
+            estimate = statistics.median(quick)
+            if cutoff_ms is not None and estimate > cutoff_ms:
+                return quick  # clearly slower than the best so far: a few replays say enough
+            return quick + self._replayed([graphs], self._replays([graphs], [estimate], budget))[0]
+        finally:
+            graphs.release()
+
+    def measure_interleaved(
+        self, candidates: Sequence[Benchmarkable], budget: TimingBudget
+    ) -> list[list[float]]:
+        firsts = [self.events.estimate(c) for c in candidates]
+        captured = [self._capture(c, e, budget.warmups_for(e)) for c, e in zip(candidates, firsts)]
+        graphs = [g for g in captured if g is not None]
+        uncaptured = [c for c, g in zip(candidates, captured) if g is None]
+        try:
+            replayed: Iterator[list[float]] = iter([])
+            if graphs:
+                estimates = [statistics.median(q) for q in self._replayed(graphs, QUICK_RUNS)]
+                replayed = iter(self._replayed(graphs, self._replays(graphs, estimates, budget)))
+            # The others take turns with CUDA events, after the graphs.
+            timed = iter(self.events.measure_interleaved(uncaptured, budget) if uncaptured else [])
+            return [next(replayed) if g is not None else next(timed) for g in captured]
+        finally:
+            for g in graphs:
+                g.release()
+
+    # -- capturing and replaying ---------------------------------------------------------------
+    def _replays(self, graphs: Sequence[_Graphs], estimates: Sequence[float], budget: TimingBudget) -> int:
+        """Replays per graph: the budget's runs of the slowest candidate, spread over its graph."""
+        slowest = max(estimates)
+        runs = min(g.runs for g in graphs)
+        return int(min(budget.max_reps, max(budget.min_reps, math.ceil(budget.reps_for(slowest) / runs))))
+
+    def _capture(self, candidate: Benchmarkable, estimate_ms: float, warmups: int) -> _Graphs | None:
+        """The candidate's two graphs, or None when it cannot be captured (it is then timed with events)."""
+        if not getattr(candidate, "capturable", True):
+            self.fell_back.add(candidate.name)
+            return None
+        runs = max(1, min(MAX_RUNS_PER_GRAPH, math.ceil(REPLAY_MS / max(estimate_ms, 1e-4))))
+        stream = self._stream
+        stream.wait_stream(torch.cuda.current_stream(self.device))
+        try:
+            with torch.cuda.stream(stream):
+                # Warm up on the capture stream: libraries make their per-stream state (cuBLAS's
+                # workspace) here, outside the capture, and clocks come up.
+                for _ in range(max(1, warmups)):
+                    self._one(candidate, timed=True)
+                timed = self._graph(candidate, runs, timed=True)
+                baseline = self._graph(candidate, runs, timed=False)
+        except Exception as error:
+            torch.cuda.synchronize(self.device)
+            _clear_error()
+            _release_generator(self.device)
+            self.fell_back.add(candidate.name)
+            if candidate.name not in self._reported:
+                self._reported.add(candidate.name)
+                log.info(
+                    "%s cannot be captured in a CUDA graph; timing it with CUDA events: %s",
+                    candidate.name,
+                    error,
+                )
+            return None
+        finally:
+            torch.cuda.current_stream(self.device).wait_stream(stream)
+        self.fell_back.discard(candidate.name)
+        return _Graphs(timed, baseline, runs)
+
+    def _graph(self, candidate: Benchmarkable, runs: int, *, timed: bool) -> Any:
+        graph = torch.cuda.CUDAGraph()
+        graph.capture_begin(capture_error_mode="thread_local")
+        try:
+            for _ in range(runs):
+                self._one(candidate, timed=timed)
+        finally:
+            graph.capture_end()  # raises when the capture was invalidated
+        return graph
+
+    def _one(self, candidate: Benchmarkable, *, timed: bool) -> None:
+        candidate.setup()
+        self.events.flush()
+        if timed:
+            candidate.run()
+        candidate.teardown()
+
+    def _replayed(self, graphs: Sequence[_Graphs], replays: int) -> list[list[float]]:
+        """Per graph, `replays` samples of milliseconds per run: the graphs take turns, each timed
+        graph next to its baseline, so that drift (clocks, heat) hits them alike."""
+        pairs = [(timing_events(replays), timing_events(replays)) for _ in graphs]
+        for replay in range(replays):
+            for g, (timed, baseline) in zip(graphs, pairs):
+                for graph, (start, end) in ((g.timed, timed[replay]), (g.baseline, baseline[replay])):
+                    start.record()
+                    graph.replay()
+                    end.record()
+        torch.cuda.synchronize(self.device)
+        samples = []
+        for g, (timed, baseline) in zip(graphs, pairs):
+            samples.append(
+                [
+                    max((t[0].elapsed_time(t[1]) - b[0].elapsed_time(b[1])) / g.runs, 1e-6)
+                    for t, b in zip(timed, baseline)
+                ]
+            )
+        return samples
+
+
+def _release_generator(device: torch.device) -> None:
+    """Give the device's default random generator a fresh copy of its state: a capture that failed
+    never ended its capture on the generator, and every later random draw outside a graph would
+    fail ("Offset increment outside graph capture encountered unexpectedly"). The copy keeps the
+    seed and offset, so the random sequence goes on as if nothing happened."""
+    generator = torch.cuda.default_generators[device.index or 0]
+    if hasattr(generator, "clone_state") and hasattr(generator, "graphsafe_set_state"):
+        generator.graphsafe_set_state(generator.clone_state())
+
+
+def _clear_error() -> None:
+    """Forget the error a failed capture left (it is not sticky, but the next launch check would see it)."""
+    try:
+        torch.cuda.cudart().cudaGetLastError()  # type: ignore[no-untyped-call]
+    except Exception:  # an older torch without the binding: the error surfaces once, at worst
+        pass
+
+
+#: The marker kernel's name, as the profiler reports it ("spin_kernel(long)").
+MARKER = "spin_kernel"
+
+
+class ProfilerTimer:
+    """Times each run as the summed durations of its device activities, read from the profiler."""
+
+    name = "profiler"
+
+    def __init__(self, device: DeviceInfo) -> None:
+        self.events = CudaEventTimer(device)
+        self.device = self.events.device
+        #: Candidates whose last measurement fell back to CUDA events (`benchmarker.timer_used`).
+        self.fell_back: set[str] = set()
+        self._warned = False
+
+    def measure(
+        self, candidate: Benchmarkable, budget: TimingBudget, cutoff_ms: float | None = None
+    ) -> list[float]:
+        # The first runs load the kernel and surface launch errors; timed with events they can read
+        # far slow, so the cutoff is checked on a few profiled runs instead.
+        estimate = self.events.estimate(candidate)
+        for _ in range(budget.warmups_for(estimate)):
+            run_once(candidate)
+        quick = self._profiled([candidate], QUICK_RUNS) if cutoff_ms is not None else None
+        if quick is not None:
+            estimate = statistics.median(quick[0])
+            if estimate > cutoff_ms:  # type: ignore[operator]  # cutoff_ms is set: quick was made
+                return quick[0]
+        profiled = self._profiled([candidate], budget.reps_for(estimate))
+        return profiled[0] if profiled is not None else self.events.measure(candidate, budget, cutoff_ms)
+
+    def measure_interleaved(
+        self, candidates: Sequence[Benchmarkable], budget: TimingBudget
+    ) -> list[list[float]]:
+        estimate = max(self.events.estimate(c) for c in candidates)
+        profiled = self._profiled(candidates, budget.reps_for(estimate))
+        return profiled if profiled is not None else self.events.measure_interleaved(candidates, budget)
+
+    def _profiled(self, candidates: Sequence[Benchmarkable], reps: int) -> list[list[float]] | None:
+        """Per candidate, `reps` run times in milliseconds (the candidates take turns), or None when
+        the profiler cannot be used here (they are then in `fell_back`)."""
+        from torch.profiler import ProfilerActivity, profile
+
+        names = {c.name for c in candidates}
+        self.fell_back -= names
+
+        try:
+            with profile(activities=[ProfilerActivity.CUDA]) as session:
+                for _ in range(reps):
+                    for candidate in candidates:
+                        candidate.setup()
+                        self.events.flush()
+                        _mark()
+                        candidate.run()
+                        _mark()
+                        candidate.teardown()
+                torch.cuda.synchronize(self.device)
+            spans = run_spans(_device_activities(session))
+        except RuntimeError as error:  # another profiler runs, or the activities could not be read
+            if not self._warned:
+                self._warned = True
+                log.warning("the profiler timer cannot run here (%s); timing with CUDA events", error)
+            self.fell_back |= names
+            return None
+        if len(spans) != reps * len(candidates):
+            log.info(
+                "the profiler saw %d runs where %d were queued; timing with CUDA events",
+                len(spans),
+                reps * len(candidates),
+            )
+            self.fell_back |= names
+            return None
+        return [spans[index :: len(candidates)] for index in range(len(candidates))]
+
+
+def run_spans(activities: Sequence[tuple[str, int, int]]) -> list[float]:
+    """Milliseconds of device activity between successive pairs of markers.
+
+    Args:
+        activities: (name, start, duration) in nanoseconds, of every device activity.
+    """
+    spans: list[float] = []
+    inside, total = False, 0
+    for name, _, duration in sorted(activities, key=lambda activity: activity[1]):
+        if MARKER in name:
+            if inside:
+                spans.append(total / 1e6)
+                total = 0
+            inside = not inside
+        elif inside:
+            total += duration
+    return spans
+
+
+def _mark() -> None:
+    torch.cuda._sleep(1)  # type: ignore[no-untyped-call]
+
+
+def _device_activities(session: Any) -> list[tuple[str, int, int]]:
+    """(name, start, duration) in nanoseconds of each device activity the session recorded."""
+    from torch._C._autograd import DeviceType
+
+    results = getattr(session.profiler, "kineto_results", None)
+    if results is None:
+        raise RuntimeError("the profiler returned no results")
+    return [
+        (event.name(), event.start_ns(), event.duration_ns())
+        for event in results.events()
+        if event.device_type() == DeviceType.CUDA
+    ]
+
+
 def timer_for(device: DeviceInfo) -> Timer:
     """The timer `KERNELPICK_TIMER` names for a device (the wall clock on CPUs), one per device and name."""
     return _timer(device, "wallclock" if device.interpreter else settings.current().timer)
@@ -218,9 +507,5 @@ def _timer(device: DeviceInfo, name: str) -> Timer:
     if name == "events":
         return CudaEventTimer(device)
     if name == "profiler":
-        from kernelpick.bench.profiler_timer import ProfilerTimer
-
         return ProfilerTimer(device)
-    from kernelpick.bench.graph_timer import CudaGraphTimer
-
     return CudaGraphTimer(device)
