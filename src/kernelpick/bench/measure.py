@@ -80,9 +80,9 @@ class Measurement:
         self.example = example
         self.device = device
         self.reference, self.tolerance, self.tf32 = reference, tolerance, tf32
-        self._expected: tuple[Expected | None, str | None] | None = None
+        self._expected: Expected | str | None = None
 
-    def expected(self) -> tuple[Expected | None, str | None]:
+    def expected(self) -> Expected | str:
         """The reference's output on the example, prepared for checking, or why the reference failed
         (computed once)."""
         if self._expected is None:
@@ -92,11 +92,11 @@ class Measurement:
                 self.example.restore()
                 output = reference(*self.example.args, **self.example.kwargs)
                 synchronize(self.device)
-                tf32 = self.device.type == "cuda" and self.tf32
-                self._expected = (Expected(output, self.tolerance, tf32), None)
+                self._expected = Expected(output, self.tolerance, self.device.type == "cuda" and self.tf32)
             except Exception as error:
-                message = f"the reference `{name}` failed on these inputs: {classify_run_error(error)[1]}"
-                self._expected = (None, message)
+                self._expected = (
+                    f"the reference `{name}` failed on these inputs: {classify_run_error(error)[1]}"
+                )
         return self._expected
 
     def first_run(self, candidate: Candidate) -> BenchmarkResult | Run:
@@ -110,7 +110,7 @@ class Measurement:
         if checked:
             # First: an output may be an input written in place, which restoring the inputs for the
             # reference's run would overwrite.
-            expected, reference_error = self.expected()
+            expected = self.expected()
         try:
             example.restore()
             output = candidate.call(*example.args, **example.kwargs)
@@ -119,8 +119,8 @@ class Measurement:
             return BenchmarkResult.failed(*classify_run_error(error))
         writes_inputs = example.changed()
         if checked:
-            if expected is None:
-                return BenchmarkResult.failed("wrong_result", f"not verified: {reference_error}")
+            if isinstance(expected, str):
+                return BenchmarkResult.failed("wrong_result", f"not verified: {expected}")
             reason = expected.why(output)
             if reason is not None:
                 return BenchmarkResult.failed("wrong_result", reason)
@@ -184,28 +184,28 @@ class Run:
         self._call = candidate.call
         self._example = example
         self._restore = restore
-        hooks = candidate.hooks or Hooks()
-        self._before, self._after, self._named = hooks.before, hooks.after, dict(hooks.named)
+        self._hooks = candidate.hooks or Hooks()
+        self._named = dict(self._hooks.named)
         #: Hooks are the user's Python, to be called at every run: never replayed from a CUDA graph.
         self.capturable = candidate.hooks is None
 
     def setup(self) -> None:
         if self._restore:
             self._example.restore()
-        for hook in self._before:
+        for hook in self._hooks.before:
             hook(self._named)
 
     def run(self) -> None:
         try:
             self._call(*self._example.args, **self._example.kwargs)
         except BaseException as error:  # as Triton: the post_hook is told, then the failure goes on
-            if self._after is not None:
-                self._after(self._named, exception=error)
+            if self._hooks.after is not None:
+                self._hooks.after(self._named, exception=error)
             raise
 
     def teardown(self) -> None:
-        if self._after is not None:
-            self._after(self._named, exception=None)
+        if self._hooks.after is not None:
+            self._hooks.after(self._named, exception=None)
 
 
 def warm_up(runs: Iterable[Run], device: DeviceInfo, milliseconds: float) -> None:

@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from kernelpick.analysis.kernel_access import KernelAccess, analyze
-from kernelpick.compile.unwrap import innermost, is_interpreted, unwrap
+from kernelpick.compile.unwrap import KERNELS, innermost, unwrap
 from kernelpick.errors import AnalysisError
 
 #: Tensor element types by the names a user may write.
@@ -168,13 +168,10 @@ def load_kernel(reference: str) -> Any:
 
 
 def _is_kernel(value: Any) -> bool:
-    from triton.runtime.jit import JITFunction
-
     try:
-        bottom = innermost(value)
+        return isinstance(innermost(value), KERNELS)
     except AnalysisError:
         return False
-    return isinstance(bottom, JITFunction) or is_interpreted(bottom)
 
 
 def _import_file(path: Path, reference: str) -> Any:

@@ -149,24 +149,20 @@ def _interpreted_libdevice() -> list[tuple[dict[str, Any], dict[str, Any]]]:
         return []
     stubs = importlib.import_module(_STUBS)
     builder = interpreter.interpreter_builder
-    made = _Made()
-    interpreter._patch_builtin(backend, builder, made)
-    interpreted = [(vars(backend), made.values)]
-    made = _Made()
+    of_backend: dict[str, Any] = {}
+    of_stubs: dict[str, Any] = {}
+    interpreter._patch_builtin(backend, builder, _Kept(of_backend))
     for name, value in vars(stubs).items():
         if _is_stub(value) and hasattr(backend, name):
-            interpreter._patch_attr(stubs, name, getattr(backend, name), builder, made)
-    return [*interpreted, (vars(stubs), made.values)]
+            interpreter._patch_attr(stubs, name, getattr(backend, name), builder, _Kept(of_stubs))
+    return [(vars(backend), of_backend), (vars(stubs), of_stubs)]
 
 
-class _Made:
-    """What Triton's `_patch_attr` would set, kept instead of set (it has a patch scope's `set_attr`)."""
+class _Kept:
+    """A patch scope for Triton's `_patch_attr` that keeps what it would set in `values` instead."""
 
-    def __init__(self) -> None:
-        self.values: dict[str, Any] = {}
-
-    def set_attr(self, target: Any, name: str, value: Any) -> None:
-        self.values[name] = value
+    def __init__(self, values: dict[str, Any]) -> None:
+        self.set_attr = lambda target, name, value: values.__setitem__(name, value)
 
 
 def _language_patched() -> list[Any]:

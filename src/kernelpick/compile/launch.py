@@ -17,7 +17,7 @@ from triton.runtime.interpreter import InterpretedFunction
 from triton.runtime.jit import JITFunction
 
 from kernelpick.compile.interpreter import Patches, explain, extend
-from kernelpick.compile.unwrap import innermost, unwrap
+from kernelpick.compile.unwrap import KERNELS, innermost, unwrap
 from kernelpick.device import DeviceInfo
 from kernelpick.errors import ArgumentError, InterpretationError, describe_value
 from kernelpick.signals import naming_crashes
@@ -105,8 +105,8 @@ def interpret(kernel: Any, *args: Any, grid: Any, **kwargs: Any) -> Any:
         RuntimeError: a `triton.heuristics` function raised for these arguments.
         InterpretationError: the kernel failed in the interpreter; the message names the line.
     """
-    if not isinstance(kernel, (JITFunction, InterpretedFunction)):
-        if not isinstance(innermost(kernel), (JITFunction, InterpretedFunction)):
+    if not isinstance(kernel, KERNELS):
+        if not isinstance(innermost(kernel), KERNELS):
             raise TypeError(f"cannot run {type(kernel).__name__} in Triton's interpreter")
         unwrapped = unwrap(kernel, args, kwargs)
         if unwrapped.problem:

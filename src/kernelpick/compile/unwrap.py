@@ -20,8 +20,9 @@ CONFIG_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
 
 #: How deep wrappers may nest before the object is taken to be malformed (a wrapper of itself).
 _MAX_DEPTH = 32
-#: What a stack of wrappers holds at its bottom: a `triton.jit` function, compilable or interpreted.
-_KERNELS = (JITFunction, InterpretedFunction)
+#: What a stack of wrappers holds at its bottom: a `triton.jit` function, compilable or interpreted
+#: (decorated while TRITON_INTERPRET=1 was set).
+KERNELS = (JITFunction, InterpretedFunction)
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,11 +40,6 @@ class Unwrapped:
     args: tuple[Any, ...]
     kwargs: dict[str, Any] = field(default_factory=dict)
     problem: str = ""
-
-
-def is_interpreted(kernel: Any) -> bool:
-    """Whether `kernel` was decorated while TRITON_INTERPRET=1 was set (Triton then cannot compile it)."""
-    return isinstance(kernel, InterpretedFunction)
 
 
 def _is_heuristics(kernel: Any) -> bool:
@@ -71,7 +67,7 @@ def _config_kwargs(config: Any) -> dict[str, Any]:
 def innermost(kernel: Any) -> Any:
     """The object at the bottom of a stack of wrappers (each exposing `.fn`)."""
     for _ in range(_MAX_DEPTH):
-        if isinstance(kernel, _KERNELS) or not hasattr(kernel, "fn"):
+        if isinstance(kernel, KERNELS) or not hasattr(kernel, "fn"):
             return kernel
         kernel = kernel.fn
     raise AnalysisError(
@@ -91,14 +87,14 @@ def unwrap(kernel: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Unwra
         AnalysisError: `kernel` is not a Triton kernel or a wrapper of one.
     """
     bottom = innermost(kernel)
-    if not isinstance(bottom, _KERNELS):
+    if not isinstance(bottom, KERNELS):
         raise AnalysisError(
             f"expected a @triton.jit function or a triton.autotune / triton.heuristics wrapper of one, "
             f"got {type(kernel).__name__}: {describe_value(kernel)}"
         )
     arg_names = _arg_names(bottom)
     current = dict(kwargs)
-    while not isinstance(kernel, _KERNELS):  # `innermost` found one within `_MAX_DEPTH`
+    while not isinstance(kernel, KERNELS):  # `innermost` found one within `_MAX_DEPTH`
         if _is_heuristics(kernel):
             bound = {**dict(zip(arg_names, args, strict=False)), **current}
             for name, heuristic in kernel.values.items():
