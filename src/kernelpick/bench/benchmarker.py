@@ -198,14 +198,9 @@ def on_one_scale(
         if key not in second and result.timing is not None:
             merged[key] = BenchmarkResult("ok", result.timing.scaled(factor))
     for key, result in second.items():
-        before = first.get(key)
-        if (
-            result.timing is not None
-            and result.timing.host_ms is None
-            and before is not None
-            and before.timing
-        ):
-            result = BenchmarkResult("ok", result.timing.with_host(before.timing.host_ms))
+        before = first[key].timing if key in first else None
+        if result.timing is not None and result.timing.host_ms is None and before is not None:
+            result = BenchmarkResult("ok", result.timing.with_host(before.host_ms))
         merged[key] = result
     return merged
 

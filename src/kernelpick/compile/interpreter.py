@@ -249,10 +249,29 @@ def fp32_scalars(convert: Callable[[Any], Any]) -> Callable[[Any], Any]:
     return patched
 
 
+def _scalar_index(self: Any) -> int:
+    # A scalar is a one-element array in the interpreter; NumPy 2.4 refuses int() of one that is
+    # not 0-d, as Triton 3.6 makes them: `range(tl.cdiv(K, BLOCK_K))` then fails.
+    return int(self.handle.data.reshape(-1)[0]) if self.handle.data.size == 1 else int(self.handle.data)
+
+
+def scalar_index(patch: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+    """The interpreter's `_patch_lang_tensor` (`patch`), letting `int()` take a scalar for a loop bound."""
+
+    def patched(tensor: Any, scope: Any) -> Any:
+        result = patch(tensor, scope)
+        scope.set_attr(tensor, "__index__", _scalar_index)  # restored with the rest of the scope
+        return result
+
+    return patched
+
+
 def extend(patches: Patches) -> None:
     """Replace, recording in `patches`, the interpreter's functions that kernelpick extends."""
     patches.set_attr(interpreter, "_patch_lang", patch_lang(interpreter._patch_lang))
     patches.set_attr(interpreter, "_implicit_cvt", fp32_scalars(interpreter._implicit_cvt))
+    if hasattr(interpreter, "_patch_lang_tensor"):
+        patches.set_attr(interpreter, "_patch_lang_tensor", scalar_index(interpreter._patch_lang_tensor))
 
 
 def explain(kernel: Callable[..., Any], error: BaseException) -> InterpretationError:

@@ -50,32 +50,14 @@ def _device_call(self: JITFunction[Any], *args: Any, **kwargs: Any) -> Any:
         scope.restore()
 
 
-def _scalar_index(self: Any) -> int:
-    # A scalar is a one-element array in the interpreter; NumPy 2.4 refuses int() of one that is
-    # not 0-d, as Triton 3.6 makes them: `range(tl.cdiv(K, BLOCK_K))` then fails.
-    return int(self.handle.data.reshape(-1)[0]) if self.handle.data.size == 1 else int(self.handle.data)
-
-
-def _patch_tensor_with_scalar_index(patch: Callable[..., Any]) -> Callable[..., Any]:
-    def patched(tensor: Any, scope: Any) -> Any:
-        result = patch(tensor, scope)
-        scope.set_attr(tensor, "__index__", _scalar_index)  # restored with the rest of the scope
-        return result
-
-    return patched
-
-
 @contextmanager
 def interpreting() -> Iterator[None]:
     """Run kernels in Triton's interpreter as they run on a GPU, for the duration of the block: their
-    `@triton.jit` helpers called, float arguments fp32 scalars, libdevice and builtins under other
-    names in their modules available (`kernelpick.compile.interpreter`); and, on Triton versions
-    whose interpreter turns scalars into loop bounds with `int()`, let it do so with NumPy 2.4.
+    `@triton.jit` helpers called, float arguments fp32 scalars, scalars loop bounds under NumPy 2.4,
+    libdevice and builtins under other names in their modules available (`kernelpick.compile.interpreter`).
 
     Everything is put back when the block ends, and `triton.language` after each launch.
     """
-    from triton.runtime import interpreter
-
     global _depth
     with language_lock:
         if _depth:  # already in place: entered again by the same thread
@@ -85,11 +67,6 @@ def interpreting() -> Iterator[None]:
         _depth += 1
         try:
             patches.set_attr(JITFunction, "__call__", _device_call)
-            patch_tensor = getattr(interpreter, "_patch_lang_tensor", None)
-            if patch_tensor is not None:
-                patches.set_attr(
-                    interpreter, "_patch_lang_tensor", _patch_tensor_with_scalar_index(patch_tensor)
-                )
             extend(patches)
             yield
         finally:
