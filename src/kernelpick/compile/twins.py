@@ -12,6 +12,8 @@ from typing import Any
 from triton.runtime.interpreter import InterpretedFunction
 from triton.runtime.jit import JITFunction
 
+from kernelpick.compile.interpreter import Patches
+
 _twins: dict[int, CompilableTwin] = {}  # a twin holds its kernel: no other kernel takes its id
 _lock = threading.Lock()
 
@@ -76,15 +78,13 @@ def compiling(kernel: Any) -> Iterator[None]:
         return
     modules = [m for name, m in list(sys.modules.items()) if name.startswith("triton.language")]
     modules += [v for v in kernel.fn.__globals__.values() if isinstance(v, ModuleType)]
-    swapped: list[tuple[ModuleType, str, Any]] = []
+    swapped = Patches()
     try:
         for module in dict.fromkeys(modules):
             for name, value in list(vars(module).items()):
                 twin = _twin_or_none(value)
                 if twin is not None:
-                    swapped.append((module, name, value))
-                    setattr(module, name, twin)
+                    swapped.set_attr(module, name, twin)
         yield
     finally:
-        for module, name, value in reversed(swapped):
-            setattr(module, name, value)
+        swapped.restore()
