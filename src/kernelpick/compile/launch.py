@@ -22,6 +22,7 @@ from kernelpick.device import DeviceInfo
 from kernelpick.errors import ArgumentError, InterpretationError, describe_value
 from kernelpick.signals import naming_crashes
 
+#: By kernel id, each kernel with its interpreted function: held here, a kernel's id is never another's.
 _keep_alive: dict[int, tuple[JITFunction[Any], InterpretedFunction[Any]]] = {}
 #: Held while `triton.language` is patched for the interpreter; Triton's code generation takes it too,
 #: since in another thread it would otherwise build IR with the interpreter's functions.
@@ -31,11 +32,9 @@ _depth = 0  # how many `interpreting()` blocks the thread holding the lock is in
 
 def _interpreted_function(kernel: JITFunction[Any]) -> InterpretedFunction[Any]:
     # Keyed by id: hashing a JITFunction computes its source hash, which is slow.
-    entry = _keep_alive.get(id(kernel))
-    if entry is None or entry[0] is not kernel:
-        entry = (kernel, InterpretedFunction(kernel.fn))
-        _keep_alive[id(kernel)] = entry
-    return entry[1]
+    if id(kernel) not in _keep_alive:
+        _keep_alive[id(kernel)] = (kernel, InterpretedFunction(kernel.fn))
+    return _keep_alive[id(kernel)][1]
 
 
 def _device_call(self: JITFunction[Any], *args: Any, **kwargs: Any) -> Any:
