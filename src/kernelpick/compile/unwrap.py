@@ -42,18 +42,6 @@ class Unwrapped:
     problem: str = ""
 
 
-def _is_heuristics(kernel: Any) -> bool:
-    from triton.runtime.autotuner import Heuristics
-
-    return isinstance(kernel, Heuristics) or (
-        hasattr(kernel, "fn") and isinstance(getattr(kernel, "values", None), Mapping)
-    )
-
-
-def _is_tuner(kernel: Any) -> bool:
-    return hasattr(kernel, "fn") and isinstance(getattr(kernel, "configs", None), Sequence)
-
-
 def _config_kwargs(config: Any) -> dict[str, Any]:
     """A config's meta-parameters and compile options (Triton's `Config` or anything shaped like it)."""
     kwargs = dict(getattr(config, "kwargs", None) or {})
@@ -95,7 +83,7 @@ def unwrap(kernel: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Unwra
     arg_names = _arg_names(bottom)
     current = dict(kwargs)
     while not isinstance(kernel, KERNELS):  # `innermost` found one within `_MAX_DEPTH`
-        if _is_heuristics(kernel):
+        if isinstance(getattr(kernel, "values", None), Mapping):  # `triton.heuristics` or alike
             bound = {**dict(zip(arg_names, args, strict=False)), **current}
             for name, heuristic in kernel.values.items():
                 try:
@@ -104,7 +92,7 @@ def unwrap(kernel: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Unwra
                     problem = f"heuristic for `{name}` raised {type(error).__name__}: {error}"
                     return Unwrapped(bottom, tuple(args), current, problem)
                 bound[name] = current[name]
-        elif _is_tuner(kernel):
+        elif isinstance(getattr(kernel, "configs", None), Sequence):  # `triton.autotune` or alike
             if kernel.configs:
                 for name, value in _config_kwargs(kernel.configs[0]).items():
                     current.setdefault(name, value)
