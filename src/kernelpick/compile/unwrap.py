@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import inspect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -80,7 +79,7 @@ def unwrap(kernel: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Unwra
             f"expected a @triton.jit function or a triton.autotune / triton.heuristics wrapper of one, "
             f"got {type(kernel).__name__}: {describe_value(kernel)}"
         )
-    arg_names = _arg_names(bottom)
+    arg_names = list(bottom.arg_names)  # a JITFunction's and an InterpretedFunction's alike
     current = dict(kwargs)
     while not isinstance(kernel, KERNELS):  # `innermost` found one within `_MAX_DEPTH`
         if isinstance(getattr(kernel, "values", None), Mapping):  # `triton.heuristics` or alike
@@ -129,11 +128,3 @@ def _on_meta(value: Any) -> Any:
     if isinstance(value, torch.Tensor):
         return torch.empty_strided(value.shape, value.stride(), dtype=value.dtype, device="meta")
     return value
-
-
-def _arg_names(kernel: Any) -> list[str]:
-    names = getattr(kernel, "arg_names", None)
-    if names is not None:
-        return list(names)
-    function = getattr(kernel, "fn", kernel)
-    return list(inspect.signature(function).parameters)
