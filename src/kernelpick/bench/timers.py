@@ -353,15 +353,13 @@ class CudaGraphTimer:
                     graph.replay()
                     end.record()
         torch.cuda.synchronize(self.device)
-        samples = []
-        for g, (timed, baseline) in zip(graphs, pairs):
-            samples.append(
-                [
-                    max((t[0].elapsed_time(t[1]) - b[0].elapsed_time(b[1])) / g.runs, 1e-6)
-                    for t, b in zip(timed, baseline)
-                ]
-            )
-        return samples
+        return [
+            [
+                max((t[0].elapsed_time(t[1]) - b[0].elapsed_time(b[1])) / g.runs, 1e-6)
+                for t, b in zip(timed, baseline)
+            ]
+            for g, (timed, baseline) in zip(graphs, pairs)
+        ]
 
 
 def _release_generator(device: torch.device) -> None:
