@@ -162,20 +162,16 @@ class _ForkedExecutor(Executor):
             else:
                 compiled.append((job, future))
 
-        def load(job: Callable[[], Any]) -> tuple[Any, BaseException | None]:
+        def load(job: Callable[[], Any], future: Future[Any]) -> None:
             try:
-                return job(), None  # a hit in Triton's cache, filled by the child
+                future.set_result(job())  # a hit in Triton's cache, filled by the child
             except Exception as error:
-                return None, error
+                future.set_exception(error)
 
         # Loading is mostly file reads: a few threads overlap them.
         with ThreadPoolExecutor(max_workers=max(1, min(8, len(compiled)))) as pool:
-            loaded = list(pool.map(load, [job for job, _ in compiled]))
-        for (_, future), (kernel, error) in zip(compiled, loaded):
-            if error is None:
-                future.set_result(kernel)
-            else:
-                future.set_exception(error)
+            for job, future in compiled:
+                pool.submit(load, job, future)
         self.phases["compile_load"] = time.perf_counter() - started
 
     def _run_children(self, meanwhile: Callable[[], object] | None) -> dict[int, dict[str, Any]]:

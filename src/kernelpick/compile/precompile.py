@@ -272,7 +272,6 @@ def _compile_all(
         log.debug("no compiler warm-up: %s", error)
     forked = executor if isinstance(executor, _ForkedExecutor) else None
     pending: list[Any] = []  # by job: Triton's future (or kernel), or the outcome of a failed submit
-    early: list[int] = []  # configs known to be compiled before any child runs
     # ignore_errors: failures are collected below; Triton 3.6 would re-raise them on exit and then
     # leave its async mode switched on for this thread.
     with AsyncCompileMode(executor, ignore_errors=True):
@@ -285,15 +284,12 @@ def _compile_all(
                 if forked is not None:
                     if len(forked.jobs) > submitted:
                         forked.configs.append(index)
-                    else:  # compiled earlier in this process (or in Triton's cache): nothing to wait for
-                        early.append(index)
+                    elif on_compiled is not None:  # compiled earlier in this process (or in Triton's cache)
+                        on_compiled(index)
             except Exception as error:  # code generation can fail before anything is submitted
                 pending.append(CompileOutcome(*classify(error)))
         if forked is not None:
             forked.phases["compile_submit"] = time.perf_counter() - start
-            if on_compiled is not None:
-                for index in early:
-                    on_compiled(index)
             forked.on_compiled = on_compiled
             forked.run(meanwhile)
         elif meanwhile is not None:

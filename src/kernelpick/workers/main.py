@@ -49,13 +49,12 @@ OVERRUN_S = 5.0
 def _limit(seconds: Any) -> None:
     """End this process (SIGALRM) once `seconds` (a request's `timeout_s`) and `OVERRUN_S` have passed;
     0 or None: no limit (the limit before is lifted)."""
-    if not hasattr(signal, "setitimer"):  # Windows: the pool's kill alone
-        return
-    limited = isinstance(seconds, (int, float)) and not isinstance(seconds, bool) and seconds > 0
-    signal.setitimer(signal.ITIMER_REAL, seconds + OVERRUN_S if limited else 0.0)
+    if hasattr(signal, "setitimer"):  # Windows: the pool's kill alone
+        signal.setitimer(signal.ITIMER_REAL, seconds + OVERRUN_S if seconds else 0.0)
 
 
-def serve(messages: IO[str]) -> int:
+def serve_messages(fd: int) -> int:
+    """A worker's loop, its messages written to file descriptor `fd` (what the zygote's workers run)."""
     import torch
 
     from kernelpick import settings, signals
@@ -69,50 +68,42 @@ def serve(messages: IO[str]) -> int:
     uuid = str(getattr(torch.cuda.get_device_properties(0), "uuid", "")) if torch.cuda.is_available() else ""
     if hasattr(signal, "SIGALRM"):  # a handler inherited from the caller would run Python code: ours ends it
         signal.signal(signal.SIGALRM, signal.SIG_DFL)
-    _send(messages, {"ready": True, "pid": os.getpid(), "device": name, "uuid": uuid})
-    if torch.cuda.is_available():  # a CPU worker interprets kernels: nothing of Triton's to warm
-        threading.Thread(
-            target=_warm_up, args=(torch,), name="kernelpick-worker-warm-up", daemon=True
-        ).start()
-    for line in sys.stdin:
-        request = json.loads(line)
-        _limit(request.get("timeout_s"))
-        try:
-            failure = None
-            phases: dict[str, float] = {}
-            try:
-                with settings.override(**request.get("settings", {})):
-                    results = answer(request, phases)
-            except Exception as error:
-                failure, results = error, {}
-            broken = _cuda_error(torch)
-            reply: dict[str, Any] = {"id": request.get("id")}
-            if broken is not None:  # a candidate broke the context, whatever else went wrong after
-                why = f"it left the CUDA context broken ({broken}); the worker was restarted"
-                crashed = {
-                    c: {"status": "crashed", "timing": None, "message": why} for c in request["candidates"]
-                }
-                reply.update(results=crashed, seconds=phases, exiting=True)  # exiting: send it nothing more
-            elif failure is not None:  # the request itself is unusable
-                reply.update(
-                    error=f"{type(failure).__name__}: {failure}",
-                    traceback="".join(traceback.format_exception(failure)),
-                )
-            else:
-                reply.update(results=results, seconds=phases)
-            _send(messages, reply)
-            if broken is not None:
-                return 3  # a broken context cannot run anything again
-        finally:
-            _limit(None)  # an idle worker waits for its next request for as long as it takes
-    return 0
-
-
-def serve_messages(fd: int) -> int:
-    """`serve`, its messages written to file descriptor `fd` (what the zygote's workers run)."""
     # Messages go through their own pipe: what benchmarked code prints on stdout cannot garble them.
     with os.fdopen(fd, "w") as messages:
-        return serve(messages)
+        _send(messages, {"ready": True, "pid": os.getpid(), "device": name, "uuid": uuid})
+        if torch.cuda.is_available():  # a CPU worker interprets kernels: nothing of Triton's to warm
+            threading.Thread(
+                target=_warm_up, args=(torch,), name="kernelpick-worker-warm-up", daemon=True
+            ).start()
+        for line in sys.stdin:
+            request = json.loads(line)
+            _limit(request.get("timeout_s"))
+            try:
+                phases: dict[str, float] = {}
+                try:
+                    with settings.override(**request.get("settings", {})):
+                        reply: dict[str, Any] = {"results": answer(request, phases), "seconds": phases}
+                except Exception as failure:  # the request itself is unusable
+                    reply = {
+                        "error": f"{type(failure).__name__}: {failure}",
+                        "traceback": "".join(traceback.format_exception(failure)),
+                    }
+                broken = _cuda_error(torch)
+                if broken is not None:  # a candidate broke the context, whatever else went wrong after
+                    why = f"it left the CUDA context broken ({broken}); the worker was restarted"
+                    crashed = {"status": "crashed", "timing": None, "message": why}
+                    # exiting: send it nothing more
+                    reply = {
+                        "results": dict.fromkeys(request["candidates"], crashed),
+                        "seconds": phases,
+                        "exiting": True,
+                    }
+                _send(messages, {"id": request.get("id"), **reply})
+                if broken is not None:
+                    return 3  # a broken context cannot run anything again
+            finally:
+                _limit(None)  # an idle worker waits for its next request for as long as it takes
+        return 0
 
 
 def main() -> int:

@@ -7,7 +7,7 @@ import logging
 import multiprocessing
 import threading
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -138,10 +138,7 @@ def start_workers(device: torch.device | str | None = None, *, wait: bool = Fals
     if not isolation_wanted(info, None):
         return False
     pool = pool_for(worker_devices(info))
-    if wait:
-        pool.start()
-    else:
-        pool.start_soon()
+    (pool.start if wait else pool.start_soon)()
     return True
 
 
@@ -187,13 +184,12 @@ def _driver_present() -> bool:
 
 def start_early(requested: bool | None) -> None:
     """Get ready for the first tuning in the background, once per process, if it has a GPU: start the
-    isolation workers (unless isolation is off: `requested` False, `KERNELPICK_ISOLATE=off`) and warm
-    Triton's compiler up (`kernelpick.compile.precompile.warm_up_compiler`).
+    isolation workers (unless `requested` is False or `KERNELPICK_ISOLATE=off`) and warm Triton's
+    compiler up (`kernelpick.compile.precompile.warm_up_compiler`).
 
     Called when a tuned kernel or a selector is made, usually as the user's modules are imported:
-    each worker takes seconds to import torch and Triton and make its CUDA context, and that happens
-    while the program still sets up (loads its model or data), not in its first tuning. Nothing
-    happens in a worker, without a GPU, in a process started by `multiprocessing` (a data
+    the workers' seconds of starting then pass while the program still sets up, not in its first
+    tuning. Nothing happens in a worker, without a GPU, in a `multiprocessing` child (a data
     loader's worker that imports the program's modules would start workers of its own), or when
     `KERNELPICK_NO_TUNING=1` says this process never tunes.
     """
@@ -207,26 +203,24 @@ def start_early(requested: bool | None) -> None:
     # A rank's GPU is not known yet (the program sets it later): its workers start at its first tuning.
     isolate = requested is not False and settings.current().isolate != "off" and not _one_rank_of_several()
 
-    def warm_up() -> None:
+    from kernelpick.compile.precompile import warm_up_compiler
+
+    def run(what: str, work: Callable[[], object]) -> None:
         try:
             if torch.cuda.is_available():
-                from kernelpick.compile.precompile import warm_up_compiler
-
-                warm_up_compiler()
+                work()
         except Exception as error:  # the first tuning does it again, and says what went wrong
-            log.debug("no compiler warm-up early: %s", error)
-
-    def start() -> None:
-        try:
-            if isolate and torch.cuda.is_available():
-                start_workers()
-        except Exception as error:  # the first tuning does it again, and says what went wrong
-            log.debug("no workers early: %s", error)
+            log.debug("no %s early: %s", what, error)
 
     # Beside each other: the warm-up (Triton's driver, built by a C compiler in a fresh cache, and
     # its cache key) is the longer, and the first compile waits for it (docs/benchmarks.md).
-    threading.Thread(target=warm_up, name="kernelpick-warm-up", daemon=True).start()
-    threading.Thread(target=start, name="kernelpick-start-early", daemon=True).start()
+    threading.Thread(
+        target=run, args=("compiler warm-up", warm_up_compiler), name="kernelpick-warm-up", daemon=True
+    ).start()
+    if isolate:
+        threading.Thread(
+            target=run, args=("workers", start_workers), name="kernelpick-start-early", daemon=True
+        ).start()
 
 
 def tune_elsewhere() -> None:

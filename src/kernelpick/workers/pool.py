@@ -40,14 +40,10 @@ class _Busy:
 
 
 class WorkerPool:
-    """Worker processes for a set of devices (GPU indices, or `None` for one CPU worker).
+    """Worker processes for a set of devices (GPU indices, or `None` for one CPU worker); where one
+    has a GPU, idle workers end (`retires`, `KERNELPICK_WORKER_IDLE`)."""
 
-    Args:
-        devices: each worker's device.
-        retire: whether idle workers end (`KERNELPICK_WORKER_IDLE`); default: where one has a GPU.
-    """
-
-    def __init__(self, devices: Sequence[int | None], retire: bool | None = None) -> None:
+    def __init__(self, devices: Sequence[int | None]) -> None:
         self._messages: queue.Queue[_Message] = queue.Queue()
         # Isolation inside a worker is off: it measures what it is sent itself, and forks no zygote.
         isolation = {"KERNELPICK_ISOLATE": "off"}
@@ -60,7 +56,7 @@ class WorkerPool:
         self._starting: Future[None] | None = None
         self._payloads: Mapping[str, Any] | None = None
         self._worker_phases: collections.Counter[str] = collections.Counter()  # worker-seconds, by part
-        self.retires = any(d is not None for d in devices) if retire is None else retire
+        self.retires = any(d is not None for d in devices)
         self._wanted = 0  # bumped by every measurement and early start: an idle spell's number
 
     def start(self) -> None:
@@ -114,9 +110,10 @@ class WorkerPool:
         alone where the measurement has no payloads); what to wait for: its answer, until the deadline."""
         number = next(self._requests)
         carried = list(candidates) if self._payloads is None else {c: self._payloads[c] for c in candidates}
-        step_request = {**request, "candidates": carried, "step": step, **details}
         # The worker ends itself a little past `timeout_s` too, should this process not kill it.
-        worker.send({**step_request, "id": number, "timeout_s": timeout_s})
+        worker.send(
+            {**request, "candidates": carried, "step": step, **details, "id": number, "timeout_s": timeout_s}
+        )
         return _Busy(tuple(candidates), time.monotonic() + timeout_s, number)
 
     def close(self) -> None:
@@ -169,29 +166,25 @@ class WorkerPool:
 
         Args:
             request: what every worker needs to rebuild the problem (problem, settings).
-            candidates: the ids of the candidates to measure (config or choice digests) known now.
-            payloads: what each request carries of each candidate it names, by id (None: the ids
-                alone, as a list).
-            feed: more candidates, delivered as they become ready (compiled by the caller); they
-                are screened as they come, after any prepare step of `candidates`.
+            candidates: the ids of the candidates known now (config or choice digests).
+            payloads: what a request carries of each candidate, by id (None: the ids alone, a list).
+            feed: more candidates as they become ready (compiled by the caller), screened as they
+                come, after any prepare step of `candidates`.
             timeout_s: how long one candidate may take, compiling and timing included.
-            prepare_timeout_s: how long the workers may compile their shares of `candidates` in the
-                prepare step (None: no prepare step; the caller compiled them already).
-            confirm_top: at most how many of the fastest to time again together (0 or 1: none).
-            confirm_within: only candidates that ran within this fraction of the best median are
-                timed again (`kernelpick.bench.benchmarker.finalists`).
-            on_done: called with each candidate and its result as it is done with (its screening
-                result: the closest few are timed again after).
-            reference: the candidate always timed again with the closest few (`finalists`' `reference`).
-            phases: where the seconds of each step go (prepare, screen, confirm; `workers_start`,
-                waiting for workers to start), and the seconds the workers spent, summed over
-                them: `worker_problem` (making the inputs), `worker_load` (candidates compiled or
-                loaded, ready to launch), `worker_measure` (verifying and timing).
+            prepare_timeout_s: how long the workers may compile their shares of `candidates` first
+                (None: no prepare step; the caller compiled them already).
+            confirm_top, confirm_within, reference: which to time again together
+                (`kernelpick.bench.benchmarker.finalists`).
+            on_done: called with each candidate and its screening result as it is done with.
+            phases: the seconds of each step (prepare, screen, confirm, `workers_start`), and the
+                workers' own, summed: `worker_problem` (making the inputs), `worker_load`
+                (candidates ready to launch), `worker_measure` (verifying and timing).
 
         Raises:
             IsolationError: the workers cannot do the work at all (they do not start, or cannot
                 import the target): the caller should measure in its own process instead.
         """
+        on_done = on_done or (lambda candidate, result: None)
         with self._lock:
             self._wanted += 1
             self._payloads = payloads
@@ -209,8 +202,7 @@ class WorkerPool:
                 if known and prepare_timeout_s is not None:
                     results = self._prepare(request, known, prepare_timeout_s, feed)
                     for candidate, result in results.items():
-                        if on_done is not None:
-                            on_done(candidate, result)
+                        on_done(candidate, result)
                     phases["prepare"] = time.perf_counter() - started
                     started = time.perf_counter()
                 first = [c for c in known if c not in results] + feed.waiting
@@ -269,7 +261,7 @@ class WorkerPool:
         request: Mapping[str, Any],
         candidates: Sequence[str],
         timeout_s: float,
-        on_done: OnDone | None,
+        on_done: OnDone,
         feed: Feed,
     ) -> dict[str, BenchmarkResult]:
         """Step 2: one candidate at a time to whichever worker is free (and more as `feed` delivers them)."""
@@ -305,14 +297,12 @@ class WorkerPool:
                                 "timeout",
                                 f"took over {timeout_s:g} s; the worker was killed{describe_output(worker.tail())}",
                             )
-                            if on_done is not None:
-                                on_done(candidate, results[candidate])
+                            on_done(candidate, results[candidate])
                     continue
                 slot, body = message
                 (candidate,) = busy.pop(slot).candidates
                 results[candidate] = self._result(slot, candidate, body, first=not results)
-                if on_done is not None:
-                    on_done(candidate, results[candidate])
+                on_done(candidate, results[candidate])
         return results
 
     def _confirm(

@@ -17,7 +17,7 @@ from typing import Any
 
 from kernelpick import settings
 from kernelpick.errors import IsolationError
-from kernelpick.workers.zygote import WORKER_ENTRY, ForkedWorker, Zygote, fork_zygote, signal_group
+from kernelpick.workers.zygote import WORKER_ENTRY, ForkedWorker, fork_zygote, signal_group
 
 log = logging.getLogger("kernelpick.workers")
 
@@ -125,7 +125,7 @@ class WorkerProcess:
         environment = settings.child_environment(changes)
         if forked is not None:
             try:
-                self._process = self._fork(forked, environment, write_end)
+                self._process = forked.fork_child(environment, write_end, self._entry)
             except OSError as error:  # the zygote is gone (a spawned one may have failed to start)
                 log.info("no zygote to fork a worker (%s); starting new interpreters", error)
                 _forking_works = False
@@ -169,17 +169,6 @@ class WorkerProcess:
             time.perf_counter() - started,
         )
 
-    def _fork(self, forked: Zygote, environment: Mapping[str, str], messages: int) -> ForkedWorker:
-        """A worker forked by the zygote, on pipes like those `subprocess.Popen` would make."""
-        stdin_read, stdin_write = os.pipe()
-        output_read, output_write = os.pipe()
-        try:
-            pid = forked.fork_child((stdin_read, output_write, messages), environment, self._entry)
-        finally:
-            os.close(stdin_read)
-            os.close(output_write)
-        return ForkedWorker(pid, os.fdopen(stdin_write, "wb"), os.fdopen(output_read, "rb"), forked)
-
     def send(self, request: Mapping[str, Any]) -> None:
         assert self._process is not None and self._process.stdin is not None
         self._process.stdin.write(json.dumps(request).encode() + b"\n")
@@ -190,10 +179,8 @@ class WorkerProcess:
         if self._process is None:
             return
         if self._process.poll() is None:
-            try:
-                os.killpg(self._process.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                self._process.kill()
+            signal_group(self._process.pid, signal.SIGKILL)  # what it started too
+            self._process.kill()  # where it leads no group of its own
         self._process.wait()
 
     def interrupt(self) -> None:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -11,6 +9,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import torch
+import triton
+from triton.runtime import _allocation
 
 from kernelpick import settings
 from kernelpick.bench.benchmarker import budgets_for
@@ -88,7 +88,7 @@ class Problem:
             device=device.type,
             inputs=tuple(describe_value(v, payload_dir) for v in args),
             keywords={name: describe_value(v, payload_dir) for name, v in kwargs.items()},
-            allocator=program_allocator() is not None,
+            allocator=not isinstance(_allocation._allocator.get(), _allocation.NullAllocator),
             **details,
         )
 
@@ -101,19 +101,6 @@ class Problem:
         fields: dict[str, Any] = {n: tuple(v) if isinstance(v, list) else v for n, v in data.items()}
         return cls(**fields)
 
-    @property
-    def key(self) -> str:
-        """What tells this problem from another (a worker keeps one problem's state between requests)."""
-        return hashlib.sha256(json.dumps(self.to_data(), sort_keys=True, default=str).encode()).hexdigest()
-
-
-def program_allocator() -> Any | None:
-    """The allocator this thread's program set with `triton.set_allocator` (None: none was set)."""
-    from triton.runtime import _allocation
-
-    allocator = _allocation._allocator.get()
-    return None if isinstance(allocator, _allocation.NullAllocator) else allocator
-
 
 def _scratch(size: int, alignment: int, stream: int | None) -> torch.Tensor:
     """A worker's allocator: Triton's scratch memory from torch's caching allocator on the worker's
@@ -124,19 +111,6 @@ def _scratch(size: int, alignment: int, stream: int | None) -> torch.Tensor:
     return buffer[start : start + size]
 
 
-def _use_allocator(wanted: bool) -> None:
-    """Give this worker an allocator where the caller set one, none where it did not (then a kernel
-    that needs one fails here as it would there).
-
-    Not the caller's own: a user's allocator is their program's (a closure over its tensors, a pool
-    of its own), and what a timing needs of it is memory, which torch gives the worker directly.
-    """
-    import triton
-    from triton.runtime import _allocation
-
-    triton.set_allocator(_scratch if wanted else _allocation.NullAllocator())
-
-
 class _WorkerProblem:
     """A problem re-created in a worker: its example arguments, its measurement, and the candidates
     decoded so far (by digest)."""
@@ -145,7 +119,10 @@ class _WorkerProblem:
         device = torch.device(problem.device)
         self.problem = problem
         self.device = describe(device)
-        _use_allocator(problem.allocator)
+        # An allocator where the caller set one, none where it did not (then a kernel that needs one
+        # fails here as it would there). Not the caller's own: a user's allocator is their program's
+        # (a closure over its tensors, a pool of its own); what a timing needs of it is memory.
+        triton.set_allocator(_scratch if problem.allocator else _allocation.NullAllocator())
         generator = example_generator(device)
         args = tuple(rebuild_value(v, device, generator) for v in problem.inputs)
         kwargs = {name: rebuild_value(v, device, generator) for name, v in problem.keywords.items()}
@@ -187,7 +164,7 @@ def answer(request: Mapping[str, Any], phases: dict[str, float] | None = None) -
     phases = {} if phases is None else phases
     started = time.perf_counter()
     problem = Problem.from_data(request["problem"])
-    if _current is None or _current.problem.key != problem.key:
+    if _current is None or _current.problem != problem:  # a worker keeps one problem between requests
         _current = None  # the old problem's tensors go before the new ones are made
         _current = _WorkerProblem(problem)
     state = _current

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import itertools
 import json
 import logging
 import multiprocessing
@@ -41,17 +42,13 @@ class ForkedWorker:
         self.stdout = stdout
         self._zygote = zygote
 
-    @property
-    def args(self) -> list[str]:
-        return ["kernelpick worker", str(self.pid)]
-
     def poll(self) -> int | None:
         return self._zygote.status(self.pid, 0.0)
 
     def wait(self, timeout: float | None = None) -> int | None:
         status = self._zygote.status(self.pid, 30.0 if timeout is None else timeout)
         if status is None and timeout is not None:
-            raise subprocess.TimeoutExpired(self.args, timeout)
+            raise subprocess.TimeoutExpired(["kernelpick worker", str(self.pid)], timeout)
         return status
 
     def kill(self) -> None:
@@ -61,10 +58,8 @@ class ForkedWorker:
 def signal_group(pid: int, number: int) -> None:
     """Send signal `number` to the process group of a child of the zygote (each leads its own: the
     child and what it started), if it is still there."""
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, number)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 class Zygote:
@@ -74,16 +69,16 @@ class Zygote:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self.owner = os.getpid()
         self.spawned = spawned  # a new interpreter (this process touched CUDA), not a fork of this one
+        self._process: subprocess.Popen[bytes] | None = None
         if spawned:
-            self._process: subprocess.Popen[bytes] | None = _spawn(theirs)
-            self._init_parent(ours, theirs, self._process.pid)
-            return
-        self._process = None
-        with warnings.catch_warnings():
-            # Python warns of fork() beside threads: a lock another thread held stays held in the
-            # child. The zygote takes none of the caller's: it runs only its own loop and workers.
-            warnings.simplefilter("ignore", DeprecationWarning)
-            pid = os.fork()
+            self._process = _spawn(theirs)
+            pid = self._process.pid
+        else:
+            with warnings.catch_warnings():
+                # Python warns of fork() beside threads: a lock another thread held stays held in the
+                # child. The zygote takes none of the caller's: it runs only its own loop and workers.
+                warnings.simplefilter("ignore", DeprecationWarning)
+                pid = os.fork()
         if pid == 0:  # pragma: no cover - the zygote itself
             global _zygote_lock
             _zygote_lock = threading.Lock()  # forked while `fork_zygote` held it: its children fork their own
@@ -98,7 +93,18 @@ class Zygote:
             except BaseException:
                 code = 1
             os._exit(code)
-        self._init_parent(ours, theirs, pid)
+        theirs.close()
+        self.pid = pid
+        self._socket = ours
+        self._lock = threading.Lock()
+        self._started: dict[int, int] = {}  # by request number: the worker's pid
+        self._exits: dict[int, int] = {}  # by worker pid: its exit status (a negative signal number)
+        self._changed = threading.Condition()
+        self._requests = itertools.count(1)
+        self._usable: bool | None = None
+        threading.Thread(target=self._read, name="kernelpick-zygote", daemon=True).start()
+        if spawned:
+            return
         with self._changed:  # its first report, at once: whether its children can use CUDA
             self._changed.wait_for(lambda: self._usable is not None or self.gone, timeout=30.0)
         if not self._usable:
@@ -109,44 +115,40 @@ class Zygote:
                 os.waitpid(pid, 0)
             raise OSError("its children could not use CUDA: this process had asked CUDA for its GPUs")
 
-    def _init_parent(self, ours: socket.socket, theirs: socket.socket, pid: int) -> None:
-        theirs.close()
-        self.pid = pid
-        self._socket = ours
-        self._lock = threading.Lock()
-        self._started: dict[int, int] = {}  # by request number: the worker's pid
-        self._exits: dict[int, int] = {}  # by worker pid: its exit status (a negative signal number)
-        self._changed = threading.Condition()
-        self._requests = 0
-        self._usable: bool | None = None
-        threading.Thread(target=self._read, name="kernelpick-zygote", daemon=True).start()
-
     def fork_child(
-        self, fds: tuple[int, int, int], environment: Mapping[str, str], entry: str = WORKER_ENTRY
-    ) -> int:
-        """Fork a child with these file descriptors as its stdin, its stdout and stderr, and its
-        messages, `environment` as its whole environment, running `entry` ("module:function", called
-        with the messages' descriptor; its return value is the exit status); its pid.
+        self, environment: Mapping[str, str], messages: int, entry: str = WORKER_ENTRY
+    ) -> ForkedWorker:
+        """Fork a child on pipes like those `subprocess.Popen` would make, writing its messages to file
+        descriptor `messages`, `environment` as its whole environment, running `entry` ("module:function",
+        called with the messages' descriptor; its return value is the exit status).
 
         Raises:
             OSError: the zygote is gone.
         """
+        stdin_read, stdin_write = os.pipe()
+        output_read, output_write = os.pipe()
         # One request at a time: on a stream socket, the pipes of two requests sent at once could
         # arrive with the wrong one.
-        with self._lock:
-            self._requests += 1
-            number = self._requests
-            request = {"request": number, "environment": dict(environment), "entry": entry}
-            message = json.dumps(request).encode() + b"\n"
-            socket.send_fds(self._socket, [message], list(fds))
-            # A spawned zygote answers its first request once it has imported torch and Triton.
-            wait_s = SPAWNED_START_S if self.spawned and number == 1 else 30.0
-            with self._changed:
-                if not self._changed.wait_for(lambda: number in self._started or self.gone, timeout=wait_s):
-                    raise OSError(f"the zygote did not answer in {wait_s:.0f} s")
-                if number not in self._started:
-                    raise OSError("the zygote is gone")
-                return self._started.pop(number)
+        try:
+            with self._lock:
+                number = next(self._requests)
+                request = {"request": number, "environment": dict(environment), "entry": entry}
+                message = json.dumps(request).encode() + b"\n"
+                socket.send_fds(self._socket, [message], [stdin_read, output_write, messages])
+                # A spawned zygote answers its first request once it has imported torch and Triton.
+                wait_s = SPAWNED_START_S if self.spawned and number == 1 else 30.0
+                with self._changed:
+                    if not self._changed.wait_for(
+                        lambda: number in self._started or self.gone, timeout=wait_s
+                    ):
+                        raise OSError(f"the zygote did not answer in {wait_s:.0f} s")
+                    if number not in self._started:
+                        raise OSError("the zygote is gone")
+                    pid = self._started.pop(number)
+        finally:
+            os.close(stdin_read)
+            os.close(output_write)
+        return ForkedWorker(pid, os.fdopen(stdin_write, "wb"), os.fdopen(output_read, "rb"), self)
 
     def status(self, pid: int, timeout: float | None) -> int | None:
         """The exit status of child `pid`, waiting up to `timeout` seconds (None: as long as it runs);
