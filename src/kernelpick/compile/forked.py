@@ -18,7 +18,7 @@ import traceback
 import warnings
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -97,6 +97,7 @@ class _Child:
     since: float = 0.0
 
 
+@dataclass(eq=False)
 class _ForkedExecutor(Executor):
     """Collects Triton's compile calls, runs them in forked children, then loads the results.
 
@@ -104,26 +105,18 @@ class _ForkedExecutor(Executor):
     reported as crashed, and the parent never runs them.
     """
 
-    def __init__(
-        self,
-        workers: int,
-        timeout_s: float | None = None,
-        patience: Patience | None = None,
-        stop: threading.Event | None = None,
-        claims: Path | None = None,
-    ) -> None:
-        self.workers = workers
-        self.claims = claims  # the compile claims' folder; None: children compile unclaimed
-        self.timeout_s = timeout_s
-        self.patience = patience
-        self.stop = stop
-        self.jobs: list[tuple[Callable[[], Any], Future[Any]]] = []
-        self.configs: list[int] = []  # the config index of each job
-        self.on_compiled: Callable[[int], object] | None = None  # with a config index, as each compiles
-        self.phases: dict[str, float] = {}  # seconds by step: compiling in children, loading in the parent
-        self.seconds: dict[int, float] = {}  # by job: how long its child spent on it
-        self.waited: dict[int, float] = {}  # by job: seconds its child waited for another process's claim
-        self._launchers: str | None = None  # a folder of markers: the launchers a child builds
+    workers: int
+    timeout_s: float | None = None
+    patience: Patience | None = None
+    stop: threading.Event | None = None
+    claims: Path | None = None  # the compile claims' folder; None: children compile unclaimed
+    jobs: list[tuple[Callable[[], Any], Future[Any]]] = field(default_factory=list)
+    configs: list[int] = field(default_factory=list)  # the config index of each job
+    on_compiled: Callable[[int], object] | None = None  # with a config index, as each compiles
+    phases: dict[str, float] = field(default_factory=dict)  # seconds by step: in children, loading here
+    seconds: dict[int, float] = field(default_factory=dict)  # by job: how long its child spent on it
+    waited: dict[int, float] = field(default_factory=dict)  # by job: seconds waited for another's claim
+    _launchers: str | None = None  # a folder of markers: the launchers a child builds
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
         future: Future[Any] = Future()
@@ -340,12 +333,11 @@ class _ForkedExecutor(Executor):
             # Compilers fill every core; what waits on them must not wait for a core as well: the
             # worker processes importing torch as they start, the parent feeding configs to them.
             os.nice(COMPILER_NICENESS)
-            with os.fdopen(write_end, "w") as stream:
+            with os.fdopen(write_end, "w", buffering=1) as stream:  # a line at a time
                 # Reads of 4 bytes from a pipe are atomic: each job number goes to exactly one child.
                 while len(number := os.read(queue, 4)) == 4:
                     index = int.from_bytes(number, "little")
                     stream.write(json.dumps({"index": index, "started": True}) + "\n")
-                    stream.flush()
                     with self._claim(index) as claim:
                         try:
                             self._build_launcher(self.jobs[index][0]())
@@ -358,7 +350,6 @@ class _ForkedExecutor(Executor):
                             }
                     report["waited_s"] = claim.waited_s
                     stream.write(json.dumps(report) + "\n")
-                    stream.flush()
         except BrokenPipeError:  # the parent is gone (killed, or it gave up on us): nobody to tell
             code = 1
         except BaseException:

@@ -8,12 +8,7 @@ import signal
 import sys
 import threading
 import traceback
-from typing import IO, Any
-
-
-def _send(stream: IO[str], message: dict[str, Any]) -> None:
-    stream.write(json.dumps(message) + "\n")
-    stream.flush()
+from typing import Any
 
 
 def _cuda_error(torch: Any) -> str | None:
@@ -69,8 +64,8 @@ def serve_messages(fd: int) -> int:
     if hasattr(signal, "SIGALRM"):  # a handler inherited from the caller would run Python code: ours ends it
         signal.signal(signal.SIGALRM, signal.SIG_DFL)
     # Messages go through their own pipe: what benchmarked code prints on stdout cannot garble them.
-    with os.fdopen(fd, "w") as messages:
-        _send(messages, {"ready": True, "pid": os.getpid(), "device": name, "uuid": uuid})
+    with os.fdopen(fd, "w", buffering=1) as messages:  # a line at a time
+        messages.write(json.dumps({"ready": True, "pid": os.getpid(), "device": name, "uuid": uuid}) + "\n")
         if torch.cuda.is_available():  # a CPU worker interprets kernels: nothing of Triton's to warm
             threading.Thread(
                 target=_warm_up, args=(torch,), name="kernelpick-worker-warm-up", daemon=True
@@ -98,7 +93,7 @@ def serve_messages(fd: int) -> int:
                         "seconds": phases,
                         "exiting": True,
                     }
-                _send(messages, {"id": request.get("id"), **reply})
+                messages.write(json.dumps({"id": request.get("id"), **reply}) + "\n")
                 if broken is not None:
                     return 3  # a broken context cannot run anything again
             finally:

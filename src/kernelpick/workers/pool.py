@@ -453,14 +453,12 @@ class Feed:
         self._messages.put((_FEED, self.number, {"candidate": candidate}))
 
     def close(self) -> None:
-        self._messages.put((_FEED, self.number, {"closed": True}))
+        self._messages.put((_FEED, self.number, None))
 
     def arrive(self, message: Mapping[str, Any] | None) -> list[str]:
         """In the measurement: take in one of the feed's messages; the candidates it names."""
-        body = message or {}
-        if "closed" in body:
-            self.open = False
-        return [body["candidate"]] if "candidate" in body else []
+        self.open = self.open and message is not None
+        return [] if message is None else [message["candidate"]]
 
 
 def _failure(worker: WorkerProcess, body: Mapping[str, Any] | None, results: Mapping[str, Any]) -> str:

@@ -109,8 +109,6 @@ class WorkerProcess:
         self._tail.clear()
         read_end, write_end = os.pipe()
         forked = fork_zygote(spawn=self._spawned_zygote) if _forking_works else None  # made now if not yet
-        if forked is not None and forked.spawned and not self._spawned_zygote:
-            forked = None
         changes: dict[str, str | None] = {
             # A new interpreter imports Triton to compile (kernelpick interprets CPU kernels itself);
             # a child of the zygote has the Triton it imported, made as TRITON_INTERPRET then said,

@@ -219,7 +219,7 @@ def _serve(connection: socket.socket) -> None:  # pragma: no cover - runs in the
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     keep = connection.fileno()
     os.closerange(3, keep)
-    os.closerange(keep + 1, _max_fd())
+    os.closerange(keep + 1, os.sysconf("SC_OPEN_MAX"))
     watch = selectors.DefaultSelector()
     watch.register(connection, selectors.EVENT_READ)
     pending = b""
@@ -231,8 +231,7 @@ def _serve(connection: socket.socket) -> None:  # pragma: no cover - runs in the
                 # The caller is gone (even SIGKILLed): so are its workers, a busy one too (an idle
                 # one would see its stdin close; one on a hanging candidate would not).
                 for child in children:
-                    with contextlib.suppress(OSError):
-                        os.killpg(child, signal.SIGKILL)  # its group: what it started too
+                    signal_group(child, signal.SIGKILL)  # its group: what it started too
                 return
             pending += data
             *lines, pending = pending.split(b"\n")
@@ -246,16 +245,10 @@ def _serve(connection: socket.socket) -> None:  # pragma: no cover - runs in the
                 for fd in fds:
                     os.close(fd)
                 _report(connection, {"request": request["request"], "started": pid})
-        while True:  # reap: every worker that ended since
-            try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                break
-            if pid == 0:
-                break
-            children.discard(pid)
-            code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
-            _report(connection, {"exited": pid, "status": code})
+        with contextlib.suppress(ChildProcessError):  # reap: every worker that ended since
+            while (ended := os.waitpid(-1, os.WNOHANG))[0]:
+                children.discard(ended[0])
+                _report(connection, {"exited": ended[0], "status": os.waitstatus_to_exitcode(ended[1])})
 
 
 def _forget_unfinished_imports() -> None:
@@ -342,13 +335,6 @@ def die_with_parent() -> None:  # pragma: no cover - runs in a worker or a devic
     threading.Thread(target=watch, name="kernelpick-die-with-zygote", daemon=True).start()
 
 
-def _max_fd() -> int:
-    try:
-        return int(os.sysconf("SC_OPEN_MAX"))
-    except (ValueError, OSError):
-        return 4096
-
-
 def fork_zygote(*, spawn: bool = False) -> Zygote | None:
     """Fork this process's zygote if it may have one: it is not a worker or a `multiprocessing` child,
     it can fork, and it has not touched CUDA (initialized it, or asked it for its GPUs: a process
@@ -357,7 +343,7 @@ def fork_zygote(*, spawn: bool = False) -> Zygote | None:
     global _zygote
     with _zygote_lock:
         if _zygote is not None and _zygote.owner == os.getpid():
-            return _zygote
+            return _zygote if spawn or not _zygote.spawned else None
         if not hasattr(os, "fork") or multiprocessing.parent_process() is not None:
             return None
         for spawned in (False, True):
