@@ -22,15 +22,11 @@ from triton.runtime.jit import JITFunction
 
 from kernelpick.errors import IsolationError
 
-#: Options of a `JITFunction`, by constructor argument, and the attribute that keeps each.
-_KERNEL_OPTIONS = {
-    "do_not_specialize": "do_not_specialize",
-    "do_not_specialize_on_alignment": "do_not_specialize_on_alignment",
-    "debug": "debug",
-    "noinline": "noinline",
-    "repr": "_repr",
-    "launch_metadata": "launch_metadata",
-}
+#: The attributes that keep a `JITFunction`'s options, each named as its constructor's argument but
+#: for a leading "_".
+_KERNEL_OPTIONS = (
+    "do_not_specialize do_not_specialize_on_alignment debug noinline _repr launch_metadata".split()
+)
 _lock = threading.Lock()
 
 
@@ -109,8 +105,8 @@ class _Pickler(cloudpickle.Pickler):  # type: ignore[misc]  # cloudpickle is unt
             options = dict(getattr(obj, "kwargs", None) or {})
         else:
             options = {
-                name: value
-                for name, attribute in _KERNEL_OPTIONS.items()
+                attribute.lstrip("_"): value
+                for attribute in _KERNEL_OPTIONS
                 if (value := getattr(obj, attribute, None)) is not None
             }
         filename = fn.__code__.co_filename
