@@ -250,11 +250,8 @@ def measure_in_workers(
             before it is fed).
         candidates: the digests to measure known now.
         device: the device measured for.
-        feed: more digests, as each becomes ready (compiled here): screened as they come.
         prepare: the workers compile `candidates` first, many at once (what the caller did not).
-        on_done: called with each candidate and its result as it is done with.
-        phases: where the seconds of each step go (`WorkerPool.measure`'s: prepare, screen,
-            confirm, and the workers' own).
+        feed, on_done, phases: as `WorkerPool.measure`'s.
 
     Raises:
         IsolationError: the workers cannot do the work at all (they do not start, or fail on the
