@@ -105,7 +105,13 @@ class ChoiceMeasuring:
         results: dict[str, BenchmarkResult] = {}
         here = list(todo)
         if isolation_wanted(self.signature.device, self.isolate):
-            reason = self._runs_here()
+            reason = (  # why every candidate is measured in this process even so (None: none need be)
+                "its timer runs in your process"
+                if self.timer is not None
+                else None
+                if self.kernel is None
+                else self.kernel.runs_here()
+            )
             if reason is None:
                 try:
                     here = self._in_workers(todo, results, finished)
@@ -132,12 +138,6 @@ class ChoiceMeasuring:
         elif here:
             results.update(self._here(here, finished))
         return {choice.digest: results[choice.digest] for choice in todo if choice.digest in results}
-
-    def _runs_here(self) -> str | None:
-        """Why every candidate is measured in this process even when isolated (None: none need be)."""
-        if self.timer is not None:
-            return "its timer runs in your process"
-        return None if self.kernel is None else self.kernel.runs_here()
 
     def _compile(
         self,

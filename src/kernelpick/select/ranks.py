@@ -134,30 +134,25 @@ class KeyShare:
 
     def wait(self, index: int, deadline: float) -> dict[str, BenchmarkResult] | None:
         """The results of part `index` once published, or None when `deadline` (`time.monotonic()`)
-        passes first."""
-        found = self._wait_for(f"{self.prefix}part/{index}", deadline)
-        return None if found is None else self._parse_part(index, found)
-
-    def decide(self, pick: str | None) -> tuple[str | None, int]:
-        """Decide the key's pick unless a rank did first; returns the pick decided and its rank."""
-        value = json.dumps({"rank": self.job.rank, "pick": pick})
-        kept = self._call("decide a pick", lambda s: s.compare_set(f"{self.prefix}pick", "", value))
-        return self._parse_pick(kept)
-
-    def _wait_for(self, name: str, deadline: float) -> bytes | None:
-        """The value of `name` once set, or None when `deadline` passes first.
+        passes first.
 
         Asked every few milliseconds, then every `_POLL_MAX_S`: the store's own timed wait logs a
         line from C++ each time it times out, and one wait to the deadline would not end on Ctrl-C.
         """
-        pause = _POLL_MIN_S
+        name, pause = f"{self.prefix}part/{index}", _POLL_MIN_S
         while not self._call("look for a value", lambda s: s.check([name])):
             left = deadline - time.monotonic()
             if left <= 0:
                 return None
             time.sleep(min(pause, left))
             pause = min(2 * pause, _POLL_MAX_S)
-        return bytes(self._call("read a value", lambda s: s.get(name)))
+        return self._parse_part(index, self._call("read a value", lambda s: s.get(name)))
+
+    def decide(self, pick: str | None) -> tuple[str | None, int]:
+        """Decide the key's pick unless a rank did first; returns the pick decided and its rank."""
+        value = json.dumps({"rank": self.job.rank, "pick": pick})
+        kept = self._call("decide a pick", lambda s: s.compare_set(f"{self.prefix}pick", "", value))
+        return self._parse_pick(kept)
 
     def _call(self, what: str, request: Any) -> Any:
         try:

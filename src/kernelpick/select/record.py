@@ -4,6 +4,7 @@ safely from any thread or process."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -392,7 +393,19 @@ def log_tuning(record: TuningRecord) -> None:
 
 def tuning_entry(record: TuningRecord) -> dict[str, Any]:
     """The plain data of one log line (docs/reports.md, "The log's lines", lists its fields)."""
-    candidates = [candidate_entry(r.name, r.description, r.result) for r in record.candidates]
+    candidates = [
+        {
+            "name": row.name,
+            "description": dict(row.description),
+            "status": row.result.status,
+            "cost_ms": row.result.cost_ms if row.result.ok else None,
+            "timing": None if row.result.timing is None else row.result.timing.to_dict(),
+            "message": headline(row.result.message, 300),
+            "from_store": row.result.from_store,
+            "compile_s": row.result.compile_s,
+        }
+        for row in record.candidates
+    ]
     extra: dict[str, Any] = {"phases": dict(record.phases)}
     key_text = record.key_text
     if record.signature is not None:  # a selector's
@@ -443,20 +456,6 @@ def tuning_entry(record: TuningRecord) -> dict[str, Any]:
     return entry
 
 
-def candidate_entry(name: str, description: Mapping[str, Any], result: BenchmarkResult) -> dict[str, Any]:
-    """One candidate of a log line: its name and description, status, timing figures and reason."""
-    return {
-        "name": name,
-        "description": dict(description),
-        "status": result.status,
-        "cost_ms": result.cost_ms if result.ok else None,
-        "timing": None if result.timing is None else result.timing.to_dict(),
-        "message": headline(result.message, 300),
-        "from_store": result.from_store,
-        "compile_s": result.compile_s,
-    }
-
-
 def selection_key(signature: Sequence[Any]) -> dict[str, Any]:
     """A selector's key as work functions and reports see it, from `Signature.to_data()` (or a store
     key's inputs): positional `inputs` (a tensor as {dtype, size, stride, offset}), `kwargs` and the
@@ -475,17 +474,12 @@ def append_line(path: Path, line: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     descriptor = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
-        _lock(descriptor)
+        with contextlib.suppress(ImportError):  # Windows: O_APPEND alone
+            import fcntl
+
+            fcntl.flock(descriptor, fcntl.LOCK_EX)
         written = 0
         while written < len(data):
             written += os.write(descriptor, data[written:])
     finally:
         os.close(descriptor)  # closing releases the lock
-
-
-def _lock(descriptor: int) -> None:
-    try:
-        import fcntl
-    except ImportError:  # Windows: O_APPEND alone
-        return
-    fcntl.flock(descriptor, fcntl.LOCK_EX)

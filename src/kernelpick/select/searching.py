@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
 
 from kernelpick import settings
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.config import Config
 from kernelpick.search.base import latest
 from kernelpick.search.run import SearchTrace
-from kernelpick.search.searching import MeasureBatch, search
+from kernelpick.search.searching import search
 from kernelpick.search.space import Space
 from kernelpick.select.choice import Choice
 from kernelpick.select.processing import ProcessedChoice
@@ -22,44 +20,35 @@ from kernelpick.select.triton_choice import ConfigChoice, TritonKernelChoice
 MeasureChoices = Callable[[list[Choice]], Mapping[str, BenchmarkResult]]
 
 
-@dataclass(frozen=True, slots=True)
-class SearchedSpace:
-    """The choices of one config space for one signature, by config."""
-
-    name: str
-    choices: Mapping[Config, Choice]
-
-
-def _config_and_space(choice: Choice) -> tuple[Config, Any] | None:
-    """The config a choice runs with and what it is one config of (a selector's space, a tuned
-    kernel's call), when it is one (else None: an extern, say)."""
+def _config_and_space(choice: Choice) -> tuple[Config, int, str] | None:
+    """The config a choice runs with and the identity and name of what it is one config of (a
+    selector's space, a tuned kernel's call), when it is one (else None: an extern, say)."""
     if isinstance(choice, ConfigChoice):
-        return choice.config, choice.call
+        return choice.config, id(choice.call), choice.call.name
     inner = choice
     while isinstance(inner, ProcessedChoice):
         inner = inner.inner
     if not isinstance(inner, (TemplateChoice, TritonKernelChoice)):
         return None
     outer = choice if isinstance(choice, ProcessedChoice) else inner
-    return inner.config, outer.space
+    return inner.config, id(outer.space), outer.space.name
 
 
-def searched_spaces(choices: Sequence[Choice], always: set[str]) -> list[SearchedSpace]:
-    """The spaces among `choices` that have several configs, each choice by its config. Choices
-    whose digest is in `always`, and choices of no config, belong to none."""
+def searched_spaces(choices: Sequence[Choice], always: set[str]) -> dict[str, dict[Config, Choice]]:
+    """The spaces among `choices` that have several configs, by name, each choice by its config.
+    Choices whose digest is in `always`, and choices of no config, belong to none."""
     spaces: dict[int, tuple[str, dict[Config, Choice]]] = {}
     for choice in choices:
         placed = _config_and_space(choice)
         if placed is None or choice.digest in always:
             continue
-        config, space = placed
-        name, by_config = spaces.setdefault(id(space), (space.name, {}))
+        config, identity, name = placed
+        by_config = spaces.setdefault(identity, (name, {}))[1]
         by_config.setdefault(config, choice)  # an equal config twice renders one choice: expand drops it
-    found: list[SearchedSpace] = []
+    found: dict[str, dict[Config, Choice]] = {}
     for name, by_config in spaces.values():
-        if len(by_config) > 1:
-            taken = any(s.name == name for s in found)  # two spaces of one name: traces apart
-            found.append(SearchedSpace(f"{name} ({len(found) + 1})" if taken else name, by_config))
+        if len(by_config) > 1:  # two spaces of one name: traces apart
+            found[f"{name} ({len(found) + 1})" if name in found else name] = by_config
     return found
 
 
@@ -90,31 +79,25 @@ def search_choices(
     spaces = searched_spaces(choices, {reference} if reference is not None else set())
     results = dict(stored)
     traces: dict[str, SearchTrace] = {}
-    for space in spaces:
-        known = {config: stored[c.digest] for config, c in space.choices.items() if c.digest in stored}
-        trace = search(strategy, list(space.choices), known, _by_config(space, measure), structure, {})
-        traces[space.name] = trace
-        results.update((space.choices[config].digest, r) for config, r in trace.results().items())
-    searched = {c.digest for space in spaces for c in space.choices.values()}
+    for name, space in spaces.items():
+
+        def timed(
+            batch: Sequence[Config], steps: dict[str, float], space: dict[Config, Choice] = space
+        ) -> dict[Config, BenchmarkResult]:  # `measure` for configs of the space, as `search` calls it
+            found = measure([space[config] for config in batch])
+            return {config: found[space[config].digest] for config in batch}
+
+        known = {config: stored[c.digest] for config, c in space.items() if c.digest in stored}
+        traces[name] = trace = search(strategy, list(space), known, timed, structure, {})
+        results.update((space[config].digest, r) for config, r in trace.results().items())
+    searched = {c.digest for space in spaces.values() for c in space.values()}
     finalists = [c for c in choices if c.digest not in searched]
     top = max(1, settings.current().confirm_top)
-    finalists += [space.choices[config] for space in spaces for config in _best(traces[space.name], top)]
+    finalists += [space[config] for name, space in spaces.items() for config in _best(traces[name], top)]
     todo = [c for c in finalists if c.digest not in stored]
     if len(todo) > 1 or any(c.digest not in results for c in todo):
         results.update(measure(todo))
     return results, traces
-
-
-def _by_config(
-    space: SearchedSpace, measure: Callable[[list[Choice]], Mapping[str, BenchmarkResult]]
-) -> MeasureBatch:
-    """`measure` for configs of `space`, as `kernelpick.search.searching.search` calls it."""
-
-    def timed(batch: Sequence[Config], steps: dict[str, float]) -> dict[Config, BenchmarkResult]:
-        found = measure([space.choices[config] for config in batch])
-        return {config: found[space.choices[config].digest] for config in batch}
-
-    return timed
 
 
 def _best(trace: SearchTrace, count: int) -> list[Config]:

@@ -273,15 +273,16 @@ class Tuning:
         measured: Collection[str],
         fresh: Collection[str],
         choose: Choose,
-        agreed: tuple[str | None, str] | None = None,
+        agree: Callable[[str | None], tuple[str | None, str]] | None = None,
     ) -> Settled:
-        """The end of a tuning: the pick `choose` makes, or the one `agreed` (by whom) elsewhere."""
+        """The end of a tuning: the pick `choose` makes, or the one `agree` returns for it with who
+        picked it ("": this process)."""
         ordered = {d: results[d] for d in digests if d in results}
         chosen = choose(ordered)
         pick, note = (chosen.best, chosen.note) if chosen is not None else (None, "")
-        by = "" if agreed is None else agreed[1]
-        if agreed is not None and agreed[0] != pick:
-            pick, note = agreed[0], f"the pick of {by}"
+        agreed, by = (pick, "") if agree is None else agree(pick)
+        if agreed != pick:
+            pick, note = agreed, f"the pick of {by}"
         return Settled(ordered, frozenset(measured), frozenset(fresh), pick, note, by)
 
     def _claim_or_adopt(self, digests: Sequence[str], choose: Choose) -> Settled | bool:
@@ -338,7 +339,7 @@ class Tuning:
             self.subject,
             self.described,
         )
-        return self._settled(digests, results, (), (), choose, (mark.pick, "another process"))
+        return self._settled(digests, results, (), (), choose, lambda _: (mark.pick, "another process"))
 
     def _settle_as_rank(
         self,
@@ -410,18 +411,21 @@ class Tuning:
                         take(index)
                     else:
                         results.update(found)
-                ordered = {d: results[d] for d in digests if d in results}
-                chosen = choose(ordered)
-                pick, rank = share.decide(None if chosen is None else chosen.best)
-                agreed: tuple[str | None, str] | None = (pick, "" if rank == job.rank else f"rank {rank}")
+
+                def decide(pick: str | None) -> tuple[str | None, str]:
+                    decided, rank = share.decide(pick)
+                    return decided, "" if rank == job.rank else f"rank {rank}"
+
+                fresh = [d for d in results if d not in stored]
+                return self._settled(digests, results, measured, fresh, choose, decide)
             except StoreError as error:  # the rest is measured here, and picked alone
                 self._go_alone(error)
                 todo = [d for d in digests if d not in results and d not in stored]
                 found = dict(measure(todo, {**stored, **results}, on_done)) if todo else {}
                 measured.update(found)
-                results, agreed = {**stored, **results, **found}, None
+                results = {**stored, **results, **found}
         fresh = [d for d in results if d not in stored]
-        return self._settled(digests, results, measured, fresh, choose, agreed)
+        return self._settled(digests, results, measured, fresh, choose)
 
     def _go_alone(self, error: StoreError) -> None:
         """Tune without the other processes after `error` (a claim or the job's store failed)."""

@@ -11,6 +11,7 @@ from typing import Any
 
 import torch
 
+from kernelpick.console import warn_once
 from kernelpick.errors import ReportError
 
 log = logging.getLogger("kernelpick.reports")
@@ -28,7 +29,6 @@ class Work:
 
 
 _registered: dict[str, Work] = {}
-_failed: set[str] = set()
 _lock = threading.Lock()
 
 
@@ -57,7 +57,6 @@ def work(name: str, *, flops: Figure | None = None, bytes: Figure | None = None)
             )
     with _lock:
         _registered[name] = Work(flops, bytes)
-        _failed.discard(name)
 
 
 def forget_work(name: str) -> None:
@@ -83,14 +82,9 @@ def _figure(name: str, figure: Figure | None, key: Mapping[str, Any]) -> float |
         return None
     try:
         return float(figure(key) if callable(figure) else figure)
-    except Exception as error:  # a user function must not fail a tuning
-        with _lock:
-            first = name not in _failed
-            _failed.add(name)
-        if first:
-            log.warning(
-                "the work function of %s failed for key %s (%r): no roofline figures", name, dict(key), error
-            )
+    except Exception as error:  # a user function must not fail a tuning: said once per function
+        message = "the work function of %s failed for key %s (%r): no roofline figures"
+        warn_once(log, f"work function {id(figure)} of {name}", message, name, dict(key), error)
         return None
 
 

@@ -32,7 +32,7 @@ from kernelpick.select.modules import keep_kernel_source
 from kernelpick.select.record import TuningRecord, failure_report, report_tuning
 from kernelpick.select.signature import Signature
 from kernelpick.select.triton_choice import KernelCall
-from kernelpick.select.tuning import Settled, Tuning, result_store
+from kernelpick.select.tuning import Tuning, result_store
 from kernelpick.store import ResultStore, TuningKey
 from kernelpick.store.base import UnreadStore
 from kernelpick.tune.background import provisional_entry
@@ -346,7 +346,8 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
         device: DeviceInfo,
     ) -> Entry:
         """Tune one key (the lock held): from a table, else from the store's results and what is
-        measured now (`Tuning.settle`); remember the pick for the key."""
+        measured now (`Tuning.settle`: each config compiled and timed as a choice, in worker processes
+        when isolation is wanted, unless the user's hooks or do_bench must run here); remember the pick."""
         by_digest = {c.digest: c for c in configs}  # a tabled pick pruned away here is passed over
         results: Mapping[Config, BenchmarkResult] = {}
         searches: Mapping[str, SearchTrace] = {}
@@ -360,7 +361,25 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
             best, hit = tabled
             results, from_store, note = {best: hit.entry.result}, True, hit.note
         else:
-            settled = self._settle(tuning, configs, args, kwargs, grid)
+            call = self._call(grid)
+            measuring = ChoiceMeasuring(
+                self.name,
+                Signature.of(args, kwargs),
+                args,
+                kwargs,
+                timer=self.timer,
+                isolate=self.isolate,
+                reference_digest=None if self.default is None else self.default.digest,
+                kernel=call,
+                overrides={
+                    k: v for k, v in (("warmup_ms", self.warmup_ms), ("rep_ms", self.rep_ms)) if v is not None
+                },
+                phases=tuning.phases,
+            )
+            choices = {c.digest: c for c in call.choices(configs)}
+            settled = tuning.settle(choices, self.search, measuring, structure=self.space)
+            reasons = list(measuring.timed_here.values())
+            self.timed_here = {self.name: reasons[0]} if reasons else {}
             results = {by_digest[d]: r for d, r in settled.results.items()}
             from_store = bool(results) and not settled.fresh
             measured_now = bool(settled.measured)
@@ -391,7 +410,7 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
             key_names=tuple(self._key_names()),
         )
         self._finish(key, record)
-        if from_store and key not in self._distrusted:  # measured elsewhere, or forged: checked once
+        if from_store:  # measured elsewhere, or forged: checked once (a distrusted key's store is unread)
             entry = FirstLaunch(self, key, tuning, best, device).wrapped
         else:
             entry = self._entry(best, device)
@@ -401,36 +420,6 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
     def _entry(self, config: Config, device: DeviceInfo) -> Entry:
         """What a call runs with `config` on `device` (the dispatcher's entry)."""
         return self.given.get(config, config), runner(self.fn, device.interpreter), dict(config.all_kwargs())
-
-    def _settle(
-        self,
-        tuning: Tuning,
-        configs: list[Config],
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-        grid: Any,
-    ) -> Settled:
-        """How tuning the configs ended: each compiled and timed as a choice (`ChoiceMeasuring`), its
-        seconds per step in the tuning's: in worker processes when isolation is wanted, unless the
-        user's hooks or do_bench must run here."""
-        call = self._call(grid)
-        measuring = ChoiceMeasuring(
-            self.name,
-            Signature.of(args, kwargs),
-            args,
-            kwargs,
-            timer=self.timer,
-            isolate=self.isolate,
-            reference_digest=None if self.default is None else self.default.digest,
-            kernel=call,
-            overrides=self.budget_overrides(),
-            phases=tuning.phases,
-        )
-        by_digest = {c.digest: c for c in call.choices(configs)}
-        settled = tuning.settle(by_digest, self.search, measuring, structure=self.space)
-        reasons = list(measuring.timed_here.values())
-        self.timed_here = {self.name: reasons[0]} if reasons else {}
-        return settled
 
     def _key_names(self) -> list[str]:
         return [name for _, name in self._key_positions]
@@ -469,11 +458,6 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
         """Which arguments the kernel may write, and which it may read (None: assume all); see
         `KernelCall.accesses`."""
         return self._call(None).accesses(args, kwargs)
-
-    def budget_overrides(self) -> dict[str, Any]:
-        """The settings this kernel's `warmup=` and `rep=` override."""
-        given = {"warmup_ms": self.warmup_ms, "rep_ms": self.rep_ms}
-        return {name: value for name, value in given.items() if value is not None}
 
     def _finish(self, key: tuple[Any, ...], record: TuningRecord) -> None:
         self._keep(key, record)

@@ -100,25 +100,25 @@ def exact_key(
     return tuple(key)
 
 
+def _kind(value: Any) -> str:
+    """What the fast key assumes of a slot: "t" (a tensor), "i" (an integer), "d" (a tensor
+    descriptor), "" (anything else)."""
+    if isinstance(value, torch.Tensor):
+        return "t"
+    return "i" if isinstance(value, int) else "d" if is_descriptor(value) else ""
+
+
 def call_shape(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
-    """What the generated fast key assumes about a call: its arity, keyword names, tensor, integer and
-    tensor descriptor slots."""
-    tensors = tuple(i for i, value in enumerate(args) if isinstance(value, torch.Tensor))
-    tensor_kwargs = tuple(name for name, value in kwargs.items() if isinstance(value, torch.Tensor))
-    integers = tuple(i for i, value in enumerate(args) if isinstance(value, int))
-    integer_kwargs = tuple(name for name, value in kwargs.items() if isinstance(value, int))
-    descriptors = tuple(i for i, value in enumerate(args) if is_descriptor(value))
-    descriptor_kwargs = tuple(name for name, value in kwargs.items() if is_descriptor(value))
-    return (
-        len(args),
-        tuple(kwargs),
-        tensors,
-        tensor_kwargs,
-        integers,
-        integer_kwargs,
-        descriptors,
-        descriptor_kwargs,
-    )
+    """What the generated fast key assumes about a call: the kind of each positional argument, and
+    each keyword argument's name and kind (`_kind`)."""
+    return tuple(map(_kind, args)), tuple((name, _kind(value)) for name, value in kwargs.items())
+
+
+def _slots(shape: tuple[Any, ...], kind: str) -> list[str]:
+    """The fast key's expressions of the arguments of `kind` in calls of `shape`."""
+    kinds, keyword_kinds = shape
+    found = [f"a[{i}]" for i, own in enumerate(kinds) if own == kind]
+    return found + [f"k[{name!r}]" for name, own in keyword_kinds if own == kind]
 
 
 def _specialization_terms(shape: tuple[Any, ...], specialized: Sequence[Specialized]) -> list[str]:
@@ -128,14 +128,16 @@ def _specialization_terms(shape: tuple[Any, ...], specialized: Sequence[Speciali
     `.data_ptr()` for a non-tensor, `& 15` and `| 0` for a non-integer; `type()` pins the rest. A
     tensor's `data_ptr()` is most of the cost: Triton reads it too.
     """
-    count, _, tensors, tensor_kwargs, integers, integer_kwargs = shape[:6]
+    kinds, keyword_kinds = shape
+    count, named = len(kinds), dict(keyword_kinds)
     terms = []
     for i, name, align in specialized:
         slot = f"a[{i}]" if i < count else f"k[{name!r}]"
-        if (i in tensors) if i < count else (name in tensor_kwargs):
+        kind = kinds[i] if i < count else named.get(name, "")
+        if kind == "t":
             if align:  # a tensor slot's dtype, in the key already, raises for a non-tensor
                 terms.append(f"not {slot}.data_ptr() & 15")
-        elif (i in integers) if i < count else (name in integer_kwargs):
+        elif kind == "i":
             # 0: divisible by 16, 2: equal to 1, 1: neither (one term, the cheapest we found)
             terms.append(f"{slot} & 15 and 1 + ({slot} == 1)" if align else f"({slot} | 0) == 1")
         else:
@@ -151,10 +153,8 @@ def generate_fast_key(
 ) -> FastKey | None:
     """Source-generate a key function for calls of `shape` (None when there is no tensor or tensor
     descriptor to key on); `blocks`: descriptors' block shapes are keyed."""
-    count, names, tensors, tensor_kwargs = shape[:4]
-    descriptors, descriptor_kwargs = shape[6:8]
-    slots = [f"a[{i}]" for i in tensors] + [f"k[{name!r}]" for name in tensor_kwargs]
-    described = [f"a[{i}]" for i in descriptors] + [f"k[{name!r}]" for name in descriptor_kwargs]
+    count, names = len(shape[0]), shape[1]
+    slots, described = _slots(shape, "t"), _slots(shape, "d")
     if not slots and not described:
         return None
     values = [f"a[{i}]" if i < count else f"k.get({name!r})" for i, name in key_positions]
@@ -174,9 +174,7 @@ def generate_fast_key(
     ]
     source = f"def fast_key(a, k, type=type):\n    return ({', '.join(parts)},)\n"
     namespace: dict[str, Any] = {}
-    exec(
-        compile(source, "<kernelpick fast key>", "exec"), namespace
-    )  # our own generated source, no user data
+    exec(compile(source, "<kernelpick fast key>", "exec"), namespace)  # our own source, no user data
     function: FastKey = namespace["fast_key"]
     return function
 
