@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import pytest
 
 from kernelpick import settings
-from kernelpick.bench.benchmarker import benchmark, best_elsewhere, budgets_for, classify_run_error, finalists
+from kernelpick.bench.benchmarker import benchmark, budgets_for, classify_run_error, finalists
 from kernelpick.bench.result import BenchmarkResult, TimingSummary
 from kernelpick.bench.timers import Benchmarkable, TimingBudget, WallClockTimer
 
@@ -294,11 +294,13 @@ def test_the_cutoff_counts_the_lowest_cost_other_ranks_found_as_it_is_now() -> N
     # The ranks of a job time parts of one key's candidates: each cuts against the others' best too.
     readings = [float("inf"), 0.5]  # what the other ranks offered before each candidate, then since
     timer = ScriptedTimer({"a": 2.0, "b": 1.0}, {})
-    token = best_elsewhere.set(lambda: readings.pop(0) if len(readings) > 1 else readings[0])
-    try:
-        benchmark(by_name(*(Sleeper(n, 0.0) for n in "ab")), timer, screening=QUICK, cutoff=0.5)
-    finally:
-        best_elsewhere.reset(token)
+
+    def elsewhere() -> float:
+        return readings.pop(0) if len(readings) > 1 else readings[0]
+
+    benchmark(
+        by_name(*(Sleeper(n, 0.0) for n in "ab")), timer, screening=QUICK, cutoff=0.5, best_ms=elsewhere
+    )
     assert timer.cutoffs == [None, 0.75]  # read again before each candidate
 
 
@@ -306,12 +308,8 @@ def test_no_finalist_is_slower_than_what_another_rank_found_by_more_than_the_mar
     # Another rank's part holds the key's fastest: this part's near-equal candidates cannot win.
     results = {n: ok(ms) for n, ms in {"a": 2.0, "b": 2.1, "c": 2.15}.items()}
     assert finalists(results, 3, 0.1) == ["a", "b", "c"]
-    token = best_elsewhere.set(lambda: 1.0)
-    try:
-        assert finalists(results, 3, 0.1) == []
-        assert finalists(results, 3, 0.1, reference="c") == ["c"]  # the reference, however it went
-    finally:
-        best_elsewhere.reset(token)
+    assert finalists(results, 3, 0.1, elsewhere=1.0) == []
+    assert finalists(results, 3, 0.1, "c", 1.0) == ["c"]  # the reference, however it went
 
 
 def test_without_a_first_round_every_candidate_is_timed_interleaved() -> None:

@@ -18,7 +18,6 @@ import torch.distributed as dist
 from tests.bench_scripts import run_bench
 
 from kernelpick import settings
-from kernelpick.bench.benchmarker import lowest_elsewhere
 from kernelpick.bench.result import BenchmarkResult, TimingSummary
 from kernelpick.device import describe
 from kernelpick.errors import StoreError
@@ -258,8 +257,8 @@ def test_a_ranks_first_round_counts_the_other_ranks_lowest_cost(tmp_path: Path) 
     KeyShare(RankJob(store, 1, 2), key.digest, list("abcd"), 2).offer(0.25)  # rank 1 timed b: 0.25 ms
     seen: list[float] = []
 
-    def measure(todo: list[str], known: Any, on_done: Any) -> dict[str, BenchmarkResult]:
-        seen.append(lowest_elsewhere())
+    def measure(todo: list[str], known: Any, on_done: Any, best_ms: Any) -> dict[str, BenchmarkResult]:
+        seen.append(best_ms())
         results = {d: timed(float(ord(d[0]) - ord("a") + 1)) for d in todo}
         for digest, result in results.items():
             on_done(digest, result)
@@ -275,7 +274,6 @@ def test_a_ranks_first_round_counts_the_other_ranks_lowest_cost(tmp_path: Path) 
             True,
         )
     assert seen[0] == 0.25  # its own part, a and c, is cut against rank 1's 0.25 ms
-    assert lowest_elsewhere() == float("inf")  # only while it measures
     rank1 = KeyShare(RankJob(store, 1, 2), key.digest, list("abcd"), 2)
     assert rank1.lowest_elsewhere() == 1.0  # and it offered its own lowest, a's 1 ms
 
@@ -287,7 +285,7 @@ def test_each_part_re_times_its_share_of_the_finalists(tmp_path: Path) -> None:
     tuning = Tuning("kernel `add`", "(n=16)", key, None, "cpu")
     seen: list[tuple[list[str], int]] = []
 
-    def measure(todo: list[str], known: Any, on_done: Any) -> dict[str, BenchmarkResult]:
+    def measure(todo: list[str], known: Any, on_done: Any, best_ms: Any) -> dict[str, BenchmarkResult]:
         seen.append((todo, settings.current().confirm_top))
         return {d: timed(float(ord(d[0]))) for d in todo}
 

@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 
-from kernelpick.bench.benchmarker import best_elsewhere
 from kernelpick.bench.result import BenchmarkResult, TimingSummary
 from kernelpick.workers.pool import WorkerPool
 
@@ -92,11 +91,7 @@ def test_each_screening_request_carries_the_fastest_median_so_far() -> None:
 
 def test_a_screening_request_carries_the_lowest_cost_of_other_ranks_when_it_is_lower() -> None:
     pool, (worker,) = scripted(screen_by_median)
-    token = best_elsewhere.set(lambda: 2.0)
-    try:
-        pool.measure({}, list(MEDIANS), timeout_s=5.0)
-    finally:
-        best_elsewhere.reset(token)
+    pool.measure({}, list(MEDIANS), timeout_s=5.0, best_ms=lambda: 2.0)
     assert [r["best_ms"] for r in worker.requests] == [2.0, 2.0, 1.0, 1.0]
 
 

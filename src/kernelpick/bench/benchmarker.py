@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextvars
 import dataclasses
 import functools
 import logging
@@ -26,17 +25,6 @@ MEASUREMENT_VERSION = "measure-3"
 
 #: Host time of one call of a candidate, given its device time (see `bench/host.py`).
 HostTimer = Callable[[Benchmarkable, float], float]
-#: The lowest cost that other processes measuring the same key found so far (the other ranks of a
-#: job: `kernelpick.select.ranks`), which the first round's cutoff counts too; None: none share.
-best_elsewhere: contextvars.ContextVar[Callable[[], float] | None] = contextvars.ContextVar(
-    "kernelpick_best_elsewhere", default=None
-)
-
-
-def lowest_elsewhere() -> float:
-    """The lowest cost `best_elsewhere` knows now (infinity: none)."""
-    found = best_elsewhere.get()
-    return float("inf") if found is None else found()
 
 
 def classify_run_error(error: BaseException) -> tuple[Status, str]:
@@ -64,7 +52,7 @@ def benchmark(
     confirm_top: int = 0,
     confirm_within: float = 0.1,
     cutoff: float | None = None,
-    best_ms: float = float("inf"),
+    best_ms: float | Callable[[], float] = float("inf"),
     on_done: Callable[[_K, BenchmarkResult], object] | None = None,
     host_time: HostTimer | None = None,
     reference: _K | None = None,
@@ -84,8 +72,9 @@ def benchmark(
             first round are timed again (see `finalists`).
         cutoff: in the first round, a candidate whose first runs are slower than the best so far by
             more than this fraction is timed no further (None: every candidate gets its full budget).
-        best_ms: the lowest cost known before this call (measured elsewhere: another worker), for
-            the cutoff, as is `lowest_elsewhere()` before each candidate.
+        best_ms: the lowest cost measured elsewhere (another worker; other ranks of a job, which
+            share it as they go: then a function, asked again before each candidate), which the
+            cutoff and the second round's `finalists` count too.
         on_done: called with each candidate's key and first-round result as it is done with
             (progress bars; a tuning stores each result as it comes).
         host_time: measures a candidate's host time per call after its first round (None: device
@@ -101,9 +90,10 @@ def benchmark(
             raise ValueError("benchmark() needs a screening budget, a confirming budget, or both")
         return _confirmed(candidates, timer, confirming, list(candidates), {})
     results: dict[_K, BenchmarkResult] = {}
-    best = best_ms
+    elsewhere = best_ms if callable(best_ms) else lambda: best_ms
+    best = float("inf")
     for key, candidate in candidates.items():
-        lowest = min(best, lowest_elsewhere())
+        lowest = min(best, elsewhere())
         limit = None if cutoff is None or lowest == float("inf") else lowest * (1.0 + cutoff)
         try:
             summary = TimingSummary.of(
@@ -119,7 +109,7 @@ def benchmark(
             results[key] = BenchmarkResult.failed(status, message)
         if on_done is not None:
             on_done(key, results[key])
-    fastest = finalists(results, confirm_top, confirm_within, reference=reference)
+    fastest = finalists(results, confirm_top, confirm_within, reference, elsewhere())
     if confirming is not None and len(fastest) >= 2:
         return _confirmed(candidates, timer, confirming, fastest, results)
     return results
@@ -153,11 +143,15 @@ def _confirmed(
 
 
 def finalists(
-    results: Mapping[_K, BenchmarkResult], top: int, within: float, reference: _K | None = None
+    results: Mapping[_K, BenchmarkResult],
+    top: int,
+    within: float,
+    reference: _K | None = None,
+    elsewhere: float = float("inf"),
 ) -> list[_K]:
     """The candidates worth a second round: at most `top`, lowest cost first, each of which ran at
-    least once within `within` of the lowest cost (theirs, or `lowest_elsewhere()` where lower: one
-    slower than what another rank found cannot win); and `reference` whenever it worked,
+    least once within `within` of the lowest cost (theirs, or `elsewhere`, measured by another rank,
+    where lower: one slower than what another rank found cannot win); and `reference` whenever it worked,
     however its brief first look went (in the place of the last of the `top`).
 
     The reference is what runs unless another candidate clearly beats it, so the comparison that
@@ -170,7 +164,7 @@ def finalists(
     ranked = sorted((k for k, r in results.items() if r.ok), key=lambda k: results[k].cost_ms)
     if not ranked:
         return []
-    limit = min(results[ranked[0]].cost_ms, lowest_elsewhere()) * (1.0 + within)
+    limit = min(results[ranked[0]].cost_ms, elsewhere) * (1.0 + within)
     chosen = [k for k in ranked if (timing := results[k].timing) is not None and timing.min_ms <= limit][:top]
     if reference is not None and reference in ranked and reference not in chosen:
         chosen = [*chosen[: top - 1], reference] if len(chosen) >= top else [*chosen, reference]

@@ -80,9 +80,15 @@ class ChoiceMeasuring:
         for step, seconds in phases.items():
             self.phases[step] = self.phases.get(step, 0.0) + seconds
 
-    def measure(self, todo: Sequence[Choice], finished: OnDone | None = None) -> dict[str, BenchmarkResult]:
+    def measure(
+        self,
+        todo: Sequence[Choice],
+        finished: OnDone | None = None,
+        best_ms: Callable[[], float] = lambda: float("inf"),
+    ) -> dict[str, BenchmarkResult]:
         """Compile, verify and time `todo`; each result by digest, in order, each also given to
-        `finished` as it is done with (the tuning stores it then).
+        `finished` as it is done with (the tuning stores it then). `best_ms`: the lowest cost
+        measured elsewhere now (by the other ranks of a job), which the cutoff counts too.
 
         While a CUDA graph captures the inputs, only the workers measure (each in a process of its
         own, on inputs it makes: nothing runs on this process's stream); a choice that cannot cross
@@ -94,12 +100,14 @@ class ChoiceMeasuring:
                 reference cannot cross).
         """
         with settings.override(**self.overrides):
-            results = self._measure(todo, finished)
+            results = self._measure(todo, finished, best_ms)
         if self.reference is not None:
             self.checked_against = self.reference[0]
         return results
 
-    def _measure(self, todo: Sequence[Choice], finished: OnDone | None) -> dict[str, BenchmarkResult]:
+    def _measure(
+        self, todo: Sequence[Choice], finished: OnDone | None, best_ms: Callable[[], float]
+    ) -> dict[str, BenchmarkResult]:
         inputs, kwargs = self.inputs, self.kwargs
         in_capture = capturing([*inputs, *kwargs.values()])
         results: dict[str, BenchmarkResult] = {}
@@ -114,7 +122,7 @@ class ChoiceMeasuring:
             )
             if reason is None:
                 try:
-                    here = self._in_workers(todo, results, finished)
+                    here = self._in_workers(todo, results, finished, best_ms)
                 except IsolationError as error:
                     here, results, reason = list(todo), {}, str(error)
                     if not in_capture:
@@ -136,7 +144,7 @@ class ChoiceMeasuring:
                 if finished is not None:
                     finished(choice.digest, results[choice.digest])
         elif here:
-            results.update(self._here(here, finished))
+            results.update(self._here(here, finished, best_ms))
         return {choice.digest: results[choice.digest] for choice in todo if choice.digest in results}
 
     def _compile(
@@ -168,6 +176,7 @@ class ChoiceMeasuring:
         todo: Sequence[Choice],
         results: dict[str, BenchmarkResult],
         finished: OnDone | None,
+        best_ms: Callable[[], float],
     ) -> list[Choice]:
         """Measure what of `todo` can cross to a worker there, into `results`; the choices that cannot
         (they hold a lock or an open file, say) are returned, each with its reason in `timed_here`.
@@ -255,6 +264,7 @@ class ChoiceMeasuring:
                     prepare=bool(others),
                     on_done=done,
                     phases=phases,
+                    best_ms=best_ms,
                 )
             self._add(phases)
             for choice, outcome in zip(compiling, outcomes):
@@ -300,7 +310,9 @@ class ChoiceMeasuring:
             **fields,
         )
 
-    def _here(self, todo: Sequence[Choice], finished: OnDone | None) -> dict[str, BenchmarkResult]:
+    def _here(
+        self, todo: Sequence[Choice], finished: OnDone | None, best_ms: Callable[[], float]
+    ) -> dict[str, BenchmarkResult]:
         """Compile, verify and time `todo` in this process, on example inputs or the call's arguments."""
         device, inputs, kwargs = self.signature.device, self.inputs, self.kwargs
         tensors = [v for v in (*inputs, *kwargs.values()) if isinstance(v, torch.Tensor)]
@@ -342,7 +354,7 @@ class ChoiceMeasuring:
             measured = Measurement(example, device, self.reference, self.tolerance, tf32_allowed()).measure(
                 candidates,
                 self.timer or timer_for(device),
-                budgets_for(device, per_call=self.kernel is None),
+                {**budgets_for(device, per_call=self.kernel is None), "best_ms": best_ms},
                 reference=self.reference_digest,
                 on_done=done,
             )

@@ -9,13 +9,13 @@ import logging
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from math import inf
 from types import TracebackType
 from typing import Any, TypeVar
 
 import torch
 
 from kernelpick import settings
-from kernelpick.bench.benchmarker import best_elsewhere
 from kernelpick.bench.measure import OnDone
 from kernelpick.bench.pick import Pick, pick
 from kernelpick.bench.result import BenchmarkResult
@@ -41,8 +41,11 @@ from kernelpick.workers.pool import tuning_in_progress
 _C = TypeVar("_C")
 log = logging.getLogger("kernelpick.select")
 
-#: Measuring or searching as a tuning calls them: what to measure, the results known, `OnDone`.
-_Measured = Callable[[list[str], Mapping[str, BenchmarkResult], OnDone], Mapping[str, BenchmarkResult]]
+#: Measuring or searching as a tuning calls them: what to measure, the results known, `OnDone`, and
+#: the lowest cost measured elsewhere now (by the other ranks of a job), which the cutoff counts too.
+_Measured = Callable[
+    [list[str], Mapping[str, BenchmarkResult], OnDone, Callable[[], float]], Mapping[str, BenchmarkResult]
+]
 #: The pick among results, or None when none of them is ok.
 Choose = Callable[[Mapping[str, BenchmarkResult]], "Pick[str] | None"]
 
@@ -224,11 +227,14 @@ class Tuning:
             return pick_against_reference(results, kept, name=name, measure=ranking)
 
         def measured(
-            todo: list[str], known: Mapping[str, BenchmarkResult], on_done: OnDone
+            todo: list[str],
+            known: Mapping[str, BenchmarkResult],
+            on_done: OnDone,
+            best_ms: Callable[[], float],
         ) -> Mapping[str, BenchmarkResult]:
             if strategy == "exhaustive":
-                return measuring.measure([candidates[d] for d in todo], on_done)
-            measure = functools.partial(measuring.measure, finished=on_done)
+                return measuring.measure([candidates[d] for d in todo], on_done, best_ms)
+            measure = functools.partial(measuring.measure, finished=on_done, best_ms=best_ms)
             with patience(settings.current().search_patience):
                 found, searched = search_choices(
                     strategy, list(candidates.values()), known, measure, kept, structure
@@ -263,7 +269,7 @@ class Tuning:
         found: Mapping[str, BenchmarkResult] = {}
         if todo:
             with self.measuring(describe) as on_done:
-                found = measure(todo, results, on_done)
+                found = measure(todo, results, on_done, lambda: inf)
         return self._settled(digests, {**results, **found}, found.keys(), found.keys(), choose)
 
     def _settled(
@@ -379,12 +385,8 @@ class Tuning:
                 for result in have.values():
                     if result.ok:
                         share.offer(result.cost_ms)
-                token = best_elsewhere.set(share.lowest_elsewhere)
-                try:
-                    with settings.override(confirm_top=part_top):
-                        found = dict(measure(todo, have, on_done)) if todo else {}
-                finally:
-                    best_elsewhere.reset(token)
+                with settings.override(confirm_top=part_top):
+                    found = dict(measure(todo, have, on_done, share.lowest_elsewhere)) if todo else {}
                 measured.update(found)
                 results.update(share.publish(index, {**have, **found}))
                 taken.add(index)
@@ -421,7 +423,7 @@ class Tuning:
             except StoreError as error:  # the rest is measured here, and picked alone
                 self._go_alone(error)
                 todo = [d for d in digests if d not in results and d not in stored]
-                found = dict(measure(todo, {**stored, **results}, on_done)) if todo else {}
+                found = dict(measure(todo, {**stored, **results}, on_done, lambda: inf)) if todo else {}
                 measured.update(found)
                 results = {**stored, **results, **found}
         fresh = [d for d in results if d not in stored]

@@ -11,13 +11,13 @@ import queue
 import signal
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from kernelpick import settings
-from kernelpick.bench.benchmarker import finalists, lowest_elsewhere, on_one_scale
+from kernelpick.bench.benchmarker import finalists, on_one_scale
 from kernelpick.bench.measure import OnDone
 from kernelpick.bench.result import BenchmarkResult, TimingSummary
 from kernelpick.errors import IsolationError
@@ -161,6 +161,7 @@ class WorkerPool:
         on_done: OnDone | None = None,
         reference: str | None = None,
         phases: dict[str, float] | None = None,
+        best_ms: Callable[[], float] = lambda: float("inf"),
     ) -> dict[str, BenchmarkResult]:
         """Measure each candidate in a worker; then time the closest few again together on all of them.
 
@@ -179,6 +180,8 @@ class WorkerPool:
             phases: the seconds of each step (prepare, screen, confirm, `workers_start`), and the
                 workers' own, summed: `worker_problem` (making the inputs), `worker_load`
                 (candidates ready to launch), `worker_measure` (verifying and timing).
+            best_ms: the lowest cost measured elsewhere now (other ranks of a job), which the cutoff
+                and the finalists count too (`kernelpick.bench.benchmarker.benchmark`).
 
         Raises:
             IsolationError: the workers cannot do the work at all (they do not start, or cannot
@@ -206,10 +209,11 @@ class WorkerPool:
                     phases["prepare"] = time.perf_counter() - started
                     started = time.perf_counter()
                 first = [c for c in known if c not in results] + feed.waiting
-                screened = self._screen(request, first, timeout_s, on_done, feed)
+                screened = self._screen(request, first, timeout_s, on_done, feed, best_ms)
                 results.update(screened)
                 phases["screen"] = time.perf_counter() - started
-                closest = finalists({c: results[c] for c in screened}, confirm_top, confirm_within, reference)
+                screened_results = {c: results[c] for c in screened}
+                closest = finalists(screened_results, confirm_top, confirm_within, reference, best_ms())
                 if len(closest) > 1:
                     started = time.perf_counter()
                     results = on_one_scale(results, self._confirm(request, closest, timeout_s * len(closest)))
@@ -263,6 +267,7 @@ class WorkerPool:
         timeout_s: float,
         on_done: OnDone,
         feed: Feed,
+        elsewhere: Callable[[], float],
     ) -> dict[str, BenchmarkResult]:
         """Step 2: one candidate at a time to whichever worker is free (and more as `feed` delivers them)."""
         results: dict[str, BenchmarkResult] = {}
@@ -277,7 +282,7 @@ class WorkerPool:
                         continue
                     if not worker.alive:
                         worker.start()
-                    fastest = min([r.cost_ms for r in results.values() if r.ok] + [lowest_elsewhere()])
+                    fastest = min([r.cost_ms for r in results.values() if r.ok] + [elsewhere()])
                     best_ms = None if fastest == float("inf") else fastest
                     busy[worker.slot] = self._send(
                         worker, request, "screen", [pending.popleft()], timeout_s, best_ms=best_ms

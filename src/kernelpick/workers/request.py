@@ -240,6 +240,7 @@ def measure_in_workers(
     prepare: bool = False,
     on_done: OnDone | None = None,
     phases: dict[str, float] | None = None,
+    best_ms: Callable[[], float] = lambda: float("inf"),
 ) -> dict[str, BenchmarkResult]:
     """The caller's side: measure `candidates` on `problem` in the workers of `device`'s GPUs, one
     candidate at a time per worker, then the closest few again on all of them (`kernelpick.workers.pool`).
@@ -251,7 +252,7 @@ def measure_in_workers(
         candidates: the digests to measure known now.
         device: the device measured for.
         prepare: the workers compile `candidates` first, many at once (what the caller did not).
-        feed, on_done, phases: as `WorkerPool.measure`'s.
+        feed, on_done, phases, best_ms: as `WorkerPool.measure`'s.
 
     Raises:
         IsolationError: the workers cannot do the work at all (they do not start, or fail on the
@@ -271,6 +272,7 @@ def measure_in_workers(
         on_done=on_done,
         reference=problem.reference_digest,
         phases=phases,
+        best_ms=best_ms,
     )
 
 
