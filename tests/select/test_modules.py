@@ -17,10 +17,9 @@ from kernelpick import settings
 from kernelpick.errors import TemplateError
 from kernelpick.select.modules import (
     keep_kernel_source,
-    kernel_source_path,
+    kept_file,
     load_module,
     source_hash,
-    template_path,
     write_module,
 )
 
@@ -206,6 +205,6 @@ def _python(script: str, *args: str) -> subprocess.CompletedProcess[str]:
 @pytest.mark.parametrize("name", ["../../outside", "/etc/outside", "abc/def", ""])
 def test_a_name_that_is_not_a_hash_names_no_file(name: str) -> None:
     with pytest.raises(ValueError, match="is not a hash"):
-        template_path(name)
+        kept_file("templates", name)
     with pytest.raises(ValueError, match="is not a hash"):
-        kernel_source_path(name)
+        kept_file("kernels", name)

@@ -18,7 +18,7 @@ from typing import Any
 
 from kernelpick.cli.cache import STORE_HELP, existing_store, store_path
 from kernelpick.errors import StoreError
-from kernelpick.select.modules import kernel_source_path, source_hash, template_path
+from kernelpick.select.modules import kept_file, source_hash
 from kernelpick.store.base import StoredRow
 from kernelpick.store.text import candidate_name, inputs_text
 
@@ -139,7 +139,9 @@ def source_of(row: StoredRow, cache: Path) -> ChoiceCode:
     try:
         if kind == "template":
             digest = str(description.get("source_sha256", ""))
-            return _read(row, name, kind, template_path(digest, cache), digest, "rendered template module")
+            return _read(
+                row, name, kind, kept_file("templates", digest, cache), digest, "rendered template module"
+            )
         if kind in ("triton", "config"):
             # A triton_choice names its kernel's cache key; an autotuned kernel's key ends with it.
             cache_key = (
@@ -149,7 +151,7 @@ def source_of(row: StoredRow, cache: Path) -> ChoiceCode:
                 return ChoiceCode(
                     row, name, kind, None, None, "no kernel source kept: tuned by an older kernelpick"
                 )
-            found = _read(row, name, kind, kernel_source_path(cache_key, cache), None, "kernel source")
+            found = _read(row, name, kind, kept_file("kernels", cache_key, cache), None, "kernel source")
             config = description.get("config", description)
             return _with_config(found, config)
     except ValueError as error:  # a stored hash that is none: it must not name a file elsewhere

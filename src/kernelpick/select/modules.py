@@ -40,18 +40,12 @@ def source_hash(source: str) -> str:
     return hashlib.sha256(source.encode()).hexdigest()
 
 
-def template_path(digest: str, cache: Path | None = None) -> Path:
-    """Where the rendered module whose `source_hash` is `digest` is written: `<cache>/templates/`
-    (`_kept_file` says which cache and when it raises)."""
-    return _kept_file("templates", digest, cache)
-
-
 def write_module(source: str) -> Path:
     """Write `source` to `<cache dir>/templates/<hash>.py` and return the path; to a temporary folder
     of this process when the cache dir cannot be used (`settings.cache_dir_or_temporary`). A file
     already there is kept when it holds `source`, else replaced; `load_module` of the path then
     imports `source` whatever the file holds by then."""
-    path = template_path(source_hash(source), settings.cache_dir_or_temporary())
+    path = kept_file("templates", source_hash(source), settings.cache_dir_or_temporary())
     resolved = path.resolve()
     with _lock:
         if _rendered.get(resolved) == source:
@@ -62,14 +56,10 @@ def write_module(source: str) -> Path:
     return path
 
 
-def kernel_source_path(cache_key: str, cache: Path | None = None) -> Path:
-    """Where the source of the Triton kernel with this `JITFunction.cache_key` is kept: `<cache>/kernels/`
-    (`_kept_file` says which cache and when it raises)."""
-    return _kept_file("kernels", cache_key, cache)
-
-
-def _kept_file(folder: str, digest: str, cache: Path | None) -> Path:
-    """`<cache>/<folder>/<the first 40 hex digits of digest>.py`, in the cache dir unless `cache` names
+def kept_file(folder: str, digest: str, cache: Path | None = None) -> Path:
+    """Where kernelpick keeps a rendered module (`folder` "templates", `digest` its `source_hash`) or a
+    hand-written kernel's source ("kernels", its `JITFunction.cache_key`):
+    `<cache>/<folder>/<the first 40 hex digits of digest>.py`, in the cache dir unless `cache` names
     another (`kernelpick code` reads a store's folder).
 
     Raises:
@@ -94,7 +84,7 @@ def keep_kernel_source(kernel: Any) -> Path | None:
     if folder is None:
         return None
     try:
-        path = kernel_source_path(kernel.cache_key, folder)
+        path = kept_file("kernels", kernel.cache_key, folder)
     except ValueError:  # not a finished hash (Triton's placeholder while it hashes a recursive kernel)
         return None
     try:
