@@ -105,40 +105,8 @@ def autotune(
             not arguments of the kernel, for objects in `configs` that are not configs, or for a
             `default` that is not one of them.
     """
-    del cache_results
-
-    def decorator(fn: Any) -> Autotuner:
-        timer: Timer | None = None
-        if do_bench is not None:
-            timer = UserBenchTimer(do_bench)
-        elif use_cuda_graph:
-            import triton.testing
-
-            timer = UserBenchTimer(
-                functools.partial(triton.testing.do_bench_cudagraph, rep=rep if rep is not None else 100)
-            )
-        return Autotuner(
-            fn,
-            configs,
-            key,
-            prune=Pruner.of(prune_configs_by),
-            reset_to_zero=reset_to_zero or (),
-            restore_value=restore_value or (),
-            pre_hook=pre_hook,
-            post_hook=post_hook,
-            timer=timer,
-            cache=cache,
-            workers=workers,
-            store=store,
-            isolate=isolate,
-            warmup_ms=warmup,
-            rep_ms=rep,
-            default=default,
-            search=search,
-            background=background,
-        )
-
-    return decorator
+    arguments = dict(locals())  # every argument as given: the kernel decorated is tuned with them
+    return lambda fn: Autotuner(fn, **arguments)
 
 
 class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untyped here
@@ -156,22 +124,27 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
         configs: Sequence[Any],
         key: Sequence[str],
         *,
-        prune: Pruner | None = None,
-        reset_to_zero: Sequence[str] = (),
-        restore_value: Sequence[str] = (),
+        prune_configs_by: Mapping[str, Any] | None = None,
+        reset_to_zero: Sequence[str] | None = None,
+        restore_value: Sequence[str] | None = None,
         pre_hook: Callable[..., object] | None = None,
         post_hook: Callable[..., object] | None = None,
-        timer: Timer | None = None,
+        do_bench: Callable[..., Any] | None = None,
         cache: bool = True,
         workers: int | None = None,
         store: ResultStore | None = None,
         isolate: bool | None = None,
-        warmup_ms: float | None = None,
-        rep_ms: float | None = None,
+        warmup: float | None = None,
+        rep: float | None = None,
+        use_cuda_graph: bool = False,
+        cache_results: bool = False,  # Triton's; kernelpick always caches when `cache` is True
         default: Any = None,
         search: SearchArgument | None = None,
         background: bool | None = None,
     ) -> None:
+        """`autotune(...)(fn)`: `autotune` says what each argument does."""
+        self.prune = Pruner.of(prune_configs_by)
+        reset_to_zero, restore_value = reset_to_zero or (), restore_value or ()
         self.fn = fn
         self.background = background
         self.base_fn = compilable(innermost(fn))  # under TRITON_INTERPRET=1, the kernel's compilable twin
@@ -215,17 +188,23 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
         self.keys = list(key)
         self.reset_to_zero = list(reset_to_zero)
         self.restore_value = list(restore_value)
-        self.prune = prune
         self.pre_hook = pre_hook
         self.post_hook = post_hook
-        self.timer = timer
+        self.timer: Timer | None = None
+        if do_bench is not None:
+            self.timer = UserBenchTimer(do_bench)
+        elif use_cuda_graph:
+            import triton.testing
+
+            rep_ms = rep if rep is not None else 100
+            self.timer = UserBenchTimer(functools.partial(triton.testing.do_bench_cudagraph, rep=rep_ms))
         self.use_store = cache
         self.workers = workers
         self.store = store
         self.isolate = isolate
         #: What was last timed in this process although isolation was wanted, with the reason: {name: why}.
         self.timed_here: dict[str, str] = {}
-        self.warmup_ms, self.rep_ms = warmup_ms, rep_ms
+        self.warmup_ms, self.rep_ms = warmup, rep
         tuned = {name for config in self.configs for name in config.kwargs}
         given = {p.name for p in self.base_fn.params if p.is_constexpr} - tuned
         # Key values and caller-given constexprs both select a tuning: a config tuned for one
