@@ -108,10 +108,10 @@ class ChoiceMeasuring:
     def _measure(
         self, todo: Sequence[Choice], finished: OnDone | None, best_ms: Callable[[], float]
     ) -> dict[str, BenchmarkResult]:
-        inputs, kwargs = self.inputs, self.kwargs
-        in_capture = capturing([*inputs, *kwargs.values()])
+        in_capture = capturing([*self.inputs, *self.kwargs.values()])
         results: dict[str, BenchmarkResult] = {}
         here = list(todo)
+        reason: str | None = "isolation is off"
         if isolation_wanted(self.signature.device, self.isolate):
             reason = (  # why every candidate is measured in this process even so (None: none need be)
                 "its timer runs in your process"
@@ -129,12 +129,15 @@ class ChoiceMeasuring:
                         warn_once(log, reason, _HERE, self.name, reason)
             elif not in_capture:
                 log.info(_HERE, self.name, reason)
-            if reason is not None:
-                if in_capture:
-                    raise self._in_capture(reason)
+            if reason is not None and not in_capture:
                 self.timed_here.update({choice.name: reason for choice in todo})
-        elif in_capture:
-            raise self._in_capture("isolation is off")
+        if reason is not None and in_capture:
+            raise TuningInCapture(
+                f"`{self.name}` met {self.signature} for the first time while a CUDA graph is being "
+                f"captured, and cannot measure its candidates in workers ({reason}): in this process "
+                "they would run inside the capture. Call it once with inputs like these before capturing "
+                "(the warm-up torch.cuda.graph asks for), or tune ahead (`kernelpick tune`, KERNELPICK_TABLES)"
+            )
         if here and in_capture:
             for choice in here:
                 results[choice.digest] = BenchmarkResult.failed(
@@ -162,14 +165,6 @@ class ChoiceMeasuring:
             return compile_choices(choices, example, self.signature, **options)
         finally:
             phases["compile"] = time.perf_counter() - started
-
-    def _in_capture(self, reason: str) -> TuningInCapture:
-        return TuningInCapture(
-            f"`{self.name}` met {self.signature} for the first time while a CUDA graph is being "
-            f"captured, and cannot measure its candidates in workers ({reason}): in this process "
-            "they would run inside the capture. Call it once with inputs like these before capturing "
-            "(the warm-up torch.cuda.graph asks for), or tune ahead (`kernelpick tune`, KERNELPICK_TABLES)"
-        )
 
     def _in_workers(
         self,

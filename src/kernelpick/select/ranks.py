@@ -151,8 +151,11 @@ class KeyShare:
     def decide(self, pick: str | None) -> tuple[str | None, int]:
         """Decide the key's pick unless a rank did first; returns the pick decided and its rank."""
         value = json.dumps({"rank": self.job.rank, "pick": pick})
-        kept = self._call("decide a pick", lambda s: s.compare_set(f"{self.prefix}pick", "", value))
-        return self._parse_pick(kept)
+        data = _json(self._call("decide a pick", lambda s: s.compare_set(f"{self.prefix}pick", "", value)))
+        if not isinstance(data, dict) or not isinstance(data.get("rank"), int):
+            raise StoreError(f"the job's store holds something else than a pick under {self.prefix}pick")
+        pick = data.get("pick")
+        return (pick if isinstance(pick, str) else None), int(data["rank"])
 
     def _call(self, what: str, request: Any) -> Any:
         try:
@@ -183,13 +186,6 @@ class KeyShare:
                 continue
             found[digest] = replace(result, from_store=entry.get("from_store") is True)
         return found
-
-    def _parse_pick(self, raw: Any) -> tuple[str | None, int]:
-        data = _json(raw)
-        if not isinstance(data, dict) or not isinstance(data.get("rank"), int):
-            raise StoreError(f"the job's store holds something else than a pick under {self.prefix}pick")
-        pick = data.get("pick")
-        return (pick if isinstance(pick, str) else None), int(data["rank"])
 
 
 def _json(raw: Any) -> Any:

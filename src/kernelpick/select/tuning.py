@@ -147,17 +147,13 @@ class Tuning:
     def _read_mark(self) -> None:
         """Note the key's last finished tuning, when processes sharing the store claim keys
         (`KERNELPICK_ONE_TUNING`, a store that has claims) and this is no rank of a job."""
-        if self._alone:
-            return
-        if self._claims is None:
+        if self._claims is None and not self._alone:
             current = settings.current()
-            if not current.one_tuning or current.no_tuning or self.store is None or rank_job() is not None:
-                self._alone = True
-                return
-            self._claims = claims_of(self.store)
-            if self._claims is None:
-                self._alone = True
-                return
+            if current.one_tuning and not current.no_tuning and self.store is not None and rank_job() is None:
+                self._claims = claims_of(self.store)
+            self._alone = self._claims is None
+        if self._claims is None:
+            return
         try:
             self._mark = self._claims.last(self.key)
         except StoreError as error:

@@ -94,17 +94,13 @@ def gemm_name(name: str) -> str | None:
     base = name.removeprefix("kernelpick.ops.").removesuffix("_tf32")
     if base in ("mm", "bmm", "addmm") or base.startswith("addmm_"):
         return base.split("_")[0]
-    if name.startswith("kernelpick.ops.scaled_mm") and _scaled_output(name) is not None:
+    if name.startswith("kernelpick.ops.scaled_mm") and name.rsplit("_", 1)[-1] in _SCALED_OUTPUTS:
         return "scaled_mm"
     return None
 
 
 #: The output dtype of kernelpick.ops's scaled_mm selectors, by the end of their names.
 _SCALED_OUTPUTS = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
-
-
-def _scaled_output(name: str) -> str | None:
-    return _SCALED_OUTPUTS.get(name.rsplit("_", 1)[-1])
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,12 +135,8 @@ class MatrixProduct:
         out_size = itemsize(self.out_dtype)
         if out_size is None or any(size is None for size in sizes):
             return None
-        moved = sum(_elements(t) * (size or 0) for t, size in zip(tensors, sizes))
+        moved = sum(math.prod(int(n) for n in t["size"]) * (size or 0) for t, size in zip(tensors, sizes))
         return float(moved + self.batch * self.m * self.n * out_size)
-
-
-def _elements(tensor: Mapping[str, Any]) -> int:
-    return math.prod(int(extent) for extent in tensor["size"])
 
 
 def matrix_product(name: str, key: Mapping[str, Any]) -> MatrixProduct | None:
@@ -170,7 +162,7 @@ def matrix_product(name: str, key: Mapping[str, Any]) -> MatrixProduct | None:
         return None
     batch = int(a_size[0]) if len(a_size) == 3 else 1
     m, k, n = (int(extent) for extent in (a_size[-2], a_size[-1], b_size[-1]))
-    out_dtype = _scaled_output(name) if op == "scaled_mm" else str(a["dtype"])
+    out_dtype = _SCALED_OUTPUTS.get(name.rsplit("_", 1)[-1]) if op == "scaled_mm" else str(a["dtype"])
     assert out_dtype is not None  # gemm_name checked it
     return MatrixProduct(op, batch, m, n, k, a, b, tuple(others), out_dtype.removeprefix("torch."))
 

@@ -38,7 +38,15 @@ class FirstLaunch:
     def __call__(self, *args: Any, grid: Any, warmup: bool = False, **kwargs: Any) -> Any:
         _, run, launch_kwargs = self.plain
         own = {name: value for name, value in kwargs.items() if name not in launch_kwargs}
-        failure = self._compile_failure(args, own, kwargs, grid)
+        failure: tuple[Status, str] | None = None  # why the pick does not compile for this call, unrun
+        if not self.device.interpreter:
+            try:
+                run(*args, grid=grid, warmup=True, **kwargs)  # what the launch compiles, kept for it
+            except Exception as error:
+                failure = classify(error)
+        else:
+            [outcome] = self.tuner._call(grid).warm_up([self.best], args, own)
+            failure = (outcome.status, outcome.message) if outcome.status in _FAILED else None
         if failure is not None:
             self._drop(*failure)
             return self.tuner.run(*args, grid=grid, warmup=warmup, **own)  # tuned again, launched
@@ -49,20 +57,6 @@ class FirstLaunch:
             raise
         self.tuner._dispatch.swap(self.key, self.wrapped, self.plain)
         return result
-
-    def _compile_failure(
-        self, args: tuple[Any, ...], own: dict[str, Any], kwargs: dict[str, Any], grid: Any
-    ) -> tuple[Status, str] | None:
-        """Why the pick does not compile for this call (None: it does), found without running it."""
-        run = self.plain[1]
-        if not self.device.interpreter:
-            try:
-                run(*args, grid=grid, warmup=True, **kwargs)  # what the launch compiles, kept for it
-            except Exception as error:
-                return classify(error)
-            return None
-        [outcome] = self.tuner._call(grid).warm_up([self.best], args, own)
-        return (outcome.status, outcome.message) if outcome.status in _FAILED else None
 
     def _drop(self, status: Status, message: str) -> None:
         """Mark the pick failed in the store and forget it: the next tuning of the key measures every
