@@ -114,12 +114,12 @@ def key_text(key: TuningKey, *, compact: bool = True) -> str:
 
 
 def notable_specialization(text: str) -> str:
-    """The marks of a `kernelpick.tune.dispatch.specialization()` other than the usual "D": "x_ptr:- n:1"."""
+    """A specialization's marks (`tune.dispatch.exact_key`) other than the usual "D": "x_ptr:- n:1"."""
     return " ".join(mark for mark in text.split() if mark[-1] in "-1")
 
 
 def is_specialization(value: Any) -> bool:
-    """Whether a key value (as stored: plain data) is a `kernelpick.tune.dispatch.specialization()`."""
+    """Whether a key value (as stored: plain data) is a specialization (`tune.dispatch.exact_key`)."""
     return isinstance(value, str) and _SPECIALIZATION.fullmatch(value) is not None
 
 

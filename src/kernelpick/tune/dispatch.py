@@ -49,18 +49,6 @@ def specialization_mark(value: Any, align: bool = True) -> str:
     return "."
 
 
-def specialization(args: tuple[Any, ...], kwargs: dict[str, Any], specialized: Sequence[Specialized]) -> str:
-    """The specialization of a call, for the exact key and for people: "x_ptr:D y_ptr:- n:1" (arguments
-    marked "." left out)."""
-    count = len(args)
-    marks = []
-    for i, name, align in specialized:
-        mark = specialization_mark(args[i] if i < count else kwargs.get(name), align)
-        if mark != ".":  # named, so leaving out what Triton does not specialize is unambiguous
-            marks.append(f"{name}:{mark}")
-    return " ".join(marks)
-
-
 class DescriptorKey(NamedTuple):
     """A tensor descriptor in an exact key: its tensor's dtype and its block shape (None: not keyed)."""
 
@@ -81,7 +69,8 @@ def exact_key(
     blocks: bool = True,
 ) -> tuple[Any, ...]:
     """Key values, the dtype of every tensor argument (a `DescriptorKey` for a tensor descriptor, with
-    its block shape if `blocks`), the specialization, the device of the first tensor."""
+    its block shape if `blocks`), the specialization (for people too: "x_ptr:D y_ptr:- n:1", the
+    arguments `specialization_mark` marks "." left out), the device of the first tensor."""
     count = len(args)
     key = [args[i] if i < count else kwargs.get(name) for i, name in key_positions]
     device = None
@@ -95,7 +84,12 @@ def exact_key(
             continue
         if device is None:
             device = value.device
-    key.append(specialization(args, kwargs, specialized))
+    marks = [
+        (name, specialization_mark(args[i] if i < count else kwargs.get(name), align))
+        for i, name, align in specialized
+    ]
+    # Named, so leaving out what Triton does not specialize is unambiguous.
+    key.append(" ".join(f"{name}:{mark}" for name, mark in marks if mark != "."))
     key.append(device)
     return tuple(key)
 
@@ -122,7 +116,7 @@ def _slots(shape: tuple[Any, ...], kind: str) -> list[str]:
 
 
 def _specialization_terms(shape: tuple[Any, ...], specialized: Sequence[Specialized]) -> list[str]:
-    """Fast-key terms that tell apart every pair of calls of `shape` with different `specialization()`.
+    """Fast-key terms that tell apart every pair of calls of `shape` that `exact_key` specializes apart.
 
     Each term raises for a value of another kind than the shape's (a miss, then the exact path):
     `.data_ptr()` for a non-tensor, `& 15` and `| 0` for a non-integer; `type()` pins the rest. A
@@ -248,7 +242,7 @@ class Dispatcher:
 
 def describe_key(names: Sequence[str], key: tuple[Any, ...], *, dtypes: bool = False) -> str:
     """A key for people: "(M=128, N=4096)"; with `dtypes`, the tensor dtypes and the specialization
-    (`specialization()`) that are part of the key follow."""
+    (`exact_key`) that are part of the key follow."""
     named = [f"{n}={v}" for n, v in zip(names, key)]
     if dtypes:
         rest = key[len(names) : -1]
