@@ -57,7 +57,6 @@ class Settled:
     Attributes:
         results: every candidate's result that was had, stored, measured or received, in the
             order of the candidates.
-        measured: the candidates measured in this process now.
         fresh: the candidates whose results the store did not hold: measured here, or by another rank.
         pick: the candidate to run (None: every candidate failed).
         note: why it was picked, for the AUTOTUNE table ("" when the fastest simply won).
@@ -66,7 +65,6 @@ class Settled:
     """
 
     results: dict[str, BenchmarkResult]
-    measured: frozenset[str]
     fresh: frozenset[str]
     pick: str | None
     note: str
@@ -266,13 +264,12 @@ class Tuning:
         if todo:
             with self.measuring(describe) as on_done:
                 found = measure(todo, results, on_done, lambda: inf)
-        return self._settled(digests, {**results, **found}, found.keys(), found.keys(), choose)
+        return self._settled(digests, {**results, **found}, found.keys(), choose)
 
     def _settled(
         self,
         digests: Sequence[str],
         results: Mapping[str, BenchmarkResult],
-        measured: Collection[str],
         fresh: Collection[str],
         choose: Choose,
         agree: Callable[[str | None], tuple[str | None, str]] | None = None,
@@ -285,7 +282,7 @@ class Tuning:
         agreed, by = (pick, "") if agree is None else agree(pick)
         if agreed != pick:
             pick, note = agreed, f"the pick of {by}"
-        return Settled(ordered, frozenset(measured), frozenset(fresh), pick, note, by)
+        return Settled(ordered, frozenset(fresh), pick, note, by)
 
     def _claim_or_adopt(self, digests: Sequence[str], choose: Choose) -> Settled | bool:
         """Claim the key before measuring it (when claims are wanted). Returns how the tuning ended
@@ -341,7 +338,7 @@ class Tuning:
             self.subject,
             self.described,
         )
-        return self._settled(digests, results, (), (), choose, lambda _: (mark.pick, "another process"))
+        return self._settled(digests, results, (), choose, lambda _: (mark.pick, "another process"))
 
     def _settle_as_rank(
         self,
@@ -360,7 +357,6 @@ class Tuning:
             job, self.key.digest, digests, max(1, min(job.world, len(digests))) if divisible else 1
         )
         results: dict[str, BenchmarkResult] = {}
-        measured: dict[str, BenchmarkResult] = {}
         taken: set[int] = set()
         top = settings.current().confirm_top
         # Each part's second round re-times its share of the finalists, not as many as a key's whole:
@@ -383,7 +379,6 @@ class Tuning:
                         share.offer(result.cost_ms)
                 with settings.override(confirm_top=part_top):
                     found = dict(measure(todo, have, on_done, share.lowest_elsewhere)) if todo else {}
-                measured.update(found)
                 results.update(share.publish(index, {**have, **found}))
                 taken.add(index)
 
@@ -415,15 +410,14 @@ class Tuning:
                     return decided, "" if rank == job.rank else f"rank {rank}"
 
                 fresh = [d for d in results if d not in stored]
-                return self._settled(digests, results, measured, fresh, choose, decide)
+                return self._settled(digests, results, fresh, choose, decide)
             except StoreError as error:  # the rest is measured here, and picked alone
                 self._go_alone(error)
                 todo = [d for d in digests if d not in results and d not in stored]
                 found = dict(measure(todo, {**stored, **results}, on_done, lambda: inf)) if todo else {}
-                measured.update(found)
                 results = {**stored, **results, **found}
         fresh = [d for d in results if d not in stored]
-        return self._settled(digests, results, measured, fresh, choose)
+        return self._settled(digests, results, fresh, choose)
 
     def _go_alone(self, error: StoreError) -> None:
         """Tune without the other processes after `error` (a claim or the job's store failed)."""

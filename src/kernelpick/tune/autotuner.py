@@ -330,7 +330,8 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
         by_digest = {c.digest: c for c in configs}  # a tabled pick pruned away here is passed over
         results: Mapping[Config, BenchmarkResult] = {}
         searches: Mapping[str, SearchTrace] = {}
-        measured_now, note = False, ""
+        timed_here: dict[str, str] = {}  # what was measured here although isolation was wanted, now
+        note = ""
         if len(configs) == 1:  # nothing to choose between, nothing measured, as in Triton
             best, from_store = configs[0], False
             tuning.save({}, (), best.digest)
@@ -358,10 +359,9 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
             choices = {c.digest: c for c in call.choices(configs)}
             settled = tuning.settle(choices, self.search, measuring, structure=self.space)
             reasons = list(measuring.timed_here.values())
-            self.timed_here = {self.name: reasons[0]} if reasons else {}
+            self.timed_here = timed_here = {self.name: reasons[0]} if reasons else {}
             results = {by_digest[d]: r for d, r in settled.results.items()}
             from_store = bool(results) and not settled.fresh
-            measured_now = bool(settled.measured)
             if settled.fresh and tuning.store is not None:
                 keep_kernel_source(self.base_fn)  # for `kernelpick code`
             tuning.save(settled.results, settled.fresh, settled.pick)
@@ -385,7 +385,7 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
             phases=tuning.phases,
             note=note,
             searches=searches,
-            timed_here=dict(self.timed_here) if measured_now else {},
+            timed_here=dict(timed_here),
             key_names=tuple(self._key_names()),
         )
         self._finish(key, record)
