@@ -15,6 +15,9 @@ from kernelpick.bench.inputs import Example
 from kernelpick.bench.measure import Measurement
 from kernelpick.errors import IsolationError
 from kernelpick.select import choice_measuring
+from kernelpick.select.choice import ExternChoice
+from kernelpick.select.template_choice import TemplateChoice
+from kernelpick.select.triton_choice import ConfigChoice
 from kernelpick.store import MemoryStore
 from kernelpick.workers.request import Problem, _WorkerProblem
 from tests.tune.kernels import increment_kernel
@@ -88,9 +91,7 @@ def test_both_fronts_search_and_measure_through_the_engines_one_search_and_one_m
     with settings.override(rep_ms=1.0, search_budget=2, confirm_top=1):
         tuned[lambda meta: (triton.cdiv(100, meta["BLOCK"]),)](x, 100)
         torch.testing.assert_close(selector(x + 1), (x + 1) * 2)
-    config, extern, template_choice = (
-        choice_measuring.ConfigChoice, choice_measuring.ExternChoice, choice_measuring.TemplateChoice
-    )  # fmt: skip
+    config, extern, template_choice = ConfigChoice, ExternChoice, TemplateChoice
     assert searched == [[config], [extern, template_choice]]  # each front's one search
     assert {kind for kinds in measured for kind in kinds} == {config, extern, template_choice}
     assert tuned.last_tuning is not None and tuned.last_tuning.search is not None

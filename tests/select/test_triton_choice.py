@@ -82,3 +82,28 @@ def test_the_digest_changes_with_the_config_and_the_kernel_source() -> None:
 def test_triton_choice_needs_a_triton_kernel() -> None:
     with pytest.raises(ConfigError, match=r"expects a @triton\.jit kernel"):
         triton_choice(torch.add, grid=(1,), configs=[], bind=bind)
+
+
+def test_the_engine_asks_a_choice_where_it_compiles_and_which_space_it_searches_it_in() -> None:
+    from kernelpick import processed
+    from kernelpick.select.choice import compiles_without_user_code, searched_as
+    from kernelpick.select.signature import Signature
+
+    signature = Signature.of((torch.empty(4), torch.empty(4)), {})
+    configs = [Config({"BLOCK": 32}), Config({"BLOCK": 64})]
+    space = triton_choice(add_kernel, grid=grid, configs=configs, bind=bind)
+    first, second = space.choices_for(signature)
+    assert searched_as(first) == (configs[0], id(space), space.name)  # one space, two configs
+    assert searched_as(second) == (configs[1], id(space), space.name)
+    assert not compiles_without_user_code(first)  # its bind is the user's: it compiles in a worker
+    library = extern(torch.add).choices_for(signature)[0]
+    assert searched_as(library) is None and compiles_without_user_code(library)
+    wrapped = processed(space, before=lambda x, y: (y, x), name="swapped")
+    inner = wrapped.choices_for(signature)[0]
+    assert searched_as(inner) == (configs[0], id(wrapped), wrapped.name)  # searched in the processed space
+    assert not compiles_without_user_code(inner)  # `before` is the user's
+
+    class Plain:  # a choice of the user's own, with none of the optional members
+        name = digest = "plain"
+
+    assert searched_as(Plain()) is None and not compiles_without_user_code(Plain())  # type: ignore[arg-type]

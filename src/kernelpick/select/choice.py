@@ -9,11 +9,12 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, cast, runtime_checkable
 
 from kernelpick import settings
 from kernelpick.bench.inputs import Example
 from kernelpick.compile.precompile import CompileJob, CompileOutcome, classify, precompile_jobs
+from kernelpick.config import Config
 from kernelpick.device import DeviceInfo
 from kernelpick.errors import ConfigError
 from kernelpick.select.signature import Signature
@@ -41,6 +42,22 @@ class Choice(Protocol):
     def callable_for(self, signature: Signature) -> Callable[..., Any]:
         """The function that runs this choice on inputs of `signature`: `f(*inputs, **kwargs) -> output`."""
         ...
+
+
+def compiles_without_user_code(choice: Choice) -> bool:
+    """Whether compiling `choice` runs none of the user's code (a choice says so with a true
+    `compiles_without_user_code`), so that it compiles in the caller even when it is measured in
+    workers; a user's `bind` or `before` runs in the workers, where a crash or a hang in it is only
+    that choice's."""
+    return bool(getattr(choice, "compiles_without_user_code", False))
+
+
+def searched_as(choice: Choice) -> tuple[Config, int, str] | None:
+    """The config `choice` runs with and the identity and name of the space it is one config of (a
+    template's, a kernel's, a tuned kernel's call), for a search to pick among that space's configs;
+    None for a choice of no config (an extern, say). A choice says so with a `searched_as()` method."""
+    method = getattr(choice, "searched_as", None)
+    return None if method is None else cast("tuple[Config, int, str] | None", method())
 
 
 @runtime_checkable
@@ -120,6 +137,8 @@ class ExternChoice:
     Raises:
         ConfigError: `fn` or `out` is not callable.
     """
+
+    compiles_without_user_code = True  # a library function: nothing to compile
 
     def __init__(
         self, fn: Callable[..., Any], *, name: str | None = None, out: Callable[..., Any] | None = None

@@ -25,9 +25,8 @@ from kernelpick.compile.precompile import CompileOutcome, classify, compiling_be
 from kernelpick.console import TuningProgress, warn_once
 from kernelpick.device import capturing
 from kernelpick.errors import IsolationError, TuningInCapture
-from kernelpick.select.choice import Choice, ExternChoice, PortableChoice, compile_choices
+from kernelpick.select.choice import Choice, PortableChoice, compile_choices, compiles_without_user_code
 from kernelpick.select.signature import Signature
-from kernelpick.select.template_choice import TemplateChoice, UnavailableChoice
 from kernelpick.select.triton_choice import ConfigChoice, KernelCall
 from kernelpick.tensors import preserved_rng
 from kernelpick.workers import values
@@ -186,7 +185,7 @@ class ChoiceMeasuring:
         others: list[Choice] = []  # what crosses and the workers compile
         here: list[Choice] = []
         for choice in todo:
-            compiled_here = compiles_here(choice)
+            compiled_here = compiles_without_user_code(choice)
             try:
                 portable = (
                     choice.portable(inputs, kwargs)
@@ -356,15 +355,6 @@ class ChoiceMeasuring:
             phases["benchmark"] = time.perf_counter() - started
         self._add(phases)
         return _with_compile_seconds(todo, outcomes, {**results, **measured})
-
-
-def compiles_here(choice: Choice) -> bool:
-    """Whether `choice` compiles in the caller when it is measured in workers: when compiling it runs
-    none of the user's code (a tuned kernel's config; a template's own generated binding; a library
-    function has nothing to compile). A `triton_choice`'s `bind` and a processed choice's `before` are
-    the user's: those choices compile in the workers, where a crash or a hang in them is only that
-    choice's."""
-    return isinstance(choice, (ConfigChoice, TemplateChoice, ExternChoice, UnavailableChoice))
 
 
 def _with_compile_seconds(

@@ -16,8 +16,9 @@ import torch
 from kernelpick.bench.benchmarker import classify_run_error
 from kernelpick.bench.inputs import Example
 from kernelpick.compile.precompile import CompileJob, CompileOutcome
+from kernelpick.config import Config
 from kernelpick.errors import ConfigError
-from kernelpick.select.choice import Choice, ChoiceSpace, qualified_name, short_hash
+from kernelpick.select.choice import Choice, ChoiceSpace, qualified_name, searched_as, short_hash
 from kernelpick.select.eligibility import requirements_of
 from kernelpick.select.signature import Signature
 from kernelpick.select.template_choice import UnavailableChoice
@@ -343,6 +344,11 @@ class ProcessedChoice:
         else:
             self.name = f"{space.user_name} {inner.name}"
         self.digest = short_hash("processed", inner.digest, space.identity, self.name)
+
+    def searched_as(self) -> tuple[Config, int, str] | None:
+        """The innermost choice's config, in this processed space (the outermost, when nested)."""
+        placed = searched_as(self.inner)
+        return None if placed is None else (placed[0], id(self.space), self.space.name)
 
     def description(self) -> dict[str, Any]:
         space = self.space

@@ -11,27 +11,10 @@ from kernelpick.search.base import latest
 from kernelpick.search.run import SearchTrace
 from kernelpick.search.searching import search
 from kernelpick.search.space import Space
-from kernelpick.select.choice import Choice
-from kernelpick.select.processing import ProcessedChoice
-from kernelpick.select.template_choice import TemplateChoice
-from kernelpick.select.triton_choice import ConfigChoice, TritonKernelChoice
+from kernelpick.select.choice import Choice, searched_as
 
 #: Compiles, verifies and times choices: each one's result by digest.
 MeasureChoices = Callable[[list[Choice]], Mapping[str, BenchmarkResult]]
-
-
-def _config_and_space(choice: Choice) -> tuple[Config, int, str] | None:
-    """The config a choice runs with and the identity and name of what it is one config of (a
-    selector's space, a tuned kernel's call), when it is one (else None: an extern, say)."""
-    if isinstance(choice, ConfigChoice):
-        return choice.config, id(choice.call), choice.call.name
-    inner = choice
-    while isinstance(inner, ProcessedChoice):
-        inner = inner.inner
-    if not isinstance(inner, (TemplateChoice, TritonKernelChoice)):
-        return None
-    outer = choice if isinstance(choice, ProcessedChoice) else inner
-    return inner.config, id(outer.space), outer.space.name
 
 
 def searched_spaces(choices: Sequence[Choice], always: set[str]) -> dict[str, dict[Config, Choice]]:
@@ -39,7 +22,7 @@ def searched_spaces(choices: Sequence[Choice], always: set[str]) -> dict[str, di
     Choices whose digest is in `always`, and choices of no config, belong to none."""
     spaces: dict[int, tuple[str, dict[Config, Choice]]] = {}
     for choice in choices:
-        placed = _config_and_space(choice)
+        placed = searched_as(choice)
         if placed is None or choice.digest in always:
             continue
         config, identity, name = placed

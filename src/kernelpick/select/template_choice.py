@@ -129,6 +129,8 @@ template = TemplateChoices
 class UnavailableChoice:
     """A choice that could not even be built (its template failed to render); recorded, never run."""
 
+    compiles_without_user_code = True
+
     def __init__(self, name: str, digest: str, status: Any, message: str) -> None:
         self.name, self.digest, self.status, self.message = name, digest, status, message
 
@@ -145,6 +147,8 @@ class UnavailableChoice:
 class TemplateChoice:
     """One config of a template, rendered for one signature."""
 
+    compiles_without_user_code = True  # its binding is generated, not the user's
+
     def __init__(
         self,
         space: TemplateChoices,
@@ -160,6 +164,10 @@ class TemplateChoice:
         self.name = name
         self.launch_config = Config({}, **config.options())
         self.digest = short_hash("template", rendered.digest, self.launch_config.identity)
+
+    def searched_as(self) -> tuple[Config, int, str]:
+        """Its config, and the identity and name of the space it is one config of."""
+        return self.config, id(self.space), self.space.name
 
     def description(self) -> dict[str, Any]:
         return {

@@ -95,6 +95,10 @@ class TritonKernelChoice:
         # same kernel bound to the inputs another way is another implementation.
         self.digest = short_hash("triton", space.jit.cache_key, qualified_name(space.bind), config.identity)
 
+    def searched_as(self) -> tuple[Config, int, str]:
+        """Its config, and the identity and name of the space it is one config of."""
+        return self.config, id(self.space), self.space.name
+
     def description(self) -> dict[str, Any]:
         return {
             "kind": "triton",
@@ -312,9 +316,15 @@ class ConfigChoice:
     """One config of an autotuned kernel, as a choice launched on the call's own arguments (`own`:
     its own copies, where its hooks run before it compiles); its digest is the config's."""
 
+    compiles_without_user_code = True
+
     def __init__(self, call: KernelCall, config: Config, own: OwnArguments | None = None) -> None:
         self.call, self.config, self.own = call, config, own
         self.name, self.digest = str(config), config.digest
+
+    def searched_as(self) -> tuple[Config, int, str]:
+        """Its config, and the identity and name of the tuned kernel's call it is one config of."""
+        return self.config, id(self.call), self.call.name
 
     def description(self) -> dict[str, Any]:
         return self.config.to_dict()
