@@ -53,7 +53,7 @@ def rank_run(args: argparse.Namespace) -> None:
     import torch.distributed as dist
 
     from kernelpick import ops  # before CUDA is touched, as a program imports it
-    from kernelpick.select.signature import signature_key
+    from kernelpick.engine.signature import signature_key
 
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     gpu = torch.cuda.is_available() and not args.dry

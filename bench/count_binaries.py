@@ -26,8 +26,8 @@ from gemm_suite import SHAPES
 
 from kernelpick import settings
 from kernelpick.device import DeviceInfo
+from kernelpick.engine.signature import Signature
 from kernelpick.ops import gemm
-from kernelpick.select.signature import Signature
 
 H100 = DeviceInfo("cuda", 0, "NVIDIA H100 80GB HBM3", (9, 0), 50 << 20, 132, 232448)
 

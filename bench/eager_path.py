@@ -72,7 +72,7 @@ def per_call_ns(loops: dict[str, Callable[[int], None]], calls: int, repeats: in
 
 
 def places(names: list[str]) -> str:
-    """The hot path's front key of these tensors, as `kernelpick.select.signature` writes it."""
+    """The hot path's front key of these tensors, as `kernelpick.engine.signature` writes it."""
     return "(" + ", ".join(f"{x}.numel(), {x}.storage_offset(), {x}.data_ptr() & 15" for x in names) + ",)"
 
 
@@ -81,10 +81,10 @@ def operations(device: str) -> dict[str, dict[str, Any]]:
     inputs, and the steps its eager path may take (label: statement)."""
     from kernelpick import ops
     from kernelpick.bench.verify import tf32_allowed
+    from kernelpick.engine.signature import signature_key
     from kernelpick.ops import gemm
     from kernelpick.ops.scaled_mm import _NAMES, selector_name
     from kernelpick.select.selector_op import dispatch_modes, dynamo_tracing
-    from kernelpick.select.signature import signature_key
 
     a = torch.randn(16, 256, device=device).to(torch.bfloat16)
     w, u = (torch.randn(256, 256, device=device).to(torch.bfloat16) for _ in range(2))

@@ -32,7 +32,7 @@ template candidate again).
 
 --dry runs the same jobs on the CPU (gloo, Triton's interpreter): 3 small shapes through ops.mm and
 a 4-config space of the same kernel at 3 small sizes, 1 and 2 ranks; its figures say nothing about
-GPUs and are written only where --out says (tests/select/test_ranks.py runs it).
+GPUs and are written only where --out says (tests/engine/test_ranks.py runs it).
 """
 
 from __future__ import annotations

@@ -161,10 +161,10 @@ def replay(log_dir: Path) -> None:
 
     from kernelpick import settings
     from kernelpick.device import DeviceInfo
+    from kernelpick.engine.record import TuningRecord
     from kernelpick.reports import log_tuning
     from kernelpick.search import Budget, strategy_names
     from kernelpick.search.replay import RecordedSpace, score
-    from kernelpick.select.record import TuningRecord
 
     slugs = sorted({path.stem.rsplit("-", 1)[1] for path in DATA.glob("gemm-*.json")})
     for slug in slugs:

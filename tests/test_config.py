@@ -163,7 +163,7 @@ def test_dtype_meta_parameters_have_an_identity() -> None:
 def test_dtype_meta_parameters_become_strings_in_reports() -> None:
     from kernelpick.bench.result import BenchmarkResult, TimingSummary
     from kernelpick.device import DeviceInfo
-    from kernelpick.select.record import TuningRecord
+    from kernelpick.engine.record import TuningRecord
 
     config = Config({"BLOCK": 64, "DTYPE": tl.float16})
     assert config.to_data()["kwargs"] == {"BLOCK": 64, "DTYPE": "dtype:fp16"}

@@ -9,7 +9,7 @@ import pytest
 
 from kernelpick import console, settings
 from kernelpick.console import TuningProgress, headline, print_table
-from kernelpick.select.record import autotune_table
+from kernelpick.engine.record import autotune_table
 from tests.select.test_record import COMPILER_ERROR, CPU, ROWS
 
 

@@ -25,6 +25,7 @@ LAYERS = [
     "store",
     "search",
     "workers",
+    "engine",
     "select",
     "tune",
     "jobs",

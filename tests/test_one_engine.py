@@ -13,11 +13,11 @@ import triton
 import kernelpick
 from kernelpick.bench.inputs import Example
 from kernelpick.bench.measure import Measurement
+from kernelpick.engine import choice_measuring
+from kernelpick.engine.choice import ExternChoice
+from kernelpick.engine.triton_choice import ConfigChoice
 from kernelpick.errors import IsolationError
-from kernelpick.select import choice_measuring
-from kernelpick.select.choice import ExternChoice
 from kernelpick.select.template_choice import TemplateChoice
-from kernelpick.select.triton_choice import ConfigChoice
 from kernelpick.store import MemoryStore
 from kernelpick.workers.request import Problem, _WorkerProblem
 from tests.tune.kernels import increment_kernel
@@ -66,7 +66,7 @@ def test_both_fronts_search_and_measure_through_the_engines_one_search_and_one_m
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from kernelpick import settings, template
-    from kernelpick.select import searching, tuning
+    from kernelpick.engine import searching, tuning
     from tests.select.search_choices import CONFIGS, DOUBLE, double
 
     searched: list[list[type]] = []  # the candidates' kinds, per search

@@ -9,6 +9,7 @@ from kernelpick import reports, settings
 from kernelpick.analysis import KernelAccess, analyze
 from kernelpick.bench import BenchmarkResult, TimingSummary
 from kernelpick.device import Requirements
+from kernelpick.engine.eligibility import require
 from kernelpick.errors import (
     AnalysisError,
     ArgumentError,
@@ -39,7 +40,6 @@ from kernelpick.select import (
     triton_choice,
 )
 from kernelpick.select.background import wait as wait_for_tuning
-from kernelpick.select.eligibility import require
 from kernelpick.store.default import fresh_cache
 from kernelpick.store.deploy import load_table
 from kernelpick.tune import Autotuner, Config, TuningRecord, autotune

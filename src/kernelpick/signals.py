@@ -1,7 +1,7 @@
 """Signals while kernelpick works: SIGTERM stops a tuning as Ctrl-C does, and a crash in Triton's
 interpreter is named before the process dies.
 
-A tuning stores each result as it comes (`kernelpick.select.tuning`), so an interrupted one loses
+A tuning stores each result as it comes (`kernelpick.engine.tuning`), so an interrupted one loses
 only the candidates in flight. Ctrl-C raises `KeyboardInterrupt`, which already unwinds the tuning:
 its workers busy with a candidate and its compilers are killed on the way out. SIGTERM, by default,
 ends the process at once, leaving them to finish their work for nobody; within `terminable()` it

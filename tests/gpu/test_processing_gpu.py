@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from kernelpick import Config, Selector, extern, processed, template
+from kernelpick.engine.signature import Signature
 from kernelpick.ops.gemm_templates import GEMM
-from kernelpick.select.signature import Signature
 from kernelpick.tensors import TensorSpec
 
 pytestmark = pytest.mark.gpu

@@ -7,9 +7,9 @@ import torch
 import torch.nn.functional as F
 
 from kernelpick import ops
+from kernelpick.engine.signature import Signature
 from kernelpick.errors import ConfigError, TemplateError
 from kernelpick.ops.gemm_templates import GEMM, PERSISTENT_TMA_GEMM, gated
-from kernelpick.select.signature import Signature
 
 # K and N divide into no block of the interpreter's configs (16 and 32), nor do the Ms above 16.
 K, N = 70, 50

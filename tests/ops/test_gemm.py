@@ -17,6 +17,9 @@ import kernelpick
 from kernelpick import Config, Selector, TuningRequired, extern, ops, settings, template
 from kernelpick.bench.verify import tolerance_for
 from kernelpick.device import DeviceInfo
+from kernelpick.engine.choice import Choice
+from kernelpick.engine.record import SelectionRecord
+from kernelpick.engine.signature import Signature, signature_key
 from kernelpick.errors import ConfigError
 from kernelpick.ops.gemm import HalfPrecisionOnly, torch_addmm
 from kernelpick.ops.gemm_configs import decode_configs
@@ -26,9 +29,6 @@ from kernelpick.ops.gemm_templates import (
     _output,
     _persistent_grid,
 )
-from kernelpick.select.choice import Choice
-from kernelpick.select.record import SelectionRecord
-from kernelpick.select.signature import Signature, signature_key
 from kernelpick.select.template import TritonTemplate
 from kernelpick.store import default_store
 from kernelpick.store.deploy import tables

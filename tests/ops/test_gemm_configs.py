@@ -7,6 +7,7 @@ import torch
 
 from kernelpick.config import Config
 from kernelpick.device import DeviceInfo
+from kernelpick.engine.signature import Signature
 from kernelpick.ops.gemm_configs import (
     GEMV_ACCUMULATORS,
     GENERAL,
@@ -16,7 +17,6 @@ from kernelpick.ops.gemm_configs import (
     shared_memory_bytes,
 )
 from kernelpick.ops.gemm_templates import PERSISTENT_TMA_GEMM
-from kernelpick.select.signature import Signature
 from kernelpick.tensors import TensorSpec
 
 H100 = DeviceInfo("cuda", 0, "NVIDIA H100 80GB HBM3", (9, 0), 50 * 2**20, 132)

@@ -9,10 +9,10 @@ from kernelpick.bench.inputs import Example, new_values
 from kernelpick.compile.precompile import CompileJob, precompile_jobs
 from kernelpick.config import Config
 from kernelpick.device import DeviceInfo
+from kernelpick.engine.signature import Signature
 from kernelpick.ops.gemm import _EPILOGUES, ACTIVATIONS
 from kernelpick.ops.gemm_templates import GEMM, PERSISTENT_TMA_GEMM, SKINNY_GEMM, gated
 from kernelpick.select.render import Epilogue
-from kernelpick.select.signature import Signature
 from kernelpick.select.template import TritonTemplate
 from kernelpick.select.template_choice import TemplateChoice, _generate, template
 from kernelpick.tensors import TensorSpec

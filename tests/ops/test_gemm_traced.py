@@ -15,8 +15,8 @@ from tests.ops.compiled import aot_graphs
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from kernelpick import ops, settings
+from kernelpick.engine.record import SelectionRecord
 from kernelpick.errors import ConfigError
-from kernelpick.select.record import SelectionRecord
 
 # Sizes no other test uses, so that the signatures here are tuned here.
 M, K, N, BATCH = 12, 20, 16, 3

@@ -11,6 +11,8 @@ import torch
 
 from kernelpick import Config, Selector, extern, ops, template
 from kernelpick.bench.verify import FP8_FAST_ACCUMULATION_TOLERANCE
+from kernelpick.engine.record import SelectionRecord
+from kernelpick.engine.signature import Signature
 from kernelpick.errors import ArgumentError
 from kernelpick.ops.scaled_mm import _BIAS, example_inputs, selector_name
 from kernelpick.ops.scaled_mm_templates import (
@@ -20,8 +22,6 @@ from kernelpick.ops.scaled_mm_templates import (
     _persistent_grid,
     scaled_gemm,
 )
-from kernelpick.select.record import SelectionRecord
-from kernelpick.select.signature import Signature
 from kernelpick.select.template import TritonTemplate
 from kernelpick.select.template_choice import TemplateChoice
 

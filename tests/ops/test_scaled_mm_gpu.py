@@ -9,8 +9,8 @@ import torch
 
 from kernelpick import ops
 from kernelpick.bench.verify import fp8_product_tolerance
+from kernelpick.engine.record import SelectionRecord
 from kernelpick.ops.scaled_mm import selector_name
-from kernelpick.select.record import SelectionRecord
 
 pytestmark = [
     pytest.mark.gpu,

@@ -13,11 +13,11 @@ from kernelpick.bench.inputs import new_values
 from kernelpick.compile.target import specialize
 from kernelpick.config import Config
 from kernelpick.device import DeviceInfo
+from kernelpick.engine.signature import Signature
 from kernelpick.ops.gemm_configs import shared_memory_bytes
 from kernelpick.ops.scaled_mm import _BIAS
 from kernelpick.ops.scaled_mm_configs import PERSISTENT, persistent_scaled_gemm_configs, scaled_gemm_configs
 from kernelpick.ops.scaled_mm_templates import persistent_tma_scaled_gemm, scaled_gemm
-from kernelpick.select.signature import Signature
 from kernelpick.select.template import TritonTemplate
 from kernelpick.select.template_choice import TemplateChoice, _generate, template
 from kernelpick.tensors import TensorSpec

@@ -10,8 +10,8 @@ import torch._dynamo.testing
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from kernelpick import ops
+from kernelpick.engine.record import SelectionRecord
 from kernelpick.errors import ArgumentError
-from kernelpick.select.record import SelectionRecord
 
 FP8 = torch.float8_e4m3fn
 # Sizes no other test uses, so that the signatures here are tuned here.

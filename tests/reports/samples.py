@@ -16,8 +16,8 @@ from kernelpick.bench.result import BenchmarkResult, TimingSummary
 from kernelpick.bench.verify import VERIFICATION_VERSION
 from kernelpick.config import Config
 from kernelpick.device import DeviceInfo
-from kernelpick.select.record import TuningRecord, tuning_entry
-from kernelpick.select.signature import Signature
+from kernelpick.engine.record import TuningRecord, tuning_entry
+from kernelpick.engine.signature import Signature
 from kernelpick.store.base import CandidateResult
 from kernelpick.store.keys import Toolchain, TuningKey
 from kernelpick.store.sqlite import SQLiteStore

@@ -11,11 +11,11 @@ import triton
 
 import kernelpick
 from kernelpick import extern, settings, template
+from kernelpick.engine.choice_measuring import ChoiceMeasuring
 from kernelpick.errors import ConfigError, SettingsError
 from kernelpick.search.registry import default_strategy_name
 from kernelpick.search.run import SearchTrace
 from kernelpick.search.space import Space
-from kernelpick.select.choice_measuring import ChoiceMeasuring
 from kernelpick.store import MemoryStore
 from tests.select.search_choices import CONFIGS, DOUBLE, double
 from tests.tune.kernels import add_kernel, grid_1d

@@ -13,8 +13,8 @@ import torch
 
 import kernelpick
 from kernelpick import settings
+from kernelpick.engine.tuning import for_graphs
 from kernelpick.select import background
-from kernelpick.select.tuning import for_graphs
 
 
 def slow_add(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:

@@ -17,7 +17,7 @@ import triton.language as tl
 import kernelpick
 from kernelpick import Selector, TuningInCapture, TuningRequired, extern
 from kernelpick.device import capturing
-from kernelpick.select import choice_measuring
+from kernelpick.engine import choice_measuring
 from kernelpick.store import MemoryStore
 
 

@@ -12,10 +12,10 @@ import kernelpick
 from kernelpick import settings
 from kernelpick.bench.pick import pick
 from kernelpick.bench.result import BenchmarkResult, TimingSummary
+from kernelpick.engine import tuning
+from kernelpick.engine.tuning import for_graphs, measured_as
 from kernelpick.errors import SettingsError
-from kernelpick.select import tuning
 from kernelpick.select.selector_op import traceable_pick
-from kernelpick.select.tuning import for_graphs, measured_as
 from kernelpick.store import MemoryStore
 
 

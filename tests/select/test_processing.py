@@ -19,10 +19,10 @@ from torch._subclasses.fake_tensor import FakeTensor
 import kernelpick
 from kernelpick import Config, Selector, extern, processed, settings, triton_choice
 from kernelpick.bench.inputs import Example, new_values
+from kernelpick.engine.choice import compile_choices
+from kernelpick.engine.signature import Signature
 from kernelpick.errors import ConfigError
-from kernelpick.select.choice import compile_choices
 from kernelpick.select.processing import PrepackCache
-from kernelpick.select.signature import Signature
 from kernelpick.tensors import TensorSpec
 
 

@@ -19,8 +19,8 @@ import torch
 from kernelpick import NoValidChoices, Selector, extern, load_table, require, settings
 from kernelpick.bench.verify import Tolerance
 from kernelpick.console import console
+from kernelpick.engine.signature import signature_key
 from kernelpick.errors import ArgumentError, ConfigError
-from kernelpick.select.signature import signature_key
 from kernelpick.store import MemoryStore, default_store
 from kernelpick.store.deploy import tables
 from kernelpick.store.sqlite import SQLiteStore
@@ -621,7 +621,7 @@ def test_a_rank_that_found_no_working_choice_is_named_so_where_one_works_here(
     import dataclasses
     import logging
 
-    from kernelpick.select.tuning import Tuning
+    from kernelpick.engine.tuning import Tuning
 
     settle = Tuning.settle
 

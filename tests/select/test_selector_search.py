@@ -17,10 +17,10 @@ from tests.tune.kernels import add_kernel
 
 from kernelpick import Config, Selector, extern, processed, settings, template, triton_choice
 from kernelpick.console import console
+from kernelpick.engine.choice import Choice
+from kernelpick.engine.choice_measuring import ChoiceMeasuring
 from kernelpick.errors import ConfigError
 from kernelpick.reports.data import load_report
-from kernelpick.select.choice import Choice
-from kernelpick.select.choice_measuring import ChoiceMeasuring
 from kernelpick.store import SQLiteStore
 from kernelpick.store.default import default_store_path
 

@@ -11,8 +11,8 @@ from tests.select.workspace_templates import two_pass_template
 from kernelpick import Config, Epilogue, Selector, TritonTemplate, extern, settings, template
 from kernelpick.bench.inputs import Example, new_values
 from kernelpick.compile.precompile import CompileJob, precompile_jobs
+from kernelpick.engine.signature import Signature
 from kernelpick.errors import ConfigError
-from kernelpick.select.signature import Signature
 from kernelpick.select.template_choice import TemplateChoice
 
 SOURCE = """

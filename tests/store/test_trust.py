@@ -22,7 +22,7 @@ import triton
 import kernelpick
 from kernelpick import settings
 from kernelpick.config import Config
-from kernelpick.select.record import TuningRecord
+from kernelpick.engine.record import TuningRecord
 from kernelpick.store import RedisStore, SQLiteStore
 from kernelpick.store.default import default_store
 from kernelpick.store.sqlite import SCHEMA_VERSION

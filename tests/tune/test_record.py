@@ -1,9 +1,9 @@
-"""select/record.py: the AUTOTUNE table of a tuned kernel's record."""
+"""engine/record.py: the AUTOTUNE table of a tuned kernel's record."""
 
 from __future__ import annotations
 
 from kernelpick.config import Config
-from kernelpick.select.record import TuningRecord
+from kernelpick.engine.record import TuningRecord
 from tests.select.test_record import CPU, body, ok
 
 

@@ -94,7 +94,7 @@ def test_templates_compile_here_and_are_timed_there_beside_choices_the_workers_c
 ) -> None:
     # A template's compiling runs only kernelpick's code: it compiles here, each config timed in a
     # worker as soon as it compiled; a triton_choice's bind is the user's: it compiles in the workers.
-    from kernelpick.select import choice_measuring
+    from kernelpick.engine import choice_measuring
 
     sent: set[tuple[str, bool]] = set()  # each choice sent, and whether it was compiled here
     encode = choice_measuring.values.encode
@@ -145,7 +145,7 @@ def test_an_interrupted_selection_stops_the_compilers_it_started_here(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from kernelpick.compile.forked import CompileStopped
-    from kernelpick.select import choice, choice_measuring
+    from kernelpick.engine import choice, choice_measuring
 
     stops: list[threading.Event] = []
 

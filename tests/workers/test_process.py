@@ -14,8 +14,8 @@ import torch
 
 import kernelpick
 from kernelpick.device import describe
-from kernelpick.select.choice import PortableChoice
-from kernelpick.select.signature import Signature
+from kernelpick.engine.choice import PortableChoice
+from kernelpick.engine.signature import Signature
 from kernelpick.workers import main, process, values
 from kernelpick.workers.pool import WorkerPool
 from kernelpick.workers.process import WorkerProcess

@@ -89,7 +89,7 @@ def test_an_installed_module_is_a_library_without_resolving_its_path(monkeypatch
 
 def test_rendered_template_modules_are_not_registered_but_their_kernels_cross(tmp_path: Path) -> None:
     # A process that compiled templates holds hundreds of them: each value sent would register them all.
-    from kernelpick.select.modules import load_module
+    from kernelpick.engine.modules import load_module
 
     source = tmp_path / "double.py"
     source.write_text(

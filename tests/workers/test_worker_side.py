@@ -10,8 +10,8 @@ import torch
 
 import kernelpick
 from kernelpick.device import describe
-from kernelpick.select.choice import PortableChoice
-from kernelpick.select.signature import Signature
+from kernelpick.engine.choice import PortableChoice
+from kernelpick.engine.signature import Signature
 from kernelpick.workers import values
 from kernelpick.workers.request import Problem, answer
 
@@ -156,7 +156,7 @@ def test_a_worker_has_an_allocator_where_the_program_set_one(tmp_path: Path) -> 
 def test_a_selections_integer_inputs_are_new_in_the_worker_unless_its_input_gen_is_given_them(
     tmp_path: Path,
 ) -> None:
-    from kernelpick.select.choice_measuring import ChoiceMeasuring
+    from kernelpick.engine.choice_measuring import ChoiceMeasuring
 
     x, indices = torch.randn(8), torch.arange(8).flip(0)
     signature = Signature.of((x, indices), {})

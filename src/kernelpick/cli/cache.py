@@ -237,9 +237,9 @@ def _source_cell(key: TuningKey, superseded: Collection[tuple[str, str]]) -> str
 
 
 def _cache_show(args: argparse.Namespace) -> int:
+    from kernelpick.engine.record import autotune_table
     from kernelpick.reports.data import keys_from_store
     from kernelpick.reports.decisions import decision_groups, print_decisions
-    from kernelpick.select.record import autotune_table
     from kernelpick.store.maintenance import describe_toolchain, summarize_keys
 
     rows, _, _ = _stored_rows(args)

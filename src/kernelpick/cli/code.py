@@ -2,7 +2,7 @@
 
 For each tuned key of NAME (a selector or an autotuned kernel, as `kernelpick cache list` names
 it), the picked candidate's source: a template's rendered module from the template cache, a Triton
-kernel's kept source (`kernelpick.select.modules.keep_kernel_source`) and its config. Nothing read
+kernel's kept source (`kernelpick.engine.modules.keep_kernel_source`) and its config. Nothing read
 is imported or run: stored data is plain data. Files are looked for only under the store's folder,
 by the hash a row names (a row naming `../` or an absolute path is shown as not kernelpick's).
 """
@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from kernelpick.cli.cache import STORE_HELP, existing_store, store_path
+from kernelpick.engine.modules import kept_file, source_hash
 from kernelpick.errors import StoreError
-from kernelpick.select.modules import kept_file, source_hash
 from kernelpick.store.base import StoredRow
 from kernelpick.store.text import candidate_name, inputs_text
 

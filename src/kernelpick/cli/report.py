@@ -12,12 +12,12 @@ from rich.markup import escape
 from kernelpick import settings
 from kernelpick.console import console
 from kernelpick.device import DeviceInfo
+from kernelpick.engine.record import autotune_table
 from kernelpick.errors import ReportError
 from kernelpick.reports.data import Report, TunedKey, load_report
 from kernelpick.reports.decisions import decision_groups, print_decisions
 from kernelpick.reports.page import TOP_ON_PAGE, write_html
 from kernelpick.reports.plots import Plot, plots_of, write_pngs
-from kernelpick.select.record import autotune_table
 from kernelpick.store.default import default_store_path
 
 #: Candidates the terminal shows per key unless told otherwise (`--top`).

@@ -21,6 +21,7 @@ from typing import Any
 import torch
 
 from kernelpick.bench.verify import tf32_allowed
+from kernelpick.engine.choice import extern
 from kernelpick.errors import ConfigError
 from kernelpick.ops.gemm import (
     ACTIVATIONS,
@@ -38,7 +39,6 @@ from kernelpick.ops.gemm import (
 from kernelpick.ops.gemm import selector as ops_selector
 from kernelpick.ops.gemm_configs import decode_configs, gemm_configs
 from kernelpick.ops.gemm_templates import GEMM, SKINNY_GEMM, gated
-from kernelpick.select.choice import extern
 from kernelpick.select.selector import Selector
 from kernelpick.select.selector_op import (
     define_operator,

@@ -23,11 +23,12 @@ import torch.nn.functional as F
 from kernelpick import settings
 from kernelpick.bench.verify import tf32_allowed
 from kernelpick.calls import made_by
+from kernelpick.engine.choice import Choice, ConfigSource, ExternChoice, extern
+from kernelpick.engine.signature import Signature
 from kernelpick.errors import ConfigError
 from kernelpick.ops.gated_fusion import fuse_when_compiled
 from kernelpick.ops.gemm_configs import decode_configs, gemm_configs, persistent_configs
 from kernelpick.ops.gemm_templates import GEMM, PERSISTENT_TMA_GEMM, SKINNY_GEMM
-from kernelpick.select.choice import Choice, ConfigSource, ExternChoice, extern
 from kernelpick.select.render import Epilogue
 from kernelpick.select.selector import Selector
 from kernelpick.select.selector_op import (
@@ -37,7 +38,6 @@ from kernelpick.select.selector_op import (
     traceable,
     traceable_pick,
 )
-from kernelpick.select.signature import Signature
 from kernelpick.select.template import TritonTemplate
 from kernelpick.select.template_choice import TemplateChoices, template
 from kernelpick.workers.plan import start_early

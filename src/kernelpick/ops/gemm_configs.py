@@ -15,8 +15,8 @@ import torch
 
 from kernelpick.config import Config
 from kernelpick.device import DeviceInfo
+from kernelpick.engine.signature import Signature
 from kernelpick.search.space import gemm_shared_memory
-from kernelpick.select.signature import Signature
 from kernelpick.tensors import TensorSpec
 
 Tile = tuple[int, int, int, int, int]

@@ -26,16 +26,16 @@ from typing import Any
 import torch
 
 from kernelpick.bench.verify import fp8_product_tolerance
+from kernelpick.engine.choice import Choice, extern
+from kernelpick.engine.signature import Signature
 from kernelpick.errors import ArgumentError
 from kernelpick.ops.gemm import _hot, _selectors, builtin_template, hot_path, register_selectors
 from kernelpick.ops.gemm import selector as ops_selector
 from kernelpick.ops.scaled_mm_configs import FP8, persistent_scaled_gemm_configs, scaled_gemm_configs
 from kernelpick.ops.scaled_mm_templates import OUT_DTYPES, persistent_tma_scaled_gemm, scaled_gemm
-from kernelpick.select.choice import Choice, extern
 from kernelpick.select.render import Epilogue
 from kernelpick.select.selector import Selector
 from kernelpick.select.selector_op import define_operator, dispatch_modes, dynamo_tracing, traceable_pick
-from kernelpick.select.signature import Signature
 from kernelpick.tensors import TensorSpec, example_generator, example_tensor
 
 _BIAS = Epilogue("acc + bias", ("bias",), name="bias")

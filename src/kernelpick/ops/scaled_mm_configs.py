@@ -12,8 +12,8 @@ from __future__ import annotations
 import torch
 
 from kernelpick.config import Config
+from kernelpick.engine.signature import Signature
 from kernelpick.ops.gemm_configs import GemmProblem, Tile, shared_memory_bytes
-from kernelpick.select.signature import Signature
 from kernelpick.tensors import TensorSpec
 
 #: For M up to 128 (decode, small batches): thin tiles along M, wide along K to stream the weights.

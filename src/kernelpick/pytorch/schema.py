@@ -9,8 +9,8 @@ from typing import Any
 
 import torch
 
+from kernelpick.engine.choice import qualified_name
 from kernelpick.errors import OperatorError
-from kernelpick.select.choice import qualified_name
 
 
 def parse(op_name: str, schema: str) -> Any:

@@ -2,7 +2,7 @@
 
 A selector tunes each input signature apart: there are no buckets of sizes, so every M a program
 calls `kernelpick.ops.mm` with is a key of its own (a deployment table may lend a call the winner of
-its nearest key, `kernelpick.store.deploy`). For a matrix product (`kernelpick.select.work.MatrixProduct`)
+its nearest key, `kernelpick.store.deploy`). For a matrix product (`kernelpick.engine.work.MatrixProduct`)
 the keys that differ only in M are one group, a table with one row per M; any other selector's keys
 are one group with a row per key. `kernelpick cache show` and `kernelpick report` show these tables.
 """
@@ -20,9 +20,9 @@ from rich.text import Text
 
 from kernelpick.console import Column, FittingTable
 from kernelpick.device import DeviceInfo
+from kernelpick.engine.work import MatrixProduct, matrix_product
 from kernelpick.reports.data import Candidate, TunedKey
 from kernelpick.reports.roofline import Roofline
-from kernelpick.select.work import MatrixProduct, matrix_product
 from kernelpick.store.keys import Toolchain, canonical_json
 
 __all__ = ["SPEEDUP_NOTE", "Decision", "DecisionGroup", "decision_groups", "print_decisions", "short_name"]

@@ -20,11 +20,11 @@ import torch
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.console import warn_once
 from kernelpick.device import capturing
-from kernelpick.select.choice import Choice, ChoiceSpace
-from kernelpick.select.ranks import RankJob, rank_job
-from kernelpick.select.record import CandidateResult, TuningRecord
-from kernelpick.select.signature import Calls, Signature
-from kernelpick.select.tuning import in_graph
+from kernelpick.engine.choice import Choice, ChoiceSpace
+from kernelpick.engine.ranks import RankJob, rank_job
+from kernelpick.engine.record import CandidateResult, TuningRecord
+from kernelpick.engine.signature import Calls, Signature
+from kernelpick.engine.tuning import in_graph
 from kernelpick.workers.plan import fork_zygote_early
 
 if TYPE_CHECKING:

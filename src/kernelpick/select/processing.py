@@ -17,10 +17,10 @@ from kernelpick.bench.benchmarker import classify_run_error
 from kernelpick.bench.inputs import Example
 from kernelpick.compile.precompile import CompileJob, CompileOutcome
 from kernelpick.config import Config
+from kernelpick.engine.choice import Choice, ChoiceSpace, qualified_name, searched_as, short_hash
+from kernelpick.engine.eligibility import requirements_of
+from kernelpick.engine.signature import Signature
 from kernelpick.errors import ConfigError
-from kernelpick.select.choice import Choice, ChoiceSpace, qualified_name, searched_as, short_hash
-from kernelpick.select.eligibility import requirements_of
-from kernelpick.select.signature import Signature
 from kernelpick.select.template_choice import UnavailableChoice
 from kernelpick.tensors import TensorSpec, example_generator, example_tensor
 
@@ -145,7 +145,7 @@ class ProcessedChoices:
                     f"kernelpick.processed({label}=...) expects a function, got {type(fn).__name__}"
                 )
         self.inner = choice
-        #: What the wrapped space needs of a device, if it says (`kernelpick.select.eligibility`).
+        #: What the wrapped space needs of a device, if it says (`kernelpick.engine.eligibility`).
         self.requires = requirements_of(choice)
         self.before = before
         self.after = after

@@ -15,22 +15,17 @@ from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.timers import Timer
 from kernelpick.bench.verify import VERIFICATION_VERSION, Tolerance
 from kernelpick.calls import record_selector_call
-from kernelpick.errors import ArgumentError, ConfigError, NoValidChoices
-from kernelpick.search.registry import strategy_class
-from kernelpick.search.spec import SearchArgument
-from kernelpick.select.background import Pending, provisional_call
-from kernelpick.select.choice import (
+from kernelpick.engine.choice import (
     Choice,
     ChoiceSpace,
     ExternChoice,
     PortableChoice,
     qualified_name,
 )
-from kernelpick.select.choice_measuring import ChoiceMeasuring
-from kernelpick.select.eligibility import SkippedChoice, eligible_spaces, tabled_choice
-from kernelpick.select.record import CandidateResult, TuningRecord, failure_report, report_tuning
-from kernelpick.select.selector_op import SelectorOp
-from kernelpick.select.signature import (
+from kernelpick.engine.choice_measuring import ChoiceMeasuring
+from kernelpick.engine.eligibility import SkippedChoice, eligible_spaces, tabled_choice
+from kernelpick.engine.record import CandidateResult, TuningRecord, failure_report, report_tuning
+from kernelpick.engine.signature import (
     POSITIONAL_KEYS,
     Calls,
     Signature,
@@ -41,7 +36,12 @@ from kernelpick.select.signature import (
     unhashable_inputs,
     value_key,
 )
-from kernelpick.select.tuning import Tuning, in_captures_too, measured_as, result_store
+from kernelpick.engine.tuning import Tuning, in_captures_too, measured_as, result_store
+from kernelpick.errors import ArgumentError, ConfigError, NoValidChoices
+from kernelpick.search.registry import strategy_class
+from kernelpick.search.spec import SearchArgument
+from kernelpick.select.background import Pending, provisional_call
+from kernelpick.select.selector_op import SelectorOp
 from kernelpick.store import ResultStore, TuningKey
 from kernelpick.store.table import TableEntry
 from kernelpick.workers.plan import start_early
@@ -80,7 +80,7 @@ class Selector:
             them all), "random", "halving", "pattern" or "model", with options as "model(budget=0.1)"
             or {"name": "model", ...} (docs/search.md lists them; default: `KERNELPICK_SEARCH`;
             budgets per space: `KERNELPICK_SEARCH_BUDGET`, `KERNELPICK_SEARCH_SECONDS`). Other
-            choices are always timed, then again with each space's best few (`kernelpick.select.searching`).
+            choices are always timed, then again with each space's best few (`kernelpick.engine.searching`).
         check: `check(*inputs, **kwargs)` raises for inputs the operation does not take (shapes
             that do not fit, say); it runs before a new signature is tuned, so that such a call
             fails at once with its error, and nothing is compiled or stored for it.

@@ -13,10 +13,10 @@ from torch._subclasses.functional_tensor import FunctionalTensorMode
 from torch.utils._python_dispatch import _disable_current_modes
 
 from kernelpick import settings
+from kernelpick.engine.choice import Choice, ChoiceSpace, ExternChoice
+from kernelpick.engine.tuning import for_graphs, measured_as, pick_against_reference
 from kernelpick.errors import KernelpickError, OperatorError
-from kernelpick.select.choice import Choice, ChoiceSpace, ExternChoice
 from kernelpick.select.template_choice import TemplateChoice
-from kernelpick.select.tuning import for_graphs, measured_as, pick_against_reference
 from kernelpick.tensors import TensorSpec, example_generator, example_tensor
 
 if TYPE_CHECKING:

@@ -12,11 +12,11 @@ from kernelpick.codegen import CodeBuffer
 from kernelpick.compile.launch import fixed_launcher
 from kernelpick.compile.precompile import CompileJob, CompileOutcome, classify
 from kernelpick.config import Config
+from kernelpick.engine.choice import Choice, ConfigSource, configs_for, short_hash
+from kernelpick.engine.modules import load_module, write_module
+from kernelpick.engine.signature import Signature
 from kernelpick.errors import ConfigError, TemplateError
-from kernelpick.select.choice import Choice, ConfigSource, configs_for, short_hash
-from kernelpick.select.modules import load_module, write_module
 from kernelpick.select.render import Epilogue
-from kernelpick.select.signature import Signature
 from kernelpick.select.template import RenderedKernel, TritonTemplate
 from kernelpick.tensors import TensorSpec
 
@@ -61,7 +61,7 @@ class TemplateChoices:
                 f"kernelpick.template expects a kernelpick.TritonTemplate, got {type(template).__name__}"
             )
         self.template = template
-        self.requires = template.requires  # checked by the selector (kernelpick.select.eligibility)
+        self.requires = template.requires  # checked by the selector (kernelpick.engine.eligibility)
         self.configs = configs
         self.epilogue = epilogue
         self.arguments = tuple(arguments) if arguments is not None else template.inputs

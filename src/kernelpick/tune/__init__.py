@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from kernelpick.config import Config
-from kernelpick.select.record import TuningRecord
+from kernelpick.engine.record import TuningRecord
 from kernelpick.tune.autotuner import Autotuner, autotune
 
 __all__ = ["Autotuner", "Config", "TuningRecord", "autotune"]

@@ -22,17 +22,17 @@ from kernelpick.compile.twins import compilable
 from kernelpick.compile.unwrap import innermost
 from kernelpick.config import Config, default_config
 from kernelpick.device import DeviceInfo, describe, device_of, warn_once_if_interpreted
+from kernelpick.engine.choice_measuring import ChoiceMeasuring
+from kernelpick.engine.modules import keep_kernel_source
+from kernelpick.engine.record import TuningRecord, failure_report, report_tuning
+from kernelpick.engine.signature import Signature
+from kernelpick.engine.triton_choice import KernelCall
+from kernelpick.engine.tuning import Tuning, result_store
 from kernelpick.errors import ConfigError, no_valid_configs
 from kernelpick.search.registry import strategy_class
 from kernelpick.search.run import SearchTrace
 from kernelpick.search.space import Space
 from kernelpick.search.spec import SearchArgument
-from kernelpick.select.choice_measuring import ChoiceMeasuring
-from kernelpick.select.modules import keep_kernel_source
-from kernelpick.select.record import TuningRecord, failure_report, report_tuning
-from kernelpick.select.signature import Signature
-from kernelpick.select.triton_choice import KernelCall
-from kernelpick.select.tuning import Tuning, result_store
 from kernelpick.store import ResultStore, TuningKey
 from kernelpick.store.base import UnreadStore
 from kernelpick.tune.background import provisional_entry

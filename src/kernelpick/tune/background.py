@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 from kernelpick.bench.timers import UserBenchTimer
 from kernelpick.device import describe, device_of
+from kernelpick.engine.record import TuningRecord
 from kernelpick.select.background import UNMEASURED, Pending, allowed, rank_switch, shadow, submit
-from kernelpick.select.record import TuningRecord
 from kernelpick.tune.dispatch import Dispatcher, Entry, describe_key
 from kernelpick.tune.first_launch import FirstLaunch
 

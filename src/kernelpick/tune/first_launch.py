@@ -10,8 +10,8 @@ from kernelpick.bench.result import BenchmarkResult, Status
 from kernelpick.compile.precompile import classify
 from kernelpick.config import Config
 from kernelpick.device import DeviceInfo
+from kernelpick.engine.tuning import Tuning
 from kernelpick.errors import StoreError
-from kernelpick.select.tuning import Tuning
 from kernelpick.store import CandidateResult
 from kernelpick.tune.dispatch import Entry
 

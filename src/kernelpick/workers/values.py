@@ -130,7 +130,7 @@ def _users_code_by_value() -> Iterator[None]:
 
 
 _seen: tuple[int, set[str]] = (0, set())
-#: The names of template modules kernelpick rendered (`kernelpick.select.modules`). They hold only
+#: The names of template modules kernelpick rendered (`kernelpick.engine.modules`). They hold only
 #: kernels, which cross by value as their source (`_Pickler`) without their module registered:
 #: registering each for every value sent would slow every value (docs/benchmarks.md has the figure).
 RENDERED_PREFIX = "kernelpick_rendered_"

@@ -16,8 +16,8 @@ from kernelpick.bench.inputs import Example
 from kernelpick.compile.precompile import CompileJob, CompileOutcome, classify, precompile_jobs
 from kernelpick.config import Config
 from kernelpick.device import DeviceInfo
+from kernelpick.engine.signature import Signature
 from kernelpick.errors import ConfigError
-from kernelpick.select.signature import Signature
 
 
 @runtime_checkable

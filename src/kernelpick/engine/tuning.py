@@ -22,14 +22,14 @@ from kernelpick.bench.result import BenchmarkResult
 from kernelpick.compile.precompile import patience
 from kernelpick.console import warn_once
 from kernelpick.device import capturing
+from kernelpick.engine.choice import Choice
+from kernelpick.engine.choice_measuring import ChoiceMeasuring
+from kernelpick.engine.ranks import KeyShare, RankJob, rank_job
+from kernelpick.engine.searching import search_choices
 from kernelpick.errors import StoreError, TuningRequired
 from kernelpick.search.registry import default_strategy_name
 from kernelpick.search.run import SearchTrace
 from kernelpick.search.space import Space
-from kernelpick.select.choice import Choice
-from kernelpick.select.choice_measuring import ChoiceMeasuring
-from kernelpick.select.ranks import KeyShare, RankJob, rank_job
-from kernelpick.select.searching import search_choices
 from kernelpick.signals import Terminated, terminable
 from kernelpick.store import CandidateResult, ResultStore, TuningKey, default_store
 from kernelpick.store.base import load_candidates, picked
@@ -198,7 +198,7 @@ class Tuning:
         structure: Space | None = None,
     ) -> Settled:
         """Measure what the store lacks of `candidates` (by digest) with `measuring` and pick, once
-        for every process that needs the key now: as the ranks of a job (`kernelpick.select.ranks`),
+        for every process that needs the key now: as the ranks of a job (`kernelpick.engine.ranks`),
         or as the one process that claimed the key (the others wait for its pick). The search
         `strategy` (None: `KERNELPICK_SEARCH`) says how: "exhaustive" measures it all (the ranks of a
         job take parts of it); another searches each config space (`search_choices`; `structure`: a
@@ -351,7 +351,7 @@ class Tuning:
     ) -> Settled:
         """`settle` as a rank of `job`: take parts of the candidates while some are left, measure and
         publish them, wait for the others' parts, and run the pick the first rank with all of them
-        decided (`kernelpick.select.ranks`)."""
+        decided (`kernelpick.engine.ranks`)."""
         stored = {d: r.result for d, r in self.stored(digests).items()}
         share = KeyShare(
             job, self.key.digest, digests, max(1, min(job.world, len(digests))) if divisible else 1

@@ -19,8 +19,7 @@ from kernelpick.compile.precompile import CompileJob, CompileOutcome, classify
 from kernelpick.compile.twins import compilable
 from kernelpick.compile.unwrap import innermost
 from kernelpick.config import Config
-from kernelpick.errors import ConfigError, IsolationError, failure_exception
-from kernelpick.select.choice import (
+from kernelpick.engine.choice import (
     Choice,
     ConfigSource,
     bound_arguments,
@@ -29,8 +28,9 @@ from kernelpick.select.choice import (
     qualified_name,
     short_hash,
 )
-from kernelpick.select.modules import keep_kernel_source
-from kernelpick.select.signature import Signature
+from kernelpick.engine.modules import keep_kernel_source
+from kernelpick.engine.signature import Signature
+from kernelpick.errors import ConfigError, IsolationError, failure_exception
 from kernelpick.tensors import holds_descriptor, own_descriptors
 from kernelpick.workers import values
 

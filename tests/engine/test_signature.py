@@ -6,8 +6,8 @@ import pytest
 import torch
 
 import kernelpick
+from kernelpick.engine.signature import POSITIONAL_KEYS, Calls, Signature, positional_caller, signature_key
 from kernelpick.errors import ConfigError
-from kernelpick.select.signature import POSITIONAL_KEYS, Calls, Signature, positional_caller, signature_key
 from kernelpick.tensors import TensorSpec, example_tensor, is_aligned
 
 

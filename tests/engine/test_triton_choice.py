@@ -7,10 +7,10 @@ from typing import Any
 import pytest
 import torch
 import triton
-from tests.tune.kernels import add_kernel
 
 from kernelpick import Config, Selector, extern, triton_choice
 from kernelpick.errors import ConfigError
+from tests.tune.kernels import add_kernel
 
 
 def bind(x: torch.Tensor, y: torch.Tensor) -> tuple[tuple[Any, ...], torch.Tensor]:
@@ -68,7 +68,7 @@ def test_bind_may_pass_arguments_by_name() -> None:
 
 
 def test_the_digest_changes_with_the_config_and_the_kernel_source() -> None:
-    from kernelpick.select.signature import Signature
+    from kernelpick.engine.signature import Signature
 
     signature = Signature.of((torch.empty(4), torch.empty(4)), {})
     space = triton_choice(
@@ -86,8 +86,8 @@ def test_triton_choice_needs_a_triton_kernel() -> None:
 
 def test_the_engine_asks_a_choice_where_it_compiles_and_which_space_it_searches_it_in() -> None:
     from kernelpick import processed
-    from kernelpick.select.choice import compiles_without_user_code, searched_as
-    from kernelpick.select.signature import Signature
+    from kernelpick.engine.choice import compiles_without_user_code, searched_as
+    from kernelpick.engine.signature import Signature
 
     signature = Signature.of((torch.empty(4), torch.empty(4)), {})
     configs = [Config({"BLOCK": 32}), Config({"BLOCK": 64})]

@@ -1,4 +1,4 @@
-"""select/record.py: AUTOTUNE tables people can read at a glance, and the tuning log: one JSON line per
+"""engine/record.py: AUTOTUNE tables people can read at a glance, and the tuning log: one JSON line per
 tuning, from real tunings, safe to append from threads and processes."""
 
 from __future__ import annotations
@@ -16,17 +16,17 @@ import torch
 import triton
 import triton.language as tl
 from rich.console import Console, RenderableType
-from tests.reports.samples import SPACE
-from tests.tune.kernels import add_kernel, grid_1d
 
 import kernelpick
 from kernelpick import settings
 from kernelpick.bench.result import BenchmarkResult, TimingSummary
 from kernelpick.console import FittingTable
 from kernelpick.device import DeviceInfo, describe
+from kernelpick.engine.record import append_line, autotune_table
+from kernelpick.engine.work import forget_work
 from kernelpick.reports import read_log, work
-from kernelpick.select.record import append_line, autotune_table
-from kernelpick.select.work import forget_work
+from tests.reports.samples import SPACE
+from tests.tune.kernels import add_kernel, grid_1d
 
 CPU = describe(torch.device("cpu"))
 H100 = DeviceInfo("cuda", 0, "NVIDIA H100 80GB HBM3", (9, 0), 50 * 2**20, 132)

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from kernelpick.device import DeviceInfo, Requirements
+from kernelpick.engine.choice import Choice, ChoiceSpace
+from kernelpick.engine.signature import Signature
 from kernelpick.errors import ConfigError
-from kernelpick.select.choice import Choice, ChoiceSpace
-from kernelpick.select.signature import Signature
 from kernelpick.store.table import TableEntry
 
 

@@ -1,4 +1,4 @@
-"""select/eligibility.py: choices a device cannot run are skipped before compiling, saying why."""
+"""engine/eligibility.py: choices a device cannot run are skipped before compiling, saying why."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ from typing import Any
 import pytest
 import torch
 import triton
-from tests.tune.kernels import add_kernel
 
 from kernelpick import (
     Config,
@@ -21,8 +20,9 @@ from kernelpick import (
     triton_choice,
 )
 from kernelpick.device import DeviceInfo
+from kernelpick.engine.eligibility import SkippedChoice, eligible_spaces
 from kernelpick.errors import ConfigError, NoValidChoices
-from kernelpick.select.eligibility import SkippedChoice, eligible_spaces
+from tests.tune.kernels import add_kernel
 
 CPU_REASON = "needs a GPU with sm_90+; this is the cpu, in Triton's interpreter"
 

@@ -1,4 +1,4 @@
-"""select/tuning.py: the steps every tuning takes, once for tuned kernels and selectors alike."""
+"""engine/tuning.py: the steps every tuning takes, once for tuned kernels and selectors alike."""
 
 from __future__ import annotations
 
@@ -15,14 +15,14 @@ from typing import Any
 
 import pytest
 import torch
-from tests.store.conftest import RedisServer
 
 from kernelpick import settings
 from kernelpick.bench.result import BenchmarkResult, TimingSummary
 from kernelpick.device import describe
+from kernelpick.engine.tuning import Tuning, pick_against_reference
 from kernelpick.errors import TuningRequired
-from kernelpick.select.tuning import Tuning, pick_against_reference
 from kernelpick.store import CandidateResult, MemoryStore, TuningKey
+from tests.store.conftest import RedisServer
 
 
 def timed(ms: float, spread: float = 0.0, *, stored: bool = False) -> BenchmarkResult:

@@ -19,10 +19,10 @@ from kernelpick.bench.result import BenchmarkResult
 from kernelpick.config import Config
 from kernelpick.console import Column, FittingTable, headline, print_table, warn_once
 from kernelpick.device import DeviceInfo
+from kernelpick.engine.eligibility import SkippedChoice
+from kernelpick.engine.signature import Signature
+from kernelpick.engine.work import work_of
 from kernelpick.search.run import SearchTrace
-from kernelpick.select.eligibility import SkippedChoice
-from kernelpick.select.signature import Signature
-from kernelpick.select.work import work_of
 from kernelpick.store.base import CandidateResult as CandidateResult
 from kernelpick.store.keys import Toolchain, canonical_json, canonical_value
 from kernelpick.store.text import candidate_name, notable_specialization
@@ -52,12 +52,12 @@ class TuningRecord:
     space's name (`candidates` then holds only what was evaluated); `phases` the seconds of its
     steps (table, expand, store_read, analysis, compile, benchmark; in workers prepare, screen,
     confirm; store_write; wait: for another process or rank tuning the same key,
-    `kernelpick.select.tuning`); `timed_here` names what was measured in this process although
+    `kernelpick.engine.tuning`); `timed_here` names what was measured in this process although
     isolation was wanted, with the reason. `key_text` is the key for people ("(M=128, N=4096)"),
     which `title` puts after the name; `key_names` names a kernel's leading key values.
     `measured_as` says what ranked the candidates: "graph", device time (always, for a kernel's
     configs, which share one launcher), or "eager", the larger of device and host time per call
-    (`kernelpick.select.tuning.measured_as`). `provisional` is True for the record of a pick that runs
+    (`kernelpick.engine.tuning.measured_as`). `provisional` is True for the record of a pick that runs
     while the choices are tuned in the background (`kernelpick.select.background`).
     """
 

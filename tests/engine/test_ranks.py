@@ -1,4 +1,4 @@
-"""select/ranks.py: the ranks of a torch.distributed job (real gloo groups of CPU processes) deal each
+"""engine/ranks.py: the ranks of a torch.distributed job (real gloo groups of CPU processes) deal each
 key's candidates out between them, measure each once, and all run one pick."""
 
 from __future__ import annotations
@@ -15,15 +15,15 @@ from typing import Any
 import pytest
 import torch
 import torch.distributed as dist
-from tests.bench_scripts import run_bench
 
 from kernelpick import settings
 from kernelpick.bench.result import BenchmarkResult, TimingSummary
 from kernelpick.device import describe
+from kernelpick.engine.ranks import KeyShare, RankJob, rank_job
+from kernelpick.engine.tuning import Tuning, pick_against_reference
 from kernelpick.errors import StoreError
-from kernelpick.select.ranks import KeyShare, RankJob, rank_job
-from kernelpick.select.tuning import Tuning, pick_against_reference
 from kernelpick.store import TuningKey
+from tests.bench_scripts import run_bench
 
 #: A rank of a job of argv[2] ranks: a selector of 8 choices that each sleep alike on every call (ranks
 #: picking on their own would each pick their own), each call written to a file as "rank size

@@ -7,11 +7,11 @@ from collections.abc import Callable, Mapping, Sequence
 from kernelpick import settings
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.config import Config
+from kernelpick.engine.choice import Choice, searched_as
 from kernelpick.search.base import latest
 from kernelpick.search.run import SearchTrace
 from kernelpick.search.searching import search
 from kernelpick.search.space import Space
-from kernelpick.select.choice import Choice, searched_as
 
 #: Compiles, verifies and times choices: each one's result by digest.
 MeasureChoices = Callable[[list[Choice]], Mapping[str, BenchmarkResult]]

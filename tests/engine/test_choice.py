@@ -9,9 +9,9 @@ import torch
 
 from kernelpick import extern
 from kernelpick.bench.inputs import Example
+from kernelpick.engine.choice import Choice, ChoiceSpace, compile_choices, qualified_name
+from kernelpick.engine.signature import Signature
 from kernelpick.errors import ConfigError
-from kernelpick.select.choice import Choice, ChoiceSpace, compile_choices, qualified_name
-from kernelpick.select.signature import Signature
 
 
 def test_an_extern_is_a_choice_and_a_space_of_one() -> None:

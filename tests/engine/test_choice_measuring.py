@@ -1,4 +1,4 @@
-"""select/choice_measuring.py: the one measurer of both fronts, an autotuned kernel's configs and a selector's choices."""
+"""engine/choice_measuring.py: the one measurer of both fronts, an autotuned kernel's configs and a selector's choices."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 import torch
 import triton
-from tests.tune.kernels import add_kernel
 
 import kernelpick
-from kernelpick.select.choice_measuring import ChoiceMeasuring
+from kernelpick.engine.choice_measuring import ChoiceMeasuring
 from kernelpick.store import MemoryStore
+from tests.tune.kernels import add_kernel
 
 
 def test_both_fronts_measure_through_the_one_measurer(monkeypatch: pytest.MonkeyPatch) -> None:

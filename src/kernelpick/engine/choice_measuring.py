@@ -24,10 +24,10 @@ from kernelpick.bench.verify import Tolerance, tf32_allowed
 from kernelpick.compile.precompile import CompileOutcome, classify, compiling_beside, current_patience
 from kernelpick.console import TuningProgress, warn_once
 from kernelpick.device import capturing
+from kernelpick.engine.choice import Choice, PortableChoice, compile_choices, compiles_without_user_code
+from kernelpick.engine.signature import Signature
+from kernelpick.engine.triton_choice import ConfigChoice, KernelCall
 from kernelpick.errors import IsolationError, TuningInCapture
-from kernelpick.select.choice import Choice, PortableChoice, compile_choices, compiles_without_user_code
-from kernelpick.select.signature import Signature
-from kernelpick.select.triton_choice import ConfigChoice, KernelCall
 from kernelpick.tensors import preserved_rng
 from kernelpick.workers import values
 from kernelpick.workers.plan import isolation_wanted

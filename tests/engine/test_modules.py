@@ -14,14 +14,14 @@ from pathlib import Path
 import pytest
 
 from kernelpick import settings
-from kernelpick.errors import TemplateError
-from kernelpick.select.modules import (
+from kernelpick.engine.modules import (
     keep_kernel_source,
     kept_file,
     load_module,
     source_hash,
     write_module,
 )
+from kernelpick.errors import TemplateError
 
 SOURCE = (
     "import triton\nimport triton.language as tl\n\n\n@triton.jit\ndef twice(X):\n    pass\n\nVALUE = 42\n"
