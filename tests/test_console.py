@@ -10,7 +10,7 @@ import pytest
 from kernelpick import console, settings
 from kernelpick.console import TuningProgress, headline, print_table
 from kernelpick.engine.record import autotune_table
-from tests.select.test_record import COMPILER_ERROR, CPU, ROWS
+from tests.engine.test_record import COMPILER_ERROR, CPU, ROWS
 
 
 def test_tables_go_to_stderr(capsys: pytest.CaptureFixture[str]) -> None:

@@ -15,8 +15,8 @@ from PIL import Image
 import kernelpick
 from kernelpick import settings
 from kernelpick.cli import main
+from tests.engine.test_record import tune
 from tests.reports.samples import GEMM_SUITE_H100, SPACE, store_of_suite, write_gemm_log
-from tests.select.test_record import tune
 from tests.tune.kernels import add_kernel
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.select.test_tuning import _alive, _stored, _wait_for_rows
+from tests.engine.test_tuning import _alive, _stored, _wait_for_rows
 
 pytestmark = pytest.mark.gpu
 

@@ -219,7 +219,7 @@ def test_the_ranks_of_a_job_switch_a_kernel_to_the_one_pick_at_the_same_call(tmp
     from pathlib import Path
 
     from kernelpick.select.background import RANK_MARGIN
-    from tests.select.test_ranks import run_ranks
+    from tests.engine.test_ranks import run_ranks
 
     done, printed = run_ranks(RANK, 2, Path(str(tmp_path)))
     assert all(d.returncode == 0 for d in done), [d.stderr[-2000:] for d in done]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kernelpick.config import Config
 from kernelpick.engine.record import TuningRecord
-from tests.select.test_record import CPU, body, ok
+from tests.engine.test_record import CPU, body, ok
 
 
 def test_record_table_lists_every_config_of_a_tuning_by_what_sets_it_apart() -> None:
