@@ -57,20 +57,24 @@ def environment() -> dict[str, Any]:
 
 
 def commit() -> str | None:
-    """The kernelpick commit measured: BENCH_COMMIT where the caller gives it (the device machine's copy
-    of the tree may have no .git), else `git rev-parse`; None where neither says."""
+    """The kernelpick commit measured: BENCH_COMMIT where the caller gives it, else `git rev-parse`, with
+    "+changes" where the tracked files differ from that commit (the device machine's copy of the tree
+    carries this tree's files over a `.git` that may be older: its HEAD alone would name the wrong
+    commit); None where neither says."""
     if os.environ.get("BENCH_COMMIT"):
         return os.environ["BENCH_COMMIT"]
-    try:
-        done = subprocess.run(
-            ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-    except OSError:
+
+    def git(*arguments: str) -> str:
+        try:
+            done = subprocess.run(["git", "-C", str(ROOT), *arguments], capture_output=True, text=True, check=False)
+        except OSError:
+            return ""
+        return done.stdout.strip()
+
+    head = git("rev-parse", "--short", "HEAD")
+    if not head:
         return None
-    return done.stdout.strip() or None
+    return head + "+changes" if git("status", "--porcelain", "--untracked-files=no") else head
 
 
 def require_kernelpick() -> None:
