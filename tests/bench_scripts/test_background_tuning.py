@@ -2,22 +2,17 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-from tests.bench_scripts import BENCH, run_bench
+from tests.bench_scripts import load_bench, run_bench
 
 
 def bench_module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("background_tuning", BENCH / "background_tuning.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("background_tuning.py")
 
 
 def test_sizes_appear_one_after_another_and_each_step_runs_one_seen_so_far() -> None:

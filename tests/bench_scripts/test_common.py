@@ -2,22 +2,17 @@
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-from tests.bench_scripts import BENCH
+from tests.bench_scripts import load_bench
 
 
 def load_common() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_common", BENCH / "common.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("common.py")
 
 
 def git(folder: Path, *arguments: str) -> str:

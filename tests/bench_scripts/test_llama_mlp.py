@@ -2,24 +2,19 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-from tests.bench_scripts import BENCH, run_bench
+from tests.bench_scripts import BENCH, load_bench, run_bench
 
 SCRIPT = BENCH / "llama_mlp.py"
 
 
 def bench_module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("llama_mlp", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("llama_mlp.py")
 
 
 def run(*args: str) -> None:
