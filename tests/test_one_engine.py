@@ -91,8 +91,7 @@ def test_both_fronts_search_and_measure_through_the_engines_one_search_and_one_m
     with settings.override(rep_ms=1.0, search_budget=2, confirm_top=1):
         tuned[lambda meta: (triton.cdiv(100, meta["BLOCK"]),)](x, 100)
         torch.testing.assert_close(selector(x + 1), (x + 1) * 2)
-    config, extern, template_choice = ConfigChoice, ExternChoice, TemplateChoice
-    assert searched == [[config], [extern, template_choice]]  # each front's one search
-    assert {kind for kinds in measured for kind in kinds} == {config, extern, template_choice}
+    assert searched == [[ConfigChoice], [ExternChoice, TemplateChoice]]  # each front's one search
+    assert {kind for kinds in measured for kind in kinds} == {ConfigChoice, ExternChoice, TemplateChoice}
     assert tuned.last_tuning is not None and tuned.last_tuning.search is not None
     assert selector.last_selection is not None and "double" in selector.last_selection.searches
