@@ -11,6 +11,7 @@ import selectors
 import shutil
 import signal
 import statistics
+import sys
 import tempfile
 import threading
 import time
@@ -175,16 +176,11 @@ class _ForkedExecutor(Executor):
         os.write(queue_write, b"".join(index.to_bytes(4, "little") for index in range(len(self.jobs))))
         os.close(queue_write)
         children = []
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", DeprecationWarning)  # fork() with threads: children run no CUDA
-            for _ in range(count):
-                read_end, write_end = os.pipe()
-                pid = os.fork()
-                if pid == 0:  # pragma: no cover - runs in the child
-                    os.close(read_end)
-                    self._child(queue_read, write_end)
-                os.close(write_end)
-                children.append((pid, read_end))
+        for _ in range(count):
+            read_end, write_end = os.pipe()
+            pid = fork(self._child, queue_read, read_end, write_end)
+            os.close(write_end)
+            children.append((pid, read_end))
         os.close(queue_read)
         if meanwhile is not None:
             meanwhile()  # while the children compile
@@ -323,16 +319,16 @@ class _ForkedExecutor(Executor):
         except Exception as error:  # the kernel's first launch builds it instead, and says what fails
             log.debug("no launcher built for %s: %s", getattr(kernel, "name", "?"), error)
 
-    def _child(self, queue: int, write_end: int) -> None:  # pragma: no cover - child only
-        code = 0
+    def _child(self, queue: int, read_end: int, write_end: int) -> int:  # pragma: no cover - child only
+        os.close(read_end)
+        # Ctrl-C reaches the whole foreground process group: the parent decides, and kills the
+        # compilers when it stops; a SIGTERM handler of the tuning's is the parent's alone.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        # Compilers fill every core; what waits on them must not wait for a core as well: the
+        # worker processes importing torch as they start, the parent feeding configs to them.
+        os.nice(COMPILER_NICENESS)
         try:
-            # Ctrl-C reaches the whole foreground process group: the parent decides, and kills the
-            # compilers when it stops; a SIGTERM handler of the tuning's is the parent's alone.
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-            # Compilers fill every core; what waits on them must not wait for a core as well: the
-            # worker processes importing torch as they start, the parent feeding configs to them.
-            os.nice(COMPILER_NICENESS)
             with os.fdopen(write_end, "w", buffering=1) as stream:  # a line at a time
                 # Reads of 4 bytes from a pipe are atomic: each job number goes to exactly one child.
                 while len(number := os.read(queue, 4)) == 4:
@@ -351,8 +347,28 @@ class _ForkedExecutor(Executor):
                     report["waited_s"] = claim.waited_s
                     stream.write(json.dumps(report) + "\n")
         except BrokenPipeError:  # the parent is gone (killed, or it gave up on us): nobody to tell
-            code = 1
+            return 1
+        return 0
+
+
+def fork(child: Callable[..., int], *args: Any) -> int:
+    """Fork a process that runs `child(*args)` and exits with the status it returns (1, its traceback on
+    stderr, where it raises); the child's pid.
+
+    Python warns of fork() beside threads: a lock another thread held stays held in the child. The
+    children forked here take none of the caller's, and run no CUDA.
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        code = 1
+        try:
+            code = child(*args)
         except BaseException:
             traceback.print_exc()
-            code = 1
-        os._exit(code)
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+    return pid

@@ -20,6 +20,8 @@ import warnings
 from collections.abc import Mapping
 from typing import IO, Any
 
+from kernelpick.compile.forked import fork
+
 log = logging.getLogger("kernelpick.workers")
 
 #: Seconds a spawned zygote may take to import torch and Triton before its first worker is given up.
@@ -74,25 +76,7 @@ class Zygote:
             self._process = _spawn(theirs)
             pid = self._process.pid
         else:
-            with warnings.catch_warnings():
-                # Python warns of fork() beside threads: a lock another thread held stays held in the
-                # child. The zygote takes none of the caller's: it runs only its own loop and workers.
-                warnings.simplefilter("ignore", DeprecationWarning)
-                pid = os.fork()
-        if pid == 0:  # pragma: no cover - the zygote itself
-            global _zygote_lock
-            _zygote_lock = threading.Lock()  # forked while `fork_zygote` held it: its children fork their own
-            _forget_unfinished_imports()
-            ours.close()
-            code = 0
-            try:
-                usable = not _in_bad_fork()
-                _report(theirs, {"usable": usable})
-                if usable:
-                    _serve(theirs)
-            except BaseException:
-                code = 1
-            os._exit(code)
+            pid = fork(_be_zygote, ours, theirs)
         theirs.close()
         self.pid = pid
         self._socket = ours
@@ -145,6 +129,10 @@ class Zygote:
                     if number not in self._started:
                         raise OSError("the zygote is gone")
                     pid = self._started.pop(number)
+        except BaseException:  # no child has the caller's ends
+            os.close(stdin_write)
+            os.close(output_read)
+            raise
         finally:
             os.close(stdin_read)
             os.close(output_write)
@@ -202,6 +190,21 @@ def _spawn(connection: socket.socket) -> subprocess.Popen[bytes]:
     )
 
 
+def _be_zygote(ours: socket.socket, theirs: socket.socket) -> int:  # pragma: no cover - the zygote
+    global _zygote_lock
+    _zygote_lock = threading.Lock()  # forked while `fork_zygote` held it: its children fork their own
+    _forget_unfinished_imports()
+    ours.close()
+    try:
+        usable = not _in_bad_fork()
+        _report(theirs, {"usable": usable})
+        if usable:
+            _serve(theirs)
+    except BaseException:  # the caller is gone: nobody to tell
+        return 1
+    return 0
+
+
 def serve_spawned(fd: int) -> None:  # pragma: no cover - runs in a spawned zygote
     """A spawned zygote: import what a worker needs (using no CUDA), then serve as a forked one does."""
     import torch  # noqa: F401
@@ -237,10 +240,7 @@ def _serve(connection: socket.socket) -> None:  # pragma: no cover - runs in the
             *lines, pending = pending.split(b"\n")
             for line in lines:
                 request = json.loads(line)
-                pid = os.fork()
-                if pid == 0:
-                    connection.close()
-                    _become_child(fds, request["environment"], request["entry"])
+                pid = fork(_become_child, connection, fds, request["environment"], request["entry"])
                 children.add(pid)
                 for fd in fds:
                     os.close(fd)
@@ -278,40 +278,33 @@ def _report(connection: socket.socket, message: dict[str, Any]) -> None:  # prag
     connection.sendall(json.dumps(message).encode() + b"\n")
 
 
-def _become_child(fds: list[int], environment: Mapping[str, str], entry: str) -> None:  # pragma: no cover
+def _become_child(
+    connection: socket.socket, fds: list[int], environment: Mapping[str, str], entry: str
+) -> int:  # pragma: no cover
     """In a child of the zygote: take the pipes and the environment, and run `entry` (a worker's
-    loop, or a device process's)."""
-    code = 1
-    try:
-        os.setsid()  # its own process group: the pool kills the worker and what it started at once
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        die_with_parent()
-        stdin, output, messages = fds
-        os.dup2(stdin, 0)
-        os.dup2(output, 1)
-        os.dup2(output, 2)
-        os.close(stdin)
-        os.close(output)
-        sys.stdin = open(0, closefd=False)
-        sys.stdout = open(1, "w", buffering=1, closefd=False)
-        sys.stderr = open(2, "w", buffering=1, closefd=False)
-        for handler in logging.root.handlers[:]:  # the caller's log files are the caller's
-            logging.root.removeHandler(handler)
-        # NVML does not start in a process forked from one that used it (the caller asked it for its
-        # GPUs before forking the zygote); torch then counts GPUs through CUDA, but warns first.
-        warnings.filterwarnings("ignore", message="Can't initialize NVML")
-        from kernelpick import settings
+    loop, or a device process's); its exit status."""
+    connection.close()
+    os.setsid()  # its own process group: the pool kills the worker and what it started at once
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    die_with_parent()
+    stdin, output, messages = fds
+    os.dup2(stdin, 0)
+    os.dup2(output, 1)
+    os.dup2(output, 2)
+    os.close(stdin)
+    os.close(output)
+    sys.stdin = open(0, closefd=False)
+    sys.stdout = open(1, "w", buffering=1, closefd=False)
+    sys.stderr = open(2, "w", buffering=1, closefd=False)
+    for handler in logging.root.handlers[:]:  # the caller's log files are the caller's
+        logging.root.removeHandler(handler)
+    # NVML does not start in a process forked from one that used it (the caller asked it for its
+    # GPUs before forking the zygote); torch then counts GPUs through CUDA, but warns first.
+    warnings.filterwarnings("ignore", message="Can't initialize NVML")
+    from kernelpick import settings
 
-        settings.replace_environment(environment)  # CUDA_VISIBLE_DEVICES among it, read when CUDA starts
-        code = run_entry(entry, messages)
-    except BaseException:
-        import traceback
-
-        traceback.print_exc()
-    finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
+    settings.replace_environment(environment)  # CUDA_VISIBLE_DEVICES among it, read when CUDA starts
+    return run_entry(entry, messages)
 
 
 def run_entry(entry: str, messages: int) -> int:  # pragma: no cover - runs in a worker or a device process
