@@ -13,6 +13,7 @@ from kernelpick import settings
 from kernelpick.bench.host import host_ms
 from kernelpick.bench.result import BenchmarkResult, Status, TimingSummary
 from kernelpick.bench.timers import Benchmarkable, Timer, TimingBudget
+from kernelpick.compile.precompile import shortened
 from kernelpick.device import DeviceInfo
 from kernelpick.signals import raise_if_interrupted
 
@@ -37,9 +38,7 @@ def classify_run_error(error: BaseException) -> tuple[Status, str]:
     raise_if_interrupted(error)
     name = type(error).__name__
     status: Status = "out_of_resources" if name == "OutOfResources" else "runtime_error"
-    text = str(error).strip()
-    if len(text) > 2000:
-        text = text[:1000] + "\n...\n" + text[-1000:]
+    text = shortened(str(error).strip())
     return status, f"{name}: {text}" if text else name
 
 

@@ -106,10 +106,15 @@ class CompileJob:
     companions: tuple[CompileJob, ...] = ()
 
 
+def shortened(text: str) -> str:
+    """`text` with its middle cut where it is over 2,000 characters: an error's start and end say most."""
+    return text if len(text) <= 2000 else text[:1000] + "\n...\n" + text[-1000:]
+
+
 def classify(error: BaseException) -> tuple[CompileStatus, str]:
     """Map a compile-time exception to a status and a one-paragraph message."""
     name = type(error).__name__
-    text = str(error).strip() or name
+    text = shortened(str(error).strip() or name)
     status: CompileStatus = "out_of_resources" if name == "OutOfResources" else "compile_error"
     if isinstance(error, CompilerCrashed):
         status = "crashed"
@@ -117,8 +122,6 @@ def classify(error: BaseException) -> tuple[CompileStatus, str]:
         status = "skipped"
     elif isinstance(error, CompileTimeout):
         status = "timeout"
-    if len(text) > 2000:
-        text = text[:1000] + "\n...\n" + text[-1000:]
     return status, f"{name}: {text}" if not text.startswith(name) else text
 
 
