@@ -95,28 +95,25 @@ def compile_claim(folder: Path, key: str, wait_s: float) -> Iterator[ClaimWait]:
     # 0600: another user who could open a lock file could hold the claim.
     lock = FileLock(str(folder / f"{hashlib.sha256(key.encode()).hexdigest()}.lock"), mode=0o600)
     started = time.monotonic()
+    held, waited_s = False, 0.0
     try:
-        if not _private(folder):
-            yield ClaimWait(False, 0.0)
-            return
-        try:
-            lock.acquire(timeout=0)
-            waited = False
-        except Timeout:
-            waited = True
-            lock.acquire(timeout=wait_s, poll_interval=POLL_S)
+        if _private(folder):
+            try:
+                lock.acquire(timeout=0)
+            except Timeout:
+                lock.acquire(timeout=wait_s, poll_interval=POLL_S)
+                waited_s = time.monotonic() - started
+            held = True
     except Timeout:
         log.warning(
             "a config was compiling in another process for over %.0f s; compiling it here as well",
             wait_s,
         )
-        yield ClaimWait(False, time.monotonic() - started)
-        return
+        waited_s = time.monotonic() - started
     except OSError as error:  # an unwritable cache folder: each process compiles on its own
         log.debug("cannot claim a compile in %s: %s", folder, error)
-        yield ClaimWait(False, 0.0)
-        return
     try:
-        yield ClaimWait(True, time.monotonic() - started if waited else 0.0)
+        yield ClaimWait(held, waited_s)
     finally:
-        lock.release()
+        if held:
+            lock.release()

@@ -175,27 +175,24 @@ class _ForkedExecutor(Executor):
         queue_read, queue_write = os.pipe()
         os.write(queue_write, b"".join(index.to_bytes(4, "little") for index in range(len(self.jobs))))
         os.close(queue_write)
-        children = []
+        running: dict[int, _Child] = {}  # by read end
         for _ in range(count):
             read_end, write_end = os.pipe()
-            pid = fork(self._child, queue_read, read_end, write_end)
+            running[read_end] = _Child(fork(self._child, queue_read, read_end, write_end))
             os.close(write_end)
-            children.append((pid, read_end))
         os.close(queue_read)
         if meanwhile is not None:
             meanwhile()  # while the children compile
-        return self._collect(children)
+        return self._collect(running)
 
-    def _collect(self, children: list[tuple[int, int]]) -> dict[int, dict[str, Any]]:
+    def _collect(self, running: dict[int, _Child]) -> dict[int, dict[str, Any]]:
         """Read every child's reports; kill a child whose current config outlives `timeout_s`, or
         the limit `patience` sets."""
         reports: dict[int, dict[str, Any]] = {}
         compiled_s: list[float] = []  # how long each config that compiled took
         watch = selectors.DefaultSelector()
-        running: dict[int, _Child] = {}  # by read end
-        for pid, read_end in children:
+        for read_end in running:
             watch.register(read_end, selectors.EVENT_READ)
-            running[read_end] = _Child(pid)
         limit = self._limit(compiled_s)
         try:
             while running:
