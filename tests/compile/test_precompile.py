@@ -563,3 +563,23 @@ def test_a_warm_up_that_failed_is_tried_again(monkeypatch: pytest.MonkeyPatch) -
         with pytest.raises(RuntimeError):
             module.warm_up_compiler()
     assert len(calls) == 2
+
+
+def test_forked_compilers_leave_what_the_callers_output_buffers_hold_to_the_caller() -> None:
+    # Output into a pipe is block-buffered: a child that flushed its copy of the buffer would write
+    # the caller's unwritten lines a second time.
+    script = textwrap.dedent(
+        """
+        from kernelpick.compile.forked import _ForkedExecutor
+
+        print("written once")
+        executor = _ForkedExecutor(workers=2)
+        futures = [executor.submit(lambda: "a"), executor.submit(lambda: 1 / 0)]
+        executor.run()
+        """
+    )
+    environment = {name: value for name, value in os.environ.items() if name != "PYTHONUNBUFFERED"}
+    found = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, env=environment
+    )
+    assert found.stdout == "written once\n"

@@ -11,7 +11,6 @@ import selectors
 import shutil
 import signal
 import statistics
-import sys
 import tempfile
 import threading
 import time
@@ -365,7 +364,5 @@ def fork(child: Callable[..., int], *args: Any) -> int:
         except BaseException:
             traceback.print_exc()
         finally:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(code)
+            os._exit(code)  # unflushed: what the caller's buffers held is the caller's to write
     return pid

@@ -304,7 +304,11 @@ def _become_child(
     from kernelpick import settings
 
     settings.replace_environment(environment)  # CUDA_VISIBLE_DEVICES among it, read when CUDA starts
-    return run_entry(entry, messages)
+    try:
+        return run_entry(entry, messages)
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
 
 
 def run_entry(entry: str, messages: int) -> int:  # pragma: no cover - runs in a worker or a device process
