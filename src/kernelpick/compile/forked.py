@@ -349,12 +349,9 @@ class _ForkedExecutor(Executor):
 
 def fork(child: Callable[..., int], *args: Any) -> int:
     """Fork a process that runs `child(*args)` and exits with the status it returns (1, its traceback on
-    stderr, where it raises); the child's pid.
-
-    Python warns of fork() beside threads: a lock another thread held stays held in the child. The
-    children forked here take none of the caller's, and run no CUDA.
-    """
+    stderr, where it raises); the child's pid."""
     with warnings.catch_warnings():
+        # Python warns of fork() beside threads, whose locks stay held in the child: ours take none.
         warnings.simplefilter("ignore", DeprecationWarning)
         pid = os.fork()
     if pid == 0:  # pragma: no cover - the child

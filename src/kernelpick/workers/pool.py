@@ -212,8 +212,7 @@ class WorkerPool:
                 screened = self._screen(request, first, timeout_s, on_done, feed, best_ms)
                 results.update(screened)
                 phases["screen"] = time.perf_counter() - started
-                screened_results = {c: results[c] for c in screened}
-                closest = finalists(screened_results, confirm_top, confirm_within, reference, best_ms())
+                closest = finalists(screened, confirm_top, confirm_within, reference, best_ms())
                 if len(closest) > 1:
                     started = time.perf_counter()
                     results = on_one_scale(results, self._confirm(request, closest, timeout_s * len(closest)))
