@@ -2,8 +2,8 @@
 
 The measuring checks every candidate's output against the reference's (`kernelpick.bench.verify`).
 Since 4df7c61 the reference is widened and its NaN, finite values, RMS and allowed error found once
-per measurement (`Expected(reference).why(output)` per candidate); `compare(output, reference)` still
-prepares it for each call, as every check did before. Ten outputs of a bf16 matrix, each way, three
+per measurement (`Expected(reference).why(output)` per candidate); `Expected(reference)` made per
+output prepares it for each check, as every check did before. Ten outputs of a bf16 matrix, each way, three
 times alternating, on the device given (default: a CUDA GPU if there is one, else the CPU with one
 thread). Writes bench/results/verify_prepared-<device>.json.
 
@@ -21,7 +21,7 @@ import torch
 
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1] / "src")]
 
-from kernelpick.bench.verify import Expected, compare  # noqa: E402
+from kernelpick.bench.verify import Expected  # noqa: E402
 
 
 def main() -> None:
@@ -55,7 +55,7 @@ def main() -> None:
 
     per_output, prepared_once = [], []
     for _ in range(3):
-        per_output.append(timed(lambda: [compare(o, want) for o in outputs]))
+        per_output.append(timed(lambda: [Expected(want).why(o) for o in outputs]))
         prepared_once.append(timed(lambda: (lambda e: [e.why(o) for o in outputs])(Expected(want))))
     report = {
         "environment": environment(),

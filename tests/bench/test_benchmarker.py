@@ -308,7 +308,7 @@ def test_no_finalist_is_slower_than_what_another_rank_found_by_more_than_the_mar
     # Another rank's part holds the key's fastest: this part's near-equal candidates cannot win.
     results = {n: ok(ms) for n, ms in {"a": 2.0, "b": 2.1, "c": 2.15}.items()}
     assert finalists(results, 3, 0.1) == ["a", "b", "c"]
-    assert finalists(results, 3, 0.1, elsewhere=1.0) == []
+    assert finalists(results, 3, 0.1, best_ms=1.0) == []
     assert finalists(results, 3, 0.1, "c", 1.0) == ["c"]  # the reference, however it went
 
 

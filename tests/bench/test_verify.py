@@ -11,7 +11,6 @@ from kernelpick.bench.verify import (
     TF32_TOLERANCE,
     Expected,
     Tolerance,
-    compare,
     fp8_product_tolerance,
     tolerance_for,
 )
@@ -28,14 +27,14 @@ def matmul_pair(dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64])
 def test_rounding_differences_of_correct_results_pass(dtype: torch.dtype) -> None:
     got, want = matmul_pair(dtype)
-    assert compare(got, want) is None
+    assert Expected(want).why(got) is None
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
 def test_a_wrong_element_fails(dtype: torch.dtype) -> None:
     got, want = matmul_pair(dtype)
     got[3, 7] += 0.5 * float(want.float().abs().mean()) + 1
-    reason = compare(got, want)
+    reason = Expected(want).why(got)
     assert reason is not None and "1 of 4096 values" in reason
 
 
@@ -51,38 +50,38 @@ def test_nan_never_passes_even_where_the_reference_is_nan() -> None:
     want = torch.ones(4)
     got = want.clone()
     got[1] = float("nan")
-    assert "1 NaN" in (compare(got, want) or "")
+    assert "1 NaN" in (Expected(want).why(got) or "")
     both = torch.full((4,), float("nan"))
-    assert "cannot be verified" in (compare(both, both) or "")
+    assert "cannot be verified" in (Expected(both).why(both) or "")
 
 
 def test_infinities_must_match() -> None:
     want = torch.tensor([1.0, float("inf")])
-    assert compare(want.clone(), want) is None
-    assert "infinities" in (compare(torch.tensor([1.0, 2.0]), want) or "")
+    assert Expected(want).why(want.clone()) is None
+    assert "infinities" in (Expected(want).why(torch.tensor([1.0, 2.0])) or "")
 
 
 def test_sizes_dtypes_and_structure_must_match() -> None:
     x = torch.ones(2, 3)
-    assert "size [3, 2]" in (compare(x.t(), x) or "")
-    assert "dtype torch.float64" in (compare(x.double(), x) or "")
-    assert "a tuple of 1" in (compare((x,), (x, x)) or "")
-    assert compare((x, [x]), (x, [x])) is None
-    assert "output[1]" in (compare((x, x + 1), (x, x)) or "")
-    assert "a int" in (compare(1, x) or "")
+    assert "size [3, 2]" in (Expected(x).why(x.t()) or "")
+    assert "dtype torch.float64" in (Expected(x).why(x.double()) or "")
+    assert "a tuple of 1" in (Expected((x, x)).why((x,)) or "")
+    assert Expected((x, [x])).why((x, [x])) is None
+    assert "output[1]" in (Expected((x, x)).why((x, x + 1)) or "")
+    assert "a int" in (Expected(x).why(1) or "")
 
 
 def test_integers_must_be_equal() -> None:
     x = torch.arange(6)
-    assert compare(x.clone(), x) is None
-    assert "differs in 1 of 6" in (compare(x + (x == 2), x) or "")
+    assert Expected(x).why(x.clone()) is None
+    assert "differs in 1 of 6" in (Expected(x).why(x + (x == 2)) or "")
 
 
 def test_a_given_tolerance_overrides_the_dtype_default() -> None:
     want = torch.ones(8)
     got = want + 1e-3
-    assert compare(got, want) is not None
-    assert compare(got, want, tolerance=Tolerance(1e-2, 0.0)) is None
+    assert Expected(want).why(got) is not None
+    assert Expected(want, Tolerance(1e-2, 0.0)).why(got) is None
 
 
 def truncated(x: torch.Tensor, bits: int = 14) -> torch.Tensor:
@@ -113,9 +112,9 @@ def test_fp8_products_pass_their_tolerance_with_either_accumulation() -> None:
     b = torch.randn(k, 64, generator=generator).clamp(-4, 4).to(torch.float8_e4m3fn).double()
     exact = (a @ b).float()
     promoted, fast = tensor_core_product(a, b, 512), tensor_core_product(a, b, k)
-    assert compare(promoted, exact, tolerance=Tolerance(1e-3, 1e-3)) is None
-    assert compare(fast, exact, tolerance=FP8_PRODUCT_TOLERANCE) is not None
-    assert compare(fast, exact, tolerance=FP8_FAST_ACCUMULATION_TOLERANCE) is None
+    assert Expected(exact, Tolerance(1e-3, 1e-3)).why(promoted) is None
+    assert Expected(exact, FP8_PRODUCT_TOLERANCE).why(fast) is not None
+    assert Expected(exact, FP8_FAST_ACCUMULATION_TOLERANCE).why(fast) is None
 
 
 def test_fp8_product_tolerance_is_the_looser_of_the_output_dtype_and_the_accumulation() -> None:
@@ -170,4 +169,4 @@ def test_a_reference_is_prepared_once_for_every_output_checked_against_it(
     assert reasons[0] is None and reasons[2] is None
     assert reasons[1] is not None and "differs from the reference in 1 of 2047 values" in reasons[1]
     assert len(widened) == 1 + len(outputs)  # the reference once, each output once
-    assert reasons == [compare(output, want) for output in outputs]  # what a single comparison says
+    assert reasons == [Expected(want).why(output) for output in outputs]  # what one prepared per output says

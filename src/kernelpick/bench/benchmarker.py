@@ -24,9 +24,6 @@ _K = TypeVar("_K")
 #: so that results measured the old way are measured again rather than compared with new ones.
 MEASUREMENT_VERSION = "measure-3"
 
-#: Host time of one call of a candidate, given its device time (see `bench/host.py`).
-HostTimer = Callable[[Benchmarkable, float], float]
-
 
 def classify_run_error(error: BaseException) -> tuple[Status, str]:
     """Map an exception raised while running a candidate to a status and message.
@@ -53,7 +50,7 @@ def benchmark(
     cutoff: float | None = None,
     best_ms: float | Callable[[], float] = float("inf"),
     on_done: Callable[[_K, BenchmarkResult], object] | None = None,
-    host_time: HostTimer | None = None,
+    host_time: Callable[[Benchmarkable, float], float] | None = None,
     reference: _K | None = None,
 ) -> dict[_K, BenchmarkResult]:
     """Time every candidate; a candidate that raises is recorded with its reason, never chosen.
@@ -76,7 +73,8 @@ def benchmark(
             cutoff and the second round's `finalists` count too.
         on_done: called with each candidate's key and first-round result as it is done with
             (progress bars; a tuning stores each result as it comes).
-        host_time: measures a candidate's host time per call after its first round (None: device
+        host_time: a candidate's host time per call, given its device time, measured after its first
+            round (`bench/host.py`; None: device
             time alone is its cost, as for the configs of one kernel, which share one launcher).
         reference: the key of the candidate to keep unless clearly beaten (`bench.pick`): it is
             always timed again in the second round, beside the fastest.
@@ -146,10 +144,10 @@ def finalists(
     top: int,
     within: float,
     reference: _K | None = None,
-    elsewhere: float = float("inf"),
+    best_ms: float = float("inf"),
 ) -> list[_K]:
     """The candidates worth a second round: at most `top`, lowest cost first, each of which ran at
-    least once within `within` of the lowest cost (theirs, or `elsewhere`, measured by another rank,
+    least once within `within` of the lowest cost (theirs, or `best_ms`, measured by another rank,
     where lower: one slower than what another rank found cannot win); and `reference` whenever it worked,
     however its brief first look went (in the place of the last of the `top`).
 
@@ -163,7 +161,7 @@ def finalists(
     ranked = sorted((k for k, r in results.items() if r.ok), key=lambda k: results[k].cost_ms)
     if not ranked:
         return []
-    limit = min(results[ranked[0]].cost_ms, elsewhere) * (1.0 + within)
+    limit = min(results[ranked[0]].cost_ms, best_ms) * (1.0 + within)
     chosen = [k for k in ranked if (timing := results[k].timing) is not None and timing.min_ms <= limit][:top]
     if reference is not None and reference in ranked and reference not in chosen:
         chosen = [*chosen[: top - 1], reference] if len(chosen) >= top else [*chosen, reference]

@@ -14,11 +14,6 @@ from kernelpick.tensors import TensorSpec, example_generator, example_tensor, is
 InputGen = Callable[..., Sequence[Any]]
 
 
-def _flat_bytes(tensor: torch.Tensor) -> torch.Tensor:
-    """The whole storage behind `tensor`, as a 1-D uint8 tensor."""
-    return torch.empty(0, dtype=torch.uint8, device=tensor.device).set_(tensor.untyped_storage())
-
-
 def tensor_of(value: Any) -> torch.Tensor | None:
     """The tensor an argument reads or writes: the tensor itself, or a tensor descriptor's base."""
     if isinstance(value, torch.Tensor):
@@ -27,13 +22,6 @@ def tensor_of(value: Any) -> torch.Tensor | None:
         base: torch.Tensor = value.base
         return base
     return None
-
-
-def _view_into(storage_bytes: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
-    """A tensor over `storage_bytes` with `like`'s dtype, size, strides and offset."""
-    return torch.empty(0, dtype=like.dtype, device=like.device).set_(
-        storage_bytes.untyped_storage(), like.storage_offset(), like.size(), like.stride()
-    )
 
 
 def _storage_of(tensor: torch.Tensor) -> tuple[int, torch.device]:
@@ -83,8 +71,10 @@ class Example:
             value = tensor_of(given.get(name))
             if value is not None and value.untyped_storage().nbytes() > 0:
                 key = _storage_of(value)
-                if key not in self._pairs:
-                    original = _flat_bytes(value)
+                if key not in self._pairs:  # the whole storage, as 1-D bytes
+                    original = torch.empty(0, dtype=torch.uint8, device=value.device).set_(
+                        value.untyped_storage()
+                    )
                     self._pairs[key] = (original, original.clone())
         read_storages = {
             _storage_of(tensor)
@@ -99,8 +89,10 @@ class Example:
             tensor = tensor_of(value)
             if tensor is not None:
                 pair = self._pairs.get(_storage_of(tensor))
-                if pair is not None:
-                    copy = _view_into(pair[1], tensor)
+                if pair is not None:  # the tensor as it is, over the copy
+                    copy = torch.empty(0, dtype=tensor.dtype, device=tensor.device).set_(
+                        pair[1].untyped_storage(), tensor.storage_offset(), tensor.size(), tensor.stride()
+                    )
                     value = copy if value is tensor else dataclasses.replace(value, base=copy)
             self.named[name] = value
         self._zeroed = [t for t in map(tensor_of, (self.named.get(n) for n in zeroed)) if t is not None]

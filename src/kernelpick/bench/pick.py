@@ -20,10 +20,6 @@ class Pick(Generic[K]):
     fastest: K
     note: str
 
-    @property
-    def kept_reference(self) -> bool:
-        return self.best != self.fastest
-
 
 def margin(result: BenchmarkResult, reference: BenchmarkResult) -> float:
     """How much faster `result` must be than `reference`, as a fraction of the reference's cost: the

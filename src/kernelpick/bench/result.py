@@ -170,14 +170,14 @@ class BenchmarkResult:
 
     @property
     def median_ms(self) -> float:
-        """The median device time, or infinity for a failed candidate (for sorting only: check `ok`)."""
+        """The median device time, what candidates are ranked by (`TimingSummary.cost_ms`), or infinity
+        for a failed candidate (for sorting only: check `ok`)."""
         return self.timing.median_ms if self.timing is not None else float("inf")
 
     @property
     def cost_ms(self) -> float:
-        """What a call costs (`TimingSummary.cost_ms`), or infinity for a failed candidate: candidates
-        are ranked by it."""
-        return self.timing.cost_ms if self.timing is not None else float("inf")
+        """What a call costs: `median_ms`, by the name the rankings use."""
+        return self.median_ms
 
     def cost(self, measure: str = "graph") -> float:
         """`TimingSummary.cost`, or infinity for a failed candidate."""

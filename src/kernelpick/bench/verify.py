@@ -81,29 +81,6 @@ def fp8_product_tolerance(out_dtype: torch.dtype, *, fast_accumulation: bool = F
     return Tolerance(max(own.rtol, allowance.rtol), max(own.atol, allowance.atol))
 
 
-def compare(
-    output: Any,
-    expected: Any,
-    *,
-    tolerance: Tolerance | None = None,
-    tf32: bool = False,
-    where: str = "output",
-) -> str | None:
-    """Why `output` does not match `expected` (None when it does): `Expected(expected, ...).why(output)`.
-
-    Tensors are compared by size, dtype and values; tuples and lists element by element; anything else
-    with `==`.
-
-    Args:
-        output: what the choice returned.
-        expected: what the reference returned.
-        tolerance: the tolerance to use for every floating tensor (default: by dtype).
-        tf32: float32 products may have used TensorFloat-32.
-        where: how to name this output in the message.
-    """
-    return Expected(expected, tolerance, tf32).why(output, where)
-
-
 #: A floating reference prepared (`Expected._widened`), or why nothing can be checked against it.
 _Widened = tuple[torch.Tensor, "torch.Tensor | None", float, torch.Tensor] | str
 
@@ -111,7 +88,9 @@ _Widened = tuple[torch.Tensor, "torch.Tensor | None", float, torch.Tensor] | str
 class Expected:
     """The reference's output, prepared once for checking many outputs against it: a floating
     tensor widened, its NaN, infinities and RMS found (per output of every candidate, that work was
-    as much as the candidate's own check)."""
+    as much as the candidate's own check). Tensors are compared by size, dtype and values (within
+    `tolerance` for every floating one, default: by dtype; `tf32`: float32 products may have used
+    TensorFloat-32), tuples and lists element by element, anything else with `==`."""
 
     def __init__(self, expected: Any, tolerance: Tolerance | None = None, tf32: bool = False) -> None:
         self.expected, self.tolerance = expected, tolerance

@@ -148,7 +148,7 @@ class TuningRecord:
 
     @property
     def failed(self) -> dict[Any, BenchmarkResult]:
-        return {self._as_given(r.digest): r.result for r in self.candidates if not r.result.ok}
+        return {given: result for given, result in self.results.items() if not result.ok}
 
     def __getitem__(self, name: str) -> CandidateResult:
         """The row of the candidate named `name`."""
@@ -185,14 +185,9 @@ class TuningRecord:
         notes += [self.search_caption(name) for name in self.searches]  # a kernel's: unnamed
         notes += [f"timed in this process, not in a worker: {n}: {why}" for n, why in self.timed_here.items()]
         rows = [(r.name, r.result) for r in self.candidates]
+        note, measure = "\n".join(notes), self.measured_as
         return autotune_table(
-            self.title,
-            rows,
-            self.device,
-            self.seconds,
-            best=self.best_name,
-            note="\n".join(notes),
-            measure=self.measured_as,
+            self.title, rows, self.device, self.seconds, best=self.best_name, note=note, measure=measure
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -448,12 +443,8 @@ def tuning_entry(record: TuningRecord) -> dict[str, Any]:
         **extra,
         "candidates": candidates,
     }
-    flops, moved = work_of(record.name, key)
-    if flops is not None:
-        entry["flops"] = flops
-    if moved is not None:
-        entry["bytes"] = moved
-    return entry
+    figures = zip(("flops", "bytes"), work_of(record.name, key))
+    return entry | {name: figure for name, figure in figures if figure is not None}
 
 
 def selection_key(signature: Sequence[Any]) -> dict[str, Any]:

@@ -266,7 +266,7 @@ class WorkerPool:
         timeout_s: float,
         on_done: OnDone,
         feed: Feed,
-        elsewhere: Callable[[], float],
+        best_ms: Callable[[], float],
     ) -> dict[str, BenchmarkResult]:
         """Step 2: one candidate at a time to whichever worker is free (and more as `feed` delivers them)."""
         results: dict[str, BenchmarkResult] = {}
@@ -281,10 +281,10 @@ class WorkerPool:
                         continue
                     if not worker.alive:
                         worker.start()
-                    fastest = min([r.cost_ms for r in results.values() if r.ok] + [elsewhere()])
-                    best_ms = None if fastest == float("inf") else fastest
+                    fastest = min([r.cost_ms for r in results.values() if r.ok] + [best_ms()])
+                    lowest = None if fastest == float("inf") else fastest
                     busy[worker.slot] = self._send(
-                        worker, request, "screen", [pending.popleft()], timeout_s, best_ms=best_ms
+                        worker, request, "screen", [pending.popleft()], timeout_s, best_ms=lowest
                     )
                 message = self._next_message(busy, feed)
                 if message is not None and message[0] == _FEED:
