@@ -404,10 +404,9 @@ class ProfilerTimer:
         estimate = self.events.estimate(candidate)
         for _ in range(budget.warmups_for(estimate)):
             run_once(candidate)
-        quick = self._profiled([candidate], QUICK_RUNS) if cutoff_ms is not None else None
-        if quick is not None:
+        if cutoff_ms is not None and (quick := self._profiled([candidate], QUICK_RUNS)) is not None:
             estimate = statistics.median(quick[0])
-            if estimate > cutoff_ms:  # type: ignore[operator]  # cutoff_ms is set: quick was made
+            if estimate > cutoff_ms:
                 return quick[0]
         profiled = self._profiled([candidate], budget.reps_for(estimate))
         return profiled[0] if profiled is not None else self.events.measure(candidate, budget, cutoff_ms)

@@ -120,15 +120,8 @@ class KeyShare:
     def publish(self, index: int, results: Mapping[str, BenchmarkResult]) -> dict[str, BenchmarkResult]:
         """Publish the results of part `index`; returns the part's results as the job has them (those
         of a rank that published the part first, when one did)."""
-        value = json.dumps(
-            {
-                "rank": self.job.rank,
-                "results": {
-                    digest: {"result": result.to_dict(), "from_store": result.from_store}
-                    for digest, result in results.items()
-                },
-            }
-        )
+        entries = {d: {"result": r.to_dict(), "from_store": r.from_store} for d, r in results.items()}
+        value = json.dumps({"rank": self.job.rank, "results": entries})
         kept = self._call("publish results", lambda s: s.compare_set(f"{self.prefix}part/{index}", "", value))
         return self._parse_part(index, kept)
 

@@ -13,9 +13,6 @@ from kernelpick.search.run import SearchTrace
 from kernelpick.search.searching import search
 from kernelpick.search.space import Space
 
-#: Compiles, verifies and times choices: each one's result by digest.
-MeasureChoices = Callable[[list[Choice]], Mapping[str, BenchmarkResult]]
-
 
 def searched_spaces(choices: Sequence[Choice], always: set[str]) -> dict[str, dict[Config, Choice]]:
     """The spaces among `choices` that have several configs, by name, each choice by its config.
@@ -39,7 +36,7 @@ def search_choices(
     strategy: str,
     choices: Sequence[Choice],
     stored: Mapping[str, BenchmarkResult],
-    measure: MeasureChoices,
+    measure: Callable[[list[Choice]], Mapping[str, BenchmarkResult]],
     reference: str | None,
     structure: Space | None = None,
 ) -> tuple[dict[str, BenchmarkResult], dict[str, SearchTrace]]:
@@ -55,7 +52,7 @@ def search_choices(
         strategy: a strategy's name (`kernelpick.search.registry`), not "exhaustive".
         choices: every candidate of the tuning.
         stored: the results the store holds, by digest: known at no cost, never timed again.
-        measure: the tuning's measuring.
+        measure: the tuning's measuring: compiles, verifies and times choices; each one's result by digest.
         reference: the digest of the candidate kept unless clearly beaten: always timed.
         structure: the dimensions of a tuned kernel's `Space` (None: a space's configs show them).
     """

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import math
-import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -28,8 +27,7 @@ class Work:
     bytes: Figure | None = None
 
 
-_registered: dict[str, Work] = {}
-_lock = threading.Lock()
+_registered: dict[str, Work] = {}  # one item set or popped at a time: atomic, no lock needed
 
 
 def work(name: str, *, flops: Figure | None = None, bytes: Figure | None = None) -> None:
@@ -55,14 +53,12 @@ def work(name: str, *, flops: Figure | None = None, bytes: Figure | None = None)
                 f"work({name!r}, {label}=...) must be a number or a function of the key, got "
                 f"{type(figure).__name__}"
             )
-    with _lock:
-        _registered[name] = Work(flops, bytes)
+    _registered[name] = Work(flops, bytes)
 
 
 def forget_work(name: str) -> None:
     """Forget what `work` registered for `name` (the built-in GEMM figures stay)."""
-    with _lock:
-        _registered.pop(name, None)
+    _registered.pop(name, None)
 
 
 def work_of(name: str, key: Mapping[str, Any]) -> tuple[float | None, float | None]:
