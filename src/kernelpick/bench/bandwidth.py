@@ -75,10 +75,8 @@ def memory_bandwidth(device: DeviceInfo, *, again: bool = False) -> MeasuredBand
         raise KernelpickError(
             f"cannot measure the DRAM bandwidth of {device.label}: it is measured on a CUDA GPU"
         )
-    if not again:
-        kept = cached_bandwidth(device)
-        if kept is not None:
-            return kept
+    if not again and (kept := cached_bandwidth(device)) is not None:
+        return kept
     buffer = max(_SMALLEST_BUFFER, 8 * device.l2_bytes)
     gbps = _copy_gbps(torch.device("cuda", device.index), buffer)
     found = MeasuredBandwidth(device.name, gbps, 2 * buffer, time.time(), torch.__version__)
