@@ -99,54 +99,49 @@ class ChoiceMeasuring:
                 reference cannot cross).
         """
         with settings.override(**self.overrides):
-            results = self._measure(todo, finished, best_ms)
+            in_capture = capturing([*self.inputs, *self.kwargs.values()])
+            results: dict[str, BenchmarkResult] = {}
+            here = list(todo)
+            reason: str | None = "isolation is off"
+            if isolation_wanted(self.signature.device, self.isolate):
+                reason = (  # why every candidate is measured in this process even so (None: none need be)
+                    "its timer runs in your process"
+                    if self.timer is not None
+                    else None
+                    if self.kernel is None
+                    else self.kernel.runs_here()
+                )
+                if reason is None:
+                    try:
+                        here = self._in_workers(todo, results, finished, best_ms)
+                    except IsolationError as error:
+                        here, results, reason = list(todo), {}, str(error)
+                        if not in_capture:
+                            warn_once(log, reason, _HERE, self.name, reason)
+                elif not in_capture:
+                    log.info(_HERE, self.name, reason)
+                if reason is not None and not in_capture:
+                    self.timed_here.update({choice.name: reason for choice in todo})
+            if reason is not None and in_capture:
+                raise TuningInCapture(
+                    f"`{self.name}` met {self.signature} for the first time while a CUDA graph is being "
+                    f"captured, and cannot measure its candidates in workers ({reason}): in this "
+                    "process they would run inside the capture. Call it once with inputs like these "
+                    "before capturing (the warm-up torch.cuda.graph asks for), or tune ahead "
+                    "(`kernelpick tune`, KERNELPICK_TABLES)"
+                )
+            if here and in_capture:
+                for choice in here:
+                    results[choice.digest] = BenchmarkResult.failed(
+                        "skipped",
+                        f"not measured: a CUDA graph was being captured ({self.timed_here[choice.name]})",
+                    )
+                    if finished is not None:
+                        finished(choice.digest, results[choice.digest])
+            elif here:
+                results.update(self._here(here, finished, best_ms))
         if self.reference is not None:
             self.checked_against = self.reference[0]
-        return results
-
-    def _measure(
-        self, todo: Sequence[Choice], finished: OnDone | None, best_ms: Callable[[], float]
-    ) -> dict[str, BenchmarkResult]:
-        in_capture = capturing([*self.inputs, *self.kwargs.values()])
-        results: dict[str, BenchmarkResult] = {}
-        here = list(todo)
-        reason: str | None = "isolation is off"
-        if isolation_wanted(self.signature.device, self.isolate):
-            reason = (  # why every candidate is measured in this process even so (None: none need be)
-                "its timer runs in your process"
-                if self.timer is not None
-                else None
-                if self.kernel is None
-                else self.kernel.runs_here()
-            )
-            if reason is None:
-                try:
-                    here = self._in_workers(todo, results, finished, best_ms)
-                except IsolationError as error:
-                    here, results, reason = list(todo), {}, str(error)
-                    if not in_capture:
-                        warn_once(log, reason, _HERE, self.name, reason)
-            elif not in_capture:
-                log.info(_HERE, self.name, reason)
-            if reason is not None and not in_capture:
-                self.timed_here.update({choice.name: reason for choice in todo})
-        if reason is not None and in_capture:
-            raise TuningInCapture(
-                f"`{self.name}` met {self.signature} for the first time while a CUDA graph is being "
-                f"captured, and cannot measure its candidates in workers ({reason}): in this process "
-                "they would run inside the capture. Call it once with inputs like these before capturing "
-                "(the warm-up torch.cuda.graph asks for), or tune ahead (`kernelpick tune`, KERNELPICK_TABLES)"
-            )
-        if here and in_capture:
-            for choice in here:
-                results[choice.digest] = BenchmarkResult.failed(
-                    "skipped",
-                    f"not measured: a CUDA graph was being captured ({self.timed_here[choice.name]})",
-                )
-                if finished is not None:
-                    finished(choice.digest, results[choice.digest])
-        elif here:
-            results.update(self._here(here, finished, best_ms))
         return {choice.digest: results[choice.digest] for choice in todo if choice.digest in results}
 
     def _compile(
