@@ -38,3 +38,36 @@ def test_the_examples_run_under_triton_interpret(example: Path, tmp_path: Path) 
     done = run_interpreted(example, tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "compile_error" not in done.stdout, done.stdout[-3000:]
+
+
+ON_OLDER_DYNAMO = """
+import torch, triton, triton.language as tl
+import kernelpick
+import kernelpick.pytorch.traced
+
+kernelpick.pytorch.traced.DYNAMO_TAKES_KERNELS = False  # as torch 2.11's Dynamo: kernels launched natively
+
+
+@triton.jit
+def double_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(out_ptr + offsets, 2 * tl.load(x_ptr + offsets, mask=mask), mask=mask)
+
+
+x, out = torch.randn(100), torch.zeros(100)
+compiled = torch.compile(
+    lambda t, o: kernelpick.launch(double_kernel, (2,), t, o, 100, BLOCK=64), backend="aot_eager"
+)
+compiled(x, out)
+torch.testing.assert_close(out, 2 * x)
+"""
+
+
+def test_interpreted_kernels_launch_under_a_dynamo_that_launches_natively(tmp_path: Path) -> None:
+    # Torch 2.11's Dynamo launches a kernel through its own Triton support, which traced an interpreted
+    # kernel into Triton's interpreter and failed there (uint64 fake tensors): the launch is a graph break.
+    script = tmp_path / "older_dynamo.py"
+    script.write_text(ON_OLDER_DYNAMO)
+    done = run_interpreted(script, tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]

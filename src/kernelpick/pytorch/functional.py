@@ -23,6 +23,7 @@ from kernelpick.pytorch.running import kernel_name, run_kernel, tensors_in
 from kernelpick.pytorch.traced import (
     KernelFacts,
     dynamo_needs_native_launch,
+    kernels_interpreted,
     position,
     traced_kernel_facts,
     traced_launch,
@@ -56,17 +57,27 @@ def launch(kernel: Any, grid: Any, *args: Any, **kwargs: Any) -> None:
     """
     if _is_compiling() or _tracing(args, kwargs):
         if dynamo_needs_native_launch():
-            kernel[grid](*args, **kwargs)  # Dynamo's own support for user-defined Triton kernels
+            if kernels_interpreted():  # Triton's interpreter is Python Dynamo cannot trace: a graph break
+                _launch_untraced(kernel, grid, args, kwargs)
+            else:
+                kernel[grid](*args, **kwargs)  # Dynamo's own support for user-defined Triton kernels
             return
         tensors, written, outputs = traced_launch(traced_kernel_facts(kernel), grid, args, kwargs)
         for index, output in zip(written, outputs):
             tensors[index].copy_(output)
         return
+    _launch_eagerly(kernel, grid, args, kwargs)
+
+
+def _launch_eagerly(kernel: Any, grid: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     handler = current_handler()
     if handler is not None:
         handler(Launch(kernel, grid, args, kwargs), None)
         return
     run_kernel(kernel, grid, args, kwargs)
+
+
+_launch_untraced: Callable[..., None] = torch.compiler.disable(_launch_eagerly)  # type: ignore[no-untyped-call]
 
 
 def functional(kernel: Any) -> FunctionalKernel:

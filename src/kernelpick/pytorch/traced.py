@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import torch
+import triton
 from torch.fx.experimental.symbolic_shapes import guard_scalar
 
 from kernelpick.analysis import analyze
@@ -49,6 +50,12 @@ _dynamo_compiling: Callable[[], bool] = getattr(torch.compiler, "is_dynamo_compi
 def dynamo_needs_native_launch() -> bool:
     """Whether this is Dynamo tracing on a torch whose Dynamo cannot pass kernels to kernelpick."""
     return not DYNAMO_TAKES_KERNELS and _dynamo_compiling()
+
+
+@_constant_result
+def kernels_interpreted() -> bool:
+    """Whether `@triton.jit` makes functions Triton's interpreter runs (TRITON_INTERPRET=1)."""
+    return bool(triton.knobs.runtime.interpret)
 
 
 def kernel_facts(kernel: Any) -> KernelFacts:
