@@ -72,6 +72,7 @@ class Settled:
     searches: Mapping[str, SearchTrace] = field(default_factory=dict)
 
 
+@dataclass(eq=False, repr=False)
 class Tuning:
     """One tuning of one key, from its start: its store key and store, and the seconds of its steps.
 
@@ -84,31 +85,21 @@ class Tuning:
         started: when the tuning started (`time.perf_counter()`; default: now).
     """
 
-    _describe: Callable[[str], Mapping[str, Any]]  # set by `measuring`: how `save` describes candidates
-
-    def __init__(
-        self,
-        subject: str,
-        described: str,
-        key: TuningKey,
-        store: ResultStore | None,
-        device: str,
-        started: float | None = None,
-    ) -> None:
-        self.subject = subject
-        self.described = described
-        self.key = key
-        self.store = store
-        self.device = device
-        self.started = time.perf_counter() if started is None else started
-        #: Seconds per step (table, store_read, store_write, wait; the front adds compile, benchmark, ...).
-        self.phases: dict[str, float] = {}
-        self._stored: Mapping[str, CandidateResult] | None = None
-        self._claims: Claims | None = None  # set at the first store read when claims are wanted
-        self._mark: Finished | None = None  # the key's last finished tuning as of that read
-        self._claim: Claim | None = None  # the key, while this tuning holds it
-        self._alone = False  # whether this tuning goes without claims (not wanted, or they failed)
-        self._workers_held = contextlib.ExitStack()
+    subject: str
+    described: str
+    key: TuningKey
+    store: ResultStore | None
+    device: str
+    started: float = field(default_factory=time.perf_counter)
+    #: Seconds per step (table, store_read, store_write, wait; the front adds compile, benchmark, ...).
+    phases: dict[str, float] = field(default_factory=dict, init=False)
+    _stored: Mapping[str, CandidateResult] | None = field(default=None, init=False)
+    _claims: Claims | None = field(default=None, init=False)  # set at the first store read when wanted
+    _mark: Finished | None = field(default=None, init=False)  # the key's last finished tuning as of then
+    _claim: Claim | None = field(default=None, init=False)  # the key, while this tuning holds it
+    _alone: bool = field(default=False, init=False)  # without claims (not wanted, or they failed)
+    _workers_held: contextlib.ExitStack[bool | None] = field(default_factory=contextlib.ExitStack, init=False)
+    _describe: Callable[[str], Mapping[str, Any]] = field(init=False)  # set by `measuring`, for `save`
 
     def __enter__(self) -> Tuning:
         self._workers_held.enter_context(tuning_in_progress())  # its measurements share the workers
@@ -137,25 +128,21 @@ class Tuning:
         nor copied into a local store (`kernelpick.store.base.load_candidates`)."""
         if self._stored is None:
             started = time.perf_counter()
-            self._read_mark()  # before the store: a tuning finishing after it changes the mark
+            # The key's last finished tuning, noted before the store is read (a tuning finishing after
+            # it changes the mark), where processes sharing the store claim keys (`KERNELPICK_ONE_TUNING`,
+            # a store that has claims) and this is no rank of a job.
+            if self._claims is None and not self._alone:
+                current = settings.current()
+                wanted = current.one_tuning and not current.no_tuning and rank_job() is None
+                self._claims = claims_of(self.store) if wanted and self.store is not None else None
+                self._alone = self._claims is None
+            try:
+                self._mark = self._claims.last(self.key) if self._claims is not None else None
+            except StoreError as error:
+                self._go_alone(error)
             self._stored = load_candidates(self.store, self.key, candidates) if self.store is not None else {}
             self.phases["store_read"] = self.phases.get("store_read", 0.0) + time.perf_counter() - started
         return self._stored
-
-    def _read_mark(self) -> None:
-        """Note the key's last finished tuning, when processes sharing the store claim keys
-        (`KERNELPICK_ONE_TUNING`, a store that has claims) and this is no rank of a job."""
-        if self._claims is None and not self._alone:
-            current = settings.current()
-            if current.one_tuning and not current.no_tuning and self.store is not None and rank_job() is None:
-                self._claims = claims_of(self.store)
-            self._alone = self._claims is None
-        if self._claims is None:
-            return
-        try:
-            self._mark = self._claims.last(self.key)
-        except StoreError as error:
-            self._go_alone(error)
 
     def tabled(
         self, candidate_of: Callable[[TableEntry], _C | None], digests: Callable[[], Collection[str]]
@@ -217,8 +204,7 @@ class Tuning:
         def choose(results: Mapping[str, BenchmarkResult]) -> Pick[str] | None:
             if not any(r.ok for r in results.values()):
                 return None
-            name = lambda d: candidates[d].name  # noqa: E731
-            return pick_against_reference(results, kept, name=name, measure=ranking)
+            return pick_against_reference(results, kept, name=lambda d: candidates[d].name, measure=ranking)
 
         def measured(
             todo: list[str],
@@ -299,12 +285,7 @@ class Tuning:
         try:
             claim = claims.claim(self.key, 0.0)
             if claim is None:
-                log.info(
-                    "%s %s: waiting up to %g s for another process that is tuning it",
-                    self.subject,
-                    self.described,
-                    timeout,
-                )
+                self._say(logging.INFO, ": waiting up to %g s for another process that is tuning it", timeout)
                 claim = claims.claim(self.key, timeout)
             mark = claims.last(self.key) if claim is not None else None
         except StoreError as error:
@@ -313,11 +294,9 @@ class Tuning:
         waited = time.perf_counter() - started
         self.phases["wait"] = self.phases.get("wait", 0.0) + waited
         if claim is None:
-            log.warning(
-                "%s %s: another process has been tuning it for over %g s (KERNELPICK_WAIT_TIMEOUT); "
-                "tuning it here too",
-                self.subject,
-                self.described,
+            self._say(
+                logging.WARNING,
+                ": another process has been tuning it for over %g s (KERNELPICK_WAIT_TIMEOUT); tuning it here too",
                 timeout,
             )
             self._stored = None
@@ -333,11 +312,7 @@ class Tuning:
             return True  # it picked nothing this tuning can run: measure what is left, holding the key
         self._claim = None
         claim.release()
-        log.info(
-            "%s %s: running the pick of another process, which tuned it meanwhile",
-            self.subject,
-            self.described,
-        )
+        self._say(logging.INFO, ": running the pick of another process, which tuned it meanwhile")
         return self._settled(digests, results, (), choose, lambda _: (mark.pick, "another process"))
 
     def _settle_as_rank(
@@ -393,11 +368,10 @@ class Tuning:
                     found = share.wait(index, deadline)
                     self.phases["wait"] = self.phases.get("wait", 0.0) + time.perf_counter() - started
                     if found is None:
-                        log.warning(
-                            "%s %s: another rank took part %d of its candidates and has not "
-                            "published it in %g s (KERNELPICK_WAIT_TIMEOUT); measuring it here",
-                            self.subject,
-                            self.described,
+                        self._say(
+                            logging.WARNING,
+                            ": another rank took part %d of its candidates and has not published it in %g s "
+                            "(KERNELPICK_WAIT_TIMEOUT); measuring it here",
                             index,
                             settings.current().wait_timeout_s,
                         )
@@ -419,6 +393,10 @@ class Tuning:
         fresh = [d for d in results if d not in stored]
         return self._settled(digests, results, fresh, choose)
 
+    def _say(self, level: int, message: str, *args: object) -> None:
+        """Log `message` after this tuning's subject and key ("kernel `add` (n=16)")."""
+        log.log(level, "%s %s" + message, self.subject, self.described, *args)
+
     def _go_alone(self, error: StoreError) -> None:
         """Tune without the other processes after `error` (a claim or the job's store failed)."""
         self._claims, self._alone = None, True
@@ -435,30 +413,27 @@ class Tuning:
         next tuning of the key measures only the rest.
         """
 
-        stored: list[str] = []
+        stored: set[str] = set()
         self._describe = describe
 
         def measured(digest: str, result: BenchmarkResult) -> None:
             self._write([CandidateResult(digest, describe(digest), result)], None)
             if result.storable:
-                stored.append(digest)
+                stored.add(digest)
 
         with terminable():
             try:
                 yield measured
             except (KeyboardInterrupt, Terminated) as interruption:
-                kept = (
-                    f"the {len(set(stored))} results measured are stored"
-                    if stored
-                    else "nothing was measured yet"
-                )
+                count = len(stored)
+                kept = f"the {count} results measured are stored" if count else "nothing was measured yet"
                 if self.store is None:
                     kept = "nothing is stored (the result store is off)"
-                log.warning(
-                    "%s %s was interrupted (%s): %s; the next tuning measures only the rest",
-                    self.subject,
-                    self.described,
-                    "Ctrl-C" if isinstance(interruption, KeyboardInterrupt) else "SIGTERM",
+                signal = "Ctrl-C" if isinstance(interruption, KeyboardInterrupt) else "SIGTERM"
+                self._say(
+                    logging.WARNING,
+                    " was interrupted (%s): %s; the next tuning measures only the rest",
+                    signal,
                     kept,
                 )
                 raise
