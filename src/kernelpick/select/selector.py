@@ -309,15 +309,13 @@ class Selector:
         self.timed_here = measuring.timed_here  # filled as it measures: a tuning that raises leaves its own
         settled = tuning.settle(by_digest, self.search, measuring, ranking)
         results = dict(settled.results)
-        ranked = sorted(
+        by_cost = sorted(
             [c for d, c in by_digest.items() if d in results], key=lambda c: results[c.digest].cost(ranking)
         )
         rows = tuple(
-            CandidateResult(c.digest, c.description(), results[c.digest], name=c.name) for c in ranked
+            CandidateResult(c.digest, c.description(), results[c.digest], name=c.name) for c in by_cost
         )
-        if settled.pick is not None:
-            ranked.remove(by_digest[settled.pick])
-            ranked.insert(0, by_digest[settled.pick])
+        ranked = sorted(by_cost, key=lambda c: c.digest != settled.pick)  # the pick first, then by cost
         try:  # stored after binding, which may find a pick uncallable
             pick_choice, call = self._bind_pick(ranked, results, signature, rows)
         except NoValidChoices:  # failures are results too: stored even when nothing can be called
