@@ -1,4 +1,4 @@
-"""tune/prune.py: `prune_configs_by` behaves as in `triton.autotune`."""
+"""tune/autotuner.py, Pruner: `prune_configs_by` behaves as in `triton.autotune`."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import triton
 
 from kernelpick.config import Config
 from kernelpick.errors import ConfigError, NoValidConfigs
-from kernelpick.tune.prune import Pruner
+from kernelpick.tune.autotuner import Pruner
 
 CONFIGS = [Config({"BLOCK": b}, num_warps=w) for b in (16, 32, 64, 128) for w in (4, 8)]
 NAMED = {"x_ptr": "x", "n": 1000}

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import functools
+import inspect
 import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import triton
@@ -28,7 +30,7 @@ from kernelpick.engine.record import TuningRecord, failure_report, report_tuning
 from kernelpick.engine.signature import Signature
 from kernelpick.engine.triton_choice import KernelCall
 from kernelpick.engine.tuning import Tuning, result_store
-from kernelpick.errors import ConfigError, no_valid_configs
+from kernelpick.errors import ConfigError, NoValidConfigs, no_valid_configs
 from kernelpick.search.registry import strategy_class
 from kernelpick.search.run import SearchTrace
 from kernelpick.search.space import Space
@@ -38,7 +40,6 @@ from kernelpick.store.base import UnreadStore
 from kernelpick.tune.background import provisional_entry
 from kernelpick.tune.dispatch import MISSES, Dispatcher, Entry, describe_key, specialized_arguments
 from kernelpick.tune.first_launch import FirstLaunch
-from kernelpick.tune.prune import Pruner
 from kernelpick.workers.plan import start_early
 
 log = logging.getLogger("kernelpick.tune")
@@ -118,35 +119,16 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
     tune again), and `last_tuning` the full `TuningRecord`.
     """
 
-    def __init__(
-        self,
-        fn: Any,
-        configs: Sequence[Any],
-        key: Sequence[str],
-        *,
-        prune_configs_by: Mapping[str, Any] | None = None,
-        reset_to_zero: Sequence[str] | None = None,
-        restore_value: Sequence[str] | None = None,
-        pre_hook: Callable[..., object] | None = None,
-        post_hook: Callable[..., object] | None = None,
-        do_bench: Callable[..., Any] | None = None,
-        cache: bool = True,
-        workers: int | None = None,
-        store: ResultStore | None = None,
-        isolate: bool | None = None,
-        warmup: float | None = None,
-        rep: float | None = None,
-        use_cuda_graph: bool = False,
-        cache_results: bool = False,  # Triton's; kernelpick always caches when `cache` is True
-        default: Any = None,
-        search: SearchArgument | None = None,
-        background: bool | None = None,
-    ) -> None:
-        """`autotune(...)(fn)`: `autotune` says what each argument does."""
-        self.prune = Pruner.of(prune_configs_by)
-        reset_to_zero, restore_value = reset_to_zero or (), restore_value or ()
+    def __init__(self, fn: Any, configs: Sequence[Any], key: Sequence[str], **options: Any) -> None:
+        """`autotune(configs, key, **options)(fn)`: `autotune` says what each option does and gives the
+        defaults of those left out (an option it does not take is a TypeError)."""
+        bound = inspect.signature(autotune).bind(configs, key, **options)
+        bound.apply_defaults()
+        option = bound.arguments
+        self.prune = Pruner.of(option["prune_configs_by"])
+        reset_to_zero, restore_value = option["reset_to_zero"] or (), option["restore_value"] or ()
         self.fn = fn
-        self.background = background
+        self.background = option["background"]
         self.base_fn = compilable(innermost(fn))  # under TRITON_INTERPRET=1, the kernel's compilable twin
         if not hasattr(self.base_fn, "arg_names"):
             raise ConfigError(f"kernelpick.autotune expects a @triton.jit function, got {type(fn).__name__}")
@@ -163,6 +145,7 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
                     f"its arguments are {', '.join(self.arg_names)}"
                 )
         self.space = configs if isinstance(configs, Space) else None
+        search = option["search"]
         self.search = search if search is None else strategy_class(search).name  # checked now
         listed = self.space.configs() if self.space is not None else configs  # the device's limits: at tuning
         if not listed:
@@ -184,40 +167,36 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
         self.given: dict[Config, Any] = {}
         for original, config in zip(listed, self.configs):
             self.given.setdefault(config, original)
-        self.default = default_config(self.name, self.configs, default)
+        self.default = default_config(self.name, self.configs, option["default"])
         self.keys = list(key)
         self.reset_to_zero = list(reset_to_zero)
         self.restore_value = list(restore_value)
-        self.pre_hook = pre_hook
-        self.post_hook = post_hook
+        self.pre_hook, self.post_hook = option["pre_hook"], option["post_hook"]
         self.timer: Timer | None = None
-        if do_bench is not None:
-            self.timer = UserBenchTimer(do_bench)
-        elif use_cuda_graph:
+        self.warmup_ms, self.rep_ms = option["warmup"], option["rep"]
+        if option["do_bench"] is not None:
+            self.timer = UserBenchTimer(option["do_bench"])
+        elif option["use_cuda_graph"]:
             import triton.testing
 
-            rep_ms = rep if rep is not None else 100
+            rep_ms = self.rep_ms if self.rep_ms is not None else 100
             self.timer = UserBenchTimer(functools.partial(triton.testing.do_bench_cudagraph, rep=rep_ms))
-        self.use_store = cache
-        self.workers = workers
-        self.store = store
-        self.isolate = isolate
+        self.use_store, self.store = option["cache"], option["store"]
+        self.workers, self.isolate = option["workers"], option["isolate"]
         #: What was last timed in this process although isolation was wanted, with the reason: {name: why}.
         self.timed_here: dict[str, str] = {}
-        self.warmup_ms, self.rep_ms = warmup, rep
         tuned = {name for config in self.configs for name in config.kwargs}
         given = {p.name for p in self.base_fn.params if p.is_constexpr} - tuned
         # Key values and caller-given constexprs both select a tuning: a config tuned for one
         # constexpr value is not assumed best for another.
-        self._key_positions = [
+        key_positions = [
             (i, name) for i, name in enumerate(self.arg_names) if name in self.keys or name in given
         ]
+        self._key_names = tuple(name for _, name in key_positions)
         # Where pre-hooks run, they set descriptors' block shapes from each config: not keyed.
-        hooked = pre_hook is not None or any(c.pre_hook is not None for c in self.configs)
+        hooked = self.pre_hook is not None or any(c.pre_hook is not None for c in self.configs)
         self._dispatch = Dispatcher(
-            self._key_positions,
-            specialized_arguments(self.base_fn.params, self._key_positions),
-            blocks=not hooked,
+            key_positions, specialized_arguments(self.base_fn.params, key_positions), blocks=not hooked
         )
         self._lock = threading.Lock()
         self.cache: dict[tuple[Any, ...], Any] = TunedCache(self._dispatch)
@@ -227,7 +206,7 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
         self.best_config: Any = None
         self.configs_timings: dict[Any, float] = {}
         functools.update_wrapper(self, self.base_fn.fn)
-        start_early(isolate)
+        start_early(self.isolate)
 
     # -- the hot path -------------------------------------------------------------------------
     def __getitem__(self, grid: Any) -> Callable[..., Any]:
@@ -304,11 +283,14 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
                         f"config {config}; leave tuned meta-parameters out of the call"
                     )
             configs = self._configs_for(device, args, kwargs)
+            store = result_store(self.use_store, self.store)
+            if store is not None and key in self._distrusted:  # its stored pick failed here: not read
+                store = UnreadStore(store)
             with Tuning(
                 f"kernel `{self.name}`",
-                describe_key(self._key_names(), key, dtypes=True),
+                describe_key(self._key_names, key, dtypes=True),
                 self.tuning_key(key, device),
-                self._store(key),
+                store,
                 device.name,
                 start,
             ) as tuning:
@@ -381,12 +363,12 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
             best,
             tuning.seconds,
             from_store,
-            key_text=describe_key(self._key_names(), key),
+            key_text=describe_key(self._key_names, key),
             phases=tuning.phases,
             note=note,
             searches=searches,
             timed_here=dict(timed_here),
-            key_names=tuple(self._key_names()),
+            key_names=self._key_names,
         )
         self._finish(key, record)
         if from_store:  # measured elsewhere, or forged: checked once (a distrusted key's store is unread)
@@ -400,19 +382,10 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
         """What a call runs with `config` on `device` (the dispatcher's entry)."""
         return self.given.get(config, config), runner(self.fn, device.interpreter), dict(config.all_kwargs())
 
-    def _key_names(self) -> list[str]:
-        return [name for _, name in self._key_positions]
-
     def tuning_key(self, key: tuple[Any, ...], device: DeviceInfo) -> TuningKey:
         """The store key of one tuning: this kernel's source and the call's exact key (less its device)."""
         source = f"{MEASUREMENT_VERSION}:{self.base_fn.cache_key}"
         return TuningKey.make(self.name, source, device, key[:-1])
-
-    def _store(self, key: tuple[Any, ...]) -> ResultStore | None:
-        store = result_store(self.use_store, self.store)
-        if store is not None and key in self._distrusted:  # its stored pick failed here: not read
-            return UnreadStore(store)
-        return store
 
     def _call(self, grid: Any) -> KernelCall:
         """A call of this kernel, as its configs are measured on it (made at each use: an option, the
@@ -481,3 +454,79 @@ class TunedCache(dict[tuple[Any, ...], Any]):
     def clear(self) -> None:
         super().clear()
         self._dispatch.clear()
+
+
+#: Triton's words, which its own test checks word for word.
+PRUNED_TO_NOTHING = (
+    "Autotuner error: No valid autotuner configs after pruning. "
+    "`early_config_prune` should return at least one config."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Pruner:
+    """`early_config_prune` drops configs by rule; `perf_model` ranks the rest and keeps `top_k`."""
+
+    early_config_prune: Callable[..., Sequence[Any]] | None = None
+    perf_model: Callable[..., float] | None = None
+    top_k: int | float = 1.0
+
+    @classmethod
+    def of(cls, prune_configs_by: Mapping[str, Any] | None) -> Pruner | None:
+        """Triton's `prune_configs_by` as a pruner; None where it prunes nothing."""
+        if not prune_configs_by:
+            return None
+        unknown = set(prune_configs_by) - {"early_config_prune", "perf_model", "top_k"}
+        if unknown:
+            raise ConfigError(
+                f"prune_configs_by has unknown entries {sorted(unknown)}; "
+                "expected early_config_prune, perf_model and top_k"
+            )
+        top_k = prune_configs_by.get("top_k", 1.0)
+        if isinstance(top_k, bool) or not isinstance(top_k, (int, float)) or top_k <= 0:
+            raise ConfigError(
+                f"prune_configs_by top_k must be a positive int or a fraction <= 1.0, got {top_k!r}"
+            )
+        early, model = prune_configs_by.get("early_config_prune"), prune_configs_by.get("perf_model")
+        return None if early is None and model is None else cls(early, model, top_k)
+
+    def __call__(
+        self,
+        configs: Sequence[Config],
+        positional: Mapping[str, Any],
+        kwargs: Mapping[str, Any],
+        given: dict[Config, Any] | None = None,
+    ) -> list[Config]:
+        """The configs left to tune, as Triton prunes them.
+
+        Args:
+            configs: the configs to prune.
+            positional: the call's positional arguments by name (Triton's `named_args`: arguments
+                given by keyword are in `kwargs`, not here).
+            kwargs: the call's keyword arguments.
+            given: each config as the user gave it (a `triton.Config`, say), which is what
+                `early_config_prune` receives and may return; configs it makes up are added.
+
+        Raises:
+            NoValidConfigs: `early_config_prune` kept no config.
+        """
+        pruned = list(configs)
+        given = given if given is not None else {}
+        if self.early_config_prune is not None:
+            kept = self.early_config_prune([given.get(c, c) for c in pruned], dict(positional), **kwargs)
+            pruned = []
+            for original in kept:
+                config = Config.of(original)
+                given.setdefault(config, original)
+                pruned.append(config)
+            if not pruned:
+                raise NoValidConfigs(PRUNED_TO_NOTHING)
+        if self.perf_model is not None:
+            top_k = self.top_k
+            if isinstance(top_k, float) and top_k <= 1.0:
+                top_k = max(1, int(len(pruned) * top_k))
+            top_k = int(top_k)
+            if len(pruned) > top_k:
+                estimates = {c: self.perf_model(**{**positional, **kwargs, **c.all_kwargs()}) for c in pruned}
+                pruned = sorted(pruned, key=estimates.__getitem__)[:top_k]
+        return pruned

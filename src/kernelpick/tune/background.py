@@ -47,7 +47,7 @@ def provisional_entry(
         config,
         0.0,
         False,
-        key_text=describe_key(tuner._key_names(), key),
+        key_text=describe_key(tuner._key_names, key),
         note="provisional: runs while the configs are tuned in the background",
         provisional=True,
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import torch
@@ -177,23 +178,18 @@ def _no_fast_key(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ..
     raise LookupError("no fast key yet")
 
 
+@dataclass(eq=False, repr=False)
 class Dispatcher:
     """Maps calls to launch entries: exact keys for correctness, a generated fast key for speed."""
 
-    def __init__(
-        self,
-        key_positions: Sequence[tuple[int, str]],
-        specialized: Sequence[Specialized] = (),
-        blocks: bool = True,
-    ) -> None:
-        self.key_positions = list(key_positions)
-        self.specialized = list(specialized)
-        self.blocks = blocks  # descriptors' block shapes are keyed (no pre-hook sets them)
-        self.entries: dict[tuple[Any, ...], Any] = {}
-        self.fast: dict[tuple[Any, ...], Any] = {}
-        self.fast_key: FastKey = _no_fast_key
-        self._shape: tuple[Any, ...] | None = None
-        self._lock = threading.Lock()
+    key_positions: Sequence[tuple[int, str]]
+    specialized: Sequence[Specialized] = ()
+    blocks: bool = True  # descriptors' block shapes are keyed (no pre-hook sets them)
+    entries: dict[tuple[Any, ...], Any] = field(default_factory=dict, init=False)
+    fast: dict[tuple[Any, ...], Any] = field(default_factory=dict, init=False)
+    fast_key: FastKey = field(default_factory=lambda: _no_fast_key, init=False)
+    _shape: tuple[Any, ...] | None = field(default=None, init=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
 
     def lookup(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """The entry for this call, or None. The fast path: one generated function, one dict lookup."""
