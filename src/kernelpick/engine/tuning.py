@@ -110,12 +110,10 @@ class Tuning:
     ) -> None:
         """Let go of the key if this tuning still holds it (it ended before it saved a pick), and of
         the workers."""
-        claim, self._claim = self._claim, None
-        try:
+        with self._workers_held:  # closed last, whatever the release raises
+            claim, self._claim = self._claim, None
             if claim is not None:
                 claim.release()
-        finally:
-            self._workers_held.close()
 
     @property
     def seconds(self) -> float:
