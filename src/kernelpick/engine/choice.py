@@ -55,9 +55,13 @@ def compiles_without_user_code(choice: Choice) -> bool:
 def searched_as(choice: Choice) -> tuple[Config, int, str] | None:
     """The config `choice` runs with and the identity and name of the space it is one config of (a
     template's, a kernel's, a tuned kernel's call), for a search to pick among that space's configs;
-    None for a choice of no config (an extern, say). A choice says so with a `searched_as()` method."""
+    None for a choice of no config (an extern, say). A choice says so with a `searched_as()` method, or
+    with its `config` and the `space` it is one config of."""
     method = getattr(choice, "searched_as", None)
-    return None if method is None else cast("tuple[Config, int, str] | None", method())
+    if method is not None:
+        return cast("tuple[Config, int, str] | None", method())
+    config, space = getattr(choice, "config", None), getattr(choice, "space", None)
+    return None if config is None or space is None else (config, id(space), space.name)
 
 
 @runtime_checkable

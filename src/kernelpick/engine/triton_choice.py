@@ -95,10 +95,6 @@ class TritonKernelChoice:
         # same kernel bound to the inputs another way is another implementation.
         self.digest = short_hash("triton", space.jit.cache_key, qualified_name(space.bind), config.identity)
 
-    def searched_as(self) -> tuple[Config, int, str]:
-        """Its config, and the identity and name of the space it is one config of."""
-        return self.config, id(self.space), self.space.name
-
     def description(self) -> dict[str, Any]:
         return {
             "kind": "triton",
@@ -313,39 +309,35 @@ def _launch_on(launch: Callable[..., Any], own: OwnArguments, *_example: Any, **
 
 
 class ConfigChoice:
-    """One config of an autotuned kernel, as a choice launched on the call's own arguments (`own`:
-    its own copies, where its hooks run before it compiles); its digest is the config's."""
+    """One config of an autotuned kernel's call (`space`), as a choice launched on the call's own
+    arguments (`own`: its own copies, where its hooks run before it compiles); its digest is the config's."""
 
     compiles_without_user_code = True
 
     def __init__(self, call: KernelCall, config: Config, own: OwnArguments | None = None) -> None:
-        self.call, self.config, self.own = call, config, own
+        self.space, self.config, self.own = call, config, own
         self.name, self.digest = str(config), config.digest
-
-    def searched_as(self) -> tuple[Config, int, str]:
-        """Its config, and the identity and name of the tuned kernel's call it is one config of."""
-        return self.config, id(self.call), self.call.name
 
     def description(self) -> dict[str, Any]:
         return self.config.to_dict()
 
     def compile_job(self, example: Example, signature: Signature) -> CompileJob | CompileOutcome:
         given = example if self.own is None else self.own
-        return CompileJob(self.call.fn, given.args, given.kwargs, self.config, self.call.grid)
+        return CompileJob(self.space.fn, given.args, given.kwargs, self.config, self.space.grid)
 
     def callable_for(self, signature: Signature) -> Callable[..., Any]:
-        run = runner(self.call.fn, signature.device.interpreter)
-        launch = functools.partial(run, grid=self.call.grid, warmup=False, **self.config.all_kwargs())
+        run = runner(self.space.fn, signature.device.interpreter)
+        launch = functools.partial(run, grid=self.space.grid, warmup=False, **self.config.all_kwargs())
         return launch if self.own is None else functools.partial(_launch_on, launch, self.own)
 
     def hooks(self, example: Example) -> Hooks | None:
         """The user's hooks around each run (a config's pre_hook first, as in Triton), given the
         example's arguments by name (or its own)."""
-        before = tuple(hook for hook in (self.config.pre_hook, self.call.pre_hook) if hook is not None)
-        if not before and self.call.post_hook is None:
+        before = tuple(hook for hook in (self.config.pre_hook, self.space.pre_hook) if hook is not None)
+        if not before and self.space.post_hook is None:
             return None
         named = example.named if self.own is None else self.own.named
-        return Hooks(before, self.call.post_hook, {**named, **self.config.all_kwargs()})
+        return Hooks(before, self.space.post_hook, {**named, **self.config.all_kwargs()})
 
     def failed_to_compile(self, outcome: CompileOutcome, hooks: Hooks | None) -> None:
         """Tell the hooks as Triton's launch that fails to compile does: the pre-hooks (unless they ran
@@ -361,8 +353,8 @@ class ConfigChoice:
         Raises:
             IsolationError: the grid function failed (it needs values Triton adds itself).
         """
-        grid = self.call.grid
-        named = {**dict(zip(self.call.arg_names, args)), **kwargs}
+        grid = self.space.grid
+        named = {**dict(zip(self.space.arg_names, args)), **kwargs}
         try:
             value = grid({**named, **self.config.kwargs}) if callable(grid) else grid
         except Exception as error:

@@ -8,7 +8,6 @@ import threading
 import types
 import weakref
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -39,22 +38,6 @@ def version_of(tensor: torch.Tensor) -> int:
         return -1
 
 
-@dataclass(frozen=True, slots=True)
-class _Packed:
-    source: weakref.ReferenceType[torch.Tensor]
-    version: int
-    data_ptr: int
-    packed: Any
-
-    def of(self, tensor: torch.Tensor) -> bool:
-        """Whether this was packed from `tensor` as it is now."""
-        return (
-            self.source() is tensor
-            and self.version == version_of(tensor)
-            and self.data_ptr == tensor.data_ptr()
-        )
-
-
 class PrepackCache:
     """`pack(tensor)` made once per tensor and version; `get` is what a call runs.
 
@@ -64,19 +47,20 @@ class PrepackCache:
 
     def __init__(self, pack: Callable[[torch.Tensor], Any]) -> None:
         self.pack = pack
-        self._entries: dict[int, _Packed] = {}
+        #: By the tensor's id: a weak reference to it, its version and address when packed, the packed form.
+        self._entries: dict[int, tuple[weakref.ReferenceType[torch.Tensor], tuple[int, int], Any]] = {}
         self._lock = threading.Lock()
 
     def get(self, tensor: torch.Tensor) -> Any:
         """The packed form of `tensor`, packed now if it never was or changed since."""
+        now = (version_of(tensor), tensor.data_ptr())
         entry = self._entries.get(id(tensor))
-        if entry is None or not entry.of(tensor):
+        if entry is None or entry[0]() is not tensor or entry[1] != now:
             with self._lock:  # one pack per tensor, even when several choices' threads ask at once
                 entry = self._entries.get(id(tensor))
-                if entry is None or not entry.of(tensor):
-                    source, version, pointer = self._source_ref(tensor), version_of(tensor), tensor.data_ptr()
-                    entry = self._entries[id(tensor)] = _Packed(source, version, pointer, self.pack(tensor))
-        return entry.packed
+                if entry is None or entry[0]() is not tensor or entry[1] != now:
+                    entry = self._entries[id(tensor)] = (self._source_ref(tensor), now, self.pack(tensor))
+        return entry[2]
 
     def _source_ref(self, tensor: torch.Tensor) -> weakref.ReferenceType[torch.Tensor]:
         key, entries = id(tensor), self._entries
@@ -84,7 +68,7 @@ class PrepackCache:
         def forget(ref: weakref.ReferenceType[torch.Tensor]) -> None:
             # Only this tensor's entry: a new tensor may already have the dead one's id.
             entry = entries.get(key)
-            if entry is not None and entry.source is ref:
+            if entry is not None and entry[0] is ref:
                 entries.pop(key, None)
 
         return weakref.ref(tensor, forget)
@@ -225,9 +209,21 @@ class ProcessedChoices:
             return self._inner_signatures.setdefault(signature, made)
 
     def _processed_signature(self, signature: Signature) -> Signature:
+        from torch._subclasses.fake_tensor import FakeTensorMode
+
         inputs: tuple[Any, ...] = signature.inputs
-        if self.before is not None or self.prepack:
-            result = self._process_described(signature)
+        process = self._prepacker(cached=False)  # these inputs are thrown away: their packs are too
+        if process is not None:
+            try:
+                with FakeTensorMode(allow_non_fake_inputs=True):
+                    result = _described(process(*[_fake(v) for v in inputs]))
+            except Exception as error:
+                failed = "%s: processing on fake tensors failed (%s); running it on example inputs"
+                log.debug(failed, self.name, error)
+                devices = [v.device for v in inputs if isinstance(v, TensorSpec)]
+                generator = example_generator(devices[0] if devices else torch.device("cpu"))
+                values = [example_tensor(v, generator) if isinstance(v, TensorSpec) else v for v in inputs]
+                result = _described(process(*values))
             if not isinstance(result, (tuple, list)):
                 raise ConfigError(
                     f"`before` of processed choice `{self.name}` must return the wrapped choice's inputs as a "
@@ -238,26 +234,8 @@ class ProcessedChoices:
         return Signature(inputs, kwargs, signature.user_key, signature.device)
 
     def _passes(self, keyword: str) -> bool:
-        """Whether keyword argument `keyword` reaches the wrapped choice: not `out` when `after` makes
-        the output (the wrapped choice then makes a new one)."""
+        """Whether `keyword` reaches the wrapped choice: not `out` when `after` makes the output."""
         return not (keyword == "out" and self.after is not None)
-
-    def _process_described(self, signature: Signature) -> Any:
-        from torch._subclasses.fake_tensor import FakeTensorMode
-
-        process = self._prepacker(cached=False)  # these inputs are thrown away: their packs are too
-        assert process is not None  # called only when something processes the inputs
-        try:
-            with FakeTensorMode(allow_non_fake_inputs=True):
-                return _described(process(*[_fake(v) for v in signature.inputs]))
-        except Exception as error:
-            log.debug(
-                "%s: processing on fake tensors failed (%s); running it on example inputs", self.name, error
-            )
-        devices = [v.device for v in signature.inputs if isinstance(v, TensorSpec)]
-        generator = example_generator(devices[0] if devices else torch.device("cpu"))
-        values = [example_tensor(v, generator) if isinstance(v, TensorSpec) else v for v in signature.inputs]
-        return _described(process(*values))
 
     def _prepacker(self, cached: bool = True) -> Before | None:
         """`prepare(*inputs)`: pre-packing (from the cache unless not `cached`), then `before`; `before`

@@ -27,17 +27,9 @@ _ENV = jinja2.Environment(
 #: worker receives each candidate's template anew, and compiling them took 3.1 s of its 40 s over
 #: bench/ranks.py's 27 keys on an H200 (bench/results/ranks_profile_workers-h200.json).
 _compiled = functools.lru_cache(maxsize=64)(_ENV.from_string)
-_TL_DTYPES = {
-    torch.float16: "tl.float16",
-    torch.bfloat16: "tl.bfloat16",
-    torch.float32: "tl.float32",
-    torch.float64: "tl.float64",
-    torch.int8: "tl.int8",
-    torch.int16: "tl.int16",
-    torch.int32: "tl.int32",
-    torch.int64: "tl.int64",
-    torch.uint8: "tl.uint8",
-    torch.bool: "tl.int1",
+_TL_DTYPES: dict[torch.dtype, str] = {torch.bool: "tl.int1"} | {
+    getattr(torch, name): f"tl.{name}"
+    for name in ("float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8")
 }
 
 

@@ -165,10 +165,6 @@ class TemplateChoice:
         self.launch_config = Config({}, **config.options())
         self.digest = short_hash("template", rendered.digest, self.launch_config.identity)
 
-    def searched_as(self) -> tuple[Config, int, str]:
-        """Its config, and the identity and name of the space it is one config of."""
-        return self.config, id(self.space), self.space.name
-
     def description(self) -> dict[str, Any]:
         return {
             "kind": "template",
