@@ -216,16 +216,12 @@ class KernelCall:
             example, own = self.own_choices(choices, args, kwargs)
             phases["copy_inputs"] = time.perf_counter() - started
             return own, example, compile(own, given, phases)
-        accesses: list[tuple[list[str], list[str] | None]] = []
-
-        def analyze_meanwhile() -> None:  # runs while the compilers work
-            started = time.perf_counter()
-            accesses.append(self.accesses(args, kwargs))
-            phases["analysis"] = time.perf_counter() - started
-
-        outcomes = compile(list(choices), given, phases, analyze_meanwhile)
+        keeping: list[dict[str, Any]] = []  # the analysis runs while the compilers work
+        outcomes = compile(
+            list(choices), given, phases, lambda: keeping.append(self.keeping(args, kwargs, phases))
+        )
         started = time.perf_counter()
-        example = Example(args, kwargs, **self.restoring(*accesses[0]))
+        example = Example(args, kwargs, **keeping[0])
         phases["copy_inputs"] = time.perf_counter() - started
         return list(choices), example, outcomes
 
@@ -287,6 +283,16 @@ class KernelCall:
             "restore_always": True,
         }
 
+    def keeping(
+        self, args: tuple[Any, ...], kwargs: Mapping[str, Any], phases: dict[str, float]
+    ) -> dict[str, Any]:
+        """`restoring` what the access analysis says the kernel may write and read, its seconds in
+        `phases["analysis"]`."""
+        started = time.perf_counter()
+        written, read = self.accesses(args, kwargs)
+        phases["analysis"] = time.perf_counter() - started
+        return self.restoring(written, read)
+
     def problem(
         self, args: tuple[Any, ...], kwargs: Mapping[str, Any], phases: dict[str, float]
     ) -> dict[str, Any]:
@@ -297,10 +303,7 @@ class KernelCall:
         Raises:
             IsolationError: the kernel cannot be sent to a worker.
         """
-        started = time.perf_counter()
-        written, read = self.accesses(args, kwargs)
-        phases["analysis"] = time.perf_counter() - started
-        return {"keeping": self.restoring(written, read), "kernel": values.encode(self.fn)}
+        return {"keeping": self.keeping(args, kwargs, phases), "kernel": values.encode(self.fn)}
 
 
 def _launch_on(launch: Callable[..., Any], own: OwnArguments, *_example: Any, **_keywords: Any) -> Any:

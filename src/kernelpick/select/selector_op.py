@@ -281,12 +281,9 @@ class SelectorOp:
     ) -> None:
         self.selector = selector
         self.name = name
-        if fake is None:
-            reference = _reference_function(selector, name)
-            schema = schema or _inferred_schema(name, reference)
-            fake = _running(reference, name, selector.name)
-        else:
-            schema = schema or _inferred_schema(name, fake)
+        described = _reference_function(selector, name) if fake is None else fake
+        schema = schema or _inferred_schema(name, described)
+        fake = _running(described, name, selector.name) if fake is None else fake
         pick = functools.partial(traceable_pick, selector)
         # Its implementation on real tensors is the selection (tuning a new signature).
         self.overload = define_operator(name, selector.__call__, schema=schema, fake=fake, pick=pick)

@@ -81,12 +81,10 @@ class TemplateChoices:
     def choice_for(self, signature: Signature, description: Mapping[str, Any]) -> Choice | None:
         """The one choice of this space that `description` (a stored or tabled choice's) names, rendered
         alone: binding a tabled pick renders no other config. None when it names none of them."""
-        if description.get("kind") != "template" or description.get("template") != self.template.name:
-            return None
-        wanted = description.get("config")
-        for raw in configs_for(self.configs, signature):
-            if Config.of(raw).to_data() == wanted:
-                return self._render(signature, raw)
+        if description.get("kind") == "template" and description.get("template") == self.template.name:
+            for raw in configs_for(self.configs, signature):
+                if Config.of(raw).to_data() == description.get("config"):
+                    return self._render(signature, raw)
         return None
 
     def _render(self, signature: Signature, raw: Any) -> Choice:
@@ -157,11 +155,8 @@ class TemplateChoice:
         rendered: RenderedKernel,
         epilogue: Epilogue | None,
     ) -> None:
-        self.space = space
-        self.config = config
-        self.rendered = rendered
-        self.epilogue = epilogue
-        self.name = name
+        self.space, self.name, self.config = space, name, config
+        self.rendered, self.epilogue = rendered, epilogue
         self.launch_config = Config({}, **config.options())
         self.digest = short_hash("template", rendered.digest, self.launch_config.identity)
 
@@ -196,8 +191,7 @@ class TemplateChoice:
             arguments = _generate(self, kernels, signature)[1]
             args, _ = arguments(*example.args, **example.kwargs)
         except Exception as error:
-            status, message = classify(error)
-            return CompileOutcome(status, message)
+            return CompileOutcome(*classify(error))
         (kernel, options, grid), *later = kernels
         companions = tuple(CompileJob(k, args, {}, o, g) for k, o, g in later)
         return CompileJob(kernel, args, {}, options, grid, companions)
