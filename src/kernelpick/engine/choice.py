@@ -260,33 +260,27 @@ def compile_choices(
         One outcome per choice, in order.
     """
     started = time.perf_counter()
-    outcomes: list[CompileOutcome | None] = []
-    jobs: list[tuple[int, CompileJob]] = []
+    found: list[CompileJob | CompileOutcome] = []
     for index, choice in enumerate(choices):
         try:
-            found = choice.compile_job(example, signature)
+            found.append(choice.compile_job(example, signature))
         except Exception as error:  # a choice's own bug is that choice's failure
-            found = CompileOutcome(*classify(error))
-        if isinstance(found, CompileJob):
-            jobs.append((index, found))
-            outcomes.append(None)
-        else:
-            outcomes.append(found)
-            if found.ok and on_ready is not None:
-                on_ready(index)
+            found.append(CompileOutcome(*classify(error)))
+        if isinstance(found[-1], CompileOutcome) and found[-1].ok and on_ready is not None:
+            on_ready(index)
+    jobs = [index for index, job in enumerate(found) if isinstance(job, CompileJob)]
     if phases is not None:
         phases["compile_jobs"] = time.perf_counter() - started
     compiled = precompile_jobs(
-        [job for _, job in jobs],
+        [job for job in found if isinstance(job, CompileJob)],
         interpreter=signature.device.interpreter,
         workers=workers or settings.compile_workers(),
         mode=mode or settings.current().compile_mode,
         phases=phases,
         meanwhile=meanwhile,
         timeout_s=timeout_s,
-        on_compiled=None if on_ready is None else lambda number: on_ready(jobs[number][0]),
+        on_compiled=None if on_ready is None else lambda number: on_ready(jobs[number]),
         stop=stop,
     )
-    for (index, _), outcome in zip(jobs, compiled):
-        outcomes[index] = outcome
-    return [o if o is not None else CompileOutcome("compile_error", "not compiled") for o in outcomes]
+    outcomes = iter(compiled)
+    return [next(outcomes) if isinstance(job, CompileJob) else job for job in found]

@@ -131,8 +131,7 @@ class ProcessedChoices:
         self.inner = choice
         #: What the wrapped space needs of a device, if it says (`kernelpick.engine.eligibility`).
         self.requires = requirements_of(choice)
-        self.before = before
-        self.after = after
+        self.before, self.after = before, after
         self.prepack = {index: PrepackCache(pack) for index, pack in _checked_prepack(prepack).items()}
         if before is None and after is None and not self.prepack:
             raise ConfigError(
@@ -146,8 +145,7 @@ class ProcessedChoices:
         self.name = name or f"{choice.name} [{self.steps}]"
         self.identity = short_hash(
             "processing",
-            "" if before is None else function_identity(before),
-            "" if after is None else function_identity(after),
+            *("" if fn is None else function_identity(fn) for fn in (before, after)),
             *(f"{i}:{function_identity(c.pack)}" for i, c in sorted(self.prepack.items())),
         )
         self._prepare = self._prepacker()
@@ -310,10 +308,8 @@ class ProcessedChoice:
     def __init__(
         self, space: ProcessedChoices, inner: Choice, signature: Signature, inner_signature: Signature
     ) -> None:
-        self.space = space
-        self.inner = inner
-        self.signature = signature
-        self.inner_signature = inner_signature
+        self.space, self.inner = space, inner
+        self.signature, self.inner_signature = signature, inner_signature
         # `name=` in place of the wrapped space's name
         if space.user_name is None:
             self.name = f"{inner.name} [{space.steps}]"

@@ -185,8 +185,7 @@ class TritonTemplate:
             raise TemplateError(
                 f"template `{self.name}` needs specs for {missing}; it was given {sorted(inputs)}"
             )
-        if device is None:
-            device = DeviceInfo("cpu", None, "cpu", None, 0, 0)
+        device = device or DeviceInfo("cpu", None, "cpu", None, 0, 0)
         if output is None:  # a new row-major tensor
             any_tensor = inputs[self.inputs[0]] if self.inputs else next(iter(inputs.values()))
             size, dtype = self.output_rule(*(inputs[name] for name in self.inputs))
