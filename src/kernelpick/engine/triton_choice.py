@@ -71,9 +71,7 @@ class TritonKernelChoices:
             )
         if not callable(bind):
             raise ConfigError(f"triton_choice(bind=...) must be a function, got {type(bind).__name__}")
-        self.grid = grid
-        self.configs = configs
-        self.bind = bind
+        self.grid, self.configs, self.bind = grid, configs, bind
         self.name = name or self.jit.__name__
 
     def choices_for(self, signature: Signature) -> Sequence[Choice]:

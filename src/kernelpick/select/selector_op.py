@@ -46,8 +46,8 @@ def define_operator(
     *,
     schema: str,
     fake: Callable[..., Any],
+    pick: Callable[..., Callable[..., Any] | None],
     backward: Backward | None = None,
-    pick: Callable[..., Callable[..., Any] | None] | None = None,
 ) -> torch._ops.OpOverload:
     """Register `run` as the functional PyTorch operator `name` ("namespace::name") with `fake` as
     its fake implementation and `backward` as its autograd formula (None: a backward through it
@@ -89,8 +89,7 @@ def define_operator(
     library.impl(opname, run, "CompositeExplicitAutograd")  # type: ignore[no-untyped-call]
     library.impl(opname, _autograd_kernel(overload, run, backward), "Autograd", with_keyset=True)  # type: ignore[no-untyped-call]
     torch.library.register_fake(name, fake, lib=library)
-    if pick is not None:
-        torch.library.register_torch_dispatch(name, FunctionalTensorMode, _decomposition(pick), lib=library)
+    torch.library.register_torch_dispatch(name, FunctionalTensorMode, _decomposition(pick), lib=library)
     _definitions[name] = library
     return overload
 

@@ -133,12 +133,8 @@ class TritonTemplate:
             raise TemplateError(
                 f"template `{name}` is not valid Jinja2 (line {error.lineno}): {error.message}"
             ) from None
-        self.name = name
-        self.source = source
-        self.inputs = tuple(inputs)
-        self.output_rule = output
-        self.grid_rule = grid
-        self.requires = requires
+        self.name, self.source, self.inputs = name, source, tuple(inputs)
+        self.output_rule, self.grid_rule, self.requires = output, grid, requires
         self.source_hash = hashlib.sha256(source.encode()).hexdigest()[:20]
 
     @property
@@ -272,11 +268,7 @@ class _RenderState:
         shape = tuple(spec.size[d] for d in order)
         strides = tuple(spec.stride[d] for d in order)
         sizes = tuple(int(self.config.kwargs.get(b, b)) if isinstance(b, str) else int(b) for b in block)
-        if (
-            strides[-1] != 1
-            or any((s * spec.itemsize) % 16 for s in strides[:-1])
-            or (spec.offset * spec.itemsize) % 16
-        ):
+        if strides[-1] != 1 or any(s * spec.itemsize % 16 for s in (*strides[:-1], spec.offset)):
             raise TemplateError(
                 f"input {name!r} ({spec}) cannot be read through a tensor descriptor: the last "
                 "dimension must be contiguous and other strides and the offset 16-byte aligned"
@@ -301,12 +293,7 @@ class _RenderState:
         return self._placeholder("STORE_OUTPUT", lambda: text)
 
     def workspace(self, name: str, size: Sequence[int]) -> str:
-        if (
-            not name.isidentifier()
-            or name in self.specs
-            or name in self.config.kwargs
-            or name in self.constants
-        ):
+        if not name.isidentifier() or name in {**self.specs, **self.config.kwargs, **self.constants}:
             raise TemplateError(
                 f"workspace name {name!r} must be an identifier that names no input, output, "
                 "meta-parameter or constant"

@@ -62,8 +62,7 @@ class TemplateChoices:
             )
         self.template = template
         self.requires = template.requires  # checked by the selector (kernelpick.engine.eligibility)
-        self.configs = configs
-        self.epilogue = epilogue
+        self.configs, self.epilogue = configs, epilogue
         self.arguments = tuple(arguments) if arguments is not None else template.inputs
         unknown = [n for n in template.inputs if n not in self.arguments]
         if unknown:
@@ -71,8 +70,7 @@ class TemplateChoices:
                 f"template `{template.name}` reads inputs {unknown}, which are not among the operation's "
                 f"arguments {list(self.arguments)}: name every positional input in `arguments`"
             )
-        self.constants = constants
-        self.static_shapes = static_shapes
+        self.constants, self.static_shapes = constants, static_shapes
         self.name = name or template.name
 
     def choices_for(self, signature: Signature) -> Sequence[Choice]:
