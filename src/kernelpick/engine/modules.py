@@ -179,11 +179,8 @@ def load_module(path: Path | str) -> ModuleType:
 
 
 def _checked_source(path: Path) -> str:
-    """The source to import for the module at `path` (see `load_module`); called with `_lock` held.
-
-    Raises:
-        TemplateError: there is none, or the file is not the module its name says.
-    """
+    """The source to import for the module at `path` (see `load_module`, which says what raises);
+    called with `_lock` held."""
     rendered = _rendered.get(path)
     found = _read_regular(path)
     if rendered is not None:

@@ -284,8 +284,7 @@ class KernelCall:
     def keeping(
         self, args: tuple[Any, ...], kwargs: Mapping[str, Any], phases: dict[str, float]
     ) -> dict[str, Any]:
-        """`restoring` what the access analysis says the kernel may write and read, its seconds in
-        `phases["analysis"]`."""
+        """`restoring` what the access analysis says the kernel may write and read, timed as "analysis"."""
         started = time.perf_counter()
         written, read = self.accesses(args, kwargs)
         phases["analysis"] = time.perf_counter() - started

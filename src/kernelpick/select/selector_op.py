@@ -298,12 +298,8 @@ class SelectorOp:
 
 
 def _reference_function(selector: Selector, name: str) -> Callable[..., Any]:
-    """The function a derived fake runs: the selector's reference when it is an extern or a function.
-
-    Raises:
-        OperatorError: the reference is a Triton kernel or template (no output without a launch), or
-            there is none.
-    """
+    """The function a derived fake runs: the selector's reference when it is an extern or a function
+    (OperatorError for none, or a Triton kernel or template: no output without a launch)."""
     target = selector._reference_target()
     if isinstance(target, ExternChoice):
         return target.fn
@@ -339,11 +335,7 @@ def _running(reference: Callable[..., Any], name: str, selector: str) -> Callabl
 
 
 def _inferred_schema(name: str, fn: Callable[..., Any]) -> str:
-    """The schema from `fn`'s type annotations (the user's fake, else the reference).
-
-    Raises:
-        OperatorError: `fn` has none PyTorch can read.
-    """
+    """The schema from `fn`'s type annotations (the user's fake, else the reference), or OperatorError."""
     try:
         return str(torch.library.infer_schema(fn, mutates_args=()))
     except (ValueError, TypeError, AttributeError) as error:  # AttributeError: a builtin such as torch.add
