@@ -107,3 +107,10 @@ def test_the_engine_asks_a_choice_where_it_compiles_and_which_space_it_searches_
         name = digest = "plain"
 
     assert searched_as(Plain()) is None and not compiles_without_user_code(Plain())  # type: ignore[arg-type]
+
+    class Named:  # a choice of the user's own whose `config` and `space` are its own things
+        name = digest = "named"
+        config = ("BLOCK", 64)
+        space = "tiles"
+
+    assert searched_as(Named()) is None  # type: ignore[arg-type]  # measured, not searched

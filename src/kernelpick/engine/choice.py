@@ -61,7 +61,9 @@ def searched_as(choice: Choice) -> tuple[Config, int, str] | None:
     if method is not None:
         return cast("tuple[Config, int, str] | None", method())
     config, space = getattr(choice, "config", None), getattr(choice, "space", None)
-    return None if config is None or space is None else (config, id(space), space.name)
+    if not isinstance(config, Config) or not isinstance(getattr(space, "name", None), str):
+        return None  # a user's choice may give other things these names: it is measured, not searched
+    return config, id(space), space.name
 
 
 @runtime_checkable
