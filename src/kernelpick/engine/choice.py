@@ -61,9 +61,10 @@ def searched_as(choice: Choice) -> tuple[Config, int, str] | None:
     if method is not None:
         return cast("tuple[Config, int, str] | None", method())
     config, space = getattr(choice, "config", None), getattr(choice, "space", None)
-    if not isinstance(config, Config) or not isinstance(getattr(space, "name", None), str):
+    name = getattr(space, "name", None)
+    if not isinstance(config, Config) or not isinstance(name, str):
         return None  # a user's choice may give other things these names: it is measured, not searched
-    return config, id(space), space.name
+    return config, id(space), name
 
 
 @runtime_checkable
