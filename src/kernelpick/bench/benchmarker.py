@@ -7,7 +7,7 @@ import functools
 import logging
 import statistics
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from kernelpick import settings
 from kernelpick.bench.host import host_ms
@@ -85,12 +85,14 @@ def benchmark(
     if screening is None:
         if confirming is None:
             raise ValueError("benchmark() needs a screening budget, a confirming budget, or both")
-        return _confirmed(candidates, timer, confirming, list(candidates), {})
+        try:
+            return _interleaved(candidates, timer, confirming, list(candidates))
+        except Exception as error:  # without a first round, each candidate gets the failure
+            return dict.fromkeys(candidates, BenchmarkResult.failed(*classify_run_error(error)))
     results: dict[_K, BenchmarkResult] = {}
     elsewhere = best_ms if callable(best_ms) else lambda: best_ms
-    best = float("inf")
     for key, candidate in candidates.items():
-        lowest = min(best, elsewhere())
+        lowest = lowest_cost(results, elsewhere())
         limit = None if cutoff is None or lowest == float("inf") else lowest * (1.0 + cutoff)
         try:
             summary = TimingSummary.of(
@@ -99,44 +101,53 @@ def benchmark(
             if host_time is not None:
                 summary = summary.with_host(host_time(candidate, summary.median_ms))
             results[key] = BenchmarkResult("ok", summary)
-            best = min(best, summary.cost_ms)
         except Exception as error:  # failures are data
             status, message = classify_run_error(error)
             log.debug("candidate %s failed: %s", candidate.name, message)
             results[key] = BenchmarkResult.failed(status, message)
         if on_done is not None:
             on_done(key, results[key])
-    fastest = finalists(results, confirm_top, confirm_within, reference, elsewhere())
-    if confirming is not None and len(fastest) >= 2:
-        return _confirmed(candidates, timer, confirming, fastest, results)
-    return results
 
-
-def _confirmed(
-    candidates: Mapping[_K, Benchmarkable],
-    timer: Timer,
-    budget: TimingBudget,
-    chosen: Sequence[_K],
-    first: dict[_K, BenchmarkResult],
-) -> dict[_K, BenchmarkResult]:
-    """`first` with the `chosen` candidates timed again together, interleaved.
-
-    If that round fails, the first round's figures stand; without a first round, every chosen
-    candidate gets the failure as its result.
-    """
-    try:
-        samples = timer.measure_interleaved([candidates[key] for key in chosen], budget)
-    except Exception as error:
-        if first:
+    def confirm(chosen: list[_K]) -> dict[_K, BenchmarkResult]:
+        try:
+            return _interleaved(candidates, timer, cast(TimingBudget, confirming), chosen)
+        except Exception as error:
             log.warning("second benchmark round failed, keeping the first round's timings: %s", error)
-            return first
-        status, message = classify_run_error(error)
-        return {key: BenchmarkResult.failed(status, message) for key in chosen}
-    confirmed = {
+            return {}
+
+    top = confirm_top if confirming is not None else 0
+    return confirmed(results, confirm, top, confirm_within, reference, elsewhere())
+
+
+def confirmed(
+    first: dict[_K, BenchmarkResult],
+    confirm: Callable[[list[_K]], dict[_K, BenchmarkResult]],
+    top: int,
+    within: float,
+    reference: _K | None,
+    best_ms: float,
+) -> dict[_K, BenchmarkResult]:
+    """The second round, here (`benchmark`) or in workers (`WorkerPool.measure`): `first` with its
+    `finalists`, if two or more, timed again by `confirm` and on one scale with it (`on_one_scale`).
+    `confirm` returns nothing where its round failed: the first round's figures then stand."""
+    chosen = finalists(first, top, within, reference, best_ms)
+    second = confirm(chosen) if len(chosen) >= 2 else {}
+    return on_one_scale(first, second) if second else first
+
+
+def _interleaved(
+    candidates: Mapping[_K, Benchmarkable], timer: Timer, budget: TimingBudget, chosen: Sequence[_K]
+) -> dict[_K, BenchmarkResult]:
+    samples = timer.measure_interleaved([candidates[key] for key in chosen], budget)
+    return {
         key: BenchmarkResult("ok", TimingSummary.of(runs, timer_used(timer, candidates[key])))
         for key, runs in zip(chosen, samples)
     }
-    return on_one_scale(first, confirmed) if first else confirmed
+
+
+def lowest_cost(results: Mapping[Any, BenchmarkResult], elsewhere: float = float("inf")) -> float:
+    """The lowest cost of `results` that worked, or `elsewhere` (another worker's, rank's) if lower."""
+    return min([elsewhere, *(r.cost_ms for r in results.values() if r.ok)])
 
 
 def finalists(
@@ -159,9 +170,7 @@ def finalists(
     interleaved runs settle it; the cost still orders the final and decides the pick.
     """
     ranked = sorted((k for k, r in results.items() if r.ok), key=lambda k: results[k].cost_ms)
-    if not ranked:
-        return []
-    limit = min(results[ranked[0]].cost_ms, best_ms) * (1.0 + within)
+    limit = lowest_cost(results, best_ms) * (1.0 + within)
     chosen = [k for k in ranked if (timing := results[k].timing) is not None and timing.min_ms <= limit][:top]
     if reference is not None and reference in ranked and reference not in chosen:
         chosen = [*chosen[: top - 1], reference] if len(chosen) >= top else [*chosen, reference]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import atexit
 import collections
 import contextlib
+import functools
 import itertools
 import logging
 import queue
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from kernelpick import settings
-from kernelpick.bench.benchmarker import finalists, on_one_scale
+from kernelpick.bench.benchmarker import confirmed, lowest_cost
 from kernelpick.bench.measure import OnDone
 from kernelpick.bench.result import BenchmarkResult, TimingSummary
 from kernelpick.errors import IsolationError
@@ -175,7 +176,7 @@ class WorkerPool:
             prepare_timeout_s: how long the workers may compile their shares of `candidates` first
                 (None: no prepare step; the caller compiled them already).
             confirm_top, confirm_within, reference: which to time again together
-                (`kernelpick.bench.benchmarker.finalists`).
+                (`kernelpick.bench.benchmarker.confirmed`).
             on_done: called with each candidate and its screening result as it is done with.
             phases: the seconds of each step (prepare, screen, confirm, `workers_start`), and the
                 workers' own, summed: `worker_problem` (making the inputs), `worker_load`
@@ -209,15 +210,11 @@ class WorkerPool:
                     phases["prepare"] = time.perf_counter() - started
                     started = time.perf_counter()
                 first = [c for c in known if c not in results] + feed.waiting
-                screened = self._screen(request, first, timeout_s, on_done, feed, best_ms)
-                results.update(screened)
+                results.update(self._screen(request, first, timeout_s, on_done, feed, best_ms))
                 phases["screen"] = time.perf_counter() - started
-                closest = finalists(screened, confirm_top, confirm_within, reference, best_ms())
-                if len(closest) > 1:
-                    started = time.perf_counter()
-                    results = on_one_scale(results, self._confirm(request, closest, timeout_s * len(closest)))
-                    phases["confirm"] = time.perf_counter() - started
-                return {c: results[c] for c in dict.fromkeys([*known, *screened])}
+                confirm = functools.partial(self._confirm, request, timeout_s=timeout_s, phases=phases)
+                results = confirmed(results, confirm, confirm_top, confirm_within, reference, best_ms())
+                return {c: results[c] for c in dict.fromkeys([*known, *results])}
             finally:
                 phases.update({f"worker_{part}": seconds for part, seconds in self._worker_phases.items()})
 
@@ -281,7 +278,7 @@ class WorkerPool:
                         continue
                     if not worker.alive:
                         worker.start()
-                    fastest = min([r.cost_ms for r in results.values() if r.ok] + [best_ms()])
+                    fastest = lowest_cost(results, best_ms())
                     lowest = None if fastest == float("inf") else fastest
                     busy[worker.slot] = self._send(
                         worker, request, "screen", [pending.popleft()], timeout_s, best_ms=lowest
@@ -310,9 +307,12 @@ class WorkerPool:
         return results
 
     def _confirm(
-        self, request: Mapping[str, Any], candidates: list[str], timeout_s: float
+        self, request: Mapping[str, Any], candidates: list[str], *, timeout_s: float, phases: dict[str, float]
     ) -> dict[str, BenchmarkResult]:
-        """Step 3: the finalists again, interleaved, on every worker, each running its share of the runs."""
+        """Step 3: the finalists again, interleaved, on every worker, each running its share of the
+        runs, each of them `timeout_s` at most; its seconds in `phases`."""
+        started = time.perf_counter()
+        timeout_s *= len(candidates)
         busy: dict[int, _Busy] = {}
         for worker in self.workers:
             try:
@@ -345,6 +345,7 @@ class WorkerPool:
                     log.warning(
                         "second round failed on a worker: %s", _failure(self.workers[slot], body, found)
                     )
+        phases["confirm"] = time.perf_counter() - started
         if not complete:
             log.warning("second round failed, keeping the first round's timings")
             return {}
