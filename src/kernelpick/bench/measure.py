@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,6 +13,7 @@ from kernelpick.bench.inputs import Example
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.timers import Timer, UserBenchTimer, run_once
 from kernelpick.bench.verify import Expected, Tolerance
+from kernelpick.compile.precompile import CompileOutcome, classify
 from kernelpick.device import DeviceInfo
 
 #: Called with a candidate's digest and result as each is done with.
@@ -54,6 +55,24 @@ class Candidate:
     digest: str
     call: Callable[..., Any]
     hooks: Hooks | None = None
+
+
+def compiled(
+    name: str,
+    digest: str,
+    outcome: CompileOutcome | None,
+    call: Callable[[], Callable[..., Any]],
+    hooks: Hooks | None = None,
+) -> Candidate | BenchmarkResult:
+    """A candidate to measure, given its compile `outcome` (None: compiled earlier) and `call()`, which
+    makes the function timed; or its failure, to compile or in `call()` (a choice's own bug, or a
+    rendered kernel that does not load)."""
+    if outcome is not None and not outcome.ok:
+        return BenchmarkResult.failed(outcome.status, outcome.message, outcome.seconds)
+    try:
+        return Candidate(name, digest, call(), hooks)
+    except Exception as error:
+        return BenchmarkResult.failed(*classify(error))
 
 
 class Measurement:
@@ -128,7 +147,7 @@ class Measurement:
 
     def measure(
         self,
-        candidates: Sequence[Candidate],
+        candidates: Mapping[str, Candidate | BenchmarkResult],
         timer: Timer,
         budgets: Mapping[str, Any],
         *,
@@ -141,7 +160,7 @@ class Measurement:
         something on the device in the last `WARM_FOR_S` seconds: its clocks are up.
 
         Args:
-            candidates: what to measure.
+            candidates: what to measure, by digest (`compiled`), or a candidate's failure.
             timer: how to time. The user's `do_bench` (`UserBenchTimer`) times each candidate once,
                 as Triton's does: one round, no warm-up.
             budgets: the keyword arguments of `benchmark()` (rounds, cutoff, host time).
@@ -155,14 +174,14 @@ class Measurement:
         """
         results: dict[str, BenchmarkResult] = {}
         runs: dict[str, Run] = {}
-        for candidate in candidates:
-            found = self.first_run(candidate)
+        for digest, candidate in candidates.items():
+            found = candidate if isinstance(candidate, BenchmarkResult) else self.first_run(candidate)
             if isinstance(found, Run):
-                runs[candidate.digest] = found
+                runs[digest] = found
             else:
-                results[candidate.digest] = found
+                results[digest] = found
                 if on_done is not None:
-                    on_done(candidate.digest, found)
+                    on_done(digest, found)
         warm_up_ms = settings.current().select_warmup_ms
         if isinstance(timer, UserBenchTimer):
             budgets, warm_up_ms = {"screening": budgets["screening"]}, 0.0
@@ -172,7 +191,7 @@ class Measurement:
         results.update(benchmark(runs, timer, on_done=on_done, reference=reference, **budgets))
         if runs:
             _warm_until[self.device] = time.monotonic() + WARM_FOR_S
-        return {c.digest: results[c.digest] for c in candidates}
+        return {digest: results[digest] for digest in candidates}
 
 
 class Run:

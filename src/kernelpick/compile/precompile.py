@@ -206,6 +206,40 @@ def precompile_jobs(
     return combined
 
 
+def compile_each(
+    makers: Sequence[Callable[[], CompileJob | CompileOutcome | None]],
+    *,
+    on_ready: Callable[[int], object] | None = None,
+    phases: dict[str, float] | None = None,
+    **options: Any,
+) -> list[CompileOutcome | None]:
+    """Make each candidate's compile job, then compile them all at once (`precompile_jobs`, given
+    `options`); a candidate's own failure to make its job is its outcome, None one with nothing to
+    compile (compiled earlier). `on_ready`: called with a candidate's index as soon as it can run (at
+    once for an outcome of ok without a job); `phases["compile_jobs"]`: the seconds making the jobs
+    took, then `precompile_jobs`'s."""
+    started = time.perf_counter()
+    outcomes: list[CompileOutcome | None] = []
+    jobs: list[tuple[int, CompileJob]] = []
+    for index, make in enumerate(makers):
+        try:
+            found = make()
+        except Exception as error:  # a choice's own bug is that choice's failure
+            found = CompileOutcome(*classify(error))
+        outcomes.append(None if isinstance(found, CompileJob) else found)
+        if isinstance(found, CompileJob):
+            jobs.append((index, found))
+        elif found is not None and found.ok and on_ready is not None:
+            on_ready(index)
+    if phases is not None:
+        phases["compile_jobs"] = time.perf_counter() - started
+    on_compiled = None if on_ready is None else lambda number: on_ready(jobs[number][0])
+    compiled = precompile_jobs([job for _, job in jobs], phases=phases, on_compiled=on_compiled, **options)
+    for (index, _), outcome in zip(jobs, compiled):
+        outcomes[index] = outcome
+    return outcomes
+
+
 def warm_up_compiler() -> None:
     """Compute what Triton's first compile in this process computes once (its cache key's parts),
     and import what its first specialization of an argument imports: ahead of the first compile,

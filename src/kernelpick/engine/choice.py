@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import sys
 import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -13,7 +13,7 @@ from typing import Any, Protocol, cast, runtime_checkable
 
 from kernelpick import settings
 from kernelpick.bench.inputs import Example
-from kernelpick.compile.precompile import CompileJob, CompileOutcome, classify, precompile_jobs
+from kernelpick.compile.precompile import CompileJob, CompileOutcome, compile_each
 from kernelpick.config import Config
 from kernelpick.device import DeviceInfo
 from kernelpick.engine.signature import Signature
@@ -262,28 +262,15 @@ def compile_choices(
     Returns:
         One outcome per choice, in order.
     """
-    started = time.perf_counter()
-    found: list[CompileJob | CompileOutcome] = []
-    for index, choice in enumerate(choices):
-        try:
-            found.append(choice.compile_job(example, signature))
-        except Exception as error:  # a choice's own bug is that choice's failure
-            found.append(CompileOutcome(*classify(error)))
-        if isinstance(found[-1], CompileOutcome) and found[-1].ok and on_ready is not None:
-            on_ready(index)
-    jobs = [index for index, job in enumerate(found) if isinstance(job, CompileJob)]
-    if phases is not None:
-        phases["compile_jobs"] = time.perf_counter() - started
-    compiled = precompile_jobs(
-        [job for job in found if isinstance(job, CompileJob)],
+    outcomes = compile_each(
+        [functools.partial(choice.compile_job, example, signature) for choice in choices],
         interpreter=signature.device.interpreter,
         workers=workers or settings.compile_workers(),
         mode=mode or settings.current().compile_mode,
         phases=phases,
         meanwhile=meanwhile,
         timeout_s=timeout_s,
-        on_compiled=None if on_ready is None else lambda number: on_ready(jobs[number]),
+        on_ready=on_ready,
         stop=stop,
     )
-    outcomes = iter(compiled)
-    return [next(outcomes) if isinstance(job, CompileJob) else job for job in found]
+    return [o if o is not None else CompileOutcome("compile_error", "not compiled") for o in outcomes]

@@ -17,11 +17,11 @@ import torch
 from kernelpick import settings
 from kernelpick.bench.benchmarker import budgets_for
 from kernelpick.bench.inputs import Example, InputGen, new_values
-from kernelpick.bench.measure import Candidate, Measurement, OnDone
+from kernelpick.bench.measure import Candidate, Measurement, OnDone, compiled
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.timers import Timer, timer_for
 from kernelpick.bench.verify import Tolerance, tf32_allowed
-from kernelpick.compile.precompile import CompileOutcome, classify, compiling_beside, current_patience
+from kernelpick.compile.precompile import CompileOutcome, compiling_beside, current_patience
 from kernelpick.console import TuningProgress, warn_once
 from kernelpick.device import capturing
 from kernelpick.engine.choice import Choice, PortableChoice, compile_choices, compiles_without_user_code
@@ -113,9 +113,9 @@ class ChoiceMeasuring:
                 )
                 if reason is None:
                     try:
-                        here = self._in_workers(todo, results, finished, best_ms)
+                        results, here = self._in_workers(todo, finished, best_ms)
                     except IsolationError as error:
-                        here, results, reason = list(todo), {}, str(error)
+                        here, reason = list(todo), str(error)
                         if not in_capture:
                             warn_once(log, reason, _HERE, self.name, reason)
                 elif not in_capture:
@@ -161,14 +161,10 @@ class ChoiceMeasuring:
             phases["compile"] = time.perf_counter() - started
 
     def _in_workers(
-        self,
-        todo: Sequence[Choice],
-        results: dict[str, BenchmarkResult],
-        finished: OnDone | None,
-        best_ms: Callable[[], float],
-    ) -> list[Choice]:
-        """Measure what of `todo` can cross to a worker there, into `results`; the choices that cannot
-        (they hold a lock or an open file, say) are returned, each with its reason in `timed_here`.
+        self, todo: Sequence[Choice], finished: OnDone | None, best_ms: Callable[[], float]
+    ) -> tuple[dict[str, BenchmarkResult], list[Choice]]:
+        """Measure what of `todo` can cross to a worker there; its results, and the choices that cannot
+        (they hold a lock or an open file, say), each with its reason in `timed_here`.
 
         Raises:
             IsolationError: nothing can be measured in workers (the reference, the arguments or the
@@ -194,7 +190,7 @@ class ChoiceMeasuring:
             else:
                 (compiling if compiled_here else others).append(choice)
         if not payloads:
-            return here
+            return {}, here
         device = self.signature.device
         start_workers_for(device)  # they start while the choices compile
         label = f"compiling {self.name}" if compiling else f"selecting {self.name} in workers"
@@ -263,8 +259,7 @@ class ChoiceMeasuring:
                     )
                     progress.advance()
                     done(choice.digest, measured[choice.digest])
-            results.update(_with_compile_seconds(compiling, outcomes, measured))
-        return here
+        return _with_compile_seconds(compiling, outcomes, measured), here
 
     def _problem(self, payload: Path, phases: dict[str, float]) -> Problem:
         """What the workers measure on: the arguments as data, what of them a run may write and when
@@ -306,7 +301,6 @@ class ChoiceMeasuring:
         device, inputs, kwargs = self.signature.device, self.inputs, self.kwargs
         tensors = [v for v in (*inputs, *kwargs.values()) if isinstance(v, torch.Tensor)]
         phases: dict[str, float] = {}
-        results: dict[str, BenchmarkResult] = {}
         # Tuning never moves the caller's random state, whatever the choices or input_gen draw.
         with (
             preserved_rng(tensors[0].device if tensors else torch.device("cpu")),
@@ -321,35 +315,23 @@ class ChoiceMeasuring:
             started = time.perf_counter()
             verified = "verifying and benchmarking" if self.reference is not None else "benchmarking"
             progress.advance(len(todo), f"{verified} {self.name}")
-            done = progress.on_done(finished)
-            candidates = []
+            candidates: dict[str, Candidate | BenchmarkResult] = {}
             for choice, outcome in zip(todo, outcomes):
                 hooks = choice.hooks(example) if isinstance(choice, ConfigChoice) else None
-                if not outcome.ok:
-                    results[choice.digest] = BenchmarkResult.failed(
-                        outcome.status, outcome.message, outcome.seconds
-                    )
-                    done(choice.digest, results[choice.digest])
-                    if isinstance(choice, ConfigChoice):
-                        choice.failed_to_compile(outcome, hooks)
-                    continue
-                try:
-                    call = choice.callable_for(self.signature)
-                except Exception as error:  # a choice's own bug, or a rendered kernel that does not load
-                    results[choice.digest] = BenchmarkResult.failed(*classify(error))
-                    done(choice.digest, results[choice.digest])
-                    continue
-                candidates.append(Candidate(choice.name, choice.digest, call, hooks))
+                call = functools.partial(choice.callable_for, self.signature)
+                candidates[choice.digest] = compiled(choice.name, choice.digest, outcome, call, hooks)
+                if isinstance(choice, ConfigChoice) and not outcome.ok:
+                    choice.failed_to_compile(outcome, hooks)
             measured = Measurement(example, device, self.reference, self.tolerance, tf32_allowed()).measure(
                 candidates,
                 self.timer or timer_for(device),
                 {**budgets_for(device, per_call=self.kernel is None), "best_ms": best_ms},
                 reference=self.reference_digest,
-                on_done=done,
+                on_done=progress.on_done(finished),
             )
             phases["benchmark"] = time.perf_counter() - started
         self._add(phases)
-        return _with_compile_seconds(todo, outcomes, {**results, **measured})
+        return _with_compile_seconds(todo, outcomes, measured)
 
 
 def _with_compile_seconds(

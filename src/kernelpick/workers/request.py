@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -15,11 +16,11 @@ from triton.runtime import _allocation
 from kernelpick import settings
 from kernelpick.bench.benchmarker import budgets_for
 from kernelpick.bench.inputs import Example, generated
-from kernelpick.bench.measure import Candidate, Measurement, OnDone
+from kernelpick.bench.measure import Measurement, OnDone, compiled
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.timers import timer_for
 from kernelpick.bench.verify import Tolerance
-from kernelpick.compile.precompile import CompileJob, CompileOutcome, classify, patience, precompile_jobs
+from kernelpick.compile.precompile import CompileJob, CompileOutcome, compile_each, patience
 from kernelpick.device import DeviceInfo, describe, device_of
 from kernelpick.tensors import example_generator
 from kernelpick.workers import values
@@ -173,24 +174,22 @@ def answer(request: Mapping[str, Any], phases: dict[str, float] | None = None) -
     torch.backends.cuda.matmul.allow_tf32 = problem.tf32  # what the caller computes with
     portables = {digest: state.portable(digest, payload) for digest, payload in request["candidates"].items()}
     # Compiled already in the prepare step, if there was one: then each is a hit in Triton's caches.
-    outcomes = _prepare_all(portables, state)
-    failures = {
-        digest: BenchmarkResult.failed(outcome.status, outcome.message)
-        for digest, outcome in outcomes.items()
-        if outcome is not None and not outcome.ok
-    }
+    # Every Triton kernel at once, in forked compilers (which never touch this worker's CUDA context).
+    with patience(problem.patience):
+        compiled_here = compile_each(
+            [functools.partial(p.compile_job, state.example, state.device) for p in portables.values()],
+            interpreter=state.device.interpreter,
+            workers=settings.compile_workers(),
+            mode="process",
+            timeout_s=settings.current().compile_timeout_s,
+        )
+    # Without their seconds: a worker's results carry none (the caller adds those of its own compiles).
+    outcomes = {d: None if o is None else replace(o, seconds=None) for d, o in zip(portables, compiled_here)}
     if request.get("step") == "prepare":
         phases["load"] = time.perf_counter() - started
-        return {digest: result.to_dict() for digest, result in failures.items()}
-    candidates = []
-    for digest in outcomes:  # in their order: those without a compile job first
-        if digest in failures:
-            continue
-        portable = portables[digest]
-        try:
-            candidates.append(Candidate(portable.name, digest, portable.callable()))
-        except Exception as error:  # a choice's own bug, or a rendered kernel that no longer loads
-            failures[digest] = BenchmarkResult.failed(*classify(error))
+        failed = {d: o for d, o in outcomes.items() if o is not None and not o.ok}
+        return {d: BenchmarkResult.failed(o.status, o.message).to_dict() for d, o in failed.items()}
+    candidates = {d: compiled(portables[d].name, d, o, portables[d].callable) for d, o in outcomes.items()}
     phases["load"] = time.perf_counter() - started
     started = time.perf_counter()
     budgets = step_budgets(request, budgets_for(state.device, per_call=problem.kernel is None))
@@ -198,36 +197,7 @@ def answer(request: Mapping[str, Any], phases: dict[str, float] | None = None) -
         candidates, timer_for(state.device), budgets, reference=problem.reference_digest
     )
     phases["measure"] = time.perf_counter() - started
-    results.update(failures)
     return {digest: result.to_dict() for digest, result in results.items()}
-
-
-def _prepare_all(
-    portables: Mapping[str, Portable], state: _WorkerProblem
-) -> dict[str, CompileOutcome | None]:
-    """Compile the candidates, every Triton kernel among them at once in forked compilers (which never
-    touch this worker's CUDA context); a candidate's own failure is its outcome."""
-    outcomes: dict[str, CompileOutcome | None] = {}
-    jobs: dict[str, CompileJob] = {}
-    for digest, portable in portables.items():
-        try:
-            found = portable.compile_job(state.example, state.device)
-        except Exception as error:  # a choice's own bug is that choice's failure
-            found = CompileOutcome(*classify(error))
-        if isinstance(found, CompileJob):
-            jobs[digest] = found
-        else:
-            outcomes[digest] = found
-    with patience(state.problem.patience):
-        compiled = precompile_jobs(
-            list(jobs.values()),
-            interpreter=state.device.interpreter,
-            workers=settings.compile_workers(),
-            mode="process",
-            timeout_s=settings.current().compile_timeout_s,
-        )
-    outcomes.update(zip(jobs, compiled))
-    return outcomes
 
 
 def measure_in_workers(
