@@ -128,11 +128,31 @@ def confirmed(
     best_ms: float,
 ) -> dict[_K, BenchmarkResult]:
     """The second round, here (`benchmark`) or in workers (`WorkerPool.measure`): `first` with its
-    `finalists`, if two or more, timed again by `confirm` and on one scale with it (`on_one_scale`).
-    `confirm` returns nothing where its round failed: the first round's figures then stand."""
+    `finalists`, if two or more, timed again by `confirm` (nothing where that round failed: the first
+    round's figures then stand), and every other first-round figure multiplied by the finalists'
+    median ratio of second to first round. A second-round result without a host time keeps its first
+    round's (the host's share does not change between rounds).
+
+    The second round runs the finalists back to back for longer, and a GPU at its power limit
+    clocks down: its figures run above the first round's. Compared as they are, a candidate left
+    out of the second round would beat the finalists on that offset alone. Rescaled, it ranks
+    against them as it did in the first round; and the pick is always a finalist.
+    """
     chosen = finalists(first, top, within, reference, best_ms)
     second = confirm(chosen) if len(chosen) >= 2 else {}
-    return on_one_scale(first, second) if second else first
+    if not second:
+        return first
+    factor = statistics.median(r.median_ms / first[k].median_ms for k, r in second.items())
+    merged = dict(first)
+    for key, result in first.items():
+        if key not in second and result.timing is not None:
+            merged[key] = BenchmarkResult("ok", result.timing.scaled(factor))
+    for key, result in second.items():
+        before = first[key].timing
+        if result.timing is not None and result.timing.host_ms is None and before is not None:
+            result = BenchmarkResult("ok", result.timing.with_host(before.host_ms))
+        merged[key] = result
+    return merged
 
 
 def _interleaved(
@@ -175,34 +195,6 @@ def finalists(
     if reference is not None and reference in ranked and reference not in chosen:
         chosen = [*chosen[: top - 1], reference] if len(chosen) >= top else [*chosen, reference]
     return chosen
-
-
-def on_one_scale(
-    first: Mapping[_K, BenchmarkResult], second: Mapping[_K, BenchmarkResult]
-) -> dict[_K, BenchmarkResult]:
-    """`first` with the `second` round's results in, and every other first-round figure multiplied
-    by the finalists' median ratio of second to first round. A second-round result without a host
-    time keeps its first round's (the host's share does not change between rounds).
-
-    The second round runs the finalists back to back for longer, and a GPU at its power limit
-    clocks down: its figures run above the first round's. Compared as they are, a candidate left
-    out of the second round would beat the finalists on that offset alone. Rescaled, it ranks
-    against them as it did in the first round; and the pick is always a finalist.
-    """
-    ratios = [
-        r.median_ms / first[k].median_ms for k, r in second.items() if r.ok and k in first and first[k].ok
-    ]
-    factor = statistics.median(ratios) if ratios else 1.0
-    merged = dict(first)
-    for key, result in first.items():
-        if key not in second and result.timing is not None:
-            merged[key] = BenchmarkResult("ok", result.timing.scaled(factor))
-    for key, result in second.items():
-        before = first[key].timing if key in first else None
-        if result.timing is not None and result.timing.host_ms is None and before is not None:
-            result = BenchmarkResult("ok", result.timing.with_host(before.host_ms))
-        merged[key] = result
-    return merged
 
 
 def budgets_for(device: DeviceInfo, *, per_call: bool = False) -> dict[str, Any]:
