@@ -7,7 +7,7 @@ import logging
 import multiprocessing
 import threading
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -81,23 +81,6 @@ def _one_rank_of_several() -> bool:
     import torch.distributed as dist
 
     return bool(dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1)
-
-
-def step_budgets(request: Mapping[str, Any], budgets: Mapping[str, Any]) -> dict[str, Any]:
-    """The keyword arguments of `benchmark()` for one worker's step of a measurement (see `pool`).
-
-    Screening: the first round only, its cutoff starting from the fastest median the pool found so
-    far. Confirming: the second round only, with this worker's share of the runs.
-    """
-    if request.get("step") == "confirm":
-        confirming = budgets.get("confirming") or budgets["screening"]
-        share = float(request.get("share", 1.0))
-        return {
-            "screening": None,
-            "confirming": dataclasses.replace(confirming, rep_ms=confirming.rep_ms * share),
-        }
-    best = request.get("best_ms")
-    return {**budgets, "confirm_top": 0, "best_ms": float("inf") if best is None else float(best)}
 
 
 def worker_settings() -> dict[str, Any]:

@@ -24,7 +24,7 @@ from kernelpick.compile.precompile import CompileJob, CompileOutcome, compile_ea
 from kernelpick.device import DeviceInfo, describe, device_of
 from kernelpick.tensors import example_generator
 from kernelpick.workers import values
-from kernelpick.workers.plan import step_budgets, worker_devices, worker_settings
+from kernelpick.workers.plan import worker_devices, worker_settings
 from kernelpick.workers.pool import Feed, pool_for
 from kernelpick.workers.problems import describe_value, rebuild_value
 
@@ -192,7 +192,14 @@ def answer(request: Mapping[str, Any], phases: dict[str, float] | None = None) -
     candidates = {d: compiled(portables[d].name, d, o, portables[d].callable) for d, o in outcomes.items()}
     phases["load"] = time.perf_counter() - started
     started = time.perf_counter()
-    budgets = step_budgets(request, budgets_for(state.device, per_call=problem.kernel is None))
+    budgets = budgets_for(state.device, per_call=problem.kernel is None)
+    if request.get("step") == "confirm":  # the second round only, with this worker's share of the runs
+        confirming = budgets.get("confirming") or budgets["screening"]
+        share = float(request.get("share", 1.0))
+        budgets = {"screening": None, "confirming": replace(confirming, rep_ms=confirming.rep_ms * share)}
+    else:  # the first round only, its cutoff from the lowest cost the pool found so far
+        best = request.get("best_ms")
+        budgets.update(confirm_top=0, best_ms=float("inf") if best is None else float(best))
     results = state.measurement.measure(
         candidates, timer_for(state.device), budgets, reference=problem.reference_digest
     )
