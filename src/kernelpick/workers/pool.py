@@ -92,12 +92,6 @@ class WorkerPool:
         self._starting = starting
         threading.Thread(target=start, name="kernelpick-workers-start", daemon=True).start()
 
-    def _started(self) -> None:
-        starting, self._starting = self._starting, None
-        if starting is not None:
-            starting.result()  # an IsolationError of the background start is this measurement's
-        self.start()
-
     def _send(
         self,
         worker: WorkerProcess,
@@ -194,7 +188,10 @@ class WorkerPool:
             self._payloads = payloads
             phases = {} if phases is None else phases
             started = time.perf_counter()
-            self._started()
+            starting, self._starting = self._starting, None
+            if starting is not None:
+                starting.result()  # an IsolationError of the background start is this measurement's
+            self.start()
             if (waited := time.perf_counter() - started) > 0.01:
                 phases["workers_start"] = waited
             self._worker_phases.clear()
