@@ -144,9 +144,8 @@ def test_templates_compile_here_and_are_timed_there_beside_choices_the_workers_c
 def test_an_interrupted_selection_stops_the_compilers_it_started_here(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from kernelpick.compile import precompile
     from kernelpick.compile.forked import CompileStopped
-    from kernelpick.engine import choice_measuring
+    from kernelpick.engine import choice, choice_measuring
 
     stops: list[threading.Event] = []
 
@@ -158,7 +157,7 @@ def test_an_interrupted_selection_stops_the_compilers_it_started_here(
     def interrupted(*args: object, **kwargs: object) -> None:
         raise KeyboardInterrupt  # Ctrl-C while the workers screen
 
-    monkeypatch.setattr(precompile, "precompile_jobs", compiling_until_stopped)
+    monkeypatch.setattr(choice, "compile_each", compiling_until_stopped)
     monkeypatch.setattr(choice_measuring, "measure_in_workers", interrupted)
     selector = kernelpick.Selector(
         "interrupted",
