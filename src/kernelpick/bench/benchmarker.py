@@ -91,8 +91,9 @@ def benchmark(
             return dict.fromkeys(candidates, BenchmarkResult.failed(*classify_run_error(error)))
     results: dict[_K, BenchmarkResult] = {}
     elsewhere = best_ms if callable(best_ms) else lambda: best_ms
+    best = float("inf")  # kept as results come: `lowest_cost` of them all is O(n) per candidate
     for key, candidate in candidates.items():
-        lowest = lowest_cost(results, elsewhere())
+        lowest = min(best, elsewhere())
         limit = None if cutoff is None or lowest == float("inf") else lowest * (1.0 + cutoff)
         try:
             summary = TimingSummary.of(
@@ -101,6 +102,7 @@ def benchmark(
             if host_time is not None:
                 summary = summary.with_host(host_time(candidate, summary.median_ms))
             results[key] = BenchmarkResult("ok", summary)
+            best = min(best, summary.cost_ms)
         except Exception as error:  # failures are data
             status, message = classify_run_error(error)
             log.debug("candidate %s failed: %s", candidate.name, message)

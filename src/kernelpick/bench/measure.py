@@ -199,7 +199,10 @@ class Run:
     outside the timing, run the candidate inside it."""
 
     def __init__(self, candidate: Candidate, example: Example, *, restore: bool) -> None:
-        self.name, self._call, self._example, self._restore = candidate.name, candidate.call, example, restore
+        self.name = candidate.name
+        self._call = candidate.call
+        self._example = example
+        self._restore = restore
         self._hooks = candidate.hooks or Hooks()
         self._named = dict(self._hooks.named)
         #: Hooks are the user's Python, to be called at every run: never replayed from a CUDA graph.
