@@ -95,3 +95,43 @@ def test_both_fronts_search_and_measure_through_the_engines_one_search_and_one_m
     assert {kind for kinds in measured for kind in kinds} == {ConfigChoice, ExternChoice, TemplateChoice}
     assert tuned.last_tuning is not None and tuned.last_tuning.search is not None
     assert selector.last_selection is not None and "double" in selector.last_selection.searches
+
+
+def test_the_engine_calls_neither_front_back() -> None:
+    """A cold call of each front runs key, store, claim, compile, verify, measure, pick and store through the
+    engine without the engine (or what it calls) entering a front's module again: what a front gives it
+    (the reference, the options) is data, not a callback."""
+    import sys
+
+    fronts = ("kernelpick.select.selector", "kernelpick.select.background", "kernelpick.tune.")
+    engine = ("kernelpick.engine.", "kernelpick.bench.", "kernelpick.workers.", "kernelpick.compile.")
+    engine += ("kernelpick.store.", "kernelpick.search.")
+    called_back: list[str] = []
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        if event != "call" or not frame.f_globals.get("__name__", "").startswith(fronts):
+            return
+        below = frame.f_back
+        while below is not None:
+            if below.f_globals.get("__name__", "").startswith(engine):
+                called_back.append(f"{frame.f_code.co_qualname} from {below.f_code.co_qualname}")
+                return
+            below = below.f_back
+
+    space = [triton.Config({"BLOCK": block}) for block in (32, 64)]
+    tuned = kernelpick.autotune(space, key=["n"], store=MemoryStore(), isolate=False)(increment_kernel)
+    selector = kernelpick.Selector(
+        "add",
+        [kernelpick.extern(torch.add), kernelpick.extern(lambda a, b: b + a, name="plus")],
+        store=MemoryStore(),
+    )
+    x = torch.zeros(100)
+    sys.setprofile(profile)
+    try:
+        tuned[lambda meta: (triton.cdiv(100, meta["BLOCK"]),)](x, 100)
+        added = selector(x, x)
+    finally:
+        sys.setprofile(None)
+    assert torch.equal(x, torch.ones(100)) and torch.equal(added, x + x)
+    assert selector.last_selection is not None and selector.last_selection.reference == "torch.add"
+    assert not called_back

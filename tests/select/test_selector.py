@@ -312,6 +312,11 @@ def test_the_reference_can_be_named_or_any_function() -> None:
         ConfigError, match="reference 'nope' of selector `add` names none of its choices: exact"
     ):
         Selector("add", [extern(exact)], reference="nope")
+    with pytest.raises(
+        ConfigError,
+        match="reference of selector `add` must be a choice, the name of one or a function, got 3",
+    ):
+        Selector("add", [extern(exact)], reference=3)  # type: ignore[arg-type]
 
 
 def test_a_looser_tolerance_can_be_given() -> None:

@@ -24,7 +24,13 @@ from kernelpick.bench.verify import Tolerance, tf32_allowed
 from kernelpick.compile.precompile import CompileOutcome, compiling_beside, current_patience
 from kernelpick.console import TuningProgress, warn_once
 from kernelpick.device import capturing
-from kernelpick.engine.choice import Choice, PortableChoice, compile_choices, compiles_without_user_code
+from kernelpick.engine.choice import (
+    Choice,
+    PortableChoice,
+    compile_choices,
+    compiles_without_user_code,
+    qualified_name,
+)
 from kernelpick.engine.signature import Signature
 from kernelpick.engine.triton_choice import ConfigChoice, KernelCall
 from kernelpick.errors import IsolationError, TuningInCapture
@@ -40,8 +46,7 @@ _HERE = "%s: measuring in this process, not in workers: %s"
 @dataclass
 class ChoiceMeasuring:
     """How one tuning measures its candidates on one call's `inputs` and `kwargs`: what outputs are
-    checked against (`against()`, made when first measuring: its name and callable, and as a worker
-    gets it; None: nothing), the front's options, the candidate kept unless clearly beaten, and the
+    checked against (`against`: a choice or a function; None: nothing), the front's options, the candidate kept unless clearly beaten, and the
     settings its measuring `overrides` (a tuned kernel's `warmup=` and `rep=`). `kernel`: the call of
     a tuned kernel whose configs are measured (on its arguments; None: choices, on example inputs).
     After `measure`, `timed_here` names each candidate measured in this process although isolation
@@ -51,7 +56,7 @@ class ChoiceMeasuring:
     signature: Signature
     inputs: tuple[Any, ...]
     kwargs: dict[str, Any]
-    against: Callable[[], tuple[tuple[str, Callable[..., Any]], Any] | None] = lambda: None
+    against: Choice | Callable[..., Any] | None = None
     input_gen: InputGen | None = None
     tolerance: Tolerance | None = None
     timer: Timer | None = None
@@ -69,7 +74,15 @@ class ChoiceMeasuring:
 
     @functools.cached_property
     def _reference(self) -> tuple[tuple[str, Callable[..., Any]], Any] | tuple[None, None]:
-        return self.against() or (None, None)
+        """`against`'s name and callable, and what a worker gets of it (made when first measuring)."""
+        against = self.against
+        if against is None:
+            return None, None
+        if isinstance(against, Choice):
+            return (against.name, against.callable_for(self.signature)), PortableChoice(
+                against, self.signature
+            )
+        return (qualified_name(against), against), against
 
     @property
     def reference(self) -> tuple[str, Callable[..., Any]] | None:

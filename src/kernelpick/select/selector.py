@@ -7,7 +7,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 from kernelpick import settings
 from kernelpick.bench.inputs import InputGen
@@ -19,8 +19,6 @@ from kernelpick.engine.choice import (
     Choice,
     ChoiceSpace,
     ExternChoice,
-    PortableChoice,
-    qualified_name,
 )
 from kernelpick.engine.choice_measuring import ChoiceMeasuring
 from kernelpick.engine.eligibility import SkippedChoice, eligible_spaces, tabled_choice
@@ -130,6 +128,13 @@ class Selector:
         self.spaces: list[ChoiceSpace] = list(choices)
         if not self.spaces:
             raise ConfigError(f"selector `{name}` has no choices: give it at least one")
+        if not (
+            reference is None or isinstance(reference, (str, Choice, ChoiceSpace)) or callable(reference)
+        ):
+            raise ConfigError(
+                f"reference of selector `{name}` must be a choice, the name of one or a function, "
+                f"got {reference!r}"
+            )
         if isinstance(reference, str) and reference not in {s.name for s in self.spaces}:
             raise ConfigError(
                 f"reference {reference!r} of selector `{name}` names none of its choices: "
@@ -291,14 +296,15 @@ class Selector:
         started = time.perf_counter()
         by_digest, skipped = expanded()
         tuning.phases["expand"] = time.perf_counter() - started
-        kept = self.reference_digest(signature)  # what runs unless clearly beaten
+        against = self._reference_target(signature)
+        kept = against.digest if isinstance(against, Choice) else None  # what runs unless clearly beaten
         ranking = measured_as([*inputs, *kwargs.values()])
         measuring = ChoiceMeasuring(
             self.name,
             signature,
             inputs,
             kwargs,
-            functools.partial(self._reference, signature) if self.verify else lambda: None,
+            cast("Choice | Callable[..., Any] | None", against) if self.verify else None,
             input_gen=self.input_gen,
             tolerance=self.tolerance,
             timer=self.timer,
@@ -495,20 +501,6 @@ class Selector:
                 )
             return first
         return wanted
-
-    def _reference(self, signature: Signature) -> tuple[tuple[str, Callable[..., Any]], Any] | None:
-        """What outputs are checked against: its name and callable, and what a worker gets of it (a
-        choice, or a function); None when there is nothing."""
-        wanted = self._reference_target(signature)
-        if isinstance(wanted, Choice):
-            return (wanted.name, wanted.callable_for(signature)), PortableChoice(wanted, signature)
-        if wanted is None:
-            return None
-        if callable(wanted):
-            return (qualified_name(wanted), wanted), wanted
-        raise ConfigError(
-            f"reference of selector `{self.name}` must be a choice, a name or a function, got {wanted!r}"
-        )
 
     def __repr__(self) -> str:
         return f"Selector({self.name!r}, choices=[{', '.join(s.name for s in self.spaces)}])"
