@@ -66,7 +66,9 @@ def commit() -> str | None:
 
     def git(*arguments: str) -> str:
         try:
-            done = subprocess.run(["git", "-C", str(ROOT), *arguments], capture_output=True, text=True, check=False)
+            done = subprocess.run(
+                ["git", "-C", str(ROOT), *arguments], capture_output=True, text=True, check=False
+            )
         except OSError:
             return ""
         return done.stdout.strip()
