@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import sys
-import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -235,11 +234,7 @@ def compile_choices(
     *,
     mode: str | None = None,
     workers: int | None = None,
-    meanwhile: Callable[[], object] | None = None,
-    on_ready: Callable[[int], object] | None = None,
-    timeout_s: float | None = None,
-    stop: threading.Event | None = None,
-    phases: dict[str, float] | None = None,
+    **options: Any,
 ) -> list[CompileOutcome]:
     """Compile `choices` for `signature`, every Triton kernel among them at once (in forked compilers
     unless `mode` or `KERNELPICK_COMPILE_MODE` says threads); each choice's own failure is its outcome.
@@ -250,14 +245,9 @@ def compile_choices(
         signature: their signature.
         mode: "process" or "thread" (default: the `KERNELPICK_COMPILE_MODE` setting).
         workers: how many compile at once (default: the `KERNELPICK_COMPILE_WORKERS` setting).
-        meanwhile: `precompile_jobs`'s: work for this thread while the compilers run.
-        on_ready: called with a choice's index as soon as it can run: at once for a choice with
-            nothing to compile (a library function), for the others as their compile ends (before
-            the rest end, in forked compilers; see `precompile_jobs`'s `on_compiled`).
-        timeout_s: `precompile_jobs`'s: how long one may compile before its compiler is killed.
-        stop: `precompile_jobs`'s: once set, the compilers are killed and `CompileStopped` is raised.
-        phases: where the seconds of the steps go: `compile_jobs` (making each choice's compile
-            job: rendering templates), then `precompile_jobs`'s.
+        options: `compile_each`'s: `on_ready`, called with a choice's index as soon as it can run (at
+            once for a choice with nothing to compile, a library function); `phases`, where the
+            seconds of the steps go; and `precompile_jobs`'s `meanwhile`, `timeout_s` and `stop`.
 
     Returns:
         One outcome per choice, in order.
@@ -267,10 +257,6 @@ def compile_choices(
         interpreter=signature.device.interpreter,
         workers=workers or settings.compile_workers(),
         mode=mode or settings.current().compile_mode,
-        phases=phases,
-        meanwhile=meanwhile,
-        timeout_s=timeout_s,
-        on_ready=on_ready,
-        stop=stop,
+        **options,
     )
     return [o if o is not None else CompileOutcome("compile_error", "not compiled") for o in outcomes]

@@ -93,10 +93,7 @@ class ChoiceMeasuring:
             self.phases[step] = self.phases.get(step, 0.0) + seconds
 
     def measure(
-        self,
-        todo: Sequence[Choice],
-        finished: OnDone | None = None,
-        best_ms: Callable[[], float] = lambda: float("inf"),
+        self, todo: Sequence[Choice], finished: OnDone, best_ms: Callable[[], float]
     ) -> dict[str, BenchmarkResult]:
         """Compile, verify and time `todo`; each result by digest, in order, each also given to
         `finished` as it is done with (the tuning stores it then). `best_ms`: the lowest cost
@@ -149,8 +146,7 @@ class ChoiceMeasuring:
                         "skipped",
                         f"not measured: a CUDA graph was being captured ({self.timed_here[choice.name]})",
                     )
-                    if finished is not None:
-                        finished(choice.digest, results[choice.digest])
+                    finished(choice.digest, results[choice.digest])
             elif here:
                 results.update(self._here(here, finished, best_ms))
         if self.reference is not None:
@@ -162,19 +158,18 @@ class ChoiceMeasuring:
         choices: Sequence[Choice],
         example: Example,
         phases: dict[str, float],
-        meanwhile: Callable[[], object] | None = None,
         **options: Any,
     ) -> list[CompileOutcome]:
-        """`compile_choices`, its seconds in `phases["compile"]` and `meanwhile` run while the compilers work."""
+        """`compile_choices` (`options`: its own), its seconds in `phases["compile"]`."""
         started = time.perf_counter()
-        options.update(phases=phases, meanwhile=meanwhile, workers=self.kernel and self.kernel.workers)
+        options.update(phases=phases, workers=self.kernel and self.kernel.workers)
         try:
             return compile_choices(choices, example, self.signature, **options)
         finally:
             phases["compile"] = time.perf_counter() - started
 
     def _in_workers(
-        self, todo: Sequence[Choice], finished: OnDone | None, best_ms: Callable[[], float]
+        self, todo: Sequence[Choice], finished: OnDone, best_ms: Callable[[], float]
     ) -> tuple[dict[str, BenchmarkResult], list[Choice]]:
         """Measure what of `todo` can cross to a worker there; its results, and the choices that cannot
         (they hold a lock or an open file, say), each with its reason in `timed_here`.
@@ -234,7 +229,7 @@ class ChoiceMeasuring:
                             compiling,
                             Example(inputs, kwargs, written=()),
                             phases,
-                            describe_meanwhile,
+                            meanwhile=describe_meanwhile,
                             mode="process",
                             on_ready=ready,
                             timeout_s=settings.current().compile_timeout_s,
@@ -282,8 +277,11 @@ class ChoiceMeasuring:
             IsolationError: an argument, the reference or the kernel cannot be described as data.
         """
         inputs, kwargs, reference = self.inputs, self.kwargs, self._reference[1]
-        if self.kernel is not None:
-            fields = self.kernel.problem(inputs, kwargs, phases)
+        if self.kernel is not None:  # the kernel crosses once, its configs without it (`portable`)
+            fields: dict[str, Any] = {
+                "keeping": self.kernel.keeping(inputs, kwargs, phases),
+                "kernel": values.encode(self.kernel.fn),
+            }
         else:
             fields = {
                 "input_gen": None if self.input_gen is None else values.encode(self.input_gen),
@@ -308,7 +306,7 @@ class ChoiceMeasuring:
         )
 
     def _here(
-        self, todo: Sequence[Choice], finished: OnDone | None, best_ms: Callable[[], float]
+        self, todo: Sequence[Choice], finished: OnDone, best_ms: Callable[[], float]
     ) -> dict[str, BenchmarkResult]:
         """Compile, verify and time `todo` in this process, on example inputs or the call's arguments."""
         device, inputs, kwargs = self.signature.device, self.inputs, self.kwargs

@@ -20,9 +20,6 @@ class SkippedChoice:
     name: str
     reason: str
 
-    def to_dict(self) -> dict[str, str]:
-        return {"name": self.name, "reason": self.reason}
-
 
 def requirements_of(space: object) -> Requirements | None:
     """The requirements a choice space declares (its `requires` attribute), or None."""

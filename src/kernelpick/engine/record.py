@@ -206,7 +206,7 @@ class TuningRecord:
             "n_candidates": max(1, len(self.candidates)),
             "n_failed": len(self.failed),
             "results": [r.to_dict() for r in self.candidates],
-            "skipped": [s.to_dict() for s in self.skipped],
+            "skipped": [asdict(s) for s in self.skipped],
             "searches": self.searches_to_dict(),
             "phases": dict(self.phases),
             "timed_here": dict(self.timed_here),

@@ -32,7 +32,6 @@ from kernelpick.engine.modules import keep_kernel_source
 from kernelpick.engine.signature import Signature
 from kernelpick.errors import ConfigError, IsolationError, failure_exception
 from kernelpick.tensors import holds_descriptor, own_descriptors
-from kernelpick.workers import values
 
 log = logging.getLogger("kernelpick.tune")
 
@@ -199,7 +198,7 @@ class KernelCall:
         compile: Callable[..., list[CompileOutcome]],
         phases: dict[str, float],
     ) -> tuple[list[ConfigChoice], Example, list[CompileOutcome]]:
-        """`choices` compiled by `compile(choices, example, phases, meanwhile)`, and the arguments they
+        """`choices` compiled by `compile(choices, example, phases, meanwhile=)`, and the arguments they
         are timed on: copies of those the access analysis (run while the compilers work) says the
         kernel may write. Compiling needs only the arguments' types, and launches nothing: the real
         arguments serve.
@@ -216,7 +215,7 @@ class KernelCall:
             return own, example, compile(own, given, phases)
         keeping: list[dict[str, Any]] = []  # the analysis runs while the compilers work
         outcomes = compile(
-            list(choices), given, phases, lambda: keeping.append(self.keeping(args, kwargs, phases))
+            list(choices), given, phases, meanwhile=lambda: keeping.append(self.keeping(args, kwargs, phases))
         )
         started = time.perf_counter()
         example = Example(args, kwargs, **keeping[0])
@@ -289,18 +288,6 @@ class KernelCall:
         written, read = self.accesses(args, kwargs)
         phases["analysis"] = time.perf_counter() - started
         return self.restoring(written, read)
-
-    def problem(
-        self, args: tuple[Any, ...], kwargs: Mapping[str, Any], phases: dict[str, float]
-    ) -> dict[str, Any]:
-        """What a worker needs of this call to re-create its arguments (`Problem`'s fields): what the
-        access analysis says the kernel may write and read, and the kernel itself, encoded once (its
-        configs cross without it: `ConfigChoice.portable`).
-
-        Raises:
-            IsolationError: the kernel cannot be sent to a worker.
-        """
-        return {"keeping": self.keeping(args, kwargs, phases), "kernel": values.encode(self.fn)}
 
 
 def _launch_on(launch: Callable[..., Any], own: OwnArguments, *_example: Any, **_keywords: Any) -> Any:
