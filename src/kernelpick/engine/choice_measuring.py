@@ -114,13 +114,10 @@ class ChoiceMeasuring:
             here = list(todo)
             reason: str | None = "isolation is off"
             if isolation_wanted(self.signature.device, self.isolate):
-                reason = (  # why every candidate is measured in this process even so (None: none need be)
-                    "its timer runs in your process"
-                    if self.timer is not None
-                    else None
-                    if self.kernel is None
-                    else self.kernel.runs_here()
-                )
+                # Why every candidate is measured in this process even so (None: none need be).
+                reason = "its timer runs in your process" if self.timer is not None else None
+                if reason is None and self.kernel is not None:
+                    reason = self.kernel.runs_here()
                 if reason is None:
                     try:
                         results, here = self._in_workers(todo, finished, best_ms)

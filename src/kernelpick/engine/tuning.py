@@ -347,9 +347,7 @@ class Tuning:
                 part = share.parts[index]
                 have = {d: stored[d] for d in part if d in stored}
                 todo = [d for d in part if d not in stored]
-                for result in have.values():
-                    if result.ok:
-                        share.offer(result.cost_ms)
+                share.offer(min((r.cost_ms for r in have.values() if r.ok), default=inf))
                 with settings.override(confirm_top=part_top):
                     found = dict(measure(todo, have, on_done, share.lowest_elsewhere)) if todo else {}
                 results.update(share.publish(index, {**have, **found}))
@@ -359,9 +357,7 @@ class Tuning:
                 while (index := share.claim()) is not None:
                     take(index)
                 deadline = time.monotonic() + settings.current().wait_timeout_s
-                for index in range(len(share.parts)):
-                    if index in taken:
-                        continue
+                for index in [i for i in range(len(share.parts)) if i not in taken]:
                     started = time.perf_counter()
                     found = share.wait(index, deadline)
                     self.phases["wait"] = self.phases.get("wait", 0.0) + time.perf_counter() - started
