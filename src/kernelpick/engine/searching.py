@@ -62,13 +62,13 @@ def search_choices(
     for name, space in spaces.items():
 
         def timed(
-            batch: Sequence[Config], steps: dict[str, float], space: dict[Config, Choice] = space
+            batch: Sequence[Config], space: dict[Config, Choice] = space
         ) -> dict[Config, BenchmarkResult]:  # `measure` for configs of the space, as `search` calls it
             found = measure([space[config] for config in batch])
             return {config: found[space[config].digest] for config in batch}
 
         known = {config: stored[c.digest] for config, c in space.items() if c.digest in stored}
-        traces[name] = trace = search(strategy, list(space), known, timed, structure, {})
+        traces[name] = trace = search(strategy, list(space), known, timed, structure)
         results.update((space[config].digest, r) for config, r in trace.results().items())
     searched = {c.digest for space in spaces.values() for c in space.values()}
     finalists = [c for c in choices if c.digest not in searched]

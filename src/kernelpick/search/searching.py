@@ -16,8 +16,8 @@ from kernelpick.search.registry import make_strategy
 from kernelpick.search.run import SearchTrace, run_search
 from kernelpick.search.space import Space
 
-#: Times configs and adds the seconds of its phases (compile, benchmark, ...) into the dict given.
-MeasureBatch = Callable[[Sequence[Config], dict[str, float]], Mapping[Config, BenchmarkResult]]
+#: Times configs (the tuning's measuring, which adds up the seconds of its phases itself).
+MeasureBatch = Callable[[Sequence[Config]], Mapping[Config, BenchmarkResult]]
 
 
 def search(
@@ -26,24 +26,19 @@ def search(
     known: Mapping[Config, BenchmarkResult],
     measure: MeasureBatch,
     space: Space | None,
-    phases: dict[str, float],
 ) -> SearchTrace:
     """Search `configs` with the strategy `strategy` names, within the settings' budget and seed (or
     those its options set: `"random(budget=8, seed=1)"`).
 
     A batch asked for at less than full effort is timed with proportionally fewer runs and no
-    second round. The seconds of each batch's phases add up in `phases`.
+    second round.
     """
     current = settings.current()
 
     def timed(batch: Sequence[Config], effort: float) -> Mapping[Config, BenchmarkResult]:
-        batch_phases: dict[str, float] = {}
         quick = {"rep_ms": max(1.0, current.rep_ms * effort), "confirm_top": 0} if effort < 1 else {}
         with settings.override(**quick):
-            results = measure(batch, batch_phases)
-        for name, seconds in batch_phases.items():
-            phases[name] = phases.get(name, 0.0) + seconds
-        return results
+            return measure(batch)
 
     budget = Budget.from_settings(len(configs))
     proposer = make_strategy(strategy, configs, space=space, seed=current.search_seed, budget=budget)
