@@ -47,11 +47,8 @@ def write_module(source: str) -> Path:
     imports `source` whatever the file holds by then."""
     path = kept_file("templates", source_hash(source), settings.cache_dir_or_temporary())
     resolved = path.resolve()
-    with _lock:
-        if _rendered.get(resolved) == source:
-            return path
-    _write(path, source)
-    with _lock:
+    if _rendered.get(resolved) != source:  # one item read or set at a time: atomic, no lock needed
+        _write(path, source)
         _rendered[resolved] = source
     return path
 

@@ -439,10 +439,8 @@ class Tuning:
         results (None: every candidate failed). With nothing measured now, the pick is stored
         only where the key has none: a tuning stopped after its last result, before it picked."""
         rows = [CandidateResult(d, self._describe(d), r) for d, r in results.items() if d in fresh]
-        if pick is not None and self.store is not None and not any(r.result.storable for r in rows):
-            if picked(self.store, self.key) is None:
-                self._write([], pick)
-        else:
+        measured = any(row.result.storable for row in rows)
+        if measured or pick is None or self.store is None or picked(self.store, self.key) is None:
             self._write(rows, pick)
         claim, self._claim = self._claim, None
         if claim is not None:  # after the save: a process that waited reads the store next
