@@ -151,11 +151,7 @@ class ChoiceMeasuring:
         return {choice.digest: results[choice.digest] for choice in todo if choice.digest in results}
 
     def _compile(
-        self,
-        choices: Sequence[Choice],
-        example: Example,
-        phases: dict[str, float],
-        **options: Any,
+        self, choices: Sequence[Choice], example: Example, phases: dict[str, float], **options: Any
     ) -> list[CompileOutcome]:
         """`compile_choices` (`options`: its own), its seconds in `phases["compile"]`."""
         started = time.perf_counter()

@@ -6,7 +6,7 @@ import functools
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -61,8 +61,7 @@ def _tensor_keyer(count: int) -> Callable[[tuple[Any, ...]], tuple[Any, ...]]:
     )
     scope: dict[str, Any] = {"Tensor": _Tensor, "any_key": _any_key}
     exec(compile(source, f"<kernelpick signature key of {count} tensors>", "exec"), scope)
-    keyer: Callable[[tuple[Any, ...]], tuple[Any, ...]] = scope["key"]
-    return keyer
+    return cast("Callable[[tuple[Any, ...]], tuple[Any, ...]]", scope["key"])
 
 
 #: `POSITIONAL_KEYS[n](inputs)`: the key of `n` positional inputs (shared with the selector's hot path).
@@ -148,8 +147,7 @@ def _repeating(count: int, repeats: tuple[tuple[int, int], ...]) -> Callable[...
     )
     scope: dict[str, Any] = {}
     exec(compile(source, f"<kernelpick guard of {count} inputs, some repeated>", "exec"), scope)
-    make: Callable[..., Callable[..., bool]] = scope["make"]
-    return make
+    return cast("Callable[..., Callable[..., bool]]", scope["make"])
 
 
 _GUARDS: Any  # what Dynamo checks a compiled frame's tensors with (sizes and strides given: static)
@@ -205,8 +203,7 @@ def positional_caller(count: int) -> Callable[..., Callable[..., Any]]:
         "any_requires_grad": torch._C._any_requires_grad,
     }
     exec(compile(source, f"<kernelpick hot path of {count} tensors>", "exec"), scope)
-    make: Callable[..., Callable[..., Any]] = scope["make"]
-    return make
+    return cast("Callable[..., Callable[..., Any]]", scope["make"])
 
 
 def signature_key(

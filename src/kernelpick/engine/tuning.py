@@ -10,7 +10,6 @@ import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from math import inf
-from types import TracebackType
 from typing import Any, TypeVar
 
 import torch
@@ -105,9 +104,7 @@ class Tuning:
         self._workers_held.enter_context(tuning_in_progress())  # its measurements share the workers
         return self
 
-    def __exit__(
-        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
-    ) -> None:
+    def __exit__(self, *exception: object) -> None:
         """Let go of the key if this tuning still holds it (it ended before it saved a pick), and of
         the workers."""
         with self._workers_held:  # closed last, whatever the release raises
