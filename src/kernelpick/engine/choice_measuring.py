@@ -217,17 +217,15 @@ class ChoiceMeasuring:
                 # Compiling binds each choice's arguments to the call's own inputs, a template's
                 # output and scratch space to stand-ins without memory (`TemplateChoice.compile_job`).
                 try:
-                    outcomes.extend(
-                        self._compile(
-                            compiling,
-                            Example(inputs, kwargs, written=()),
-                            phases,
-                            meanwhile=describe_meanwhile,
-                            mode="process",
-                            on_ready=ready,
-                            timeout_s=settings.current().compile_timeout_s,
-                            stop=stop,
-                        )
+                    outcomes[:] = self._compile(
+                        compiling,
+                        Example(inputs, kwargs, written=()),
+                        phases,
+                        meanwhile=describe_meanwhile,
+                        mode="process",
+                        on_ready=ready,
+                        timeout_s=settings.current().compile_timeout_s,
+                        stop=stop,
                     )
                 finally:
                     submitted.set()
