@@ -51,12 +51,7 @@ class RequiringSpace:
             raise ConfigError(
                 f"kernelpick.require expects a choice (extern, triton_choice or template), got {space!r}"
             )
-        self.space = space
-        self.requires = requires
-
-    @property
-    def name(self) -> str:
-        return self.space.name
+        self.space, self.requires, self.name = space, requires, space.name
 
     def choices_for(self, signature: Signature) -> Sequence[Choice]:
         return self.space.choices_for(signature)
