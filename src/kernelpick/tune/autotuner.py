@@ -272,111 +272,102 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
             entry: Entry | None = self._dispatch.entries.get(key)
             if entry is not None:  # another thread tuned it meanwhile
                 return entry
-            start = time.perf_counter()
-            device = describe(device_of(self._named(args, kwargs).values()))
-            warn_once_if_interpreted(device, self.name)
-            for config in self.configs:
-                conflicts = sorted(set(kwargs) & set(config.kwargs))
-                if conflicts:
-                    raise ConfigError(
-                        f"kernel `{self.name}` was given {', '.join(conflicts)} both by the call and by the "
-                        f"config {config}; leave tuned meta-parameters out of the call"
-                    )
-            configs = self._configs_for(device, args, kwargs)
-            store = result_store(self.use_store, self.store)
-            if store is not None and key in self._distrusted:  # its stored pick failed here: not read
-                store = UnreadStore(store)
-            with Tuning(
-                f"kernel `{self.name}`",
-                describe_key(self._key_names, key, dtypes=True),
-                self.tuning_key(key, device),
-                store,
-                device.name,
-                start,
-            ) as tuning:
-                return self._tune_key(key, tuning, configs, args, kwargs, grid, device)
+            return self._tune_key(key, args, kwargs, grid)
 
     def _tune_key(
-        self,
-        key: tuple[Any, ...],
-        tuning: Tuning,
-        configs: list[Config],
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-        grid: Any,
-        device: DeviceInfo,
+        self, key: tuple[Any, ...], args: tuple[Any, ...], kwargs: dict[str, Any], grid: Any
     ) -> Entry:
         """Tune one key (the lock held): from a table, else from the store's results and what is
         measured now (`Tuning.settle`: each config compiled and timed as a choice, in worker processes
         when isolation is wanted, unless the user's hooks or do_bench must run here); remember the pick."""
-        by_digest = {c.digest: c for c in configs}  # a tabled pick pruned away here is passed over
-        results: Mapping[Config, BenchmarkResult] = {}
-        searches: Mapping[str, SearchTrace] = {}
-        timed_here: dict[str, str] = {}  # what was measured here although isolation was wanted, now
-        note = ""
-        if len(configs) == 1:  # nothing to choose between, nothing measured, as in Triton
-            best, from_store = configs[0], False
-            tuning.save({}, (), best.digest)
-        elif key not in self._distrusted and (
-            tabled := tuning.tabled(lambda e: by_digest.get(e.candidate), by_digest.keys)
-        ):
-            best, hit = tabled
-            results, from_store, note = {best: hit.entry.result}, True, hit.note
-        else:
-            call = self._call(grid)
-            measuring = ChoiceMeasuring(
-                self.name,
-                Signature.of(args, kwargs),
-                args,
-                kwargs,
-                timer=self.timer,
-                isolate=self.isolate,
-                reference_digest=None if self.default is None else self.default.digest,
-                kernel=call,
-                overrides={
-                    k: v for k, v in (("warmup_ms", self.warmup_ms), ("rep_ms", self.rep_ms)) if v is not None
-                },
-                phases=tuning.phases,
-            )
-            choices = {c.digest: c for c in call.choices(configs)}
-            settled = tuning.settle(choices, self.search, measuring, structure=self.space)
-            reasons = list(measuring.timed_here.values())
-            self.timed_here = timed_here = {self.name: reasons[0]} if reasons else {}
-            results = {by_digest[d]: r for d, r in settled.results.items()}
-            from_store = bool(results) and not settled.fresh
-            if settled.fresh and tuning.store is not None:
-                keep_kernel_source(self.base_fn)  # for `kernelpick code`
-            tuning.save(settled.results, settled.fresh, settled.pick)
-            if settled.pick is None:
-                report = failure_report(
-                    f"configs of kernel `{self.name}` failed for key {key[:-1]}",
-                    [(str(c), r) for c, r in results.items()],
-                    "fix the configs or the kernel; each reason above is what the compiler or the launch said",
+        start = time.perf_counter()
+        device = describe(device_of(self._named(args, kwargs).values()))
+        warn_once_if_interpreted(device, self.name)
+        for config in self.configs:
+            conflicts = sorted(set(kwargs) & set(config.kwargs))
+            if conflicts:
+                raise ConfigError(
+                    f"kernel `{self.name}` was given {', '.join(conflicts)} both by the call and by the "
+                    f"config {config}; leave tuned meta-parameters out of the call"
                 )
-                raise no_valid_configs(report, results)
-            best, note, searches = by_digest[settled.pick], settled.note, settled.searches
-        record = TuningRecord.of_configs(
-            self.name,
-            key,
-            device,
-            results,
-            best,
-            tuning.seconds,
-            from_store,
-            key_text=describe_key(self._key_names, key),
-            phases=tuning.phases,
-            note=note,
-            searches=searches,
-            timed_here=dict(timed_here),
-            key_names=self._key_names,
-        )
-        self._finish(key, record)
-        if from_store:  # measured elsewhere, or forged: checked once (a distrusted key's store is unread)
-            entry = FirstLaunch(self, key, tuning, best, device).wrapped
-        else:
-            entry = self._entry(best, device)
-        self._dispatch.entries[key] = entry
-        return entry
+        configs = self._configs_for(device, args, kwargs)
+        by_digest = {c.digest: c for c in configs}  # a tabled pick pruned away here is passed over
+        store = result_store(self.use_store, self.store)
+        if store is not None and key in self._distrusted:  # its stored pick failed here: not read
+            store = UnreadStore(store)
+        described = describe_key(self._key_names, key, dtypes=True)
+        with Tuning(
+            f"kernel `{self.name}`", described, self.tuning_key(key, device), store, device.name, start
+        ) as tuning:
+            results: Mapping[Config, BenchmarkResult] = {}
+            searches: Mapping[str, SearchTrace] = {}
+            timed_here: dict[str, str] = {}  # what was measured here although isolation was wanted, now
+            note = ""
+            if len(configs) == 1:  # nothing to choose between, nothing measured, as in Triton
+                best, from_store = configs[0], False
+                tuning.save({}, (), best.digest)
+            elif key not in self._distrusted and (
+                tabled := tuning.tabled(lambda e: by_digest.get(e.candidate), by_digest.keys)
+            ):
+                best, hit = tabled
+                results, from_store, note = {best: hit.entry.result}, True, hit.note
+            else:
+                call = self._call(grid)
+                measuring = ChoiceMeasuring(
+                    self.name,
+                    Signature.of(args, kwargs),
+                    args,
+                    kwargs,
+                    timer=self.timer,
+                    isolate=self.isolate,
+                    reference_digest=None if self.default is None else self.default.digest,
+                    kernel=call,
+                    overrides={
+                        k: v
+                        for k, v in (("warmup_ms", self.warmup_ms), ("rep_ms", self.rep_ms))
+                        if v is not None
+                    },
+                    phases=tuning.phases,
+                )
+                choices = {c.digest: c for c in call.choices(configs)}
+                settled = tuning.settle(choices, self.search, measuring, structure=self.space)
+                reasons = list(measuring.timed_here.values())
+                self.timed_here = timed_here = {self.name: reasons[0]} if reasons else {}
+                results = {by_digest[d]: r for d, r in settled.results.items()}
+                from_store = bool(results) and not settled.fresh
+                if settled.fresh and tuning.store is not None:
+                    keep_kernel_source(self.base_fn)  # for `kernelpick code`
+                tuning.save(settled.results, settled.fresh, settled.pick)
+                if settled.pick is None:
+                    report = failure_report(
+                        f"configs of kernel `{self.name}` failed for key {key[:-1]}",
+                        [(str(c), r) for c, r in results.items()],
+                        "fix the configs or the kernel; each reason above is what the compiler or the launch said",
+                    )
+                    raise no_valid_configs(report, results)
+                best, note, searches = by_digest[settled.pick], settled.note, settled.searches
+            record = TuningRecord.of_configs(
+                self.name,
+                key,
+                device,
+                results,
+                best,
+                tuning.seconds,
+                from_store,
+                key_text=describe_key(self._key_names, key),
+                phases=tuning.phases,
+                note=note,
+                searches=searches,
+                timed_here=dict(timed_here),
+                key_names=self._key_names,
+            )
+            self._finish(key, record)
+            if from_store:  # measured elsewhere, or forged: checked once (a distrusted key's store is unread)
+                entry = FirstLaunch(self, key, tuning, best, device).wrapped
+            else:
+                entry = self._entry(best, device)
+            self._dispatch.entries[key] = entry
+            return entry
 
     def _entry(self, config: Config, device: DeviceInfo) -> Entry:
         """What a call runs with `config` on `device` (the dispatcher's entry)."""
