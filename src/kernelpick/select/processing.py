@@ -30,14 +30,6 @@ After = Callable[[Any], Any]
 Pack = Callable[[torch.Tensor], Any]
 
 
-def version_of(tensor: torch.Tensor) -> int:
-    """The tensor's in-place version counter (-1 for inference tensors, which keep none)."""
-    try:
-        return int(tensor._version)
-    except RuntimeError:  # "Inference tensors do not track version counter"
-        return -1
-
-
 class PrepackCache:
     """`pack(tensor)` made once per tensor and version; `get` is what a call runs.
 
@@ -53,7 +45,10 @@ class PrepackCache:
 
     def get(self, tensor: torch.Tensor) -> Any:
         """The packed form of `tensor`, packed now if it never was or changed since."""
-        now = (version_of(tensor), tensor.data_ptr())
+        try:
+            now = (int(tensor._version), tensor.data_ptr())
+        except RuntimeError:  # "Inference tensors do not track version counter"
+            now = (-1, tensor.data_ptr())
         entry = self._entries.get(id(tensor))
         if entry is None or entry[0]() is not tensor or entry[1] != now:
             with self._lock:  # one pack per tensor, even when several choices' threads ask at once
