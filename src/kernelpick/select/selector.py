@@ -321,13 +321,29 @@ class Selector:
         rows = tuple(
             CandidateResult(c.digest, c.description(), results[c.digest], name=c.name) for c in by_cost
         )
-        ranked = sorted(by_cost, key=lambda c: c.digest != settled.pick)  # the pick first, then by cost
-        try:  # stored after binding, which may find a pick uncallable
-            pick_choice, call = self._bind_pick(ranked, results, signature, rows)
-        except NoValidChoices:  # failures are results too: stored even when nothing can be called
-            tuning.save(results, settled.fresh, None)
-            raise
-        tuning.save(results, settled.fresh, pick_choice.digest)
+        bound: tuple[Choice, Callable[..., Any]] | None = None  # the first that works and can be called
+        for choice in sorted(by_cost, key=lambda c: c.digest != settled.pick):  # the pick first, then by cost
+            if not results[choice.digest].ok:
+                break
+            try:
+                bound = choice, choice.callable_for(signature)
+                break
+            except Exception as error:  # e.g. a stored pick whose kernel no longer loads
+                won = "choice %s of %s won but cannot be called (%s); trying the next"
+                log.warning(won, choice.name, self.name, error)
+                results[choice.digest] = BenchmarkResult.failed("compile_error", str(error))
+        # Stored after binding, which may find a pick uncallable; failures are results too: stored
+        # even when nothing can be called.
+        tuning.save(results, settled.fresh, None if bound is None else bound[0].digest)
+        if bound is None:
+            raise NoValidChoices(
+                failure_report(
+                    f"choices of selector `{self.name}` failed for inputs {signature} on {signature.device.label}",
+                    [(r.name, r.result) for r in rows],
+                    "fix the choices or call with inputs they support; each reason is what compiling, running or verifying said",
+                )
+            )
+        pick_choice, call = bound
         bind = lambda digest: by_digest[digest].callable_for(signature)  # noqa: E731
         call = in_captures_too(call, pick_choice.digest, results, kept, ranking, bind, signature.device.type)
         if settled.picked_by and pick_choice.digest != settled.pick:
@@ -408,34 +424,6 @@ class Selector:
         report_tuning(record, table=False)
         self._calls[key] = call
         return call
-
-    def _bind_pick(
-        self,
-        ranked: list[Choice],
-        results: dict[str, BenchmarkResult],
-        signature: Signature,
-        rows: tuple[CandidateResult, ...],
-    ) -> tuple[Choice, Callable[..., Any]]:
-        for choice in ranked:
-            if not results[choice.digest].ok:
-                break
-            try:
-                return choice, choice.callable_for(signature)
-            except Exception as error:  # e.g. a stored pick whose kernel no longer loads
-                log.warning(
-                    "choice %s of %s won but cannot be called (%s); trying the next",
-                    choice.name,
-                    self.name,
-                    error,
-                )
-                results[choice.digest] = BenchmarkResult.failed("compile_error", str(error))
-        raise NoValidChoices(
-            failure_report(
-                f"choices of selector `{self.name}` failed for inputs {signature} on {signature.device.label}",
-                [(r.name, r.result) for r in rows],
-                "fix the choices or call with inputs they support; each reason is what compiling, running or verifying said",
-            )
-        )
 
     def expand(self, signature: Signature) -> list[Choice]:
         """Every choice for `signature` whose requirements its device meets, each once.
