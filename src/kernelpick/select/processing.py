@@ -127,7 +127,23 @@ class ProcessedChoices:
         #: What the wrapped space needs of a device, if it says (`kernelpick.engine.eligibility`).
         self.requires = requirements_of(choice)
         self.before, self.after = before, after
-        self.prepack = {index: PrepackCache(pack) for index, pack in _checked_prepack(prepack).items()}
+        if prepack is not None and not isinstance(prepack, Mapping):
+            raise ConfigError(
+                f"kernelpick.processed(prepack=...) expects a dict {{input index: pack function}}, "
+                f"got {type(prepack).__name__}"
+            )
+        for index, pack in (prepack or {}).items():
+            if isinstance(index, bool) or not isinstance(index, int) or index < 0:
+                raise ConfigError(
+                    f"kernelpick.processed(prepack=...) has key {index!r}: keys are positional input "
+                    "indices (0 for the first input)"
+                )
+            if not callable(pack):
+                raise ConfigError(
+                    f"kernelpick.processed(prepack=...) packs input {index} with a {type(pack).__name__}, "
+                    "expected a function of the tensor"
+                )
+        self.prepack = {index: PrepackCache(pack) for index, pack in (prepack or {}).items()}
         if before is None and after is None and not self.prepack:
             raise ConfigError(
                 f"kernelpick.processed({choice.name}) was given no processing: pass before=, after= or "
@@ -351,28 +367,6 @@ class ProcessedChoice:
 
 #: `kernelpick.processed(...)`: the public name of a processed choice (the class documents its arguments).
 processed = ProcessedChoices
-
-
-def _checked_prepack(prepack: Mapping[int, Pack] | None) -> dict[int, Pack]:
-    if prepack is None:
-        return {}
-    if not isinstance(prepack, Mapping):
-        raise ConfigError(
-            f"kernelpick.processed(prepack=...) expects a dict {{input index: pack function}}, "
-            f"got {type(prepack).__name__}"
-        )
-    for index, pack in prepack.items():
-        if isinstance(index, bool) or not isinstance(index, int) or index < 0:
-            raise ConfigError(
-                f"kernelpick.processed(prepack=...) has key {index!r}: keys are positional input "
-                "indices (0 for the first input)"
-            )
-        if not callable(pack):
-            raise ConfigError(
-                f"kernelpick.processed(prepack=...) packs input {index} with a {type(pack).__name__}, "
-                "expected a function of the tensor"
-            )
-    return dict(prepack)
 
 
 def _short_name(fn: Any) -> str:
