@@ -101,15 +101,24 @@ def _slots(shape: tuple[Any, ...], kind: str) -> list[str]:
     return found + [f"k[{name!r}]" for name, own in keyword_kinds if own == kind]
 
 
-def _specialization_terms(shape: tuple[Any, ...], specialized: Sequence[Specialized]) -> list[str]:
-    """Fast-key terms that tell apart every pair of calls of `shape` that `exact_key` specializes apart.
-
-    Each term raises for a value of another kind than the shape's (a miss, then the exact path):
-    `.data_ptr()` for a non-tensor, `& 15` and `| 0` for a non-integer; `type()` pins the rest. A
-    tensor's `data_ptr()` is most of the cost: Triton reads it too.
-    """
-    kinds, keyword_kinds = shape
-    count, named = len(kinds), dict(keyword_kinds)
+def generate_fast_key(
+    shape: tuple[Any, ...],
+    key_positions: Sequence[tuple[int, str]],
+    specialized: Sequence[Specialized] = (),
+    blocks: bool = True,
+) -> FastKey | None:
+    """Source-generate a key function for calls of `shape` (None when there is no tensor or tensor
+    descriptor to key on); `blocks`: descriptors' block shapes are keyed."""
+    kinds, names = shape
+    count, named = len(kinds), dict(names)
+    slots, described = _slots(shape, "t"), _slots(shape, "d")
+    if not slots and not described:
+        return None
+    values = [f"a[{i}]" if i < count else f"k.get({name!r})" for i, name in key_positions]
+    # Terms that tell apart every pair of calls of `shape` that `exact_key` specializes apart. Each
+    # raises for a value of another kind than the shape's (a miss, then the exact path): `.data_ptr()`
+    # for a non-tensor, `& 15` and `| 0` for a non-integer; `type()` pins the rest. A tensor's
+    # `data_ptr()` is most of the cost: Triton reads it too.
     terms = []
     for i, name, align in specialized:
         slot = f"a[{i}]" if i < count else f"k[{name!r}]"
@@ -122,22 +131,6 @@ def _specialization_terms(shape: tuple[Any, ...], specialized: Sequence[Speciali
             terms.append(f"{slot} & 15 and 1 + ({slot} == 1)" if align else f"({slot} | 0) == 1")
         else:
             terms.append(f"type({slot})" if i < count else f"type(k.get({name!r}))")
-    return terms
-
-
-def generate_fast_key(
-    shape: tuple[Any, ...],
-    key_positions: Sequence[tuple[int, str]],
-    specialized: Sequence[Specialized] = (),
-    blocks: bool = True,
-) -> FastKey | None:
-    """Source-generate a key function for calls of `shape` (None when there is no tensor or tensor
-    descriptor to key on); `blocks`: descriptors' block shapes are keyed."""
-    count, names = len(shape[0]), shape[1]
-    slots, described = _slots(shape, "t"), _slots(shape, "d")
-    if not slots and not described:
-        return None
-    values = [f"a[{i}]" if i < count else f"k.get({name!r})" for i, name in key_positions]
     # Arity and keyword names make a call of another shape miss instead of match.
     structure = ["len(a)", "tuple(k)" if names else "len(k)"]
     # A tensor in a descriptor's slot has no `.base`: a miss. A block shape is a list: keyed as a tuple.
@@ -148,7 +141,7 @@ def generate_fast_key(
         *values,
         *(f"{s}.dtype" for s in slots),
         *descriptor_terms,
-        *_specialization_terms(shape, specialized),
+        *terms,
         f"{slots[0]}.device" if slots else f"{described[0]}.base.device",
         *structure,
     ]
