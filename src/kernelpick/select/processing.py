@@ -282,7 +282,8 @@ class ProcessedChoices:
             return done
 
     def call_with(self, call: Callable[..., Any]) -> Callable[..., Any]:
-        """The hot path of a processed choice: prepare the inputs, `call`, then `after` (into `out=`).
+        """The hot path of a processed choice: prepare the inputs, `call`, then `after` (its new output
+        copied into `out=`, which `copy_` returns, where the caller gave one).
 
         One closure per combination of steps, so that a call runs the user's functions and no
         wrapper of them.
@@ -299,13 +300,13 @@ class ProcessedChoices:
 
             def then_after(*inputs: Any, out: Any = None, **kwargs: Any) -> Any:
                 result = after(call(*inputs, **kwargs))
-                return result if out is None else _written(out, result)
+                return result if out is None else out.copy_(result)
 
             return then_after
 
         def prepared_then_after(*inputs: Any, out: Any = None, **kwargs: Any) -> Any:
             result = after(call(*prepare(*inputs), **kwargs))
-            return result if out is None else _written(out, result)
+            return result if out is None else out.copy_(result)
 
         return prepared_then_after
 
@@ -372,11 +373,6 @@ processed = ProcessedChoices
 def _short_name(fn: Any) -> str:
     target = getattr(fn, "func", fn)  # functools.partial
     return str(getattr(target, "__name__", None) or type(target).__name__)
-
-
-def _written(out: Any, result: Any) -> Any:
-    out.copy_(result)  # `after` made a new output: the caller asked for it in `out`
-    return out
 
 
 def _fake(value: Any) -> Any:
