@@ -70,23 +70,11 @@ class Pending(Generic[_Run]):
         "pick"), and what is `kept` running where the tuning failed."""
         seconds = time.perf_counter() - self.started
         if self.outcome is None or self.record is None:
-            logger.warning(
-                "%s: tuning in the background failed after %.1f s (%s: %s); %s keeps running",
-                who,
-                seconds,
-                type(self.error).__name__,
-                self.error,
-                kept,
-            )
+            failed = "%s: tuning in the background failed after %.1f s (%s: %s); %s keeps running"
+            logger.warning(failed, who, seconds, type(self.error).__name__, self.error, kept)
             return self.provisional, None
-        logger.info(
-            "%s%s: switched from the provisional %s to %s after %.1f s of tuning in the background",
-            who,
-            self.record.key_text,
-            noun,
-            self.record.best,
-            seconds,
-        )
+        switched = "%s%s: switched from the provisional %s to %s after %.1f s of tuning in the background"
+        logger.info(switched, who, self.record.key_text, noun, self.record.best, seconds)
         return self.outcome, self.record
 
 
