@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import functools
 import logging
-import threading
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from kernelpick.bench.timers import UserBenchTimer
 from kernelpick.device import describe, device_of
 from kernelpick.engine.record import TuningRecord
 from kernelpick.select.background import UNMEASURED, Pending, allowed, rank_switch, shadow, submit
-from kernelpick.tune.dispatch import Dispatcher, Entry, describe_key
+from kernelpick.tune.dispatch import Entry, describe_key
 from kernelpick.tune.first_launch import FirstLaunch
 
 if TYPE_CHECKING:
@@ -85,16 +85,14 @@ def _tuned(
     tuner: Autotuner, key: tuple[Any, ...], grid: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> tuple[Entry, TuningRecord]:
     """`key` tuned on a `shadow` of `tuner`: its entry and record."""
-    dispatch = Dispatcher(tuner._dispatch.key_positions, tuner._dispatch.specialized, tuner._dispatch.blocks)
     copied = shadow(
         tuner,
-        _dispatch=dispatch,
+        _dispatch=replace(tuner._dispatch),  # its tables empty
         tunings={},
-        _lock=threading.Lock(),
         cache={},  # a plain dict: nothing clears the shadow's
         _distrusted=set(tuner._distrusted),
     )
-    entry = copied._tune(key, args, kwargs, grid)
+    entry = copied._tune_key(key, args, kwargs, grid)  # the lock not taken: the shadow tunes this key alone
     if isinstance(entry[1], FirstLaunch):  # a stored pick: its first launch swaps itself (or drops
         entry[1].tuner = tuner  # the pick) in the kernel's own tables, which the switch puts it in
     return entry, copied.tunings[key]
