@@ -268,13 +268,10 @@ class Selector:
                 record_selector_call(current.record_path, self, inputs, kwargs, key)
             signature = Signature.of(inputs, kwargs, self.key)
             source = VERIFICATION_VERSION if self.verify else f"{VERIFICATION_VERSION}:unverified"
+            store_key = TuningKey.make(self.name, source, signature.device, signature.to_data())
+            store = result_store(self.use_store, self.store)
             with Tuning(
-                f"selector `{self.name}`",
-                str(signature),
-                TuningKey.make(self.name, source, signature.device, signature.to_data()),
-                result_store(self.use_store, self.store),
-                signature.device.name,
-                start,
+                f"selector `{self.name}`", str(signature), store_key, store, signature.device.name, start
             ) as tuning:
                 return self._tune(key, tuning, signature, inputs, kwargs)
 

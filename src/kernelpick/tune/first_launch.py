@@ -63,13 +63,8 @@ class FirstLaunch:
         config, reading neither the store nor tables (another stored pick may be as bad)."""
         self.tuner._dispatch.swap(self.key, self.wrapped, None)
         self.tuner._distrusted.add(self.key)
-        log.warning(
-            "kernel `%s`: the pick %s stored for %s fails here (%s); it is marked failed, and the key measured again",
-            self.tuner.name,
-            self.best,
-            self.tuning.described,
-            " ".join(message.split())[:300],
-        )
+        fails = "kernel `%s`: the pick %s stored for %s fails here (%s); it is marked failed, and the key measured again"
+        log.warning(fails, self.tuner.name, self.best, self.tuning.described, " ".join(message.split())[:300])
         if self.tuning.store is None:
             return
         failed = BenchmarkResult.failed(
