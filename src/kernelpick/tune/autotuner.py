@@ -240,8 +240,10 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
             if current.record_path is not None:  # KERNELPICK_RECORD
                 record_kernel_call(current.record_path, self, args, kwargs, key, grid)
             background = current.background if self.background is None else self.background
-            provisional = provisional_entry(self, key, args, kwargs, grid) if background else None
-            entry = provisional or self._tune(key, args, kwargs, grid)
+            entry = provisional_entry(self, key, args, kwargs, grid) if background else None
+            if entry is None:
+                with self._lock:  # tuned by another thread meanwhile, else now
+                    entry = self._dispatch.entries.get(key) or self._tune(key, args, kwargs, grid)
         self._dispatch.remember(args, kwargs, entry)
         return entry
 
@@ -273,15 +275,6 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
         return named
 
     def _tune(self, key: tuple[Any, ...], args: tuple[Any, ...], kwargs: dict[str, Any], grid: Any) -> Entry:
-        with self._lock:
-            entry: Entry | None = self._dispatch.entries.get(key)
-            if entry is not None:  # another thread tuned it meanwhile
-                return entry
-            return self._tune_key(key, args, kwargs, grid)
-
-    def _tune_key(
-        self, key: tuple[Any, ...], args: tuple[Any, ...], kwargs: dict[str, Any], grid: Any
-    ) -> Entry:
         """Tune one key (the lock held, or on a background tuning's shadow): from a table, else from the
         store's results and what is measured now (`Tuning.settle`: each config compiled and timed as a
         choice, in worker processes when isolation is wanted, unless the user's hooks or do_bench must

@@ -92,7 +92,7 @@ def _tuned(
         cache={},  # a plain dict: nothing clears the shadow's
         _distrusted=set(tuner._distrusted),
     )
-    entry = copied._tune_key(key, args, kwargs, grid)  # no lock taken: the shadow tunes this key alone
+    entry = copied._tune(key, args, kwargs, grid)  # no lock taken: the shadow tunes this key alone
     if isinstance(entry[1], FirstLaunch):  # a stored pick: its first launch swaps itself (or drops
         entry[1].tuner = tuner  # the pick) in the kernel's own tables, which the switch puts it in
     return entry, copied.tunings[key]
