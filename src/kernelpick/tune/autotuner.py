@@ -312,6 +312,7 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
                 results, from_store, note = {best: hit.entry.result}, True, hit.note
             else:
                 call = self._call(grid)
+                timing = {"warmup_ms": self.warmup_ms, "rep_ms": self.rep_ms}  # the settings' where None
                 measuring = ChoiceMeasuring(
                     self.name,
                     Signature.of(args, kwargs),
@@ -321,11 +322,7 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
                     isolate=self.isolate,
                     reference_digest=None if self.default is None else self.default.digest,
                     kernel=call,
-                    overrides={
-                        k: v
-                        for k, v in (("warmup_ms", self.warmup_ms), ("rep_ms", self.rep_ms))
-                        if v is not None
-                    },
+                    overrides={k: v for k, v in timing.items() if v is not None},
                     phases=tuning.phases,
                 )
                 choices = {c.digest: c for c in call.choices(configs)}
