@@ -281,8 +281,29 @@ class SelectorOp:
         self.selector = selector
         self.name = name
         described = _reference_function(selector, name) if fake is None else fake
-        schema = schema or _inferred_schema(name, described)
-        fake = _running(described, name, selector.name) if fake is None else fake
+        if not schema:  # from the annotations of the user's fake, else of the reference
+            try:
+                schema = str(torch.library.infer_schema(described, mutates_args=()))
+            except (ValueError, TypeError, AttributeError) as error:  # AttributeError: a builtin (torch.add)
+                raise OperatorError(
+                    f"operator `{name}`: cannot infer a schema from the annotations of "
+                    f"`{getattr(described, '__qualname__', described)}` ({error}); pass as_op(schema='(Tensor a, Tensor b) -> Tensor'), "
+                    "or a fake= whose parameters and return value are annotated (torch.Tensor, int, float, ...)"
+                ) from None
+
+        def by_reference(*args: Any, **kwargs: Any) -> Any:  # the fake without a `fake=`
+            try:
+                return described(*args, **kwargs)
+            except Exception as error:
+                raise OperatorError(
+                    f"operator `{name}` describes its output by running the reference of selector "
+                    f"`{selector.name}` on tensors without data, which failed ({type(error).__name__}: "
+                    f"{error}); if the inputs are right, the reference cannot run without data: pass "
+                    "as_op(fake=...), a function of the same inputs that returns empty tensors shaped and "
+                    "laid out like the output"
+                ) from error
+
+        fake = by_reference if fake is None else fake
         pick = functools.partial(traceable_pick, selector)
         # Its implementation on real tensors is the selection (tuning a new signature).
         self.overload = define_operator(name, selector.__call__, schema=schema, fake=fake, pick=pick)
@@ -315,32 +336,3 @@ def _reference_function(selector: Selector, name: str) -> Callable[..., Any]:
         "the output (a Triton launch needs data); pass as_op(fake=...), a function of the same inputs that "
         "returns empty tensors shaped and laid out like the output (e.g. torch.empty_like(x))"
     )
-
-
-def _running(reference: Callable[..., Any], name: str, selector: str) -> Callable[..., Any]:
-    """The fake implementation without a `fake=`: `reference`, run on the fake tensors."""
-
-    def fake(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return reference(*args, **kwargs)
-        except Exception as error:
-            raise OperatorError(
-                f"operator `{name}` describes its output by running the reference of selector `{selector}` "
-                f"on tensors without data, which failed ({type(error).__name__}: {error}); if the inputs are "
-                "right, the reference cannot run without data: pass as_op(fake=...), a function of the same "
-                "inputs that returns empty tensors shaped and laid out like the output"
-            ) from error
-
-    return fake
-
-
-def _inferred_schema(name: str, fn: Callable[..., Any]) -> str:
-    """The schema from `fn`'s type annotations (the user's fake, else the reference), or OperatorError."""
-    try:
-        return str(torch.library.infer_schema(fn, mutates_args=()))
-    except (ValueError, TypeError, AttributeError) as error:  # AttributeError: a builtin such as torch.add
-        raise OperatorError(
-            f"operator `{name}`: cannot infer a schema from the annotations of "
-            f"`{getattr(fn, '__qualname__', fn)}` ({error}); pass as_op(schema='(Tensor a, Tensor b) -> Tensor'), "
-            "or a fake= whose parameters and return value are annotated (torch.Tensor, int, float, ...)"
-        ) from None

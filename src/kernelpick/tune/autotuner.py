@@ -275,10 +275,9 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
         return named
 
     def _tune(self, key: tuple[Any, ...], args: tuple[Any, ...], kwargs: dict[str, Any], grid: Any) -> Entry:
-        """Tune one key (the lock held, or on a background tuning's shadow): from a table, else from the
-        store's results and what is measured now (`Tuning.settle`: each config compiled and timed as a
-        choice, in worker processes when isolation is wanted, unless the user's hooks or do_bench must
-        run here); remember the pick."""
+        """Tune one key (under the lock, or on a background shadow): from a table, else from the store's
+        results and what is measured now (`Tuning.settle`: each config compiled and timed as a choice,
+        in workers where isolated, unless the user's hooks or do_bench must run here); remember the pick."""
         start = time.perf_counter()
         device = describe(device_of(self._named(args, kwargs).values()))
         warn_once_if_interpreted(device, self.name)
