@@ -289,7 +289,26 @@ class _RenderState:
         self.stored = True
         # Written now, so that the sizes and strides it uses are parameters before def_kernel's hook
         # runs; the placeholder only carries the indentation of the call site.
-        text = self._store_code(tuple(indices), value, mask)
+        code = CodeBuffer()
+        masked = f", mask={mask}" if mask else ""
+        result = value
+        if self.epilogue is not None:
+            code.line(f"# epilogue: {self.epilogue.name}")
+            names = {"acc": value}
+            for name in self.epilogue.inputs:
+                strides = self.spec(name).broadcast_strides(self.output.size)
+                other = ", other=0.0" if mask else ""
+                # By the output's dimensions: an input the template reads itself has its own strides
+                # by its own dimensions, under the names `stride(name, dim)` gives.
+                what = "epilogue_stride" if name in self.template.inputs else "stride"
+                offset = self._offset(name, indices, strides, what)
+                code.line(f"epilogue_{name} = tl.load({name} + {offset}{masked}{other}).to(tl.float32)")
+                names[name] = f"epilogue_{name}"
+            code.line(f"epilogue_result = {self.epilogue.code(names)}")
+            result = "epilogue_result"
+        offset = self._offset(OUTPUT, indices, self.output.stride)
+        code.line(f"tl.store({OUTPUT} + {offset}, ({result}).to({OUTPUT}.dtype.element_ty){masked})")
+        text = code.getvalue()
         return self._placeholder("STORE_OUTPUT", lambda: text)
 
     def workspace(self, name: str, size: Sequence[int]) -> str:
@@ -346,28 +365,6 @@ class _RenderState:
         if not terms:  # a broadcast scalar: the pointer must still be a block of the tile's shape
             terms = [f"0 * ({index})" for index in indices]
         return " + ".join(terms)
-
-    def _store_code(self, indices: tuple[str, ...], value: str, mask: str | None) -> str:
-        code = CodeBuffer()
-        masked = f", mask={mask}" if mask else ""
-        result = value
-        if self.epilogue is not None:
-            code.line(f"# epilogue: {self.epilogue.name}")
-            names = {"acc": value}
-            for name in self.epilogue.inputs:
-                strides = self.spec(name).broadcast_strides(self.output.size)
-                other = ", other=0.0" if mask else ""
-                # By the output's dimensions: an input the template reads itself has its own strides
-                # by its own dimensions, under the names `stride(name, dim)` gives.
-                what = "epilogue_stride" if name in self.template.inputs else "stride"
-                offset = self._offset(name, indices, strides, what)
-                code.line(f"epilogue_{name} = tl.load({name} + {offset}{masked}{other}).to(tl.float32)")
-                names[name] = f"epilogue_{name}"
-            code.line(f"epilogue_result = {self.epilogue.code(names)}")
-            result = "epilogue_result"
-        offset = self._offset(OUTPUT, indices, self.output.stride)
-        code.line(f"tl.store({OUTPUT} + {offset}, ({result}).to({OUTPUT}.dtype.element_ty){masked})")
-        return code.getvalue()
 
     def _def_code(self, kernel_name: str) -> str:
         code = CodeBuffer()
