@@ -345,11 +345,9 @@ class Selector:
         call = in_captures_too(call, pick_choice.digest, results, kept, ranking, bind, signature.device.type)
         if settled.picked_by and pick_choice.digest != settled.pick:
             theirs = by_digest[settled.pick].name if settled.pick in by_digest else settled.pick
-            why = (
-                f"the pick of {settled.picked_by}, {theirs}, cannot be called here"
-                if theirs
-                else f"{settled.picked_by} found no choice that works"
-            )
+            why = f"{settled.picked_by} found no choice that works"
+            if theirs:
+                why = f"the pick of {settled.picked_by}, {theirs}, cannot be called here"
             log.warning("%s: %s: running %s, unlike %s", self.name, why, pick_choice.name, settled.picked_by)
         record = TuningRecord.of_selection(
             self.name,

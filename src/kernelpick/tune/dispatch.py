@@ -81,16 +81,14 @@ def exact_key(
 
 
 def _kind(value: Any) -> str:
-    """What the fast key assumes of a slot: "t" (a tensor), "i" (an integer), "d" (a tensor
-    descriptor), "" (anything else)."""
+    """What the fast key assumes of a slot: "t" (tensor), "i" (integer), "d" (descriptor), "" (other)."""
     if isinstance(value, torch.Tensor):
         return "t"
     return "i" if isinstance(value, int) else "d" if is_descriptor(value) else ""
 
 
 def call_shape(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
-    """What the generated fast key assumes about a call: the kind of each positional argument, and
-    each keyword argument's name and kind (`_kind`)."""
+    """What the generated fast key assumes of a call: the kind of each argument (a keyword one by name)."""
     return tuple(map(_kind, args)), tuple((name, _kind(value)) for name, value in kwargs.items())
 
 
