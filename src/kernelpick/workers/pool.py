@@ -46,11 +46,7 @@ class WorkerPool:
 
     def __init__(self, devices: Sequence[int | None]) -> None:
         self._messages: queue.Queue[_Message] = queue.Queue()
-        # Isolation inside a worker is off: it measures what it is sent itself, and forks no zygote.
-        isolation = {"KERNELPICK_ISOLATE": "off"}
-        self.workers = [
-            WorkerProcess(device, self._messages, slot, isolation) for slot, device in enumerate(devices)
-        ]
+        self.workers = [WorkerProcess(device, self._messages, slot) for slot, device in enumerate(devices)]
         self._lock = threading.Lock()
         self._requests = itertools.count()
         self._start_lock = threading.Lock()

@@ -53,7 +53,6 @@ class WorkerProcess:
             `cuda:0`: `settings.visible_device`), or None for the CPU (or the environment's GPUs).
         messages: where its messages go, as `(slot, generation, message)`; `slot` tells workers apart.
         slot: this worker's number in its pool.
-        environment: extra environment variables for it.
         entry: the loop it runs ("module:function", called with its messages' file descriptor,
             first saying it is ready): an isolation worker's, or a device process's.
         echo: what it prints goes to this process's stderr too, not only into `tail`.
@@ -67,7 +66,6 @@ class WorkerProcess:
         device: int | None,
         messages: queue.Queue[tuple[int, int, dict[str, Any] | None]],
         slot: int,
-        environment: Mapping[str, str] | None = None,
         *,
         entry: str = WORKER_ENTRY,
         echo: bool = False,
@@ -76,7 +74,6 @@ class WorkerProcess:
         self.device = device
         self.slot = slot
         self._messages = messages
-        self._environment = dict(environment or {})
         self._entry = entry
         self._echo = echo
         self._spawned_zygote = spawned_zygote
@@ -116,7 +113,8 @@ class WorkerProcess:
             **({} if forked is not None and not forked.spawned else {"TRITON_INTERPRET": None}),
             # The worker imports what the caller can: its import path, entries added at run time too.
             "PYTHONPATH": os.pathsep.join(p for p in sys.path if p and os.path.isdir(p)),
-            **self._environment,
+            # Isolation inside a worker is off: it measures what it is sent itself, and forks no zygote.
+            **({"KERNELPICK_ISOLATE": "off"} if self._entry == WORKER_ENTRY else {}),
         }
         if self.device is not None:
             changes["CUDA_VISIBLE_DEVICES"] = settings.visible_device(self.device)
@@ -177,8 +175,7 @@ class WorkerProcess:
         if self._process is None:
             return
         if self._process.poll() is None:
-            signal_group(self._process.pid, signal.SIGKILL)  # what it started too
-            self._process.kill()  # where it leads no group of its own
+            signal_group(self._process.pid, signal.SIGKILL)  # its group: what it started too
         self._process.wait()
 
     def interrupt(self) -> None:

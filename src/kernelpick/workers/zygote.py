@@ -53,9 +53,6 @@ class ForkedWorker:
             raise subprocess.TimeoutExpired(["kernelpick worker", str(self.pid)], timeout)
         return status
 
-    def kill(self) -> None:
-        signal_group(self.pid, signal.SIGKILL)
-
 
 def signal_group(pid: int, number: int) -> None:
     """Send signal `number` to the process group of a child of the zygote (each leads its own: the
@@ -343,11 +340,8 @@ def fork_zygote(*, spawn: bool = False) -> Zygote | None:
             return _zygote if spawn or not _zygote.spawned else None
         if not hasattr(os, "fork") or multiprocessing.parent_process() is not None:
             return None
-        for spawned in (False, True):
-            if spawned and not spawn:
-                return None
-            if not spawned and (_forks_lack_cuda or _cuda_initialized()):
-                continue
+        forked = [] if _forks_lack_cuda or _cuda_initialized() else [False]
+        for spawned in forked + ([True] if spawn else []):
             try:
                 _zygote = Zygote(spawned=spawned)
                 return _zygote
