@@ -36,27 +36,23 @@ class Patches:
 
     def set_attr(self, target: Any, name: str, value: Any) -> None:
         if isinstance(target, dict):
-            self._changes.append((target, name, target.get(name, _MISSING)))
-            target[name] = value
+            self.update(target, {name: value})
         else:
             self._changes.append((target, name, getattr(target, name, _MISSING)))
             setattr(target, name, value)
 
     def update(self, namespace: dict[str, Any], values: dict[str, Any]) -> None:
-        """Set every entry of `values` in `namespace` (all of them present already)."""
-        self._changes.append((namespace, "", {name: namespace[name] for name in values}))
+        """Set every entry of `values` in `namespace`."""
+        self._changes.append((namespace, "", {name: namespace.get(name, _MISSING) for name in values}))
         namespace.update(values)
 
     def restore(self) -> None:
         while self._changes:
             target, name, original = self._changes.pop()
-            if isinstance(target, dict) and not name:  # an `update`
+            if isinstance(target, dict):
                 target.update(original)
-            elif isinstance(target, dict):
-                if original is _MISSING:
-                    target.pop(name, None)
-                else:
-                    target[name] = original
+                for missing in [n for n, value in original.items() if value is _MISSING]:
+                    del target[missing]
             elif original is _MISSING:
                 delattr(target, name)
             else:

@@ -8,7 +8,7 @@ import inspect
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -27,7 +27,6 @@ _keep_alive: dict[int, tuple[JITFunction[Any], InterpretedFunction[Any]]] = {}
 #: Held while `triton.language` is patched for the interpreter; Triton's code generation takes it too,
 #: since in another thread it would otherwise build IR with the interpreter's functions.
 language_lock = threading.RLock()
-_depth = 0  # how many `interpreting()` blocks the thread holding the lock is in
 
 
 def _interpreted_function(kernel: JITFunction[Any]) -> InterpretedFunction[Any]:
@@ -57,19 +56,16 @@ def interpreting() -> Iterator[None]:
 
     Everything is put back when the block ends, and `triton.language` after each launch.
     """
-    global _depth
     with language_lock:
-        if _depth:  # already in place: entered again by the same thread
+        if JITFunction.__call__ is _device_call:  # already in place: entered again by the same thread
             yield
             return
         patches = Patches()
-        _depth += 1
         try:
             patches.set_attr(JITFunction, "__call__", _device_call)
             extend(patches)
             yield
         finally:
-            _depth -= 1
             patches.restore()
 
 
@@ -124,7 +120,7 @@ class KernelLaunch:
     arguments: `launch(*args, **kwargs)`.
 
     A worker gets the configs of one kernel without it (`kernel` None, a few bytes each) and the
-    kernel once, with the problem: `bound` puts them together there.
+    kernel once, with the problem, and puts them together there.
     """
 
     name: str
@@ -132,10 +128,6 @@ class KernelLaunch:
     grid: tuple[int, ...]
     kernel: Any = None
     interpreter: bool = False
-
-    def bound(self, kernel: Any, interpreter: bool) -> KernelLaunch:
-        """This config of `kernel`, launched on a GPU or in Triton's interpreter."""
-        return replace(self, kernel=kernel, interpreter=interpreter)
 
     def compile_job(self, example: Any, device: DeviceInfo) -> None:
         """Nothing to compile: the caller compiled every config before sending any."""

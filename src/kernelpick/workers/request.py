@@ -144,7 +144,7 @@ class _WorkerProblem:
         if found is None:
             found = values.decode(payload)
             if self._kernel is not None:  # a config of the problem's kernel
-                found = found.bound(self._kernel, self.device.interpreter)
+                found = replace(found, kernel=self._kernel, interpreter=self.device.interpreter)
             else:  # a choice, measured on this worker's device
                 found = found.on(self.device)
             self._portables[digest] = found
