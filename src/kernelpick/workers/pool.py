@@ -264,11 +264,7 @@ class WorkerPool:
         busy: dict[int, _Busy] = {}
         with self._abandoned_on_error(busy):
             while pending or busy or feed.open:
-                for worker in self.workers:
-                    if not pending:
-                        break
-                    if worker.slot in busy:
-                        continue
+                for worker in [w for w in self.workers if w.slot not in busy][: len(pending)]:
                     if not worker.alive:
                         worker.start()
                     fastest = lowest_cost(results, best_ms())
@@ -285,8 +281,7 @@ class WorkerPool:
                         if time.monotonic() >= waiting.deadline:
                             worker = self.workers[slot]
                             worker.kill()
-                            del busy[slot]
-                            (candidate,) = waiting.candidates
+                            (candidate,) = busy.pop(slot).candidates
                             results[candidate] = BenchmarkResult.failed(
                                 "timeout",
                                 f"took over {timeout_s:g} s; the worker was killed{describe_output(worker.tail())}",

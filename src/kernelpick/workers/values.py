@@ -58,27 +58,20 @@ def is_library(module: types.ModuleType) -> bool:
         return True  # a worker runs kernelpick: it imports it, installed or on the path
     file = getattr(module, "__file__", None)
     places = [file] if file else list(getattr(module, "__path__", None) or [])  # a namespace package: folders
-    if not places:
-        return True  # built into the interpreter, or frozen
-    key = (name, tuple(places))
-    found = _verdicts.get(key)
-    if found is None:  # resolving paths takes syscalls: once per module, not once per value sent
-        found = all(_installed(place) for place in places)
-        _verdicts[key] = found
-    return found
+    return not places or _installed(tuple(places))  # none: built into the interpreter, or frozen
 
 
-def _installed(place: str) -> bool:
-    """Whether the file or folder `place` is under a folder libraries are installed in."""
-    if place.startswith(_library_prefixes()):
-        return True
-    resolved = Path(place).resolve()  # a path through a link, say: under a resolved folder
-    return os.path.join(resolved, "").startswith(_library_prefixes())
-
-
-#: `is_library`'s verdict on each module it looked at, by name and files. Every value sent asks about
-#: every module loaded, and a process that compiled templates here has one per rendered kernel.
-_verdicts: dict[tuple[str, tuple[str, ...]], bool] = {}
+@cache
+def _installed(places: tuple[str, ...]) -> bool:
+    """Whether every file or folder of `places` is under a folder libraries are installed in, as named
+    or resolved (a path through a link, say). Once per module's files: every value sent asks about
+    every module loaded (a process that compiled templates has one per rendered kernel), and
+    resolving a path takes system calls."""
+    prefixes = _library_prefixes()
+    return all(
+        place.startswith(prefixes) or os.path.join(Path(place).resolve(), "").startswith(prefixes)
+        for place in places
+    )
 
 
 def _rebuild_kernel(fn: types.FunctionType, options: dict[str, Any], filename: str, lines: list[str]) -> Any:
