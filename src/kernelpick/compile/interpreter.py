@@ -66,8 +66,10 @@ class _Launch:
     def __init__(self) -> None:
         self.patches = Patches()
         self.namespaces: set[int] = set()
-        # What the interpreter patches, as it was before it did.
-        self.before = [(target, dict(vars(target))) for target in _language_patched()]
+        # The modules and classes whose attributes the interpreter's `_patch_lang` replaces, as they were.
+        patched = [tl, tl.core, tl.math, tl.tensor, tl.dtype, tl.core.tensor_descriptor_base]
+        patched += [tl.condition] if hasattr(tl, "condition") else []
+        self.before = [(target, dict(vars(target))) for target in patched]
         self.scope: Any = None  # the interpreter's patch scope of the launch's kernel
 
     def restore(self) -> None:
@@ -145,34 +147,19 @@ def _interpreted_libdevice() -> list[tuple[dict[str, Any], dict[str, Any]]]:
         return []
     stubs = importlib.import_module(_STUBS)
     builder = interpreter.interpreter_builder
-    of_backend: dict[str, Any] = {}
-    of_stubs: dict[str, Any] = {}
-    interpreter._patch_builtin(backend, builder, _Kept(of_backend))
+    of_backend, of_stubs = _Kept(), _Kept()
+    interpreter._patch_builtin(backend, builder, of_backend)
     for name, value in vars(stubs).items():
         if _is_stub(value) and hasattr(backend, name):
-            interpreter._patch_attr(stubs, name, getattr(backend, name), builder, _Kept(of_stubs))
+            interpreter._patch_attr(stubs, name, getattr(backend, name), builder, of_stubs)
     return [(vars(backend), of_backend), (vars(stubs), of_stubs)]
 
 
-class _Kept:
-    """A patch scope for Triton's `_patch_attr` that keeps what it would set in `values` instead."""
+class _Kept(dict[str, Any]):
+    """A patch scope for Triton's `_patch_attr` that keeps what it would set, by name, instead."""
 
-    def __init__(self, values: dict[str, Any]) -> None:
-        self.set_attr = lambda target, name, value: values.__setitem__(name, value)
-
-
-def _language_patched() -> list[Any]:
-    """The modules and classes whose attributes the interpreter's `_patch_lang` replaces."""
-    found = [
-        tl,
-        tl.core,
-        tl.math,
-        tl.tensor,
-        tl.dtype,
-        tl.core.tensor_descriptor_base,
-        getattr(tl, "condition", None),
-    ]
-    return [target for target in found if target is not None]
+    def set_attr(self, target: Any, name: str, value: Any) -> None:
+        self[name] = value
 
 
 def _is_stub(value: Any) -> bool:

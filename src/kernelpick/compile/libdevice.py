@@ -11,17 +11,18 @@ import numpy as np
 Array = Any  # a NumPy array; NumPy's own types would make every lambda below need a cast
 
 
-def _each(function: Callable[[float], float], at_pole: float = math.nan) -> Callable[[Array], Array]:
-    """`function` of Python's `math` (NumPy lacks it) applied to each element; `at_pole` where it raises."""
+def _each(function: Callable[..., float], at_pole: float = math.nan) -> Callable[..., Array]:
+    """`function` of Python's `math` (NumPy lacks it) applied to each element (of each argument); `at_pole`
+    where it raises."""
 
-    def safe(value: float) -> float:
+    def safe(*values: float) -> float:
         try:
-            return function(value)
+            return function(*values)
         except (ValueError, OverflowError):
             return at_pole
 
-    def apply(x: Array) -> Array:
-        return np.vectorize(safe, otypes=[np.float64])(x).astype(x.dtype)
+    def apply(x: Array, *others: Array) -> Array:
+        return np.vectorize(safe, otypes=[np.float64])(x, *others).astype(x.dtype)
 
     return apply
 
@@ -30,12 +31,6 @@ def _round_half_away(x: Array) -> Array:
     # C's round(): halves go away from zero (NumPy's rint goes to even). x - trunc(x) is exact.
     truncated = np.trunc(x)
     return np.where(np.abs(x - truncated) >= 0.5, truncated + np.sign(x), truncated)
-
-
-def _remainder(x: Array, y: Array) -> Array:
-    return np.vectorize(
-        lambda a, b: math.remainder(a, b) if b and math.isfinite(a) else math.nan, otypes=[x.dtype]
-    )(x, y)
 
 
 _erf, _erfc = _each(math.erf), _each(math.erfc)
@@ -90,7 +85,7 @@ FUNCTIONS: dict[str, Callable[..., Array]] = {
     "copysign": np.copysign,
     "fdim": lambda x, y: np.maximum(x - y, x.dtype.type(0)),  # NaN in, NaN out
     "fmod": np.fmod,
-    "remainder": _remainder,
+    "remainder": _each(math.remainder),  # IEEE's; NaN by a zero or of an infinity
     "hypot": np.hypot,
     "rhypot": lambda x, y: 1 / np.hypot(x, y),
     "nextafter": np.nextafter,
