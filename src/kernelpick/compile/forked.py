@@ -127,7 +127,20 @@ class _ForkedExecutor(Executor):
         started = time.perf_counter()
         self._launchers = tempfile.mkdtemp(prefix="kernelpick-launchers-")
         try:
-            reports = self._run_children(meanwhile)
+            # Children take job numbers from a shared pipe, one at a time, so that a child that drew
+            # quick configs goes on to the next instead of idling while another works through slow ones.
+            queue_read, queue_write = os.pipe()
+            os.write(queue_write, b"".join(index.to_bytes(4, "little") for index in range(len(self.jobs))))
+            os.close(queue_write)
+            running: dict[int, _Child] = {}  # by read end
+            for _ in range(min(self.workers, len(self.jobs))):
+                read_end, write_end = os.pipe()
+                running[read_end] = _Child(fork(self._child, queue_read, read_end, write_end))
+                os.close(write_end)
+            os.close(queue_read)
+            if meanwhile is not None:
+                meanwhile()  # while the children compile
+            reports = self._collect(running)
         finally:
             shutil.rmtree(self._launchers, ignore_errors=True)
         self.phases["compile_children"] = time.perf_counter() - started
@@ -166,23 +179,6 @@ class _ForkedExecutor(Executor):
             for job, future in compiled:
                 pool.submit(load, job, future)
         self.phases["compile_load"] = time.perf_counter() - started
-
-    def _run_children(self, meanwhile: Callable[[], object] | None) -> dict[int, dict[str, Any]]:
-        count = min(self.workers, len(self.jobs))
-        # Children take job numbers from a shared pipe, one at a time, so that a child that drew
-        # quick configs goes on to the next instead of idling while another works through slow ones.
-        queue_read, queue_write = os.pipe()
-        os.write(queue_write, b"".join(index.to_bytes(4, "little") for index in range(len(self.jobs))))
-        os.close(queue_write)
-        running: dict[int, _Child] = {}  # by read end
-        for _ in range(count):
-            read_end, write_end = os.pipe()
-            running[read_end] = _Child(fork(self._child, queue_read, read_end, write_end))
-            os.close(write_end)
-        os.close(queue_read)
-        if meanwhile is not None:
-            meanwhile()  # while the children compile
-        return self._collect(running)
 
     def _collect(self, running: dict[int, _Child]) -> dict[int, dict[str, Any]]:
         """Read every child's reports; kill a child whose current config outlives `timeout_s`, or
