@@ -193,21 +193,20 @@ class WorkerPool:
             self._worker_phases.clear()
             try:
                 results: dict[str, BenchmarkResult] = {}
-                known = list(candidates)
                 feed = Feed(self._messages, closed=True) if feed is None else feed
                 started = time.perf_counter()
-                if known and prepare_timeout_s is not None:
-                    results = self._prepare(request, known, prepare_timeout_s, feed)
+                if candidates and prepare_timeout_s is not None:
+                    results = self._prepare(request, candidates, prepare_timeout_s, feed)
                     for candidate, result in results.items():
                         on_done(candidate, result)
                     phases["prepare"] = time.perf_counter() - started
                     started = time.perf_counter()
-                first = [c for c in known if c not in results] + feed.waiting
+                first = [c for c in candidates if c not in results] + feed.waiting
                 results.update(self._screen(request, first, timeout_s, on_done, feed, best_ms))
                 phases["screen"] = time.perf_counter() - started
                 confirm = functools.partial(self._confirm, request, timeout_s=timeout_s, phases=phases)
                 results = confirmed(results, confirm, confirm_top, confirm_within, reference, best_ms())
-                return {c: results[c] for c in dict.fromkeys([*known, *results])}
+                return {c: results[c] for c in dict.fromkeys([*candidates, *results])}
             finally:
                 phases.update({f"worker_{part}": seconds for part, seconds in self._worker_phases.items()})
 
@@ -302,15 +301,14 @@ class WorkerPool:
         started = time.perf_counter()
         timeout_s *= len(candidates)
         busy: dict[int, _Busy] = {}
+        share = 1.0 / len(self.workers)
         for worker in self.workers:
             try:
                 if not worker.alive:
                     worker.start()
+                busy[worker.slot] = self._send(worker, request, "confirm", candidates, timeout_s, share=share)
             except IsolationError as error:
                 log.warning("a worker did not start again for the second round: %s", error)
-                continue
-            share = 1.0 / len(self.workers)
-            busy[worker.slot] = self._send(worker, request, "confirm", candidates, timeout_s, share=share)
         # Only workers that timed every finalist count: each finalist then runs on the same GPUs.
         complete: list[dict[str, TimingSummary]] = []
         with self._abandoned_on_error(busy):
