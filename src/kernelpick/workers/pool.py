@@ -506,10 +506,9 @@ def pool_for(devices: Sequence[int | None]) -> WorkerPool:
     """The process-wide pool for these devices (started on first use, stopped at exit)."""
     key = tuple(devices)
     with _pools_lock:
-        pool = _pools.get(key)
-        if pool is None:
-            pool = _pools[key] = WorkerPool(key)
-        return pool
+        if key not in _pools:
+            _pools[key] = WorkerPool(key)
+        return _pools[key]
 
 
 @atexit.register

@@ -140,15 +140,14 @@ class _WorkerProblem:
         self._portables: dict[str, Portable] = {}
 
     def portable(self, digest: str, payload: str) -> Portable:
-        found = self._portables.get(digest)
-        if found is None:
+        if digest not in self._portables:
             found = values.decode(payload)
             if self._kernel is not None:  # a config of the problem's kernel
                 found = replace(found, kernel=self._kernel, interpreter=self.device.interpreter)
             else:  # a choice, measured on this worker's device
                 found = found.on(self.device)
             self._portables[digest] = found
-        return found
+        return self._portables[digest]
 
 
 _current: _WorkerProblem | None = None
