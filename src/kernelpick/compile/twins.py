@@ -22,8 +22,7 @@ class CompilableTwin(JITFunction[Any]):  # type: ignore[misc]  # Triton is untyp
     """The `JITFunction` of an interpreted kernel: its helpers, found in its scope, are compilable too."""
 
     def __init__(self, interpreted: InterpretedFunction[Any]) -> None:
-        options = dict(getattr(interpreted, "kwargs", None) or {})
-        super().__init__(interpreted.fn, **options)
+        super().__init__(interpreted.fn, **(getattr(interpreted, "kwargs", None) or {}))
         self.interpreted = interpreted
 
     def get_capture_scope(self) -> dict[str, Any]:

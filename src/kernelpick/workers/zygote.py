@@ -68,14 +68,9 @@ class Zygote:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self.owner = os.getpid()
         self.spawned = spawned  # a new interpreter (this process touched CUDA), not a fork of this one
-        self._process: subprocess.Popen[bytes] | None = None
-        if spawned:
-            self._process = _spawn(theirs)
-            pid = self._process.pid
-        else:
-            pid = fork(_be_zygote, ours, theirs)
+        self._process = _spawn(theirs) if spawned else None
+        self.pid = self._process.pid if self._process is not None else fork(_be_zygote, ours, theirs)
         theirs.close()
-        self.pid = pid
         self._socket = ours
         self._lock = threading.Lock()
         self._started: dict[int, int] = {}  # by request number: the worker's pid
@@ -92,8 +87,8 @@ class Zygote:
             global _forks_lack_cuda
             _forks_lack_cuda = self._usable is False
             with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)  # it ends itself, having said so; else it did not answer
-                os.waitpid(pid, 0)
+                os.kill(self.pid, signal.SIGKILL)  # it ends itself, having said so; else it did not answer
+                os.waitpid(self.pid, 0)
             raise OSError("its children could not use CUDA: this process had asked CUDA for its GPUs")
 
     def fork_child(
@@ -147,8 +142,7 @@ class Zygote:
         return self._socket.fileno() < 0
 
     def _read(self) -> None:
-        stream = self._socket.makefile("rb")
-        for line in stream:
+        for line in self._socket.makefile("rb"):
             report = json.loads(line)
             with self._changed:
                 if "started" in report:
@@ -233,8 +227,7 @@ def _serve(connection: socket.socket) -> None:  # pragma: no cover - runs in the
                 for child in children:
                     signal_group(child, signal.SIGKILL)  # its group: what it started too
                 return
-            pending += data
-            *lines, pending = pending.split(b"\n")
+            *lines, pending = (pending + data).split(b"\n")
             for line in lines:
                 request = json.loads(line)
                 pid = fork(_become_child, connection, fds, request["environment"], request["entry"])
