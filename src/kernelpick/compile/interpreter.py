@@ -93,36 +93,25 @@ class _Launch:
                 if now.get(name, _MISSING) is not value:
                     setattr(target, name, value)
 
-    def patch_libdevice(self) -> None:
-        """The stubs, and the backend's functions (builtins), the interpreter's for this launch."""
-        builder_type = type(interpreter.interpreter_builder)
-        self.patches.set_attr(builder_type, "create_extern_elementwise", _create_extern_elementwise)
-        for namespace, interpreted in _interpreted_libdevice():
-            self.patches.update(namespace, interpreted)
-
     def patch_namespace(self, namespace: dict[str, Any]) -> None:
         """Builtins and libdevice stubs under other names in `namespace` (a kernel's or helper's globals)."""
         if id(namespace) in self.namespaces:
             return
         self.namespaces.add(id(namespace))
-        for name, value in list(namespace.items()):
-            if not isinstance(value, ModuleType):
-                self._patch(namespace, name, value)
-
-    def _patch(self, namespace: dict[str, Any], name: str, value: Any) -> None:
         builder = interpreter.interpreter_builder
-        found = _language().get(id(value))
-        if found is not None and found[0] is value:
-            patched = getattr(found[1], found[2], value)
+        for name, value in list(namespace.items()):
+            if isinstance(value, ModuleType):
+                continue
+            found = _language().get(id(value))
+            patched = getattr(found[1], found[2], value) if found is not None and found[0] is value else value
             if patched is not value:  # the interpreter's version (`tl.static_range` included)
                 self.patches.set_attr(namespace, name, patched)
-                return
-        if _is_stub(value):
-            backend = getattr(_backend_libdevice(), value.__name__, None)
-            if backend is not None:
-                interpreter._patch_attr(namespace, name, backend, builder, self.patches)
-        elif tl.core.is_builtin(value):
-            interpreter._patch_attr(namespace, name, value, builder, self.patches)
+            elif _is_stub(value):
+                backend = getattr(_backend_libdevice(), value.__name__, None)
+                if backend is not None:
+                    interpreter._patch_attr(namespace, name, backend, builder, self.patches)
+            elif tl.core.is_builtin(value):
+                interpreter._patch_attr(namespace, name, value, builder, self.patches)
 
 
 @functools.cache
@@ -209,7 +198,11 @@ def patch_lang(original: Callable[[Any], Any]) -> Callable[[Any], Any]:
         launch = _launch = _Launch()
         try:
             launch.scope = original(fn)
-            launch.patch_libdevice()
+            # libdevice's stubs, and the backend's functions (builtins), the interpreter's for this launch.
+            builder_type = type(interpreter.interpreter_builder)
+            launch.patches.set_attr(builder_type, "create_extern_elementwise", _create_extern_elementwise)
+            for namespace, interpreted in _interpreted_libdevice():
+                launch.patches.update(namespace, interpreted)
             launch.patch_namespace(fn.__globals__)
         except BaseException:
             _launch = None
