@@ -155,18 +155,6 @@ class _ForkedExecutor(Executor):
                 self.phases["compile_claim_wait"],
             )
         started = time.perf_counter()
-        compiled = []
-        for index, (job, future) in enumerate(self.jobs):
-            report = reports.get(index)
-            if report is None:
-                future.set_exception(
-                    CompilerCrashed("the compiler process crashed while compiling this config")
-                )
-            elif report["error"] is not None:
-                kind = _REPORTED.get(report["type"], ChildCompileError)
-                future.set_exception(kind(f"{report['type']}: {report['error']}"))
-            else:
-                compiled.append((job, future))
 
         def load(job: Callable[[], Any], future: Future[Any]) -> None:
             try:
@@ -174,10 +162,19 @@ class _ForkedExecutor(Executor):
             except Exception as error:
                 future.set_exception(error)
 
-        # Loading is mostly file reads: a few threads overlap them.
-        with ThreadPoolExecutor(max_workers=max(1, min(8, len(compiled)))) as pool:
-            for job, future in compiled:
-                pool.submit(load, job, future)
+        # Loading is mostly file reads: a few threads overlap them (each started as a load comes).
+        with ThreadPoolExecutor(max_workers=max(1, min(8, len(self.jobs)))) as pool:
+            for index, (job, future) in enumerate(self.jobs):
+                report = reports.get(index)
+                if report is None:
+                    future.set_exception(
+                        CompilerCrashed("the compiler process crashed while compiling this config")
+                    )
+                elif report["error"] is not None:
+                    kind = _REPORTED.get(report["type"], ChildCompileError)
+                    future.set_exception(kind(f"{report['type']}: {report['error']}"))
+                else:
+                    pool.submit(load, job, future)
         self.phases["compile_load"] = time.perf_counter() - started
 
     def _collect(self, running: dict[int, _Child]) -> dict[int, dict[str, Any]]:
@@ -226,15 +223,12 @@ class _ForkedExecutor(Executor):
                 seconds, kind, error = limit
                 for fd, child in list(running.items()):
                     if child.config is not None and time.monotonic() - child.since > seconds:
-                        os.kill(child.pid, signal.SIGKILL)
                         self.seconds[child.config] = time.monotonic() - child.since
                         reports[child.config] = {"index": child.config, "error": error, "type": kind}
-                        self._forget(watch, running, fd, killed=True)
+                        self._forget(watch, running, fd, kill=True)
         except BaseException:  # interrupted (Ctrl-C, or `stop` from another thread): their work is not wanted
-            for fd, child in list(running.items()):
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(child.pid, signal.SIGKILL)
-                self._forget(watch, running, fd, killed=True)
+            for fd in list(running):
+                self._forget(watch, running, fd, kill=True)
             raise
         return reports
 
@@ -265,16 +259,18 @@ class _ForkedExecutor(Executor):
 
     @staticmethod
     def _forget(
-        watch: selectors.BaseSelector, running: dict[int, _Child], fd: int, *, killed: bool = False
+        watch: selectors.BaseSelector, running: dict[int, _Child], fd: int, *, kill: bool = False
     ) -> None:
-        """Stop watching a child that is done; one that was `killed` is waited for before this
+        """Stop watching a child that is done; one to `kill` is killed and waited for before this
         returns (none is left behind when compiling stops), one that finished in a thread of its own:
         a child of a process that holds torch and a CUDA context is slow to exit, and waiting for each
         in turn would delay the compile's end (docs/benchmarks.md)."""
         watch.unregister(fd)
         os.close(fd)
         pid = running.pop(fd).pid
-        if killed:
+        if kill:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
         else:
             threading.Thread(target=os.waitpid, args=(pid, 0), name="kernelpick-reap", daemon=True).start()
