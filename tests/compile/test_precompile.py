@@ -28,10 +28,10 @@ from kernelpick.compile.precompile import (
     CompileJob,
     _patience,
     classify,
+    compile_each,
     compiling_beside,
     current_patience,
     patience,
-    precompile_jobs,
 )
 from kernelpick.config import Config
 from tests.tune.kernels import add_kernel
@@ -51,8 +51,8 @@ def limited_kernel(x_ptr, BLOCK: tl.constexpr):
 
 
 def precompile(kernel: Any, args: Any, kwargs: Any, configs: Any, *, grid: Any, **options: Any) -> Any:
-    """`kernel` compiled for these arguments under every config (`precompile_jobs`)."""
-    return precompile_jobs([CompileJob(kernel, args, kwargs, c, grid) for c in configs], **options)
+    """`kernel` compiled for these arguments under every config (`compile_each`)."""
+    return compile_each([lambda c=c: CompileJob(kernel, args, kwargs, c, grid) for c in configs], **options)
 
 
 def lower(kernel: object, args: tuple[object, ...], configs: list[Config], workers: int = 2) -> list[object]:
@@ -359,7 +359,7 @@ def test_gpu_configs_are_announced_as_they_compile() -> None:
             interpreter=False,
             workers=2,
             mode="process",
-            on_compiled=indices.append,
+            on_ready=indices.append,
         )
         return sorted(indices)
 
@@ -411,7 +411,7 @@ def test_jobs_of_different_kernels_compile_in_one_batch() -> None:
         CompileJob(other, (x, x, x, 64), {}, Config({"BLOCK": 48})),  # not a power of 2
         CompileJob(other, (x, x, x, 64), {}, Config({"BLOCK": 32})),
     ]
-    outcomes = precompile_jobs(jobs, interpreter=True, workers=2)
+    outcomes = compile_each([lambda job=job: job for job in jobs], interpreter=True, workers=2)
     assert [o.status for o in outcomes] == ["ok", "compile_error", "ok"]
 
 
@@ -427,7 +427,9 @@ def test_a_job_and_its_companions_compile_together_with_one_outcome() -> None:
         CompileJob(add_kernel, (x, x, x, 64), {}, Config({"BLOCK": 16})),
     ]
     compiled: list[int] = []
-    outcomes = precompile_jobs(jobs, interpreter=True, workers=2, on_compiled=compiled.append)
+    outcomes = compile_each(
+        [lambda job=job: job for job in jobs], interpreter=True, workers=2, on_ready=compiled.append
+    )
     assert [o.status for o in outcomes] == ["ok", "compile_error", "ok"]
     assert "BLOCK must be at most 64" in outcomes[1].message
     assert outcomes[0].seconds is not None and outcomes[0].seconds > 0  # both kernels' lowering
@@ -463,7 +465,7 @@ def test_jobs_with_companions_are_stopped_like_any_others(monkeypatch: pytest.Mo
     jobs = [CompileJob(add_kernel, (x, x, x, 64), {}, Config({"BLOCK": 64}), companions=(companion,))]
     stop = threading.Event()
     with pytest.raises(Recorded):
-        precompile_jobs(jobs, interpreter=False, workers=2, mode="process", stop=stop)
+        compile_each([lambda: jobs[0]], interpreter=False, workers=2, mode="process", stop=stop)
     assert stops == [stop]
 
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from kernelpick.bench.inputs import Example, new_values
-from kernelpick.compile.precompile import CompileJob, precompile_jobs
+from kernelpick.compile.precompile import CompileJob, compile_each
 from kernelpick.config import Config
 from kernelpick.device import DeviceInfo
 from kernelpick.engine.signature import Signature
@@ -45,7 +45,7 @@ def lower_for_hopper(
     arguments_of = _generate(choice, kernels, cpu_signature)[1]
     args, _ = arguments_of(*new_values(inputs, {})[0])
     job = CompileJob(kernels[0][0], args, {}, choice.launch_config, choice.rendered.grid)
-    (outcome,) = precompile_jobs([job], interpreter=True, workers=1)
+    (outcome,) = compile_each([lambda: job], interpreter=True, workers=1)
     assert outcome.ok, outcome.message
     return choice.rendered.source
 
@@ -112,7 +112,7 @@ def lower_every_kernel_for_hopper(
     job = choice.compile_job(Example(*new_values(inputs, {})), Signature.of(inputs, {}))
     assert isinstance(job, CompileJob)
     assert len(job.companions) == len(choice.rendered.after)
-    (outcome,) = precompile_jobs([job], interpreter=True, workers=1)
+    (outcome,) = compile_each([lambda: job], interpreter=True, workers=1)
     assert outcome.ok, outcome.message
     return choice
 
@@ -178,7 +178,7 @@ def test_the_gated_skinny_template_compiles_for_hopper(rows: int, split: int) ->
     assert isinstance(choice, TemplateChoice)
     job = choice.compile_job(Example(*new_values(inputs, {})), Signature.of(inputs, {}))
     assert isinstance(job, CompileJob)
-    (outcome,) = precompile_jobs([job], interpreter=True, workers=1)
+    (outcome,) = compile_each([lambda: job], interpreter=True, workers=1)
     assert outcome.ok, outcome.message
     source = choice.rendered.source
     assert source.count("tl.erf") == 1  # the activation once, where the output is stored

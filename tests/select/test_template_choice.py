@@ -10,7 +10,7 @@ from tests.select.workspace_templates import two_pass_template
 
 from kernelpick import Config, Epilogue, Selector, TritonTemplate, extern, settings, template
 from kernelpick.bench.inputs import Example, new_values
-from kernelpick.compile.precompile import CompileJob, precompile_jobs
+from kernelpick.compile.precompile import CompileJob, compile_each
 from kernelpick.engine.signature import Signature
 from kernelpick.errors import ConfigError
 from kernelpick.select.template_choice import TemplateChoice
@@ -247,7 +247,7 @@ def test_compiling_binds_the_callers_own_inputs_and_stand_ins_for_the_output_and
     assert tensors[0] is x  # the input as given, not a copy
     assert [t.device.type for t in tensors[1:]] == ["meta", "meta"]  # output and workspace
     assert [t.dtype for t in tensors[1:]] == [torch.float32, torch.float32]
-    (outcome,) = precompile_jobs([job], interpreter=True, workers=1)
+    (outcome,) = compile_each([lambda: job], interpreter=True, workers=1)
     assert outcome.ok, outcome.message
     out = torch.empty(10)
     torch.testing.assert_close(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import contextvars
 import logging
 import os
@@ -58,7 +59,7 @@ def compiling_beside(compile_all: Callable[[threading.Event], object]) -> Iterat
     """Run `compile_all(stop)` in a thread of its own (with this context's settings and patience)
     while the block runs: the workers time what it compiles as it goes. Leaving the block waits for
     it, and its own failure is raised before the block's; a block left by an interruption (Ctrl-C,
-    SIGTERM) sets `stop` first, so that nothing more is compiled (`precompile_jobs`'s `stop`)."""
+    SIGTERM) sets `stop` first, so that nothing more is compiled (`compile_each`'s `stop`)."""
     stop = threading.Event()
     with ThreadPoolExecutor(1, thread_name_prefix="kernelpick-compile") as compiler:
         compiling = compiler.submit(contextvars.copy_context().run, compile_all, stop)
@@ -125,8 +126,8 @@ def classify(error: BaseException) -> tuple[CompileStatus, str]:
     return status, f"{name}: {text}" if not text.startswith(name) else text
 
 
-def precompile_jobs(
-    jobs: Sequence[CompileJob],
+def compile_each(
+    makers: Sequence[Callable[[], CompileJob | CompileOutcome | None]],
     *,
     interpreter: bool,
     workers: int,
@@ -134,93 +135,43 @@ def precompile_jobs(
     phases: dict[str, float] | None = None,
     meanwhile: Callable[[], object] | None = None,
     timeout_s: float | None = None,
-    on_compiled: Callable[[int], object] | None = None,
+    on_ready: Callable[[int], object] | None = None,
     stop: threading.Event | None = None,
-) -> list[CompileOutcome]:
-    """Compile every job in parallel, whatever its kernel: the configs of one kernel or the choices of
-    a selection alike.
+) -> list[CompileOutcome | None]:
+    """Make each candidate's compile job, then compile them all in parallel, whatever their kernels:
+    the configs of one kernel or the choices of a selection alike.
 
     Args:
-        jobs: what to compile (each a kernel, its launch arguments and a config).
+        makers: each candidate's compile job (a kernel, its launch arguments and a config), or its
+            outcome when it has nothing to compile or failed before compiling (None: compiled
+            earlier); a maker's own failure is that candidate's outcome.
         interpreter: True on CPU devices: lower to TTIR only.
         workers: jobs compiled at once.
         mode: "thread" or "process" (docs/design.md, "Compiling").
-        phases: where the process mode records the seconds of its steps: Triton preparing every
-            compile here, compiling in the children and loading their results (for tuning reports).
+        phases: where the seconds of the steps go: `compile_jobs` (making the jobs), then, in the
+            process mode, Triton preparing every compile here, compiling in the children and loading
+            their results (for tuning reports).
         meanwhile: work for this thread to do while the compilers run (called exactly once).
         timeout_s: in the process mode, how long one job may compile before its compiler is
             killed and the job recorded as `timeout`. Within `patience(...)`, a straggler is
             also given up, as `skipped`, once it compiles far longer than the others did.
-        on_compiled: called with a job's index as soon as it is known to have compiled, before
-            the others are done in the process mode (another process can then load it from Triton's
-            on-disk cache); at the end in the other modes. Called from this thread.
+        on_ready: called with a candidate's index as soon as it can run: at once for an outcome of
+            ok without a job; for a job, as soon as it is known to have compiled, before the others
+            are done in the process mode (another process can then load it from Triton's on-disk
+            cache), at the end in the other modes. Called from this thread.
         stop: in the process mode, once set (from another thread: the tuning was interrupted), the
             compilers are killed and `CompileStopped` is raised.
 
     Returns:
-        One outcome per job, in order (a job with companions: one for all of them). Kernels that
-        compiled are in Triton's caches, so the first launch of each does not compile again.
+        One outcome per candidate, in order (a job with companions: one for all of them). Kernels
+        that compiled are in Triton's caches, so the first launch of each does not compile again.
     """
-    # Companions are compiled in the same batch as the jobs: a job's outcome is its kernels' first
-    # failure, else ok with their seconds summed where known, and it is announced once all compiled.
-    kernels: list[CompileJob] = []
-    owner: list[int] = []  # by kernel: the index of its job
-    for index, job in enumerate(jobs):
-        for part in (job, *job.companions):
-            kernels.append(replace(part, companions=()))
-            owner.append(index)
-    waiting = [1 + len(job.companions) for job in jobs]
-
-    def compiled(index: int) -> None:
-        waiting[owner[index]] -= 1
-        if waiting[owner[index]] == 0 and on_compiled is not None:
-            on_compiled(owner[index])
-
-    # The forked mode queues job numbers in one pipe buffer (64 KiB): plenty for any real space.
-    forking = not interpreter and mode == "process" and hasattr(os, "fork") and 0 < len(kernels) < 16_000
-    if forking:
-        forked = _ForkedExecutor(workers, timeout_s, _patience.get(), stop, claims_folder())
-        outcomes = _compile_all(kernels, forked, meanwhile, compiled)
-        if phases is not None:
-            phases.update(forked.phases)
-    elif not kernels or interpreter:
-        if meanwhile is not None:
-            meanwhile()
-        with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="kernelpick-lower") as pool:
-            outcomes = list(pool.map(_lower, kernels))
-    else:
-        with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="kernelpick-compile") as pool:
-            outcomes = _compile_all(kernels, pool, meanwhile)
-    if not forking:  # announced as each compiles in the forked mode, at the end in the others
-        for index, outcome in enumerate(outcomes):
-            if outcome.ok:
-                compiled(index)
-    grouped: list[list[CompileOutcome]] = [[] for _ in jobs]
-    for index, outcome in enumerate(outcomes):
-        grouped[owner[index]].append(outcome)
-    combined = []
-    for parts in grouped:
-        failed = next((o for o in parts if not o.ok), None)
-        seconds = [o.seconds for o in parts if o.seconds is not None]
-        combined.append(failed or CompileOutcome("ok", "", sum(seconds) if seconds else None))
-    return combined
-
-
-def compile_each(
-    makers: Sequence[Callable[[], CompileJob | CompileOutcome | None]],
-    *,
-    on_ready: Callable[[int], object] | None = None,
-    phases: dict[str, float] | None = None,
-    **options: Any,
-) -> list[CompileOutcome | None]:
-    """Make each candidate's compile job, then compile them all at once (`precompile_jobs`, given
-    `options`); a candidate's own failure to make its job is its outcome, None one with nothing to
-    compile (compiled earlier). `on_ready`: called with a candidate's index as soon as it can run (at
-    once for an outcome of ok without a job); `phases["compile_jobs"]`: the seconds making the jobs
-    took, then `precompile_jobs`'s."""
     started = time.perf_counter()
     outcomes: list[CompileOutcome | None] = []
-    jobs: list[tuple[int, CompileJob]] = []
+    # Companions are compiled in the same batch as their job: a job's outcome is its kernels' first
+    # failure, else ok with their seconds summed where known, and it is ready once all compiled.
+    kernels: list[CompileJob] = []
+    owner: list[int] = []  # by kernel: the index of its candidate
     for index, make in enumerate(makers):
         try:
             found = make()
@@ -228,15 +179,46 @@ def compile_each(
             found = CompileOutcome(*classify(error))
         outcomes.append(None if isinstance(found, CompileJob) else found)
         if isinstance(found, CompileJob):
-            jobs.append((index, found))
+            for part in (found, *found.companions):
+                kernels.append(replace(part, companions=()))
+                owner.append(index)
         elif found is not None and found.ok and on_ready is not None:
             on_ready(index)
     if phases is not None:
         phases["compile_jobs"] = time.perf_counter() - started
-    on_compiled = None if on_ready is None else lambda number: on_ready(jobs[number][0])
-    compiled = precompile_jobs([job for _, job in jobs], phases=phases, on_compiled=on_compiled, **options)
-    for (index, _), outcome in zip(jobs, compiled):
-        outcomes[index] = outcome
+    waiting = collections.Counter(owner)
+
+    def compiled(kernel: int) -> None:
+        waiting[owner[kernel]] -= 1
+        if waiting[owner[kernel]] == 0 and on_ready is not None:
+            on_ready(owner[kernel])
+
+    # The forked mode queues job numbers in one pipe buffer (64 KiB): plenty for any real space.
+    forking = not interpreter and mode == "process" and hasattr(os, "fork") and 0 < len(kernels) < 16_000
+    if forking:
+        forked = _ForkedExecutor(workers, timeout_s, _patience.get(), stop, claims_folder())
+        results = _compile_all(kernels, forked, meanwhile, compiled)
+        if phases is not None:
+            phases.update(forked.phases)
+    elif not kernels or interpreter:
+        if meanwhile is not None:
+            meanwhile()
+        with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="kernelpick-lower") as pool:
+            results = list(pool.map(_lower, kernels))
+    else:
+        with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="kernelpick-compile") as pool:
+            results = _compile_all(kernels, pool, meanwhile)
+    if not forking:  # announced as each compiles in the forked mode, at the end in the others
+        for kernel, result in enumerate(results):
+            if result.ok:
+                compiled(kernel)
+    grouped: dict[int, list[CompileOutcome]] = {}
+    for kernel, result in enumerate(results):
+        grouped.setdefault(owner[kernel], []).append(result)
+    for index, parts in grouped.items():
+        failed = next((o for o in parts if not o.ok), None)
+        seconds = [o.seconds for o in parts if o.seconds is not None]
+        outcomes[index] = failed or CompileOutcome("ok", "", sum(seconds) if seconds else None)
     return outcomes
 
 
@@ -299,7 +281,7 @@ def _compile_all(
     meanwhile: Callable[[], object] | None = None,
     on_compiled: Callable[[int], object] | None = None,
 ) -> list[CompileOutcome]:
-    """Compile in `executor`; `on_compiled` only with a `_ForkedExecutor` (see `precompile_jobs`)."""
+    """Compile in `executor`; `on_compiled` only with a `_ForkedExecutor` (see `compile_each`)."""
     from triton.runtime._async_compile import AsyncCompileMode
 
     start = time.perf_counter()

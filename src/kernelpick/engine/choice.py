@@ -247,7 +247,7 @@ def compile_choices(
         workers: how many compile at once (default: the `KERNELPICK_COMPILE_WORKERS` setting).
         options: `compile_each`'s: `on_ready`, called with a choice's index as soon as it can run (at
             once for a choice with nothing to compile, a library function); `phases`, where the
-            seconds of the steps go; and `precompile_jobs`'s `meanwhile`, `timeout_s` and `stop`.
+            seconds of the steps go; and `meanwhile`, `timeout_s` and `stop`.
 
     Returns:
         One outcome per choice, in order.
