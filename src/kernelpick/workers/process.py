@@ -17,7 +17,7 @@ from typing import Any
 
 from kernelpick import settings
 from kernelpick.errors import IsolationError
-from kernelpick.workers.zygote import WORKER_ENTRY, ForkedWorker, fork_zygote, signal_group
+from kernelpick.workers.zygote import ForkedWorker, fork_zygote, signal_group
 
 log = logging.getLogger("kernelpick.workers")
 
@@ -26,6 +26,8 @@ START_TIMEOUT_S = 180.0
 #: False once a forked worker failed to start: this process's later workers are new interpreters.
 _forking_works = True
 _TAIL_LINES = 40
+#: What a worker runs unless told otherwise: an isolation worker's loop.
+WORKER_ENTRY = "kernelpick.workers.main:serve_messages"
 
 
 def describe_exit(code: int | None) -> str:

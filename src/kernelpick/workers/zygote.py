@@ -26,8 +26,6 @@ log = logging.getLogger("kernelpick.workers")
 
 #: Seconds a spawned zygote may take to import torch and Triton before its first worker is given up.
 SPAWNED_START_S = 180.0
-#: What a forked child runs unless told otherwise: an isolation worker's loop.
-WORKER_ENTRY = "kernelpick.workers.main:serve_messages"
 
 _zygote: Zygote | None = None
 #: Whether a forked zygote said its children could not use CUDA: every later fork of this process is alike.
@@ -91,9 +89,7 @@ class Zygote:
                 os.waitpid(self.pid, 0)
             raise OSError("its children could not use CUDA: this process had asked CUDA for its GPUs")
 
-    def fork_child(
-        self, environment: Mapping[str, str], messages: int, entry: str = WORKER_ENTRY
-    ) -> ForkedWorker:
+    def fork_child(self, environment: Mapping[str, str], messages: int, entry: str) -> ForkedWorker:
         """Fork a child on pipes like those `subprocess.Popen` would make, writing its messages to file
         descriptor `messages`, `environment` as its whole environment, running `entry` ("module:function",
         called with the messages' descriptor; its return value is the exit status).
@@ -130,9 +126,8 @@ class Zygote:
             os.close(output_write)
         return ForkedWorker(pid, os.fdopen(stdin_write, "wb"), os.fdopen(output_read, "rb"), self)
 
-    def status(self, pid: int, timeout: float | None) -> int | None:
-        """The exit status of child `pid`, waiting up to `timeout` seconds (None: as long as it runs);
-        None if it still runs."""
+    def status(self, pid: int, timeout: float) -> int | None:
+        """The exit status of child `pid`, waiting up to `timeout` seconds; None if it still runs."""
         with self._changed:
             self._changed.wait_for(lambda: pid in self._exits or self.gone, timeout=timeout)
             return self._exits.get(pid, -signal.SIGKILL if self.gone else None)
