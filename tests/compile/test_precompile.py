@@ -455,7 +455,7 @@ def test_jobs_with_companions_are_stopped_like_any_others(monkeypatch: pytest.Mo
     class Recorded(Exception):
         pass
 
-    def forked(workers: int, timeout_s: object, patience: object, stop: object, claims: object) -> None:
+    def forked(workers: int, timeout_s: object, patience: object, stop: object, *_: object) -> None:
         stops.append(stop)
         raise Recorded
 

@@ -110,9 +110,9 @@ class _ForkedExecutor(Executor):
     patience: Patience | None = None
     stop: threading.Event | None = None
     claims: Path | None = None  # the compile claims' folder; None: children compile unclaimed
+    on_compiled: Callable[[int], object] | None = None  # with a config index, as each compiles
     jobs: list[tuple[Callable[[], Any], Future[Any]]] = field(default_factory=list)
     configs: list[int] = field(default_factory=list)  # the config index of each job
-    on_compiled: Callable[[int], object] | None = None  # with a config index, as each compiles
     phases: dict[str, float] = field(default_factory=dict)  # seconds by step: in children, loading here
     seconds: dict[int, float] = field(default_factory=dict)  # by job: how long its child spent on it
     waited: dict[int, float] = field(default_factory=dict)  # by job: seconds waited for another's claim

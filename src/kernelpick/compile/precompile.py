@@ -196,8 +196,8 @@ def compile_each(
     # The forked mode queues job numbers in one pipe buffer (64 KiB): plenty for any real space.
     forking = not interpreter and mode == "process" and hasattr(os, "fork") and 0 < len(kernels) < 16_000
     if forking:
-        forked = _ForkedExecutor(workers, timeout_s, _patience.get(), stop, claims_folder())
-        results = _compile_all(kernels, forked, meanwhile, compiled)
+        forked = _ForkedExecutor(workers, timeout_s, _patience.get(), stop, claims_folder(), compiled)
+        results = _compile_all(kernels, forked, meanwhile)
         if phases is not None:
             phases.update(forked.phases)
     elif not kernels or interpreter:
@@ -279,9 +279,8 @@ def _compile_all(
     jobs: Sequence[CompileJob],
     executor: Executor,
     meanwhile: Callable[[], object] | None = None,
-    on_compiled: Callable[[int], object] | None = None,
 ) -> list[CompileOutcome]:
-    """Compile in `executor`; `on_compiled` only with a `_ForkedExecutor` (see `compile_each`)."""
+    """Compile in `executor` (a `_ForkedExecutor` announces each job as it compiles: `compile_each`)."""
     from triton.runtime._async_compile import AsyncCompileMode
 
     start = time.perf_counter()
@@ -303,13 +302,12 @@ def _compile_all(
                 if forked is not None:
                     if len(forked.jobs) > submitted:
                         forked.configs.append(index)
-                    elif on_compiled is not None:  # compiled earlier in this process (or in Triton's cache)
-                        on_compiled(index)
+                    elif forked.on_compiled is not None:  # compiled earlier here (or in Triton's cache)
+                        forked.on_compiled(index)
             except Exception as error:  # code generation can fail before anything is submitted
                 pending.append(CompileOutcome(*classify(error)))
         if forked is not None:
             forked.phases["compile_submit"] = time.perf_counter() - start
-            forked.on_compiled = on_compiled
             forked.run(meanwhile)
         elif meanwhile is not None:
             meanwhile()  # while the pool's threads compile
