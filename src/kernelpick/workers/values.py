@@ -39,10 +39,8 @@ def _library_prefixes() -> tuple[str, ...]:
     modules, and resolving a path takes system calls)."""
     paths = sysconfig.get_paths()
     folders = {Path(paths[name]) for name in ("stdlib", "platstdlib", "purelib", "platlib") if name in paths}
-    for entry in sys.path:
-        folder = Path(entry or ".")
-        if folder.is_dir() and next(folder.glob("*.dist-info"), None) is not None:
-            folders.add(folder)
+    on_path = [Path(entry or ".") for entry in sys.path]
+    folders |= {f for f in on_path if f.is_dir() and next(f.glob("*.dist-info"), None) is not None}
     return tuple({os.path.join(os.path.abspath(f), "") for f in (*folders, *(f.resolve() for f in folders))})
 
 
