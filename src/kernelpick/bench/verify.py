@@ -48,15 +48,13 @@ FP8_FAST_ACCUMULATION_TOLERANCE = Tolerance(0.0625, 0.0625)
 
 #: What `torch.backends.cuda.matmul.allow_tf32` returns, read without its module's slow `__getattr__`
 #: (on the eager path of every float32 `kernelpick.ops` call on a GPU).
-_cublas_allow_tf32 = getattr(torch._C, "_get_cublas_allow_tf32", None)
+_cublas_allow_tf32 = torch._C._get_cublas_allow_tf32
 
 
 def tf32_allowed() -> bool:
     """Whether float32 matrix products on CUDA may use TensorFloat-32 (`torch.backends.cuda.matmul.allow_tf32`)."""
     try:
-        if _cublas_allow_tf32 is not None:
-            return bool(_cublas_allow_tf32())
-        return bool(torch.backends.cuda.matmul.allow_tf32)
+        return bool(_cublas_allow_tf32())
     except Exception:  # set through `fp32_precision`, which the legacy flag refuses to read
         return str(getattr(torch.backends.cuda.matmul, "fp32_precision", "ieee")) == "tf32"
 
@@ -97,11 +95,10 @@ class Expected:
         self._parts: list[Expected] | None = None
         if isinstance(expected, (tuple, list)):
             self._parts = [Expected(e, tolerance, tf32) for e in expected]
-        self._wide: _Widened | None = None
+        self._wide: _Widened | None = None  # None: compared for equality
         if isinstance(expected, torch.Tensor):  # now: the example's tensors may be restored before a check
             self.tolerance = tolerance or tolerance_for(expected.dtype, tf32=tf32)
-            if self.tolerance is not None:
-                self._wide = self._widened(self.tolerance)
+            self._wide = None if self.tolerance is None else self._widened(self.tolerance)
 
     def why(self, output: Any, where: str = "output") -> str | None:
         """Why `output` does not match (None when it does)."""
@@ -154,8 +151,8 @@ class Expected:
             return f"{where} has dtype {output.dtype}, the reference {expected.dtype}"
         if output.device != expected.device:
             return f"{where} is on {output.device}, the reference on {expected.device}"
-        tolerance, prepared = self.tolerance, self._wide
-        if tolerance is None or prepared is None:
+        prepared = self._wide
+        if prepared is None:
             wrong = int((output != expected).sum())
             return None if wrong == 0 else f"{where} differs in {wrong} of {expected.numel()} values"
         if isinstance(prepared, str):
@@ -175,13 +172,12 @@ class Expected:
         if want.numel() == 0:
             return None
         error = (got - want).abs()
-        bad = error > allowed
-        count = int(bad.sum())
+        count = int((error > allowed).sum())
         if count == 0:
             return None
         worst = int(torch.argmax(error - allowed))
         return (
-            f"{where} differs from the reference in {count} of {want.numel()} values beyond {tolerance}: "
+            f"{where} differs from the reference in {count} of {want.numel()} values beyond {self.tolerance}: "
             f"worst got {float(got.flatten()[worst]):.6g}, expected {float(want.flatten()[worst]):.6g} "
             f"(rms {scale:.3g})"
         )
