@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -99,24 +100,20 @@ class Measurement:
         self.example = example
         self.device = device
         self.reference, self.tolerance, self.tf32 = reference, tolerance, tf32
-        self._expected: Expected | str | None = None
 
+    @functools.cached_property
     def expected(self) -> Expected | str:
         """The reference's output on the example, prepared for checking, or why the reference failed
         (computed once)."""
-        if self._expected is None:
-            assert self.reference is not None
-            name, reference = self.reference
-            try:
-                self.example.restore()
-                output = reference(*self.example.args, **self.example.kwargs)
-                synchronize(self.device)
-                self._expected = Expected(output, self.tolerance, self.device.type == "cuda" and self.tf32)
-            except Exception as error:
-                self._expected = (
-                    f"the reference `{name}` failed on these inputs: {classify_run_error(error)[1]}"
-                )
-        return self._expected
+        assert self.reference is not None
+        name, reference = self.reference
+        try:
+            self.example.restore()
+            output = reference(*self.example.args, **self.example.kwargs)
+            synchronize(self.device)
+            return Expected(output, self.tolerance, self.device.type == "cuda" and self.tf32)
+        except Exception as error:
+            return f"the reference `{name}` failed on these inputs: {classify_run_error(error)[1]}"
 
     def first_run(self, candidate: Candidate) -> BenchmarkResult | Run:
         """Run `candidate` once and check its output: its failure, or its timed run to come. Unchecked,
@@ -129,7 +126,7 @@ class Measurement:
         if checked:
             # First: an output may be an input written in place, which restoring the inputs for the
             # reference's run would overwrite.
-            expected = self.expected()
+            expected = self.expected
         try:
             example.restore()
             output = candidate.call(*example.args, **example.kwargs)
