@@ -9,6 +9,8 @@ import statistics
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar, cast
 
+import torch
+
 from kernelpick import settings
 from kernelpick.bench.host import host_ms
 from kernelpick.bench.result import BenchmarkResult, Status, TimingSummary
@@ -86,7 +88,8 @@ def benchmark(
         if confirming is None:
             raise ValueError("benchmark() needs a screening budget, a confirming budget, or both")
         try:
-            return _interleaved(candidates, timer, confirming, list(candidates))
+            timed = _interleaved(candidates, timer, confirming, list(candidates))
+            return {key: BenchmarkResult("ok", timing) for key, timing in timed.items()}
         except Exception as error:  # without a first round, each candidate gets the failure
             return dict.fromkeys(candidates, BenchmarkResult.failed(*classify_run_error(error)))
     results: dict[_K, BenchmarkResult] = {}
@@ -110,7 +113,7 @@ def benchmark(
         if on_done is not None:
             on_done(key, results[key])
 
-    def confirm(chosen: list[_K]) -> dict[_K, BenchmarkResult]:
+    def confirm(chosen: list[_K]) -> dict[_K, TimingSummary]:
         try:
             return _interleaved(candidates, timer, cast(TimingBudget, confirming), chosen)
         except Exception as error:
@@ -123,7 +126,7 @@ def benchmark(
 
 def confirmed(
     first: dict[_K, BenchmarkResult],
-    confirm: Callable[[list[_K]], dict[_K, BenchmarkResult]],
+    confirm: Callable[[list[_K]], dict[_K, TimingSummary]],
     top: int,
     within: float,
     reference: _K | None,
@@ -132,8 +135,8 @@ def confirmed(
     """The second round, here (`benchmark`) or in workers (`WorkerPool.measure`): `first` with its
     `finalists`, if two or more, timed again by `confirm` (nothing where that round failed: the first
     round's figures then stand), and every other first-round figure multiplied by the finalists'
-    median ratio of second to first round. A second-round result without a host time keeps its first
-    round's (the host's share does not change between rounds).
+    median ratio of second to first round. The second round measures no host time: a finalist keeps
+    its first round's (the host's share does not change between rounds).
 
     The second round runs the finalists back to back for longer, and a GPU at its power limit
     clocks down: its figures run above the first round's. Compared as they are, a candidate left
@@ -144,26 +147,22 @@ def confirmed(
     second = confirm(chosen) if len(chosen) >= 2 else {}
     if not second:
         return first
-    factor = statistics.median(r.median_ms / first[k].median_ms for k, r in second.items())
+    factor = statistics.median(t.median_ms / first[k].median_ms for k, t in second.items())
     merged = dict(first)
     for key, result in first.items():
-        if key not in second and result.timing is not None:
-            merged[key] = BenchmarkResult("ok", result.timing.scaled(factor))
-    for key, result in second.items():
-        before = first[key].timing
-        if result.timing is not None and result.timing.host_ms is None and before is not None:
-            result = BenchmarkResult("ok", result.timing.with_host(before.host_ms))
-        merged[key] = result
+        if result.timing is not None:
+            again = second.get(key)
+            timing = result.timing.scaled(factor) if again is None else again.with_host(result.timing.host_ms)
+            merged[key] = BenchmarkResult("ok", timing)
     return merged
 
 
 def _interleaved(
     candidates: Mapping[_K, Benchmarkable], timer: Timer, budget: TimingBudget, chosen: Sequence[_K]
-) -> dict[_K, BenchmarkResult]:
+) -> dict[_K, TimingSummary]:
     samples = timer.measure_interleaved([candidates[key] for key in chosen], budget)
     return {
-        key: BenchmarkResult("ok", TimingSummary.of(runs, timer_used(timer, candidates[key])))
-        for key, runs in zip(chosen, samples)
+        key: TimingSummary.of(runs, timer_used(timer, candidates[key])) for key, runs in zip(chosen, samples)
     }
 
 
@@ -224,14 +223,9 @@ def budgets_for(device: DeviceInfo, *, per_call: bool = False) -> dict[str, Any]
         "cutoff": current.screen_cutoff,
     }
     if per_call:
-        budgets["host_time"] = functools.partial(_host_time, device)
+        synchronize = functools.partial(torch.cuda.synchronize, device.index)
+        budgets["host_time"] = lambda candidate, device_ms: host_ms(candidate.run, synchronize, device_ms)
     return budgets
-
-
-def _host_time(device: DeviceInfo, candidate: Benchmarkable, device_ms: float) -> float:
-    import torch
-
-    return host_ms(candidate.run, functools.partial(torch.cuda.synchronize, device.index), device_ms)
 
 
 def timer_used(timer: Timer, candidate: Benchmarkable) -> str:

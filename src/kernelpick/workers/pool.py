@@ -295,7 +295,7 @@ class WorkerPool:
 
     def _confirm(
         self, request: Mapping[str, Any], candidates: list[str], *, timeout_s: float, phases: dict[str, float]
-    ) -> dict[str, BenchmarkResult]:
+    ) -> dict[str, TimingSummary]:
         """Step 3: the finalists again, interleaved, on every worker, each running its share of the
         runs, each of them `timeout_s` at most; its seconds in `phases`."""
         started = time.perf_counter()
@@ -335,10 +335,7 @@ class WorkerPool:
         if not complete:
             log.warning("second round failed, keeping the first round's timings")
             return {}
-        return {
-            c: BenchmarkResult("ok", TimingSummary.combine([part[c] for part in complete]))
-            for c in candidates
-        }
+        return {c: TimingSummary.combine([part[c] for part in complete]) for c in candidates}
 
     @contextlib.contextmanager
     def _abandoned_on_error(self, busy: Mapping[int, _Busy]) -> Iterator[None]:
