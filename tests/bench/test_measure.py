@@ -39,7 +39,7 @@ def warmed(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int | None, list[str]]
 
 def _measure(device: DeviceInfo, *names: str) -> None:
     example = Example((torch.ones(4),), {})
-    candidates = {name: Candidate(name, name, lambda x: x + 1) for name in names}
+    candidates = {name: Candidate(name, lambda x: x + 1) for name in names}
     Measurement(example, device).measure(candidates, timer=None, budgets={})  # type: ignore[arg-type]
 
 
@@ -70,6 +70,6 @@ def test_nothing_is_warmed_up_when_the_setting_is_zero_or_every_candidate_failed
     def broken(x: torch.Tensor) -> torch.Tensor:
         raise RuntimeError("illegal memory access")
 
-    Measurement(example, _gpu(0)).measure({"bad": Candidate("bad", "bad", broken)}, timer=None, budgets={})  # type: ignore[arg-type]
+    Measurement(example, _gpu(0)).measure({"bad": Candidate("bad", broken)}, timer=None, budgets={})  # type: ignore[arg-type]
     assert warmed == []
     assert measure._warm_until == {}  # a device that timed nothing is not taken for warm

@@ -49,18 +49,16 @@ class Hooks:
 
 @dataclass(frozen=True, slots=True)
 class Candidate:
-    """One thing to measure: its name, its digest (what results are kept by) and `call(*args,
-    **kwargs)`, which runs it on the example's arguments and returns its output."""
+    """One thing to measure: its name and `call(*args, **kwargs)`, which runs it on the example's
+    arguments and returns its output."""
 
     name: str
-    digest: str
     call: Callable[..., Any]
     hooks: Hooks | None = None
 
 
 def compiled(
     name: str,
-    digest: str,
     outcome: CompileOutcome | None,
     call: Callable[[], Callable[..., Any]],
     hooks: Hooks | None = None,
@@ -71,7 +69,7 @@ def compiled(
     if outcome is not None and not outcome.ok:
         return BenchmarkResult.failed(outcome.status, outcome.message, outcome.seconds)
     try:
-        return Candidate(name, digest, call(), hooks)
+        return Candidate(name, call(), hooks)
     except Exception as error:
         return BenchmarkResult.failed(*classify(error))
 
@@ -122,25 +120,22 @@ class Measurement:
         example = self.example
         if self.reference is None and example.restore_always:
             return Run(candidate, example, restore=True)
+        # First: an output may be an input written in place, which restoring the inputs for the
+        # reference's run would overwrite.
         checked = self.reference is not None and self.reference[0] != candidate.name
-        if checked:
-            # First: an output may be an input written in place, which restoring the inputs for the
-            # reference's run would overwrite.
-            expected = self.expected
+        expected = self.expected if checked else None
         try:
             example.restore()
             output = candidate.call(*example.args, **example.kwargs)
             synchronize(self.device)
         except Exception as error:
             return BenchmarkResult.failed(*classify_run_error(error))
-        writes_inputs = example.changed()
-        if checked:
-            if isinstance(expected, str):
-                return BenchmarkResult.failed("wrong_result", f"not verified: {expected}")
-            reason = expected.why(output)
-            if reason is not None:
-                return BenchmarkResult.failed("wrong_result", reason)
-        return Run(candidate, example, restore=writes_inputs)
+        if isinstance(expected, str):
+            return BenchmarkResult.failed("wrong_result", f"not verified: {expected}")
+        reason = None if expected is None else expected.why(output)
+        if reason is not None:
+            return BenchmarkResult.failed("wrong_result", reason)
+        return Run(candidate, example, restore=example.changed())
 
     def measure(
         self,

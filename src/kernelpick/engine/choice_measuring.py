@@ -321,7 +321,7 @@ class ChoiceMeasuring:
             for choice, outcome in zip(todo, outcomes):
                 hooks = choice.hooks(example) if isinstance(choice, ConfigChoice) else None
                 call = functools.partial(choice.callable_for, self.signature)
-                candidates[choice.digest] = compiled(choice.name, choice.digest, outcome, call, hooks)
+                candidates[choice.digest] = compiled(choice.name, outcome, call, hooks)
                 if isinstance(choice, ConfigChoice) and not outcome.ok:
                     choice.failed_to_compile(outcome, hooks)
             measured = Measurement(example, device, self.reference, self.tolerance, tf32_allowed()).measure(

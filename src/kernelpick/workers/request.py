@@ -188,7 +188,7 @@ def answer(request: Mapping[str, Any], phases: dict[str, float] | None = None) -
         phases["load"] = time.perf_counter() - started
         failed = {d: o for d, o in outcomes.items() if o is not None and not o.ok}
         return {d: BenchmarkResult.failed(o.status, o.message).to_dict() for d, o in failed.items()}
-    candidates = {d: compiled(portables[d].name, d, o, portables[d].callable) for d, o in outcomes.items()}
+    candidates = {d: compiled(portables[d].name, o, portables[d].callable) for d, o in outcomes.items()}
     phases["load"] = time.perf_counter() - started
     started = time.perf_counter()
     budgets = budgets_for(state.device, per_call=problem.kernel is None)
