@@ -63,11 +63,9 @@ class Example:
     ) -> None:
         names = names or [str(i) for i in range(len(args))]
         given = {**dict(zip(names, args)), **kwargs}
-        if written is None:
-            written = [name for name, value in given.items() if tensor_of(value) is not None]
         # One copy per storage, so that arguments that alias each other alias in the copies too.
         self._pairs: dict[tuple[int, torch.device], tuple[torch.Tensor, torch.Tensor]] = {}
-        for name in (*written, *zeroed):
+        for name in (*(given if written is None else written), *zeroed):
             value = tensor_of(given.get(name))
             if value is not None and value.untyped_storage().nbytes() > 0:
                 key = _storage_of(value)
@@ -87,13 +85,12 @@ class Example:
         self.named: dict[str, Any] = {}
         for name, value in given.items():
             tensor = tensor_of(value)
-            if tensor is not None:
-                pair = self._pairs.get(_storage_of(tensor))
-                if pair is not None:  # the tensor as it is, over the copy
-                    copy = torch.empty(0, dtype=tensor.dtype, device=tensor.device).set_(
-                        pair[1].untyped_storage(), tensor.storage_offset(), tensor.size(), tensor.stride()
-                    )
-                    value = copy if value is tensor else dataclasses.replace(value, base=copy)
+            pair = None if tensor is None else self._pairs.get(_storage_of(tensor))
+            if tensor is not None and pair is not None:  # the tensor as it is, over the copy
+                copy = torch.empty(0, dtype=tensor.dtype, device=tensor.device).set_(
+                    pair[1].untyped_storage(), tensor.storage_offset(), tensor.size(), tensor.stride()
+                )
+                value = copy if value is tensor else dataclasses.replace(value, base=copy)
             self.named[name] = value
         self._zeroed = [t for t in map(tensor_of, (self.named.get(n) for n in zeroed)) if t is not None]
         self.args: tuple[Any, ...] = tuple(self.named[name] for name in names[: len(args)])
