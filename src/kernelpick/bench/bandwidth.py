@@ -9,6 +9,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import get_type_hints
 
 import torch
 
@@ -48,13 +49,8 @@ def cached_bandwidth(device: DeviceInfo) -> MeasuredBandwidth | None:
     cache dir that cannot be used)."""
     try:
         data = json.loads(bandwidth_path(device).read_text(encoding="utf-8"))
-        found = MeasuredBandwidth(
-            str(data["device"]),
-            float(data["memory_gbps"]),
-            int(data["bytes_per_copy"]),
-            float(data["measured"]),
-            str(data["torch"]),
-        )
+        fields = get_type_hints(MeasuredBandwidth).items()  # each field's value made its type, or refused
+        found = MeasuredBandwidth(**{name: kind(data[name]) for name, kind in fields})
     except (OSError, ValueError, KeyError, TypeError):
         return None
     return found if found.device == device.name else None

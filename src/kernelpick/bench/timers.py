@@ -287,9 +287,8 @@ class CudaGraphTimer:
     # -- capturing and replaying ---------------------------------------------------------------
     def _replays(self, graphs: Sequence[_Graphs], estimates: Sequence[float], budget: TimingBudget) -> int:
         """Replays per graph: the budget's runs of the slowest candidate, spread over its graph."""
-        slowest = max(estimates)
-        runs = min(g.runs for g in graphs)
-        return int(min(budget.max_reps, max(budget.min_reps, math.ceil(budget.reps_for(slowest) / runs))))
+        replays = math.ceil(budget.reps_for(max(estimates)) / min(g.runs for g in graphs))
+        return int(min(budget.max_reps, max(budget.min_reps, replays)))
 
     def _capture(self, candidate: Benchmarkable, estimate_ms: float, warmups: int) -> _Graphs | None:
         """The candidate's two graphs, or None when it cannot be captured (it is then timed with events)."""
