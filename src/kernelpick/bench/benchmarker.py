@@ -76,8 +76,8 @@ def benchmark(
         on_done: called with each candidate's key and first-round result as it is done with
             (progress bars; a tuning stores each result as it comes).
         host_time: a candidate's host time per call, given its device time, measured after its first
-            round (`bench/host.py`; None: device
-            time alone is its cost, as for the configs of one kernel, which share one launcher).
+            round (`bench/host.py`; None: device time alone is its cost, as for the configs of one
+            kernel, which share one launcher).
         reference: the key of the candidate to keep unless clearly beaten (`bench.pick`): it is
             always timed again in the second round, beside the fastest.
 

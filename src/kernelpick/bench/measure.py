@@ -76,8 +76,7 @@ def compiled(
 
 class Measurement:
     """One problem to measure candidates on: the example, the device, and what outputs are checked
-    against. The reference runs once per measurement, however many candidates are measured; the
-    candidates warm up once too, unless the device timed others a moment before (`WARM_FOR_S`).
+    against. The reference runs once per measurement, however many candidates are measured.
 
     Args:
         example: the arguments every candidate runs on.

@@ -90,10 +90,8 @@ class TimingSummary:
         medians and spreads are averaged, runs and outliers added up.
 
         Raises:
-            ValueError: no parts.
+            ValueError: no parts (`statistics.fmean`'s error; `WorkerPool._confirm` never has none).
         """
-        if not parts:
-            raise ValueError("no timings to combine")
         if len(parts) == 1:
             return parts[0]
         runs = sum(p.runs - p.outliers for p in parts)
