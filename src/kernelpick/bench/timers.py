@@ -18,6 +18,8 @@ from kernelpick import settings
 from kernelpick.device import DeviceInfo
 
 log = logging.getLogger("kernelpick.bench")
+#: One step of a run queued between an untimed setup and teardown: the run, or a mark around it.
+_Step = Callable[[], object]
 
 
 class Benchmarkable(Protocol):
@@ -42,6 +44,10 @@ def run_once(candidate: Benchmarkable) -> None:
     candidate.setup()
     candidate.run()
     candidate.teardown()
+
+
+def _skip() -> None:
+    """A step that queues nothing: no mark, or no run (a graph's baseline)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,9 +144,15 @@ class CudaEventTimer(_RunTimer):
         size = max(device.l2_bytes, 1 << 20) * FLUSH_L2_MULTIPLE
         self._flush_buffer = torch.empty(size, dtype=torch.int8, device=self.device)
 
-    def flush(self) -> None:
-        """Evict what earlier runs left in the L2 cache (queued on the current stream)."""
+    def flushed(self, candidate: Benchmarkable, run: _Step, start: _Step = _skip, end: _Step = _skip) -> None:
+        """Set up `candidate`, evict what earlier runs left in the L2 cache (queued on the current
+        stream), then `start()`, `run()` and `end()`, and tear `candidate` down."""
+        candidate.setup()
         self._flush_buffer.zero_()
+        start()
+        run()
+        end()
+        candidate.teardown()
 
     def first_runs(self, candidate: Benchmarkable) -> list[float]:
         """A first, untimed run (it loads the kernel and surfaces launch errors), then three timed ones."""
@@ -152,12 +164,7 @@ class CudaEventTimer(_RunTimer):
         each = [timing_events(reps) for _ in candidates]
         for rep in range(reps):
             for candidate, pairs in zip(candidates, each):
-                candidate.setup()
-                self.flush()
-                pairs[rep][0].record()
-                candidate.run()
-                pairs[rep][1].record()
-                candidate.teardown()
+                self.flushed(candidate, candidate.run, pairs[rep][0].record, pairs[rep][1].record)
         torch.cuda.synchronize(self.device)
         return [[float(s.elapsed_time(e)) for s, e in pairs] for pairs in each]
 
@@ -303,9 +310,9 @@ class CudaGraphTimer:
                 # Warm up on the capture stream: libraries make their per-stream state (cuBLAS's
                 # workspace) here, outside the capture, and clocks come up.
                 for _ in range(max(1, warmups)):
-                    self._one(candidate, timed=True)
-                timed = self._graph(candidate, runs, timed=True)
-                baseline = self._graph(candidate, runs, timed=False)
+                    self.events.flushed(candidate, candidate.run)
+                timed = self._graph(candidate, runs, candidate.run)
+                baseline = self._graph(candidate, runs, _skip)
         except Exception as error:
             torch.cuda.synchronize(self.device)
             _clear_error()
@@ -324,22 +331,15 @@ class CudaGraphTimer:
         self.fell_back.discard(candidate.name)
         return _Graphs(timed, baseline, runs)
 
-    def _graph(self, candidate: Benchmarkable, runs: int, *, timed: bool) -> Any:
+    def _graph(self, candidate: Benchmarkable, runs: int, run: _Step) -> Any:
         graph = torch.cuda.CUDAGraph()
         graph.capture_begin(capture_error_mode="thread_local")
         try:
             for _ in range(runs):
-                self._one(candidate, timed=timed)
+                self.events.flushed(candidate, run)
         finally:
             graph.capture_end()  # raises when the capture was invalidated
         return graph
-
-    def _one(self, candidate: Benchmarkable, *, timed: bool) -> None:
-        candidate.setup()
-        self.events.flush()
-        if timed:
-            candidate.run()
-        candidate.teardown()
 
     def _replayed(self, graphs: Sequence[_Graphs], replays: int) -> list[list[float]]:
         """Per graph, `replays` samples of milliseconds per run: the graphs take turns, each timed
@@ -429,12 +429,7 @@ class ProfilerTimer:
             with profile(activities=[ProfilerActivity.CUDA]) as session:
                 for _ in range(reps):
                     for candidate in candidates:
-                        candidate.setup()
-                        self.events.flush()
-                        _mark()
-                        candidate.run()
-                        _mark()
-                        candidate.teardown()
+                        self.events.flushed(candidate, candidate.run, _mark, _mark)
                 torch.cuda.synchronize(self.device)
             spans = run_spans(_device_activities(session))
         except RuntimeError as error:  # another profiler runs, or the activities could not be read
