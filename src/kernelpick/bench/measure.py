@@ -74,6 +74,7 @@ def compiled(
         return BenchmarkResult.failed(*classify(error))
 
 
+@dataclass(eq=False)
 class Measurement:
     """One problem to measure candidates on: the example, the device, and what outputs are checked
     against. The reference runs once per measurement, however many candidates are measured.
@@ -86,17 +87,11 @@ class Measurement:
         tf32: whether TF32 is allowed for float32 products, as the reference computes them.
     """
 
-    def __init__(
-        self,
-        example: Example,
-        device: DeviceInfo,
-        reference: tuple[str, Callable[..., Any]] | None = None,
-        tolerance: Tolerance | None = None,
-        tf32: bool = False,
-    ) -> None:
-        self.example = example
-        self.device = device
-        self.reference, self.tolerance, self.tf32 = reference, tolerance, tf32
+    example: Example
+    device: DeviceInfo
+    reference: tuple[str, Callable[..., Any]] | None = None
+    tolerance: Tolerance | None = None
+    tf32: bool = False
 
     @functools.cached_property
     def expected(self) -> Expected | str:

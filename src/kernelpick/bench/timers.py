@@ -195,13 +195,12 @@ class WallClockTimer(_RunTimer):
         return samples
 
 
+@dataclass(eq=False)
 class UserBenchTimer:
     """Adapts a Triton-style `do_bench(kernel_call, quantiles)` function; it times setup and teardown too."""
 
+    do_bench: Callable[..., Any]
     name = "user"
-
-    def __init__(self, do_bench: Callable[..., Any]) -> None:
-        self.do_bench = do_bench
 
     def measure(
         self, candidate: Benchmarkable, budget: TimingBudget, cutoff_ms: float | None = None
