@@ -186,13 +186,10 @@ class BenchmarkResult:
         return cls(status=status, message=message, compile_s=compile_s)
 
     def to_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = {
-            "status": self.status,
-            "timing": None if self.timing is None else self.timing.to_dict(),
-            "message": self.message,
-        }
-        if self.compile_s is not None:
-            data["compile_s"] = self.compile_s
+        data = asdict(self)
+        del data["from_store"]  # where it was read from, not what it is
+        if self.compile_s is None:
+            del data["compile_s"]
         return data
 
     @classmethod
