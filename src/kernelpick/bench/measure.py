@@ -150,10 +150,8 @@ class Measurement:
             timer: how to time. The user's `do_bench` (`UserBenchTimer`) times each candidate once,
                 as Triton's does: one round, no warm-up.
             budgets: the keyword arguments of `benchmark()` (rounds, cutoff, host time).
-            reference: the digest of the candidate kept unless clearly beaten (`kernelpick.bench.pick`).
-            on_done: called with each candidate's digest and result as it is done with (its first
-                round's, on a GPU: the closest few are timed again after), for progress bars and for
-                a tuning, which stores each result as it comes.
+            reference, on_done: as `benchmark()`'s, by digest; `on_done` is given the candidates that
+                failed before timing too.
 
         Returns:
             Each candidate's result, by digest, in the candidates' order.
