@@ -106,7 +106,8 @@ class _RunTimer:
     first_warm_ups = 0
 
     def first_runs(self, candidate: Benchmarkable) -> list[float]:
-        raise NotImplementedError
+        """The first runs' times, which size the rest: one timed run, unless a timer makes more."""
+        return self.rounds([candidate], 1)[0]
 
     def rounds(self, candidates: Sequence[Benchmarkable], reps: int) -> list[list[float]]:
         """Per candidate, `reps` timed runs, the candidates taking turns."""
@@ -175,23 +176,15 @@ class WallClockTimer(_RunTimer):
     name = "wallclock"
     first_warm_ups = 1
 
-    @staticmethod
-    def _timed(candidate: Benchmarkable) -> float:
-        candidate.setup()
-        start = time.perf_counter()
-        candidate.run()
-        elapsed = (time.perf_counter() - start) * 1e3
-        candidate.teardown()
-        return elapsed
-
-    def first_runs(self, candidate: Benchmarkable) -> list[float]:
-        return [self._timed(candidate)]
-
     def rounds(self, candidates: Sequence[Benchmarkable], reps: int) -> list[list[float]]:
         samples: list[list[float]] = [[] for _ in candidates]
         for _ in range(reps):
             for candidate, out in zip(candidates, samples):
-                out.append(self._timed(candidate))
+                candidate.setup()
+                start = time.perf_counter()
+                candidate.run()
+                out.append((time.perf_counter() - start) * 1e3)
+                candidate.teardown()
         return samples
 
 
