@@ -371,8 +371,9 @@ def _clear_error() -> None:
         pass
 
 
-#: The marker kernel's name, as the profiler reports it ("spin_kernel(long)").
+#: The marker kernel's name, as the profiler reports it ("spin_kernel(long)"), and a launch of it.
 MARKER = "spin_kernel"
+_mark = functools.partial(torch.cuda._sleep, 1)
 
 
 class ProfilerTimer:
@@ -458,10 +459,6 @@ def run_spans(activities: Sequence[tuple[str, int, int]]) -> list[float]:
         elif inside:
             total += duration
     return spans
-
-
-def _mark() -> None:
-    torch.cuda._sleep(1)  # type: ignore[no-untyped-call]
 
 
 def _device_activities(session: Any) -> list[tuple[str, int, int]]:
