@@ -8,7 +8,9 @@ whose functions the call entered, in the order first entered, how often each was
 another kernelpick module (a call from a module to itself is no entry; a call through torch or
 Triton back into the module it came from is none either), and which were entered more than once
 (the engine calling a front back, a helper used from several places, or one module's function
-called in a loop from another).
+called in a loop from another). Of those, `called_back` lists the entries into a module that is on
+the stack already, below another module (a callback: a module's function given to another and called
+by it), as "module.function from module.function", with how often.
 
 Run from the repository root (CPU or GPU):
 
@@ -66,6 +68,7 @@ def watched(call: str) -> dict[str, Any]:
 
     order: list[str] = []
     entries: dict[str, int] = {}
+    called_back: dict[str, int] = {}
     stack: list[str] = []
 
     def profile(frame: Any, event: str, arg: Any) -> None:
@@ -77,6 +80,12 @@ def watched(call: str) -> dict[str, Any]:
                 entries[here] = entries.get(here, 0) + 1
                 if here not in order:
                     order.append(here)
+                if here in stack:
+                    back = frame.f_back
+                    entry = (
+                        f"{here[11:]}.{frame.f_code.co_qualname} from {caller[11:]}.{back.f_code.co_qualname}"
+                    )
+                    called_back[entry] = called_back.get(entry, 0) + 1
             stack.append(here)
         elif event == "return" and stack:
             stack.pop()
@@ -91,6 +100,7 @@ def watched(call: str) -> dict[str, Any]:
         "entries": entries,
         "module_count": len(order),
         "entered_again": [module for module in order if entries[module] > 1],
+        "called_back": called_back,
     }
 
 
@@ -128,6 +138,9 @@ def main() -> None:
         print(f"{call}: {found['module_count']} modules, {len(again)} of them entered more than once")
         for module in found["modules"]:
             print(f"  {module} ({found['entries'][module]})")
+        print(f"  called back: {len(found['called_back'])} functions")
+        for entry, count in found["called_back"].items():
+            print(f"    {entry} ({count})")
     if out is None:
         print(f"wrote {write_result('cold_path', report)}")
     else:
