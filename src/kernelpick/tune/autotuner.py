@@ -154,7 +154,10 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
                 "launch with no meta-parameters, num_warps=4 and num_stages=3; to tune nothing, give that one)"
             )
         self.configs: list[Config] = [Config.of(c) for c in listed]
-        for config in self.configs:
+        #: Each config as the user gave it (a `triton.Config`, say): what `best_config`, `cache` and
+        #: `configs_timings` show and what `early_config_prune` receives, as in Triton.
+        self.given: dict[Config, Any] = {}
+        for original, config in zip(listed, self.configs):
             unknown = [name for name in config.kwargs if name not in self.arg_names]
             if unknown:
                 raise ConfigError(
@@ -162,10 +165,6 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
                     f"which the kernel has no parameter of (Triton: Keyword argument {unknown[0]} was "
                     f"specified but unrecognised); its parameters are {', '.join(self.arg_names)}"
                 )
-        #: Each config as the user gave it (a `triton.Config`, say): what `best_config`, `cache` and
-        #: `configs_timings` show and what `early_config_prune` receives, as in Triton.
-        self.given: dict[Config, Any] = {}
-        for original, config in zip(listed, self.configs):
             self.given.setdefault(config, original)
         self.default = default_config(self.name, self.configs, option["default"])
         self.keys = list(key)

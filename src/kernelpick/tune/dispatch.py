@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import torch
 
@@ -146,8 +146,7 @@ def generate_fast_key(
     source = f"def fast_key(a, k, type=type):\n    return ({', '.join(parts)},)\n"
     namespace: dict[str, Any] = {}
     exec(compile(source, "<kernelpick fast key>", "exec"), namespace)  # our own source, no user data
-    function: FastKey = namespace["fast_key"]
-    return function
+    return cast("FastKey", namespace["fast_key"])
 
 
 def _no_fast_key(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
