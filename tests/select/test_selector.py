@@ -18,6 +18,7 @@ import torch
 
 from kernelpick import NoValidChoices, Selector, extern, load_table, require, settings
 from kernelpick.bench.verify import Tolerance
+from kernelpick.compile.precompile import CompileOutcome
 from kernelpick.console import console
 from kernelpick.engine.signature import signature_key
 from kernelpick.errors import ArgumentError, ConfigError
@@ -642,3 +643,53 @@ def test_a_rank_that_found_no_working_choice_is_named_so_where_one_works_here(
         caplog.text
     )
     assert "None" not in caplog.text
+
+
+class _StoredPick:
+    """A choice whose function can stop loading (`broken`) without changing its digest, as a stored pick
+    whose kernel no longer loads."""
+
+    compiles_without_user_code = True
+
+    def __init__(self, name: str, broken: bool = False) -> None:
+        self.name, self.digest, self.broken = name, f"stored-pick-{name}", broken
+
+    def description(self) -> dict[str, Any]:
+        return {"kind": "stored-pick", "name": self.name}
+
+    def compile_job(self, example: Any, signature: Any) -> CompileOutcome:
+        return CompileOutcome("ok")  # nothing to compile
+
+    def callable_for(self, signature: Any) -> Any:
+        if self.broken:
+            raise RuntimeError(f"{self.name}'s kernel no longer loads")
+        return torch.add
+
+    def choices_for(self, signature: Any) -> list[Any]:
+        return [self]
+
+
+def test_a_stored_pick_that_cannot_be_called_is_recorded_as_failed_and_the_next_runs() -> None:
+    store, x = MemoryStore(), torch.randn(64)
+    first = Selector("loads", [_StoredPick("one"), _StoredPick("two")], store=store, verify=False)
+    first(x, x)
+    assert first.last_selection is not None
+    picked = first.last_selection.winner.name
+    other = "two" if picked == "one" else "one"
+    again = Selector(
+        "loads",
+        [_StoredPick("one", picked == "one"), _StoredPick("two", picked == "two")],
+        store=store,
+        verify=False,
+    )
+    torch.testing.assert_close(again(x, x), x + x)
+    record = again.last_selection
+    assert record is not None and record.from_store and record.winner.name == other
+    assert record[picked].result.status == "compile_error"
+    assert "no longer loads" in record[picked].result.message
+    neither = Selector(
+        "loads", [_StoredPick("one", True), _StoredPick("two", True)], store=store, verify=False
+    )
+    with pytest.raises(NoValidChoices) as raised:
+        neither(x, x)
+    assert "one: compile_error" in str(raised.value) and "two: compile_error" in str(raised.value)

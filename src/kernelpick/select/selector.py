@@ -315,9 +315,6 @@ class Selector:
         by_cost = sorted(
             [c for d, c in by_digest.items() if d in results], key=lambda c: results[c.digest].cost(ranking)
         )
-        rows = tuple(
-            CandidateResult(c.digest, c.description(), results[c.digest], name=c.name) for c in by_cost
-        )
         bound: tuple[Choice, Callable[..., Any]] | None = None  # the first that works and can be called
         for choice in sorted(by_cost, key=lambda c: c.digest != settled.pick):  # the pick first, then by cost
             if not results[choice.digest].ok:
@@ -332,6 +329,10 @@ class Selector:
         # Stored after binding, which may find a pick uncallable; failures are results too: stored
         # even when nothing can be called.
         tuning.save(results, settled.fresh, None if bound is None else bound[0].digest)
+        by_cost.sort(key=lambda c: results[c.digest].cost(ranking))  # with what binding found
+        rows = tuple(
+            CandidateResult(c.digest, c.description(), results[c.digest], name=c.name) for c in by_cost
+        )
         if bound is None:
             raise NoValidChoices(
                 failure_report(
