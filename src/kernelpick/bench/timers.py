@@ -306,9 +306,7 @@ class CudaGraphTimer:
                 timed = self._graph(candidate, runs, candidate.run)
                 baseline = self._graph(candidate, runs, _skip)
         except Exception as error:
-            torch.cuda.synchronize(self.device)
-            _clear_error()
-            _release_generator(self.device)
+            _forget_failed_capture(self.device)
             self.fell_back.add(candidate.name)
             if candidate.name not in self._reported:
                 self._reported.add(candidate.name)
@@ -353,22 +351,19 @@ class CudaGraphTimer:
         ]
 
 
-def _release_generator(device: torch.device) -> None:
-    """Give the device's default random generator a fresh copy of its state: a capture that failed
-    never ended its capture on the generator, and every later random draw outside a graph would
-    fail ("Offset increment outside graph capture encountered unexpectedly"). The copy keeps the
-    seed and offset, so the random sequence goes on as if nothing happened."""
-    generator = torch.cuda.default_generators[device.index or 0]
-    if hasattr(generator, "clone_state") and hasattr(generator, "graphsafe_set_state"):
-        generator.graphsafe_set_state(generator.clone_state())
-
-
-def _clear_error() -> None:
-    """Forget the error a failed capture left (it is not sticky, but the next launch check would see it)."""
+def _forget_failed_capture(device: torch.device) -> None:
+    """Undo what a failed capture leaves: the error it raised (not sticky, but the next launch check
+    would see it), and the capture it never ended on the device's default random generator, after
+    which every random draw outside a graph would fail ("Offset increment outside graph capture
+    encountered unexpectedly"): the generator gets a fresh copy of its state, seed and offset kept,
+    so the random sequence goes on as if nothing happened."""
+    torch.cuda.synchronize(device)
     try:
         torch.cuda.cudart().cudaGetLastError()  # type: ignore[no-untyped-call]
     except Exception:  # an older torch without the binding: the error surfaces once, at worst
         pass
+    generator = torch.cuda.default_generators[device.index or 0]
+    generator.graphsafe_set_state(generator.clone_state())
 
 
 #: The marker kernel's name, as the profiler reports it ("spin_kernel(long)"), and a launch of it.
@@ -413,6 +408,7 @@ class ProfilerTimer:
     def _profiled(self, candidates: Sequence[Benchmarkable], reps: int) -> list[list[float]] | None:
         """Per candidate, `reps` run times in milliseconds (the candidates take turns), or None when
         the profiler cannot be used here (they are then in `fell_back`)."""
+        from torch._C._autograd import DeviceType
         from torch.profiler import ProfilerActivity, profile
 
         names = {c.name for c in candidates}
@@ -424,7 +420,11 @@ class ProfilerTimer:
                     for candidate in candidates:
                         self.events.flushed(candidate, candidate.run, _mark, _mark)
                 torch.cuda.synchronize(self.device)
-            spans = run_spans(_device_activities(session))
+            results = getattr(session.profiler, "kineto_results", None)
+            if results is None:
+                raise RuntimeError("the profiler returned no results")
+            device = [e for e in results.events() if e.device_type() == DeviceType.CUDA]
+            spans = run_spans([(e.name(), e.start_ns(), e.duration_ns()) for e in device])
         except RuntimeError as error:  # another profiler runs, or the activities could not be read
             if not self._warned:
                 self._warned = True
@@ -459,20 +459,6 @@ def run_spans(activities: Sequence[tuple[str, int, int]]) -> list[float]:
         elif inside:
             total += duration
     return spans
-
-
-def _device_activities(session: Any) -> list[tuple[str, int, int]]:
-    """(name, start, duration) in nanoseconds of each device activity the session recorded."""
-    from torch._C._autograd import DeviceType
-
-    results = getattr(session.profiler, "kineto_results", None)
-    if results is None:
-        raise RuntimeError("the profiler returned no results")
-    return [
-        (event.name(), event.start_ns(), event.duration_ns())
-        for event in results.events()
-        if event.device_type() == DeviceType.CUDA
-    ]
 
 
 def timer_for(device: DeviceInfo) -> Timer:
