@@ -157,12 +157,11 @@ def generated(input_gen: InputGen, args: Sequence[Any], kwargs: Mapping[str, Any
     for index, (want, got) in enumerate(zip(args, made)):
         if not isinstance(want, torch.Tensor):
             continue
-        expected = TensorSpec.of(want)
         if not isinstance(got, torch.Tensor):
             raise ConfigError(
                 f"input_gen returned a {type(got).__name__} for input {index}, expected a tensor"
             )
-        actual = TensorSpec.of(got)
+        expected, actual = TensorSpec.of(want), TensorSpec.of(got)
         fields = ("dtype", "size", "stride", "device")
         wrong = [f for f in fields if getattr(actual, f) != getattr(expected, f)]
         if wrong:

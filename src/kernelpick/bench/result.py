@@ -195,10 +195,5 @@ class BenchmarkResult:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, from_store: bool = False) -> BenchmarkResult:
         timing = data.get("timing")
-        return cls(
-            status=data["status"],
-            timing=None if timing is None else TimingSummary.from_dict(timing),
-            message=data.get("message", ""),
-            from_store=from_store,
-            compile_s=data.get("compile_s"),
-        )
+        timing = None if timing is None else TimingSummary.from_dict(timing)
+        return cls(data["status"], timing, data.get("message", ""), from_store, data.get("compile_s"))
