@@ -146,8 +146,7 @@ class CudaEventTimer(_RunTimer):
         self._flush_buffer = torch.empty(size, dtype=torch.int8, device=self.device)
 
     def flushed(self, candidate: Benchmarkable, run: _Step, start: _Step = _skip, end: _Step = _skip) -> None:
-        """Set up `candidate`, evict what earlier runs left in the L2 cache (queued on the current
-        stream), then `start()`, `run()` and `end()`, and tear `candidate` down."""
+        """Set up, flush the L2 cache (on the current stream), `start()`, `run()`, `end()`, tear down."""
         candidate.setup()
         self._flush_buffer.zero_()
         start()
@@ -295,10 +294,9 @@ class CudaGraphTimer:
             self.fell_back.add(candidate.name)
             return None
         runs = max(1, min(MAX_RUNS_PER_GRAPH, math.ceil(REPLAY_MS / max(estimate_ms, 1e-4))))
-        stream = self._stream
-        stream.wait_stream(torch.cuda.current_stream(self.device))
+        self._stream.wait_stream(torch.cuda.current_stream(self.device))
         try:
-            with torch.cuda.stream(stream):
+            with torch.cuda.stream(self._stream):
                 # Warm up on the capture stream: libraries make their per-stream state (cuBLAS's
                 # workspace) here, outside the capture, and clocks come up.
                 for _ in range(max(1, warmups)):
@@ -317,7 +315,7 @@ class CudaGraphTimer:
                 )
             return None
         finally:
-            torch.cuda.current_stream(self.device).wait_stream(stream)
+            torch.cuda.current_stream(self.device).wait_stream(self._stream)
         self.fell_back.discard(candidate.name)
         return _Graphs(timed, baseline, runs)
 
@@ -413,7 +411,6 @@ class ProfilerTimer:
 
         names = {c.name for c in candidates}
         self.fell_back -= names
-
         try:
             with profile(activities=[ProfilerActivity.CUDA]) as session:
                 for _ in range(reps):
