@@ -63,10 +63,11 @@ class Example:
     ) -> None:
         names = names or [str(i) for i in range(len(args))]
         given = {**dict(zip(names, args)), **kwargs}
+        tensors = {name: tensor for name, value in given.items() if (tensor := tensor_of(value)) is not None}
         # One copy per storage, so that arguments that alias each other alias in the copies too.
         self._pairs: dict[tuple[int, torch.device], tuple[torch.Tensor, torch.Tensor]] = {}
-        for name in (*(given if written is None else written), *zeroed):
-            value = tensor_of(given.get(name))
+        for name in (*(tensors if written is None else written), *zeroed):
+            value = tensors.get(name)
             if value is not None and value.untyped_storage().nbytes() > 0:
                 key = _storage_of(value)
                 if key not in self._pairs:  # the whole storage, as 1-D bytes
@@ -74,24 +75,19 @@ class Example:
                         value.untyped_storage()
                     )
                     self._pairs[key] = (original, original.clone())
-        read_storages = {
-            _storage_of(tensor)
-            for name, value in given.items()
-            if (read is None or name in read) and (tensor := tensor_of(value)) is not None
-        }
-        self._restored = [pair for key, pair in self._pairs.items() if key in read_storages]
+        reads = {_storage_of(tensor) for name, tensor in tensors.items() if read is None or name in read}
+        self._restored = [pair for key, pair in self._pairs.items() if key in reads]
         #: Every argument by name, scratch copies in place: what a tuned kernel's hooks are given. Every
         #: tensor over a copied storage, read-only ones and descriptors' bases included, points at the copy.
-        self.named: dict[str, Any] = {}
-        for name, value in given.items():
-            tensor = tensor_of(value)
-            pair = None if tensor is None else self._pairs.get(_storage_of(tensor))
-            if tensor is not None and pair is not None:  # the tensor as it is, over the copy
+        self.named: dict[str, Any] = dict(given)
+        for name, tensor in tensors.items():
+            pair = self._pairs.get(_storage_of(tensor))
+            if pair is not None:  # the tensor as it is, over the copy
                 copy = torch.empty(0, dtype=tensor.dtype, device=tensor.device).set_(
                     pair[1].untyped_storage(), tensor.storage_offset(), tensor.size(), tensor.stride()
                 )
-                value = copy if value is tensor else dataclasses.replace(value, base=copy)
-            self.named[name] = value
+                value = given[name]
+                self.named[name] = copy if value is tensor else dataclasses.replace(value, base=copy)
         self._zeroed = [t for t in map(tensor_of, (self.named.get(n) for n in zeroed)) if t is not None]
         self.args: tuple[Any, ...] = tuple(self.named[name] for name in names[: len(args)])
         self.kwargs: dict[str, Any] = {name: self.named[name] for name in kwargs}
