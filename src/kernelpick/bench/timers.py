@@ -467,8 +467,5 @@ def timer_for(device: DeviceInfo) -> Timer:
 def _timer(device: DeviceInfo, name: str) -> Timer:
     if name == "wallclock":
         return WallClockTimer()
-    if name == "events":
-        return CudaEventTimer(device)
-    if name == "profiler":
-        return ProfilerTimer(device)
-    return CudaGraphTimer(device)
+    kinds: dict[str, Callable[[DeviceInfo], Timer]] = {"events": CudaEventTimer, "profiler": ProfilerTimer}
+    return kinds.get(name, CudaGraphTimer)(device)  # "auto" too
