@@ -323,3 +323,21 @@ def test_after_cuda_was_asked_for_its_gpus_no_forked_zygote_workers_fork_from_a_
     assert found["spawned"] and found["worker_parent"] == found["zygote_pid"]
     # A device process is forked by a forked zygote only; else it is a new interpreter.
     assert found["device_parent"] == found["pid"]
+
+
+KILLED = """
+import json, os, signal, threading, time
+from kernelpick.workers import zygote
+
+forked = zygote.Zygote(spawned=False)
+threading.Timer(0.5, os.kill, (forked.pid, signal.SIGKILL)).start()  # while it is waited on
+started = time.perf_counter()
+status = forked.status(os.getpid(), 60.0)  # a child it never had: only the zygote's end answers
+print(json.dumps({"status": status, "waited_s": time.perf_counter() - started, "gone": forked.gone}))
+"""
+
+
+def test_a_zygote_that_dies_is_gone_at_once_for_whoever_waits_on_it(tmp_path: Path) -> None:
+    found = run(tmp_path, KILLED)
+    assert found["gone"] and found["status"] == -signal.SIGKILL
+    assert found["waited_s"] < 10.0  # not the 60 s asked for

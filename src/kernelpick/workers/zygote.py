@@ -137,16 +137,18 @@ class Zygote:
         return self._socket.fileno() < 0
 
     def _read(self) -> None:
-        for line in self._socket.makefile("rb"):
-            report = json.loads(line)
-            with self._changed:
-                if "started" in report:
-                    self._started[report["request"]] = report["started"]
-                elif "usable" in report:
-                    self._usable = report["usable"]
-                else:
-                    self._exits[report["exited"]] = report["status"]
-                self._changed.notify_all()
+        # The stream is closed before the socket: a socket with a stream open keeps its descriptor (not `gone`).
+        with self._socket.makefile("rb") as stream:
+            for line in stream:
+                report = json.loads(line)
+                with self._changed:
+                    if "started" in report:
+                        self._started[report["request"]] = report["started"]
+                    elif "usable" in report:
+                        self._usable = report["usable"]
+                    else:
+                        self._exits[report["exited"]] = report["status"]
+                    self._changed.notify_all()
         with self._changed:
             self._socket.close()
             self._changed.notify_all()
