@@ -73,20 +73,12 @@ class ChoiceMeasuring:
     phases: dict[str, float] = field(default_factory=dict)
 
     @functools.cached_property
-    def _reference(self) -> tuple[tuple[str, Callable[..., Any]], Any] | tuple[None, None]:
-        """`against`'s name and callable, and what a worker gets of it (made when first measuring)."""
-        against = self.against
-        if against is None:
-            return None, None
-        if isinstance(against, Choice):
-            return (against.name, against.callable_for(self.signature)), PortableChoice(
-                against, self.signature
-            )
-        return (qualified_name(against), against), against
-
-    @property
     def reference(self) -> tuple[str, Callable[..., Any]] | None:
-        return self._reference[0]
+        """`against`'s name and callable (made when first measuring)."""
+        against = self.against
+        if isinstance(against, Choice):
+            return against.name, against.callable_for(self.signature)
+        return None if against is None else (qualified_name(against), against)
 
     def _add(self, phases: dict[str, float]) -> None:
         for step, seconds in phases.items():
@@ -267,7 +259,8 @@ class ChoiceMeasuring:
         Raises:
             IsolationError: an argument, the reference or the kernel cannot be described as data.
         """
-        inputs, kwargs, reference = self.inputs, self.kwargs, self._reference[1]
+        inputs, kwargs, against = self.inputs, self.kwargs, self.against
+        reference = PortableChoice(against, self.signature) if isinstance(against, Choice) else against
         if self.kernel is not None:  # the kernel crosses once, its configs without it (`portable`)
             fields: dict[str, Any] = {
                 "keeping": self.kernel.keeping(inputs, kwargs, phases),
@@ -276,8 +269,8 @@ class ChoiceMeasuring:
         else:
             fields = {
                 "input_gen": None if self.input_gen is None else values.encode(self.input_gen),
-                "reference": None if reference is None else values.encode(reference),
                 "reference_name": "" if self.reference is None else self.reference[0],
+                "reference": None if reference is None else values.encode(reference),
                 "tolerance": None if self.tolerance is None else (self.tolerance.rtol, self.tolerance.atol),
             }
         # A selection's example inputs are new values (`new_values`): the worker makes integer
