@@ -39,6 +39,14 @@ from kernelpick.workers.pool import tuning_in_progress
 
 _C = TypeVar("_C")
 log = logging.getLogger("kernelpick.select")
+_WAITED_TOO_LONG = (
+    ": another process has been tuning it for over %g s (KERNELPICK_WAIT_TIMEOUT); tuning it here too"
+)
+_UNPUBLISHED = (
+    ": another rank took part %d of its candidates and has not published it in %g s "
+    "(KERNELPICK_WAIT_TIMEOUT); measuring it here"
+)
+_INTERRUPTED = " was interrupted (%s): %s; the next tuning measures only the rest"
 
 #: Measuring or searching as a tuning calls them: what to measure, the results known, `OnDone`, and
 #: the lowest cost measured elsewhere now (by the other ranks of a job), which the cutoff counts too.
@@ -222,18 +230,8 @@ class Tuning:
         if job is not None:
             divisible = strategy == "exhaustive"  # a search measures each batch from those before it
             settled = self._settle_as_rank(job, digests, measured, choose, described, divisible)
-        else:
-            settled = self._settle_alone(digests, measured, choose, described)
-        return replace(settled, searches=traces)
-
-    def _settle_alone(
-        self,
-        digests: Sequence[str],
-        measure: _Measured,
-        choose: Choose,
-        describe: Callable[[str], Mapping[str, Any]],
-    ) -> Settled:
-        """`settle` as the one process that tunes the key now (it claimed it, or no claims are wanted)."""
+            return replace(settled, searches=traces)
+        # The one process that tunes the key now: it claimed it, or no claims are wanted.
         results, todo = self.split(digests)
         if todo:
             waited = self._claim_or_adopt(digests, choose)
@@ -243,27 +241,27 @@ class Tuning:
                 results, todo = self.split(digests)
         found: Mapping[str, BenchmarkResult] = {}
         if todo:
-            with self.measuring(describe) as on_done:
-                found = measure(todo, results, on_done, lambda: inf)
-        return self._settled(digests, {**results, **found}, found.keys(), choose)
+            with self.measuring(described) as on_done:
+                found = measured(todo, results, on_done, lambda: inf)
+        return replace(self._settled(digests, {**results, **found}, results, choose), searches=traces)
 
     def _settled(
         self,
         digests: Sequence[str],
         results: Mapping[str, BenchmarkResult],
-        fresh: Collection[str],
+        stored: Collection[str],
         choose: Choose,
         agree: Callable[[str | None], tuple[str | None, str]] | None = None,
     ) -> Settled:
         """The end of a tuning: the pick `choose` makes, or the one `agree` returns for it with who
-        picked it ("": this process)."""
+        picked it ("": this process); the results not of `stored` are fresh."""
         ordered = {d: results[d] for d in digests if d in results}
         chosen = choose(ordered)
         pick, note = (chosen.best, chosen.note) if chosen is not None else (None, "")
         agreed, by = (pick, "") if agree is None else agree(pick)
         if agreed != pick:
             pick, note = agreed, f"the pick of {by}"
-        return Settled(ordered, frozenset(fresh), pick, note, by)
+        return Settled(ordered, frozenset(d for d in ordered if d not in stored), pick, note, by)
 
     def _claim_or_adopt(self, digests: Sequence[str], choose: Choose) -> Settled | bool:
         """Claim the key before measuring it (when claims are wanted). Returns how the tuning ended
@@ -289,11 +287,7 @@ class Tuning:
         waited = time.perf_counter() - started
         self.phases["wait"] = self.phases.get("wait", 0.0) + waited
         if claim is None:
-            self._say(
-                logging.WARNING,
-                ": another process has been tuning it for over %g s (KERNELPICK_WAIT_TIMEOUT); tuning it here too",
-                timeout,
-            )
+            self._say(logging.WARNING, _WAITED_TOO_LONG, timeout)
             self._stored = None
             return True
         self._claim = claim
@@ -308,7 +302,7 @@ class Tuning:
         self._claim = None
         claim.release()
         self._say(logging.INFO, ": running the pick of another process, which tuned it meanwhile")
-        return self._settled(digests, results, (), choose, lambda _: (mark.pick, "another process"))
+        return self._settled(digests, results, results, choose, lambda _: (mark.pick, "another process"))
 
     def _settle_as_rank(
         self,
@@ -359,13 +353,7 @@ class Tuning:
                     found = share.wait(index, deadline)
                     self.phases["wait"] = self.phases.get("wait", 0.0) + time.perf_counter() - started
                     if found is None:
-                        self._say(
-                            logging.WARNING,
-                            ": another rank took part %d of its candidates and has not published it in %g s "
-                            "(KERNELPICK_WAIT_TIMEOUT); measuring it here",
-                            index,
-                            settings.current().wait_timeout_s,
-                        )
+                        self._say(logging.WARNING, _UNPUBLISHED, index, settings.current().wait_timeout_s)
                         take(index)
                     else:
                         results.update(found)
@@ -374,15 +362,13 @@ class Tuning:
                     decided, rank = share.decide(pick)
                     return decided, "" if rank == job.rank else f"rank {rank}"
 
-                fresh = [d for d in results if d not in stored]
-                return self._settled(digests, results, fresh, choose, decide)
+                return self._settled(digests, results, stored, choose, decide)
             except StoreError as error:  # the rest is measured here, and picked alone
                 self._go_alone(error)
                 todo = [d for d in digests if d not in results and d not in stored]
                 found = dict(measure(todo, {**stored, **results}, on_done, lambda: inf)) if todo else {}
                 results = {**stored, **results, **found}
-        fresh = [d for d in results if d not in stored]
-        return self._settled(digests, results, fresh, choose)
+        return self._settled(digests, results, stored, choose)
 
     def _say(self, level: int, message: str, *args: object) -> None:
         """Log `message` after this tuning's subject and key ("kernel `add` (n=16)")."""
@@ -421,12 +407,7 @@ class Tuning:
                 if self.store is None:
                     kept = "nothing is stored (the result store is off)"
                 signal = "Ctrl-C" if isinstance(interruption, KeyboardInterrupt) else "SIGTERM"
-                self._say(
-                    logging.WARNING,
-                    " was interrupted (%s): %s; the next tuning measures only the rest",
-                    signal,
-                    kept,
-                )
+                self._say(logging.WARNING, _INTERRUPTED, signal, kept)
                 raise
 
     def save(self, results: Mapping[str, BenchmarkResult], fresh: Collection[str], pick: str | None) -> None:
