@@ -89,13 +89,8 @@ def keep_kernel_source(kernel: Any) -> Path | None:
         note_origin(folder, kernel)  # which function it is: `kernelpick cache` tells its old sources
         return kept
     except OSError as error:  # a copy for `kernelpick code` must not fail the tuning that keeps it
-        warn_once(
-            log,
-            f"kernel sources in {path.parent}",
-            "kernelpick cannot keep kernel sources in %s (%s): `kernelpick code` will not show them",
-            path.parent,
-            error,
-        )
+        message = "kernelpick cannot keep kernel sources in %s (%s): `kernelpick code` will not show them"
+        warn_once(log, f"kernel sources in {path.parent}", message, path.parent, error)
         return None
 
 

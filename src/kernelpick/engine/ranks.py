@@ -51,12 +51,10 @@ def rank_job() -> RankJob | None:
         # The store `init_process_group` made (TCPStore, FileStore, ...): torch names no public getter.
         store = dist.distributed_c10d._get_default_store()
     except Exception as error:
-        warn_once(
-            log,
-            "no job store",
-            "the ranks of this job tune alone: kernelpick cannot reach the store of its process group (%s)",
-            error,
+        message = (
+            "the ranks of this job tune alone: kernelpick cannot reach the store of its process group (%s)"
         )
+        warn_once(log, "no job store", message, error)
         return None
     return RankJob(dist.distributed_c10d.PrefixStore(NAMESPACE, store), dist.get_rank(), world)
 

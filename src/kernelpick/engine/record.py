@@ -377,13 +377,8 @@ def log_tuning(record: TuningRecord) -> None:
     try:
         append_line(path, json.dumps(tuning_entry(record), default=str, allow_nan=False))
     except Exception as error:  # a log must never fail the user's call
-        warn_once(
-            log,
-            f"tuning log {path}",
-            "kernelpick: the tuning log %s cannot be written (%s); tunings are not logged",
-            path,
-            error,
-        )
+        message = "kernelpick: the tuning log %s cannot be written (%s); tunings are not logged"
+        warn_once(log, f"tuning log {path}", message, path, error)
 
 
 def tuning_entry(record: TuningRecord) -> dict[str, Any]:
