@@ -245,9 +245,7 @@ def compile_choices(
         signature: their signature.
         mode: "process" or "thread" (default: the `KERNELPICK_COMPILE_MODE` setting).
         workers: how many compile at once (default: the `KERNELPICK_COMPILE_WORKERS` setting).
-        options: `compile_each`'s: `on_ready`, called with a choice's index as soon as it can run (at
-            once for a choice with nothing to compile, a library function); `phases`, where the
-            seconds of the steps go; and `meanwhile`, `timeout_s` and `stop`.
+        options: `compile_each`'s own (`on_ready`, `phases`, `meanwhile`, `timeout_s`, `stop`).
 
     Returns:
         One outcome per choice, in order.

@@ -46,11 +46,12 @@ _HERE = "%s: measuring in this process, not in workers: %s"
 @dataclass
 class ChoiceMeasuring:
     """How one tuning measures its candidates on one call's `inputs` and `kwargs`: what outputs are
-    checked against (`against`: a choice or a function; None: nothing), the front's options, the candidate kept unless clearly beaten, and the
-    settings its measuring `overrides` (a tuned kernel's `warmup=` and `rep=`). `kernel`: the call of
-    a tuned kernel whose configs are measured (on its arguments; None: choices, on example inputs).
-    After `measure`, `timed_here` names each candidate measured in this process although isolation
-    was wanted, with the reason, and `checked_against` what outputs were checked against."""
+    checked against (`against`: a choice or a function; None: nothing), the front's options, the
+    candidate kept unless clearly beaten, and the settings its measuring `overrides` (a tuned kernel's
+    `warmup=` and `rep=`). `kernel`: the call of a tuned kernel whose configs are measured (on its
+    arguments; None: choices, on example inputs). After `measure`, `timed_here` names each candidate
+    measured in this process although isolation was wanted, with the reason, and `checked_against`
+    what outputs were checked against."""
 
     name: str
     signature: Signature

@@ -248,7 +248,6 @@ class KernelCall:
         From the access analysis of the kernel's TTIR (with the first config's meta-parameters);
         every tensor when the analysis is unsure. `restore_value` arguments count as both.
         """
-        tensors = self.tensor_names(args, kwargs)  # tensor descriptors too
         try:
             access = analyze(self.analyzed, *args, **kwargs)
         except Exception as error:  # copies of every tensor are safe; the launch says what is wrong
@@ -257,11 +256,10 @@ class KernelCall:
         if access is None or not access.certain:
             if access is not None:
                 log.info("%s: benchmarking on copies of every tensor: %s", self.name, access.reason)
-            written, read = tensors, None
+            written, read = self.tensor_names(args, kwargs), None  # tensor descriptors too
         else:
             written, read = list(access.mutated), [*access.read, *self.restore_value]
-        order = self.arg_names.index
-        return sorted({*written, *self.restore_value}, key=order), read
+        return sorted({*written, *self.restore_value}, key=self.arg_names.index), read
 
     def tensor_names(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> list[str]:
         """The arguments that are tensors or hold one (a tensor descriptor), in the kernel's order."""
