@@ -90,12 +90,8 @@ def tabled_choice(spaces: Sequence[ChoiceSpace], signature: Signature, entry: Ta
     name = str(entry.choice.get("name"))
     for space in spaces:
         finder = getattr(space, "choice_for", None)
-        if finder is not None:
-            one = finder(signature, entry.choice)
-            candidates: Sequence[Choice] = [] if one is None else [one]
-        else:
-            candidates = space.choices_for(signature)
+        candidates = [finder(signature, entry.choice)] if finder is not None else space.choices_for(signature)
         for choice in candidates:
-            if choice.digest == entry.candidate or choice.name == name:
+            if choice is not None and (choice.digest == entry.candidate or choice.name == name):
                 return choice
     return None
