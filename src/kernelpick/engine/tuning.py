@@ -266,7 +266,9 @@ class Tuning:
     def _claim_or_adopt(self, digests: Sequence[str], choose: Choose) -> Settled | bool:
         """Claim the key before measuring it (when claims are wanted). Returns how the tuning ended
         when another process finished tuning the key since this one read the store (its pick is
-        this one's too), else whether the store should be read again (this one waited).
+        this one's too), else whether the store should be read again: always where claims are wanted
+        (what another process stored while this one read the store and claimed or waited, an
+        interrupted tuning's results among them, is not measured again).
 
         Waiting ends after `KERNELPICK_WAIT_TIMEOUT`: the key is then tuned here too, unclaimed.
         """
@@ -286,16 +288,13 @@ class Tuning:
             return False
         waited = time.perf_counter() - started
         self.phases["wait"] = self.phases.get("wait", 0.0) + waited
+        self._stored = None  # read again: what was stored meanwhile (a finished tuning's, for one)
         if claim is None:
             self._say(logging.WARNING, _WAITED_TOO_LONG, timeout)
-            self._stored = None
             return True
         self._claim = claim
         if mark is None or mark == self._mark:
-            if waited > 0.0:
-                self._stored = None
-            return waited > 0.0
-        self._stored = None  # a tuning finished since the store was read: what it stored
+            return True
         results = {d: r.result for d, r in self.stored(digests).items()}
         if mark.pick is None or mark.pick not in results or not results[mark.pick].ok:
             return True  # it picked nothing this tuning can run: measure what is left, holding the key
