@@ -182,22 +182,33 @@ def _create_extern_elementwise(
 _launch: _Launch | None = None
 
 
-def patch_lang(original: Callable[[Any], Any]) -> Callable[[Any], Any]:
-    """The interpreter's `_patch_lang(fn)` (`original`), patching libdevice and `fn`'s aliases of builtins too.
+def _scalar_index(self: Any) -> int:
+    # A scalar is a one-element array in the interpreter; NumPy 2.4 refuses int() of one that is
+    # not 0-d, as Triton 3.6 makes them: `range(tl.cdiv(K, BLOCK_K))` then fails.
+    return int(self.handle.data.reshape(-1)[0]) if self.handle.data.size == 1 else int(self.handle.data)
 
-    The outermost call of a launch (the kernel's) starts the launch's patches; the scope it returns
-    undoes them with the interpreter's. Nested calls (helpers) add the aliases in their modules.
+
+def extend(patches: Patches) -> None:
+    """Replace, recording in `patches`, the interpreter's functions that kernelpick extends:
+    `_patch_lang(fn)` patches libdevice and `fn`'s aliases of builtins too, `_implicit_cvt` gives a
+    float argument as the fp32 scalar a GPU gets, and `_patch_lang_tensor` lets `int()` take a scalar
+    for a loop bound.
+
+    The outermost `_patch_lang` of a launch (the kernel's) starts the launch's patches; the scope it
+    returns undoes them with the interpreter's. Nested calls (helpers) add the aliases in their modules.
     """
+    patch, convert = interpreter._patch_lang, interpreter._implicit_cvt
+    patch_tensor: Any = getattr(interpreter, "_patch_lang_tensor", None)
 
-    def patched(fn: Any) -> Any:
+    def patch_lang(fn: Any) -> Any:
         global _launch
         if _launch is not None:
-            scope = original(fn)
+            scope = patch(fn)
             _launch.patch_namespace(fn.__globals__)
             return scope
         launch = _launch = _Launch()
         try:
-            launch.scope = original(fn)
+            launch.scope = patch(fn)
             # libdevice's stubs, and the backend's functions (builtins), the interpreter's for this launch.
             builder_type = type(interpreter.interpreter_builder)
             launch.patches.set_attr(builder_type, "create_extern_elementwise", _create_extern_elementwise)
@@ -210,44 +221,21 @@ def patch_lang(original: Callable[[Any], Any]) -> Callable[[Any], Any]:
             raise
         return launch
 
-    return patched
-
-
-def fp32_scalars(convert: Callable[[Any], Any]) -> Callable[[Any], Any]:
-    """The interpreter's `_implicit_cvt` (`convert`), giving a float argument as the fp32 scalar a GPU gets."""
-
-    def patched(argument: Any) -> Any:
+    def fp32_scalars(argument: Any) -> Any:
         if isinstance(argument, float):
             handle = interpreter.TensorHandle(np.array([argument], dtype=np.float32), tl.float32)
             return tl.tensor(handle, tl.float32)
         return convert(argument)
 
-    return patched
-
-
-def _scalar_index(self: Any) -> int:
-    # A scalar is a one-element array in the interpreter; NumPy 2.4 refuses int() of one that is
-    # not 0-d, as Triton 3.6 makes them: `range(tl.cdiv(K, BLOCK_K))` then fails.
-    return int(self.handle.data.reshape(-1)[0]) if self.handle.data.size == 1 else int(self.handle.data)
-
-
-def scalar_index(patch: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
-    """The interpreter's `_patch_lang_tensor` (`patch`), letting `int()` take a scalar for a loop bound."""
-
-    def patched(tensor: Any, scope: Any) -> Any:
-        result = patch(tensor, scope)
+    def scalar_index(tensor: Any, scope: Any) -> Any:
+        result = patch_tensor(tensor, scope)
         scope.set_attr(tensor, "__index__", _scalar_index)  # restored with the rest of the scope
         return result
 
-    return patched
-
-
-def extend(patches: Patches) -> None:
-    """Replace, recording in `patches`, the interpreter's functions that kernelpick extends."""
-    patches.set_attr(interpreter, "_patch_lang", patch_lang(interpreter._patch_lang))
-    patches.set_attr(interpreter, "_implicit_cvt", fp32_scalars(interpreter._implicit_cvt))
-    if hasattr(interpreter, "_patch_lang_tensor"):
-        patches.set_attr(interpreter, "_patch_lang_tensor", scalar_index(interpreter._patch_lang_tensor))
+    patches.set_attr(interpreter, "_patch_lang", patch_lang)
+    patches.set_attr(interpreter, "_implicit_cvt", fp32_scalars)
+    if patch_tensor is not None:
+        patches.set_attr(interpreter, "_patch_lang_tensor", scalar_index)
 
 
 def explain(kernel: Callable[..., Any], error: BaseException) -> InterpretationError:
