@@ -208,13 +208,11 @@ def compile_each(
     else:
         with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="kernelpick-compile") as pool:
             results = _compile_all(kernels, pool, meanwhile)
-    if not forking:  # announced as each compiles in the forked mode, at the end in the others
-        for kernel, result in enumerate(results):
-            if result.ok:
-                compiled(kernel)
     grouped: dict[int, list[CompileOutcome]] = {}
     for kernel, result in enumerate(results):
         grouped.setdefault(owner[kernel], []).append(result)
+        if result.ok and not forking:  # the forked mode announced each as it compiled
+            compiled(kernel)
     for index, parts in grouped.items():
         failed = next((o for o in parts if not o.ok), None)
         seconds = [o.seconds for o in parts if o.seconds is not None]

@@ -347,6 +347,4 @@ def _cuda_initialized() -> bool:
 def zygote() -> Zygote | None:
     """This process's zygote, if it has a live one (not one inherited from a process it forked from)."""
     found = _zygote
-    if found is None or found.owner != os.getpid() or found.gone:
-        return None
-    return found
+    return found if found is not None and found.owner == os.getpid() and not found.gone else None
