@@ -19,6 +19,7 @@ from kernelpick.engine.triton_choice import ConfigChoice
 from kernelpick.errors import IsolationError
 from kernelpick.select.template_choice import TemplateChoice
 from kernelpick.store import MemoryStore
+from kernelpick.workers.pool import WorkerPool
 from kernelpick.workers.request import Problem, _WorkerProblem
 from tests.tune.kernels import increment_kernel
 
@@ -50,7 +51,7 @@ def test_both_fronts_measure_on_one_example_class_here_and_in_a_worker(
         raise IsolationError("measured here instead")  # the front measures in this process then
 
     monkeypatch.setattr(Measurement, "__init__", spy)
-    monkeypatch.setattr(choice_measuring, "start_workers_for", lambda device: None)
+    monkeypatch.setattr(WorkerPool, "start_soon", lambda self: None)
     monkeypatch.setattr(choice_measuring, "measure_in_workers", worker_then_here)
     space = [triton.Config({"BLOCK": block}) for block in (32, 64)]
     tuned = kernelpick.autotune(space, key=["n"], store=MemoryStore(), isolate=True)(increment_kernel)

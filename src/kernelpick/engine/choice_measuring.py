@@ -37,7 +37,7 @@ from kernelpick.errors import IsolationError, TuningInCapture
 from kernelpick.tensors import preserved_rng
 from kernelpick.workers import values
 from kernelpick.workers.plan import isolation_wanted
-from kernelpick.workers.request import Problem, feed_for, measure_in_workers, start_workers_for
+from kernelpick.workers.request import Problem, feed_for, measure_in_workers
 
 log = logging.getLogger("kernelpick.select")
 _HERE = "%s: measuring in this process, not in workers: %s"
@@ -186,7 +186,6 @@ class ChoiceMeasuring:
         if not payloads:
             return {}, here
         device = self.signature.device
-        start_workers_for(device)  # they start while the choices compile
         label = f"compiling {self.name}" if compiling else f"selecting {self.name} in workers"
         phases: dict[str, float] = {}
         outcomes: list[CompileOutcome] = []
@@ -195,7 +194,7 @@ class ChoiceMeasuring:
             TuningProgress(label, total=len(payloads) + len(compiling)) as progress,
         ):
             done = progress.on_done(finished)
-            feed = feed_for(device)
+            feed = feed_for(device)  # the workers start while the choices compile
             submitted, described = threading.Event(), threading.Event()
 
             def ready(index: int) -> None:  # a worker can load it from Triton's cache now

@@ -16,7 +16,7 @@ from triton.runtime import _allocation
 from kernelpick import settings
 from kernelpick.bench.benchmarker import budgets_for
 from kernelpick.bench.inputs import Example, generated
-from kernelpick.bench.measure import Measurement, OnDone, compiled
+from kernelpick.bench.measure import Measurement, compiled
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.timers import timer_for
 from kernelpick.bench.verify import Tolerance
@@ -212,11 +212,8 @@ def measure_in_workers(
     candidates: Sequence[str],
     device: DeviceInfo,
     *,
-    feed: Feed | None = None,
     prepare: bool = False,
-    on_done: OnDone | None = None,
-    phases: dict[str, float] | None = None,
-    best_ms: Callable[[], float] = lambda: float("inf"),
+    **options: Any,
 ) -> dict[str, BenchmarkResult]:
     """The caller's side: measure `candidates` on `problem` in the workers of `device`'s GPUs, one
     candidate at a time per worker, then the closest few again on all of them (`kernelpick.workers.pool`).
@@ -228,7 +225,7 @@ def measure_in_workers(
         candidates: the digests to measure known now.
         device: the device measured for.
         prepare: the workers compile `candidates` first, many at once (what the caller did not).
-        feed, on_done, phases, best_ms: as `WorkerPool.measure`'s.
+        options: `WorkerPool.measure`'s `feed`, `on_done`, `phases` and `best_ms`.
 
     Raises:
         IsolationError: the workers cannot do the work at all (they do not start, or fail on the
@@ -240,23 +237,18 @@ def measure_in_workers(
         request,
         candidates,
         payloads,
-        feed=feed,
         timeout_s=current.bench_timeout_s,
         prepare_timeout_s=current.compile_timeout_s if prepare else None,
         confirm_top=0 if device.interpreter else current.confirm_top,
         confirm_within=current.confirm_within,
-        on_done=on_done,
         reference=problem.reference_digest,
-        phases=phases,
-        best_ms=best_ms,
+        **options,
     )
 
 
 def feed_for(device: DeviceInfo) -> Feed:
-    """A feed of candidates for a measurement in the workers of `device` (`measure_in_workers`)."""
-    return pool_for(worker_devices(device)).feed()
-
-
-def start_workers_for(device: DeviceInfo) -> None:
-    """Start the workers of `device` in the background, if they are not running (compiling meanwhile)."""
-    pool_for(worker_devices(device)).start_soon()
+    """A feed of candidates for a measurement in the workers of `device` (`measure_in_workers`), which
+    start now in the background if they are not running (while the caller compiles)."""
+    pool = pool_for(worker_devices(device))
+    pool.start_soon()
+    return pool.feed()
