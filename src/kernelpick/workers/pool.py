@@ -201,8 +201,8 @@ class WorkerPool:
                         on_done(candidate, result)
                     phases["prepare"] = time.perf_counter() - started
                     started = time.perf_counter()
-                first = [c for c in candidates if c not in results] + feed.waiting
-                results.update(self._screen(request, first, timeout_s, on_done, feed, best_ms))
+                feed.waiting[:0] = [c for c in candidates if c not in results]  # before those fed meanwhile
+                results.update(self._screen(request, timeout_s, on_done, feed, best_ms))
                 phases["screen"] = time.perf_counter() - started
                 confirm = functools.partial(self._confirm, request, timeout_s=timeout_s, phases=phases)
                 results = confirmed(results, confirm, confirm_top, confirm_within, reference, best_ms())
@@ -225,7 +225,6 @@ class WorkerPool:
             while busy:
                 message = self._next_message(busy, feed)
                 if message is not None and message[0] == _FEED:
-                    feed.waiting += feed.arrive(message[1])
                     continue
                 if message is None:  # the deadline passed: those compile again, one by one, in step 2
                     for slot in busy:
@@ -251,29 +250,26 @@ class WorkerPool:
     def _screen(
         self,
         request: Mapping[str, Any],
-        candidates: Sequence[str],
         timeout_s: float,
         on_done: OnDone,
         feed: Feed,
         best_ms: Callable[[], float],
     ) -> dict[str, BenchmarkResult]:
-        """Step 2: one candidate at a time to whichever worker is free (and more as `feed` delivers them)."""
+        """Step 2: one candidate at a time to whichever worker is free, as `feed` has them waiting."""
         results: dict[str, BenchmarkResult] = {}
-        pending = collections.deque(candidates)
         busy: dict[int, _Busy] = {}
         with self._abandoned_on_error(busy):
-            while pending or busy or feed.open:
-                for worker in [w for w in self.workers if w.slot not in busy][: len(pending)]:
+            while feed.waiting or busy or feed.open:
+                for worker in [w for w in self.workers if w.slot not in busy][: len(feed.waiting)]:
                     if not worker.alive:
                         worker.start()
                     fastest = lowest_cost(results, best_ms())
                     lowest = None if fastest == float("inf") else fastest
                     busy[worker.slot] = self._send(
-                        worker, request, "screen", [pending.popleft()], timeout_s, best_ms=lowest
+                        worker, request, "screen", [feed.waiting.pop(0)], timeout_s, best_ms=lowest
                     )
                 message = self._next_message(busy, feed)
                 if message is not None and message[0] == _FEED:
-                    pending.extend(feed.arrive(message[1]))
                     continue
                 if message is None:  # a deadline passed
                     for slot, waiting in list(busy.items()):
@@ -352,8 +348,8 @@ class WorkerPool:
     def _next_message(
         self, busy: Mapping[int, _Busy], feed: Feed | None = None
     ) -> tuple[int, dict[str, Any] | None] | None:
-        """The next answer of a busy worker (None for its death) or, while `feed` is open, of the feed;
-        None once the nearest deadline passes."""
+        """The next answer of a busy worker (None for its death) or, while `feed` is open, of the feed
+        (its candidate then waits in it); None once the nearest deadline passes."""
         feeding = feed if feed is not None and feed.open else None
         while True:
             if not busy and feeding is None:
@@ -370,6 +366,8 @@ class WorkerPool:
             if slot == _FEED:
                 # Only this measurement's feed: one interrupted earlier may still deliver to the queue.
                 if feeding is not None and generation == feeding.number:
+                    feeding.open = body is not None
+                    feeding.waiting += [] if body is None else [body["candidate"]]
                     return slot, body
                 continue
             current = slot in busy and generation == self.workers[slot].generation
@@ -432,8 +430,7 @@ class Feed:
     def __init__(self, messages: queue.Queue[_Message], *, closed: bool = False) -> None:
         self._messages = messages
         self.number = next(_feeds)  # tells its messages from those of an earlier feed
-        # The measurement's side: whether more may come, and what came during the workers' prepare
-        # step, which waits for the screen.
+        # The measurement's side: whether more may come, and what waits for a free worker.
         self.open = not closed
         self.waiting: list[str] = []
 
@@ -442,11 +439,6 @@ class Feed:
 
     def close(self) -> None:
         self._messages.put((_FEED, self.number, None))
-
-    def arrive(self, message: Mapping[str, Any] | None) -> list[str]:
-        """In the measurement: take in one of the feed's messages; the candidates it names."""
-        self.open = self.open and message is not None
-        return [] if message is None else [message["candidate"]]
 
 
 def _failure(worker: WorkerProcess, body: Mapping[str, Any] | None, results: Mapping[str, Any]) -> str:
