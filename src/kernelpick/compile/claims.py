@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from filelock import FileLock, Timeout
+from triton import knobs
 
 log = logging.getLogger("kernelpick.compile")
 
@@ -36,12 +37,7 @@ def claims_folder() -> Path | None:
     """The folder of this host's compile claims, inside Triton's cache folder; None when Triton
     has no cache folder (nothing is shared then, so nothing is claimed), or when the folder is a
     link or another user's (`_private`)."""
-    try:
-        from triton import knobs
-
-        folder = knobs.cache.dir
-    except Exception:  # an older or stripped Triton: compiles go on unclaimed
-        return None
+    folder = knobs.cache.dir
     if not folder:
         return None
     path = Path(folder) / CLAIMS_FOLDER

@@ -131,7 +131,6 @@ class KernelLaunch:
 
     def compile_job(self, example: Any, device: DeviceInfo) -> None:
         """Nothing to compile: the caller compiled every config before sending any."""
-        return None
 
     def callable(self) -> Callable[..., Any]:
         return functools.partial(launcher(self.kernel, self.interpreter), grid=self.grid, **self.meta)

@@ -94,9 +94,7 @@ def rebuild_value(data: Mapping[str, Any], device: torch.device, generator: torc
         import triton.language as tl
 
         return getattr(tl, data["name"])
-    dtype = getattr(torch, data["dtype"], None)
-    if not isinstance(dtype, torch.dtype):
-        raise IsolationError(f"unknown dtype {data['dtype']!r}")
+    dtype = getattr(torch, data["dtype"])  # as the caller's torch named it (`TensorSpec.to_data`)
     spec = TensorSpec(
         dtype, tuple(data["size"]), tuple(data["stride"]), data["offset"], device, data["aligned"]
     )
