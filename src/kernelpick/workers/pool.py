@@ -62,12 +62,8 @@ class WorkerPool:
         Raises:
             IsolationError: a worker did not start.
         """
-        with self._start_lock:
-            stopped = [w for w in self.workers if not w.alive]
-            if not stopped:
-                return
-            with ThreadPoolExecutor(max_workers=len(stopped)) as starter:
-                list(starter.map(lambda worker: worker.start(), stopped))
+        with self._start_lock, ThreadPoolExecutor(max_workers=max(1, len(self.workers))) as starter:
+            list(starter.map(lambda worker: worker.start(), [w for w in self.workers if not w.alive]))
 
     def start_soon(self) -> None:
         """Start the workers in the background (while the caller compiles, say): the next

@@ -17,12 +17,10 @@ from typing import Any
 
 from kernelpick import settings
 from kernelpick.errors import IsolationError
-from kernelpick.workers.zygote import ForkedWorker, fork_zygote, signal_group
+from kernelpick.workers.zygote import START_TIMEOUT_S, ForkedWorker, fork_zygote, signal_group
 
 log = logging.getLogger("kernelpick.workers")
 
-#: How long a new worker may take to import torch, Triton and kernelpick and say it is ready.
-START_TIMEOUT_S = 180.0
 #: False once a forked worker failed to start: this process's later workers are new interpreters.
 _forking_works = True
 _TAIL_LINES = 40

@@ -24,8 +24,8 @@ from kernelpick.compile.forked import fork
 
 log = logging.getLogger("kernelpick.workers")
 
-#: Seconds a spawned zygote may take to import torch and Triton before its first worker is given up.
-SPAWNED_START_S = 180.0
+#: Seconds a new interpreter (a worker, or a spawned zygote) may take to import torch and Triton, and answer.
+START_TIMEOUT_S = 180.0
 
 _zygote: Zygote | None = None
 #: Whether a forked zygote said its children could not use CUDA: every later fork of this process is alike.
@@ -108,7 +108,7 @@ class Zygote:
                 message = json.dumps(request).encode() + b"\n"
                 socket.send_fds(self._socket, [message], [stdin_read, output_write, messages])
                 # A spawned zygote answers its first request once it has imported torch and Triton.
-                wait_s = SPAWNED_START_S if self.spawned and number == 1 else 30.0
+                wait_s = START_TIMEOUT_S if self.spawned and number == 1 else 30.0
                 with self._changed:
                     if not self._changed.wait_for(
                         lambda: number in self._started or self.gone, timeout=wait_s
