@@ -42,7 +42,6 @@ class Patches:
             setattr(target, name, value)
 
     def update(self, namespace: dict[str, Any], values: dict[str, Any]) -> None:
-        """Set every entry of `values` in `namespace`."""
         self._changes.append((namespace, "", {name: namespace.get(name, _MISSING) for name in values}))
         namespace.update(values)
 
@@ -78,20 +77,17 @@ class _Launch:
             self.scope.restore()
         finally:
             _launch = None
-            self.restore_language()
+            # Put back what the interpreter left patched in `triton.language`: a helper run as an
+            # `InterpretedFunction` (under TRITON_INTERPRET=1, `tl.sum` among them) patches it and never
+            # undoes that, and in a module the kernel's does not name (`tl.core`), nothing else does.
+            for target, before in self.before:
+                now = vars(target)
+                for name in [n for n in now if n not in before and not isinstance(now[n], ModuleType)]:
+                    delattr(target, name)
+                for name, value in before.items():
+                    if now.get(name, _MISSING) is not value:
+                        setattr(target, name, value)
             self.patches.restore()
-
-    def restore_language(self) -> None:
-        """Put back what the interpreter left patched in `triton.language`: a helper run as an
-        `InterpretedFunction` (under TRITON_INTERPRET=1, `tl.sum` among them) patches it and never
-        undoes that, and in a module the kernel's does not name (`tl.core`), nothing else does."""
-        for target, before in self.before:
-            now = vars(target)
-            for name in [n for n in now if n not in before and not isinstance(now[n], ModuleType)]:
-                delattr(target, name)
-            for name, value in before.items():
-                if now.get(name, _MISSING) is not value:
-                    setattr(target, name, value)
 
     def patch_namespace(self, namespace: dict[str, Any]) -> None:
         """Builtins and libdevice stubs under other names in `namespace` (a kernel's or helper's globals)."""

@@ -87,12 +87,8 @@ def serve_messages(fd: int) -> int:
                 if broken is not None:  # a candidate broke the context, whatever else went wrong after
                     why = f"it left the CUDA context broken ({broken}); the worker was restarted"
                     crashed = {"status": "crashed", "timing": None, "message": why}
-                    # exiting: send it nothing more
-                    reply = {
-                        "results": dict.fromkeys(request["candidates"], crashed),
-                        "seconds": phases,
-                        "exiting": True,
-                    }
+                    results = dict.fromkeys(request["candidates"], crashed)
+                    reply = {"results": results, "seconds": phases, "exiting": True}  # send it nothing more
                 messages.write(json.dumps({"id": request.get("id"), **reply}) + "\n")
                 if broken is not None:
                     return 3  # a broken context cannot run anything again
