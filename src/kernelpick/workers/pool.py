@@ -218,19 +218,7 @@ class WorkerPool:
                 busy[worker.slot] = self._send(worker, request, "prepare", share, timeout_s)
         failed: dict[str, BenchmarkResult] = {}
         with self._abandoned_on_error(busy):
-            while busy:
-                message = self._next_message(busy, feed)
-                if message is not None and message[0] == _FEED:
-                    continue
-                if message is None:  # the deadline passed: those compile again, one by one, in step 2
-                    for slot in busy:
-                        self.workers[slot].kill()
-                    log.warning(
-                        "compiling in the workers took over %g s; going on one candidate at a time", timeout_s
-                    )
-                    break
-                slot, body = message
-                waiting = busy.pop(slot)
+            for slot, waiting, body in self._answers(busy, feed):
                 if body is None:
                     log.warning(
                         "a worker died while compiling %d candidates; going on one at a time: %s",
@@ -241,6 +229,10 @@ class WorkerPool:
                     raise IsolationError(f"a worker could not run the measurement: {body['error']}")
                 else:
                     failed.update({c: BenchmarkResult.from_dict(r) for c, r in body["results"].items()})
+        if busy:  # the deadline passed: those compile again, one by one, in step 2
+            log.warning(
+                "compiling in the workers took over %g s; going on one candidate at a time", timeout_s
+            )
         return failed
 
     def _screen(
@@ -304,17 +296,7 @@ class WorkerPool:
         # Only workers that timed every finalist count: each finalist then runs on the same GPUs.
         complete: list[dict[str, TimingSummary]] = []
         with self._abandoned_on_error(busy):
-            while busy:
-                message = self._next_message(busy)
-                if message is None:
-                    for slot in busy:
-                        self.workers[slot].kill()
-                    log.warning(
-                        "second round took over %g s on %d worker(s); using the others'", timeout_s, len(busy)
-                    )
-                    break
-                slot, body = message
-                del busy[slot]
+            for slot, _, body in self._answers(busy):
                 found = {} if body is None else body.get("results", {})
                 timed = {c: BenchmarkResult.from_dict(found.get(c, _MISSING)).timing for c in candidates}
                 if all(timed.values()):
@@ -323,11 +305,27 @@ class WorkerPool:
                     log.warning(
                         "second round failed on a worker: %s", _failure(self.workers[slot], body, found)
                     )
+        if busy:
+            log.warning(
+                "second round took over %g s on %d worker(s); using the others'", timeout_s, len(busy)
+            )
         phases["confirm"] = time.perf_counter() - started
         if not complete:
             log.warning("second round failed, keeping the first round's timings")
             return {}
         return {c: TimingSummary.combine([part[c] for part in complete]) for c in candidates}
+
+    def _answers(self, busy: dict[int, _Busy], feed: Feed | None = None) -> Iterator[tuple[int, _Busy, Any]]:
+        """Each busy worker's answer as it comes (None: it died), with what it was busy with (what `feed`
+        delivers meanwhile waits in it); once the deadline passes, the workers still `busy` are killed."""
+        while busy:
+            message = self._next_message(busy, feed)
+            if message is None:
+                for slot in busy:
+                    self.workers[slot].kill()
+                return
+            if message[0] != _FEED:
+                yield message[0], busy.pop(message[0]), message[1]
 
     @contextlib.contextmanager
     def _abandoned_on_error(self, busy: Mapping[int, _Busy]) -> Iterator[None]:
