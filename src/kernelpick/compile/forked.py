@@ -178,8 +178,7 @@ class _ForkedExecutor(Executor):
         self.phases["compile_load"] = time.perf_counter() - started
 
     def _collect(self, running: dict[int, _Child]) -> dict[int, dict[str, Any]]:
-        """Read every child's reports; kill a child whose current config outlives `timeout_s`, or
-        the limit `patience` sets."""
+        """Read every child's reports; kill a child whose config outlives its limit (`_limit`)."""
         reports: dict[int, dict[str, Any]] = {}
         compiled_s: list[float] = []  # how long each config that compiled took
         watch = selectors.DefaultSelector()

@@ -93,8 +93,7 @@ class WorkerPool:
         timeout_s: float,
         **details: Any,
     ) -> _Busy:
-        """Send `worker` one step of `request` for `candidates` (each one's payload by id, or the ids
-        alone where the measurement has no payloads); what to wait for: its answer, until the deadline."""
+        """Send `worker` one step of `request` for `candidates`; what to wait for, until when."""
         number = next(self._requests)
         carried = list(candidates) if self._payloads is None else {c: self._payloads[c] for c in candidates}
         # The worker ends itself a little past `timeout_s` too, should this process not kill it.
