@@ -38,7 +38,7 @@ from kernelpick.search.spec import SearchArgument
 from kernelpick.store import ResultStore, TuningKey
 from kernelpick.store.base import UnreadStore
 from kernelpick.tune.background import provisional_entry
-from kernelpick.tune.dispatch import MISSES, Dispatcher, Entry, describe_key
+from kernelpick.tune.dispatch import MISSES, Dispatcher, Entry, describe_key, specialized_arguments
 from kernelpick.tune.first_launch import FirstLaunch
 from kernelpick.workers.plan import start_early
 
@@ -194,13 +194,7 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
         self._key_names = tuple(name for _, name in key_positions)
         # Where pre-hooks run, they set descriptors' block shapes from each config: not keyed.
         hooked = self.pre_hook is not None or any(c.pre_hook is not None for c in self.configs)
-        # What Triton specializes and the key does not hold yet: not constexprs and key arguments (in the
-        # key by value), nor `do_not_specialize` arguments.
-        specialized = [
-            (p.num, p.name, not p.do_not_specialize_on_alignment)
-            for p in self.base_fn.params
-            if not p.is_constexpr and not p.do_not_specialize and p.name not in self._key_names
-        ]
+        specialized = specialized_arguments(self.base_fn.params, self._key_names)
         self._dispatch = Dispatcher(key_positions, specialized, blocks=not hooked)
         self._lock = threading.Lock()
         self.cache: dict[tuple[Any, ...], Any] = TunedCache(self._dispatch)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, cast
 
@@ -20,6 +20,16 @@ Entry = tuple[Any, Callable[..., Any], dict[str, Any]]
 Specialized = tuple[int, str, bool]
 #: What the fast path's lookup may raise for a call of another shape: it then takes the exact path.
 MISSES = (LookupError, AttributeError, TypeError, RuntimeError)
+
+
+def specialized_arguments(params: Iterable[Any], keyed: Collection[str]) -> list[Specialized]:
+    """The arguments of a kernel (Triton's `JITFunction.params`) whose specialization is not in the key yet:
+    constexprs and the `keyed` arguments are in it by value; `do_not_specialize` ones are not specialized."""
+    return [
+        (p.num, p.name, not p.do_not_specialize_on_alignment)
+        for p in params
+        if not p.is_constexpr and not p.do_not_specialize and p.name not in keyed
+    ]
 
 
 def specialization_mark(value: Any, align: bool = True) -> str:
