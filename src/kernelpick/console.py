@@ -1,5 +1,4 @@
-"""What people see in a terminal: a console for tables, tables that fit the width they are printed
-at, error messages in one line, progress bars for long tuning."""
+"""What people see in a terminal: tables that fit its width, one-line errors, progress bars."""
 
 from __future__ import annotations
 

@@ -1,6 +1,4 @@
-"""Facts about the devices kernels run on, in one place: what torch reads from the device (model,
-compute capability, SM count, L2, shared memory), datasheet peaks by model, and the requirements a
-choice may declare (e.g. TMA on sm_90+) with the reason a device does not meet them."""
+"""Facts about the devices kernels run on: what torch reads, datasheet peaks, what a choice requires."""
 
 from __future__ import annotations
 

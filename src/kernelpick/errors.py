@@ -1,9 +1,4 @@
-"""The exceptions kernelpick raises; every one derives from `KernelpickError`.
-
-Where `triton.autotune` raises one of Triton's errors for the same failure, kernelpick's error
-derives from that one too, so that code written for Triton (`except triton.TritonError`,
-`except OutOfResources`) keeps catching it; each keeps its own name and message.
-"""
+"""The exceptions kernelpick raises, all derived from `KernelpickError`."""
 
 from __future__ import annotations
 
@@ -22,7 +17,12 @@ except ImportError:  # pragma: no cover - older Triton
 
 
 class KernelpickError(Exception):
-    """Base class of every error kernelpick raises on purpose."""
+    """Base class of every error kernelpick raises on purpose.
+
+    Where `triton.autotune` raises one of Triton's errors for the same failure, kernelpick's error
+    derives from that one too, so that code written for Triton (`except triton.TritonError`,
+    `except OutOfResources`) keeps catching it; each keeps its own name and message.
+    """
 
 
 class SettingsError(KernelpickError, ValueError):

@@ -1,8 +1,4 @@
-"""Every `KERNELPICK_*` environment variable: its type, default and meaning, declared once.
-
-Read them with `kernelpick.settings.current()`; scope changes with `kernelpick.settings.override(...)`.
-Nothing else in kernelpick reads the environment (`COLUMNS`, for output to a pipe, is read here too).
-"""
+"""Every `KERNELPICK_*` variable declared once (type, default, meaning): read by `current()`."""
 
 from __future__ import annotations
 
@@ -489,6 +485,7 @@ def cache_dir_or_temporary() -> Path:
 def terminal_columns() -> int | None:
     """`COLUMNS`, the width shells give their terminal, where it is set to a number: how wide output
     to a pipe or a file may be (`kernelpick.console`). Not a setting of kernelpick's own."""
+    # Read here because nothing else in kernelpick reads the environment (STYLE.md).
     columns = os.environ.get("COLUMNS", "")
     return int(columns) if columns.isdigit() and int(columns) > 0 else None
 

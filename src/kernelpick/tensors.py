@@ -1,7 +1,4 @@
-"""Tensors as data: a tensor's metadata without its values (`TensorSpec`), and new tensors made
-from it with example values from a private, fixed-seed generator (so tuning neither reads the
-caller's data nor moves the caller's random number generators, and two processes benchmark on the
-same values)."""
+"""Tensors as data: `TensorSpec`, the metadata without the values, and example tensors made from it."""
 
 from __future__ import annotations
 
@@ -126,7 +123,11 @@ EXAMPLE_SEED = 0x6B70
 
 
 def example_generator(device: torch.device) -> torch.Generator:
-    """A new generator on `device` seeded with `EXAMPLE_SEED`: where example values come from."""
+    """A new generator on `device` seeded with `EXAMPLE_SEED`: where example values come from.
+
+    Private, so that tuning never moves the caller's random number generators; seeded alike
+    everywhere, so that two processes benchmark on the same values.
+    """
     generator = torch.Generator(device=device)
     generator.manual_seed(EXAMPLE_SEED)
     return generator

@@ -1,4 +1,4 @@
-"""`analyze`: which arguments a Triton kernel reads and writes, from its TTIR, without a GPU, memoized per specialization."""
+"""`analyze`: which arguments a Triton kernel reads and writes, from its TTIR, with no GPU."""
 
 from __future__ import annotations
 

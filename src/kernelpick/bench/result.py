@@ -1,5 +1,4 @@
-"""What benchmarking one candidate gave, as plain data: its `BenchmarkResult` (failures included) and
-the `TimingSummary` of its runs (the median of what is left once outliers are dropped)."""
+"""What benchmarking one candidate gave, as plain data: its `BenchmarkResult` and `TimingSummary`."""
 
 from __future__ import annotations
 

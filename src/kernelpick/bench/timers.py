@@ -1,5 +1,4 @@
-"""Timers of device time: the protocol, CUDA events, a CPU wall clock, CUDA-graph replays, the profiler,
-and the choice among them."""
+"""Timers of device time (CUDA events, wall clock, CUDA-graph replays, the profiler) and the choice."""
 
 from __future__ import annotations
 

@@ -1,9 +1,4 @@
-"""The `kernelpick analyze FILE.py:KERNEL --arg NAME=SPEC ... [--json]` command, as plain functions.
-
-`run_analyze` is what the command line calls; `parse_spec`, `load_kernel` and `format_access`
-are its parts. Every mistake a user can make on the command line raises `AnalysisError` with a
-message that says what was wrong and what to write instead.
-"""
+"""The `kernelpick analyze FILE.py:KERNEL --arg NAME=SPEC ... [--json]` command, as plain functions."""
 
 from __future__ import annotations
 

@@ -1,9 +1,4 @@
-"""The `kernelpick cache list|show|stats|export|import|prune|verify` commands (and the old `store`).
-
-`add_cache_commands` adds them to the `kernelpick` parser; each handler takes the parsed arguments
-and returns the exit status. The row logic lives in `kernelpick.store.maintenance`; this module
-formats.
-"""
+"""The `kernelpick cache` commands (and the old `store`): they format what `store.maintenance` computes."""
 
 from __future__ import annotations
 
@@ -479,6 +474,12 @@ def _toolchain(text: str) -> Toolchain:
 
 
 def add_cache_commands(commands: Any) -> None:
+    """Add `kernelpick cache list|show|stats|export|import|prune|verify` to the `kernelpick` parser.
+
+    Args:
+        commands: the `kernelpick` parser's subparsers; each command's handler takes the parsed
+            arguments and returns the exit status.
+    """
     where = argparse.ArgumentParser(add_help=False)
     where.add_argument("--store", metavar="PATH", help=STORE_HELP)
     readable = argparse.ArgumentParser(add_help=False)  # where rows are read from: a file or Redis

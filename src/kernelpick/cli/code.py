@@ -1,11 +1,4 @@
-"""The `kernelpick code NAME` command: the source of a stored choice, read back as text.
-
-For each tuned key of NAME (a selector or an autotuned kernel, as `kernelpick cache list` names
-it), the picked candidate's source: a template's rendered module from the template cache, a Triton
-kernel's kept source (`kernelpick.engine.modules.keep_kernel_source`) and its config. Nothing read
-is imported or run: stored data is plain data. Files are looked for only under the store's folder,
-by the hash a row names (a row naming `../` or an absolute path is shown as not kernelpick's).
-"""
+"""The `kernelpick code NAME` command: the source of a stored choice, read back as text."""
 
 from __future__ import annotations
 
@@ -132,7 +125,11 @@ def stored_code(
 
 
 def source_of(row: StoredRow, cache: Path) -> ChoiceCode:
-    """The source of one stored candidate, looked for under the cache folder `cache`."""
+    """The source of one stored candidate, looked for under the cache folder `cache`.
+
+    Only there, by the hash its row names: a row naming another path (`../`, an absolute one) is
+    shown as not kernelpick's. What is read is text, never imported or run.
+    """
     description = row.description
     kind = str(description.get("kind", "config" if "kwargs" in description else "unknown"))
     name = candidate_name(description)

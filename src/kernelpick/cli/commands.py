@@ -1,5 +1,4 @@
-"""The `kernelpick` command: `demo`, `analyze`, `tune`, `report`, `cache` (and its old name `store`),
-`code`, `device` and `settings`."""
+"""The `kernelpick` command line: demo, analyze, tune, report, cache, code, device and settings."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""Launching Triton kernels where they can run: compiled on GPUs, in Triton's interpreter on CPUs, or in a
-worker, one config of a tuned kernel as data (`KernelLaunch`)."""
+"""Launching Triton kernels where they can run: on a GPU, in the interpreter on a CPU, or in a worker."""
 
 from __future__ import annotations
 

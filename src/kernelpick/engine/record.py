@@ -1,6 +1,4 @@
-"""`TuningRecord`: what one tuning found, for a tuned kernel and a selector alike, and how it is
-reported: the AUTOTUNE table, and the tuning log (`KERNELPICK_LOG`), one JSON line a tuning appended
-safely from any thread or process."""
+"""`TuningRecord`: what one tuning found, and its reports: the AUTOTUNE table and the tuning log."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""The built-in Triton GEMM templates: a tiled kernel (2-D and batched), a persistent TMA kernel, and a
-skinny kernel for decode sizes (a few rows: GEMV-like, optionally split along K)."""
+"""The built-in Triton GEMM templates: tiled (2-D and batched), persistent TMA, and skinny for decode."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Whether an eager call may skip PyTorch's dispatcher: plain tensors, no autograd, a device Triton runs on."""
+"""Whether an eager call may skip PyTorch's dispatcher: plain tensors, no autograd, a Triton device."""
 
 from __future__ import annotations
 

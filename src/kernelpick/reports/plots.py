@@ -1,8 +1,4 @@
-"""The report's plots, drawn with matplotlib's Agg canvas (no window, no global pyplot state) as PNG.
-
-Per tuned key: time by config, time by each parameter's values, failures by status and the
-searches' best-so-far over time; per kernel: its keys on the device's roofline.
-"""
+"""The report's plots as PNG: time by config and by parameter, failures, search progress, roofline."""
 
 from __future__ import annotations
 
@@ -121,6 +117,8 @@ def _title(figure: Figure, text: str) -> str:
 
 
 def _figure(width: float = 8.0, height: float = 4.0) -> Figure:
+    # A bare Figure on an Agg canvas (`_png`), never pyplot: no window opens, and no global pyplot
+    # state is left behind in the user's process.
     from matplotlib.figure import Figure
 
     return Figure(figsize=(width, height), dpi=100, layout="constrained")

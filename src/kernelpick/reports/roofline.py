@@ -1,8 +1,4 @@
-"""Roofline figures: achieved TFLOP/s and GB/s of a timed call against its device's peaks.
-
-The peaks are the datasheet table of `kernelpick.device` (`kernelpick.reports` re-exports
-`DevicePeaks` and `device_peaks` from here).
-"""
+"""Roofline figures: a timed call's achieved TFLOP/s and GB/s against its device's datasheet peaks."""
 
 from __future__ import annotations
 
@@ -10,6 +6,7 @@ from dataclasses import dataclass
 
 from kernelpick.device import DevicePeaks, device_peaks
 
+# The peaks are `kernelpick.device`'s datasheet table; `kernelpick.reports` re-exports them from here.
 __all__ = ["DevicePeaks", "Roofline", "device_peaks", "roofline"]
 
 

@@ -1,7 +1,4 @@
-"""Searching a space of configs: spaces (`space.py`), search strategies that propose which configs to
-time under a budget of timings and seconds, with options declared as data (`options.py`) and set as
-`search="model(budget=0.1)"` (`spec.py`), the run that times what they propose, and the replay of
-recorded timings that scores them (`replay.py`)."""
+"""Searching a space of configs: search strategies, their options as data, the run, and replays."""
 
 from __future__ import annotations
 

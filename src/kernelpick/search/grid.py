@@ -1,5 +1,4 @@
-"""Candidate configs as points on typed dimensions, for strategies that step between neighbours or
-learn from a config's features."""
+"""Configs as points on typed dimensions, for strategies that step to neighbours or learn from features."""
 
 from __future__ import annotations
 

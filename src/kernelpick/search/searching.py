@@ -1,8 +1,4 @@
-"""A tuning's search: a strategy proposes configs, the tuner's benchmarker times them, the store keeps them.
-
-The autotuner calls `search` when a strategy other than "exhaustive" is asked for; it passes what
-the store already holds, which the strategy sees as timed at no cost.
-"""
+"""A tuning's search: a strategy proposes configs, the tuning's benchmarker times them."""
 
 from __future__ import annotations
 
@@ -32,6 +28,17 @@ def search(
 
     A batch asked for at less than full effort is timed with proportionally fewer runs and no
     second round.
+
+    Args:
+        strategy: the strategy and its options, as `search=` gives them; a tuning calls this for any
+            strategy but "exhaustive".
+        configs: the candidates to search.
+        known: what the store already holds, which the strategy sees as timed at no cost.
+        measure: the tuning's benchmarker, timing a batch of configs.
+        space: the configs' typed dimensions, for strategies that step between neighbours.
+
+    Returns:
+        The trace of what the strategy proposed and what each timing gave.
     """
     current = settings.current()
 

@@ -1,5 +1,4 @@
-"""`kernelpick.processed`: a choice that transforms its inputs before the call and its output after,
-and the pre-packed tensors it makes once per tensor and reuses while that tensor is unchanged."""
+"""`kernelpick.processed`: a choice that transforms its inputs and output, and pre-packs tensors once."""
 
 from __future__ import annotations
 

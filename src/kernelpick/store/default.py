@@ -1,5 +1,4 @@
-"""Which store a tuner uses when it is given none: chosen by the settings, one per location per
-process; `fresh_cache()` scopes a temporary one."""
+"""Which store a tuner uses when given none (one per location per process), and `fresh_cache`."""
 
 from __future__ import annotations
 

@@ -1,7 +1,4 @@
-"""Looking after a result store: what it holds per key, its totals, which rows are corrupt or stale, pruning.
-
-The `kernelpick cache` commands are built on these; they format what is computed here.
-"""
+"""Looking after a result store: what it holds per key, totals, corrupt or stale rows, pruning."""
 
 from __future__ import annotations
 

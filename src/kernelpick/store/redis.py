@@ -1,4 +1,4 @@
-"""Results on a Redis server shared by machines (`LayeredStore`, in store/layered.py, keeps a local store in front)."""
+"""Results on a Redis server shared by machines (`LayeredStore` keeps a local store in front)."""
 
 from __future__ import annotations
 

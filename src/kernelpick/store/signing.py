@@ -1,6 +1,4 @@
-"""Rows signed with a secret the writers of a shared store share (`KERNELPICK_STORE_KEY_FILE`): a
-reader that has the secret reads only rows signed with it, so that anyone else who can write to the
-store (Redis) cannot make a tuning pick their timings."""
+"""Signed rows: only rows signed with the secret of `KERNELPICK_STORE_KEY_FILE` are read."""
 
 from __future__ import annotations
 

@@ -1,7 +1,4 @@
-"""The SQLite store's file itself: locked across processes while it is opened or rebuilt, told apart
-when damaged, moved aside then, and read for the rows a damaged file still holds; its integrity checked
-without changing it. `kernelpick.store.sqlite` is the store built on it (its tables, rows and faults).
-"""
+"""The SQLite store's file: locked across processes, checked, and moved aside and salvaged when damaged."""
 
 from __future__ import annotations
 
