@@ -1,12 +1,4 @@
-"""Claims on tuning keys: processes that need one key at once agree on one tuner, the others wait.
-
-A store that can coordinate its users gives `claims()`: the SQLite store a lock file per key beside
-its file (`FileClaims`), Redis a key with an expiry (`kernelpick.store.redis.RedisClaims`). A
-tuning about to measure claims its key; the process that holds the claim tunes, and when it has
-picked it leaves a mark (`Finished`: a token of its own and its pick) and lets go. A process that
-waited sees the mark changed since it read the store, and runs that pick; one whose wait ran out
-(the holder hangs, or tunes for longer than `KERNELPICK_WAIT_TIMEOUT`) tunes the key itself.
-"""
+"""Claims on tuning keys: processes that need one key at once agree on one tuner, the others wait."""
 
 from __future__ import annotations
 
@@ -83,7 +75,9 @@ class Claim(Protocol):
 
 
 class Claims(Protocol):
-    """Claims on the keys of one store."""
+    """Claims on the keys of one store: the SQLite store's `FileClaims` (a lock file per key beside
+    its file) or Redis's `RedisClaims` (a key with an expiry); docs/multi-rank.md says how a waiting
+    process runs the holder's pick, or tunes the key itself once its wait runs out."""
 
     def last(self, key: TuningKey) -> Finished | None:
         """The mark of the last finished tuning of `key` that held a claim (None: none).

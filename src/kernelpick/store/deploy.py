@@ -1,18 +1,4 @@
-"""Deployment tables at run time: tabled picks run with no tuning, for the exact key or the nearest one.
-
-Tables come from `kernelpick.load_table(path)` and from `KERNELPICK_TABLES=path[:path]` (read at
-the first tuning of the process). A tuned kernel or selector looks a call up in this order:
-
-1. a table entry for the exact key;
-2. the result store, when it holds a result for every candidate (nothing to measure);
-3. the table entry of the *nearest* key: same kernel, same source, same dtypes and other
-   non-numeric fields, at the smallest distance over the numeric fields (`key_distance`);
-4. tuning, or `TuningRequired` when `KERNELPICK_NO_TUNING=1`.
-
-A table made on another device model or under another toolchain does not apply here. `load_table`
-refuses it with a `TableError` that names the field; a table from `KERNELPICK_TABLES` is refused
-with a warning (a fleet may list one table per device model), and `TuningRequired` lists it.
-"""
+"""Deployment tables at run time: tabled picks run with no tuning, for the exact key or the nearest."""
 
 from __future__ import annotations
 
@@ -165,8 +151,8 @@ def tabled_pick(
     candidate_of: Callable[[TableEntry], _Candidate | None],
     stored_completely: Callable[[], bool],
 ) -> tuple[_Candidate, TableHit] | None:
-    """The pick the deployment tables give for `key`, in the lookup order of this module's doc:
-    the exact key's; else, when `stored_completely()` says the store cannot answer alone, the
+    """The pick the deployment tables give for `key`, in the lookup order of docs/store.md's
+    "Deployment tables": the exact key's; else, when `stored_completely()` says the store cannot answer alone, the
     nearest key's. `candidate_of` finds an entry's pick among the caller's candidates (None: it
     has none such, e.g. a config pruned away, and the entry is passed over).
     """
@@ -192,7 +178,7 @@ def load_table(path: Path | str, *, check: bool = True) -> DeploymentTable:
     """Run the picks of a deployment table (from `kernelpick cache export`) with no tuning.
 
     Tuned kernels and selectors of this process take a tabled pick for a call's exact key, or for
-    the nearest key when neither the store nor the table has the exact one (see `kernelpick.store.deploy`).
+    the nearest key when neither the store nor the table has the exact one (`key_distance`).
 
     Args:
         path: the table's JSON file.

@@ -1,19 +1,4 @@
-"""Which function a tuned kernel source came from, so that a kernel's superseded sources can be told
-from another kernel that merely shares its name.
-
-An autotuned kernel's tuning key names it by its function's name and its source by Triton's hash of
-it (`measure-N:<JITFunction.cache_key>`): an edit of the kernel (a comment, a helper it calls) is a
-new source, under which its keys are tuned again, and the old source's rows are never read again. A
-key does not say which file the kernel is in: two kernels of one name in two files look alike. So
-where a tuning keeps the kernel's source (`<cache>/kernels/`, for `kernelpick code`), it also notes
-the file and function it came from: `<cache>/kernels/origins/<sha256 of the cache key>.json`, a list
-of them (one source can be in two files).
-
-A kernel's source is *superseded* when it has an origin noted, and each of its origins has since
-been tuned with another source of the same kernel name: some row of that source was stored later
-than every row of this one. Sources with no origin noted (tuned before kernelpick noted them, or
-with another cache folder, or a selector's keys, whose sources are versions) are never superseded.
-"""
+"""Which function a kept kernel source came from, so that a kernel's superseded sources are found."""
 
 from __future__ import annotations
 
@@ -110,7 +95,13 @@ def read_origins(path: Path) -> frozenset[Origin]:
 
 def superseded_sources(rows: Iterable[tuple[TuningKey, float]], cache: Path) -> frozenset[tuple[str, str]]:
     """The (kernel, source) pairs among `rows` (each row's key and when it was stored) whose source is
-    superseded (as the module says), by the origins noted in the cache folder `cache`."""
+    superseded, by the origins noted in the cache folder `cache`.
+
+    A source is superseded when it has an origin noted, and each of its origins has since been tuned
+    with another source of the same kernel name: some row of that source was stored later than every
+    row of this one. A source with no origin noted (tuned before kernelpick noted them, with another
+    cache folder, or a selector's key, whose sources are versions) never is.
+    """
     newest: dict[tuple[str, str], float] = {}
     for key, created in rows:
         pair = (key.kernel, key.source)

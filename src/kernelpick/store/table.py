@@ -1,18 +1,4 @@
-"""Deployment tables: the pick of every tuned key for one device model, as JSON people read and diff.
-
-`kernelpick cache export` makes one from a store; `kernelpick.load_table` (or `KERNELPICK_TABLES`)
-runs its picks with no tuning (`kernelpick.store.deploy`); `kernelpick cache import` loads one
-into a store. A table holds plain data only: config values and choice names, never code.
-
-The file, one entry per (kernel or selector, key)::
-
-    {"kernelpick_table": 1, "device": "NVIDIA H100 80GB HBM3", "capability": "9.0",
-     "toolchain": {"triton": "3.6.0", "torch": "2.11.0+cu130", "cuda": "13.0"},
-     "created": "2026-11-25T10:00:00+00:00",
-     "entries": [{"kernel": "matmul_kernel", "source": "...", "inputs": [128, 4096, 4096, "torch.float16"],
-                  "candidate": "<digest>", "choice": {"kwargs": {"BLOCK_M": 64}, "num_warps": 4, ...},
-                  "result": {"status": "ok", "timing": {"median_ms": 0.0123, ...}, "message": ""}}]}
-"""
+"""Deployment tables: the pick of every tuned key for one device model, as JSON people read and diff."""
 
 from __future__ import annotations
 
