@@ -1,18 +1,4 @@
-"""Signals while kernelpick works: SIGTERM stops a tuning as Ctrl-C does, and a crash in Triton's
-interpreter is named before the process dies.
-
-A tuning stores each result as it comes (`kernelpick.engine.tuning`), so an interrupted one loses
-only the candidates in flight. Ctrl-C raises `KeyboardInterrupt`, which already unwinds the tuning:
-its workers busy with a candidate and its compilers are killed on the way out. SIGTERM, by default,
-ends the process at once, leaving them to finish their work for nobody; within `terminable()` it
-raises `Terminated` instead, the same unwinding happens, and then the process ends as SIGTERM ends
-it.
-
-A kernel that loads or stores out of bounds in Triton's interpreter (on a CPU) takes the process
-down with SIGSEGV and no word. Within `naming_crashes(kernel)` (each interpreted launch), a crash
-first writes one line to stderr that names the kernel and `KERNELPICK_ISOLATE=on`, under which a
-crashing candidate is recorded as such in a worker process and the caller lives on.
-"""
+"""Signals during a tuning: SIGTERM stops it as Ctrl-C does; a crash in the interpreter names its kernel."""
 
 from __future__ import annotations
 
@@ -40,6 +26,11 @@ def terminable() -> Iterator[None]:
 
     Only in the main thread (where Python runs signal handlers) and only while SIGTERM has its
     default action: a handler of the program's own stays, and so does an enclosing block's.
+
+    Why: by default SIGTERM ends the process at once, leaving a tuning's workers and compilers to
+    finish their work for nobody. Raised, it unwinds the tuning as Ctrl-C's `KeyboardInterrupt`
+    does, killing them on the way out; a tuning stores each result as it comes, so only the
+    candidates in flight are lost.
     """
     global _interrupted
     noting = _note_sigint()

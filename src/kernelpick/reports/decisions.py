@@ -1,11 +1,4 @@
-"""A selector's decisions: per tuned key its pick, what that beat, and how near the device's limits it runs.
-
-A selector tunes each input signature apart: there are no buckets of sizes, so every M a program
-calls `kernelpick.ops.mm` with is a key of its own (a deployment table may lend a call the winner of
-its nearest key, `kernelpick.store.deploy`). For a matrix product (`kernelpick.engine.work.MatrixProduct`)
-the keys that differ only in M are one group, a table with one row per M; any other selector's keys
-are one group with a row per key. `kernelpick cache show` and `kernelpick report` show these tables.
-"""
+"""A selector's decisions: per tuned key its pick, what that beat, and how near the device's limits."""
 
 from __future__ import annotations
 

@@ -1,15 +1,4 @@
-"""Search traces in the tuning log: which configs a search timed, in order, and when.
-
-A tuning record with a `search` attribute logs `search.to_dict()`. This module reads
-`{"strategy": "model", "evaluations": [{"seconds": 0.8, "candidate": "...", "cost_ms": 0.012}, ...]}`:
-the strategy's name and one entry per timed config in the order it was timed, `seconds` since the
-tuning began and `cost_ms` (None or absent for a config that failed). It also accepts `trace`,
-`history` or `steps` for the list, `seconds_at`/`elapsed_s`/`elapsed` for the time, `median_ms` or
-a nested `result` (a `BenchmarkResult.to_dict()`, as `kernelpick.search` logs) for the cost,
-and `[seconds, cost_ms]` pairs. An entry's `effort` (below 1: a quick, noisy timing) is read as
-the tuner weighs it: once a config is timed at a higher effort, only timings at that effort compete
-for the best (`kernelpick.search.SearchTrace.progress`).
-"""
+"""Search traces in the tuning log: which configs a search timed, in order, and when."""
 
 from __future__ import annotations
 
@@ -66,7 +55,21 @@ class LoggedSearch:
 
 
 def parse_search(data: Any) -> LoggedSearch | None:
-    """The trace in a log line's `search` (None when it has no list of evaluations)."""
+    """The trace in a log line's `search` (None when it has no list of evaluations).
+
+    A tuning record with a `search` attribute logs `search.to_dict()`, read here as
+    `{"strategy": "model", "evaluations": [{"seconds": 0.8, "candidate": "...", "cost_ms": 0.012}, ...]}`:
+    the strategy's name and one entry per timed config in the order it was timed, `seconds` since the
+    tuning began and `cost_ms` (None or absent for a config that failed). Also read: `trace`,
+    `history` or `steps` for the list, `seconds_at`/`elapsed_s`/`elapsed` for the time, `median_ms`
+    or a nested `result` (a `BenchmarkResult.to_dict()`, as `kernelpick.search` logs) for the cost,
+    and `[seconds, cost_ms]` pairs. An entry's `effort` (below 1: a quick, noisy timing) is read as
+    the tuner weighs it: once a config is timed at a higher effort, only timings at that effort
+    compete for the best (`kernelpick.search.SearchTrace.progress`).
+
+    Args:
+        data: the value of a log line's `search`, or one of a selector's `searches`.
+    """
     if not isinstance(data, Mapping):
         return None
     steps = next((data[name] for name in _LISTS if isinstance(data.get(name), list)), None)

@@ -1,9 +1,4 @@
-"""The strategies' options table of docs/search.md, written from their declarations.
-
-`python -m kernelpick.search.docs [docs/search.md]` rewrites the part of the page between the two
-marker lines and leaves the rest, the hand-written prose, as it is; tests/search/test_docs.py fails
-while the page differs from the declarations.
-"""
+"""docs/search.md's options table, written from the declarations by `python -m kernelpick.search.docs`."""
 
 from __future__ import annotations
 
@@ -57,7 +52,16 @@ def updated(page: str) -> str:
 
 
 def main(argv: list[str]) -> int:
-    """Rewrite the options table of the page named (default: docs/search.md)."""
+    """Rewrite the options table of a page, between its two marker lines; the rest of the page, the
+    hand-written prose, is left as it is (tests/search/test_docs.py fails while the page differs from
+    the declarations).
+
+    Args:
+        argv: `python -m kernelpick.search.docs [PAGE]`'s arguments: the page (default: docs/search.md).
+
+    Returns:
+        The exit status, 0.
+    """
     path = Path(argv[0] if argv else "docs/search.md")
     path.write_text(updated(path.read_text()))
     return 0

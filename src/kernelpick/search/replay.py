@@ -1,25 +1,4 @@
-"""Replaying recorded GPU timings, so search strategies are tried and scored on a CPU against real data.
-
-A recorded space is a JSON file (bench/search.py writes them; tests/data/search/ keeps some):
-
-    {"format": "kernelpick-recorded-space", "version": 1,
-     "device": "NVIDIA H100 80GB HBM3", "kernel": "matmul", "shape": {"M": 4096, "N": 4096, "K": 4096},
-     "cpu_count": 16, "phases": {"compile": 384.1, "benchmark": 22.0, ...},
-     "results": [{"config": {"kwargs": {"BLOCK_M": 128, ...}, "num_warps": 8, "num_stages": 3,
-                             "num_ctas": 1, "maxnreg": null},
-                  "status": "ok", "median_ms": 0.412, "spread": 0.004, "runs": 40, "message": "",
-                  "compile_s": 3.9, "bench_s": 0.031}, ...]}
-
-`spread` is relative (`TimingSummary.spread`: half the interquartile range over the median); a
-failed config has its status (`compile_error`, `out_of_resources`, ...), no median_ms, and a
-message. `compile_s` and `bench_s`, the seconds compiling and timing the config took, may be left
-out when the recording's `phases` give the whole run's: each config is then taken to compile in
-the compile phase's wall time times `cpu_count` (the parallel compiles) over the number of configs,
-and to be timed in its runs (runs * median_ms) plus an equal share of the rest of the benchmark phase
-(with a top-level `wall_s`, of the rest of what the benchmark phase spent after the compile phase:
-a recording timed in workers times beside its compiles).
-Other keys (environment, dates, ...) are for people and are not read.
-"""
+"""Replaying recorded GPU timings, so that search strategies are tried and scored on a CPU."""
 
 from __future__ import annotations
 
@@ -101,7 +80,7 @@ class RecordedSpace:
 
     @classmethod
     def load(cls, path: str | Path) -> RecordedSpace:
-        """Read a recorded space from a JSON file in the format this module describes.
+        """Read a recorded space from a JSON file (its format: docs/search.md, "Recorded spaces").
 
         Raises:
             ConfigError: the file cannot be read, or is not a recorded space; the message says where.
