@@ -1,20 +1,4 @@
-"""Which kernel parameters a program reads and writes: pointer provenance over plain functions of ops.
-
-Every value gets the set of *origins* it may point into: parameters of its function, memory it
-was loaded from (`Loaded`), or something the analysis cannot follow (`Opaque`). Origins flow
-forward through ops to a fixed point (loops make cycles); loads start fresh origins instead of
-passing their pointer's on, and address arithmetic passes on the base pointer's origins only,
-not the offset's. Every memory-writing op then contributes the origins of its address operand
-to the written set, and every memory-reading op to the read set.
-
-Calls are summarised once per callee (memoized, with a guard that answers conservatively for
-recursion) in terms of the callee's own parameters, and the summary is translated at each call
-site, so a `noinline` helper that only reads its argument never makes it look written.
-
-What each Triton op does to memory and to the provenance of the pointers it computes is in the tables
-below, which cover the ops of every supported Triton release (3.4 to 3.9 at least). An op missing from
-them is *not understood*: the analysis then answers conservatively rather than guess.
-"""
+"""Which kernel parameters a program reads and writes: pointer provenance over plain functions of ops."""
 
 from __future__ import annotations
 
@@ -22,6 +6,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from kernelpick.analysis.functions import FLOW, REGION_COMPUTE, Function, Op, Program
+
+# What each Triton op does to memory and to the provenance of the pointers it computes: the tables
+# below cover the ops of every supported Triton release (3.4 to 3.9 at least). An op missing from
+# them is not understood, and the analysis then answers conservatively rather than guess.
 
 #: Ops that write memory, with the index of the operand that says where (a pointer, a tensor of
 #: pointers, a block pointer or a tensor descriptor).
@@ -304,7 +292,17 @@ class _Summarizer:
 
 
 class _FunctionWalk:
-    """The fixed point of origins over one function's ops, then its reads, writes and returns."""
+    """The fixed point of origins over one function's ops, then its reads, writes and returns.
+
+    Every value gets the origins it may point into: parameters of its function, memory it was
+    loaded from (`Loaded`), or what cannot be followed (`Opaque`). Origins flow forward through the
+    ops until nothing changes (loops make cycles); a load starts fresh origins instead of passing its
+    pointer's on, and address arithmetic passes on the base pointer's, not the offset's. Each op that
+    writes memory then adds its address operand's origins to the written set, each that reads to the
+    read set. A call is summarised once per callee in the callee's own parameters (`_Summarizer`) and
+    translated at each call site, so a `noinline` helper that only reads its argument never makes it
+    look written.
+    """
 
     def __init__(self, function: Function, summarizer: _Summarizer) -> None:
         self.function = function

@@ -1,22 +1,4 @@
-"""Turn a Triton IR module into plain functions of ops, with structured control flow made explicit.
-
-Why Triton's Python bindings and not the printed text: the bindings that every Triton 3.x has
-(`module.walk`, `operation.get_name/get_operand/get_result/get_region/get_block`, `value.id`,
-`block.get_argument`, the symbol and boolean attribute getters) give exact operands, results,
-regions and block arguments, while the printed form changes between releases (quoted generic
-ops, custom assembly formats, elided `scf.yield`, locations) and would need a parser per
-version. The walk is post-order, so by the time an op with regions is visited its blocks and
-their terminators are known, which is all the conversion needs.
-
-The output is plain Python data (`Program`, `Function`, `Op`): nothing refers to Triton's IR
-objects once `convert_module` returns, so the caller can drop the module (Triton 3.6 prints
-nanobind leak warnings at exit for IR objects that outlive the analysis).
-
-Structured control flow is turned into *flow* ops (`FLOW`): a flow op says "each of my results
-may hold any of my operands". One flow op is made per result, so a loop or branch that yields
-several values keeps them apart: a pointer that is written through after an `scf.if` does not
-taint its untouched sibling.
-"""
+"""A Triton IR module turned into plain functions of ops, with structured control flow made explicit."""
 
 from __future__ import annotations
 
@@ -24,7 +6,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-#: The name of the ops made here for values that flow along control-flow edges.
+#: The name of the ops made here for values that flow along control-flow edges. A flow op says "each
+#: of my results may hold any of my operands", and one is made per result, so that a loop or branch
+#: yielding several values keeps them apart: a pointer written through after an `scf.if` does not
+#: taint its untouched sibling.
 FLOW = "kernelpick.flow"
 
 #: Ops that end a block; they are folded into flow ops or function returns, never kept.
@@ -117,8 +102,17 @@ def convert_module(module: Any) -> Program:
 
     Returns:
         The module's functions. Ops this module does not understand are kept by name; the access
-        analysis treats them conservatively.
+        analysis treats them conservatively. Nothing in them refers to Triton's IR objects, so the
+        caller can drop the module (Triton 3.6 prints nanobind leak warnings at exit for IR objects
+        that outlive the analysis).
     """
+    # Triton's Python bindings, not the printed IR: what every Triton 3.x has (`module.walk`,
+    # `operation.get_name/get_operand/get_result/get_region/get_block`, `value.id`,
+    # `block.get_argument`, the symbol and boolean attribute getters) gives exact operands, results,
+    # regions and block arguments, while the printed form changes between releases (quoted generic
+    # ops, custom assembly formats, elided `scf.yield`, locations) and would need a parser for each.
+    # The walk is post-order: when an op with regions is visited, its blocks and their terminators
+    # are known, which is all the conversion needs.
     state = _Builder()
     failure: list[BaseException] = []
 
