@@ -1,25 +1,4 @@
-"""`KERNELPICK_RECORD`: the keys a run meets, appended to a file as calls, and the calls made again.
-
-With `KERNELPICK_RECORD=keys.jsonl`, the first call of each key in a process (whether it is then
-tuned, read from the store or from a table) appends one JSON line to that file: which tuned kernel
-or selector was called, found again by import path, and the call's arguments as data, tensors by
-their metadata. `kernelpick tune keys.jsonl` makes each call again on example inputs, on the device
-it tunes on, and so tunes every key the run met. Nothing is done for a key a process has met
-already: recording happens where a key is first met, never on the hot path.
-
-A line is one JSON object:
-
-- `version` (1), `kind` ("autotune" or "select"), `job` (a readable name, unique in the file),
-  `key` (a digest of the tuning key, its device as a type: a key is written once however many
-  processes meet it), `device` (the device type it was met on), `time`, `pid`;
-- `target`: where the kernel or selector is found again, "package.module:name" (with `path`, the
-  folder to import it from where it is not installed) or "/path/to/script.py:name" for a script run
-  as `python script.py` (imported by path, so its work must sit under `if __name__ == "__main__":`);
-  with `target_args` when the object is made by calling the target (`kernelpick.ops`' selectors);
-- `args` and `kwargs`: the call's arguments, tensors by their metadata (`kernelpick.calls.values`
-  says each form, and what is made of an integer tensor's values);
-- `grid` (a tuned kernel's): the launch grid, its integers or its value for each config.
-"""
+"""`KERNELPICK_RECORD`: the keys a run meets, appended to a file as calls, and the calls made again."""
 
 from __future__ import annotations
 

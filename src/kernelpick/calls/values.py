@@ -1,18 +1,4 @@
-"""A call's arguments and grid as plain data, and made again on another device (`kernelpick.calls`).
-
-A tensor is `{"tensor": {dtype, size, stride, offset, aligned}}` and is made again with that dtype,
-layout and alignment on the tuning's device: floating-point values at random (a fixed seed); the
-values of an integer or boolean tensor of at most `VALUES_LIMIT` elements (indices, offsets, counts:
-what can decide how much work a kernel does) are kept (`values`, its storage from the start) and
-made again; a larger one is made of zeros, an index in bounds of any dimension. Numbers, strings,
-None and lists are as they are; a tuple is `{"tuple": [...]}`, a torch dtype `{"dtype": "float16"}`,
-a Triton dtype `{"triton_dtype": "fp16"}`, an instance of an importable dataclass (a tensor
-descriptor) `{"dataclass": "module:name", "fields": {...}}`.
-
-A tuned kernel's grid is a list of integers, or where the call gave a function of the
-meta-parameters, `{"by_config": [[meta-parameters, grid], ...]}`: its value for each of the kernel's
-configs, worked out on the call's arguments.
-"""
+"""A call's arguments and grid as plain data, and made again on another device."""
 
 from __future__ import annotations
 
@@ -42,7 +28,8 @@ class Unrecordable(Exception):
 
 def grid_data(kernel: Any, args: Sequence[Any], kwargs: Mapping[str, Any], grid: Any) -> Any:
     """The grid as data: its integers, or for a function of the meta-parameters its value for each
-    distinct set of meta-parameters of the kernel's configs (a config it fails for is left out)."""
+    distinct set of meta-parameters of the kernel's configs (a config it fails for is left out),
+    `{"by_config": [[meta-parameters, grid], ...]}`, worked out on the call's arguments."""
     if not callable(grid):
         return _grid_value(grid)
     named = {**dict(zip(kernel.arg_names, args)), **kwargs}
@@ -69,7 +56,20 @@ def _grid_value(grid: Any) -> list[int]:
 
 
 def encode(value: Any, where: str) -> Any:
-    """One argument of a call as plain data (this module's docstring lists the forms).
+    """One argument of a call as plain data, which `decode` makes again on another device.
+
+    A tensor is `{"tensor": {dtype, size, stride, offset, aligned}}`, made again with that dtype,
+    layout and alignment: floating-point values at random (a fixed seed); the values of an integer or
+    boolean tensor of at most `VALUES_LIMIT` elements (indices, offsets, counts: what can decide how
+    much work a kernel does) are kept (`values`, its storage from the start) and made again; a larger
+    one is made of zeros, an index in bounds of any dimension. Numbers, strings, None and lists are
+    as they are; a tuple is `{"tuple": [...]}`, a torch dtype `{"dtype": "float16"}`, a Triton dtype
+    `{"triton_dtype": "fp16"}`, an instance of an importable dataclass (a tensor descriptor)
+    `{"dataclass": "module:name", "fields": {...}}`.
+
+    Args:
+        value: the argument.
+        where: the argument's name or place, for the error.
 
     Raises:
         Unrecordable: `value` is of a type a recording cannot make again; `where` names it.

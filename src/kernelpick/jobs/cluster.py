@@ -1,16 +1,4 @@
-"""`kernelpick tune SPEC.py`: run a spec's tuning jobs here, on several local GPUs, or over a Ray cluster.
-
-Every job runs in a process that owns one device and tunes as any call would (parallel compiles on
-that machine's CPUs, isolation workers as configured), storing into that machine's result store,
-and into Redis when `KERNELPICK_REDIS_URL` is set. What a job stored also comes back to this
-process, which saves it into its own store, so that the table exported at the end holds every job's
-pick even with no shared store. Finished jobs are written to a journal; a run started again
-skips them.
-
-On several devices, each takes the next job when it is free, and the jobs are dealt longest first
-(`longest_first`), so that the last job to start is a short one: a long job dealt last would keep
-one device busy while the others idle.
-"""
+"""`kernelpick tune SPEC.py`: run a spec's tuning jobs here, on several local GPUs, or over a Ray cluster."""
 
 from __future__ import annotations
 

@@ -1,15 +1,4 @@
-"""A device process of `kernelpick tune --devices`: a worker process that runs the calls it is sent.
-
-A new interpreter spends seconds importing torch, kernelpick and the spec before its first job,
-although the command has imported all of that already. So the command's zygote
-(`kernelpick.workers.zygote`) forks it, as it forks workers, where that zygote was forked before
-the command touched CUDA; it then makes its own CUDA context on its GPU. Otherwise (no zygote, or
-one that is a new interpreter) the device process is a new interpreter itself.
-
-`DeviceProcess` is the command's handle on one: an `Executor` that runs the calls submitted, one at a
-time, in order, in that process. Calls and results cross as pickles (functions by reference) inside
-the workers' JSON messages; what the process prints goes to the command's stderr.
-"""
+"""A device process of `kernelpick tune --devices`: a worker process that runs the calls it is sent."""
 
 from __future__ import annotations
 
@@ -37,6 +26,8 @@ class DeviceProcess(ThreadPoolExecutor):
     """One device process, started in the background, running `initializer(*initargs)` first, then
     each call submitted, in order: each is a task of this executor's one thread, which sends it and
     waits for its reply (so waiting calls can be cancelled, and shutdown waits for the calls).
+    Calls and results cross as pickles (functions by reference) inside the workers' JSON messages;
+    what the process prints goes to the command's stderr.
 
     Args:
         device: its GPU, as this process numbers them (`WorkerProcess`'s), or None: the environment's.
@@ -49,6 +40,11 @@ class DeviceProcess(ThreadPoolExecutor):
     ) -> None:
         super().__init__(1, thread_name_prefix="kernelpick-device")
         self._replies: queue.Queue[tuple[int, int, dict[str, Any] | None]] = queue.Queue()
+        # Forked by the command's zygote (`kernelpick.workers.zygote`), as workers are, when that
+        # zygote was forked before the command touched CUDA: a new interpreter would spend seconds
+        # importing torch, kernelpick and the spec, which the command has imported already. It then
+        # makes its own CUDA context on its GPU. With no zygote, or one that is a new interpreter,
+        # it is a new interpreter itself.
         self._process = WorkerProcess(
             device, self._replies, 0, entry=f"{__name__}:serve", echo=True, spawned_zygote=False
         )

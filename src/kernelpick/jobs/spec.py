@@ -1,24 +1,4 @@
-"""Tuning jobs: what `kernelpick tune SPEC.py` tunes, declared in a spec file, with a journal to resume by.
-
-A spec is a Python file with a module-level `JOBS`: a list of `Job`s (or a function returning
-one), or a recording of the keys a run met (`KERNELPICK_RECORD`, `kernelpick.calls`): any file
-not ending in `.py`, one job per key. A job tunes one kernel or selector for one input signature by calling it once on inputs made
-on the device it is given::
-
-    import torch
-    from kernelpick import ops
-    from kernelpick.jobs import Job, tensor
-
-    JOBS = [Job.select(ops.mm, tensor("float16", m, 4096), tensor("float16", 4096, 4096))
-            for m in (16, 128, 1024)]
-    JOBS.append(Job("my_kernel n=4096", lambda device: launch_my_kernel(4096, device), cost=2 * 4096))
-
-A job's `cost` is optional: a number that ranks it against the spec's other jobs (its FLOPs, say).
-Runs on several devices deal the longest jobs first (`kernelpick.jobs.cluster.longest_first`).
-
-Tuning results go to the result store as for any call; the job journal only says which jobs are
-done, so that a run started again skips them.
-"""
+"""Tuning jobs: what `kernelpick tune SPEC.py` tunes, declared in a spec file, and the journal of them."""
 
 from __future__ import annotations
 
