@@ -1,11 +1,4 @@
-"""`fuse_gated`: a graph pass that turns a gated MLP written with `ops.mm` into one `ops.gated_mm`.
-
-In a Dynamo graph, `mul(silu(kernelpick.mm(x, g)), kernelpick.mm(x, u))` (either order of the
-product; `F.silu`, `F.gelu` exact or `F.relu`; `*` or `torch.mul`) becomes
-`kernelpick.gated_mm(x, g, u, activation=...)`, so that a model need not change. Under
-`torch.compile` the pass runs by itself (`KERNELPICK_OPS_FUSION`): tracing `kernelpick.mm` adds it
-to Inductor's pre-grad passes (`fuse_when_compiled`).
-"""
+"""`fuse_gated`: a graph pass that turns a gated MLP written with `ops.mm` into one `ops.gated_mm`."""
 
 from __future__ import annotations
 

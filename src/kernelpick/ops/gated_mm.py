@@ -1,16 +1,4 @@
-"""`gated_mm`: `activation(a @ b_gate) * (a @ b_up)`, the first half of a gated MLP (Llama's SwiGLU), in
-one kernel.
-
-A gated MLP `down(silu(gate(x)) * up(x))` over `ops.mm` runs four kernels: the two projections, the
-activation and product, and `down`. Its gated templates read each tile of `a` once for the matching
-tiles of both weights, keep two float32 sums and write `activation(gate) * up` once, so the block
-runs two, as it does with gate and up stored as one weight. One selector per activation
-(`gated_mm_silu`, ...; `_tf32` where float32 products may use TF32), between `torch.mm` twice then
-the activation and product (the reference) and the gated forms of `mm`'s tiled and skinny templates.
-
-It is also the PyTorch operator `torch.ops.kernelpick.gated_mm`, traced as `mm`'s is
-(`kernelpick.select.selector_op`).
-"""
+"""`gated_mm`: `activation(a @ b_gate) * (a @ b_up)`, a gated MLP's first half (SwiGLU), in one kernel."""
 
 from __future__ import annotations
 

@@ -1,13 +1,4 @@
-"""`mm`, `addmm` and `bmm`: selectors over cuBLAS (through torch) and the built-in Triton GEMM templates.
-
-The selectors are built on first use. Float32 products on a GPU where TF32 is allowed
-(`torch.backends.cuda.matmul.allow_tf32`) go to separate selectors whose templates use TF32: the
-templates use TF32 exactly when torch may, and a call that cannot use it pays one dtype check.
-
-Each is also the PyTorch operator `torch.ops.kernelpick.<name>` (`kernelpick.select.selector_op`):
-what `torch.compile`, `torch.export` and fake tensors see, so that a compiled or exported program
-selects when it runs. An eager call checks that nothing traces it and calls the selector.
-"""
+"""`mm`, `addmm` and `bmm`: selectors over cuBLAS (through torch) and the built-in Triton GEMM templates."""
 
 from __future__ import annotations
 
@@ -58,6 +49,8 @@ _EPILOGUES = {
 
 # A product may use TF32 when it is float32 on a GPU where torch allows it: tested inline by each
 # call, `b.dtype is _FLOAT32 and b.is_cuda and tf32_allowed()`, most calls stopping at the dtype.
+# Such calls go to selectors of their own (`_tf32`) whose templates use TF32, so that the templates
+# use it exactly when torch may, and a call that cannot pays that one check.
 _FLOAT32 = torch.float32
 
 

@@ -1,10 +1,4 @@
-"""The GEMM templates' config spaces, shaped by the problem: small-M tiles, large tiles, persistent TMA,
-and the skinny template's decode configs.
-
-Lists are (BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps). Blocks are clamped to the problem
-(no 128-row tile for 16 rows), duplicates dropped, and configs whose pipeline would not fit in the
-device's shared memory (`DeviceInfo.shared_memory_limit`) are left out before anything is compiled.
-"""
+"""The GEMM templates' config spaces, shaped by the problem: small-M, large, persistent TMA and decode."""
 
 from __future__ import annotations
 
@@ -19,6 +13,7 @@ from kernelpick.engine.signature import Signature
 from kernelpick.search.space import gemm_shared_memory
 from kernelpick.tensors import TensorSpec
 
+#: (BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps), as the lists below give them.
 Tile = tuple[int, int, int, int, int]
 
 #: For M up to 128 (decode, small batches): thin tiles along M, wide along N and K.
@@ -178,6 +173,8 @@ def shared_memory_bytes(tile: Tile, itemsize: int, products: int = 1) -> int:
 
 
 def _configs(tiles: list[Tile], problem: GemmProblem, products: int = 1) -> list[Config]:
+    # Clamped to the problem (no 128-row tile for 16 rows), duplicates dropped, and a pipeline that
+    # would not fit in the device's shared memory left out here, before anything is compiled.
     budget = problem.device.shared_memory_limit
     seen: set[Tile] = set()
     configs = []

@@ -1,21 +1,4 @@
-"""`scaled_mm`: an fp8 product with scales, selecting between `torch._scaled_mm` and Triton fp8 templates.
-
-It takes what `torch._scaled_mm` takes (and what torchao's float8 linear layers pass it): A (M, K)
-row-major float8_e4m3fn, B (K, N) column-major, which is `W.t()` of a row-major weight W (N, K), so
-the product is `x @ W.T` as in `nn.Linear`; float32 scales, both per tensor (one value each) or both
-per row (`scale_a` (M, 1), `scale_b` (1, N)); an optional bias (N) in the output dtype; the output
-dtype (bf16, fp16 or fp32) and `use_fast_accum`. One selector serves each combination of output
-dtype, bias or not, and `use_fast_accum`, named `scaled_mm[_bias][_fast]_<bf16|fp16|fp32>`.
-
-Choices: `torch._scaled_mm` (the reference, and what runs unless beaten by more than the timing
-noise), the tiled fp8 template, and on sm_90+ GPUs the persistent TMA template. Arguments are
-checked when a selector meets a signature for the first time, not on every call: its first choice
-space, an `ArgumentCheck`, offers no choice and raises for wrong arguments before anything compiles.
-
-It is also the PyTorch operator `torch.ops.kernelpick.scaled_mm`, what `torch.compile`,
-`torch.export` and fake tensors see; its fake implementation checks the arguments and describes the
-output (a new row-major (M, N) tensor of the output dtype, as every choice returns).
-"""
+"""`scaled_mm`: an fp8 product with scales, selecting between `torch._scaled_mm` and Triton fp8 templates."""
 
 from __future__ import annotations
 

@@ -1,11 +1,4 @@
-"""The fp8 templates' config spaces (`kernelpick.ops.scaled_mm`): small-M tiles, large tiles, persistent TMA.
-
-Lists are (BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps), as the GEMM spaces' (`gemm_configs`),
-with deeper K tiles: an fp8 element is one byte, so a 128-deep tile reads 128 bytes a row, what a
-16-bit tile reads at 64. Blocks are clamped to the problem (BLOCK_K to no less than 32, the K of
-one fp8 MMA instruction), duplicates dropped, and configs whose pipeline would not fit in the
-device's shared memory are left out before anything is compiled.
-"""
+"""The fp8 templates' config spaces (`scaled_mm`): small-M tiles, large tiles, persistent TMA."""
 
 from __future__ import annotations
 
@@ -15,6 +8,11 @@ from kernelpick.config import Config
 from kernelpick.engine.signature import Signature
 from kernelpick.ops.gemm_configs import GemmProblem, Tile, shared_memory_bytes
 from kernelpick.tensors import TensorSpec
+
+# Tiles as the GEMM spaces' (`gemm_configs.Tile`), with deeper K: an fp8 element is one byte, so a
+# 128-deep tile reads 128 bytes a row, what a 16-bit tile reads at 64. `_configs` clamps them to the
+# problem (BLOCK_K to no less than `MIN_BLOCK_K`) and leaves out what would not fit in shared memory,
+# before anything is compiled.
 
 #: For M up to 128 (decode, small batches): thin tiles along M, wide along K to stream the weights.
 SMALL_M: tuple[Tile, ...] = (

@@ -1,19 +1,4 @@
-"""The fp8 GEMM templates of `kernelpick.ops.scaled_mm`: a tiled kernel and a persistent TMA kernel.
-
-Both compute `(A @ B) * scale_a * scale_b` for float8 A (M, K) and B (K, N), accumulating in float32,
-and store it in the output dtype (one template per dtype: a template's output dtype is a function of
-its inputs only). A scale is either one value (per tensor) or one per row of A (`scale_a` (M, 1)) or
-per column of B (`scale_b` (1, N)); the rendered kernel loads a per-tensor scale once, a per-row or
-per-column one as a vector of its tile. A bias is the `Epilogue` `acc + bias` after the scaling.
-
-`FAST_ACCUM` (a constant, torch's `use_fast_accum`) decides how the main loop accumulates. On sm_90
-an fp8 `tl.dot(a, b, acc)` adds each product into the tensor cores' accumulator, which keeps fewer
-bits than float32 (Triton's `max_num_imprecise_acc` default for fp8 there is 2**30: never promoted).
-`acc += tl.dot(a, b)` sums each BLOCK_K slice from zero and adds it to `acc` in float32: Triton does
-not fold that addition into the dot for fp8 operands on sm_90 (its `CombineDotAddFPattern` skips
-dots with imprecise accumulation), so precision is lost within one slice only. That is what
-`use_fast_accum=False` asks of torch, and the default.
-"""
+"""The fp8 GEMM templates of `kernelpick.ops.scaled_mm`: a tiled kernel and a persistent TMA kernel."""
 
 from __future__ import annotations
 
@@ -47,7 +32,14 @@ def _persistent_grid(context: GridContext) -> tuple[int, ...]:
     return (max(1, min(int(context.meta["NUM_SMS"]), _tiles(context))),)
 
 
-# The main loop's step: see the module docstring.
+# The main loop's step. Both templates compute `(A @ B) * scale_a * scale_b` accumulating in float32.
+# `FAST_ACCUM` (a constant: torch's `use_fast_accum`) decides how: on sm_90 an fp8
+# `tl.dot(a, b, acc)` adds each product into the tensor cores' accumulator, which keeps fewer bits
+# than float32 (Triton's `max_num_imprecise_acc` default for fp8 there is 2**30: never promoted).
+# `acc += tl.dot(a, b)` sums each BLOCK_K slice from zero and adds it to `acc` in float32: Triton does
+# not fold that addition into the dot for fp8 operands on sm_90 (its `CombineDotAddFPattern` skips
+# dots with imprecise accumulation), so precision is lost within one slice only. That is what
+# `use_fast_accum=False` asks of torch, and the default.
 _ACCUMULATE = """{% if FAST_ACCUM %}
 {% set accumulate = "acc = tl.dot(a, b, acc)" %}
 {% else %}
@@ -192,6 +184,7 @@ PERSISTENT_TMA_SCALED_GEMM_SOURCE = (
 )
 
 #: The output dtypes the templates write, by the suffix of their names.
+# One template per output dtype: a template's output dtype is a function of its inputs only.
 OUT_DTYPES: dict[torch.dtype, str] = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32"}
 
 
