@@ -1,14 +1,4 @@
-"""A `kernelpick.op` in a compiled graph: its function traced, each launch made by Inductor's own code.
-
-A compiled program that calls the operator node pays PyTorch's custom-operator layers and a trip
-into Python on every run (docs/operators.md has the figures). So the operator has a rule for
-`FunctionalTensorMode`, the mode in which AOTAutograd functionalizes the graph it hands to Inductor,
-as `torch.library.triton_op` has: the function runs under it, and each launch it makes goes through
-`torch.library.wrap_triton`, which Inductor compiles and launches from its own code. A launch of a
-kernel `wrap_triton` does not take (a `kernelpick.autotune` or `triton.heuristics` kernel), CPU
-tensors (run in Triton's interpreter), an exported program (which keeps operators whole) and
-`KERNELPICK_COMPILED_PICKS=library` or `off` keep the node.
-"""
+"""A `kernelpick.op` in a compiled graph: its function traced, each launch made by Inductor's own code."""
 
 from __future__ import annotations
 

@@ -1,12 +1,4 @@
-"""Host tensor descriptors (TMA) as launch arguments: recognized, taken apart for a graph, made again at launch.
-
-A descriptor is a dataclass holding a tensor in its `base` field and metadata in the others:
-Triton's `triton.tools.tensor_descriptor.TensorDescriptor` (shape, strides, block_shape, padding,
-and round_f32_to_tf32 in newer Tritons) and Gluon's (also a shared-memory layout). A graph cannot hold one, so a traced
-launch passes the base tensor as a graph input, the shape and strides as graph integers (symbolic
-under dynamic shapes) and every other field as a constant, and makes the descriptor again, of the
-same class, on the tensor the launch runs on (the clone, when the kernel writes through it).
-"""
+"""Host tensor descriptors (TMA) as launch arguments: taken apart for a graph, made again at launch."""
 
 from __future__ import annotations
 
@@ -19,7 +11,9 @@ SIZE_FIELDS = ("shape", "strides")
 
 
 def metadata(descriptor: Any) -> list[tuple[str, Any]]:
-    """Every field of `descriptor` but its base, by name, in declaration order."""
+    """Every field of `descriptor` but its base, by name, in declaration order: Triton's
+    `TensorDescriptor` has shape, strides, block_shape, padding (and round_f32_to_tf32 in newer
+    Tritons), Gluon's also a shared-memory layout."""
     return [(f.name, getattr(descriptor, f.name)) for f in dataclasses.fields(descriptor) if f.name != "base"]
 
 

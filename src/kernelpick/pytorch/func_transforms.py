@@ -1,9 +1,4 @@
-"""A mutating operator under `torch.func.functionalize`, which PyTorch only supports for its own operators.
-
-The functorch transform refuses any custom operator that writes its inputs. AOTAutograd and
-`torch.export` functionalize such operators as `auto_functionalized(op, ...)` (a functional call on
-copies, then the copies replace the inputs); this does the same for the functorch transform.
-"""
+"""A mutating operator under `torch.func.functionalize`, which PyTorch supports for its own only."""
 
 from __future__ import annotations
 
@@ -14,6 +9,10 @@ import torch
 
 def functionalize_call(overload: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """Call a mutating `overload` functionally if `torch.func.functionalize` is the innermost transform.
+
+    The functorch transform refuses any custom operator that writes its inputs; AOTAutograd and
+    `torch.export` functionalize one as `auto_functionalized(op, ...)` (a functional call on copies,
+    then the copies replace the inputs), and this does the same for the functorch transform.
 
     Returns:
         The operator's result, or `NotImplemented` when no functorch functionalization is active or

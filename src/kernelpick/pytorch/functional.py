@@ -1,11 +1,4 @@
-"""`kernelpick.launch` (the mutating form) and `kernelpick.functional` (the functional form) of a kernel launch.
-
-Both launch directly in eager mode (CPU tensors in Triton's interpreter). Under a tracer
-(`torch.compile`, `torch.export`, `make_fx`, `FakeTensorMode`, functionalization) they record one
-`kernelpick::functional_launch` operator instead, which names the kernel and the launch's constant
-arguments by side-table ids; `launch` then copies the returned clones back into its arguments with
-`copy_`, which functionalization understands.
-"""
+"""`kernelpick.launch` (the mutating form) and `kernelpick.functional` (the functional form) of a launch."""
 
 from __future__ import annotations
 

@@ -1,11 +1,4 @@
-"""Scoped, per-thread interception of Triton launches (`kernel[grid](...)`) made by user code.
-
-While a handler is active in a thread, every launch that thread makes through `JITFunction.run`,
-Triton's `Autotuner.run` and `Heuristics.run`, or kernelpick's `Autotuner.run` is handed to the
-handler instead: the recorder notes it without running anything, the router sends CPU tensors to
-Triton's interpreter. Other threads launch as usual. The class attributes are patched only while at
-least one handler is active anywhere, so launches outside kernelpick's scopes pay nothing.
-"""
+"""Scoped, per-thread interception of Triton launches (`kernel[grid](...)`) made by user code."""
 
 from __future__ import annotations
 
@@ -133,6 +126,9 @@ def _intercepting(original: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _install() -> None:
+    # The class attributes are patched only while a handler is active somewhere (or kept installed),
+    # so that launches outside kernelpick's scopes pay nothing; a thread with no handler of its own
+    # goes through the patch straight to the original.
     global _active
     with _install_lock:  # reentrant: keep_installed holds it too
         if _active == 0:

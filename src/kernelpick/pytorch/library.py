@@ -1,12 +1,4 @@
-"""The graph operator of a traced launch, `kernelpick::functional_launch`, and the plan it launches from.
-
-`functional_launch(int kernel_id, int plan_id, Tensor[] tensors, SymInt[] ints) -> Tensor[]` clones
-the tensors its kernel writes (strides preserved), launches the kernel on the clones and returns
-them. The kernel and a `LaunchPlan` (where each argument comes from, the constants, the grid, which
-tensors are written) live in the side table; tensors and integers stay graph inputs, so sizes may
-be symbolic under dynamic shapes. A tensor descriptor argument is made again at launch over its
-base tensor (or the base's clone). Its fake implementation only describes the clones.
-"""
+"""The graph operator of a traced launch, `kernelpick::functional_launch`, and the plan it launches from."""
 
 from __future__ import annotations
 
@@ -155,5 +147,12 @@ _library = _define()
 def functional_launch(
     kernel_id: int, plan_id: int, tensors: list[torch.Tensor], ints: list[Any]
 ) -> list[torch.Tensor]:
-    """Call `torch.ops.kernelpick.functional_launch` (what a traced graph records)."""
+    """Call `torch.ops.kernelpick.functional_launch` (what a traced graph records).
+
+    It clones the tensors its kernel writes (strides preserved), launches the kernel on the clones
+    and returns them; a tensor descriptor argument is made again over its base tensor (or the base's
+    clone). The kernel and its `LaunchPlan` live in the side table, by id; tensors and integers stay
+    graph inputs, so sizes may be symbolic under dynamic shapes. Its fake implementation only
+    describes the clones.
+    """
     return torch.ops.kernelpick.functional_launch(kernel_id, plan_id, tensors, ints)  # type: ignore[no-any-return]

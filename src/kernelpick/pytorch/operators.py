@@ -1,15 +1,4 @@
-"""`kernelpick.op`: a Python function launching Triton kernels, as a real PyTorch operator with inferred mutations.
-
-The function is registered with `torch.library.custom_op`, so eager mode, `torch.compile`,
-`torch.export`, fake tensors, `make_fx` and functionalization all see one operator whose schema says
-exactly which inputs its kernels write. Which inputs those are comes from recording one call on
-fake tensors and analyzing the launched kernels' TTIR; the fake implementation is that same
-function run with launches suppressed.
-
-In eager mode, when nothing traces and no input needs autograd, a call skips PyTorch's dispatcher
-and runs the function directly, bumping the version counters of the inputs it writes as the
-dispatcher would: a few hundred nanoseconds instead of the dispatcher's tens of microseconds.
-"""
+"""`kernelpick.op`: a function launching Triton kernels, as a PyTorch operator with inferred mutations."""
 
 from __future__ import annotations
 

@@ -1,10 +1,4 @@
-"""`torch.ops.<namespace>.<name>` of a `kernelpick.op` not registered yet: a clear error, not a bare AttributeError.
-
-A `kernelpick.op` becomes a PyTorch operator at its first call (or `register`, or `example_inputs=`),
-once a recorded call has shown which inputs its kernels write. Until then PyTorch knows no such
-operator; its namespace object is given a subclass whose lookup of a pending name says so and what
-to do. Other names, and this one once registered, are looked up as PyTorch does.
-"""
+"""`torch.ops.<namespace>.<name>` of a `kernelpick.op` not registered yet: an error that says why."""
 
 from __future__ import annotations
 
@@ -26,7 +20,13 @@ _pending: dict[str, Callable[[], str | None]] = {}
 
 
 class _Namespace(torch._ops._OpNamespace):
-    """`torch.ops.<namespace>` of a namespace holding `kernelpick.op`s."""
+    """`torch.ops.<namespace>` of a namespace holding `kernelpick.op`s.
+
+    A `kernelpick.op` becomes a PyTorch operator at its first call (or `register`, or
+    `example_inputs=`), once a recorded call has shown which inputs its kernels write; until then
+    PyTorch knows no such operator, and a lookup of it says so and what to do. Other names, and this
+    one once registered, are looked up as PyTorch does.
+    """
 
     # PyTorch names the operators it finds after the namespace's module (Inductor finds them by it).
     __module__ = torch._ops._OpNamespace.__module__

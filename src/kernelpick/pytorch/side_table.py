@@ -1,11 +1,4 @@
-"""The kernel side table: graphs hold integer ids; the kernels and constants they stand for live here.
-
-A node of an FX graph cannot hold a Triton kernel or a grid function, so a traced launch names its
-kernel and its non-graphable arguments by integer ids into this process-wide table. Adding is
-thread-safe; lookups are O(1) both ways and take no lock. Ids are stable for the life of the
-process: an entry is never removed or reused, and adding the same kernel (by identity) or an equal
-constant (by value, when it is hashable) again returns the id it already has.
-"""
+"""The kernel side table: graphs hold integer ids; the kernels and constants they stand for live here."""
 
 from __future__ import annotations
 

@@ -1,9 +1,4 @@
-"""The traced form of a launch: one `kernelpick::functional_launch` node, its constants in the side table.
-
-Used by `launch` and `functional` under any tracer. Facts about the kernel and the launch plan are
-computed by functions Dynamo runs for real while tracing (`assume_constant_result`), so traced code
-holds only their results: integers and tuples of constants.
-"""
+"""The traced form of a launch: one `kernelpick::functional_launch` node, its constants in the side table."""
 
 from __future__ import annotations
 
@@ -27,7 +22,8 @@ from kernelpick.pytorch.side_table import side_table
 from kernelpick.tensors import is_descriptor
 
 _F = TypeVar("_F", bound=Callable[..., Any])
-#: Dynamo runs such a function for real while tracing and keeps its result as a constant.
+#: Dynamo runs such a function for real while tracing and keeps its result as a constant: facts about
+#: the kernel and the launch plan are computed so, and traced code holds only integers and tuples.
 _constant_result: Callable[[_F], _F] = torch.compiler.assume_constant_result
 _is_compiling = torch.compiler.is_compiling
 
