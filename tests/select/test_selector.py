@@ -269,16 +269,18 @@ def test_example_inputs_have_the_real_metadata_but_not_the_real_values() -> None
     assert example.data_ptr() != a.data_ptr() and not torch.equal(example, a)
 
 
-def test_a_reference_space_without_a_choice_for_the_inputs_says_so() -> None:
+@pytest.mark.parametrize("background", [False, True])
+def test_a_reference_space_without_a_choice_for_the_inputs_says_so(background: bool) -> None:
     # A config space as the reference (a template's, say) that offers no choice for these inputs:
-    # nothing could check the others' outputs (it was an IndexError).
+    # nothing could check the others' outputs (it was an IndexError). In the background nothing
+    # could stand in either: the call tunes first, and says so.
     class NoneForThese:
         name = "none"
 
         def choices_for(self, signature: Any) -> list[Any]:
             return []
 
-    selector = Selector("add", [extern(fast_add), NoneForThese()], reference="none")
+    selector = Selector("add", [extern(fast_add), NoneForThese()], reference="none", background=background)
     with pytest.raises(ConfigError, match="reference `none` of selector `add` has no choice for inputs"):
         selector(*inputs())
 

@@ -237,7 +237,6 @@ class ChoiceMeasuring:
                     [choice.digest for choice in others],
                     device,
                     feed=feed,
-                    prepare=bool(others),
                     on_done=done,
                     phases=phases,
                     best_ms=best_ms,

@@ -20,11 +20,12 @@ import torch
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.console import warn_once
 from kernelpick.device import capturing
-from kernelpick.engine.choice import Choice, ChoiceSpace
+from kernelpick.engine.choice import Choice
 from kernelpick.engine.ranks import RankJob, rank_job
 from kernelpick.engine.record import CandidateResult, TuningRecord
 from kernelpick.engine.signature import Calls, Signature
 from kernelpick.engine.tuning import in_graph
+from kernelpick.errors import ConfigError
 from kernelpick.workers.plan import fork_zygote_early
 
 if TYPE_CHECKING:
@@ -237,9 +238,10 @@ def _start(
     if selector.check is not None:  # inputs the operation does not take fail at once, as before
         selector.check(*inputs, **kwargs)
     signature = Signature.of(inputs, kwargs, selector.key)
-    target = selector._reference_target()
-    if isinstance(target, ChoiceSpace) and not isinstance(target, Choice):
-        target = next(iter(target.choices_for(signature)), None)
+    try:
+        target = selector._reference_target(signature)
+    except ConfigError:  # a reference space with no choice for these inputs: tuned before the call
+        return None
     if not isinstance(target, Choice):
         return None
     tune = functools.partial(_tuned, selector, key, inputs, dict(kwargs))

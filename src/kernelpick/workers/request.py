@@ -211,8 +211,6 @@ def measure_in_workers(
     payloads: Mapping[str, str],
     candidates: Sequence[str],
     device: DeviceInfo,
-    *,
-    prepare: bool = False,
     **options: Any,
 ) -> dict[str, BenchmarkResult]:
     """The caller's side: measure `candidates` on `problem` in the workers of `device`'s GPUs, one
@@ -222,9 +220,9 @@ def measure_in_workers(
         problem: what they run on.
         payloads: every candidate, `values.encode`d, by digest (a fed candidate's must be in it
             before it is fed).
-        candidates: the digests to measure known now.
+        candidates: the digests to measure known now, which the workers compile first, many at
+            once (what the caller compiled itself it feeds them through `options`' `feed`).
         device: the device measured for.
-        prepare: the workers compile `candidates` first, many at once (what the caller did not).
         options: `WorkerPool.measure`'s `feed`, `on_done`, `phases` and `best_ms`.
 
     Raises:
@@ -238,7 +236,7 @@ def measure_in_workers(
         candidates,
         payloads,
         timeout_s=current.bench_timeout_s,
-        prepare_timeout_s=current.compile_timeout_s if prepare else None,
+        prepare_timeout_s=current.compile_timeout_s if candidates else None,
         confirm_top=0 if device.interpreter else current.confirm_top,
         confirm_within=current.confirm_within,
         reference=problem.reference_digest,
