@@ -178,3 +178,24 @@ def test_a_selections_integer_inputs_are_new_in_the_worker_unless_its_input_gen_
         request = {"problem": problem.to_data(), "candidates": payloads, "step": "screen"}
         statuses.append(answer(request)[candidate.digest]["status"])
     assert statuses == ["runtime_error", "ok"]
+
+
+def test_a_problem_that_differs_only_in_a_scalars_type_is_made_again(tmp_path: Path) -> None:
+    # 2 and 2.0 (or 1 and True) are equal in Python but different arguments (Triton compiles a kernel
+    # for each): a worker that kept the first problem would run the second's candidates on its values.
+    x = torch.randn(64)
+
+    def scaled(x: torch.Tensor, factor: float) -> torch.Tensor:
+        if not isinstance(factor, float):
+            raise TypeError(f"factor {factor!r} is not the caller's float")
+        return x * factor
+
+    candidate = kernelpick.extern(scaled)
+    statuses = []
+    for factor in (2, 2.0):
+        signature = Signature.of((x, factor), {})
+        problem = Problem.describe(describe(x.device), (x, factor), {}, tmp_path)
+        payloads = {candidate.digest: values.encode(PortableChoice(candidate, signature))}
+        request = {"problem": problem.to_data(), "candidates": payloads, "step": "screen"}
+        statuses.append(answer(request)[candidate.digest]["status"])
+    assert statuses == ["runtime_error", "ok"]
