@@ -153,6 +153,26 @@ def test_forked_compiles_report_failures_and_a_crash_takes_down_only_the_config_
     assert futures[4].result() == "e"
 
 
+class _Cancelled(BaseException):
+    """Raised where only `BaseException` catches it (as asyncio's `CancelledError`)."""
+
+
+def test_a_load_that_raises_what_is_not_an_exception_settles_its_future() -> None:
+    parent = os.getpid()
+
+    def loaded_badly() -> str:
+        if os.getpid() == parent:  # the child compiled it; loading it here fails
+            raise _Cancelled("cancelled")
+        return "compiled"
+
+    executor = _ForkedExecutor(workers=1)
+    futures = [executor.submit(job) for job in (loaded_badly, lambda: "b")]
+    executor.run()
+    # Settled, not left pending: the compile that waits on it would wait forever.
+    assert isinstance(futures[0].exception(timeout=5), _Cancelled)
+    assert futures[1].result(timeout=5) == "b"
+
+
 class _Compiled:
     """Stands in for Triton's `CompiledKernel`: what building its launcher reads."""
 

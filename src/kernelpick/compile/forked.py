@@ -159,7 +159,7 @@ class _ForkedExecutor(Executor):
         def load(job: Callable[[], Any], future: Future[Any]) -> None:
             try:
                 future.set_result(job())  # a hit in Triton's cache, filled by the child
-            except Exception as error:
+            except BaseException as error:  # any: a future left pending would be waited on forever
                 future.set_exception(error)
 
         # Loading is mostly file reads: a few threads overlap them (each started as a load comes).
