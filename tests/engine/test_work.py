@@ -95,6 +95,22 @@ def test_a_failing_work_function_gives_no_figures_and_one_warning(
     assert caplog.text.count("the work function of broken failed") == 1
 
 
+def test_a_name_whose_flops_and_bytes_both_fail_costs_one_warning_until_registered_again(
+    registered: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    # One warning per name, as work_of says, however many of its figures fail; registering the name
+    # again (a mended function, say) lets a new failure be said.
+    work("broken", flops=lambda key: key["missing"], bytes=lambda key: key["missing"])
+    with caplog.at_level(logging.WARNING, logger="kernelpick.reports"):
+        assert work_of("broken", {"n": 1}) == (None, None)
+        assert work_of("broken", {"n": 2}) == (None, None)
+    assert caplog.text.count("the work function of broken failed") == 1
+    work("broken", flops=lambda key: key["still_missing"])
+    with caplog.at_level(logging.WARNING, logger="kernelpick.reports"):
+        assert work_of("broken", {"n": 3}) == (None, None)
+    assert caplog.text.count("the work function of broken failed") == 2
+
+
 def test_work_needs_a_number_or_a_function() -> None:
     with pytest.raises(ReportError, match="needs flops=, bytes= or both"):
         work("my_matmul")
