@@ -105,7 +105,7 @@ class Problem:
         return cls(**fields)
 
     @property
-    def key(self) -> str:
+    def digest(self) -> str:
         """What tells this problem from another as JSON does: 2 from 2.0, 1 from True (equal in Python,
         yet different arguments: Triton compiles a kernel for each)."""
         return hashlib.sha256(json.dumps(self.to_data(), sort_keys=True, default=str).encode()).hexdigest()
@@ -172,7 +172,7 @@ def answer(request: Mapping[str, Any], phases: dict[str, float] | None = None) -
     phases = {} if phases is None else phases
     started = time.perf_counter()
     problem = Problem.from_data(request["problem"])
-    if _current is None or _current.problem.key != problem.key:  # one problem kept between requests
+    if _current is None or _current.problem.digest != problem.digest:  # one problem kept between requests
         _current = None  # the old problem's tensors go before the new ones are made
         _current = _WorkerProblem(problem)
     state = _current
