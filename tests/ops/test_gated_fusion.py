@@ -95,6 +95,28 @@ def test_a_compiled_mlp_with_trainable_weights_is_fused_and_its_gradients_match_
         torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
 
 
+def gated_by_unlike_weights(x: torch.Tensor, g: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    return F.silu(ops.mm(x, g)) * ops.mm(x, u)  # one product broadcast over the other's columns
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("gate_columns, up_columns", [(1, N), (N, 1)])
+def test_inductor_leaves_a_product_of_weights_of_unlike_shapes_unfused(
+    gate_columns: int, up_columns: int
+) -> None:
+    x, g, u = torch.randn(5, K), torch.randn(K, gate_columns), torch.randn(K, up_columns)
+    torch._dynamo.reset()
+    with (
+        torch._inductor.config.patch(pre_grad_custom_pass=None, fx_graph_cache=False),
+        torch._functorch.config.patch(enable_autograd_cache=False),
+        settings.override(compiled_picks="off"),  # the operators stay nodes, to be counted
+    ):
+        compiled = torch.compile(gated_by_unlike_weights, fullgraph=True)
+        torch.testing.assert_close(compiled(x, g, u), gated_by_unlike_weights(x, g, u), atol=1e-4, rtol=1e-4)
+        # gated_mm takes two weights of one shape
+        assert operators_run(compiled, x, g, u) == ["kernelpick::mm"] * 2
+
+
 def traced(fn: Any) -> torch.fx.GraphModule:
     return torch.fx.symbolic_trace(fn)
 

@@ -46,13 +46,28 @@ def _activation(node: Any) -> str | None:
     return found[0]
 
 
+def _alike(b_gate: Any, b_up: Any) -> bool:
+    """Whether the two weights have one shape, as gated_mm takes them (a product may broadcast one
+    `mm`'s output over the other's: a gate of one column); assumed where the graph records no values
+    (one `torch.fx.symbolic_trace` made)."""
+    gate, up = (
+        b.meta.get("val", b.meta.get("example_value")) if isinstance(b, torch.fx.Node) else b
+        for b in (b_gate, b_up)
+    )
+    if not isinstance(gate, torch.Tensor) or not isinstance(up, torch.Tensor):
+        return True
+    from torch.fx.experimental.symbolic_shapes import statically_known_true  # loaded by the tracer
+
+    return gate.dim() == up.dim() and all(statically_known_true(g == u) for g, u in zip(gate.shape, up.shape))
+
+
 def _fuse(product: torch.fx.Node, activated: Any, up: Any) -> bool:
     """Replace `product` = activated * up where they are a gated MLP's; whether it did."""
     name = _activation(activated)
     if name is None or not _mm(up) or activated is up:
         return False
     gate = activated.args[0]
-    if not _mm(gate) or gate is up or gate.args[0] is not up.args[0]:
+    if not _mm(gate) or gate is up or gate.args[0] is not up.args[0] or not _alike(gate.args[1], up.args[1]):
         return False
     if len(gate.users) != 1 or len(activated.users) != 1 or len(up.users) != 1:
         return False  # another node reads a product or the activation: nothing to save
