@@ -108,10 +108,15 @@ def test_fake_tensors_get_the_output_without_selecting() -> None:
 _names = itertools.count()
 
 
-def test_a_gated_template_pick_is_traced_as_its_kernels_launches() -> None:
+def test_a_gated_template_pick_is_traced_as_its_kernels_launches(monkeypatch: pytest.MonkeyPatch) -> None:
     # The gated skinny template split along K: its two kernels (the products' partial sums, then
-    # their reduction, activation and product) go in the graph as wrap_triton launches.
+    # their reduction, activation and product) go in the graph as wrap_triton launches, as they do
+    # for a GPU's tensors (for CPU tensors the operator stays: Inductor runs no Triton kernel there).
     from torch._functorch.aot_autograd import aot_export_module
+
+    from kernelpick.select import selector_op
+
+    monkeypatch.setattr(selector_op, "_inductor_runs_triton", lambda signature: True)
 
     from kernelpick.ops.gemm import ACTIVATIONS, _constants, builtin_template
     from kernelpick.ops.gemm_configs import decode_configs

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 import torch
@@ -244,28 +245,32 @@ def test_through_the_dispatcher_fake_and_functional_tensors_reach_the_fake() -> 
     torch.testing.assert_close(traced(x, x), 4 * x)  # the functional wrapper unwrapped below Autograd
 
 
-def test_a_traced_call_whose_pick_is_a_template_launches_its_kernel_with_wrap_triton() -> None:
-    # What AOTAutograd hands Inductor: the rendered kernel's launch (Inductor launches it from its own
-    # code), not the operator. On the CPU the graph is only made: Inductor cannot run a GPU kernel.
-    from torch._functorch.aot_autograd import aot_export_module
-
+def template_only_op() -> tuple[Selector, Any, str]:
+    """A selector whose one choice is a built-in GEMM template, as an operator taking (a, b)."""
     from kernelpick.ops.gemm import _constants, builtin_template
     from kernelpick.ops.gemm_configs import gemm_configs
     from kernelpick.ops.gemm_templates import GEMM
     from kernelpick.store import MemoryStore
 
     space = gemm_configs(0, 1)
-    selector = Selector(
-        "template only",
-        [
-            builtin_template(
-                GEMM, lambda signature: list(space(signature))[:1], _constants(False), "triton_mm"
-            )
-        ],
-        store=MemoryStore(),
+    template = builtin_template(
+        GEMM, lambda signature: list(space(signature))[:1], _constants(False), "triton_mm"
     )
+    selector = Selector("template only", [template], store=MemoryStore())
     name = fresh("template_mm")
-    op = selector.as_op(name, fake=torch.mm, schema="(Tensor a, Tensor b) -> Tensor")
+    return selector, selector.as_op(name, fake=torch.mm, schema="(Tensor a, Tensor b) -> Tensor"), name
+
+
+def test_a_traced_call_whose_pick_is_a_template_launches_its_kernel_with_wrap_triton(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # What AOTAutograd hands Inductor: the rendered kernel's launch (Inductor launches it from its own
+    # code), not the operator. On the CPU the graph is only made, as it would be for a GPU's tensors.
+    from torch._functorch.aot_autograd import aot_export_module
+
+    from kernelpick.select import selector_op
+
+    selector, op, name = template_only_op()
 
     class Product(torch.nn.Module):
         def forward(self, a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor]:
@@ -275,7 +280,22 @@ def test_a_traced_call_whose_pick_is_a_template_launches_its_kernel_with_wrap_tr
     with settings.override(compiled_picks="library"):  # PyTorch functions only
         kept, _ = aot_export_module(Product(), [a, b], trace_joint=False)
     assert name.split("::")[1] in kept.code and len(selector.records) == 1  # tuned while tracing
+    on_cpu, _ = aot_export_module(Product(), [a, b], trace_joint=False)  # Inductor runs no Triton here
+    assert name.split("::")[1] in on_cpu.code and "triton_kernel_wrapper" not in on_cpu.code
+    monkeypatch.setattr(selector_op, "_inductor_runs_triton", lambda signature: True)  # as for a GPU
     graph, _ = aot_export_module(Product(), [a, b], trace_joint=False)  # by default, templates go too
     assert "triton_kernel_wrapper_functional" in graph.code, graph.code
     assert name.split("::")[1] not in graph.code, graph.code
     assert "'OUT': empty_strided" in graph.code  # the output the kernel writes, allocated in the graph
+
+
+def test_a_template_pick_of_cpu_tensors_compiles_with_inductor() -> None:
+    # Inductor compiles no Triton kernel for CPU tensors: the graph keeps the operator, which runs the
+    # pick in Triton's interpreter (the template's launch in the graph failed: "0 active drivers").
+    selector, op, _ = template_only_op()
+    a, b = torch.randn(16, 32), torch.randn(32, 16)
+    torch._dynamo.reset()
+    with torch._inductor.config.patch(fx_graph_cache=False):
+        out = torch.compile(lambda x, y: op(x, y) * 2, fullgraph=True)(a, b)
+    torch.testing.assert_close(out, 2 * (a @ b), rtol=1e-4, atol=1e-4)
+    assert selector.last_selection is not None and selector.last_selection.best_name.startswith("triton_mm")

@@ -14,6 +14,7 @@ from torch.utils._python_dispatch import _disable_current_modes
 
 from kernelpick import settings
 from kernelpick.engine.choice import Choice, ChoiceSpace, ExternChoice
+from kernelpick.engine.signature import Signature
 from kernelpick.engine.tuning import for_graphs, measured_as, pick_against_reference
 from kernelpick.errors import KernelpickError, OperatorError
 from kernelpick.select.template_choice import TemplateChoice
@@ -160,9 +161,19 @@ def traceable_pick(selector: Selector, *inputs: Any, **kwargs: Any) -> Callable[
     if isinstance(choice, ExternChoice):
         call = choice.callable_for(signature)
         return call if _torch_function(call) else None
-    if isinstance(choice, TemplateChoice) and settings.current().compiled_picks == "all":
+    if (
+        isinstance(choice, TemplateChoice)
+        and settings.current().compiled_picks == "all"
+        and _inductor_runs_triton(signature)
+    ):
         return choice.traced_call(signature)
     return None
+
+
+def _inductor_runs_triton(signature: Signature) -> bool:
+    """Whether Inductor compiles Triton kernels for the inputs' device: not for CPU tensors (it fails
+    with "0 active drivers"), where the graph keeps the operator, which runs the pick interpreted."""
+    return not signature.device.interpreter
 
 
 #: Functions of PyTorch operations alone that a compiled graph may trace in an operator's place.
