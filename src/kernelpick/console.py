@@ -182,6 +182,12 @@ def warn_once(logger: logging.Logger, cause: str, message: str, *args: object) -
     logger.warning(message, *args)
 
 
+def forget_warning(logger: logging.Logger, cause: str) -> None:
+    """Let `warn_once` say `cause` again: what it was about has changed (a name registered anew)."""
+    with _warned_lock:
+        _warned.discard((logger.name, cause))
+
+
 def print_table(table: RenderableType) -> None:
     """Print to stderr (never stdout: it may carry the program's own output)."""
     console(stderr=True).print(table)

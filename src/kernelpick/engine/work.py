@@ -10,6 +10,7 @@ from typing import Any
 
 import torch
 
+from kernelpick.console import forget_warning, warn_once
 from kernelpick.errors import ReportError
 
 log = logging.getLogger("kernelpick.reports")
@@ -27,7 +28,6 @@ class Work:
 
 
 _registered: dict[str, Work] = {}  # one item set or popped at a time: atomic, no lock needed
-_failed: set[str] = set()  # names whose work function failed since they were registered: warned of once
 
 
 def work(name: str, *, flops: Figure | None = None, bytes: Figure | None = None) -> None:
@@ -54,7 +54,7 @@ def work(name: str, *, flops: Figure | None = None, bytes: Figure | None = None)
                 f"{type(figure).__name__}"
             )
     _registered[name] = Work(flops, bytes)
-    _failed.discard(name)
+    forget_warning(log, f"work function of {name}")  # a failure of the new functions is said again
 
 
 def forget_work(name: str) -> None:
@@ -80,10 +80,8 @@ def _figure(name: str, figure: Figure | None, key: Mapping[str, Any]) -> float |
     try:
         return float(figure(key) if callable(figure) else figure)
     except Exception as error:  # a user function must not fail a tuning: said once per name
-        if name not in _failed:
-            _failed.add(name)
-            message = "the work function of %s failed for key %s (%r): no roofline figures"
-            log.warning(message, name, dict(key), error)
+        message = "the work function of %s failed for key %s (%r): no roofline figures"
+        warn_once(log, f"work function of {name}", message, name, dict(key), error)
         return None
 
 
