@@ -25,7 +25,7 @@ class Choice(Protocol):
 
     #: A readable name, unique within its selector (a row of the AUTOTUNE table).
     name: str
-    #: A hash of everything that makes this choice what it is; stored results are reused only for an equal one.
+    #: A hash of everything that makes this choice what it is: stored results are reused only for an equal one.
     digest: str
 
     def description(self) -> dict[str, Any]:
@@ -33,9 +33,8 @@ class Choice(Protocol):
         ...
 
     def compile_job(self, example: Example, signature: Signature) -> CompileJob | CompileOutcome:
-        """What compiling it for these inputs takes (`compile_choices` runs the jobs of many choices
-        at once), or the outcome when there is nothing to compile (a library function) or it failed
-        before compiling (a template that does not render); failures are returned, not raised."""
+        """What compiling it for these inputs takes, or the outcome when there is nothing to compile
+        or it failed before compiling (a template that does not render): returned, not raised."""
         ...
 
     def callable_for(self, signature: Signature) -> Callable[..., Any]:
@@ -44,18 +43,15 @@ class Choice(Protocol):
 
 
 def compiles_without_user_code(choice: Choice) -> bool:
-    """Whether compiling `choice` runs none of the user's code (a choice says so with a true
-    `compiles_without_user_code`), so that it compiles in the caller even when it is measured in
-    workers; a user's `bind` or `before` runs in the workers, where a crash or a hang in it is only
-    that choice's."""
+    """Whether compiling `choice` runs none of the user's code, so that it compiles in the caller even
+    when measured in workers (a user's `bind` runs there, where a crash or hang is only that choice's)."""
     return bool(getattr(choice, "compiles_without_user_code", False))
 
 
 def searched_as(choice: Choice) -> tuple[Config, int, str] | None:
-    """The config `choice` runs with and the identity and name of the space it is one config of (a
-    template's, a kernel's, a tuned kernel's call), for a search to pick among that space's configs;
-    None for a choice of no config (an extern, say). A choice says so with a `searched_as()` method, or
-    with its `config` and the `space` it is one config of."""
+    """The config `choice` runs with and the identity and name of its config space, for a search to
+    pick among; None for a choice of no config (an extern). From a `searched_as()` method, else from
+    the choice's `config` and `space`."""
     method = getattr(choice, "searched_as", None)
     if method is not None:
         return cast("tuple[Config, int, str] | None", method())
@@ -106,9 +102,8 @@ def qualified_name(fn: Any) -> str:
 
 @dataclass(frozen=True)
 class PortableChoice:
-    """A choice as a worker process gets it (`kernelpick.workers.request`): the choice itself, the
-    user's code in it serialized by value, the signature it is measured for, and whether the caller
-    compiled it already (the worker then loads it from Triton's on-disk cache at its first call)."""
+    """A choice as a worker gets it: the choice (the user's code in it serialized by value), its
+    signature, and whether the caller compiled it already (the worker loads it from Triton's cache)."""
 
     choice: Choice
     signature: Signature
@@ -125,8 +120,7 @@ class PortableChoice:
         return self.choice.callable_for(self.signature)
 
     def on(self, device: DeviceInfo) -> PortableChoice:
-        """This choice measured on `device`: a worker's own GPU, which it may number otherwise than
-        the caller does (each worker sees one GPU, as cuda:0)."""
+        """This choice measured on a worker's own GPU, which it numbers cuda:0 whatever the caller's."""
         return replace(self, signature=replace(self.signature, device=device))
 
 
@@ -180,19 +174,15 @@ class ExternChoice:
         if "out" not in signature.named_kwargs:
             return self.fn
         fn, out_variant = self.fn, self.out
-        if out_variant is not None:
 
-            def call_out_variant(*inputs: Any, out: Any, **kwargs: Any) -> Any:
+        def call_with_out(*inputs: Any, out: Any, **kwargs: Any) -> Any:
+            if out_variant is not None:
                 out_variant(*inputs, out=out, **kwargs)
-                return out
-
-            return call_out_variant
-
-        def call_and_copy(*inputs: Any, out: Any, **kwargs: Any) -> Any:
-            out.copy_(fn(*inputs, **kwargs))
+            else:
+                out.copy_(fn(*inputs, **kwargs))
             return out
 
-        return call_and_copy
+        return call_with_out
 
     def __repr__(self) -> str:
         return f"extern({self.qualified}, name={self.name!r})"
@@ -236,15 +226,15 @@ def compile_choices(
     workers: int | None = None,
     **options: Any,
 ) -> list[CompileOutcome]:
-    """Compile `choices` for `signature`, every Triton kernel among them at once (in forked compilers
-    unless `mode` or `KERNELPICK_COMPILE_MODE` says threads); each choice's own failure is its outcome.
+    """Compile `choices` for `signature`, every Triton kernel among them at once; each choice's own
+    failure is its outcome.
 
     Args:
         choices: what to compile.
         example: the example inputs compiling binds arguments for.
         signature: their signature.
-        mode: "process" or "thread" (default: the `KERNELPICK_COMPILE_MODE` setting).
-        workers: how many compile at once (default: the `KERNELPICK_COMPILE_WORKERS` setting).
+        mode: "process" or "thread" (default: `KERNELPICK_COMPILE_MODE`).
+        workers: how many compile at once (default: `KERNELPICK_COMPILE_WORKERS`).
         options: `compile_each`'s own (`on_ready`, `phases`, `meanwhile`, `timeout_s`, `stop`).
 
     Returns:

@@ -45,13 +45,11 @@ _HERE = "%s: measuring in this process, not in workers: %s"
 
 @dataclass
 class ChoiceMeasuring:
-    """How one tuning measures its candidates on one call's `inputs` and `kwargs`: what outputs are
-    checked against (`against`: a choice or a function; None: nothing), the front's options, the
-    candidate kept unless clearly beaten, and the settings its measuring `overrides` (a tuned kernel's
-    `warmup=` and `rep=`). `kernel`: the call of a tuned kernel whose configs are measured (on its
-    arguments; None: choices, on example inputs). After `measure`, `timed_here` names each candidate
-    measured in this process although isolation was wanted, with the reason, and `checked_against`
-    what outputs were checked against."""
+    """How one tuning measures its candidates on one call's `inputs` and `kwargs`: `against` what
+    outputs are checked (a choice or a function; None: nothing), the front's options, and the settings
+    measuring `overrides` (a tuned kernel's `warmup=` and `rep=`). `kernel`: a tuned kernel's call, its
+    configs measured on its arguments (None: choices, on example inputs). After `measure`, `timed_here`
+    names each candidate measured here although isolation was wanted, with the reason."""
 
     name: str
     signature: Signature
@@ -67,10 +65,8 @@ class ChoiceMeasuring:
     overrides: dict[str, Any] = field(default_factory=dict)
     timed_here: dict[str, str] = field(default_factory=dict)
     checked_against: str | None = None
-    #: Seconds per step, added up over the measurements of one tuning: compile (`compile_*` its
-    #: parts), analysis, copy_inputs and benchmark here; in workers compile (here, beside the
-    #: screening), prepare (what the workers compile), screen and confirm, and the workers' own
-    #: seconds (`worker_*`: see `WorkerPool.measure`).
+    #: Seconds per step over one tuning's measurements: compile, analysis, copy_inputs, benchmark; in
+    #: workers also prepare, screen, confirm and the workers' own (`worker_*`: `WorkerPool.measure`).
     phases: dict[str, float] = field(default_factory=dict)
 
     @functools.cached_property
@@ -89,12 +85,10 @@ class ChoiceMeasuring:
         self, todo: Sequence[Choice], finished: OnDone, best_ms: Callable[[], float]
     ) -> dict[str, BenchmarkResult]:
         """Compile, verify and time `todo`; each result by digest, in order, each also given to
-        `finished` as it is done with (the tuning stores it then). `best_ms`: the lowest cost
-        measured elsewhere now (by the other ranks of a job), which the cutoff counts too.
+        `finished` when done. `best_ms`: the lowest cost the other ranks of a job measured now.
 
-        While a CUDA graph captures the inputs, only the workers measure (each in a process of its
-        own, on inputs it makes: nothing runs on this process's stream); a choice that cannot cross
-        to them is `skipped` then.
+        While a CUDA graph captures the inputs, only the workers measure (nothing may run on this
+        process's stream); a choice that cannot cross to them is `skipped` then.
 
         Raises:
             TuningInCapture: the inputs are being captured and the workers cannot measure them
@@ -157,8 +151,8 @@ class ChoiceMeasuring:
     def _in_workers(
         self, todo: Sequence[Choice], finished: OnDone, best_ms: Callable[[], float]
     ) -> tuple[dict[str, BenchmarkResult], list[Choice]]:
-        """Measure what of `todo` can cross to a worker there; its results, and the choices that cannot
-        (they hold a lock or an open file, say), each with its reason in `timed_here`.
+        """Measure in workers what of `todo` can cross to them; their results, and the choices that
+        cannot (a lock or an open file in them, say), each with its reason in `timed_here`.
 
         Raises:
             IsolationError: nothing can be measured in workers (the reference, the arguments or the
@@ -252,8 +246,8 @@ class ChoiceMeasuring:
         return _with_compile_seconds(compiling, outcomes, measured), here
 
     def _problem(self, payload: Path, phases: dict[str, float]) -> Problem:
-        """What the workers measure on: the arguments as data, what of them a run may write and when
-        they are restored, and what outputs are checked against.
+        """What the workers measure on: the arguments as data, what a run may write and when it is
+        restored, and what outputs are checked against.
 
         Raises:
             IsolationError: an argument, the reference or the kernel cannot be described as data.

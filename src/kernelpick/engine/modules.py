@@ -41,10 +41,9 @@ def source_hash(source: str) -> str:
 
 
 def write_module(source: str) -> Path:
-    """Write `source` to `<cache dir>/templates/<hash>.py` and return the path; to a temporary folder
-    of this process when the cache dir cannot be used (`settings.cache_dir_or_temporary`). A file
-    already there is kept when it holds `source`, else replaced; `load_module` of the path then
-    imports `source` whatever the file holds by then."""
+    """Write `source` to `<cache dir>/templates/<hash>.py` (a temporary folder when the cache dir
+    cannot be used) unless it holds it already; `load_module` of the path imports `source` whatever
+    the file holds by then."""
     path = kept_file("templates", source_hash(source), settings.cache_dir_or_temporary())
     resolved = path.resolve()
     if _rendered.get(resolved) != source:  # one item read or set at a time: atomic, no lock needed
@@ -54,14 +53,11 @@ def write_module(source: str) -> Path:
 
 
 def kept_file(folder: str, digest: str, cache: Path | None = None) -> Path:
-    """Where kernelpick keeps a rendered module (`folder` "templates", `digest` its `source_hash`) or a
-    hand-written kernel's source ("kernels", its `JITFunction.cache_key`):
-    `<cache>/<folder>/<the first 40 hex digits of digest>.py`, in the cache dir unless `cache` names
-    another (`kernelpick code` reads a store's folder).
+    """`<cache>/<folder>/<digest's first 40 hex digits>.py`: a rendered module ("templates", its
+    `source_hash`) or a kernel's source ("kernels", its `cache_key`); `cache` defaults to the cache dir.
 
     Raises:
-        ValueError: `digest` does not start with 1 to 40 hex digits alone (a name read from a store
-            may hold `../` or an absolute path: it would name a file elsewhere).
+        ValueError: `digest` is not 1 to 40 hex digits (a name read from a store may hold `../`).
     """
     name = digest[:40]
     if not _HEX.fullmatch(name):
@@ -70,9 +66,8 @@ def kept_file(folder: str, digest: str, cache: Path | None = None) -> Path:
 
 
 def keep_kernel_source(kernel: Any) -> Path | None:
-    """Keep a `triton.jit` kernel's source (decorators included) under `<cache dir>/kernels`, named by
-    its cache key, for `kernelpick code`; None when Triton has no source for it, or when the cache
-    dir cannot be used (`settings.usable_cache_dir` warns once): nothing is kept then, as no store is."""
+    """Keep a `triton.jit` kernel's source under `<cache dir>/kernels` for `kernelpick code`; None when
+    Triton has no source for it or the cache dir cannot be used (`settings.usable_cache_dir` warns)."""
     lines = getattr(kernel, "raw_src", None)
     text = "".join(lines) if isinstance(lines, list) else getattr(kernel, "src", None)
     if not isinstance(text, str):
@@ -132,13 +127,9 @@ def _read_regular(path: Path) -> str | None:
 
 
 def load_module(path: Path | str) -> ModuleType:
-    """Import a rendered module by path (once per process), from the source checked:
-
-    - a module this process rendered (`write_module`) runs the source it rendered; a file there that
-      holds anything else is written again, with a warning;
-    - a file named by a content hash, as `write_module` names them (another process rendered it), runs
-      only when its content has that hash;
-    - another file (a caller's own) runs as it is.
+    """Import a rendered module by path, once per process: a module this process rendered runs the
+    source it rendered (a changed file is written again, with a warning); a file named by a content
+    hash runs only when its content has that hash; any other file runs as it is.
 
     Raises:
         TemplateError: the file is missing, is not the module its name says, or does not import; the
@@ -171,8 +162,7 @@ def load_module(path: Path | str) -> ModuleType:
 
 
 def _checked_source(path: Path) -> str:
-    """The source to import for the module at `path` (see `load_module`, which says what raises);
-    called with `_lock` held."""
+    """The source `load_module` imports for `path` (it says what raises); called with `_lock` held."""
     rendered = _rendered.get(path)
     found = _read_regular(path)
     if rendered is not None:

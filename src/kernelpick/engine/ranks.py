@@ -36,8 +36,8 @@ class RankJob:
 
 
 def rank_job() -> RankJob | None:
-    """The job this process is a rank of, when ranks tune together: a `torch.distributed` process group
-    of two or more ranks is initialized and `KERNELPICK_RANKS` is on; else None."""
+    """The job this process is a rank of when `KERNELPICK_RANKS` is on and a process group of two or
+    more ranks is initialized; else None."""
     if not settings.current().ranks:
         return None
     import torch.distributed as dist
@@ -60,10 +60,9 @@ def rank_job() -> RankJob | None:
 
 
 class KeyShare:
-    """One key's tuning as the ranks share it through the job's store.
-
-    The store's keys are the tuning key's digest, a digest of its candidates' list and the number of
-    parts: ranks that list other candidates for the key (another config space) do not mix results.
+    """One key's tuning as the ranks share it through the job's store, under the key's digest, a
+    digest of its candidates' list and the number of parts: ranks that list other candidates for the
+    key do not mix results.
 
     Args:
         job: the job.
@@ -83,9 +82,8 @@ class KeyShare:
         self._lowest = inf  # the lowest cost this rank offered
 
     def claim(self) -> int | None:
-        """The index of a part left, now this rank's to measure: its own first (part `rank % parts`:
-        at every key a rank measures the configs whose binaries it compiled and loaded at the last),
-        then any other no rank took; None when none is left."""
+        """The index of a part now this rank's to measure, None when none is left: its own first
+        (part `rank % parts`, whose binaries it compiled and loaded at the last key), then any other."""
         me = str(self.job.rank).encode()
         while self._untried:
             index = self._untried.pop(0)
@@ -97,9 +95,8 @@ class KeyShare:
         return None
 
     def offer(self, cost_ms: float) -> None:
-        """Tell the other ranks this rank's lowest cost so far, when `cost_ms` lowers it: the first
-        round's cutoff of theirs counts it (`lowest_elsewhere`). Best effort: a failing store is
-        the tuning's concern at its next step."""
+        """Tell the other ranks' cutoffs (`lowest_elsewhere`) this rank's lowest cost, when `cost_ms`
+        lowers it. Best effort: a failing store is the tuning's concern at its next step."""
         if cost_ms < self._lowest:
             self._lowest = cost_ms
             with contextlib.suppress(Exception):
@@ -125,11 +122,8 @@ class KeyShare:
 
     def wait(self, index: int, deadline: float) -> dict[str, BenchmarkResult] | None:
         """The results of part `index` once published, or None when `deadline` (`time.monotonic()`)
-        passes first.
-
-        Asked every few milliseconds, then every `_POLL_MAX_S`: the store's own timed wait logs a
-        line from C++ each time it times out, and one wait to the deadline would not end on Ctrl-C.
-        """
+        passes first. Polled: the store's timed wait logs from C++ at each timeout, and one wait to
+        the deadline would not end on Ctrl-C."""
         name, pause = f"{self.prefix}part/{index}", _POLL_MIN_S
         while not self._call("look for a value", lambda s: s.check([name])):
             left = deadline - time.monotonic()
@@ -155,8 +149,8 @@ class KeyShare:
             raise StoreError(f"the job's store failed to {what}: {type(error).__name__}: {error}") from error
 
     def _parse_part(self, index: int, raw: Any) -> dict[str, BenchmarkResult]:
-        """A published part read back, checked as a store's rows are: a result that is not what
-        kernelpick publishes, or of a candidate not in the part, is left out (measured again)."""
+        """A published part, checked as a store's rows are: a result not as kernelpick publishes it,
+        or of a candidate not in the part, is left out (measured again)."""
         data = _json(raw)
         entries = data.get("results") if isinstance(data, dict) else None
         if not isinstance(entries, dict):

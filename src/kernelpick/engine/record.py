@@ -37,26 +37,19 @@ class TuningRecord:
     """The outcome of one tuning: a tuned kernel's for one key (`kernel.last_tuning`), a selector's
     for one input signature (`selector.last_selection`).
 
-    `results` maps each candidate as its front names it to its result: a kernel's configs as the
-    user gave them (a `triton.Config` stays one), a selector's choices by name; `best` is the
-    candidate that runs, in the same terms (`record.results[record.best]`), `winner` its row.
-    `candidates` has every candidate's row (name, digest, description, result): a kernel's in the
-    order of its configs (none when pruning left a single config: there was nothing to choose
-    between), a selection's fastest first among those that worked. `from_store` is True when
-    nothing had to be measured; `note` says why `best` is not the fastest, when the reference was
-    kept (`kernelpick.bench.pick`); `reference` names what outputs were checked against (None when
-    nothing was verified); `skipped` has the choices whose requirements the device does not meet,
-    each with the reason; `searches` what a search did in each config space it searched, by the
-    space's name (`candidates` then holds only what was evaluated); `phases` the seconds of its
-    steps (table, expand, store_read, analysis, compile, benchmark; in workers prepare, screen,
-    confirm; store_write; wait: for another process or rank tuning the same key,
-    `kernelpick.engine.tuning`); `timed_here` names what was measured in this process although
-    isolation was wanted, with the reason. `key_text` is the key for people ("(M=128, N=4096)"),
-    which `title` puts after the name; `key_names` names a kernel's leading key values.
-    `measured_as` says what ranked the candidates: "graph", device time (always, for a kernel's
-    configs, which share one launcher), or "eager", the larger of device and host time per call
-    (`kernelpick.engine.tuning.measured_as`). `provisional` is True for the record of a pick that runs
-    while the choices are tuned in the background (`kernelpick.select.background`).
+    `results` maps each candidate as its front names it (a kernel's config as given, a choice by
+    name) to its result; `best` is the one that runs, in the same terms, `winner` its row.
+    `candidates` has every candidate's row: a kernel's in the order of its configs (none when pruning
+    left one config), a selection's fastest first among those that worked. `from_store`: nothing had
+    to be measured; `note`: why `best` is not the fastest, when the reference was kept; `reference`:
+    what outputs were checked against (None: nothing); `skipped`: the choices the device cannot run,
+    with the reason; `searches`: each searched space's trace by its name (`candidates` then holds only
+    what was evaluated); `phases`: the seconds of its steps (table, store_read, analysis, compile,
+    benchmark, store_write, wait, ...); `timed_here`: what was measured in this process although
+    isolation was wanted, and why. `key_text` is the key for people ("(M=128, N=4096)"), after the
+    name in `title`; `key_names` names a kernel's leading key values. `measured_as` says what ranked
+    the candidates: "graph" (device time; always for a kernel's configs) or "eager" (the larger of
+    device and host time per call). `provisional`: a pick that runs while tuned in the background.
     """
 
     kind: str  # "autotune" (a tuned kernel) or "select" (a selector)
@@ -172,8 +165,7 @@ class TuningRecord:
 
     @property
     def title(self) -> str:
-        """What its AUTOTUNE table is titled: the name the store knows (what `kernelpick cache show`
-        takes), and its key."""
+        """Its AUTOTUNE table's title: the name the store knows (`kernelpick cache show`'s), and its key."""
         return f"{self.name}{self.key_text}"
 
     def table(self) -> FittingTable:
@@ -261,13 +253,9 @@ def autotune_table(
     note: str = "",
     measure: str = "graph",
 ) -> FittingTable:
-    """A table of candidates, lowest cost first, that fits the width it is printed at.
-
-    `measure` says what ranks (graph: the device median; eager: the larger of device and host time);
-    `best` marks the pick, `note` says why when that is not the fastest, and a line under the table
-    names what the other ranking would pick. docs/autotune.md, "The AUTOTUNE table", lists the columns
-    and the order they are left out in on a narrow console. `title` begins with the name the store
-    knows the kernel or selector by (what `kernelpick cache show` takes).
+    """A table of candidates, lowest cost first, that fits the width it is printed at (docs/autotune.md,
+    "The AUTOTUNE table"). `measure` says what ranks ("graph" or "eager"); `best` marks the pick, `note`
+    says why when that is not the fastest; a line under the table names what the other ranking picks.
     """
     lowest = min((r.cost(measure) for _, r in rows if r.ok), default=None)
     timing = "" if seconds is None else f" in {seconds:.2f} s"
@@ -363,11 +351,10 @@ def report_tuning(record: TuningRecord, *, table: bool = True) -> None:
 
 def log_tuning(record: TuningRecord) -> None:
     """Append one JSON line describing `record` to the file `KERNELPICK_LOG` names; nothing when unset.
-
-    Never raises into the caller: a log that cannot be written costs one warning per path.
+    Never raises: a log that cannot be written costs one warning per path.
 
     Args:
-        record: what one tuning of a kernel (`autotune`) or a selector found.
+        record: what one tuning of a kernel or a selector found.
     """
     path = settings.current().log_path
     if path is None:
@@ -449,11 +436,8 @@ def selection_key(signature: Sequence[Any]) -> dict[str, Any]:
 
 
 def append_line(path: Path, line: str) -> None:
-    """Append `line` and a newline to `path` as one write under an exclusive lock, creating the file.
-
-    Lines from threads and processes appending at once never interleave: the file is opened with
-    O_APPEND and the whole line goes in one `write` while `flock` is held (where the system has it).
-    """
+    """Append `line` and a newline to `path`, creating it: with O_APPEND, under `flock` where there is
+    one, so that lines of threads and processes appending at once never interleave."""
     data = (line.rstrip("\n") + "\n").encode()
     path.parent.mkdir(parents=True, exist_ok=True)
     descriptor = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)

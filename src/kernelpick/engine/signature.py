@@ -18,12 +18,9 @@ _Tensor = torch.Tensor
 
 
 def value_key(value: Any) -> Any:
-    """What of one argument selects a tuning: a tensor's metadata, any other value itself.
-
-    A tensor's metadata includes whether its data starts at a multiple of 16 bytes, which Triton
-    compiles for (and library kernels may need): from the address itself, so that a tensor whose
-    storage starts misaligned is told apart from one with the same offset into an aligned storage.
-    """
+    """What of one argument selects a tuning: a tensor's metadata, any other value itself. A tensor's
+    includes whether its data's address is a multiple of 16 bytes, which Triton compiles for (from the
+    address itself: a misaligned storage is told apart from an aligned one at the same offset)."""
     if isinstance(value, _Tensor):
         try:
             aligned = not value.data_ptr() & 15
@@ -75,10 +72,9 @@ FRONT = 64
 class Calls(dict[tuple[Any, ...], Callable[..., Any]]):
     """A selector's bound calls by signature key, and `front`: for keys of plain tensors already
     called, the same calls keyed by three integers a tensor (element count, offset, address modulo
-    16), each with a check of the rest of the key by Dynamo's own guards (dtypes, devices, sizes and
-    strides in one C++ call, and that no tensor requires grad: none that does is put in front). The
-    positional hot path tries those before it makes a key, which costs more. Any change of a call
-    empties the front, so a guard never outlives its call.
+    16), each with Dynamo's guard of the rest of the key (one C++ call), which the positional hot
+    path tries before making a key, which costs more. Any change of a call empties the front, so a
+    guard never outlives its call.
     """
 
     def __init__(self) -> None:
@@ -99,10 +95,9 @@ class Calls(dict[tuple[Any, ...], Callable[..., Any]]):
     def remember(
         self, key: tuple[Any, ...], call: Callable[..., Any], places: tuple[Any, ...], *tensors: torch.Tensor
     ) -> None:
-        """Put `call` in front for `tensors` (plain tensors, whose signature key is `key` and whose
-        element counts, offsets and addresses modulo 16 are `places`), if there is room, none is there
-        for those places yet, `key` still maps to `call` and no tensor requires grad: the guard
-        checks that, so a call the front answers needs no gradient (`positional_caller`)."""
+        """Put `call` in front for plain `tensors` (of key `key` and `places`) if there is room, none
+        is there for those places yet, `key` still maps to `call` and no tensor requires grad (the
+        guard checks that, so a call the front answers needs no gradient)."""
         if _GUARDS is None or len(self.front) >= FRONT or any(t.requires_grad for t in tensors):
             return
         check = _guard(tensors)
@@ -161,12 +156,10 @@ except ImportError:  # pragma: no cover - a torch without Dynamo: every call mak
 
 @functools.cache
 def positional_caller(count: int) -> Callable[..., Callable[..., Any]]:
-    """`make(calls, slow, differentiable=None)`: a function of `count` positional inputs that runs what
-    `calls` holds for their key (`POSITIONAL_KEYS[count]`'s, made inline; `calls.front` first) where
-    all are plain tensors, and `slow(...)` for everything else: a selector's hot path for callers that
-    know how many inputs they pass. Given `differentiable`, inputs that need gradients (grad mode on
-    and one of them requires grad) go to it instead; tested only where the front does not answer, as
-    it holds no such inputs (`Calls.remember`)."""
+    """`make(calls, slow, differentiable=None)`: a selector's hot path of `count` positional inputs: what
+    `calls` holds for their key (`calls.front` first) where all are plain tensors, `slow(...)` for the
+    rest. Inputs that need gradients go to `differentiable`, when given; tested only where the front
+    does not answer, as it holds no such inputs (`Calls.remember`)."""
     names, plain, key = _tensors_key(count)
     inputs = ", ".join(names)
     places = ", ".join(f"{x}.numel(), {x}.storage_offset(), {x}.data_ptr() & 15" for x in names)
@@ -209,12 +202,8 @@ def positional_caller(count: int) -> Callable[..., Callable[..., Any]]:
 def signature_key(
     inputs: tuple[Any, ...], kwargs: Mapping[str, Any], key: Callable[..., Any] | None
 ) -> tuple[Any, ...]:
-    """The dictionary key of one call: tensor metadata, other values as they are, and the user key.
-
-    Two calls share a key exactly when they share a `Signature`; the key is just faster to make:
-    for up to eight plain tensors it is one flat tuple of their dtypes, sizes, strides, offsets,
-    alignments and devices, made without a loop.
-    """
+    """The dictionary key of one call: two calls share one exactly when they share a `Signature`, but
+    the key is faster to make (for up to eight plain tensors one flat tuple, made without a loop)."""
     parts = POSITIONAL_KEYS[len(inputs)](inputs) if len(inputs) < 9 else _any_key(inputs)
     if kwargs:
         parts = (parts, tuple([(name, value_key(kwargs[name])) for name in sorted(kwargs)]))
@@ -226,8 +215,7 @@ def signature_key(
 def checked_signature_key(
     selector: str, inputs: tuple[Any, ...], kwargs: Mapping[str, Any], key: Callable[..., Any] | None
 ) -> tuple[Any, ...]:
-    """`signature_key`, checked to be usable as a dictionary key (off the hot path, which finds out by
-    using it).
+    """`signature_key`, checked to be hashable (off the hot path, which finds out by using it).
 
     Raises:
         ArgumentError: an input (or what `key` returned) cannot be hashed; `unhashable_inputs` says which.
@@ -266,8 +254,7 @@ def _hashable(value: Any) -> bool:
 
 
 def check_measurable(selector: str, inputs: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
-    """Refuse, by position or keyword, a meta or fake tensor among a selector's inputs: choices are
-    measured (and the pick called) on tensors with data.
+    """Refuse a meta or fake tensor among a selector's inputs: choices are measured on tensors with data.
 
     Raises:
         ArgumentError: the message names the input and describes it.

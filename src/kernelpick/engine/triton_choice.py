@@ -145,9 +145,8 @@ class OwnArguments:
 
 @dataclass
 class KernelCall:
-    """One call of an autotuned kernel, which its configs are measured on: the kernel, the grid and
-    the user's options (what `kernelpick.autotune` was given). `analyzed` is what the access analysis
-    is asked about: the tuned kernel, whose first config's meta-parameters complete the arguments."""
+    """One call of an autotuned kernel, which its configs are measured on, with the options
+    `kernelpick.autotune` was given. `analyzed`: the tuned kernel, for the access analysis."""
 
     name: str
     fn: Any
@@ -171,19 +170,17 @@ class KernelCall:
         return None
 
     def hooks_before_compiling(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> bool:
-        """Whether each config's pre-hooks must run before it is compiled, as Triton runs them before
-        the launch that compiles it: when there are pre-hooks and the launch's arguments hold a tensor
-        descriptor, whose block shape such hooks set from the config (Triton's TMA kernels pass a
-        placeholder). No other argument a hook can change alters what Triton compiles; elsewhere the
-        hooks run before each timed run only, each paired with the post_hook, as in Triton."""
+        """Whether each config's pre-hooks must run before it is compiled: when the arguments hold a
+        tensor descriptor, whose block shape such hooks set from the config (Triton's TMA kernels pass
+        a placeholder); no other argument a hook changes alters what Triton compiles."""
         hooked = self.pre_hook is not None or any(c.pre_hook for c in self.configs)
         return hooked and holds_descriptor([*args, *kwargs.values()])
 
     def warm_up(
         self, configs: Sequence[Config], args: Sequence[Any], kwargs: Mapping[str, Any]
     ) -> list[CompileOutcome]:
-        """Compile `configs` for this call without running any: each on its own arguments, its hooks run
-        first, where hooks must run before compiling (`hooks_before_compiling`)."""
+        """Compile `configs` for this call without running any (on their own arguments, hooks run,
+        where `hooks_before_compiling`)."""
         choices = self.choices(configs)
         if self.hooks_before_compiling(args, kwargs):
             choices = self.own_choices(choices, args, kwargs)[1]
@@ -198,15 +195,11 @@ class KernelCall:
         compile: Callable[..., list[CompileOutcome]],
         phases: dict[str, float],
     ) -> tuple[list[ConfigChoice], Example, list[CompileOutcome]]:
-        """`choices` compiled by `compile(choices, example, phases, meanwhile=)`, and the arguments they
-        are timed on: copies of those the access analysis (run while the compilers work) says the
-        kernel may write. Compiling needs only the arguments' types, and launches nothing: the real
-        arguments serve.
-
-        Where pre-hooks must run before compiling (`hooks_before_compiling`), every tensor is copied
-        first (hooks are the user's code: they may write any argument), and each config is compiled
-        and timed on its own arguments (`own_arguments`), its hooks run on them before it compiles.
-        """
+        """`choices` compiled by `compile(choices, example, phases, meanwhile=)` on the real arguments
+        (compiling launches nothing), and the example they are timed on: copies of what the access
+        analysis, run while the compilers work, says the kernel may write. Where pre-hooks must run
+        before compiling, every tensor is copied first (hooks may write any argument) and each config
+        compiled and timed on its own arguments (`own_arguments`)."""
         started = time.perf_counter()
         given = Example(args, kwargs, written=())  # nothing copied: compiling launches nothing
         if self.hooks_before_compiling(args, kwargs):
@@ -230,8 +223,8 @@ class KernelCall:
         return example, [ConfigChoice(self, c.config, self.own_arguments(c.config, example)) for c in choices]
 
     def own_arguments(self, config: Config, example: Example) -> OwnArguments:
-        """`config`'s own arguments: the example's, each tensor descriptor a copy of its own, which
-        the config's pre_hook and then the tuner's (Triton's order) have been given."""
+        """`config`'s own arguments: the example's with copies of the tensor descriptors, given to the
+        config's pre_hook and then the tuner's (Triton's order)."""
         named = own_descriptors(example.named)
         given = {**named, **config.all_kwargs()}  # Triton's `full_nargs`
         for hook in (config.pre_hook, self.pre_hook):
@@ -243,11 +236,8 @@ class KernelCall:
     def accesses(
         self, args: tuple[Any, ...], kwargs: Mapping[str, Any]
     ) -> tuple[list[str], list[str] | None]:
-        """Which arguments the kernel may write, and which it may read (None: assume all).
-
-        From the access analysis of the kernel's TTIR (with the first config's meta-parameters);
-        every tensor when the analysis is unsure. `restore_value` arguments count as both.
-        """
+        """Which arguments the kernel may write, and which it may read (None: all), from the access
+        analysis; every tensor when it is unsure. `restore_value` arguments count as both."""
         try:
             access = analyze(self.analyzed, *args, **kwargs)
         except Exception as error:  # copies of every tensor are safe; the launch says what is wrong
@@ -267,9 +257,8 @@ class KernelCall:
         return [n for n in self.arg_names if n in named and tensor_of(named[n]) is not None]
 
     def restoring(self, written: Sequence[str], read: Sequence[str] | None) -> dict[str, Any]:
-        """How the configs' arguments are kept between runs (`Example`'s options, `Problem.keeping`):
-        copies of those `written`, those `read` among them restored and the `reset_to_zero` ones
-        zeroed before every run, whatever the first run did."""
+        """How the configs' arguments are kept between runs (`Example`'s options): copies of those
+        `written`, those `read` among them restored and `reset_to_zero` ones zeroed before every run."""
         return {
             "names": tuple(self.arg_names),
             "written": tuple(written),
@@ -325,15 +314,15 @@ class ConfigChoice:
         return Hooks(before, self.space.post_hook, {**named, **self.config.all_kwargs()})
 
     def failed_to_compile(self, outcome: CompileOutcome, hooks: Hooks | None) -> None:
-        """Tell the hooks as Triton's launch that fails to compile does: the pre-hooks (unless they ran
-        before it compiled), then the post_hook with Triton's exception."""
+        """Run the hooks as a Triton launch that fails to compile does: the pre-hooks (unless they ran
+        before compiling), then the post_hook with Triton's exception."""
         if hooks is not None:
             error = failure_exception(outcome.status, outcome.message)
             hooks.failed_before_running(error, before_ran=self.own is not None)
 
     def portable(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> KernelLaunch:
-        """This config as a worker gets it: its meta-parameters and its grid as numbers, evaluated
-        here (the kernel crosses once, with the problem).
+        """This config as a worker gets it: its meta-parameters and grid as numbers (the kernel crosses
+        once, with the problem).
 
         Raises:
             IsolationError: the grid function failed (it needs values Triton adds itself).

@@ -113,8 +113,7 @@ class Tuning:
         return self
 
     def __exit__(self, *exception: object) -> None:
-        """Let go of the key if this tuning still holds it (it ended before it saved a pick), and of
-        the workers."""
+        """Let go of the workers, and of the key if this tuning ended before it saved a pick."""
         with self._workers_held:  # closed last, whatever the release raises
             claim, self._claim = self._claim, None
             if claim is not None:
@@ -127,13 +126,11 @@ class Tuning:
 
     def stored(self, candidates: Collection[str]) -> Mapping[str, CandidateResult]:
         """The store's results for this key of `candidates` (by digest) alone, read once, when first
-        asked for: what a shared store's other writers added of other candidates is neither read
-        nor copied into a local store (`kernelpick.store.base.load_candidates`)."""
+        asked for: other candidates a shared store's other writers added are not read."""
         if self._stored is None:
             started = time.perf_counter()
             # The key's last finished tuning, noted before the store is read (a tuning finishing after
-            # it changes the mark), where processes sharing the store claim keys (`KERNELPICK_ONE_TUNING`,
-            # a store that has claims) and this is no rank of a job.
+            # it changes the mark), where processes sharing the store claim keys and this is no rank.
             if self._claims is None and not self._alone:
                 current = settings.current()
                 wanted = current.one_tuning and not current.no_tuning and rank_job() is None
@@ -150,9 +147,8 @@ class Tuning:
     def tabled(
         self, candidate_of: Callable[[TableEntry], _C | None], digests: Callable[[], Collection[str]]
     ) -> tuple[_C, TableHit] | None:
-        """The pick the deployment tables give for this key, if any (`kernelpick.store.deploy`):
-        the exact key's, else the nearest key's when the store cannot answer alone, that is when it
-        lacks one of the candidates `digests()` names (asked only then).
+        """The pick the deployment tables give for this key, if any: the exact key's, else the nearest
+        key's when the store lacks one of the candidates `digests()` names (asked only then).
 
         Args:
             candidate_of: the candidate a table entry names, or None (one pruned away, say).
@@ -188,14 +184,11 @@ class Tuning:
         structure: Space | None = None,
     ) -> Settled:
         """Measure what the store lacks of `candidates` (by digest) with `measuring` and pick, once
-        for every process that needs the key now: as the ranks of a job (`kernelpick.engine.ranks`),
-        or as the one process that claimed the key (the others wait for its pick). The search
-        `strategy` (None: `KERNELPICK_SEARCH`) says how: "exhaustive" measures it all (the ranks of a
-        job take parts of it); another searches each config space (`search_choices`; `structure`: a
-        tuned kernel's `Space`), a config compiling far longer than the rest of its batch given up
-        as `skipped` (forked compilers only: a thread cannot be stopped). The pick is
-        `pick_against_reference`'s, with the candidate `measuring` keeps unless clearly beaten
-        (`reference_digest`) the reference, as `ranking` costs a call.
+        for every process that needs the key now: as the ranks of a job, or as the one process that
+        claimed the key (the others wait for its pick). `strategy` (None: `KERNELPICK_SEARCH`):
+        "exhaustive" measures all (the ranks take parts of it); another searches each config space
+        (`search_choices`; `structure`: a tuned kernel's `Space`). The pick is
+        `pick_against_reference`'s, against `measuring.reference_digest`, as `ranking` costs a call.
 
         Raises:
             TuningRequired: something is left to measure and `KERNELPICK_NO_TUNING=1`.
@@ -253,8 +246,8 @@ class Tuning:
         choose: Choose,
         agree: Callable[[str | None], tuple[str | None, str]] | None = None,
     ) -> Settled:
-        """The end of a tuning: the pick `choose` makes, or the one `agree` returns for it with who
-        picked it ("": this process); the results not of `stored` are fresh."""
+        """The pick `choose` makes, or the one `agree` returns for it with who picked it ("": this
+        process); the results not of `stored` are fresh."""
         ordered = {d: results[d] for d in digests if d in results}
         chosen = choose(ordered)
         pick, note = (chosen.best, chosen.note) if chosen is not None else (None, "")
@@ -264,13 +257,10 @@ class Tuning:
         return Settled(ordered, frozenset(d for d in ordered if d not in stored), pick, note, by)
 
     def _claim_or_adopt(self, digests: Sequence[str], choose: Choose) -> Settled | bool:
-        """Claim the key before measuring it (when claims are wanted). Returns how the tuning ended
-        when another process finished tuning the key since this one read the store (its pick is
-        this one's too), else whether the store should be read again: always where claims are wanted
-        (what another process stored while this one read the store and claimed or waited, an
-        interrupted tuning's results among them, is not measured again).
-
-        Waiting ends after `KERNELPICK_WAIT_TIMEOUT`: the key is then tuned here too, unclaimed.
+        """Claim the key before measuring it, when claims are wanted (waiting at most
+        `KERNELPICK_WAIT_TIMEOUT`, then tuning unclaimed). Returns how the tuning ended when another
+        process finished tuning the key meanwhile (its pick is this one's too), else whether the store
+        should be read again (always where claims are wanted: what others stored is not measured again).
         """
         claims = self._claims
         if claims is None:
@@ -313,8 +303,7 @@ class Tuning:
         divisible: bool,
     ) -> Settled:
         """`settle` as a rank of `job`: take parts of the candidates while some are left, measure and
-        publish them, wait for the others' parts, and run the pick the first rank with all of them
-        decided (`kernelpick.engine.ranks`)."""
+        publish them, wait for the others' parts, and run the pick the first rank with all decided."""
         stored = {d: r.result for d, r in self.stored(digests).items()}
         share = KeyShare(
             job, self.key.digest, digests, max(1, min(job.world, len(digests))) if divisible else 1
@@ -382,13 +371,10 @@ class Tuning:
     def measuring(
         self, describe: Callable[[str], Mapping[str, Any]]
     ) -> Iterator[Callable[[str, BenchmarkResult], None]]:
-        """Within the block, the front measures; what it yields is the measurement's `on_done`,
-        which stores each result at once, without a pick (`describe(digest)`: the candidate as
-        plain data). SIGTERM ends the block as Ctrl-C does (`kernelpick.signals.terminable`): the
-        workers and compilers still busy are stopped, what was measured stays stored, and the
-        next tuning of the key measures only the rest.
+        """Within the block the front measures; it yields the `on_done` that stores each result at
+        once, without a pick (`describe(digest)`: the candidate as plain data). SIGTERM ends the block
+        as Ctrl-C does: what was measured stays stored, and the next tuning measures only the rest.
         """
-
         stored: set[str] = set()
         self._describe = describe
 
@@ -410,11 +396,10 @@ class Tuning:
                 raise
 
     def save(self, results: Mapping[str, BenchmarkResult], fresh: Collection[str], pick: str | None) -> None:
-        """Store the results of `fresh` (those the store lacked: measured now, here or by another
-        rank, described as `measuring` was told) again, as the measurement ended (a GPU's closest few
-        are timed twice, a config's compile seconds are known), and the pick among them and the stored
-        results (None: every candidate failed). With nothing measured now, the pick is stored
-        only where the key has none: a tuning stopped after its last result, before it picked."""
+        """Store the results of `fresh` (those the store lacked) again, as the measurement ended (the
+        closest few timed twice, compile seconds known), and `pick` (None: every candidate failed).
+        With nothing measured now, the pick is stored only where the key has none (a tuning stopped
+        after its last result, before it picked)."""
         rows = [CandidateResult(d, self._describe(d), r) for d, r in results.items() if d in fresh]
         measured = any(row.result.storable for row in rows)
         if measured or pick is None or self.store is None or picked(self.store, self.key) is None:
@@ -437,8 +422,8 @@ class Tuning:
 
 
 def result_store(use: bool, given: ResultStore | None) -> ResultStore | None:
-    """Where a tuned kernel's or a selector's results go: the store it was `given`, else the default
-    store (`KERNELPICK_CACHE_DIR`); None when its `cache=False` (`use`) or `KERNELPICK_CACHE=0`."""
+    """The store it was `given`, else the default store; None when `use` (its `cache=`) is False or
+    `KERNELPICK_CACHE=0`."""
     if not (use and settings.current().cache):
         return None
     return given if given is not None else default_store()
@@ -451,11 +436,9 @@ def pick_against_reference(
     name: Callable[[str], str] = str,
     measure: str = "graph",
 ) -> Pick[str]:
-    """The candidate to run: the fastest as `measure` costs a call, unless it does not clearly beat
-    the reference (`kernelpick.bench.pick`). Without a reference, the last pick stands in for one:
-    the best of the stored results, when others were measured beside them now (a new config joining
-    a space does not displace the pick on noise).
-    """
+    """The fastest as `measure` costs a call, unless it does not clearly beat the reference. Without
+    one, the best stored result stands in when others were measured beside it now (a new config
+    joining a space does not displace the pick on noise)."""
     if reference is None or reference not in results:
         stored = [d for d, r in results.items() if r.ok and r.from_store]
         reference = (
@@ -471,13 +454,13 @@ _in_graph: contextvars.ContextVar[bool] = contextvars.ContextVar("kernelpick_in_
 
 def measured_as(values: Collection[object]) -> str:
     """How a selection for a call with `values` ranks its choices (`KERNELPICK_MEASURE`): "graph" (by
-    device time) or "eager" (the larger of device and host time per call). Automatically: "graph" in a
-    CUDA-graph capture or for a compiled graph (`for_graphs`), whose launches cost the host what
-    eager calls do not; "eager" otherwise."""
+    device time) or "eager" (the larger of device and host time per call). When "auto": "graph" in a
+    CUDA-graph capture or a compiled graph (`for_graphs`), whose launches cost the host what eager calls
+    do not; else "eager"."""
     chosen = settings.current().measure
     if chosen != "auto":
         return chosen
-    return "graph" if _in_graph.get() or capturing(values) else "eager"
+    return "graph" if in_graph() or capturing(values) else "eager"
 
 
 def in_captures_too(
@@ -489,10 +472,9 @@ def in_captures_too(
     bind: Callable[[str], Callable[..., Any]],
     device_type: str,
 ) -> Callable[..., Any]:
-    """`call` (the pick `ranking` chose), or where the other automatic ranking (`measured_as`) picks
-    another of `results` on a CUDA device, a call that runs that one's (`bind(digest)`) inside a
-    CUDA-graph capture and `call` outside it: a replayed graph costs device time alone, an eager call
-    the host's too. Only where KERNELPICK_MEASURE leaves the ranking to the call (`auto`)."""
+    """`call` (the pick `ranking` chose), or, on a CUDA device with `KERNELPICK_MEASURE=auto` where the
+    other ranking picks another of `results`, a call that runs that one's (`bind(digest)`) inside a
+    CUDA-graph capture (device time alone counts there) and `call` outside it."""
     if device_type != "cuda" or settings.current().measure != "auto":
         return call
     other = "graph" if ranking == "eager" else "eager"
