@@ -226,19 +226,15 @@ def compile_choices(
     workers: int | None = None,
     **options: Any,
 ) -> list[CompileOutcome]:
-    """Compile `choices` for `signature`, every Triton kernel among them at once; each choice's own
-    failure is its outcome.
+    """Compile `choices` for `example`, inputs of `signature`, every Triton kernel among them at once.
 
     Args:
-        choices: what to compile.
-        example: the example inputs compiling binds arguments for.
-        signature: their signature.
         mode: "process" or "thread" (default: `KERNELPICK_COMPILE_MODE`).
         workers: how many compile at once (default: `KERNELPICK_COMPILE_WORKERS`).
         options: `compile_each`'s own (`on_ready`, `phases`, `meanwhile`, `timeout_s`, `stop`).
 
     Returns:
-        One outcome per choice, in order.
+        One outcome per choice, in order; a choice's own failure is its outcome.
     """
     outcomes = compile_each(
         [functools.partial(choice.compile_job, example, signature) for choice in choices],

@@ -91,9 +91,7 @@ class ChoiceMeasuring:
         process's stream); a choice that cannot cross to them is `skipped` then.
 
         Raises:
-            TuningInCapture: the inputs are being captured and the workers cannot measure them
-                (isolation is off, the user's hooks or timer run here, or the inputs or the
-                reference cannot cross).
+            TuningInCapture: the inputs are being captured and the workers cannot measure them.
         """
         with settings.override(**self.overrides):
             in_capture = capturing([*self.inputs, *self.kwargs.values()])
@@ -155,8 +153,7 @@ class ChoiceMeasuring:
         cannot (a lock or an open file in them, say), each with its reason in `timed_here`.
 
         Raises:
-            IsolationError: nothing can be measured in workers (the reference, the arguments or the
-                kernel cannot cross, no worker starts).
+            IsolationError: nothing can be measured in workers (something cannot cross, no worker starts).
         """
         inputs, kwargs = self.inputs, self.kwargs
         payloads: dict[str, str] = {}

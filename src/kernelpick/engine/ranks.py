@@ -61,16 +61,14 @@ def rank_job() -> RankJob | None:
 
 class KeyShare:
     """One key's tuning as the ranks share it through the job's store, under the key's digest, a
-    digest of its candidates' list and the number of parts: ranks that list other candidates for the
-    key do not mix results.
+    digest of its candidates' list and the number of parts (ranks that list other candidates do not
+    mix results). Every method raises StoreError when the job's store fails.
 
     Args:
         job: the job.
         key: the tuning key's digest.
         digests: every candidate's digest, in the order every rank lists them.
         parts: into how many parts the candidates are dealt (candidate i goes to part i % parts).
-
-    Every method raises StoreError when the job's store fails (the tuning then goes on alone).
     """
 
     def __init__(self, job: RankJob, key: str, digests: Sequence[str], parts: int) -> None:

@@ -40,21 +40,20 @@ def search_choices(
     reference: str | None,
     structure: Space | None = None,
 ) -> tuple[dict[str, BenchmarkResult], dict[str, SearchTrace]]:
-    """Search each space of `choices` with the named strategy, then measure the final round; returns
-    a result for every choice stored or timed (by digest), and each searched space's trace.
-
-    The settings give each space's budget (KERNELPICK_SEARCH_BUDGET, a fraction of that space's
-    configs when under 1; KERNELPICK_SEARCH_SECONDS) and the seed. The final round measures the
-    choices outside the searched spaces and each space's `max(1, KERNELPICK_CONFIRM_TOP)` best
-    (those the store did not hold), together; it is skipped when that is a single choice timed already.
+    """Search each space of `choices` with the named strategy (budget and seed from the settings), then
+    measure the final round together: the choices outside the searched spaces and each space's
+    `max(1, KERNELPICK_CONFIRM_TOP)` best the store lacks, unless that is one choice timed already.
 
     Args:
-        strategy: a strategy's name (`kernelpick.search.registry`), not "exhaustive".
+        strategy: a strategy's name, not "exhaustive".
         choices: every candidate of the tuning.
-        stored: the results the store holds, by digest: known at no cost, never timed again.
-        measure: the tuning's measuring: compiles, verifies and times choices; each one's result by digest.
+        stored: the results the store holds, by digest: never timed again.
+        measure: compiles, verifies and times choices; each one's result by digest.
         reference: the digest of the candidate kept unless clearly beaten: always timed.
         structure: the dimensions of a tuned kernel's `Space` (None: a space's configs show them).
+
+    Returns:
+        A result for every choice stored or timed (by digest), and each searched space's trace.
     """
     spaces = searched_spaces(choices, {reference} if reference is not None else set())
     results = dict(stored)

@@ -281,11 +281,8 @@ def check_measurable(selector: str, inputs: Sequence[Any], kwargs: Mapping[str, 
 
 @dataclass(frozen=True, slots=True)
 class Signature:
-    """One input signature of a selector: the tuning problem its calls with these inputs share.
-
-    Tensors are replaced by their `TensorSpec`; other values are kept. `user_key` is what the
-    selector's `key` function returned (None without one).
-    """
+    """One input signature of a selector: the tuning problem its calls with these inputs share. Tensors
+    become their `TensorSpec`; `user_key` is what the selector's `key` function returned (or None)."""
 
     inputs: tuple[Any, ...]
     kwargs: tuple[tuple[str, Any], ...]

@@ -49,7 +49,7 @@ _UNPUBLISHED = (
 _INTERRUPTED = " was interrupted (%s): %s; the next tuning measures only the rest"
 
 #: Measuring or searching as a tuning calls them: what to measure, the results known, `OnDone`, and
-#: the lowest cost measured elsewhere now (by the other ranks of a job), which the cutoff counts too.
+#: the lowest cost the other ranks of a job measured now.
 _Measured = Callable[
     [list[str], Mapping[str, BenchmarkResult], OnDone, Callable[[], float]], Mapping[str, BenchmarkResult]
 ]
@@ -62,8 +62,7 @@ class Settled:
     """How a key's tuning ended (`Tuning.settle`).
 
     Attributes:
-        results: every candidate's result that was had, stored, measured or received, in the
-            order of the candidates.
+        results: every candidate's result had (stored, measured or received), in their order.
         fresh: the candidates whose results the store did not hold: measured here, or by another rank.
         pick: the candidate to run (None: every candidate failed).
         note: why it was picked, for the AUTOTUNE table ("" when the fastest simply won).
@@ -165,8 +164,7 @@ class Tuning:
         """The results the store holds for `digests`, and the digests left to measure, in order.
 
         Raises:
-            TuningRequired: some are left and `KERNELPICK_NO_TUNING=1`; the message says what was
-                looked at.
+            TuningRequired: some are left and `KERNELPICK_NO_TUNING=1`.
         """
         stored = self.stored(digests)
         results = {d: stored[d].result for d in digests if d in stored}

@@ -63,10 +63,8 @@ def forget_work(name: str) -> None:
 
 
 def work_of(name: str, key: Mapping[str, Any]) -> tuple[float | None, float | None]:
-    """(FLOPs, bytes) of a call of `name` with `key`: registered, else built in, else unknown (None).
-
-    A registered function that raises gives None, with one warning per name.
-    """
+    """(FLOPs, bytes) of a call of `name` with `key`: registered, else built in, else unknown (None);
+    None too where a registered function raises, with one warning per name."""
     registered = _registered.get(name)
     if registered is not None:
         return _figure(name, registered.flops, key), _figure(name, registered.bytes, key)
@@ -102,11 +100,8 @@ _SCALED_OUTPUTS = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 
 @dataclass(frozen=True, slots=True)
 class MatrixProduct:
-    """One call of a GEMM selector, from its key: `batch` products of A (M, K) and B (K, N).
-
-    `a`, `b` and each of `others` (bias, scale_a, scale_b: by name) are the key's tensors, as plain data
-    ({dtype, size, stride, offset, aligned}); the output is written once, in `out_dtype`.
-    """
+    """One call of a GEMM selector, from its key: `batch` products of A (M, K) and B (K, N). `a`, `b`
+    and `others` (bias, scale_a, scale_b: by name) are the key's tensors as plain data."""
 
     op: str  # "mm", "addmm", "bmm" or "scaled_mm"
     batch: int
