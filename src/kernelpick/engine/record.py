@@ -237,10 +237,8 @@ SelectionRecord = TuningRecord
 def failure_report(failed: str, rows: Sequence[tuple[str, BenchmarkResult]], fix: str) -> str:
     """The message of `NoValidConfigs` and `NoValidChoices`: "all N <failed>:", each candidate and
     why it failed, and what to do (`fix`)."""
-    lines = [f"all {len(rows)} {failed}:"]
-    lines += [f"  {name}: {r.status}: {headline(r.message, 300)}" for name, r in rows]
-    lines.append(fix)
-    return "\n".join(lines)
+    causes = [f"  {name}: {r.status}: {headline(r.message, 300)}" for name, r in rows]
+    return "\n".join([f"all {len(rows)} {failed}:", *causes, fix])
 
 
 def autotune_table(
@@ -264,9 +262,8 @@ def autotune_table(
     notes += _ranked_otherwise(rows, measure)
     no_host = all(r.timing is None or r.timing.host_ms is None for _, r in rows)
     eager = measure == "eager"
-    ranked_by = "" if no_host else ", ranked by device time (graph)"
-    if eager and not no_host:
-        ranked_by = ", ranked by device or host time, the larger (eager)"
+    ranking = "device or host time, the larger (eager)" if eager else "device time (graph)"
+    ranked_by = "" if no_host else f", ranked by {ranking}"
     table = FittingTable(
         [
             Column("candidate", wrap=True),

@@ -35,8 +35,8 @@ def _any_key(inputs: tuple[Any, ...]) -> tuple[Any, ...]:
 
 
 def _tensors_key(count: int) -> tuple[list[str], str, str]:
-    """For generated code taking `count` inputs named x0, x1, ...: their names, the test that all are
-    plain tensors, and the expression of their key (one flat tuple)."""
+    """For generated code of `count` inputs: their names (x0, x1, ...), the test that all are plain
+    tensors, and the expression of their key."""
     names = [f"x{i}" for i in range(count)]
     plain = " and ".join(f"type({x}) is Tensor" for x in names)
     fields = ", ".join(
@@ -129,8 +129,7 @@ def _guard(tensors: Sequence[torch.Tensor]) -> Callable[..., bool]:
 @functools.cache
 def _repeating(count: int, repeats: tuple[tuple[int, int], ...]) -> Callable[..., Callable[..., bool]]:
     """`make(check)`: a check of `count` inputs, input i the same as input j for each (i, j) of
-    `repeats` and `check` of the others, written out rather than a loop over the pairs on every call
-    (`ops.scaled_mm(a, b, one, one)`'s: docs/benchmarks.md has what that cost)."""
+    `repeats` and `check` of the others, written out, not looped (docs/benchmarks.md: what a loop cost)."""
     names = [f"x{i}" for i in range(count)]
     same = " and ".join(f"x{i} is x{j}" for i, j in repeats)
     others = ", ".join(name for i, name in enumerate(names) if i not in dict(repeats))

@@ -255,11 +255,9 @@ class Tuning:
         return Settled(ordered, frozenset(d for d in ordered if d not in stored), pick, note, by)
 
     def _claim_or_adopt(self, digests: Sequence[str], choose: Choose) -> Settled | bool:
-        """Claim the key before measuring it, when claims are wanted (waiting at most
+        """Claim the key before measuring it, where claims are wanted (waiting at most
         `KERNELPICK_WAIT_TIMEOUT`, then tuning unclaimed). Returns how the tuning ended when another
-        process finished tuning the key meanwhile (its pick is this one's too), else whether the store
-        should be read again (always where claims are wanted: what others stored is not measured again).
-        """
+        process tuned the key meanwhile (its pick is this one's too), else whether to read the store again."""
         claims = self._claims
         if claims is None:
             return False
@@ -309,9 +307,8 @@ class Tuning:
         results: dict[str, BenchmarkResult] = {}
         taken: set[int] = set()
         top = settings.current().confirm_top
-        # Each part's second round re-times its share of the finalists, not as many as a key's whole:
-        # the job's second round then costs what one rank's alone would (at least two a part, the
-        # fewest that make a round).
+        # Each part's second round re-times its share of the finalists (at least two, the fewest that
+        # make a round): the job's second round then costs what one rank's alone would.
         part_top = top if top < 2 else max(2, -(-top // len(share.parts)))
         with self.measuring(describe) as store_one:
 
@@ -394,10 +391,9 @@ class Tuning:
                 raise
 
     def save(self, results: Mapping[str, BenchmarkResult], fresh: Collection[str], pick: str | None) -> None:
-        """Store the results of `fresh` (those the store lacked) again, as the measurement ended (the
-        closest few timed twice, compile seconds known), and `pick` (None: every candidate failed).
-        With nothing measured now, the pick is stored only where the key has none (a tuning stopped
-        after its last result, before it picked)."""
+        """Store the results of `fresh` again, as the measurement ended (the closest few timed twice,
+        compile seconds known), and `pick` (None: every candidate failed); with nothing measured now,
+        only where the key has no pick (a tuning stopped after its last result, before it picked)."""
         rows = [CandidateResult(d, self._describe(d), r) for d, r in results.items() if d in fresh]
         measured = any(row.result.storable for row in rows)
         if measured or pick is None or self.store is None or picked(self.store, self.key) is None:
