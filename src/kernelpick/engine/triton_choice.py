@@ -129,8 +129,7 @@ class TritonKernelChoice:
         return call
 
 
-#: `kernelpick.triton_choice(...)`: the public name of a Triton kernel's config space (the class documents
-#: its arguments).
+#: `kernelpick.triton_choice(...)`: a Triton kernel's config space (the class documents its arguments).
 triton_choice = TritonKernelChoices
 
 
