@@ -58,28 +58,24 @@ def benchmark(
     """Time every candidate; a candidate that raises is recorded with its reason, never chosen.
 
     Args:
-        candidates: what to time, by key (a digest); each is set up and torn down around every run,
-            outside the timing.
+        candidates: what to time, by key (a digest).
         timer: how to time.
         screening: the budget of the first round, for every candidate (None: no first round; every
             candidate is timed in the second round, which then needs `confirming`).
         confirming: the budget of the second round, for the `confirm_top` fastest (None: no second round).
-        confirm_top: at most how many of the fastest to time again, interleaved and longer, so that the
-            pick between near-equal candidates rests on more than a brief first look (0 or 1: no second round).
+        confirm_top: at most how many of the fastest to time again, interleaved and longer (0 or 1: no
+            second round).
         confirm_within: only candidates that ran within this fraction of the best median in the
             first round are timed again (see `finalists`).
         cutoff: in the first round, a candidate whose first runs are slower than the best so far by
             more than this fraction is timed no further (None: every candidate gets its full budget).
-        best_ms: the lowest cost measured elsewhere (another worker; other ranks of a job, which
-            share it as they go: then a function, asked again before each candidate), which the
-            cutoff and the second round's `finalists` count too.
-        on_done: called with each candidate's key and first-round result as it is done with
-            (progress bars; a tuning stores each result as it comes).
-        host_time: a candidate's host time per call, given its device time, measured after its first
-            round (`bench/host.py`; None: device time alone is its cost, as for the configs of one
-            kernel, which share one launcher).
-        reference: the key of the candidate to keep unless clearly beaten (`bench.pick`): it is
-            always timed again in the second round, beside the fastest.
+        best_ms: the lowest cost measured elsewhere (another worker, or other ranks: then a function,
+            asked before each candidate), which the cutoff and the `finalists` count too.
+        on_done: called with each candidate's key and first-round result as it is done with.
+        host_time: a candidate's host time per call, given its device time (`bench/host.py`; None:
+            device time alone is its cost, as for the configs of one kernel, which share one launcher).
+        reference: the key of the candidate to keep unless clearly beaten (`bench.pick`): always timed
+            again in the second round.
 
     Returns:
         One result per candidate, by key, in the candidates' order.
@@ -133,10 +129,9 @@ def confirmed(
     best_ms: float,
 ) -> dict[_K, BenchmarkResult]:
     """The second round, here (`benchmark`) or in workers (`WorkerPool.measure`): `first` with its
-    `finalists`, if two or more, timed again by `confirm` (nothing where that round failed: the first
-    round's figures then stand), and every other first-round figure multiplied by the finalists'
-    median ratio of second to first round. The second round measures no host time: a finalist keeps
-    its first round's (the host's share does not change between rounds).
+    `finalists`, if two or more, timed again by `confirm` (which returns nothing where it failed), and
+    every other figure multiplied by the finalists' median ratio of second to first round. A finalist
+    keeps its first round's host time: the host's share does not change between rounds.
 
     The second round runs the finalists back to back for longer, and a GPU at its power limit
     clocks down: its figures run above the first round's. Compared as they are, a candidate left
@@ -179,12 +174,9 @@ def finalists(
     best_ms: float = float("inf"),
 ) -> list[_K]:
     """The candidates worth a second round: at most `top`, lowest cost first, each of which ran at
-    least once within `within` of the lowest cost (theirs, or `best_ms`, measured by another rank,
-    where lower: one slower than what another rank found cannot win); and `reference` whenever it worked,
-    however its brief first look went (in the place of the last of the `top`).
-
-    The reference is what runs unless another candidate clearly beats it, so the comparison that
-    decides rests on the longer, interleaved round, however slow the brief first round read it.
+    least once within `within` of the lowest cost (theirs, or `best_ms` of another rank where lower);
+    and `reference` whenever it worked (in the place of the last of the `top`): it runs unless
+    clearly beaten, so that comparison rests on the longer round, however the first one read it.
 
     A screen is brief, and on a GPU a few slow runs can lift a candidate's median above one it
     beats. Admitting by the fastest run keeps such a candidate in the final, where longer
@@ -202,11 +194,10 @@ def budgets_for(device: DeviceInfo, *, per_call: bool = False) -> dict[str, Any]
     """The keyword arguments of `benchmark()` for a device, from the settings.
 
     On GPUs: a first round with a cutoff and a second, interleaved round for the closest few; with
-    `per_call` (selection: the choices reach the device through different host code), each
-    candidate's host time per call as well. On CPUs (Triton's interpreter, CPU functions: timings
-    that rank, never predict) one round: two runs of an autotuned config (interpreted kernels are
-    slow, and two rank them); for selection at least two runs, and as many as `KERNELPICK_REP_MS`
-    allows for fast CPU functions.
+    `per_call` (selection: the choices reach the device through different host code), the host time
+    per call too. On CPUs, where timings rank and never predict, one round: two runs of an autotuned
+    config (interpreted kernels are slow); for selection at least two, as many as `KERNELPICK_REP_MS`
+    allows.
     """
     current = settings.current()
     screening = TimingBudget(current.warmup_ms, current.rep_ms, current.min_reps, current.max_reps)
@@ -229,9 +220,8 @@ def budgets_for(device: DeviceInfo, *, per_call: bool = False) -> dict[str, Any]
 
 
 def timer_used(timer: Timer, candidate: Benchmarkable) -> str:
-    """The name of the timer that timed `candidate`: a timer may fall back to CUDA events for a
-    candidate it cannot time its own way, and lists those in `fell_back`. (A timer of the user's
-    may have no name: its class names it.)"""
+    """The name of the timer that timed `candidate`: "events" where it fell back to them (`fell_back`);
+    a nameless timer of the user's, its class's."""
     if candidate.name in getattr(timer, "fell_back", ()):
         return "events"
     return str(getattr(timer, "name", type(timer).__name__))

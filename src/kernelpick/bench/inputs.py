@@ -33,10 +33,9 @@ class Example:
     """The arguments candidates run on, restorable to their first values: the tensors a run may write
     are replaced by scratch copies, the rest are passed as they are.
 
-    What is restored and when is the front's knowledge, as data: a tuned kernel's access analysis
-    names what it may write and read, and its copies are restored before every run; a selection's
-    example inputs (`new_values`) may all be written, and are restored only before the runs of a
-    candidate whose first run was seen writing them (`changed`).
+    What is restored and when is the front's knowledge, as data: a tuned kernel's copies (what its
+    access analysis says it may write) are restored before every run; a selection's example inputs
+    (`new_values`) only before the runs of a candidate whose first run wrote them (`changed`).
 
     Args:
         args: the positional values (the call's own, or new ones).

@@ -8,6 +8,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import torch
+
 from kernelpick import settings
 from kernelpick.bench.benchmarker import benchmark, classify_run_error
 from kernelpick.bench.inputs import Example
@@ -95,8 +97,7 @@ class Measurement:
 
     @functools.cached_property
     def expected(self) -> Expected | str:
-        """The reference's output on the example, prepared for checking, or why the reference failed
-        (computed once)."""
+        """The reference's output on the example, prepared for checking, or why the reference failed."""
         assert self.reference is not None
         name, reference = self.reference
         try:
@@ -147,11 +148,10 @@ class Measurement:
 
         Args:
             candidates: what to measure, by digest (`compiled`), or a candidate's failure.
-            timer: how to time. The user's `do_bench` (`UserBenchTimer`) times each candidate once,
-                as Triton's does: one round, no warm-up.
-            budgets: the keyword arguments of `benchmark()` (rounds, cutoff, host time).
-            reference, on_done: as `benchmark()`'s, by digest; `on_done` is given the candidates that
-                failed before timing too.
+            timer: how to time. The user's `do_bench` (`UserBenchTimer`) gets one round, no warm-up,
+                as Triton's does.
+            budgets: the keyword arguments of `benchmark()`.
+            reference, on_done: as `benchmark()`'s; `on_done` is given the failures before timing too.
 
         Returns:
             Each candidate's result, by digest, in the candidates' order.
@@ -233,6 +233,4 @@ def warm_up(runs: Iterable[Run], device: DeviceInfo, milliseconds: float) -> Non
 def synchronize(device: DeviceInfo) -> None:
     """Wait for `device` to finish what was queued (nothing to wait for on a CPU)."""
     if device.type == "cuda":
-        import torch
-
         torch.cuda.synchronize(device.index)

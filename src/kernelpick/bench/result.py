@@ -13,9 +13,8 @@ class TimingSummary:
     """Milliseconds per run over `runs` timed runs, `outliers` of which were dropped (Tukey's fences).
 
     The figures are device time, taken by the timer named in `timer` ("cudagraph", "profiler",
-    "events", "wallclock", "user"). `host_ms`, when measured, is the host time one call takes in a
-    stream of back-to-back calls: it ranks only where a selection is measured as eager calls run
-    (`cost`).
+    "events", "wallclock", "user"). `host_ms`, when measured, is the host time of one call among
+    back-to-back calls: it ranks only where a selection is measured as eager calls run (`cost`).
     """
 
     median_ms: float
@@ -57,12 +56,10 @@ class TimingSummary:
 
     @property
     def cost_ms(self) -> float:
-        """What ranks candidates by default: the device time (the median of the runs), as a CUDA graph
-        replays a call (`cost` ranks as an eager program runs it).
+        """What ranks candidates by default: the median device time, as a CUDA graph replays a call.
 
-        The host's figures of one call swing between processes and runs more than most differences
-        they would decide, and where the host is what bounds a program, CUDA graphs take it away
-        whichever kernel is picked (docs/measurement.md).
+        The host's figures of one call swing between processes more than most differences they would
+        decide, and where the host bounds a program, CUDA graphs take it away (docs/measurement.md).
         """
         return self.median_ms
 
@@ -80,7 +77,6 @@ class TimingSummary:
         return 0.5 * self.iqr_ms / self.median_ms if self.median_ms > 0 else 0.0
 
     def with_host(self, host_ms: float | None) -> TimingSummary:
-        """These figures with the host time per call."""
         return replace(self, host_ms=host_ms)
 
     @classmethod
@@ -89,7 +85,7 @@ class TimingSummary:
         medians and spreads are averaged, runs and outliers added up.
 
         Raises:
-            ValueError: no parts (`statistics.fmean`'s error; `WorkerPool._confirm` never has none).
+            ValueError: no parts.
         """
         if len(parts) == 1:
             return parts[0]
@@ -167,13 +163,12 @@ class BenchmarkResult:
 
     @property
     def median_ms(self) -> float:
-        """The median device time, what candidates are ranked by (`TimingSummary.cost_ms`), or infinity
-        for a failed candidate (for sorting only: check `ok`)."""
+        """The median device time, or infinity for a failed candidate (for sorting only: check `ok`)."""
         return self.timing.median_ms if self.timing is not None else float("inf")
 
     @property
     def cost_ms(self) -> float:
-        """What a call costs: `median_ms`, by the name the rankings use."""
+        """`median_ms`, by the name the rankings use (`TimingSummary.cost_ms`)."""
         return self.median_ms
 
     def cost(self, measure: str = "graph") -> float:

@@ -24,9 +24,8 @@ _Step = Callable[[], object]
 class Benchmarkable(Protocol):
     """Anything that can be benchmarked: a timed `run` between untimed `setup` and `teardown`.
 
-    A candidate whose `setup`, `run` or `teardown` does work on the host that must happen at every
-    run (a Python hook with side effects) says so with `capturable = False`: it is then timed with
-    CUDA events, never replayed from a CUDA graph.
+    One whose host work must happen at every run (a Python hook) says so with `capturable = False`:
+    it is then timed with CUDA events, never replayed from a CUDA graph.
     """
 
     name: str
@@ -66,8 +65,7 @@ class TimingBudget:
 
 
 class Timer(Protocol):
-    """Anything that times candidates; returns milliseconds per timed run, and says which timer it
-    was in `name`."""
+    """Anything that times candidates, in milliseconds per timed run; `name` says which timer it is."""
 
     name: str
 
@@ -90,7 +88,6 @@ FLUSH_L2_MULTIPLE = 2
 
 
 def timing_events(count: int) -> list[tuple[Any, Any]]:
-    """`count` pairs of timing CUDA events."""
     return [
         (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))  # type: ignore[no-untyped-call]
         for _ in range(count)
@@ -113,7 +110,6 @@ class _RunTimer:
         raise NotImplementedError
 
     def estimate(self, candidate: Benchmarkable) -> float:
-        """The median of the first runs' times: what sizes the runs to come."""
         return statistics.median(self.first_runs(candidate))
 
     def measure(
@@ -427,11 +423,10 @@ class ProfilerTimer:
                 log.warning("the profiler timer cannot run here (%s); timing with CUDA events", error)
             self.fell_back |= names
             return None
-        if len(spans) != reps * len(candidates):
+        queued = reps * len(candidates)
+        if len(spans) != queued:
             log.info(
-                "the profiler saw %d runs where %d were queued; timing with CUDA events",
-                len(spans),
-                reps * len(candidates),
+                "the profiler saw %d runs where %d were queued; timing with CUDA events", len(spans), queued
             )
             self.fell_back |= names
             return None

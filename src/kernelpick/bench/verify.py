@@ -84,17 +84,15 @@ _Widened = tuple[torch.Tensor, "torch.Tensor | None", float, torch.Tensor] | str
 
 
 class Expected:
-    """The reference's output, prepared once for checking many outputs against it: a floating
-    tensor widened, its NaN, infinities and RMS found (per output of every candidate, that work was
-    as much as the candidate's own check). Tensors are compared by size, dtype and values (within
-    `tolerance` for every floating one, default: by dtype; `tf32`: float32 products may have used
-    TensorFloat-32), tuples and lists element by element, anything else with `==`."""
+    """The reference's output, prepared once for checking many outputs against it (widened, its NaN,
+    infinities and RMS found: per output, that was as much work as the check). Tensors are compared by
+    size, dtype and values (within `tolerance`, default: by dtype; `tf32`: float32 products may have
+    used TensorFloat-32), tuples and lists element by element, anything else with `==`."""
 
     def __init__(self, expected: Any, tolerance: Tolerance | None = None, tf32: bool = False) -> None:
         self.expected, self.tolerance = expected, tolerance
-        self._parts: list[Expected] | None = None
-        if isinstance(expected, (tuple, list)):
-            self._parts = [Expected(e, tolerance, tf32) for e in expected]
+        listed = isinstance(expected, (tuple, list))
+        self._parts = [Expected(e, tolerance, tf32) for e in expected] if listed else None
         self._wide: _Widened | None = None  # None: compared for equality
         if isinstance(expected, torch.Tensor):  # now: the example's tensors may be restored before a check
             self.tolerance = tolerance or tolerance_for(expected.dtype, tf32=tf32)
