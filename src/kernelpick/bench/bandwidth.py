@@ -24,8 +24,7 @@ _SMALLEST_BUFFER = 256 * 2**20
 
 @dataclass(frozen=True, slots=True)
 class MeasuredBandwidth:
-    """A device model's copy bandwidth, as measured once: GB/s, the bytes one copy moved, when, and
-    under which torch."""
+    """A device model's copy bandwidth, as measured once: GB/s, bytes per copy, when, under which torch."""
 
     device: str
     memory_gbps: float

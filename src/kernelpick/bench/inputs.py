@@ -38,8 +38,7 @@ class Example:
     (`new_values`) only before the runs of a candidate whose first run wrote them (`changed`).
 
     Args:
-        args: the positional values (the call's own, or new ones).
-        kwargs: the keyword values.
+        args, kwargs: the values (the call's own, or new ones).
         names: the arguments' names, in order, the positional ones first (none: their positions, "0",
             "1", ...): with the keywords, what `written`, `zeroed` and `read` name.
         written: the arguments a run may write (None: every tensor; (): none, nothing is copied).

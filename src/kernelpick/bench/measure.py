@@ -30,9 +30,8 @@ _warm_until: dict[DeviceInfo, float] = {}  # by device: when a measurement must 
 
 @dataclass(frozen=True, slots=True)
 class Hooks:
-    """The user's Python around each run of a tuned kernel (Triton's hooks): each `before` is called
-    with the arguments by name before a run, `after(named, exception=...)` after it, told of a
-    failure. They run where the user's program runs: a candidate with hooks is never sent to a worker."""
+    """The user's Python around each run of a tuned kernel (Triton's hooks): each `before(named)` before
+    a run, `after(named, exception=...)` after it. A candidate with hooks is never sent to a worker."""
 
     before: tuple[Callable[[dict[str, Any]], object], ...] = ()
     after: Callable[..., object] | None = None
@@ -78,15 +77,10 @@ def compiled(
 
 @dataclass(eq=False)
 class Measurement:
-    """One problem to measure candidates on: the example, the device, and what outputs are checked
-    against. The reference runs once per measurement, however many candidates are measured.
-
-    Args:
-        example: the arguments every candidate runs on.
-        device: where they run.
-        reference: the name and callable of what outputs are checked against (None: not checked).
-        tolerance: how closely they must match it (None: by output dtype).
-        tf32: whether TF32 is allowed for float32 products, as the reference computes them.
+    """One problem to measure candidates on: the `example` they run on, the `device`, and what outputs
+    are checked against: the `reference`'s name and callable (None: not checked), run once however
+    many candidates are measured, within `tolerance` (None: by output dtype; `tf32`: float32 products
+    may use TF32, as the reference computes them).
     """
 
     example: Example

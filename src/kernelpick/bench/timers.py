@@ -230,8 +230,7 @@ class CudaGraphTimer:
     name = "cudagraph"
 
     def __init__(self, device: DeviceInfo) -> None:
-        #: Estimates, and the timer of candidates that cannot be captured.
-        self.events = CudaEventTimer(device)
+        self.events = CudaEventTimer(device)  # estimates, and what cannot be captured
         self.device = self.events.device
         self._stream = torch.cuda.Stream(self.device)  # type: ignore[no-untyped-call]
         #: Candidates whose last measurement fell back to CUDA events (`benchmarker.timer_used`).
@@ -345,11 +344,10 @@ class CudaGraphTimer:
 
 
 def _forget_failed_capture(device: torch.device) -> None:
-    """Undo what a failed capture leaves: the error it raised (not sticky, but the next launch check
-    would see it), and the capture it never ended on the device's default random generator, after
-    which every random draw outside a graph would fail ("Offset increment outside graph capture
-    encountered unexpectedly"): the generator gets a fresh copy of its state, seed and offset kept,
-    so the random sequence goes on as if nothing happened."""
+    """Undo what a failed capture leaves: the error it raised (the next launch check would see it),
+    and the capture it never ended on the device's default random generator, after which every random
+    draw outside a graph would fail ("Offset increment outside graph capture encountered unexpectedly"):
+    the generator gets a copy of its state, seed and offset kept, so the random sequence goes on."""
     torch.cuda.synchronize(device)
     try:
         torch.cuda.cudart().cudaGetLastError()  # type: ignore[no-untyped-call]
@@ -434,11 +432,8 @@ class ProfilerTimer:
 
 
 def run_spans(activities: Sequence[tuple[str, int, int]]) -> list[float]:
-    """Milliseconds of device activity between successive pairs of markers.
-
-    Args:
-        activities: (name, start, duration) in nanoseconds, of every device activity.
-    """
+    """Milliseconds of device activity between successive pairs of markers, given every device
+    activity's (name, start, duration) in nanoseconds."""
     spans: list[float] = []
     inside, total = False, 0
     for name, _, duration in sorted(activities, key=lambda activity: activity[1]):
