@@ -252,9 +252,7 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
     def _configs_for(
         self, device: DeviceInfo, args: Sequence[Any], kwargs: Mapping[str, Any]
     ) -> list[Config]:
-        """The configs to tune on `device` (a `Space`'s that fit it, else those given), pruned by
-        `prune_configs_by` as Triton calls it: the configs as given, the positional arguments by
-        name, the keyword arguments apart."""
+        """The configs to tune on `device` (a `Space`'s that fit it, else those given), pruned."""
         configs = self.space.configs(device) if self.space is not None else self.configs
         if self.prune is None:
             return list(configs)
@@ -269,8 +267,7 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
 
     def _tune(self, key: tuple[Any, ...], args: tuple[Any, ...], kwargs: dict[str, Any], grid: Any) -> Entry:
         """Tune one key (under the lock, or on a background shadow): from a table, else from the store's
-        results and what is measured now (`Tuning.settle`: each config compiled and timed as a choice,
-        in workers where isolated, unless the user's hooks or do_bench must run here); remember the pick."""
+        results and what is measured now (`Tuning.settle`); remember the pick."""
         start = time.perf_counter()
         device = describe(device_of(self._named(args, kwargs).values()))
         warn_once_if_interpreted(device, self.name)
@@ -358,7 +355,6 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
             return entry
 
     def _entry(self, config: Config, device: DeviceInfo) -> Entry:
-        """What a call runs with `config` on `device` (the dispatcher's entry)."""
         return self.given.get(config, config), runner(self.fn, device.interpreter), dict(config.all_kwargs())
 
     def tuning_key(self, key: tuple[Any, ...], device: DeviceInfo) -> TuningKey:
@@ -416,7 +412,6 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
             )
 
     def _keep(self, key: tuple[Any, ...], record: TuningRecord) -> None:
-        """Hold `record` as the tuning of `key` and the last one (`cache`, `configs_timings`)."""
         self.cache[key] = self.given.get(record.best, record.best)
         self.tunings[key] = self.last_tuning = record
         self.configs_timings = {self.given.get(c, c): r.median_ms for c, r in record.results.items()}
@@ -476,15 +471,9 @@ class Pruner:
         kwargs: Mapping[str, Any],
         given: dict[Config, Any] | None = None,
     ) -> list[Config]:
-        """The configs left to tune, as Triton prunes them.
-
-        Args:
-            configs: the configs to prune.
-            positional: the call's positional arguments by name (Triton's `named_args`: arguments
-                given by keyword are in `kwargs`, not here).
-            kwargs: the call's keyword arguments.
-            given: each config as the user gave it (a `triton.Config`, say), which is what
-                `early_config_prune` receives and may return; configs it makes up are added.
+        """The configs left to tune, as Triton prunes them: `positional` holds the positional arguments
+        by name (Triton's `named_args`), `given` each config as the user gave it, which is what
+        `early_config_prune` receives and may return (configs it makes up are added).
 
         Raises:
             NoValidConfigs: `early_config_prune` kept no config.
