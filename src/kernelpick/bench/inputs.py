@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Collection, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -18,10 +18,7 @@ def tensor_of(value: Any) -> torch.Tensor | None:
     """The tensor an argument reads or writes: the tensor itself, or a tensor descriptor's base."""
     if isinstance(value, torch.Tensor):
         return value
-    if is_descriptor(value):
-        base: torch.Tensor = value.base
-        return base
-    return None
+    return cast("torch.Tensor", value.base) if is_descriptor(value) else None
 
 
 def _storage_of(tensor: torch.Tensor) -> tuple[int, torch.device]:

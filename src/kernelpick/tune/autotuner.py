@@ -94,10 +94,9 @@ def autotune(
         default: the config to keep unless another beats it by more than the measured spread of the
             two (one of `configs`, or its index). Without it, the config that won the last tuning
             for the key, when new configs are measured beside stored ones, is kept likewise.
-        search: how configs are searched: "exhaustive" (time them all), "random", "halving",
-            "pattern" or "model", with options as "model(budget=0.1)" or {"name": "model", ...}
-            (docs/search.md lists them; default: `KERNELPICK_SEARCH`; budgets: `KERNELPICK_SEARCH_BUDGET`,
-            `KERNELPICK_SEARCH_SECONDS`). Every config timed is stored, so a later search starts warm.
+        search: how configs are searched: a strategy's name ("exhaustive" times them all), with options
+            as "model(budget=0.1)" or {"name": "model", ...} (docs/search.md lists them; default:
+            `KERNELPICK_SEARCH`). Every config timed is stored, so a later search starts warm.
         background: a new key's first calls run `default` (else the first config) while the configs
             are tuned in a thread (`kernelpick.tune.background`; default: `KERNELPICK_BACKGROUND`).
 
@@ -176,8 +175,6 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
         if option["do_bench"] is not None:
             self.timer = UserBenchTimer(option["do_bench"])
         elif option["use_cuda_graph"]:
-            import triton.testing
-
             rep_ms = self.rep_ms if self.rep_ms is not None else 100
             self.timer = UserBenchTimer(functools.partial(triton.testing.do_bench_cudagraph, rep=rep_ms))
         self.use_store, self.store = option["cache"], option["store"]
