@@ -105,8 +105,7 @@ class Example:
             tensor.zero_()
 
     def changed(self) -> bool:
-        """Whether later runs must restore first: always, or when a run wrote a copy (compared by
-        their bytes)."""
+        """Whether later runs must restore first: always, or when a run wrote a copy (by its bytes)."""
         return self.restore_always or any(
             not torch.equal(original, scratch) for original, scratch in self._pairs.values()
         )
