@@ -126,15 +126,9 @@ def start_workers(device: torch.device | str | None = None, *, wait: bool = Fals
 
 
 def fork_zygote_early() -> None:
-    """When the first tuned kernel or selector is made, or `start_workers` is called: fork the zygote
-    that forks workers (`kernelpick.workers.zygote`), if this process will want workers (a new
-    interpreter as the zygote if this process used CUDA already). `import kernelpick` starts no process.
-
-    Workers are wanted when `KERNELPICK_ISOLATE` is `on`, or `auto` on a machine with a GPU (asked of
-    NVML, which leaves CUDA untouched: once this process initialized CUDA, no process forked from it
-    can use CUDA). Nothing is forked in a worker, in a `multiprocessing` child, or when
-    `KERNELPICK_NO_TUNING=1` says this process never tunes.
-    """
+    """Fork the zygote that forks workers (`kernelpick.workers.zygote`) if this process will want
+    workers: `KERNELPICK_ISOLATE` is `on`, or `auto` on a machine with a GPU (asked of NVML, which
+    leaves CUDA untouched: no process forked after CUDA started can use it)."""
     try:
         current = settings.current()
     except SettingsError:  # said where the settings are used (`kernelpick settings` lists them all)
@@ -167,14 +161,12 @@ def _driver_present() -> bool:
 
 def start_early(requested: bool | None) -> None:
     """Get ready for the first tuning in the background, once per process, if it has a GPU: start the
-    isolation workers (unless `requested` is False or `KERNELPICK_ISOLATE=off`) and warm Triton's
-    compiler up (`kernelpick.compile.precompile.warm_up_compiler`).
+    isolation workers (unless `requested` is False) and warm Triton's compiler up.
 
-    Called when a tuned kernel or a selector is made, usually as the user's modules are imported:
-    the workers' seconds of starting then pass while the program still sets up, not in its first
-    tuning. Nothing happens in a worker, without a GPU, in a `multiprocessing` child (a data
-    loader's worker that imports the program's modules would start workers of its own), or when
-    `KERNELPICK_NO_TUNING=1` says this process never tunes.
+    Called when a tuned kernel or a selector is made, usually as the user's modules are imported, so
+    that the workers' seconds of starting pass while the program still sets up. Nothing happens in a
+    `multiprocessing` child: a data loader's worker that imports the program's modules would start
+    workers of its own.
     """
     global _started_early
     if _started_early or _tuning_elsewhere or inside_worker or multiprocessing.parent_process() is not None:
@@ -208,18 +200,15 @@ def start_early(requested: bool | None) -> None:
 
 def tune_elsewhere() -> None:
     """Say that this process hands its tuning to other processes (`kernelpick tune --devices` and
-    `--ray`): `start_early` readies nothing here from now on. Its workers (one on each GPU, each with a
-    CUDA context) and its compiler's warm-up would idle beside those of the processes that tune, and
-    take CPU time while those start."""
+    `--ray`): `start_early` readies nothing here from now on, as its workers and warm-up would idle
+    beside those of the processes that tune."""
     global _tuning_elsewhere
     _tuning_elsewhere = True
 
 
 def ready_to_tune() -> None:
-    """In a process kernelpick started to tune (one per GPU of `kernelpick tune --devices`, forked by
-    the command's zygote or spawned, or a Ray actor), what a program that imports kernelpick gets
-    when it makes its first tuned kernel: the zygote, then the workers and the compiler's warm-up in
-    the background, before its first job rather than in it."""
+    """In a process kernelpick started to tune (a device process of `kernelpick tune --devices`, or a
+    Ray actor): `start_early`, before its first job rather than in it."""
     global _tuning_elsewhere
     _tuning_elsewhere = False  # this process tunes, whatever the one it was forked from does
     start_early(None)

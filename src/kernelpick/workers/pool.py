@@ -27,8 +27,6 @@ from kernelpick.workers.process import WorkerProcess, describe_exit, describe_ou
 log = logging.getLogger("kernelpick.workers")
 
 _Message = tuple[int, int, "dict[str, Any] | None"]
-#: The steps of a measurement in the workers (`WorkerPool.measure`), as a request names them.
-Step = Literal["prepare", "screen", "confirm"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +86,7 @@ class WorkerPool:
         self,
         worker: WorkerProcess,
         request: Mapping[str, Any],
-        step: Step,
+        step: Literal["prepare", "screen", "confirm"],
         candidates: Sequence[str],
         timeout_s: float,
         **details: Any,
@@ -380,15 +378,13 @@ class WorkerPool:
 
         Raises:
             IsolationError: the first answer of a measurement says the request is unusable (the
-                target does not import, say). Later, the same request worked for other candidates,
-                so such an answer is this candidate's failure: the caller never runs a candidate
-                in its own process once workers have started on them.
+                target does not import, say). Later, such an answer is the candidate's failure: the
+                caller never runs a candidate in its own process once workers have started on them.
         """
         worker = self.workers[slot]
         if body is None:
             code = worker.exit_code()
-            # By ALARM, it ended itself, past its time limit (`kernelpick.workers.main`).
-            if ALARM is not None and code == -ALARM:
+            if ALARM is not None and code == -ALARM:  # it ended itself (`kernelpick.workers.main`)
                 return BenchmarkResult.failed(
                     "timeout",
                     f"it ran past its time limit and the worker ended itself{describe_output(worker.tail())}",
@@ -413,12 +409,8 @@ _feeds = itertools.count(1)
 
 class Feed:
     """Candidates delivered while a measurement runs: `put` each as it becomes ready (compiled),
-    then `close` (always: the measurement ends only then). Safe to call from any thread.
-
-    Args:
-        messages: the queue of the pool measuring.
-        closed: a feed of nothing (for a measurement given none).
-    """
+    then `close` (always: the measurement ends only then). Safe to call from any thread. `messages`:
+    the measuring pool's queue; `closed`: a feed of nothing (for a measurement given none)."""
 
     def __init__(self, messages: queue.Queue[_Message], *, closed: bool = False) -> None:
         self._messages = messages
@@ -446,8 +438,6 @@ def _failure(worker: WorkerProcess, body: Mapping[str, Any] | None, results: Map
 
 _pools: dict[tuple[int | None, ...], WorkerPool] = {}
 _pools_lock = threading.Lock()
-
-
 _tunings_running = 0  # tunings under way in this process (`tuning_in_progress`)
 _tunings_lock = threading.Lock()
 #: A tuning that starts within this many seconds of the last one's end makes a burst (a model's first
@@ -462,9 +452,8 @@ _in_burst = False
 
 @contextlib.contextmanager
 def tuning_in_progress() -> Iterator[None]:
-    """Hold the workers up while a tuning runs (however many measurements it makes); once no tuning
-    runs, the pools that retire their workers end them when idle (`KERNELPICK_WORKER_IDLE`, and at
-    least `BURST_GRACE_S` while tunings come one right after another)."""
+    """Hold the workers up while a tuning runs (however many measurements it makes); once none runs,
+    pools that retire their workers end them when idle (`WorkerPool._retire_when_idle`)."""
     global _tunings_running, _last_end, _in_burst
     with _tunings_lock:
         if not _tunings_running and time.monotonic() - _last_end < BURST_GAP_S:

@@ -56,9 +56,8 @@ class WorkerProcess:
         entry: the loop it runs ("module:function", called with its messages' file descriptor,
             first saying it is ready): an isolation worker's, or a device process's.
         echo: what it prints goes to this process's stderr too, not only into `tail`.
-        spawned_zygote: whether a zygote that is a new interpreter (this process had touched CUDA
-            when it made its zygote) may fork it; if not, only a forked zygote does, else it is a new
-            interpreter itself (a device process: `kernelpick.jobs.device_process`).
+        spawned_zygote: whether a spawned zygote (`Zygote.spawned`) may fork it; if not, and there
+            is no forked zygote, it is a new interpreter itself.
     """
 
     def __init__(

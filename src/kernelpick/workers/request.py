@@ -79,10 +79,8 @@ class Problem:
         payload_dir: Path | None,
         **details: Any,
     ) -> Problem:
-        """The problem of these arguments on `device` (`details`: the other fields), and whether the
-        caller set an allocator with `triton.set_allocator` (kernels that make tensor descriptors on
-        the device call one at launch for their scratch memory). Integer tensors' values travel in
-        files in `payload_dir` (None: the worker makes new ones, as for the others).
+        """The problem of these arguments on `device` (`details`: the other fields), with whether the
+        caller set an allocator; integer tensors' values travel in files in `payload_dir` (`describe_value`).
 
         Raises:
             IsolationError: an argument cannot be described as data (an arbitrary object).
@@ -164,10 +162,8 @@ _current: _WorkerProblem | None = None
 def answer(request: Mapping[str, Any], phases: dict[str, float] | None = None) -> dict[str, dict[str, Any]]:
     """A worker's side of one request: re-create the problem (once for consecutive requests of one
     problem), then compile the candidates (the prepare step, which answers with failures only) or
-    measure them. Each result is keyed by its candidate's digest.
-
-    `phases` gets the seconds of each part: `problem` (re-creating it), `load` (the candidates
-    compiled or loaded, ready to launch) and `measure`."""
+    measure them. Each result is keyed by its candidate's digest; `phases` gets the seconds of each
+    part (`problem`, `load` and `measure`)."""
     global _current
     phases = {} if phases is None else phases
     started = time.perf_counter()

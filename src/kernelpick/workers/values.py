@@ -34,9 +34,7 @@ _lock = threading.Lock()
 def _library_prefixes() -> tuple[str, ...]:
     """Where libraries are installed, as path prefixes: the standard library's folders and every
     folder on the import path that holds installed distributions (`*.dist-info`: site-packages, a
-    `pip --target` folder), each as named and resolved. A module whose file starts with one as named
-    is a library's without resolving the file's path (the first tuning of a process meets many
-    modules, and resolving a path takes system calls)."""
+    `pip --target` folder), each as named and resolved."""
     paths = sysconfig.get_paths()
     folders = {Path(paths[name]) for name in ("stdlib", "platstdlib", "purelib", "platlib") if name in paths}
     on_path = [Path(entry or ".") for entry in sys.path]
@@ -62,9 +60,8 @@ def is_library(module: types.ModuleType) -> bool:
 @cache
 def _installed(places: tuple[str, ...]) -> bool:
     """Whether every file or folder of `places` is under a folder libraries are installed in, as named
-    or resolved (a path through a link, say). Once per module's files: every value sent asks about
-    every module loaded (a process that compiled templates has one per rendered kernel), and
-    resolving a path takes system calls."""
+    or resolved (a path through a link, say); a path is resolved only when its name does not match,
+    and once per module's files, since every value sent asks about every module loaded."""
     prefixes = _library_prefixes()
     return all(
         place.startswith(prefixes) or os.path.join(Path(place).resolve(), "").startswith(prefixes)
