@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -27,14 +28,12 @@ def _warm_up(torch: Any) -> None:
     """What a worker's first request would otherwise wait for, done while it waits for one: Triton's
     cache key (hashing Triton's own files: its first launch of a cached kernel needs it too) and
     cuBLAS's handle (a reference's first product)."""
-    try:
+    with contextlib.suppress(Exception):  # a request does it again, and says what went wrong
         from kernelpick.compile.precompile import warm_up_compiler
 
         warm_up_compiler()
         ones = torch.ones(8, 8, device="cuda")
         (ones @ ones).sum().item()
-    except Exception:  # a request does it again, and says what went wrong
-        pass
 
 
 #: Seconds past a request's time limit after which a worker ends itself, if its pool has not killed it.

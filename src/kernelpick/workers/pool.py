@@ -153,13 +153,11 @@ class WorkerPool:
             request: what every worker needs to rebuild the problem (problem, settings).
             candidates: the ids of the candidates known now (config or choice digests).
             payloads: what a request carries of each candidate, by id (None: the ids alone, a list).
-            feed: more candidates as they become ready (compiled by the caller), screened as they
-                come, after any prepare step of `candidates`.
+            feed: more candidates as the caller compiles them, screened as they come after any prepare step.
             timeout_s: how long one candidate may take, compiling and timing included.
             prepare_timeout_s: how long the workers may compile their shares of `candidates` first
                 (None: no prepare step; the caller compiled them already).
-            confirm_top, confirm_within, reference: which to time again together
-                (`kernelpick.bench.benchmarker.confirmed`).
+            confirm_top, confirm_within, reference: which to time again (`bench.benchmarker.confirmed`).
             on_done: called with each candidate and its screening result as it is done with.
             phases: the seconds of each step (prepare, screen, confirm, `workers_start`), and the
                 workers' own, summed: `worker_problem` (making the inputs), `worker_load`

@@ -240,12 +240,9 @@ def _serve(connection: socket.socket) -> None:  # pragma: no cover - runs in the
 
 def _forget_unfinished_imports() -> None:
     """In the forked zygote: drop the modules whose import was under way when it was forked, so that
-    its workers import them afresh, whole.
-
-    A module that makes a tuned kernel or selector as it is imported (`kernelpick.ops.gemm` does)
-    forks the zygote halfway through its own code: the zygote's copy would lack what comes after that
-    line, and a worker could not unpickle the functions defined there.
-    """
+    its workers import them whole. A module that makes a tuned kernel or selector as it is imported
+    (`kernelpick.ops.gemm` does) forks the zygote halfway through its own code: the zygote's copy
+    lacks what follows that line, and a worker could not unpickle the functions defined there."""
     for name, module in list(sys.modules.items()):
         spec = getattr(module, "__spec__", None)
         if name != "__main__" and spec is not None and getattr(spec, "_initializing", False):
