@@ -58,13 +58,11 @@ def worker_devices(device: DeviceInfo) -> list[int | None]:
         raise SettingsError(
             f"KERNELPICK_DEVICES={text!r} is not a comma-separated list of GPU indices"
         ) from None
-    invalid = [index for index in wanted if not 0 <= index < count]
-    if invalid:
+    if invalid := [index for index in wanted if not 0 <= index < count]:
         raise SettingsError(
             f"KERNELPICK_DEVICES names GPU {invalid[0]}, but GPUs 0 to {count - 1} are visible"
         )
-    twice = sorted({index for index in wanted if wanted.count(index) > 1})
-    if twice:
+    if twice := sorted({index for index in wanted if wanted.count(index) > 1}):
         raise SettingsError(
             f"KERNELPICK_DEVICES names GPU {twice[0]} twice: two workers on one GPU would time each "
             "other's runs"

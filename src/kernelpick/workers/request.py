@@ -110,9 +110,8 @@ class Problem:
 
 
 def _scratch(size: int, alignment: int, stream: int | None) -> torch.Tensor:
-    """A worker's allocator: Triton's scratch memory from torch's caching allocator on the worker's
-    device (stream-ordered on the current stream), as Triton's examples allocate it, `alignment`
-    bytes aligned (a GPU block's 512 bytes are; a CPU's 64 may not be)."""
+    """A worker's allocator: Triton's scratch memory from torch's caching allocator (stream-ordered on
+    the current stream), `alignment` bytes aligned (a GPU block's 512 bytes are; a CPU's 64 may not be)."""
     buffer = torch.empty(size + alignment, dtype=torch.int8, device=device_of(()))
     start = -buffer.data_ptr() % alignment
     return buffer[start : start + size]
