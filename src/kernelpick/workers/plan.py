@@ -133,9 +133,8 @@ def fork_zygote_early() -> None:
         return
     if inside_worker or current.no_tuning or current.isolate == "off":
         return
-    if current.isolate == "auto" and not _gpu_present():
-        return
-    fork_zygote(spawn=True)  # a new interpreter if CUDA was used
+    if current.isolate == "on" or _gpu_present():
+        fork_zygote(spawn=True)  # a new interpreter if CUDA was used
 
 
 def _gpu_present() -> bool:

@@ -53,8 +53,8 @@ def describe_value(value: Any, payload_dir: Path | None) -> dict[str, Any]:
 
 
 def _describe_descriptor(value: Any, payload_dir: Path | None) -> dict[str, Any]:
-    """A tensor descriptor as plain data: its tensor and its other fields, which only Triton's own
-    `TensorDescriptor` has as plain data (a Gluon descriptor's layout is not): IsolationError otherwise."""
+    """A tensor descriptor as plain data: its tensor and its other fields; IsolationError for any but
+    Triton's own `TensorDescriptor`, or a field that is not plain data (a Gluon descriptor's layout)."""
     from triton.tools.tensor_descriptor import TensorDescriptor
 
     fields: dict[str, Any] = {}
