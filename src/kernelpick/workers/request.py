@@ -79,8 +79,9 @@ class Problem:
         payload_dir: Path | None,
         **details: Any,
     ) -> Problem:
-        """The problem of these arguments on `device` (`details`: the other fields), with whether the
-        caller set an allocator; integer tensors' values travel in files in `payload_dir` (`describe_value`).
+        """The problem of these arguments on `device` (`details`: the other fields), and whether the
+        caller set an allocator with `triton.set_allocator` (kernels that make tensor descriptors on
+        the device call one); integer tensors' values travel in files in `payload_dir` (`describe_value`).
 
         Raises:
             IsolationError: an argument cannot be described as data (an arbitrary object).
