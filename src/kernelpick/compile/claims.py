@@ -15,6 +15,8 @@ from pathlib import Path
 from filelock import FileLock, Timeout
 from triton import knobs
 
+from kernelpick.console import warn_once
+
 log = logging.getLogger("kernelpick.compile")
 
 #: The folder of the claims, inside Triton's cache folder (Triton looks only at its hash folders).
@@ -25,18 +27,16 @@ POLL_S = 0.02
 
 @dataclass(frozen=True, slots=True)
 class ClaimWait:
-    """How getting a compile's claim went: whether it is held now (False: the wait ran out, or the
-    folder cannot be used: compile all the same), and the seconds spent waiting for another
-    process that held it (0.0: nobody held it)."""
+    """How getting a compile's claim went: held (False: compile all the same) and the seconds spent
+    waiting for another process that held it."""
 
     held: bool
     waited_s: float
 
 
 def claims_folder() -> Path | None:
-    """The folder of this host's compile claims, inside Triton's cache folder; None when Triton
-    has no cache folder (nothing is shared then, so nothing is claimed), or when the folder is a
-    link or another user's (`_private`)."""
+    """The folder of this host's compile claims; None when Triton has no cache folder (nothing is
+    shared), or when the folder is a link or another user's (`_private`)."""
     folder = knobs.cache.dir
     if not folder:
         return None
@@ -49,9 +49,8 @@ def claims_folder() -> Path | None:
 
 def _private(folder: Path) -> bool:
     """Make `folder` where it is missing, private to this user (0700); whether claims may be held in
-    it: a folder of this user's, not a link. Another user's folder (or a link planted in its place)
-    could make this user's compiles wait, or name where their lock files are made: such a folder is
-    passed over, once with a warning, and compiles go on unclaimed.
+    it. Another user's folder (or a link planted in its place) could make this user's compiles wait,
+    or name where their lock files are made: it is passed over, with one warning.
 
     Raises:
         OSError: it cannot be made or looked at.
@@ -62,16 +61,10 @@ def _private(folder: Path) -> bool:
         if stat.S_IMODE(found.st_mode) & 0o077:  # made by an older kernelpick under the umask
             folder.chmod(0o700)
         return True
-    if folder not in _passed_over:
-        _passed_over.add(folder)
-        what = "a link" if stat.S_ISLNK(found.st_mode) else "not a folder of this user's"
-        log.warning(
-            "compile claims are not held in %s: it is %s; each process compiles on its own", folder, what
-        )
+    what = "a link" if stat.S_ISLNK(found.st_mode) else "not a folder of this user's"
+    message = "compile claims are not held in %s: it is %s; each process compiles on its own"
+    warn_once(log, f"claims folder {folder}", message, folder, what)
     return False
-
-
-_passed_over: set[Path] = set()  # claims folders warned of
 
 
 @contextmanager
