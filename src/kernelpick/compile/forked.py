@@ -82,8 +82,7 @@ class CompileStopped(Exception):
     """Compiling was stopped from another thread (the tuning was interrupted); the compilers were killed."""
 
 
-#: The errors a child's report names that the parent raises as they are (others: `ChildCompileError`);
-#: each message starts with the name reported, as `classify` writes it.
+#: The errors a child reports that the parent raises as they are (others: `ChildCompileError`).
 _REPORTED = {error.__name__: error for error in (OutOfResources, CompileTimeout, CompileSkipped)}
 
 
@@ -236,8 +235,8 @@ class _ForkedExecutor(Executor):
         return {self.configs[job]: seconds for job, seconds in self.seconds.items()}
 
     def _limit(self, compiled_s: Sequence[float]) -> tuple[float, str, str] | None:
-        """How long the config in flight may compile, with the report of one that outlives it: the
-        patience's limit when it is the nearer (`CompileSkipped`), else the timeout's (None: none)."""
+        """How long a config may compile, with the report of one that outlives it: the patience's
+        limit when nearer (`CompileSkipped`), else the timeout's (None: no limit)."""
         if self.patience is not None:
             straggler = self.patience.limit_s(compiled_s, len(self.jobs))
             if straggler is not None and (self.timeout_s is None or straggler < self.timeout_s):
@@ -260,10 +259,8 @@ class _ForkedExecutor(Executor):
     def _forget(
         watch: selectors.BaseSelector, running: dict[int, _Child], fd: int, *, kill: bool = False
     ) -> None:
-        """Stop watching a child that is done; one to `kill` is killed and waited for before this
-        returns (none is left behind when compiling stops), one that finished in a thread of its own:
-        a child of a process that holds torch and a CUDA context is slow to exit, and waiting for each
-        in turn would delay the compile's end (docs/benchmarks.md)."""
+        """Stop watching a child; one to `kill` is killed and waited for (none is left behind), one that
+        finished in a thread of its own: a child of a process holding torch and CUDA is slow to exit."""
         watch.unregister(fd)
         os.close(fd)
         pid = running.pop(fd).pid
@@ -275,9 +272,8 @@ class _ForkedExecutor(Executor):
             threading.Thread(target=os.waitpid, args=(pid, 0), name="kernelpick-reap", daemon=True).start()
 
     def _claim(self, index: int) -> contextlib.AbstractContextManager[ClaimWait]:
-        """The claim on job `index`'s compile, held while the child compiles it: named by Triton's
-        cache key of it, which Triton's `AsyncCompileMode` puts on the job's future as `_key` (a
-        job without one, not Triton's, is compiled unclaimed)."""
+        """The claim on job `index`'s compile, named by the Triton cache key that `AsyncCompileMode`
+        puts on the job's future as `_key` (a job without one is compiled unclaimed)."""
         key = getattr(self.jobs[index][1], "_key", None)
         if self.claims is None or not isinstance(key, str):
             return contextlib.nullcontext(ClaimWait(False, 0.0))
@@ -285,9 +281,8 @@ class _ForkedExecutor(Executor):
         return compile_claim(self.claims, key, wait_s)
 
     def _build_launcher(self, kernel: Any) -> None:  # pragma: no cover - child only
-        """Put the launcher of `kernel` (a compiled kernel, Triton's `CompiledKernel`) into Triton's
-        cache, unless another child of this batch builds the one of its signature. Only with the
-        driver the parent already made: making one here could touch CUDA."""
+        """Put the launcher of `kernel` (Triton's `CompiledKernel`) into Triton's cache, unless another
+        child of this batch builds it. Only with the parent's driver: making one here could touch CUDA."""
         from triton.runtime import driver
 
         active = getattr(driver, "_active", None)
@@ -321,16 +316,12 @@ class _ForkedExecutor(Executor):
                 while len(number := os.read(queue, 4)) == 4:
                     index = int.from_bytes(number, "little")
                     stream.write(json.dumps({"index": index, "started": True}) + "\n")
+                    report: dict[str, Any] = {"index": index, "error": None, "type": None}
                     with self._claim(index) as claim:
                         try:
                             self._build_launcher(self.jobs[index][0]())
-                            report: dict[str, Any] = {"index": index, "error": None, "type": None}
                         except Exception as error:
-                            report = {
-                                "index": index,
-                                "error": str(error)[:4000],
-                                "type": type(error).__name__,
-                            }
+                            report.update(error=str(error)[:4000], type=type(error).__name__)
                     report["waited_s"] = claim.waited_s
                     stream.write(json.dumps(report) + "\n")
         except BrokenPipeError:  # the parent is gone (killed, or it gave up on us): nobody to tell
