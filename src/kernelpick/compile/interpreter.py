@@ -124,9 +124,8 @@ def _language() -> dict[int, tuple[Any, ModuleType, str]]:
 
 @functools.cache
 def _interpreted_libdevice() -> list[tuple[dict[str, Any], dict[str, Any]]]:
-    """The namespaces of libdevice's stub module and the backend's, each with what replaces its
-    functions in a launch: the backend's, with the interpreter's semantics. Made once: every launch
-    installs them (the stubs are reachable from any kernel, as `tl.extra.libdevice`)."""
+    """The namespaces of libdevice's stub module and the backend's, each with the backend's functions
+    under the interpreter's semantics: every launch installs them (any kernel can reach the stubs)."""
     backend = _backend_libdevice()
     if backend is None:
         return []
@@ -185,13 +184,9 @@ def _scalar_index(self: Any) -> int:
 
 
 def extend(patches: Patches) -> None:
-    """Replace, recording in `patches`, the interpreter's functions that kernelpick extends:
-    `_patch_lang(fn)` patches libdevice and `fn`'s aliases of builtins too, `_implicit_cvt` gives a
-    float argument as the fp32 scalar a GPU gets, and `_patch_lang_tensor` lets `int()` take a scalar
-    for a loop bound.
-
-    The outermost `_patch_lang` of a launch (the kernel's) starts the launch's patches; the scope it
-    returns undoes them with the interpreter's. Nested calls (helpers) add the aliases in their modules.
+    """Replace, recording in `patches`, the interpreter's functions that kernelpick extends
+    (docs/design.md, "Kernels in the interpreter"). The outermost `_patch_lang` of a launch starts the
+    launch's patches, undone with the interpreter's; nested calls (helpers) patch their own modules.
     """
     patch, convert = interpreter._patch_lang, interpreter._implicit_cvt
     patch_tensor: Any = getattr(interpreter, "_patch_lang_tensor", None)

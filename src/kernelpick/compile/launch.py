@@ -49,12 +49,8 @@ def _device_call(self: JITFunction[Any], *args: Any, **kwargs: Any) -> Any:
 
 @contextmanager
 def interpreting() -> Iterator[None]:
-    """Run kernels in Triton's interpreter as they run on a GPU, for the duration of the block: their
-    `@triton.jit` helpers called, float arguments fp32 scalars, scalars loop bounds under NumPy 2.4,
-    libdevice and builtins under other names in their modules available (`kernelpick.compile.interpreter`).
-
-    Everything is put back when the block ends, and `triton.language` after each launch.
-    """
+    """Run kernels and their `@triton.jit` helpers in Triton's interpreter as they run on a GPU, for the
+    block (`kernelpick.compile.interpreter`); all is put back when it ends, `tl` after each launch."""
     with language_lock:
         if JITFunction.__call__ is _device_call:  # already in place: entered again by the same thread
             yield
@@ -142,18 +138,13 @@ def launcher(kernel: Any, interpreter: bool) -> Callable[..., Any]:
 
 class FixedLaunch:
     """`launch(*args, grid=grid, **options)` for a kernel whose every call has the same arguments' kinds,
-    sizes and alignment, options and grid: a template rendered for one signature, whose parameters are
-    its tensors, workspaces, tensor descriptors and sizes, all fixed by the signature.
+    sizes and alignment, options and grid (a template rendered for one signature): after Triton's `run`
+    compiled it, calls launch the `CompiledKernel` through its own runner (docs/design.md, "Selection").
 
-    The first call is Triton's `run` (it compiles, binds and specializes); later calls launch the
-    compiled kernel through its own runner (`CompiledKernel[grid](*args)`, which reads the current
-    stream and honours launch hooks), skipping the binding, the specialization and the cache lookup
-    that would find the same kernel again. While the current device is not the one the kernel was
-    loaded on, or for a kernel with constexpr parameters or pre-run hooks, every call is Triton's `run`.
-    Given the index of the GPU its tensors are on, it launches there whatever the current device is, as
-    torch's operators do (Triton launches on the current device).
-    Triton's compile-time knobs (`TRITON_DEBUG`, instrumentation) are read at the first call: a
-    change made later reaches kernels rendered later, not this one.
+    While the current device is not the one the kernel was loaded on, or for a kernel with constexpr
+    parameters or pre-run hooks, every call is Triton's `run`. Given the index of its tensors' GPU, it
+    launches there whatever the current device is, as torch's operators do. Triton's compile-time knobs
+    (`TRITON_DEBUG`, instrumentation) are read at the first call.
     """
 
     __slots__ = ("device", "index", "kernel", "runner")

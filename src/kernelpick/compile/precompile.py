@@ -142,25 +142,21 @@ def compile_each(
     the configs of one kernel or the choices of a selection alike.
 
     Args:
-        makers: each candidate's compile job (a kernel, its launch arguments and a config), or its
-            outcome when it has nothing to compile or failed before compiling (None: compiled
-            earlier); a maker's own failure is that candidate's outcome.
+        makers: each candidate's compile job, or its outcome when it has nothing to compile or failed
+            before compiling (None: compiled earlier); a maker's own failure is that candidate's outcome.
         interpreter: True on CPU devices: lower to TTIR only.
         workers: jobs compiled at once.
         mode: "thread" or "process" (docs/design.md, "Compiling").
-        phases: where the seconds of the steps go: `compile_jobs` (making the jobs), then, in the
-            process mode, Triton preparing every compile here, compiling in the children and loading
-            their results (for tuning reports).
+        phases: where the seconds of the steps go (`compile_jobs`, then in the process mode the
+            forked compilers' steps), for tuning reports.
         meanwhile: work for this thread to do while the compilers run (called exactly once).
-        timeout_s: in the process mode, how long one job may compile before its compiler is
-            killed and the job recorded as `timeout`. Within `patience(...)`, a straggler is
-            also given up, as `skipped`, once it compiles far longer than the others did.
-        on_ready: called with a candidate's index as soon as it can run: at once for an outcome of
-            ok without a job; for a job, as soon as it is known to have compiled, before the others
-            are done in the process mode (another process can then load it from Triton's on-disk
-            cache), at the end in the other modes. Called from this thread.
-        stop: in the process mode, once set (from another thread: the tuning was interrupted), the
-            compilers are killed and `CompileStopped` is raised.
+        timeout_s: in the process mode, how long one job may compile before its compiler is killed
+            (`timeout`); within `patience(...)`, a straggler is given up sooner (`skipped`).
+        on_ready: called from this thread with a candidate's index once it can run: at once for an
+            ok outcome without a job; in the process mode as each compiles (another process can then
+            load it from Triton's cache), else at the end.
+        stop: in the process mode, once set from another thread, the compilers are killed and
+            `CompileStopped` is raised.
 
     Returns:
         One outcome per candidate, in order (a job with companions: one for all of them). Kernels
@@ -274,9 +270,7 @@ def _lower(job: CompileJob) -> CompileOutcome:
 
 
 def _compile_all(
-    jobs: Sequence[CompileJob],
-    executor: Executor,
-    meanwhile: Callable[[], object] | None = None,
+    jobs: Sequence[CompileJob], executor: Executor, meanwhile: Callable[[], object] | None
 ) -> list[CompileOutcome]:
     """Compile in `executor` (a `_ForkedExecutor` announces each job as it compiles: `compile_each`)."""
     from triton.runtime._async_compile import AsyncCompileMode
