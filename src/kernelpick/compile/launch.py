@@ -110,13 +110,9 @@ def runner(kernel: Any, interpreter: bool) -> Callable[..., Any]:
 
 @dataclass(frozen=True)
 class KernelLaunch:
-    """One config of a tuned kernel as a candidate a worker can run: launch `kernel` with `meta` (a
-    config's meta-parameters and options) on a grid of `grid` programs, given the kernel's call
-    arguments: `launch(*args, **kwargs)`.
-
-    A worker gets the configs of one kernel without it (`kernel` None, a few bytes each) and the
-    kernel once, with the problem, and puts them together there.
-    """
+    """One config of a tuned kernel as a candidate a worker can run: `kernel` launched with `meta` (a
+    config's meta-parameters and options) on `grid`. A worker gets the configs of one kernel without it
+    (`kernel` None, a few bytes each) and the kernel once, with the problem, and puts them together."""
 
     name: str
     meta: Mapping[str, Any]

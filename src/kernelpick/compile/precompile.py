@@ -163,6 +163,7 @@ def compile_each(
         that compiled are in Triton's caches, so the first launch of each does not compile again.
     """
     started = time.perf_counter()
+    phases = {} if phases is None else phases
     outcomes: list[CompileOutcome | None] = []
     # Companions are compiled in the same batch as their job: a job's outcome is its kernels' first
     # failure, else ok with their seconds summed where known, and it is ready once all compiled.
@@ -180,8 +181,7 @@ def compile_each(
                 owner.append(index)
         elif found is not None and found.ok and on_ready is not None:
             on_ready(index)
-    if phases is not None:
-        phases["compile_jobs"] = time.perf_counter() - started
+    phases["compile_jobs"] = time.perf_counter() - started
     waiting = collections.Counter(owner)
 
     def compiled(kernel: int) -> None:
@@ -194,8 +194,7 @@ def compile_each(
     if forking:
         forked = _ForkedExecutor(workers, timeout_s, _patience.get(), stop, claims_folder(), compiled)
         results = _compile_all(kernels, forked, meanwhile)
-        if phases is not None:
-            phases.update(forked.phases)
+        phases.update(forked.phases)
     elif not kernels or interpreter:
         if meanwhile is not None:
             meanwhile()

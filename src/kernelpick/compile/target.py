@@ -43,10 +43,8 @@ class Specialization:
     backend: Any
 
     def lower(self, stage: str = "ttir") -> Any:
-        """Run Triton's pipeline up to and including `stage` and return that stage's module.
-
-        `"source"` returns the module straight from code generation, before any pass.
-        """
+        """Run Triton's pipeline up to and including `stage` and return that stage's module
+        (`"source"`: the module straight from code generation, before any pass)."""
         from triton._C.libtriton import ir
 
         context = ir.context()

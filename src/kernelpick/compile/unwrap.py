@@ -11,11 +11,9 @@ import torch
 from triton.runtime.interpreter import InterpretedFunction
 from triton.runtime.jit import JITFunction
 
+from kernelpick.config import OPTION_DEFAULTS
 from kernelpick.errors import AnalysisError, describe_value
 from kernelpick.tensors import holds_descriptor, is_descriptor, own_descriptors
-
-#: Compile options a tuning config carries besides its meta-parameters.
-CONFIG_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
 
 #: How deep wrappers may nest before the object is taken to be malformed (a wrapper of itself).
 _MAX_DEPTH = 32
@@ -26,14 +24,9 @@ KERNELS = (JITFunction, InterpretedFunction)
 
 @dataclass(frozen=True, slots=True)
 class Unwrapped:
-    """A kernel with the launch arguments its wrappers would pass it.
-
-    Attributes:
-        kernel: the `triton.jit` function, or the interpreter's stand-in when TRITON_INTERPRET was set.
-        args: positional arguments as given.
-        kwargs: keyword arguments as given, plus config meta-parameters and heuristic values.
-        problem: why the arguments could not be completed (a heuristic raised), else empty.
-    """
+    """A kernel (the `triton.jit` function, or an `InterpretedFunction` under TRITON_INTERPRET) with the
+    launch arguments its wrappers would pass it: `kwargs` adds config meta-parameters and heuristic
+    values; `problem` says why they could not be completed (a heuristic raised), else empty."""
 
     kernel: Any
     args: tuple[Any, ...]
@@ -44,7 +37,7 @@ class Unwrapped:
 def _config_kwargs(config: Any) -> dict[str, Any]:
     """A config's meta-parameters and compile options (Triton's `Config` or anything shaped like it)."""
     kwargs = dict(getattr(config, "kwargs", None) or {})
-    for option in CONFIG_OPTIONS:
+    for option in OPTION_DEFAULTS:
         value = getattr(config, option, None)
         if value is not None:
             kwargs[option] = value
@@ -66,9 +59,8 @@ def unwrap(kernel: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Unwra
     """Peel `triton.autotune`, `triton.heuristics` and look-alike wrappers off `kernel`, outermost first.
 
     An autotuner contributes its first config's meta-parameters and compile options (arguments
-    given by the caller win), and, where the arguments hold tensor descriptors, what its `pre_hook`
-    sets on copies of them (block shapes: Triton runs the hook before compiling); a heuristics
-    wrapper computes its values from the arguments bound so far, as Triton does at launch.
+    given by the caller win) and what its `pre_hook` sets on tensor descriptors (`_hooked`); a
+    heuristics wrapper computes its values from the arguments bound so far, as Triton does at launch.
 
     Raises:
         AnalysisError: `kernel` is not a Triton kernel or a wrapper of one.
@@ -104,11 +96,8 @@ def _hooked(
     config: Any, arg_names: Sequence[str], args: Sequence[Any], kwargs: dict[str, Any]
 ) -> tuple[Sequence[Any], dict[str, Any]]:
     """The arguments with `config`'s `pre_hook` run on copies of their tensor descriptors, where there
-    are any (else as given): a hook sets their block shapes from the config's meta-parameters.
-
-    The hook is handed meta tensors in place of every tensor, descriptors' bases included: the
-    analysis needs only what it sets, and the caller's tensors are never written.
-    """
+    are any: it sets their block shapes, and Triton runs it before compiling. It is handed meta tensors
+    in place of every tensor, descriptors' bases included: the caller's tensors are never written."""
     hook = getattr(config, "pre_hook", None)
     if hook is None or not holds_descriptor([*args, *kwargs.values()]):
         return args, kwargs
