@@ -42,11 +42,8 @@ PATIENCE_FLOOR_S = 8.0
 @dataclass(frozen=True, slots=True)
 class Patience:
     """How long a batch of compiles waits for its stragglers: once half of the batch has compiled, a
-    config still compiling after `factor` times their median (and at least `floor_s`) is given up.
-
-    A search sets it: one config that takes minutes to compile (a huge tile spilling registers)
-    would otherwise hold up every later proposal.
-    """
+    config still compiling after `factor` times their median (and at least `floor_s`) is given up. A
+    search sets it: one config that takes minutes to compile would hold up every later proposal."""
 
     factor: float
     floor_s: float = PATIENCE_FLOOR_S
@@ -98,11 +95,8 @@ class _Child:
 
 @dataclass(eq=False)
 class _ForkedExecutor(Executor):
-    """Collects Triton's compile calls, runs them in forked children, then loads the results.
-
-    A child that dies (a crash inside LLVM or ptxas) takes only its own configs down: they are
-    reported as crashed, and the parent never runs them.
-    """
+    """Collects Triton's compile calls, runs them in forked children, then loads the results. A child
+    that dies (a crash in LLVM or ptxas) takes only its own configs down: reported crashed, never run."""
 
     workers: int
     timeout_s: float | None = None

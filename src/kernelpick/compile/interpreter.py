@@ -25,11 +25,9 @@ _BACKEND = "triton.language.extra.cuda.libdevice"  # the symbols `libdevice.FUNC
 
 
 class Patches:
-    """Attributes and namespace entries set for a while, put back in reverse order by `restore`.
-
-    It has the `set_attr` of the interpreter's own patch scope, so Triton's `_patch_attr` and
-    `_patch_builtin` can record into it; a `dict` target is a namespace (a module's globals).
-    """
+    """Attributes and namespace entries set for a while, put back in reverse order by `restore`. Its
+    `set_attr` is the interpreter's patch scope's, so Triton's `_patch_attr` and `_patch_builtin` can
+    record into it; a `dict` target is a namespace (a module's globals)."""
 
     def __init__(self) -> None:
         self._changes: list[tuple[Any, str, Any]] = []
@@ -186,8 +184,7 @@ def _scalar_index(self: Any) -> int:
 def extend(patches: Patches) -> None:
     """Replace, recording in `patches`, the interpreter's functions that kernelpick extends
     (docs/design.md, "Kernels in the interpreter"). The outermost `_patch_lang` of a launch starts the
-    launch's patches, undone with the interpreter's; nested calls (helpers) patch their own modules.
-    """
+    launch's patches, undone with the interpreter's; nested calls (helpers) patch their own modules."""
     patch, convert = interpreter._patch_lang, interpreter._implicit_cvt
     patch_tensor: Any = getattr(interpreter, "_patch_lang_tensor", None)
 

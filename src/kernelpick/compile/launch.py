@@ -136,12 +136,10 @@ class FixedLaunch:
     """`launch(*args, grid=grid, **options)` for a kernel whose every call has the same arguments' kinds,
     sizes and alignment, options and grid (a template rendered for one signature): after Triton's `run`
     compiled it, calls launch the `CompiledKernel` through its own runner (docs/design.md, "Selection").
-
     While the current device is not the one the kernel was loaded on, or for a kernel with constexpr
     parameters or pre-run hooks, every call is Triton's `run`. Given the index of its tensors' GPU, it
     launches there whatever the current device is, as torch's operators do. Triton's compile-time knobs
-    (`TRITON_DEBUG`, instrumentation) are read at the first call.
-    """
+    (`TRITON_DEBUG`, instrumentation) are read at the first call."""
 
     __slots__ = ("device", "index", "kernel", "runner")
 

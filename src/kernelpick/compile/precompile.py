@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import contextvars
+import importlib
 import logging
 import os
 import threading
@@ -14,6 +15,9 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
+
+from triton.compiler.compiler import make_backend
+from triton.runtime import driver, jit
 
 from kernelpick.compile.claims import claims_folder
 from kernelpick.compile.forked import (
@@ -94,10 +98,8 @@ class CompileOutcome:
 class CompileJob:
     """One compile: `kernel` (a `triton.jit` function, possibly under `triton.heuristics`) for these
     launch arguments under `config`; `grid` is what Triton's warm-up call wants (unused by it).
-
     `companions`: the other kernels one call launches with it (a split-K GEMM's reduction), compiled
-    in the same batch; the job's outcome is their first failure, else its own.
-    """
+    in the same batch; the job's outcome is their first failure, else its own."""
 
     kernel: Any
     args: Sequence[Any]
@@ -232,16 +234,9 @@ def warm_up_compiler() -> None:
 
 
 def _warm_up() -> None:
-    import importlib
-
-    from triton.runtime import jit
-
     mangle_type = getattr(jit, "mangle_type", None)
     if mangle_type is not None:
         mangle_type(0)
-    from triton.compiler.compiler import make_backend
-    from triton.runtime import driver
-
     # Triton 3.6 keeps `triton_key` with the compiler, later releases with the cache.
     for module in ("triton.runtime.cache", "triton.compiler.compiler"):
         triton_key = getattr(importlib.import_module(module), "triton_key", None)

@@ -70,8 +70,7 @@ def _twin_or_none(value: Any) -> CompilableTwin | None:
 def compiling(kernel: Any) -> Iterator[None]:
     """While `kernel` is lowered: the interpreted functions of `triton.language` (whose `@jit` helpers,
     `tl.cdiv`, `tl.sum`, ..., are interpreted under TRITON_INTERPRET=1 too) and of the modules in the
-    kernel's scope are their compilable twins. The caller holds `kernelpick.compile.launch.language_lock`.
-    """
+    kernel's scope are their compilable twins. The caller holds `launch.language_lock`."""
     if not isinstance(kernel, CompilableTwin):
         yield
         return
