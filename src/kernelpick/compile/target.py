@@ -9,9 +9,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from triton._C.libtriton import ir
 from triton.backends.compiler import GPUTarget
 from triton.compiler.compiler import ASTSource, make_backend
+from triton.runtime.driver import driver
 from triton.runtime.jit import JITFunction, create_function_from_signature
+from triton.tools.tensor_descriptor import TensorDescriptor  # every supported Triton (3.4 on) has it
 
 from kernelpick.compile.launch import language_lock
 from kernelpick.compile.twins import compilable, compiling
@@ -25,8 +28,6 @@ FALLBACK_TARGET = GPUTarget("cuda", 90, 32)
 def default_target() -> GPUTarget:
     """The current GPU's target when there is one, else `FALLBACK_TARGET`."""
     if torch.cuda.is_available():
-        from triton.runtime.driver import driver
-
         target: GPUTarget = driver.active.get_current_target()
         return target
     return FALLBACK_TARGET
@@ -45,8 +46,6 @@ class Specialization:
     def lower(self, stage: str = "ttir") -> Any:
         """Run Triton's pipeline up to and including `stage` and return that stage's module
         (`"source"`: the module straight from code generation, before any pass)."""
-        from triton._C.libtriton import ir
-
         context = ir.context()
         ir.load_dialects(context)
         self.backend.load_dialects(context)
@@ -118,8 +117,6 @@ def _stand_in(value: Any) -> Any:
         return {torch.SymInt: 2, torch.SymFloat: 2.0, torch.SymBool: True}[type(value)]
     if isinstance(value, tuple):
         return type(value)(_stand_in(v) for v in value) if not hasattr(value, "_fields") else value
-    from triton.tools.tensor_descriptor import TensorDescriptor  # every supported Triton (3.4 on) has it
-
     if not isinstance(value, TensorDescriptor):
         return value
     base = value.base
