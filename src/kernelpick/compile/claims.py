@@ -95,8 +95,7 @@ def compile_claim(folder: Path, key: str, wait_s: float) -> Iterator[ClaimWait]:
             held = True
     except Timeout:
         log.warning(
-            "a config was compiling in another process for over %.0f s; compiling it here as well",
-            wait_s,
+            "a config was compiling in another process for over %.0f s; compiling it here as well", wait_s
         )
         waited_s = time.monotonic() - started
     except OSError as error:  # an unwritable cache folder: each process compiles on its own

@@ -14,7 +14,7 @@ from concurrent.futures import Executor, ThreadPoolExecutor
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from triton.compiler.compiler import make_backend
 from triton.runtime import driver, jit
@@ -29,9 +29,7 @@ from kernelpick.compile.forked import (
 )
 from kernelpick.compile.target import FALLBACK_TARGET, specialize
 from kernelpick.compile.unwrap import unwrap
-
-if TYPE_CHECKING:  # a runtime import would be circular: kernelpick.tune imports this module
-    from kernelpick.config import Config
+from kernelpick.config import Config
 
 log = logging.getLogger("kernelpick.compile")
 
