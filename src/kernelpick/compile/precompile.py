@@ -79,9 +79,8 @@ def compiling_beside(compile_all: Callable[[threading.Event], object]) -> Iterat
 
 @dataclass(frozen=True, slots=True)
 class CompileOutcome:
-    """Whether one config compiled, and if not, why; and the seconds its compiler spent on it where
-    known (forked compilers; in the interpreter, lowering it to TTIR), else None (compiled in
-    threads, earlier, or not at all)."""
+    """Whether one config compiled, and if not, why; the seconds its compiler spent on it where known
+    (forked compilers; in the interpreter, lowering it to TTIR), else None (threads, earlier, or none)."""
 
     status: CompileStatus
     message: str = ""
@@ -216,9 +215,8 @@ def compile_each(
 
 
 def warm_up_compiler() -> None:
-    """Compute what Triton's first compile in this process computes once (its cache key's parts),
-    and import what its first specialization of an argument imports: ahead of the first compile,
-    while the program still sets up.
+    """Compute what Triton's first compile in this process computes once (its cache key's parts) and
+    import what its first specialization of an argument imports, while the program still sets up.
 
     Raises:
         Exception: whatever Triton raises without a usable GPU backend (callers ignore it).
