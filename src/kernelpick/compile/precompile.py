@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import collections
-import contextvars
 import importlib
 import logging
 import os
@@ -12,7 +11,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
 from contextlib import contextmanager
-from contextvars import ContextVar
+from contextvars import ContextVar, copy_context
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -64,7 +63,7 @@ def compiling_beside(compile_all: Callable[[threading.Event], object]) -> Iterat
     SIGTERM) sets `stop` first, so that nothing more is compiled (`compile_each`'s `stop`)."""
     stop = threading.Event()
     with ThreadPoolExecutor(1, thread_name_prefix="kernelpick-compile") as compiler:
-        compiling = compiler.submit(contextvars.copy_context().run, compile_all, stop)
+        compiling = compiler.submit(copy_context().run, compile_all, stop)
         try:
             yield
         except Exception:

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -106,14 +105,14 @@ def _hooked(
     hook({**stand_ins, **_config_kwargs(config)})
     for name, value in named.items():
         if is_descriptor(value):  # what the hook set, over the real tensor
-            named[name] = dataclasses.replace(stand_ins[name], base=value.base)
+            named[name] = replace(stand_ins[name], base=value.base)
     return [named[name] for name in arg_names[: len(args)]], {name: named[name] for name in kwargs}
 
 
 def _on_meta(value: Any) -> Any:
     """A meta tensor shaped like `value`, or a copy of a descriptor over one; anything else as is."""
     if is_descriptor(value):
-        return dataclasses.replace(value, base=_on_meta(value.base))
+        return replace(value, base=_on_meta(value.base))
     if isinstance(value, torch.Tensor):
         return torch.empty_strided(value.shape, value.stride(), dtype=value.dtype, device="meta")
     return value
