@@ -56,9 +56,8 @@ class Pending(Generic[_Run]):
     ranks: RankSwitch | None = None  # the job's ranks switch together
 
     def due(self, values: Sequence[Any]) -> bool:
-        """Count a call of the key with `values`; whether it switches to the pick: never inside a CUDA-graph
-        capture; once the tuning ended, or (`ranks`) at the job's call to switch at, known once every
-        rank's tuning ended (a call past its bound waits)."""
+        """Count a call of the key with `values`; whether it switches to the pick: once the tuning ended
+        (with `ranks`, at the job's call to switch at: a call past its bound waits), never in a capture."""
         self.calls += 1
         ended = self.done.is_set() if self.ranks is None else self.ranks.allows(self.calls)
         return ended and not capturing(values)
@@ -133,9 +132,8 @@ _switches: dict[str, int] = {}  # how often each key's switch was agreed in this
 
 
 def rank_switch(*parts: Any) -> RankSwitch | None:
-    """How the ranks of this process's job switch a key together (None: no job of ranks tuning together),
-    the key named in the job's store by `parts`, the same on every rank (no device index): a new name
-    each time the key is tuned in the background again (after `selector.clear()`, say)."""
+    """How the ranks of this process's job switch a key together (None: no job of ranks), the key named in
+    the job's store by `parts`, the same on every rank, and anew each time the key is tuned again."""
     job = rank_job()
     if job is None:
         return None
@@ -154,9 +152,8 @@ def provisional_call(
     selector: Selector, key: tuple[Any, ...], inputs: tuple[Any, ...], kwargs: dict[str, Any], wanted: bool
 ) -> Callable[..., Any] | None:
     """What a call of `selector` with a signature it has no pick for runs now: the tuned pick once a
-    background tuning has ended (switching to it), else the provisional pick, starting the tuning on
-    a first call where `wanted` (the selector's `background`, else the setting); None where the
-    signature is to be tuned before the call returns."""
+    background tuning has ended, else the provisional pick (starting the tuning where `wanted`); None
+    where the signature is to be tuned before the call returns."""
     pending = selector._pending.get(key) or (_start(selector, key, inputs, kwargs) if wanted else None)
     if pending is None:
         return None
@@ -173,8 +170,7 @@ def provisional_call(
 
 def wait(timeout: float | None = None) -> bool:
     """Wait until every background tuning of this process has ended (True), or `timeout` seconds
-    have passed (False): before capturing CUDA graphs, say, or a benchmark. The next call of each
-    tuned signature then runs its pick. `kernelpick.wait_for_tuning`."""
+    have passed (False): before capturing CUDA graphs or timing, say (`kernelpick.wait_for_tuning`)."""
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:
         with _started:
@@ -212,11 +208,10 @@ def submit(
     job: Pending[Any], tune: Callable[[], Any], logger: logging.Logger, who: str, running: object, tuned: str
 ) -> None:
     """Say in the front's `logger` that `who` (a front and key) runs `running` while its `tuned` are
-    tuned, and queue `tune` for the tuning thread (started on the first), to run in the caller's context
-    (with the settings the caller's `settings.override` made, say) and keep what it returns in `job`. The
-    workers' zygote is forked here, in the caller's thread, if it is to be: forked from the tuning thread
-    while the caller ran the provisional pick, it could inherit a lock the caller held, for good (a CPU
-    worker deadlocked on the interpreter's)."""
+    tuned, and queue `tune` for the tuning thread, to run in the caller's context (its settings) and keep
+    what it returns in `job`. The workers' zygote is forked here, in the caller's thread: forked from the
+    tuning thread, it could inherit a lock the caller held, for good (a CPU worker deadlocked on the
+    interpreter's)."""
     logger.info("%s: running %s while %s are tuned in the background", who, running, tuned)
     fork_zygote_early()
     global _thread

@@ -68,7 +68,6 @@ class PrepackCache:
         return weakref.ref(tensor, forget)
 
     def __len__(self) -> int:
-        """How many tensors have a packed form kept."""
         return len(self._entries)
 
 
@@ -201,11 +200,8 @@ class ProcessedChoices:
         ]
 
     def inner_signature(self, signature: Signature) -> Signature:
-        """The signature of what the wrapped choice receives for calls of `signature`.
-
-        The processing runs on fake tensors (no data, no computation); one that cannot runs once on
-        example inputs. Either runs once per signature: a tuning asks again for its reference.
-        """
+        """The signature of what the wrapped choice receives for calls of `signature`: the processing run
+        once per signature (a tuning asks again for its reference) on fake tensors, else on example inputs."""
         try:
             found = self._inner_signatures.get(signature)
         except TypeError:  # an unhashable argument (a list): nothing to remember it by
@@ -282,11 +278,8 @@ class ProcessedChoices:
 
     def call_with(self, call: Callable[..., Any]) -> Callable[..., Any]:
         """The hot path of a processed choice: prepare the inputs, `call`, then `after` (its new output
-        copied into `out=`, which `copy_` returns, where the caller gave one).
-
-        One closure per combination of steps, so that a call runs the user's functions and no
-        wrapper of them.
-        """
+        copied into `out=`, which `copy_` returns, where the caller gave one); one closure per combination
+        of steps, so that a call runs the user's functions and no wrapper of them."""
         prepare, after = self._prepare, self.after
         if after is None:
             assert prepare is not None  # a processed choice processes something

@@ -15,11 +15,7 @@ from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.timers import Timer
 from kernelpick.bench.verify import VERIFICATION_VERSION, Tolerance
 from kernelpick.calls import record_selector_call
-from kernelpick.engine.choice import (
-    Choice,
-    ChoiceSpace,
-    ExternChoice,
-)
+from kernelpick.engine.choice import Choice, ChoiceSpace, ExternChoice
 from kernelpick.engine.choice_measuring import ChoiceMeasuring
 from kernelpick.engine.eligibility import SkippedChoice, eligible_spaces, tabled_choice
 from kernelpick.engine.record import CandidateResult, TuningRecord, failure_report, report_tuning
@@ -46,8 +42,6 @@ from kernelpick.workers.plan import start_early
 
 log = logging.getLogger("kernelpick.select")
 
-VerifyAgainst = str | Choice | ChoiceSpace | Callable[..., Any] | None
-
 
 class Selector:
     """Calls the fastest correct choice for each input signature.
@@ -71,14 +65,12 @@ class Selector:
         timer: how to time (default: CUDA events on GPUs, the wall clock on CPUs).
         isolate: measure choices in worker processes, one per GPU, that a choice crashing, hanging
             or breaking its CUDA context cannot take down (default: `KERNELPICK_ISOLATE`, on with a
-            GPU). Choices cross by value: a selector defined anywhere (a function, a test, a
-            notebook) is isolated; a choice that cannot be serialized is measured here, and
-            `timed_here` says why.
+            GPU); choices cross by value, and one that cannot be serialized is measured here
+            (`timed_here` says why).
         search: how the configs of each template or triton_choice are searched: "exhaustive" (time
             them all), "random", "halving", "pattern" or "model", with options as "model(budget=0.1)"
-            or {"name": "model", ...} (docs/search.md lists them; default: `KERNELPICK_SEARCH`;
-            budgets per space: `KERNELPICK_SEARCH_BUDGET`, `KERNELPICK_SEARCH_SECONDS`). Other
-            choices are always timed, then again with each space's best few (`kernelpick.engine.searching`).
+            or {"name": "model", ...} (docs/search.md lists them and their budgets; default:
+            `KERNELPICK_SEARCH`). Other choices are always timed, then again with each space's best few.
         check: `check(*inputs, **kwargs)` raises for inputs the operation does not take (shapes
             that do not fit, say); it runs before a new signature is tuned, so that such a call
             fails at once with its error, and nothing is compiled or stored for it.
@@ -100,7 +92,7 @@ class Selector:
         choices: Sequence[ChoiceSpace],
         *,
         key: Callable[..., Any] | None = None,
-        reference: VerifyAgainst = None,
+        reference: str | Choice | ChoiceSpace | Callable[..., Any] | None = None,
         verify: bool = True,
         input_gen: InputGen | None = None,
         tolerance: Tolerance | None = None,
@@ -217,16 +209,12 @@ class Selector:
         `torch.export`: an exported program calls the operator, which selects when it runs; a compiled
         one the pick itself for static sizes (docs/ops.md). Eager calls stay the selector's own.
 
-        The operator's fake implementation only describes the output, running nothing: `fake`, or
-        else the reference (an `extern` function, or the function given as `reference=`) run on the
-        fake tensors. That is robust when the reference uses only PyTorch operations and every
-        choice returns its output laid out as the reference does (Inductor checks sizes and
-        strides); give `fake` otherwise, e.g. for a Triton reference.
-
         Args:
             name: the operator's name; it becomes `torch.ops.<namespace>.<name>`.
             fake: a function of the same inputs returning empty tensors shaped, strided and typed like
-                the output (`torch.empty_like(x)`, `x.new_empty(...)`).
+                the output (`torch.empty_like(x)`); default: the reference (an `extern` function, or the
+                function given as `reference=`) run on fake tensors, which suits a reference of PyTorch
+                operations whose output is laid out as every choice's (Inductor checks strides).
             schema: the operator's schema ("(Tensor a, Tensor b) -> Tensor"); default: from the
                 annotations of `fake`, else of the reference function.
 

@@ -25,10 +25,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("kernelpick.select")
 
-#: Whether a call is traced rather than run, `dynamo_tracing() or dispatch_modes()`, tested inline
-#: on the eager path (a call less): Dynamo folds the first to True (torch.compile, strict
-#: torch.export); everything else that traces (non-strict torch.export, AOTAutograd, fake tensors,
-#: make_fx, functionalization) runs under a dispatch mode.
+#: Whether a call is traced, `dynamo_tracing() or dispatch_modes()`, tested inline on the eager path: Dynamo
+#: folds the first to True (torch.compile, strict export); every other tracer (non-strict export,
+#: AOTAutograd, fake tensors, make_fx) runs under a dispatch mode.
 dynamo_tracing = torch.compiler.is_dynamo_compiling
 dispatch_modes = torch._C._len_torch_dispatch_stack
 
@@ -50,13 +49,10 @@ def define_operator(
     pick: Callable[..., Callable[..., Any] | None],
     backward: Backward | None = None,
 ) -> torch._ops.OpOverload:
-    """Register `run` as the functional PyTorch operator `name` ("namespace::name") with `fake` as
-    its fake implementation and `backward` as its autograd formula (None: a backward through it
-    raises, as through a `torch.library.custom_op` without one); returns
-    `torch.ops.<namespace>.<name>.default`.
-
-    `pick(*inputs, **kwargs)`, given real inputs, returns what a compiled graph can run in the
-    operator's place for inputs like them (`traceable_pick`), or None (`_decomposition`).
+    """Register `run` as the functional PyTorch operator `name` ("namespace::name"): `fake` describes its
+    output, `pick(*inputs, **kwargs)` gives what a compiled graph may run in its place (`_decomposition`),
+    `backward` is its autograd formula (None: a backward through it raises, as through a `custom_op`
+    without one). Returns `torch.ops.<namespace>.<name>.default`.
 
     Raises:
         OperatorError: the name or schema is malformed, declares a mutation, or the name is taken.
@@ -96,13 +92,10 @@ def define_operator(
 
 
 def _decomposition(pick: Callable[..., Callable[..., Any] | None]) -> Callable[..., Any]:
-    """How AOTAutograd's functionalization (what `torch.compile` hands to Inductor) sees a call: where
-    the sizes and strides are static, the pick for them itself, tuned now if need be on example
-    inputs like the traced ones, as Inductor's own autotuning does while it compiles: a PyTorch
-    function's call, or a Triton template's launches (`torch.library.wrap_triton`). Inductor then
-    launches it as it launches its own, with no trip through the operator on every run. Otherwise
-    (symbolic sizes, `torch.export`, which keeps operators whole, a pick of another kind) the
-    operator, which selects when it runs."""
+    """How functionalization (what `torch.compile` hands Inductor) sees a call: with static sizes, the pick
+    itself, tuned now on example inputs if need be (a PyTorch function's call, or a template's launches
+    through `wrap_triton`), which Inductor launches with no trip through the operator; otherwise
+    (symbolic sizes, `torch.export`, a pick of another kind) the operator, which selects when it runs."""
 
     def functional(mode: Any, op: Any, types: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         call = _traced_pick(pick, args, kwargs)
@@ -282,12 +275,7 @@ class SelectorOp:
     """
 
     def __init__(
-        self,
-        selector: Selector,
-        name: str,
-        *,
-        fake: Callable[..., Any] | None = None,
-        schema: str | None = None,
+        self, selector: Selector, name: str, *, fake: Callable[..., Any] | None, schema: str | None
     ) -> None:
         self.selector = selector
         self.name = name
