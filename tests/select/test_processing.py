@@ -180,10 +180,10 @@ def test_a_prepack_entry_goes_with_its_tensor() -> None:
     cache = PrepackCache(lambda t: t * 2)
     weight = torch.ones(3)
     torch.testing.assert_close(cache.get(weight), torch.full((3,), 2.0))
-    assert len(cache) == 1
+    assert len(cache._entries) == 1
     del weight
     gc.collect()
-    assert len(cache) == 0
+    assert len(cache._entries) == 0
     with torch.inference_mode():  # inference tensors keep no version: identity and storage still key
         frozen = torch.ones(2)
     assert cache.get(frozen) is cache.get(frozen)

@@ -94,11 +94,9 @@ RANK_MARGIN = 64
 class RankSwitch:
     """The call at which every rank of a job switches one key from its provisional pick.
 
-    Each rank publishes in the job's store how many calls of the key it had made when its tuning
-    ended (its tuning thread), reads every rank's, and switches at call `max + RANK_MARGIN`. A rank
-    does not run a call past its own count `+ RANK_MARGIN` before it knows that call (it waits), so
-    none can have passed it: every rank switches at the same call. A rank whose tuning failed says so,
-    and then none switches.
+    Each rank publishes in the job's store how many calls of the key it had made when its tuning ended
+    (or that it failed: then none switches), reads every rank's, and switches at call `max + RANK_MARGIN`.
+    A rank waits rather than run a call past its own count `+ RANK_MARGIN` before it knows: none passes it.
     """
 
     def __init__(self, job: RankJob, name: str) -> None:

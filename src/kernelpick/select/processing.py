@@ -67,9 +67,6 @@ class PrepackCache:
 
         return weakref.ref(tensor, forget)
 
-    def __len__(self) -> int:
-        return len(self._entries)
-
 
 class ProcessedChoices:
     """A choice that processes its inputs before the call and its output after it (`kernelpick.processed`).

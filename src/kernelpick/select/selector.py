@@ -71,9 +71,8 @@ class Selector:
             them all), "random", "halving", "pattern" or "model", with options as "model(budget=0.1)"
             or {"name": "model", ...} (docs/search.md lists them and their budgets; default:
             `KERNELPICK_SEARCH`). Other choices are always timed, then again with each space's best few.
-        check: `check(*inputs, **kwargs)` raises for inputs the operation does not take (shapes
-            that do not fit, say); it runs before a new signature is tuned, so that such a call
-            fails at once with its error, and nothing is compiled or stored for it.
+        check: `check(*inputs, **kwargs)` raises for inputs the operation does not take (shapes that
+            do not fit, say), before a new signature is tuned: nothing is compiled or stored for them.
         background: a new signature's first calls run the reference while the choices are tuned in
             a thread (`kernelpick.select.background`; default: `KERNELPICK_BACKGROUND`).
 

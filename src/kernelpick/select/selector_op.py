@@ -260,12 +260,9 @@ def _autograd_kernel(
 
 
 class SelectorOp:
-    """A `Selector` as the PyTorch operator `name` (made by `Selector.as_op`).
-
-    Call it like the selector. In eager mode that is the selector's own call; while
-    `torch.compile`, `torch.export`, fake tensors or `make_fx` trace it, the call is one node of
-    `torch.ops.<namespace>.<name>`, whose fake implementation describes the output and whose real
-    implementation runs the selection when the program runs.
+    """A `Selector` as the PyTorch operator `name` (made by `Selector.as_op`), called like the selector:
+    eagerly, the selector's own call; traced (`torch.compile`, `torch.export`, fake tensors, `make_fx`), a
+    node of `torch.ops.<namespace>.<name>`, whose fake describes the output and which selects when it runs.
 
     Attributes:
         selector: the selector it calls.

@@ -407,7 +407,6 @@ class _RenderState:
             "static_shapes": self.static,
             "int64_index": int64,
         }
-        # The functions the source calls: the methods of those names.
         called = ("def_kernel", "size", "stride", "size_hint", "stride_hint", "dtype", "tensor_descriptor")
         functions = {name: getattr(self, name) for name in (*called, "workspace", "store_output")}
         try:
