@@ -41,10 +41,9 @@ UNMEASURED = BenchmarkResult.failed("skipped", "provisional: runs unmeasured whi
 
 @dataclass(eq=False)
 class Pending(Generic[_Run]):
-    """One key tuned in the background: what the key runs meanwhile (`provisional`), and what the tuning
-    thread found, on a copy of its front (`shadow`): what the key runs after the switch (`outcome`) and the
-    record (None where the tuning raised: `error` has it). The key's ranks agree when to switch (`ranks`,
-    at the `calls` made so far), then `done` is set."""
+    """One key tuned in the background: what it runs meanwhile (`provisional`), and what the tuning thread
+    found on a `shadow` of its front: what it runs after the switch (`outcome`) and the record (None where
+    the tuning raised: `error`); then the key's `ranks` agree when to switch, and `done` is set."""
 
     provisional: _Run
     started: float = field(default_factory=time.perf_counter)
@@ -65,9 +64,8 @@ class Pending(Generic[_Run]):
     def switched(
         self, logger: logging.Logger, who: str, noun: str, kept: str
     ) -> tuple[_Run, TuningRecord | None]:
-        """What the key runs from its switch on, and its record (None: the tuning failed, the provisional
-        record stays), said in the front's `logger`: `who` tuned, the provisional `noun` ("config",
-        "pick"), and what is `kept` running where the tuning failed."""
+        """What the key runs from its switch on, and its record (None: the tuning failed), said in the front's
+        `logger`: `who` tuned, the provisional `noun` ("config"), what is `kept` where the tuning failed."""
         seconds = time.perf_counter() - self.started
         if self.outcome is None or self.record is None:
             failed = "%s: tuning in the background failed after %.1f s (%s: %s); %s keeps running"
@@ -181,9 +179,8 @@ def wait(timeout: float | None = None) -> bool:
 
 
 def allowed(values: Sequence[Any]) -> bool:
-    """Whether a key met with `values`, which its front wants tuned in the background, can be: where a
-    provisional pick can stand in safely (docs/selection.md lists where it cannot); in a job of several
-    ranks only where they tune together."""
+    """Whether a key met with `values` can be tuned in the background: where a provisional pick can stand
+    in safely (docs/selection.md says where), in a job of several ranks only where they tune together."""
     if in_graph() or capturing(values):
         return False
     if any(isinstance(v, torch.Tensor) and not (v.is_floating_point() or v.is_complex()) for v in values):

@@ -240,8 +240,7 @@ class ProcessedChoices:
 
     def _prepacker(self, cached: bool = True) -> Before | None:
         """`prepare(*inputs)`: pre-packing (from the cache unless not `cached`), then `before`; `before`
-        itself when nothing is pre-packed, so that a call runs it unwrapped (None: neither, only `after`
-        processes)."""
+        itself when nothing is pre-packed, so that a call runs it unwrapped (None: only `after` processes)."""
         prepacked = tuple((index, c.get if cached else c.pack) for index, c in self.prepack.items())
         before = self.before
         if not prepacked:
@@ -337,8 +336,7 @@ class ProcessedChoice:
         }
 
     def compile_job(self, example: Example, signature: Signature) -> CompileJob | CompileOutcome:
-        """Pre-pack the example inputs (so no timed run packs) and compile the wrapped choice for
-        the processed ones."""
+        """Compile the wrapped choice for the processed example inputs, pre-packed now (no timed run does)."""
         prepared = self.space.prepared(example)
         if prepared is None:
             # Not a compile failure: the first run raises the same and is recorded as a runtime error.

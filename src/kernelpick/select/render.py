@@ -129,10 +129,7 @@ class Epilogue:
             object.__setattr__(self, "name", ast.unparse(parsed))
 
     def then(self, expression: str, inputs: Sequence[str] = (), name: str = "") -> Epilogue:
-        """This epilogue followed by another, whose `acc` is this one's result.
-
-        Example: `Epilogue("acc + bias", ("bias",)).then("tl.maximum(acc, 0.0)")`.
-        """
+        """This epilogue followed by another, whose `acc` is this one's result (`.then("tl.abs(acc)")`)."""
         following = Epilogue(expression, tuple(inputs))
         combined = _substitute(following._parsed, {"acc": self._parsed})
         merged = (*self.inputs, *(n for n in following.inputs if n not in self.inputs))

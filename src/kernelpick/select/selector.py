@@ -366,10 +366,9 @@ class Selector:
         signature: Signature,
         expanded: Callable[[], tuple[dict[str, Choice], tuple[SkippedChoice, ...]]],
     ) -> Callable[..., Any] | None:
-        """Bind the pick a deployment table gives for this key (`kernelpick.store.deploy`), if any
-        (`expanded()`: every choice, made only when the store's completeness is asked for). A
-        template's pick is rendered alone. The spaces the device can run are sorted out only for a table
-        that has an entry to look at."""
+        """Bind the pick a deployment table gives for this key (`kernelpick.store.deploy`), if any: a
+        template's pick is rendered alone, and every choice (`expanded()`) and the spaces the device can
+        run are made only when asked for."""
         eligible = functools.cache(lambda: eligible_spaces(self.spaces, signature.device))
         found_for: dict[int, Choice | None] = {}
 
@@ -418,8 +417,7 @@ class Selector:
         return list(self._expand(signature)[0].values())
 
     def _expand(self, signature: Signature) -> tuple[dict[str, Choice], tuple[SkippedChoice, ...]]:
-        """`expand`'s choices by digest, in order, and the spaces left out on the device with the reason
-        for each."""
+        """`expand`'s choices by digest, in order, and the spaces left out on the device, with why."""
         by_digest: dict[str, Choice] = {}
         names: set[str] = set()
         spaces, skipped = eligible_spaces(self.spaces, signature.device)

@@ -77,9 +77,8 @@ def define_operator(
             f"operator `{name}` already exists in this process: give this one another name (an operator "
             "cannot be redefined)"
         )
-    # Not `torch.library.custom_op`: its layers (a Python autograd kernel, a redispatch, a
-    # dynamo-disabled backend wrapper, an aliasing check) cost a compiled program's every call more
-    # than these two kernels (docs/design.md, "PyTorch integration").
+    # Not `torch.library.custom_op`: its layers cost a compiled program's every call more than these two
+    # kernels (docs/design.md, "PyTorch integration").
     library = torch.library.Library(namespace, "FRAGMENT")  # type: ignore[no-untyped-call]
     library.define(f"{opname}{schema}")  # type: ignore[no-untyped-call]
     overload: torch._ops.OpOverload = getattr(getattr(torch.ops, namespace), opname).default
@@ -137,10 +136,9 @@ def _traced_pick(
 
 
 def traceable_pick(selector: Selector, *inputs: Any, **kwargs: Any) -> Callable[..., Any] | None:
-    """What a traced call of `selector` with inputs like these can run in its place (selecting first
-    if needed): the pick's PyTorch function, or a function that launches a template's kernels through
-    `torch.library.wrap_triton`; None for a pick of another kind. The pick is ranked as the graph runs
-    it (`measured_as`), also where an eager call selected for these inputs first."""
+    """What a traced call of `selector` with inputs like these can run in its place (selecting first if
+    needed): the pick's PyTorch function, or its template's launches through `wrap_triton` (None for
+    another kind), the pick as the graph ranks it (`measured_as`), also after an eager selection."""
     with for_graphs():
         record = selector.tune(*inputs, **kwargs)
         ranking = measured_as(())
@@ -175,8 +173,7 @@ _traceable: set[Callable[..., Any]] = set()
 
 def traceable(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Mark `fn`, made of PyTorch operations alone (no data-dependent Python, no kernel launches), as a
-    pick a compiled graph may trace in its operator's place, as it does `torch.mm`: the composed
-    library choices of `kernelpick.ops` (`torch.addmm` then the activation)."""
+    pick a compiled graph may trace in its operator's place, as it does `torch.mm` (`kernelpick.ops`)."""
     _traceable.add(fn)
     return fn
 
@@ -195,9 +192,8 @@ _BELOW_AUTOGRAD = torch._C._after_autograd_keyset
 
 
 class _Formula(torch.autograd.Function):
-    """A selection's output that requires grad: computed below autograd (the selection itself), its
-    gradients by the operator's formula; without one, the backward says that none is registered (as
-    `torch.library.custom_op` does for an operator without one)."""
+    """A selection's output that requires grad: computed below autograd, its gradients by the operator's
+    formula (without one, the backward says none is registered, as a `custom_op`'s does)."""
 
     @staticmethod
     def forward(
@@ -234,9 +230,8 @@ _IN_PLACE_OR_VIEW = torch._C.DispatchKey.ADInplaceOrView
 def _autograd_kernel(
     overload: torch._ops.OpOverload, run: Callable[..., Any], backward: Backward | None
 ) -> Callable[..., Any]:
-    """The operator's Autograd kernel: `run` itself for plain tensors that need no grad (sparing a
-    second trip through the dispatcher), else on to the keys below; with `backward`'s gradients
-    where an input requires grad."""
+    """The operator's Autograd kernel: `run` itself for plain tensors that need no grad (no second trip
+    through the dispatcher), else on to the keys below; `backward`'s gradients where an input needs them."""
     below_autograd = torch._C._AutoDispatchBelowAutograd
     grad_enabled = torch._C.is_grad_enabled
     any_requires_grad = torch._C._any_requires_grad

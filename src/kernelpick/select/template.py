@@ -63,8 +63,7 @@ class Parameter:
 
 @dataclass(frozen=True, slots=True)
 class Launch:
-    """A kernel of a rendered template launched after its first: its name, grid and launch options
-    (None: the config's)."""
+    """A kernel launched after a rendered template's first: name, grid and options (None: the config's)."""
 
     kernel_name: str
     grid: tuple[int, ...]
@@ -74,9 +73,8 @@ class Launch:
 
 @dataclass(frozen=True, slots=True)
 class RenderedKernel:
-    """A rendered template: its source, its kernel's name and parameters, the output and the grid;
-    `after`: the kernels launched after it, in order, with the same parameters (most templates have
-    none)."""
+    """A rendered template: its source, its kernel's name and parameters, the output and the grid; `after`:
+    the kernels launched after it, in order, with the same parameters (most templates have none)."""
 
     source: str
     kernel_name: str
@@ -87,8 +85,7 @@ class RenderedKernel:
 
     @property
     def digest(self) -> str:
-        """The source's hash, and the later kernels' grids and options where there are any (they are
-        not in the source)."""
+        """The source's hash, with the later kernels' grids and options (they are not in the source)."""
         text = self.source if not self.after else self.source + repr(self.after)
         return hashlib.sha256(text.encode()).hexdigest()
 

@@ -169,9 +169,8 @@ class TemplateChoice:
         }
 
     def kernels(self) -> list[tuple[Any, Config, tuple[int, ...]]]:
-        """Every kernel one call launches, in order, with its launch options and grid: the first
-        kernel, then the template's later ones (`RenderedKernel.after`); each a `triton.jit` kernel
-        of the rendered module, written to the cache and imported from there."""
+        """Every kernel one call launches, in order (`RenderedKernel.after`), with its launch options and
+        grid: `triton.jit` kernels of the rendered module, written to the cache and imported from there."""
         module = load_module(write_module(self.rendered.source))
         found = [(getattr(module, self.rendered.kernel_name), self.launch_config, self.rendered.grid)]
         for launch in self.rendered.after:
@@ -198,9 +197,8 @@ class TemplateChoice:
         return _generate(self, self.kernels(), signature)[0]
 
     def traced_call(self, signature: Signature) -> Callable[..., Any] | None:
-        """`callable_for`'s function with each launch through `torch.library.wrap_triton`, for a
-        compiled graph to hold (`selector_op.traceable_pick`); None for a template that takes tensor
-        descriptors or writes to a given `out`."""
+        """`callable_for`'s function with each launch through `wrap_triton`, for a compiled graph to hold
+        (`traceable_pick`); None for a template that takes tensor descriptors or writes to a given `out`."""
         if "out" in signature.named_kwargs or any(p.kind == "descriptor" for p in self.rendered.parameters):
             return None
         return _generate(self, self.kernels(), signature, _traced_launcher)[0]
@@ -209,9 +207,8 @@ class TemplateChoice:
 def wrap_triton_launch(
     kernel: Any, grid: Any, args: tuple[Any, ...], kwargs: dict[str, Any], options: dict[str, Any]
 ) -> Any:
-    """`kernel[grid](*args, **kwargs)` as a tracer records it, `torch.library.wrap_triton`'s launch;
-    launch `options` (num_warps, ...) under a one-config `triton.autotune`, as Dynamo wraps a launch
-    given them."""
+    """`kernel[grid](*args, **kwargs)` as a tracer records it (`torch.library.wrap_triton`), launch
+    `options` (num_warps, ...) under a one-config `triton.autotune`, as Dynamo wraps a launch given them."""
     if options:
         import triton
 
