@@ -110,9 +110,8 @@ class RankSwitch:
             said = [self.job.store.get(f"{self.name}/{rank}").decode() for rank in range(self.job.world)]
             self.at = None if "failed" in said else max(map(int, said)) + RANK_MARGIN
         except Exception as error:  # the job's store failed: this rank keeps its provisional pick
-            log.warning(
-                "the ranks could not agree when to switch %s (%s): it is not switched", self.name, error
-            )
+            failed = "the ranks could not agree when to switch %s (%s): it is not switched"
+            log.warning(failed, self.name, error)
         finally:
             self.known.set()
 

@@ -313,8 +313,7 @@ class Selector:
                 won = "choice %s of %s won but cannot be called (%s); trying the next"
                 log.warning(won, choice.name, self.name, error)
                 results[choice.digest] = BenchmarkResult.failed("compile_error", str(error))
-        # Stored after binding, which may find a pick uncallable; failures are results too: stored
-        # even when nothing can be called.
+        # Stored after binding, which may find a pick uncallable, and also when nothing can be called.
         tuning.save(results, settled.fresh, None if bound is None else bound[0].digest)
         by_cost.sort(key=lambda c: results[c.digest].cost(ranking))  # with what binding found
         rows = tuple(
@@ -385,9 +384,8 @@ class Selector:
         try:
             call = choice.callable_for(signature)
         except Exception as error:  # e.g. a template that does not render for these sizes
-            log.warning(
-                "the tabled pick %s of %s cannot be called (%s); tuning", choice.name, self.name, error
-            )
+            uncallable = "the tabled pick %s of %s cannot be called (%s); tuning"
+            log.warning(uncallable, choice.name, self.name, error)
             return None
         rows = (CandidateResult(choice.digest, choice.description(), hit.entry.result, name=choice.name),)
         record = TuningRecord.of_selection(
@@ -443,7 +441,6 @@ class Selector:
     def reference_digest(self, signature: Signature) -> str | None:
         """The digest of the reference when it is one of the choices: what runs unless clearly beaten."""
         target = self._reference_target(signature)
-        # A function of the inputs checks outputs; it is not a choice.
         return target.digest if isinstance(target, Choice) else None
 
     def _reference_target(
