@@ -74,7 +74,8 @@ class ProcessedChoices:
     The processing is timed with the choice (a transpose that costs a copy makes the choice pay for
     that copy), except pre-packing, which is done once per tensor and kept while the tensor is
     unchanged, as a program packs a weight once: it is done before timing and not timed. Outputs are
-    verified against the reference like any choice's.
+    verified against the reference like any choice's. Its digest, and so what the store remembers of
+    it, changes with the processing's functions (their qualified names and code).
 
     Args:
         choice: the choice to wrap: `extern(...)`, `triton_choice(...)`, `template(...)` (each of its
@@ -89,9 +90,6 @@ class ProcessedChoices:
             PyTorch ops bump; after writing a tensor another way, e.g. with a Triton kernel, call
             `torch.autograd.graph.increment_version(tensor)`).
         name: its name in tables (default: the wrapped choice's name and the processing's functions).
-
-    It is a choice space for `kernelpick.Selector`. Its digest, and so what the store remembers of
-    it, changes with the processing's functions (their qualified names and code).
 
     Raises:
         ConfigError: `choice` is not a choice, a function is not callable, a prepack key is not an
