@@ -134,10 +134,6 @@ class TritonTemplate:
         self.output_rule, self.grid_rule, self.requires = output, grid, requires
         self.source_hash = hashlib.sha256(source.encode()).hexdigest()[:20]
 
-    @property
-    def _jinja(self) -> jinja2.Template:
-        return _compiled(self.source)
-
     def render(
         self,
         config: Config,
@@ -407,7 +403,7 @@ class _RenderState:
         called = ("def_kernel", "size", "stride", "size_hint", "stride_hint", "dtype", "tensor_descriptor")
         functions = {name: getattr(self, name) for name in (*called, "workspace", "store_output")}
         try:
-            body = self.template._jinja.render(**variables, **functions)
+            body = _compiled(self.template.source).render(**variables, **functions)
         except TemplateError:
             raise
         except Exception as error:  # whatever the template's own logic raised
