@@ -27,6 +27,7 @@ log = logging.getLogger("kernelpick.select")
 Before = Callable[..., Sequence[Any]]
 After = Callable[[Any], Any]
 Pack = Callable[[torch.Tensor], Any]
+Prepared = tuple[tuple[Any, ...], dict[str, Any]]  # the inputs and keywords the wrapped choice receives
 
 
 class PrepackCache:
@@ -156,9 +157,7 @@ class ProcessedChoices:
         self._lock = threading.Lock()
         self._inner_signatures: dict[Signature, Signature] = {}
         # Per example: the processed inputs its choices compile for (None: the processing raised on it).
-        self._examples: weakref.WeakKeyDictionary[Example, tuple[tuple[Any, ...], dict[str, Any]] | None] = (
-            weakref.WeakKeyDictionary()
-        )
+        self._examples: weakref.WeakKeyDictionary[Example, Prepared | None] = weakref.WeakKeyDictionary()
 
     def choices_for(self, signature: Signature) -> Sequence[Choice]:
         """The wrapped space's choices for the processed inputs, each wrapped.
@@ -252,21 +251,18 @@ class ProcessedChoices:
 
         return packed
 
-    def prepared(self, example: Example) -> tuple[tuple[Any, ...], dict[str, Any]] | None:
+    def prepared(self, example: Example) -> Prepared | None:
         """`example`'s inputs as the wrapped choice receives them, processed once for all its choices
         (each config of a template compiles for the same ones); None when the processing raised."""
         with self._lock:  # one processing per example, even when choices compile in several threads
             if example in self._examples:
                 return self._examples[example]
+            done: Prepared | None = None
             try:
                 args = tuple(example.args if self._prepare is None else self._prepare(*example.args))
-                done: tuple[tuple[Any, ...], dict[str, Any]] | None = (
-                    args,
-                    {k: v for k, v in example.kwargs.items() if self._passes(k)},
-                )
+                done = args, {k: v for k, v in example.kwargs.items() if self._passes(k)}
             except Exception as error:
                 log.debug("%s: processing the example inputs raised %s", self.name, error)
-                done = None
             self._examples[example] = done  # kept while `example` lives, which it does not refer to
             return done
 
