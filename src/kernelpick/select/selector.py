@@ -41,6 +41,7 @@ from kernelpick.store.table import TableEntry
 from kernelpick.workers.plan import start_early
 
 log = logging.getLogger("kernelpick.select")
+Expanded = tuple[dict[str, Choice], tuple[SkippedChoice, ...]]  # a signature's choices, the spaces left out
 
 
 class Selector:
@@ -359,11 +360,7 @@ class Selector:
         return call
 
     def _from_table(
-        self,
-        key: tuple[Any, ...],
-        tuning: Tuning,
-        signature: Signature,
-        expanded: Callable[[], tuple[dict[str, Choice], tuple[SkippedChoice, ...]]],
+        self, key: tuple[Any, ...], tuning: Tuning, signature: Signature, expanded: Callable[[], Expanded]
     ) -> Callable[..., Any] | None:
         """Bind the pick a deployment table gives for this key (`kernelpick.store.deploy`), if any: a
         template's pick is rendered alone, and every choice (`expanded()`) and the spaces the device can
@@ -414,7 +411,7 @@ class Selector:
         """
         return list(self._expand(signature)[0].values())
 
-    def _expand(self, signature: Signature) -> tuple[dict[str, Choice], tuple[SkippedChoice, ...]]:
+    def _expand(self, signature: Signature) -> Expanded:
         """`expand`'s choices by digest, in order, and the spaces left out on the device, with why."""
         by_digest: dict[str, Choice] = {}
         names: set[str] = set()
