@@ -93,8 +93,8 @@ def define_operator(
 def _decomposition(pick: Callable[..., Callable[..., Any] | None]) -> Callable[..., Any]:
     """How functionalization (what `torch.compile` hands Inductor) sees a call: with static sizes, the pick
     itself, tuned now on example inputs if need be (a PyTorch function's call, or a template's launches
-    through `wrap_triton`), which Inductor launches with no trip through the operator; otherwise
-    (symbolic sizes, `torch.export`, a pick of another kind) the operator, which selects when it runs."""
+    through `wrap_triton`), which Inductor launches with no trip through the operator; otherwise (symbolic
+    sizes, `torch.export`, which keeps operators whole, another kind of pick) the operator, which selects."""
 
     def functional(mode: Any, op: Any, types: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         call = _traced_pick(pick, args, kwargs)
