@@ -317,11 +317,9 @@ def _reference_function(selector: Selector, name: str) -> Callable[..., Any]:
         return target.fn
     if target is not None and not isinstance(target, (Choice, ChoiceSpace)) and callable(target):
         return target
-    what = (
-        "has no extern choice or reference function"
-        if target is None
-        else f"has the reference `{target.name}`, which is no extern choice or function,"
-    )
+    what = "has no extern choice or reference function"
+    if target is not None:
+        what = f"has the reference `{target.name}`, which is no extern choice or function,"
     raise OperatorError(
         f"operator `{name}`: selector `{selector.name}` {what} to run on tensors without data and describe "
         "the output (a Triton launch needs data); pass as_op(fake=...), a function of the same inputs that "
