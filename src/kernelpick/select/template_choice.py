@@ -263,13 +263,11 @@ def _generate(
             values.append(str(parameter.value))
 
     def allocate(device: str) -> list[str]:
-        lines = [
-            'out = kwargs["out"]'
-            if "out" in signature.named_kwargs
-            else f"out = empty_strided(OUT_SIZE, OUT_STRIDE, dtype=OUT_DTYPE, device={device})"
-        ]
+        out = f"out = empty_strided(OUT_SIZE, OUT_STRIDE, dtype=OUT_DTYPE, device={device})"
+        if "out" in signature.named_kwargs:
+            out = 'out = kwargs["out"]'
         # Scratch space comes from torch's caching allocator, as the output does: no zeroing, no copy.
-        return lines + [
+        return [out] + [
             f"workspace_{p.name} = empty({p.shape!r}, dtype=FLOAT32, device={device})"
             for p in rendered.parameters
             if p.kind == "workspace"
