@@ -152,11 +152,8 @@ def traceable_pick(selector: Selector, *inputs: Any, **kwargs: Any) -> Callable[
     if isinstance(choice, ExternChoice):
         call = choice.callable_for(signature)
         return call if _torch_function(call) else None
-    if (
-        isinstance(choice, TemplateChoice)
-        and settings.current().compiled_picks == "all"
-        and _inductor_runs_triton(signature)
-    ):
+    templates = settings.current().compiled_picks == "all"  # not only PyTorch functions
+    if isinstance(choice, TemplateChoice) and templates and _inductor_runs_triton(signature):
         return choice.traced_call(signature)
     return None
 
