@@ -176,13 +176,6 @@ class Dispatcher:
     _shape: tuple[Any, ...] | None = field(default=None, init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
 
-    def lookup(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        """The entry for this call, or None. The fast path: one generated function, one dict lookup."""
-        try:
-            return self.fast[self.fast_key(args, kwargs)]
-        except MISSES:
-            return None
-
     def clear(self) -> None:
         """Forget every entry: the next call of each key takes the exact path and tunes again."""
         with self._lock:
