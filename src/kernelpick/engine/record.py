@@ -28,10 +28,6 @@ from kernelpick.store.text import candidate_name, notable_specialization
 log = logging.getLogger("kernelpick.reports")
 
 
-#: The name selections used for `CandidateResult`.
-ChoiceResult = CandidateResult
-
-
 @dataclass(frozen=True, slots=True)
 class TuningRecord:
     """The outcome of one tuning: a tuned kernel's for one key (`kernel.last_tuning`), a selector's
