@@ -74,7 +74,7 @@ def test_a_pools_worker_isolates_nothing_itself_a_device_process_as_told(
     assert (
         started_environment(monkeypatch, None, WorkerPool([None]).workers[0])["KERNELPICK_ISOLATE"] == "off"
     )
-    device_process = WorkerProcess(None, queue.Queue(), 0, entry="kernelpick.jobs.device_process:serve")
+    device_process = WorkerProcess(None, queue.Queue(), 0, serve="kernelpick.jobs.device_process:serve")
     assert started_environment(monkeypatch, None, device_process)["KERNELPICK_ISOLATE"] == "on"
 
 

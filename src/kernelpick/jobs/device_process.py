@@ -45,9 +45,7 @@ class DeviceProcess(ThreadPoolExecutor):
         # importing torch, kernelpick and the spec, which the command has imported already. It then
         # makes its own CUDA context on its GPU. With no zygote, or one that is a new interpreter,
         # it is a new interpreter itself.
-        self._process = WorkerProcess(
-            device, self._replies, 0, entry=f"{__name__}:serve", echo=True, spawned_zygote=False
-        )
+        self._process = WorkerProcess(device, self._replies, 0, serve=f"{__name__}:serve")
         self._failure = ""  # why every later call fails (`_broken` is ThreadPoolExecutor's own)
         self._running = False
         super().submit(self._start, initializer, initargs)

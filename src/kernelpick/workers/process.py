@@ -46,18 +46,17 @@ def describe_output(tail: str) -> str:
 
 class WorkerProcess:
     """A process bound to one device, forked by the zygote where there is one, else a new interpreter
-    (`python -m kernelpick.workers.main`), running `entry`.
+    (`python -m kernelpick.workers.main`), running an isolation worker's loop or a device process's.
 
     Args:
         device: the GPU index it owns, as this process numbers its GPUs (it sees only that GPU, as
             `cuda:0`: `settings.visible_device`), or None for the CPU (or the environment's GPUs).
         messages: where its messages go, as `(slot, generation, message)`; `slot` tells workers apart.
         slot: this worker's number in its pool.
-        entry: the loop it runs ("module:function", called with its messages' file descriptor,
-            first saying it is ready): an isolation worker's, or a device process's.
-        echo: what it prints goes to this process's stderr too, not only into `tail`.
-        spawned_zygote: whether a spawned zygote (`Zygote.spawned`) may fork it; if not, and there
-            is no forked zygote, it is a new interpreter itself.
+        serve: a device process's loop ("module:function", called with its messages' file descriptor,
+            first saying it is ready), not an isolation worker's (`WORKER_ENTRY`): what it prints goes to
+            this process's stderr too, not only into `tail`, and no spawned zygote (`Zygote.spawned`)
+            forks it (with no forked zygote, it is a new interpreter itself).
     """
 
     def __init__(
@@ -66,16 +65,12 @@ class WorkerProcess:
         messages: queue.Queue[tuple[int, int, dict[str, Any] | None]],
         slot: int,
         *,
-        entry: str = WORKER_ENTRY,
-        echo: bool = False,
-        spawned_zygote: bool = True,
+        serve: str | None = None,
     ) -> None:
         self.device = device
         self.slot = slot
         self._messages = messages
-        self._entry = entry
-        self._echo = echo
-        self._spawned_zygote = spawned_zygote
+        self._serve = serve
         self._tail: collections.deque[str] = collections.deque(maxlen=_TAIL_LINES)
         self._process: subprocess.Popen[bytes] | ForkedWorker | None = None
         self.generation = 0  # bumped at every start: messages of a dead predecessor are ignored
@@ -104,7 +99,7 @@ class WorkerProcess:
         self.generation += 1
         self._tail.clear()
         read_end, write_end = os.pipe()
-        forked = fork_zygote(spawn=self._spawned_zygote) if _forking_works else None  # made now if not yet
+        forked = fork_zygote(spawn=self._serve is None) if _forking_works else None  # made now if not yet
         changes: dict[str, str | None] = {
             # A new interpreter imports Triton to compile (kernelpick interprets CPU kernels itself);
             # a child of the zygote has the Triton it imported, made as TRITON_INTERPRET then said,
@@ -113,14 +108,15 @@ class WorkerProcess:
             # The worker imports what the caller can: its import path, entries added at run time too.
             "PYTHONPATH": os.pathsep.join(p for p in sys.path if p and os.path.isdir(p)),
             # Isolation inside a worker is off: it measures what it is sent itself, and forks no zygote.
-            **({"KERNELPICK_ISOLATE": "off"} if self._entry == WORKER_ENTRY else {}),
+            **({"KERNELPICK_ISOLATE": "off"} if self._serve is None else {}),
         }
         if self.device is not None:
             changes["CUDA_VISIBLE_DEVICES"] = settings.visible_device(self.device)
         environment = settings.child_environment(changes)
+        entry = self._serve or WORKER_ENTRY
         if forked is not None:
             try:
-                self._process = forked.fork_child(environment, write_end, self._entry)
+                self._process = forked.fork_child(environment, write_end, entry)
             except OSError as error:  # the zygote is gone (a spawned one may have failed to start)
                 log.info("no zygote to fork a worker (%s); starting new interpreters", error)
                 _forking_works = False
@@ -130,7 +126,7 @@ class WorkerProcess:
                 return
         else:
             self._process = subprocess.Popen(
-                [sys.executable, "-m", "kernelpick.workers.main", str(write_end), self._entry],
+                [sys.executable, "-m", "kernelpick.workers.main", str(write_end), entry],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
@@ -227,6 +223,6 @@ class WorkerProcess:
         for line in process.stdout:
             text = line.decode(errors="replace").rstrip()
             self._tail.append(text)
-            if self._echo:
+            if self._serve is not None:  # a device process: the command shows what it prints
                 sys.stderr.write(text + "\n")
                 sys.stderr.flush()
