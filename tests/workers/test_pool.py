@@ -42,6 +42,7 @@ class ScriptedWorker:
         self.alive = True
 
     def send(self, request: Mapping[str, Any]) -> None:
+        assert request["candidates"] == {c: PAYLOADS[c] for c in request["candidates"]}
         self.requests.append(dict(request))
         body = self.answer(dict(request))
         if body is None:
@@ -71,6 +72,8 @@ def scripted(*answers: Answer) -> tuple[WorkerPool, list[ScriptedWorker]]:
 
 
 MEDIANS = {"a": 3.0, "b": 1.0, "c": 1.05, "d": 2.0}
+#: What a request carries of each candidate (the engine's are `values.encode`d choices).
+PAYLOADS = {c: f"payload of {c}" for c in MEDIANS}
 
 
 def screen_by_median(request: dict[str, Any]) -> dict[str, Any]:
@@ -83,15 +86,15 @@ def screen_by_median(request: dict[str, Any]) -> dict[str, Any]:
 
 def test_each_screening_request_carries_the_fastest_median_so_far() -> None:
     pool, (worker,) = scripted(screen_by_median)
-    results = pool.measure({}, list(MEDIANS), timeout_s=5.0)
+    results = pool.measure({}, list(MEDIANS), PAYLOADS, timeout_s=5.0)
     assert [r["best_ms"] for r in worker.requests] == [None, 3.0, 1.0, 1.0]
-    assert [r["candidates"] for r in worker.requests] == [["a"], ["b"], ["c"], ["d"]]
+    assert [list(r["candidates"]) for r in worker.requests] == [["a"], ["b"], ["c"], ["d"]]
     assert {c: r.median_ms for c, r in results.items()} == MEDIANS
 
 
 def test_a_screening_request_carries_the_lowest_cost_of_other_ranks_when_it_is_lower() -> None:
     pool, (worker,) = scripted(screen_by_median)
-    pool.measure({}, list(MEDIANS), timeout_s=5.0, best_ms=lambda: 2.0)
+    pool.measure({}, list(MEDIANS), PAYLOADS, timeout_s=5.0, best_ms=lambda: 2.0)
     assert [r["best_ms"] for r in worker.requests] == [2.0, 2.0, 1.0, 1.0]
 
 
@@ -102,15 +105,15 @@ def test_the_cutoff_is_the_lowest_device_time_so_far_host_time_aside() -> None:
         return {"results": {candidate: BenchmarkResult("ok", timing).to_dict()}}
 
     pool, (worker,) = scripted(host_bound)
-    pool.measure({}, ["a", "b", "c"], timeout_s=5.0)
+    pool.measure({}, ["a", "b", "c"], PAYLOADS, timeout_s=5.0)
     # b runs 1 ms on the device and 5 ms on the host: the device time ranks, b is the fastest so far.
     assert [r["best_ms"] for r in worker.requests] == [None, 3.0, 1.0]
 
 
 def test_every_candidate_is_screened_once() -> None:
     pool, (worker,) = scripted(screen_by_median)
-    pool.measure({}, ["b", "c", "a", "d"], timeout_s=5.0)
-    assert [r["candidates"] for r in worker.requests] == [["b"], ["c"], ["a"], ["d"]]
+    pool.measure({}, ["b", "c", "a", "d"], PAYLOADS, timeout_s=5.0)
+    assert [list(r["candidates"]) for r in worker.requests] == [["b"], ["c"], ["a"], ["d"]]
 
 
 def test_finalists_are_timed_again_on_every_worker_and_combined() -> None:
@@ -120,9 +123,9 @@ def test_finalists_are_timed_again_on_every_worker_and_combined() -> None:
         return screen_by_median(request)
 
     pool, workers = scripted(screen_by_median, slower_gpu)
-    results = pool.measure({}, list(MEDIANS), timeout_s=5.0, confirm_top=3, confirm_within=0.1)
+    results = pool.measure({}, list(MEDIANS), PAYLOADS, timeout_s=5.0, confirm_top=3, confirm_within=0.1)
     confirms = [r for w in workers for r in w.requests if r["step"] == "confirm"]
-    assert [(r["candidates"], r["share"]) for r in confirms] == [(["b", "c"], 0.5), (["b", "c"], 0.5)]
+    assert [(list(r["candidates"]), r["share"]) for r in confirms] == [(["b", "c"], 0.5), (["b", "c"], 0.5)]
     assert results["b"].median_ms == pytest.approx(2.1)  # the mean of 2.0 and 2.2
     assert results["b"].timing is not None and results["b"].timing.runs == 20
     # Not a finalist: its first figure on the second round's scale (both finalists' ratio is 2.1).
@@ -135,7 +138,7 @@ def test_a_second_round_that_fails_on_one_worker_uses_the_others(caplog: pytest.
 
     pool, _ = scripted(screen_by_median, dies_confirming)
     with caplog.at_level(logging.WARNING, logger="kernelpick.workers"):
-        results = pool.measure({}, list(MEDIANS), timeout_s=5.0, confirm_top=3, confirm_within=0.1)
+        results = pool.measure({}, list(MEDIANS), PAYLOADS, timeout_s=5.0, confirm_top=3, confirm_within=0.1)
     assert results["b"].median_ms == 2.0 and results["c"].median_ms == 2.1  # the first worker's
     assert "second round failed on a worker" in caplog.text
 
@@ -148,7 +151,7 @@ def test_a_second_round_that_fails_everywhere_keeps_the_first_rounds_figures(
 
     pool, _ = scripted(dies_confirming, dies_confirming)
     with caplog.at_level(logging.WARNING, logger="kernelpick.workers"):
-        results = pool.measure({}, list(MEDIANS), timeout_s=5.0, confirm_top=3, confirm_within=0.1)
+        results = pool.measure({}, list(MEDIANS), PAYLOADS, timeout_s=5.0, confirm_top=3, confirm_within=0.1)
     assert {c: r.median_ms for c, r in results.items()} == MEDIANS
     assert "keeping the first round's timings" in caplog.text
 
@@ -165,11 +168,12 @@ def test_prepare_splits_the_candidates_and_its_failures_are_final() -> None:
     results = pool.measure(
         {},
         list(MEDIANS),
+        PAYLOADS,
         timeout_s=5.0,
         prepare_timeout_s=5.0,
         on_done=lambda candidate, result: done.setdefault(candidate, result.status),
     )
-    prepares = [r["candidates"] for w in workers for r in w.requests if r["step"] == "prepare"]
+    prepares = [list(r["candidates"]) for w in workers for r in w.requests if r["step"] == "prepare"]
     assert prepares == [["a", "c"], ["b", "d"]]
     assert results["d"].status == "compile_error"
     screened = sorted(
@@ -185,7 +189,7 @@ def test_a_worker_dying_while_compiling_only_loses_its_head_start(caplog: pytest
 
     pool, _ = scripted(dies_preparing)
     with caplog.at_level(logging.WARNING, logger="kernelpick.workers"):
-        results = pool.measure({}, list(MEDIANS), timeout_s=5.0, prepare_timeout_s=5.0)
+        results = pool.measure({}, list(MEDIANS), PAYLOADS, timeout_s=5.0, prepare_timeout_s=5.0)
     assert {c: r.median_ms for c, r in results.items()} == MEDIANS
     assert "died while compiling" in caplog.text
 
@@ -194,7 +198,7 @@ def test_answers_to_requests_given_up_on_are_ignored() -> None:
     pool, (worker,) = scripted(screen_by_median)
     # An answer left over from an earlier, abandoned measurement: same worker, same generation.
     pool._messages.put((0, worker.generation, {"id": -1, "results": {"a": timed(0.001)}}))
-    results = pool.measure({}, ["a"], timeout_s=5.0)
+    results = pool.measure({}, ["a"], PAYLOADS, timeout_s=5.0)
     assert results["a"].median_ms == 3.0
 
 
@@ -210,7 +214,7 @@ def test_candidates_fed_while_measuring_are_screened_as_they_arrive() -> None:
         feed.close()
 
     threading.Thread(target=compile_slowly).start()
-    results = pool.measure({}, [], feed=feed, timeout_s=5.0, confirm_top=2, confirm_within=0.1)
+    results = pool.measure({}, [], PAYLOADS, feed=feed, timeout_s=5.0, confirm_top=2, confirm_within=0.1)
     assert list(results) == list(MEDIANS)
     assert [r["step"] for r in worker.requests] == ["screen"] * 4 + ["confirm"]
     assert results["b"].median_ms == 2.0  # confirmed
@@ -220,18 +224,18 @@ def test_a_feed_that_closes_empty_ends_the_measurement() -> None:
     pool, (worker,) = scripted(screen_by_median)
     feed = pool.feed()
     feed.close()
-    assert pool.measure({}, [], feed=feed, timeout_s=5.0) == {}
+    assert pool.measure({}, [], PAYLOADS, feed=feed, timeout_s=5.0) == {}
     assert worker.requests == []
 
 
 def test_an_error_answer_fails_only_its_candidate_once_others_were_measured() -> None:
     def breaks_on_c(request: dict[str, Any]) -> dict[str, Any]:
-        if request["candidates"] == ["c"]:
+        if list(request["candidates"]) == ["c"]:
             return {"error": "RuntimeError: something in kernelpick", "traceback": "..."}
         return screen_by_median(request)
 
     pool, _ = scripted(breaks_on_c)
-    results = pool.measure({}, list(MEDIANS), timeout_s=5.0)
+    results = pool.measure({}, list(MEDIANS), PAYLOADS, timeout_s=5.0)
     assert results["c"].status == "runtime_error" and "something in kernelpick" in results["c"].message
     assert results["b"].ok and results["d"].ok
 
@@ -241,7 +245,7 @@ def test_an_error_answer_to_the_first_request_means_the_workers_cannot_do_it() -
 
     pool, _ = scripted(lambda request: {"error": "ModuleNotFoundError: No module named 'user_code'"})
     with pytest.raises(IsolationError, match="user_code"):
-        pool.measure({}, list(MEDIANS), timeout_s=5.0)
+        pool.measure({}, list(MEDIANS), PAYLOADS, timeout_s=5.0)
 
 
 def test_an_answer_that_came_in_time_counts_even_if_it_is_read_late() -> None:
@@ -249,7 +253,7 @@ def test_an_answer_that_came_in_time_counts_even_if_it_is_read_late() -> None:
     # their deadline, must not be taken for timeouts. Here the deadline has passed when the pool
     # looks (timeout 0), but the answer is already waiting.
     pool, _ = scripted(screen_by_median)
-    results = pool.measure({}, ["a"], timeout_s=0.0)
+    results = pool.measure({}, ["a"], PAYLOADS, timeout_s=0.0)
     assert results["a"].ok and results["a"].median_ms == 3.0
 
 
@@ -260,7 +264,7 @@ def test_an_interrupted_measurement_kills_the_workers_busy_with_its_candidates()
         raise KeyboardInterrupt  # Ctrl-C as the first result comes in
 
     with pytest.raises(KeyboardInterrupt):
-        pool.measure({}, list(MEDIANS), timeout_s=5.0, on_done=interrupted)
+        pool.measure({}, list(MEDIANS), PAYLOADS, timeout_s=5.0, on_done=interrupted)
     # The first answered and is idle; the second was running a candidate nobody waits for now.
     assert [w.alive for w in workers] == [True, False]
 
@@ -273,7 +277,7 @@ def test_a_feed_of_an_interrupted_measurement_does_not_reach_the_next() -> None:
     feed = pool.feed()
     feed.put("b")
     feed.close()
-    assert list(pool.measure({}, [], feed=feed, timeout_s=5.0)) == ["b"]
+    assert list(pool.measure({}, [], PAYLOADS, feed=feed, timeout_s=5.0)) == ["b"]
 
 
 def test_candidates_fed_while_the_workers_compile_others_wait_for_the_screening() -> None:
@@ -288,9 +292,9 @@ def test_candidates_fed_while_the_workers_compile_others_wait_for_the_screening(
     feed.put("b")  # arrive before the prepare step's answer, which they must not be lost behind
     feed.put("c")
     feed.close()
-    results = pool.measure({}, ["a", "d"], feed=feed, timeout_s=5.0, prepare_timeout_s=5.0)
-    assert [r["candidates"] for r in worker.requests if r["step"] == "prepare"] == [["a", "d"]]
-    assert [r["candidates"] for r in worker.requests if r["step"] == "screen"] == [["a"], ["b"], ["c"]]
+    results = pool.measure({}, ["a", "d"], PAYLOADS, feed=feed, timeout_s=5.0, prepare_timeout_s=5.0)
+    assert [list(r["candidates"]) for r in worker.requests if r["step"] == "prepare"] == [["a", "d"]]
+    assert [list(r["candidates"]) for r in worker.requests if r["step"] == "screen"] == [["a"], ["b"], ["c"]]
     assert {c: r.status for c, r in results.items()} == {
         "a": "ok",
         "d": "compile_error",
@@ -305,10 +309,10 @@ def test_the_workers_seconds_are_summed_into_the_phases() -> None:
 
     pool, _ = scripted(spending, spending)
     timings: dict[str, float] = {}
-    pool.measure({}, list(MEDIANS), timeout_s=5.0, confirm_top=2, phases=timings)
+    pool.measure({}, list(MEDIANS), PAYLOADS, timeout_s=5.0, confirm_top=2, phases=timings)
     # Four screening requests and two of the second round (one per worker).
     assert timings["worker_load"] == pytest.approx(6 * 0.25)
     assert timings["worker_measure"] == pytest.approx(6 * 1.0)
     timings = {}
-    pool.measure({}, ["a"], timeout_s=5.0, phases=timings)  # a new measurement counts afresh
+    pool.measure({}, ["a"], PAYLOADS, timeout_s=5.0, phases=timings)  # a new measurement counts afresh
     assert timings["worker_measure"] == pytest.approx(1.0)

@@ -49,7 +49,7 @@ class WorkerPool:
         self._requests = itertools.count()
         self._start_lock = threading.Lock()
         self._starting: Future[None] | None = None
-        self._payloads: Mapping[str, Any] | None = None
+        self._payloads: Mapping[str, Any] = {}
         self._worker_phases: collections.Counter[str] = collections.Counter()  # worker-seconds, by part
         self.retires = any(d is not None for d in devices)
         self._wanted = 0  # bumped by every measurement and early start: an idle spell's number
@@ -93,7 +93,7 @@ class WorkerPool:
     ) -> _Busy:
         """Send `worker` one step of `request` for `candidates`; what to wait for, until when."""
         number = next(self._requests)
-        carried = list(candidates) if self._payloads is None else {c: self._payloads[c] for c in candidates}
+        carried = {c: self._payloads[c] for c in candidates}
         # The worker ends itself a little past `timeout_s` too, should this process not kill it.
         worker.send(
             {**request, "candidates": carried, "step": step, **details, "id": number, "timeout_s": timeout_s}
@@ -135,7 +135,7 @@ class WorkerPool:
         self,
         request: Mapping[str, Any],
         candidates: Sequence[str],
-        payloads: Mapping[str, Any] | None = None,
+        payloads: Mapping[str, Any],
         *,
         feed: Feed | None = None,
         timeout_s: float,
@@ -152,7 +152,7 @@ class WorkerPool:
         Args:
             request: what every worker needs to rebuild the problem (problem, settings).
             candidates: the ids of the candidates known now (config or choice digests).
-            payloads: what a request carries of each candidate, by id (None: the ids alone, a list).
+            payloads: what a request carries of each candidate, by id (a fed one's too).
             feed: more candidates as the caller compiles them, screened as they come after any prepare step.
             timeout_s: how long one candidate may take, compiling and timing included.
             prepare_timeout_s: how long the workers may compile their shares of `candidates` first
