@@ -43,8 +43,7 @@ OVERRUN_S = 5.0
 def _limit(seconds: Any) -> None:
     """End this process (SIGALRM) once `seconds` (a request's `timeout_s`) and `OVERRUN_S` have passed;
     0 or None: no limit (the limit before is lifted)."""
-    if hasattr(signal, "setitimer"):  # Windows: the pool's kill alone
-        signal.setitimer(signal.ITIMER_REAL, seconds + OVERRUN_S if seconds else 0.0)
+    signal.setitimer(signal.ITIMER_REAL, seconds + OVERRUN_S if seconds else 0.0)
 
 
 def serve_messages(fd: int) -> int:
@@ -60,8 +59,8 @@ def serve_messages(fd: int) -> int:
     name = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
     # Which GPU, as the machine knows it: its workers' GPU is a caller's check (`settings.visible_device`).
     uuid = str(getattr(torch.cuda.get_device_properties(0), "uuid", "")) if torch.cuda.is_available() else ""
-    if hasattr(signal, "SIGALRM"):  # a handler inherited from the caller would run Python code: ours ends it
-        signal.signal(signal.SIGALRM, signal.SIG_DFL)
+    # A handler inherited from the caller would run Python code: ours ends it.
+    signal.signal(signal.SIGALRM, signal.SIG_DFL)
     # Messages go through their own pipe: what benchmarked code prints on stdout cannot garble them.
     with os.fdopen(fd, "w", buffering=1) as messages:  # a line at a time
         messages.write(json.dumps({"ready": True, "pid": os.getpid(), "device": name, "uuid": uuid}) + "\n")

@@ -382,7 +382,7 @@ class WorkerPool:
         worker = self.workers[slot]
         if body is None:
             code = worker.exit_code()
-            if ALARM is not None and code == -ALARM:  # it ended itself (`kernelpick.workers.main`)
+            if code == -signal.SIGALRM:  # it ended itself past its time limit (`kernelpick.workers.main`)
                 return BenchmarkResult.failed(
                     "timeout",
                     f"it ran past its time limit and the worker ended itself{describe_output(worker.tail())}",
@@ -398,8 +398,6 @@ class WorkerPool:
         return BenchmarkResult.from_dict(body["results"][candidate])
 
 
-#: The signal a worker ends itself with past its time limit (none where the system has no SIGALRM).
-ALARM: int | None = getattr(signal, "SIGALRM", None)
 _MISSING = {"status": "runtime_error", "timing": None, "message": "no result"}
 _FEED = -1  # the slot of messages from a feed
 _feeds = itertools.count(1)
