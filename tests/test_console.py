@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import os
+import threading
 import time
 
 import pytest
@@ -135,3 +137,33 @@ def test_a_warning_is_said_once_per_cause(caplog: pytest.LogCaptureFixture) -> N
         "add: timed here: no worker starts",
         "add: timed here: the worker died",
     ]
+
+
+def test_a_process_forked_while_another_thread_says_a_warning_can_warn() -> None:
+    # A forked compiler warns through warn_once (a claims folder passed over); a thread of the parent
+    # holding its lock at the fork must not leave the child waiting on it for good.
+    held, release = threading.Event(), threading.Event()
+
+    def say_slowly() -> None:
+        with console._warned_lock:
+            held.set()
+            release.wait(10)
+
+    thread = threading.Thread(target=say_slowly)
+    thread.start()
+    held.wait(10)
+    try:
+        pid = os.fork()
+        if pid == 0:  # the child: warn, then end at once
+            console.warn_once(logging.getLogger("kernelpick.test"), "forked", "said in a forked child")
+            os._exit(0)
+        deadline = time.monotonic() + 10
+        while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if done[0] == 0:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+        assert done[0] == pid and os.waitstatus_to_exitcode(done[1]) == 0, "the child waited on the lock"
+    finally:
+        release.set()
+        thread.join()

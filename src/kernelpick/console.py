@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import re
 import sys
 import threading
@@ -169,6 +170,16 @@ def headline(message: str, limit: int = 100) -> str:
 
 _warned: set[tuple[str, str]] = set()
 _warned_lock = threading.Lock()
+
+
+def _new_lock_in_child() -> None:
+    """A process forked while another thread held `_warned_lock` (a forked compiler, say) gets one free."""
+    global _warned_lock
+    _warned_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_new_lock_in_child)
 
 
 def warn_once(logger: logging.Logger, cause: str, message: str, *args: object) -> None:
