@@ -57,7 +57,8 @@ def kept_file(folder: str, digest: str, cache: Path | None = None) -> Path:
     `source_hash`) or a kernel's source ("kernels", its `cache_key`); `cache` defaults to the cache dir.
 
     Raises:
-        ValueError: `digest` is not 1 to 40 hex digits (a name read from a store may hold `../`).
+        ValueError: `digest`'s first 40 characters are not all hex digits (a name read from a store
+            may hold `../`).
     """
     name = digest[:40]
     if not _HEX.fullmatch(name):

@@ -50,9 +50,10 @@ def define_operator(
     backward: Backward | None = None,
 ) -> torch._ops.OpOverload:
     """Register `run` as the functional PyTorch operator `name` ("namespace::name"): `fake` describes its
-    output, `pick(*inputs, **kwargs)` gives what a compiled graph may run in its place (`_decomposition`),
-    `backward` is its autograd formula (None: a backward through it raises, as through a `custom_op`
-    without one). Returns `torch.ops.<namespace>.<name>.default`.
+    output, `pick(*inputs, **kwargs)` gives what a compiled graph may run in its place, or None where
+    the graph keeps the operator (`_decomposition`), `backward` is its autograd formula (None: a
+    backward through it raises, as through a `custom_op` without one). Returns
+    `torch.ops.<namespace>.<name>.default`.
 
     Raises:
         OperatorError: the name or schema is malformed, declares a mutation, or the name is taken.

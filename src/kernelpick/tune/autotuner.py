@@ -94,9 +94,10 @@ def autotune(
         default: the config to keep unless another beats it by more than the measured spread of the
             two (one of `configs`, or its index). Without it, the config that won the last tuning
             for the key, when new configs are measured beside stored ones, is kept likewise.
-        search: how configs are searched: a strategy's name ("exhaustive" times them all), with options
-            as "model(budget=0.1)" or {"name": "model", ...} (docs/search.md lists them; default:
-            `KERNELPICK_SEARCH`). Every config timed is stored, so a later search starts warm.
+        search: how configs are searched: "exhaustive" (time them all), "random", "halving",
+            "pattern" or "model", with options as "model(budget=0.1)" or {"name": "model", ...}
+            (docs/search.md lists them; default: `KERNELPICK_SEARCH`; budgets: `KERNELPICK_SEARCH_BUDGET`,
+            `KERNELPICK_SEARCH_SECONDS`). Every config timed is stored, so a later search starts warm.
         background: a new key's first calls run `default` (else the first config) while the configs
             are tuned in a thread (`kernelpick.tune.background`; default: `KERNELPICK_BACKGROUND`).
 
@@ -469,8 +470,9 @@ class Pruner:
         given: dict[Config, Any] | None = None,
     ) -> list[Config]:
         """The configs left to tune, as Triton prunes them: `positional` holds the positional arguments
-        by name (Triton's `named_args`), `given` each config as the user gave it, which is what
-        `early_config_prune` receives and may return (configs it makes up are added).
+        by name (Triton's `named_args`; arguments given by keyword are in `kwargs`), `given` each config
+        as the user gave it, which is what `early_config_prune` receives and may return (configs it
+        makes up are added).
 
         Raises:
             NoValidConfigs: `early_config_prune` kept no config.

@@ -158,7 +158,8 @@ def _driver_present() -> bool:
 
 def start_early(requested: bool | None) -> None:
     """Get ready for the first tuning in the background, once per process, if it has a GPU: start the
-    isolation workers (unless `requested` is False) and warm Triton's compiler up.
+    isolation workers (unless `requested` is False or `KERNELPICK_ISOLATE=off`) and warm Triton's
+    compiler up.
 
     Called when a tuned kernel or a selector is made, usually as the user's modules are imported, so
     that the workers' seconds of starting pass while the program still sets up. Nothing happens in a

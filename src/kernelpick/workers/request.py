@@ -81,7 +81,8 @@ class Problem:
     ) -> Problem:
         """The problem of these arguments on `device` (`details`: the other fields), and whether the
         caller set an allocator with `triton.set_allocator` (kernels that make tensor descriptors on
-        the device call one); integer tensors' values travel in files in `payload_dir` (`describe_value`).
+        the device call one); integer tensors' values travel in files in `payload_dir`
+        (`describe_value`; None: the worker makes new ones, as for the others).
 
         Raises:
             IsolationError: an argument cannot be described as data (an arbitrary object).
