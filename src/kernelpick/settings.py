@@ -10,6 +10,7 @@ import logging
 import math
 import os
 import shutil
+import sys
 import tempfile
 import threading
 import typing
@@ -516,8 +517,9 @@ def visible_device(index: int) -> str:
 
 
 def child_environment(changes: Mapping[str, str | None]) -> dict[str, str]:
-    """This process's environment with `changes` (None removes a variable), for a process it starts."""
-    environment = dict(os.environ)
+    """This process's environment with `changes` (None removes a variable), for a process it starts:
+    its PYTHONPATH is this process's `sys.path` as it is now, so that it imports what this one can."""
+    environment = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p and os.path.isdir(p)))
     for name, value in changes.items():
         if value is None:
             environment.pop(name, None)

@@ -17,7 +17,7 @@ from typing import Any
 
 from kernelpick import settings
 from kernelpick.errors import IsolationError
-from kernelpick.workers.zygote import START_TIMEOUT_S, ForkedWorker, fork_zygote, import_path, signal_group
+from kernelpick.workers.zygote import START_TIMEOUT_S, ForkedWorker, fork_zygote, signal_group
 
 log = logging.getLogger("kernelpick.workers")
 
@@ -105,7 +105,6 @@ class WorkerProcess:
             # a child of the zygote has the Triton it imported, made as TRITON_INTERPRET then said,
             # which its knob must keep saying (Triton asserts it when it imports Gluon later).
             **({} if forked is not None and not forked.spawned else {"TRITON_INTERPRET": None}),
-            "PYTHONPATH": import_path(),
             # Isolation inside a worker is off: it measures what it is sent itself, and forks no zygote.
             **({"KERNELPICK_ISOLATE": "off"} if self._serve is None else {}),
         }

@@ -156,21 +156,11 @@ class Zygote:
             self._process.wait()  # reaped: a spawned zygote is this process's child
 
 
-def import_path() -> str:
-    """PYTHONPATH for a new interpreter to import what this process can: its `sys.path`, as it is now."""
-    return os.pathsep.join(p for p in sys.path if p and os.path.isdir(p))
-
-
 def _spawn(connection: socket.socket) -> subprocess.Popen[bytes]:
     """A new interpreter running `serve_spawned` on `connection`, importing what this one can."""
     from kernelpick import settings
 
-    environment = settings.child_environment(
-        {
-            "TRITON_INTERPRET": None,  # its Triton, as a worker's, is made for the GPU
-            "PYTHONPATH": import_path(),
-        }
-    )
+    environment = settings.child_environment({"TRITON_INTERPRET": None})  # its Triton made for the GPU
     fd = connection.fileno()
     code = f"from kernelpick.workers.zygote import serve_spawned; serve_spawned({fd})"
     return subprocess.Popen(
