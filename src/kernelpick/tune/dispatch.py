@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -208,10 +209,9 @@ class Dispatcher:
                     return
                 self._shape, self.fast_key = shape, fast_key
             if shape == self._shape:
-                try:
+                # A miss (a tensor without storage, say): such calls take the exact path.
+                with contextlib.suppress(*MISSES):
                     self.fast[self.fast_key(args, kwargs)] = entry
-                except MISSES:  # e.g. a tensor without storage: such calls take the exact path
-                    pass
 
 
 def describe_key(names: Sequence[str], key: tuple[Any, ...], *, dtypes: bool = False) -> str:
