@@ -154,8 +154,7 @@ def matrix_product(name: str, key: Mapping[str, Any]) -> MatrixProduct | None:
         return None
     batch = int(a_size[0]) if len(a_size) == 3 else 1
     m, k, n = (int(extent) for extent in (a_size[-2], a_size[-1], b_size[-1]))
-    out_dtype = _SCALED_OUTPUTS.get(name.rsplit("_", 1)[-1]) if op == "scaled_mm" else str(a["dtype"])
-    assert out_dtype is not None  # gemm_name checked it
+    out_dtype = _SCALED_OUTPUTS[name.rsplit("_", 1)[-1]] if op == "scaled_mm" else str(a["dtype"])
     return MatrixProduct(op, batch, m, n, k, a, b, tuple(others), out_dtype.removeprefix("torch."))
 
 
