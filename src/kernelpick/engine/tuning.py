@@ -99,7 +99,7 @@ class Tuning:
     started: float = field(default_factory=time.perf_counter)
     #: Seconds per step (table, store_read, store_write, wait; the front adds compile, benchmark, ...).
     phases: dict[str, float] = field(default_factory=dict, init=False)
-    _stored: Mapping[str, CandidateResult] | None = field(default=None, init=False)
+    _stored: Mapping[str, BenchmarkResult] | None = field(default=None, init=False)
     _claims: Claims | None = field(default=None, init=False)  # set at the first store read when wanted
     _mark: Finished | None = field(default=None, init=False)  # the key's last finished tuning as of then
     _claim: Claim | None = field(default=None, init=False)  # the key, while this tuning holds it
@@ -123,7 +123,7 @@ class Tuning:
         """Seconds since the tuning started."""
         return time.perf_counter() - self.started
 
-    def stored(self, candidates: Collection[str]) -> Mapping[str, CandidateResult]:
+    def stored(self, candidates: Collection[str]) -> Mapping[str, BenchmarkResult]:
         """The store's results for this key of `candidates` (by digest) alone, read once, when first
         asked for: other candidates a shared store's other writers added are not read."""
         if self._stored is None:
@@ -139,7 +139,8 @@ class Tuning:
                 self._mark = self._claims.last(self.key) if self._claims is not None else None
             except StoreError as error:
                 self._go_alone(error)
-            self._stored = load_candidates(self.store, self.key, candidates) if self.store is not None else {}
+            rows = load_candidates(self.store, self.key, candidates) if self.store is not None else {}
+            self._stored = {digest: row.result for digest, row in rows.items()}
             self.phases["store_read"] = self.phases.get("store_read", 0.0) + time.perf_counter() - started
         return self._stored
 
@@ -167,7 +168,7 @@ class Tuning:
             TuningRequired: some are left and `KERNELPICK_NO_TUNING=1`.
         """
         stored = self.stored(digests)
-        results = {d: stored[d].result for d in digests if d in stored}
+        results = {d: stored[d] for d in digests if d in stored}
         todo = [d for d in digests if d not in results]
         if todo and settings.current().no_tuning:
             raise TuningRequired(tuning_required(self.subject, self.described, self.device, len(todo)))
@@ -281,7 +282,7 @@ class Tuning:
         self._claim = claim
         if mark is None or mark == self._mark:
             return True
-        results = {d: r.result for d, r in self.stored(digests).items()}
+        results = self.stored(digests)
         if mark.pick is None or mark.pick not in results or not results[mark.pick].ok:
             return True  # it picked nothing this tuning can run: measure what is left, holding the key
         self._claim = None
@@ -300,7 +301,7 @@ class Tuning:
     ) -> Settled:
         """`settle` as a rank of `job`: take parts of the candidates while some are left, measure and
         publish them, wait for the others' parts, and run the pick the first rank with all decided."""
-        stored = {d: r.result for d, r in self.stored(digests).items()}
+        stored = self.stored(digests)
         share = KeyShare(
             job, self.key.digest, digests, max(1, min(job.world, len(digests))) if divisible else 1
         )
