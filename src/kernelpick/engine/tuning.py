@@ -319,9 +319,7 @@ class Tuning:
                     share.offer(result.cost_ms)
 
             def take(index: int) -> None:
-                part = share.parts[index]
-                have = {d: stored[d] for d in part if d in stored}
-                todo = [d for d in part if d not in stored]
+                have, todo = self.split(share.parts[index])
                 share.offer(min((r.cost_ms for r in have.values() if r.ok), default=inf))
                 with settings.override(confirm_top=part_top):
                     found = dict(measure(todo, have, on_done, share.lowest_elsewhere)) if todo else {}
