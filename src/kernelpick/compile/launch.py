@@ -167,7 +167,7 @@ class FixedLaunch:
             and not kernel.pre_run_hooks
             and not kernel.used_global_vals
         ):
-            self.runner, self.device = compiled[(*grid, 1, 1)[:3]], _current_device()
+            self.runner, self.device = compiled[(*grid, 1, 1)[:3]], current
         return compiled
 
 

@@ -94,7 +94,7 @@ class TemplateChoices:
             )
         inputs = {n: v for n, v in zip(self.arguments, signature.inputs) if isinstance(v, TensorSpec)}
         epilogue = self.epilogue(signature) if callable(self.epilogue) else self.epilogue
-        constants = dict(self.constants(signature) if callable(self.constants) else self.constants or {})
+        constants = self.constants(signature) if callable(self.constants) else self.constants
         out = signature.named_kwargs.get("out")
         config = Config.of(raw)
         label = f"{self.name}[{epilogue.name}]" if epilogue is not None else self.name
@@ -274,8 +274,8 @@ def _generate(
         ]
 
     launches = []
+    gpu = signature.device.index if signature.device.type == "cuda" else None
     for index, (kernel, config, grid) in enumerate(kernels):
-        gpu = signature.device.index if signature.device.type == "cuda" else None
         scope[f"launch_{index}"] = make_launcher(kernel, signature.device.interpreter, gpu)
         scope[f"GRID_{index}"] = grid
         options = ", ".join(f"{k}={v!r}" for k, v in config.options().items() if v is not None)
