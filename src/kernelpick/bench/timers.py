@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import math
@@ -349,10 +350,9 @@ def _forget_failed_capture(device: torch.device) -> None:
     draw outside a graph would fail ("Offset increment outside graph capture encountered unexpectedly"):
     the generator gets a copy of its state, seed and offset kept, so the random sequence goes on."""
     torch.cuda.synchronize(device)
-    try:
+    # An older torch lacks the binding: the error then surfaces once, at worst.
+    with contextlib.suppress(Exception):
         torch.cuda.cudart().cudaGetLastError()  # type: ignore[no-untyped-call]
-    except Exception:  # an older torch without the binding: the error surfaces once, at worst
-        pass
     generator = torch.cuda.default_generators[device.index or 0]
     generator.graphsafe_set_state(generator.clone_state())
 
