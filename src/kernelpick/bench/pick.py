@@ -21,13 +21,6 @@ class Pick(Generic[K]):
     note: str
 
 
-def margin(result: BenchmarkResult, reference: BenchmarkResult) -> float:
-    """How much faster `result` must be than `reference`, as a fraction of the reference's cost: the
-    larger of the two measured spreads (half the interquartile range over the median)."""
-    spreads = [r.timing.spread for r in (result, reference) if r.timing is not None]
-    return max(spreads, default=0.0)
-
-
 def pick(
     results: Mapping[K, BenchmarkResult],
     reference: K | None = None,
@@ -55,7 +48,9 @@ def pick(
         return Pick(fastest, fastest, "")
     ours, theirs = results[fastest], results[reference]
     gain = 1.0 - ours.cost(measure) / theirs.cost(measure)
-    needed = margin(ours, theirs)
+    # How much faster the fastest must be, as a fraction of the reference's cost: the larger of the
+    # two measured spreads (half the interquartile range over the median).
+    needed = max(r.timing.spread for r in (ours, theirs) if r.timing is not None)
     if gain > needed:
         return Pick(fastest, fastest, "")
     note = (
