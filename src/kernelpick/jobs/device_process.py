@@ -16,7 +16,7 @@ from collections.abc import Callable
 from concurrent.futures import BrokenExecutor, Future, ThreadPoolExecutor
 from typing import Any
 
-from kernelpick.workers.process import WorkerProcess, describe_exit, describe_output
+from kernelpick.workers.process import Message, WorkerProcess, describe_exit, describe_output
 
 #: How long a device process may take to end once told to, before it is killed.
 END_TIMEOUT_S = 30.0
@@ -39,7 +39,7 @@ class DeviceProcess(ThreadPoolExecutor):
         self, device: int | None, initializer: Callable[..., object], initargs: tuple[Any, ...] = ()
     ) -> None:
         super().__init__(1, thread_name_prefix="kernelpick-device")
-        self._replies: queue.Queue[tuple[int, int, dict[str, Any] | None]] = queue.Queue()
+        self._replies: queue.Queue[Message] = queue.Queue()
         # Forked by the command's zygote (`kernelpick.workers.zygote`), as workers are, when that
         # zygote was forked before the command touched CUDA: a new interpreter would spend seconds
         # importing torch, kernelpick and the spec, which the command has imported already. It then

@@ -22,11 +22,9 @@ from kernelpick.bench.benchmarker import confirmed, lowest_cost
 from kernelpick.bench.measure import OnDone
 from kernelpick.bench.result import BenchmarkResult, TimingSummary
 from kernelpick.errors import IsolationError
-from kernelpick.workers.process import WorkerProcess, describe_exit, describe_output
+from kernelpick.workers.process import Message, WorkerProcess, describe_exit, describe_output
 
 log = logging.getLogger("kernelpick.workers")
-
-_Message = tuple[int, int, "dict[str, Any] | None"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +41,7 @@ class WorkerPool:
     has a GPU, idle workers end (`retires`, `KERNELPICK_WORKER_IDLE`)."""
 
     def __init__(self, devices: Sequence[int | None]) -> None:
-        self._messages: queue.Queue[_Message] = queue.Queue()
+        self._messages: queue.Queue[Message] = queue.Queue()
         self.workers = [WorkerProcess(device, self._messages, slot) for slot, device in enumerate(devices)]
         self._lock = threading.Lock()
         self._requests = itertools.count()
@@ -363,8 +361,8 @@ class WorkerPool:
             if current and (body is None or body.get("id") == busy[slot].request):
                 if body is not None:
                     self._worker_phases.update(body.get("seconds") or {})
-                if body is not None and body.get("exiting"):
-                    self.workers[slot].kill()  # it is on its way out: the next use starts another
+                    if body.get("exiting"):
+                        self.workers[slot].kill()  # it is on its way out: the next use starts another
                 return slot, body
             # Stale: from a worker killed and replaced meanwhile, or the answer to a request given
             # up on (a measurement that stopped early).
@@ -408,7 +406,7 @@ class Feed:
     then `close` (always: the measurement ends only then). Safe to call from any thread. `messages`:
     the measuring pool's queue; `closed`: a feed of nothing (for a measurement given none)."""
 
-    def __init__(self, messages: queue.Queue[_Message], *, closed: bool = False) -> None:
+    def __init__(self, messages: queue.Queue[Message], *, closed: bool = False) -> None:
         self._messages = messages
         self.number = next(_feeds)  # tells its messages from those of an earlier feed
         # The measurement's side: whether more may come, and what waits for a free worker.

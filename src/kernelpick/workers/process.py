@@ -26,6 +26,8 @@ _forking_works = True
 _TAIL_LINES = 40
 #: What a worker runs unless told otherwise: an isolation worker's loop.
 WORKER_ENTRY = "kernelpick.workers.main:serve_messages"
+#: What a worker's reader puts on its pool's queue: (slot, generation, message; None once it is gone).
+Message = tuple[int, int, "dict[str, Any] | None"]
 
 
 def describe_exit(code: int | None) -> str:
@@ -62,7 +64,7 @@ class WorkerProcess:
     def __init__(
         self,
         device: int | None,
-        messages: queue.Queue[tuple[int, int, dict[str, Any] | None]],
+        messages: queue.Queue[Message],
         slot: int,
         *,
         serve: str | None = None,
