@@ -250,8 +250,6 @@ class WorkerPool:
                         worker, request, "screen", [feed.waiting.pop(0)], timeout_s, best_ms=lowest
                     )
                 message = self._next_message(busy, feed)
-                if message is not None and message[0] == _FEED:
-                    continue
                 if message is None:  # a deadline passed
                     for slot, waiting in list(busy.items()):
                         if time.monotonic() >= waiting.deadline:
@@ -265,6 +263,8 @@ class WorkerPool:
                             on_done(candidate, results[candidate])
                     continue
                 slot, body = message
+                if slot == _FEED:  # a fed candidate, waiting in the feed now
+                    continue
                 (candidate,) = busy.pop(slot).candidates
                 results[candidate] = self._result(slot, candidate, body, first=not results)
                 on_done(candidate, results[candidate])

@@ -241,7 +241,7 @@ def measure_in_workers(
         candidates,
         payloads,
         timeout_s=current.bench_timeout_s,
-        prepare_timeout_s=current.compile_timeout_s if candidates else None,
+        prepare_timeout_s=current.compile_timeout_s,
         confirm_top=0 if device.interpreter else current.confirm_top,
         confirm_within=current.confirm_within,
         reference=problem.reference_digest,
