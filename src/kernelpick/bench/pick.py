@@ -50,7 +50,7 @@ def pick(
     gain = 1.0 - ours.cost(measure) / theirs.cost(measure)
     # How much faster the fastest must be, as a fraction of the reference's cost: the larger of the
     # two measured spreads (half the interquartile range over the median).
-    needed = max(r.timing.spread for r in (ours, theirs) if r.timing is not None)
+    needed = max((r.timing.spread for r in (ours, theirs) if r.timing is not None), default=0.0)
     if gain > needed:
         return Pick(fastest, fastest, "")
     note = (
