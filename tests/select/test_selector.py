@@ -62,6 +62,15 @@ def test_extern_choices_are_timed_on_cpu_and_the_faster_one_wins() -> None:
     assert not record.from_store
 
 
+def test_choices_given_as_a_generator_are_all_kept() -> None:
+    # The choices are checked and kept from one reading: a generator read twice came out empty the
+    # second time, and the selector said it had no choices.
+    selector = Selector("add_generated", (extern(f) for f in (slow_add, fast_add)), cache=False)
+    assert [space.name for space in selector.spaces] == ["slow_add", "fast_add"]
+    with pytest.raises(ConfigError, match="is not a choice"):
+        Selector("add_checked", (f for f in (extern(slow_add), fast_add)))
+
+
 def test_a_selector_called_with_a_known_count_of_inputs_selects_and_runs_as_its_call_does() -> None:
     selector = Selector("add_positional", [extern(slow_add), extern(fast_add)])
     call, a, b = selector.positional(2), *inputs()

@@ -111,13 +111,13 @@ class Selector:
         self.search = search if search is None else strategy_class(search).name  # checked now
         #: The choices last measured in this process although isolation was wanted, with the reason.
         self.timed_here: dict[str, str] = {}
-        for choice in choices:
+        self.spaces: list[ChoiceSpace] = list(choices)  # read once: a generator is read to its end
+        for choice in self.spaces:
             if not isinstance(choice, ChoiceSpace):
                 raise ConfigError(
                     f"{choice!r} is not a choice: wrap functions with kernelpick.extern, Triton kernels with "
                     "kernelpick.triton_choice and templates with kernelpick.template"
                 )
-        self.spaces: list[ChoiceSpace] = list(choices)
         if not self.spaces:
             raise ConfigError(f"selector `{name}` has no choices: give it at least one")
         if not (
