@@ -389,6 +389,64 @@ def test_a_script_run_with_triton_interpret_is_isolated_too(tmp_path: Path) -> N
     assert "AssertionError" not in done.stderr
 
 
+ZYGOTE_THREAD_SCRIPT = """
+import sys
+import threading
+import torch
+import triton
+import triton.language as tl
+import kernelpick
+from kernelpick import settings
+from kernelpick.workers import zygote
+
+forked_in = []
+make = zygote.Zygote.__init__
+
+def recording(self, *args, **kwargs):
+    forked_in.append(threading.current_thread().name)
+    make(self, *args, **kwargs)
+
+zygote.Zygote.__init__ = recording
+
+if sys.argv[1] == "made":  # a front that asks for workers forks the zygote as it is made
+    kernelpick.Selector("double", [kernelpick.extern(lambda x: x * 2, name="times")], isolate=True)
+    print(forked_in, flush=True)
+    sys.exit()
+
+@kernelpick.autotune(configs=[kernelpick.Config({"BLOCK": 16}), kernelpick.Config({"BLOCK": 32})], key=["n"])
+@triton.jit
+def scale(x_ptr, out_ptr, n, factor, BLOCK: tl.constexpr):
+    index = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + index, factor * tl.load(x_ptr + index, mask=index < n), mask=index < n)
+
+x, out = torch.randn(64), torch.empty(64)
+assert forked_in == []  # isolation is off on a CPU until the call's settings say on
+with settings.override(isolate="on"):
+    scale[lambda meta: (triton.cdiv(64, meta["BLOCK"]),)](x, out, 64, 0.5)
+assert torch.equal(out, 0.5 * x) and scale.timed_here == {}
+print(forked_in, flush=True)
+"""
+
+
+@pytest.mark.parametrize("when", ["made", "called"])
+def test_the_zygote_is_forked_in_the_callers_thread_not_beside_the_compilers(
+    tmp_path: Path, when: str
+) -> None:
+    # A zygote forked while another thread of the process held a module's import lock (Triton's lazy
+    # imports, in the thread that compiles beside the workers' start) keeps that lock held for good:
+    # each worker it forked hung at its first launch, and every config timed out after 60 s on a
+    # busy 2-core machine. It is forked in the caller's thread: as a front that wants workers is
+    # made, else as the workers are asked to start, before the compiling starts.
+    script = tmp_path / "zygote_thread.py"
+    script.write_text(ZYGOTE_THREAD_SCRIPT)
+    env = {**os.environ, "KERNELPICK_CACHE_DIR": str(tmp_path / "cache")}
+    done = subprocess.run(
+        [sys.executable, str(script), when], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "['MainThread']"
+
+
 def test_workers_can_be_started_ahead_of_the_first_tuning(caplog: pytest.LogCaptureFixture) -> None:
     with settings.override(isolate="off"):
         assert kernelpick.start_workers("cpu") is False  # not wanted: nothing is started

@@ -123,17 +123,18 @@ def start_workers(device: torch.device | str | None = None, *, wait: bool = Fals
     return True
 
 
-def fork_zygote_early() -> None:
+def fork_zygote_early(requested: bool | None = None) -> None:
     """Fork the zygote that forks workers (`kernelpick.workers.zygote`) if this process will want
-    workers: `KERNELPICK_ISOLATE` is `on`, or `auto` on a machine with a GPU (asked of NVML, which
-    leaves CUDA untouched: no process forked after CUDA started can use it)."""
+    workers: `requested` (a front's `isolate=True`), `KERNELPICK_ISOLATE` is `on`, or `auto` on a
+    machine with a GPU (asked of NVML, which leaves CUDA untouched: no process forked after CUDA
+    started can use it)."""
     try:
         current = settings.current()
     except SettingsError:  # said where the settings are used (`kernelpick settings` lists them all)
         return
-    if inside_worker or current.no_tuning or current.isolate == "off":
+    if inside_worker or current.no_tuning:
         return
-    if current.isolate == "on" or _gpu_present():
+    if requested or current.isolate == "on" or (current.isolate == "auto" and _gpu_present()):
         fork_zygote(spawn=True)  # a new interpreter if CUDA was used
 
 
@@ -157,9 +158,10 @@ def _driver_present() -> bool:
 
 
 def start_early(requested: bool | None) -> None:
-    """Get ready for the first tuning in the background, once per process, if it has a GPU: start the
-    isolation workers (unless `requested` is False or `KERNELPICK_ISOLATE=off`) and warm Triton's
-    compiler up.
+    """Get ready for the first tuning in the background, once per process: fork the workers' zygote
+    where workers are wanted (`fork_zygote_early`: before this or the program's threads can hold a
+    lock it would keep), and if it has a GPU, start the isolation workers (unless `requested` is
+    False or `KERNELPICK_ISOLATE=off`) and warm Triton's compiler up.
 
     Called when a tuned kernel or a selector is made, usually as the user's modules are imported, so
     that the workers' seconds of starting pass while the program still sets up. Nothing happens in a
@@ -172,7 +174,7 @@ def start_early(requested: bool | None) -> None:
     if settings.current().no_tuning:
         return
     _started_early = True
-    fork_zygote_early()  # now, before the program can use CUDA
+    fork_zygote_early(requested)  # now, before the program can use CUDA or start threads
     # A rank's GPU is not known yet (the program sets it later): its workers start at its first tuning.
     isolate = requested is not False and settings.current().isolate != "off" and not _one_rank_of_several()
 

@@ -23,6 +23,7 @@ from kernelpick.bench.measure import OnDone
 from kernelpick.bench.result import BenchmarkResult, TimingSummary
 from kernelpick.errors import IsolationError
 from kernelpick.workers.process import Message, WorkerProcess, describe_exit, describe_output
+from kernelpick.workers.zygote import fork_zygote
 
 log = logging.getLogger("kernelpick.workers")
 
@@ -67,6 +68,10 @@ class WorkerPool:
         self._wanted += 1  # a measurement comes: workers idle until then stay up
         if self._starting is not None or all(w.alive for w in self.workers):
             return
+        # Its zygote now, in the caller's thread: forked from the thread below while the caller's
+        # compiling thread held a module's import lock (Triton imports lazily), the zygote and every
+        # worker it forks would wait for that lock for good (each config timed out after 60 s).
+        fork_zygote(spawn=True)
         starting: Future[None] = Future()
 
         def start() -> None:
