@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import logging
 import multiprocessing
 import threading
+import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -189,13 +191,30 @@ def start_early(requested: bool | None) -> None:
 
     # Beside each other: the warm-up (Triton's driver, built by a C compiler in a fresh cache, and
     # its cache key) is the longer, and the first compile waits for it (docs/benchmarks.md).
-    threading.Thread(
-        target=run, args=("compiler warm-up", warm_up_compiler), name="kernelpick-warm-up", daemon=True
-    ).start()
+    early = [
+        threading.Thread(target=run, args=("compiler warm-up", warm_up_compiler), name="kernelpick-warm-up")
+    ]
     if isolate:
-        threading.Thread(
-            target=run, args=("workers", start_workers), name="kernelpick-start-early", daemon=True
-        ).start()
+        early.append(
+            threading.Thread(target=run, args=("workers", start_workers), name="kernelpick-start-early")
+        )
+    for thread in early:
+        thread.daemon = True
+        thread.start()
+    # A program that ends while they still set CUDA up waits for them: ended inside CUDA's C++ as the
+    # interpreter finalized, a thread aborted the process ("FATAL: exception not rethrown", exit 134, in
+    # 3 of 3 runs of a script that made a selector and ended at once on an H200).
+    atexit.register(_join, early, EARLY_JOIN_S)
+
+
+#: Seconds a program that ends waits for `start_early`'s threads at most.
+EARLY_JOIN_S = 60.0
+
+
+def _join(threads: list[threading.Thread], timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    for thread in threads:
+        thread.join(max(0.0, deadline - time.monotonic()))
 
 
 def tune_elsewhere() -> None:
