@@ -327,8 +327,10 @@ def fork(child: Callable[..., int], *args: Any) -> int:
     """Fork a process that runs `child(*args)` and exits with the status it returns (1, its traceback on
     stderr, where it raises); the child's pid."""
     with warnings.catch_warnings():
-        # Python warns of fork() beside threads, whose locks stay held in the child: ours take none, or
-        # are made new in it (console.warn_once's).
+        # Python warns of fork() beside threads, whose locks stay held in the child: ours hold none
+        # when they fork or are made new in it (console.warn_once's); a module's import lock would be
+        # held for good, so the workers' zygote is forked before a compiling thread starts
+        # (`WorkerPool.start_soon`).
         warnings.simplefilter("ignore", DeprecationWarning)
         pid = os.fork()
     if pid == 0:  # pragma: no cover - the child
