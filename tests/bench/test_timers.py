@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 import torch
 
+from kernelpick import settings
 from kernelpick.bench import timers
 from kernelpick.bench.timers import TimingBudget, UserBenchTimer, WallClockTimer, run_spans, timer_for
-from kernelpick.device import describe
+from kernelpick.device import DeviceInfo, describe
 
 
 class FakeClock:
@@ -304,3 +305,20 @@ def test_activities_are_taken_in_time_order() -> None:
 
 def test_a_run_that_never_closed_is_not_counted() -> None:
     assert run_spans([(MARK, 0, 1), ("k", 2, 5)]) == []
+
+
+def test_beside_the_programs_calls_the_auto_timer_captures_no_cuda_graph(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A capture in the thread that tunes in the background made the program's own device syncs fail
+    # ("operation not permitted when stream is capturing", 14 to 327 of 3,000 calls on an H200).
+    monkeypatch.setattr(timers, "_timer", lambda device, name: name)
+    h200 = DeviceInfo("cuda", 0, "NVIDIA H200", (9, 0), 60 << 20, 132)
+    assert timer_for(h200) == "auto"  # the CUDA-graph timer
+    token = timers.beside_the_program.set(True)
+    try:
+        assert timer_for(h200) == "events"
+        with settings.override(timer="cudagraph"):
+            assert timer_for(h200) == "cudagraph"  # a timer the user names is the one used
+    finally:
+        timers.beside_the_program.reset(token)

@@ -4,15 +4,20 @@ thread; later calls switch to the pick, never during a capture (issue 41, item 2
 from __future__ import annotations
 
 import logging
+import os
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import torch
 
 import kernelpick
 from kernelpick import settings
+from kernelpick.bench import timers
 from kernelpick.engine.tuning import for_graphs
 from kernelpick.select import background
 
@@ -64,6 +69,59 @@ def test_the_setting_turns_it_on_for_every_selector() -> None:
         added = selector()
         added(torch.randn(8), torch.randn(8))
     assert added.last_selection is not None and added.last_selection.provisional
+
+
+ENDS_AFTER_ONE_CALL = """
+import sys
+import time
+import torch
+import kernelpick
+
+def slow_twice(x):  # the reference: measured in the tuning thread for a while
+    time.sleep(0.05)
+    return x * 2
+
+twice = kernelpick.Selector(
+    "exit_twice", [kernelpick.extern(slow_twice), kernelpick.extern(lambda x: x + x, name="plus")],
+    isolate=False, background=sys.argv[1] == "background",
+)
+twice(torch.ones(8))
+if sys.argv[1] == "again":
+    print(twice.last_selection.from_store, twice.last_selection.best)
+"""
+
+
+def test_a_program_that_ends_while_a_key_is_tuned_in_this_process_waits_for_the_tuning(
+    tmp_path: Path,
+) -> None:
+    # A daemon thread still measuring in CUDA as the interpreter finalized aborted the program
+    # ("terminate called without an active exception", exit 134, on an H200 with isolation off). It
+    # waits for the tuning instead, and the pick is stored: the next run takes it from the store.
+    script = tmp_path / "ends.py"
+    script.write_text(ENDS_AFTER_ONE_CALL)
+    env = {**os.environ, "KERNELPICK_CACHE_DIR": str(tmp_path / "cache")}
+    run = [sys.executable, str(script)]
+    ended = subprocess.run([*run, "background"], capture_output=True, text=True, env=env, timeout=120)
+    assert ended.returncode == 0, ended.stderr[-2000:]
+    again = subprocess.run([*run, "again"], capture_output=True, text=True, env=env, timeout=120)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert again.stdout.split() == ["True", "plus"]
+
+
+def test_the_tuning_thread_measures_beside_the_programs_calls() -> None:
+    # Its measurements time with CUDA events, not a CUDA-graph capture (bench.timers.timer_for).
+    seen: list[bool] = []
+
+    def add_seen(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        seen.append(timers.beside_the_program.get())
+        return a + b
+
+    choices = [kernelpick.extern(add_seen), kernelpick.extern(torch.add)]
+    added = kernelpick.Selector("beside_add", choices, cache=False, background=True)
+    a = torch.randn(8)
+    added(a, a)  # the provisional pick, add_seen, runs here
+    assert kernelpick.wait_for_tuning(timeout=60)
+    assert seen[0] is False and True in seen
 
 
 def test_no_switch_while_a_cuda_graph_is_captured(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -57,6 +57,18 @@ def test_a_new_key_runs_the_default_config_at_once_and_a_later_call_switches(
     assert final.from_store is False and all(r.ok for r in final.results.values())
 
 
+def test_a_key_tuned_in_this_process_is_waited_for_as_the_program_ends() -> None:
+    # With isolation off its configs run in the tuning thread, which the interpreter's finalization
+    # would end in the middle of a launch (on a GPU: the program aborted); the program waits for it.
+    add = tuned(background=True)
+    x, y, out = torch.randn(300), torch.randn(300), torch.empty(300)
+    add[grid_1d(300)](x, y, out, 300)
+    (pending,) = [e[1] for e in add._dispatch.entries.values() if isinstance(e[1], background.KernelPending)]
+    assert pending.here
+    shared._wait_at_exit()  # as the program ends
+    assert pending.done.is_set() and pending.record is not None
+
+
 def test_without_a_default_the_first_config_left_runs_meanwhile() -> None:
     add = tuned()
     x = torch.randn(100)

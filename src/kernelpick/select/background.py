@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import contextvars
 import copy
 import functools
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 import torch
 
 from kernelpick.bench.result import BenchmarkResult
+from kernelpick.bench.timers import beside_the_program
 from kernelpick.console import warn_once
 from kernelpick.device import capturing
 from kernelpick.engine.choice import Choice
@@ -26,7 +28,7 @@ from kernelpick.engine.record import CandidateResult, TuningRecord
 from kernelpick.engine.signature import Calls, Signature
 from kernelpick.engine.tuning import in_graph
 from kernelpick.errors import ConfigError
-from kernelpick.workers.plan import fork_zygote_early
+from kernelpick.workers.plan import fork_zygote_early, isolation_wanted
 
 if TYPE_CHECKING:
     from kernelpick.select.selector import Selector
@@ -53,6 +55,7 @@ class Pending(Generic[_Run]):
     error: BaseException | None = None
     calls: int = 0  # provisional calls so far
     ranks: RankSwitch | None = None  # the job's ranks switch together
+    here: bool = False  # measured in this process, not in workers: a program that ends waits for it
 
     def due(self, values: Sequence[Any]) -> bool:
         """Count a call of the key with `values`; whether it switches to the pick: once the tuning ended
@@ -141,6 +144,26 @@ _queue: queue.SimpleQueue[tuple[contextvars.Context, Pending[Any], Callable[[], 
 _in_flight: set[Pending[Any]] = set()
 _started = threading.Lock()
 _thread: threading.Thread | None = None
+#: Seconds a program that ends waits at most for the tunings in the background measured in it.
+EXIT_WAIT_S = 120.0
+
+
+@atexit.register
+def _wait_at_exit() -> None:
+    """Let the tunings measured in this process end before the program does: a daemon thread still
+    in CUDA as the interpreter finalized aborted it ("terminate called without an active exception",
+    exit 134, on an H200 with KERNELPICK_ISOLATE=off); one measured in workers just stops."""
+    with _started:
+        here = [job for job in _in_flight if job.here]
+    if here:
+        log.info(
+            "waiting up to %g s for %d tunings in the background before the program ends",
+            EXIT_WAIT_S,
+            len(here),
+        )
+    deadline = time.monotonic() + EXIT_WAIT_S
+    for job in here:
+        job.done.wait(max(0.0, deadline - time.monotonic()))
 
 
 def provisional_call(
@@ -214,7 +237,9 @@ def submit(
         if _thread is None or not _thread.is_alive():
             _thread = threading.Thread(target=_tune_queued, name="kernelpick-background", daemon=True)
             _thread.start()
-    _queue.put((contextvars.copy_context(), job, tune))
+    context = contextvars.copy_context()
+    context.run(beside_the_program.set, True)  # what it measures here, it times beside the caller's calls
+    _queue.put((context, job, tune))
 
 
 def _start(
@@ -236,6 +261,7 @@ def _start(
     tune = functools.partial(_tuned, selector, key, inputs, dict(kwargs))
     pending = Pending(target.callable_for(signature))
     pending.ranks = rank_switch(selector.name, signature.device.name, signature.to_data())
+    pending.here = not isolation_wanted(signature.device, selector.isolate)
     row = CandidateResult(target.digest, target.description(), UNMEASURED, name=target.name)
     note = "provisional: the reference runs while the choices are tuned in the background"
     record = TuningRecord.of_selection(
