@@ -153,17 +153,9 @@ def _wait_at_exit() -> None:
     """Let the tunings measured in this process end before the program does: a daemon thread still
     in CUDA as the interpreter finalized aborted it ("terminate called without an active exception",
     exit 134, on an H200 with KERNELPICK_ISOLATE=off); one measured in workers just stops."""
-    with _started:
-        here = [job for job in _in_flight if job.here]
-    if here:
-        log.info(
-            "waiting up to %g s for %d tunings in the background before the program ends",
-            EXIT_WAIT_S,
-            len(here),
-        )
-    deadline = time.monotonic() + EXIT_WAIT_S
-    for job in here:
-        job.done.wait(max(0.0, deadline - time.monotonic()))
+    if any(job.here for job in list(_in_flight)):
+        log.info("waiting up to %g s for the tunings in the background before the program ends", EXIT_WAIT_S)
+        _wait(EXIT_WAIT_S, here=True)
 
 
 def provisional_call(
@@ -189,10 +181,15 @@ def provisional_call(
 def wait(timeout: float | None = None) -> bool:
     """Wait until every background tuning of this process has ended (True), or `timeout` seconds
     have passed (False): before capturing CUDA graphs or timing, say (`kernelpick.wait_for_tuning`)."""
+    return _wait(timeout, here=False)
+
+
+def _wait(timeout: float | None, *, here: bool) -> bool:
+    """`wait`, for the tunings measured in this process alone where `here`."""
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:
         with _started:
-            pending = next(iter(_in_flight), None)
+            pending = next((job for job in _in_flight if job.here or not here), None)
         if pending is None:
             return True
         left = None if deadline is None else max(0.0, deadline - time.monotonic())
