@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import time
 from collections.abc import Sequence
 
@@ -374,6 +375,29 @@ def test_wall_clock_timer_stops_early_past_the_cutoff() -> None:
     samples = WallClockTimer().measure(slow, TimingBudget(0.0, 50.0, 5, 10), cutoff_ms=1.0)
     assert len(samples) == 1
     assert len(WallClockTimer().measure(slow, TimingBudget(0.0, 0.0, 3, 10))) == 3
+
+
+def test_the_wall_clock_times_with_the_garbage_collector_off_and_turns_it_back_on() -> None:
+    """A full collection in a large process outlasts an interpreted kernel (532 ms where this suite
+    reaches tests/tune/test_autotuner.py, whose 10x faster config lost once in CI)."""
+    seen: list[bool] = []
+
+    class Watcher(Sleeper):
+        def run(self) -> None:
+            seen.append(gc.isenabled())
+
+    assert gc.isenabled()
+    WallClockTimer().measure(Watcher("a", 0.0), TimingBudget(0.0, 0.0, 3, 3))
+    assert seen == [False] * 4 and gc.isenabled()
+    with pytest.raises(OSError):
+        WallClockTimer().rounds([Raiser("b", OSError("lost"))], 2)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        WallClockTimer().rounds([Watcher("c", 0.0)], 1)
+        assert not gc.isenabled()  # left as the caller had it
+    finally:
+        gc.enable()
 
 
 def test_host_time_is_measured_for_each_timed_candidate_and_kept_beside_the_device_time() -> None:

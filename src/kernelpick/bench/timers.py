@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import functools
+import gc
 import logging
 import math
 import statistics
@@ -167,20 +168,30 @@ class CudaEventTimer(_RunTimer):
 
 
 class WallClockTimer(_RunTimer):
-    """`time.perf_counter` around each run, for CPU devices (Triton's interpreter, CPU library kernels)."""
+    """`time.perf_counter` around each run, for CPU devices (Triton's interpreter, CPU library kernels).
+
+    The garbage collector is off while it times, as in `timeit`: in a large process a full collection
+    outlasts an interpreted kernel many times over, and one landing in one of two runs reverses a pick.
+    """
 
     name = "wallclock"
     first_warm_ups = 1
 
     def rounds(self, candidates: Sequence[Benchmarkable], reps: int) -> list[list[float]]:
         samples: list[list[float]] = [[] for _ in candidates]
-        for _ in range(reps):
-            for candidate, out in zip(candidates, samples):
-                candidate.setup()
-                start = time.perf_counter()
-                candidate.run()
-                out.append((time.perf_counter() - start) * 1e3)
-                candidate.teardown()
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            for _ in range(reps):
+                for candidate, out in zip(candidates, samples):
+                    candidate.setup()
+                    start = time.perf_counter()
+                    candidate.run()
+                    out.append((time.perf_counter() - start) * 1e3)
+                    candidate.teardown()
+        finally:
+            if collecting:
+                gc.enable()
         return samples
 
 
