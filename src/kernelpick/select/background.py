@@ -28,7 +28,7 @@ from kernelpick.engine.record import CandidateResult, TuningRecord
 from kernelpick.engine.signature import Calls, Signature
 from kernelpick.engine.tuning import in_graph
 from kernelpick.errors import ConfigError
-from kernelpick.workers.plan import fork_zygote_early, isolation_wanted
+from kernelpick.workers.plan import fork_zygote_early
 
 if TYPE_CHECKING:
     from kernelpick.select.selector import Selector
@@ -55,7 +55,6 @@ class Pending(Generic[_Run]):
     error: BaseException | None = None
     calls: int = 0  # provisional calls so far
     ranks: RankSwitch | None = None  # the job's ranks switch together
-    here: bool = False  # measured in this process, not in workers: a program that ends waits for it
 
     def due(self, values: Sequence[Any]) -> bool:
         """Count a call of the key with `values`; whether it switches to the pick: once the tuning ended
@@ -144,18 +143,18 @@ _queue: queue.SimpleQueue[tuple[contextvars.Context, Pending[Any], Callable[[], 
 _in_flight: set[Pending[Any]] = set()
 _started = threading.Lock()
 _thread: threading.Thread | None = None
-#: Seconds a program that ends waits at most for the tunings in the background measured in it.
+#: Seconds a program that ends waits at most for its tunings in the background.
 EXIT_WAIT_S = 120.0
 
 
 @atexit.register
 def _wait_at_exit() -> None:
-    """Let the tunings measured in this process end before the program does: a daemon thread still
-    in CUDA as the interpreter finalized aborted it ("terminate called without an active exception",
-    exit 134, on an H200 with KERNELPICK_ISOLATE=off); one measured in workers just stops."""
-    if any(job.here for job in list(_in_flight)):
+    """Let the tunings in the background end before the program does: the tuning thread, in torch's C++
+    code as the interpreter finalized, aborted it ("terminate called without an active exception", exit
+    134), with isolation off and, timing a choice that cannot cross to workers, with it on."""
+    if _in_flight:
         log.info("waiting up to %g s for the tunings in the background before the program ends", EXIT_WAIT_S)
-        _wait(EXIT_WAIT_S, here=True)
+        wait(EXIT_WAIT_S)
 
 
 def provisional_call(
@@ -181,15 +180,10 @@ def provisional_call(
 def wait(timeout: float | None = None) -> bool:
     """Wait until every background tuning of this process has ended (True), or `timeout` seconds
     have passed (False): before capturing CUDA graphs or timing, say (`kernelpick.wait_for_tuning`)."""
-    return _wait(timeout, here=False)
-
-
-def _wait(timeout: float | None, *, here: bool) -> bool:
-    """`wait`, for the tunings measured in this process alone where `here`."""
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:
         with _started:
-            pending = next((job for job in _in_flight if job.here or not here), None)
+            pending = next(iter(_in_flight), None)
         if pending is None:
             return True
         left = None if deadline is None else max(0.0, deadline - time.monotonic())
@@ -258,7 +252,6 @@ def _start(
     tune = functools.partial(_tuned, selector, key, inputs, dict(kwargs))
     pending = Pending(target.callable_for(signature))
     pending.ranks = rank_switch(selector.name, signature.device.name, signature.to_data())
-    pending.here = not isolation_wanted(signature.device, selector.isolate)
     row = CandidateResult(target.digest, target.description(), UNMEASURED, name=target.name)
     note = "provisional: the reference runs while the choices are tuned in the background"
     record = TuningRecord.of_selection(

@@ -13,7 +13,6 @@ from kernelpick.engine.record import TuningRecord
 from kernelpick.select.background import UNMEASURED, Pending, allowed, rank_switch, shadow, submit
 from kernelpick.tune.dispatch import Entry, describe_key
 from kernelpick.tune.first_launch import FirstLaunch
-from kernelpick.workers.plan import isolation_wanted
 
 if TYPE_CHECKING:
     from kernelpick.tune.autotuner import Autotuner
@@ -40,7 +39,6 @@ def provisional_entry(
     tune = functools.partial(_tuned, tuner, key, grid, args, dict(kwargs))
     pending = KernelPending(tuner, key, tuner._entry(config, device))
     pending.ranks = rank_switch(tuner.tuning_key(key, device).digest)
-    pending.here = not isolation_wanted(device, tuner.isolate)
     record = TuningRecord.of_configs(
         tuner.name,
         key,
