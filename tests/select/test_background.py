@@ -91,21 +91,28 @@ if sys.argv[1] == "again":
 """
 
 
+def ended_then_again(tmp_path: Path, source: str) -> list[str]:
+    """Run `source` with "background" (it ends after one call, its key tuned in the background), then
+    with "again" (tuned before the call returns); both exit 0; the second run's words."""
+    script = tmp_path / "ends.py"
+    script.write_text(source)
+    env = {**os.environ, "KERNELPICK_CACHE_DIR": str(tmp_path / "cache")}
+    run = [sys.executable, str(script)]
+    ended = subprocess.run([*run, "background"], capture_output=True, text=True, env=env, timeout=300)
+    assert ended.returncode == 0, ended.stderr[-2000:]
+    assert "waiting up to 120 s for the tunings in the background" in ended.stderr  # says why it waits
+    again = subprocess.run([*run, "again"], capture_output=True, text=True, env=env, timeout=300)
+    assert again.returncode == 0, again.stderr[-2000:]
+    return again.stdout.split()
+
+
 def test_a_program_that_ends_while_a_key_is_tuned_in_this_process_waits_for_the_tuning(
     tmp_path: Path,
 ) -> None:
     # A daemon thread still measuring in CUDA as the interpreter finalized aborted the program
     # ("terminate called without an active exception", exit 134, on an H200 with isolation off). It
     # waits for the tuning instead, and the pick is stored: the next run takes it from the store.
-    script = tmp_path / "ends.py"
-    script.write_text(ENDS_AFTER_ONE_CALL)
-    env = {**os.environ, "KERNELPICK_CACHE_DIR": str(tmp_path / "cache")}
-    run = [sys.executable, str(script)]
-    ended = subprocess.run([*run, "background"], capture_output=True, text=True, env=env, timeout=120)
-    assert ended.returncode == 0, ended.stderr[-2000:]
-    again = subprocess.run([*run, "again"], capture_output=True, text=True, env=env, timeout=120)
-    assert again.returncode == 0, again.stderr[-2000:]
-    assert again.stdout.split() == ["True", "plus"]
+    assert ended_then_again(tmp_path, ENDS_AFTER_ONE_CALL) == ["True", "plus"]
 
 
 LOCKED_CHOICE_ENDS = """
@@ -138,15 +145,7 @@ def test_a_program_that_ends_while_a_key_is_tuned_with_isolation_on_waits_for_th
     # With isolation on, a choice that cannot cross to workers is timed in the tuning thread after the
     # others are measured in workers: ending while it ran torch's C++ code aborted the program
     # ("terminate called without an active exception", 3 of 3 runs on a 2-core CPU).
-    script = tmp_path / "ends.py"
-    script.write_text(LOCKED_CHOICE_ENDS)
-    env = {**os.environ, "KERNELPICK_CACHE_DIR": str(tmp_path / "cache")}
-    run = [sys.executable, str(script)]
-    ended = subprocess.run([*run, "background"], capture_output=True, text=True, env=env, timeout=300)
-    assert ended.returncode == 0, ended.stderr[-2000:]
-    again = subprocess.run([*run, "again"], capture_output=True, text=True, env=env, timeout=300)
-    assert again.returncode == 0, again.stderr[-2000:]
-    assert again.stdout.split() == ["True"]  # the pick was stored, not cut short
+    assert ended_then_again(tmp_path, LOCKED_CHOICE_ENDS) == ["True"]  # the pick was stored, not cut short
 
 
 def test_the_tuning_thread_measures_beside_the_programs_calls() -> None:

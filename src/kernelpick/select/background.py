@@ -152,8 +152,12 @@ def _wait_at_exit() -> None:
     """Let the tunings in the background end before the program does: the tuning thread, in torch's C++
     code as the interpreter finalized, aborted it ("terminate called without an active exception", exit
     134), with isolation off and, timing a choice that cannot cross to workers, with it on."""
-    if _in_flight:
-        log.info("waiting up to %g s for the tunings in the background before the program ends", EXIT_WAIT_S)
+    if _in_flight:  # seconds of silence at the end would look like a hang: said where it is seen
+        log.warning(
+            "waiting up to %g s for the tunings in the background before the program ends, so that their "
+            "picks are stored; kernelpick.wait_for_tuning() waits where you choose",
+            EXIT_WAIT_S,
+        )
         wait(EXIT_WAIT_S)
 
 
