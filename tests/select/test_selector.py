@@ -406,6 +406,22 @@ def test_a_meta_tensor_is_named_by_position_or_keyword() -> None:
         selector.tune(torch.randn(8), b=torch.empty(8, device="meta"))
 
 
+@pytest.mark.parametrize("background", [False, True])
+def test_tensors_in_a_tuple_are_refused_before_anything_is_tuned(background: bool) -> None:
+    # In a tuple a tensor was keyed by its identity: every call was a new signature, tuned again, and
+    # its record kept the tensors alive (4 calls of one shape, 4 tunings).
+    def cat(tensors: tuple[torch.Tensor, ...], dim: int) -> torch.Tensor:
+        return torch.cat(tensors, dim)
+
+    selector = Selector("cat", [extern(cat), extern(lambda ts, dim: torch.cat(ts, dim), name="again")])
+    x = torch.randn(4, 8)
+    with settings.override(background=background, isolate="off"), pytest.raises(ArgumentError) as raised:
+        selector((x, x), 0)
+    assert str(raised.value).startswith("input 0 of selector `cat` is a tuple holding tensors")
+    assert "pass the tensors as separate arguments" in str(raised.value)
+    assert selector.records == {} and not selector._pending
+
+
 def test_a_fake_tensor_is_refused_with_the_operator_to_use_instead() -> None:
     # as FakeTensorMode (or torch.export's tracing) hands a bare selector call: nothing is measured
     from torch._subclasses.fake_tensor import FakeTensorMode

@@ -253,7 +253,8 @@ def _hashable(value: Any) -> bool:
 
 
 def check_measurable(selector: str, inputs: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
-    """Refuse a meta or fake tensor among a selector's inputs: choices are measured on tensors with data.
+    """Refuse a meta or fake tensor among a selector's inputs (choices are measured on tensors with
+    data), and tensors inside a tuple (a key holds a tensor only as an argument of its own).
 
     Raises:
         ArgumentError: the message names the input and describes it.
@@ -263,6 +264,12 @@ def check_measurable(selector: str, inputs: Sequence[Any], kwargs: Mapping[str, 
     named = [(f"input {i}", v) for i, v in enumerate(inputs)]
     named += [(f"keyword argument `{k}`", v) for k, v in kwargs.items()]
     for where, value in named:
+        if isinstance(value, tuple) and any(isinstance(v, _Tensor) for v in value):
+            raise ArgumentError(
+                f"{where} of selector `{selector}` is a tuple holding tensors: a selector keys a tensor by "
+                "its dtype, sizes and strides only where it is an argument of its own (in a tuple, every "
+                "call would be a new signature, tuned again); pass the tensors as separate arguments"
+            )
         if isinstance(value, _Tensor) and value.device.type == "meta":
             raise ArgumentError(
                 f"{where} of selector `{selector}` is a meta tensor ({describe_value(value)}): a "

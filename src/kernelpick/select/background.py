@@ -25,7 +25,7 @@ from kernelpick.device import capturing
 from kernelpick.engine.choice import Choice
 from kernelpick.engine.ranks import RankJob, rank_job
 from kernelpick.engine.record import CandidateResult, TuningRecord
-from kernelpick.engine.signature import Calls, Signature
+from kernelpick.engine.signature import Calls, Signature, check_measurable
 from kernelpick.engine.tuning import in_graph
 from kernelpick.errors import ConfigError
 from kernelpick.workers.plan import fork_zygote_early
@@ -246,6 +246,7 @@ def _start(
         return None
     if selector.check is not None:  # inputs the operation does not take fail at once, as before
         selector.check(*inputs, **kwargs)
+    check_measurable(selector.name, inputs, kwargs)
     signature = Signature.of(inputs, kwargs, selector.key)
     try:
         target = selector._reference_target(signature)
