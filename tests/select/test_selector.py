@@ -415,10 +415,11 @@ def test_tensors_in_a_tuple_are_refused_before_anything_is_tuned(background: boo
 
     selector = Selector("cat", [extern(cat), extern(lambda ts, dim: torch.cat(ts, dim), name="again")])
     x = torch.randn(4, 8)
-    with settings.override(background=background, isolate="off"), pytest.raises(ArgumentError) as raised:
-        selector((x, x), 0)
-    assert str(raised.value).startswith("input 0 of selector `cat` is a tuple holding tensors")
-    assert "pass the tensors as separate arguments" in str(raised.value)
+    for tensors in [(x, x), ((x,), (x,))]:  # a tuple of tuples too
+        with settings.override(background=background, isolate="off"), pytest.raises(ArgumentError) as raised:
+            selector(tensors, 0)
+        assert str(raised.value).startswith("input 0 of selector `cat` is a tuple holding tensors")
+        assert "pass the tensors as separate arguments" in str(raised.value)
     assert selector.records == {} and not selector._pending
 
 

@@ -244,6 +244,10 @@ def unhashable_inputs(selector: str, inputs: Sequence[Any], kwargs: Mapping[str,
     )
 
 
+def _holds_tensor(values: tuple[Any, ...]) -> bool:
+    return any(isinstance(v, _Tensor) or (isinstance(v, tuple) and _holds_tensor(v)) for v in values)
+
+
 def _hashable(value: Any) -> bool:
     try:
         hash(value)
@@ -264,7 +268,7 @@ def check_measurable(selector: str, inputs: Sequence[Any], kwargs: Mapping[str, 
     named = [(f"input {i}", v) for i, v in enumerate(inputs)]
     named += [(f"keyword argument `{k}`", v) for k, v in kwargs.items()]
     for where, value in named:
-        if isinstance(value, tuple) and any(isinstance(v, _Tensor) for v in value):
+        if isinstance(value, tuple) and _holds_tensor(value):
             raise ArgumentError(
                 f"{where} of selector `{selector}` is a tuple holding tensors: a selector keys a tensor by "
                 "its dtype, sizes and strides only where it is an argument of its own (in a tuple, every "
