@@ -423,6 +423,22 @@ def test_tensors_in_a_tuple_are_refused_before_anything_is_tuned(background: boo
     assert selector.records == {} and not selector._pending
 
 
+@pytest.mark.parametrize("returned", ["tensor", "tuple"])
+def test_a_key_function_that_returns_a_tensor_is_refused_before_anything_is_tuned(returned: str) -> None:
+    def scaled(x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+        return x * scale
+
+    def key(x: torch.Tensor, scale: torch.Tensor) -> object:
+        return scale if returned == "tensor" else (x.shape[0], scale)
+
+    selector = Selector("scaled", [extern(scaled), extern(torch.mul)], key=key)
+    with settings.override(isolate="off"), pytest.raises(ArgumentError) as raised:
+        selector(torch.randn(8), torch.tensor(2.0))
+    assert str(raised.value).startswith("a selector's `key` function returned ")
+    assert "return numbers, strings or tuples of them" in str(raised.value)
+    assert selector.records == {}
+
+
 def test_a_fake_tensor_is_refused_with_the_operator_to_use_instead() -> None:
     # as FakeTensorMode (or torch.export's tracing) hands a bare selector call: nothing is measured
     from torch._subclasses.fake_tensor import FakeTensorMode

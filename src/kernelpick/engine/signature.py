@@ -306,6 +306,13 @@ class Signature:
         def spec(value: Any) -> Any:
             return TensorSpec.of(value) if isinstance(value, torch.Tensor) else value
 
+        user_key = None if key is None else key(*inputs, **kwargs)
+        if isinstance(user_key, _Tensor) or (isinstance(user_key, tuple) and _holds_tensor(user_key)):
+            raise ArgumentError(
+                f"a selector's `key` function returned {describe_value(user_key)}: a key holds a tensor by "
+                "its identity, so every call would be a new signature, tuned again; return numbers, "
+                "strings or tuples of them (a tensor's shape, dtype or .item())"
+            )
         devices = {v.device for v in (*inputs, *kwargs.values()) if isinstance(v, torch.Tensor)}
         if len(devices) > 1:
             raise ConfigError(
@@ -315,7 +322,7 @@ class Signature:
         return cls(
             inputs=tuple(spec(v) for v in inputs),
             kwargs=tuple((name, spec(kwargs[name])) for name in sorted(kwargs)),
-            user_key=None if key is None else key(*inputs, **kwargs),
+            user_key=user_key,
             device=describe(device_of([*inputs, *kwargs.values()])),
         )
 

@@ -51,8 +51,8 @@ class Selector:
         name: the operation's name (tables, logs and store rows).
         choices: what to pick from: `kernelpick.extern(...)`, `kernelpick.triton_choice(...)`,
             `kernelpick.template(...)`.
-        key: `key(*inputs, **kwargs)`, a hashable value that also selects a tuning (e.g. a global
-            flag the choices depend on).
+        key: `key(*inputs, **kwargs)`, a hashable value, not a tensor, that also selects a tuning
+            (e.g. a global flag the choices depend on).
         reference: what outputs are checked against: a choice, the name of one of `choices`, or any
             function of the inputs (default: the first extern choice; none at all when there is no extern).
             When it is one of the choices, it is also what runs unless another choice beats it by
