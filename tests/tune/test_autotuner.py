@@ -83,6 +83,19 @@ def test_a_meta_tensor_is_refused_by_name_before_any_config_runs() -> None:
     assert kernel.last_tuning is None
 
 
+@pytest.mark.parametrize("background", [False, True])
+def test_a_key_that_names_a_tensor_is_refused_before_any_config_runs(background: bool) -> None:
+    # The key held the tensor by its identity: every call was tuned again (3 calls, 3 tunings), and
+    # the tuned kernel's cache kept each call's tensor alive.
+    kernel = kernelpick.autotune(SPACE, key=["x_ptr"], store=MemoryStore(), background=background)(add_kernel)
+    x, out = torch.randn(64), torch.empty(64)
+    with pytest.raises(ArgumentError) as raised:
+        kernel[grid_1d(64)](x, x, out, 64)
+    assert str(raised.value).startswith("kernel `add_kernel` is keyed on `x_ptr`, a tensor")
+    assert "key on the sizes that select a config" in str(raised.value)
+    assert kernel.last_tuning is None and not kernel.cache
+
+
 @pytest.mark.parametrize("where", ["x_ptr", "n"])  # n is a key: a list there cannot even be looked up
 def test_a_list_argument_is_refused_by_name_and_type(where: str) -> None:
     kernel = kernelpick.autotune(SPACE, key=["n"], store=MemoryStore())(add_kernel)

@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import torch
 import triton
 from triton.runtime.jit import KernelInterface
 
@@ -30,7 +31,7 @@ from kernelpick.engine.record import TuningRecord, failure_report, report_tuning
 from kernelpick.engine.signature import Signature
 from kernelpick.engine.triton_choice import KernelCall
 from kernelpick.engine.tuning import Tuning, result_store
-from kernelpick.errors import ConfigError, NoValidConfigs, no_valid_configs
+from kernelpick.errors import ArgumentError, ConfigError, NoValidConfigs, no_valid_configs
 from kernelpick.search.registry import strategy_class
 from kernelpick.search.run import SearchTrace
 from kernelpick.search.space import Space
@@ -227,6 +228,13 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
         key = self._dispatch.exact(args, kwargs)
         entry = self._dispatch.entries.get(key)
         if entry is None:
+            named = self._named(args, kwargs)
+            if tensors := [f"`{name}`" for name in self.keys if isinstance(named.get(name), torch.Tensor)]:
+                raise ArgumentError(
+                    f"kernel `{self.name}` is keyed on {' and '.join(tensors)}, a tensor: a key holds a "
+                    "tensor by its identity, so every call would be tuned again (as triton.autotune "
+                    "does); key on the sizes that select a config, e.g. an integer `n` argument"
+                )
             current = settings.current()
             if current.record_path is not None:  # KERNELPICK_RECORD
                 record_kernel_call(current.record_path, self, args, kwargs, key, grid)
