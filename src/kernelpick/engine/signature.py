@@ -244,8 +244,10 @@ def unhashable_inputs(selector: str, inputs: Sequence[Any], kwargs: Mapping[str,
     )
 
 
-def _holds_tensor(values: tuple[Any, ...]) -> bool:
-    return any(isinstance(v, _Tensor) or (isinstance(v, tuple) and _holds_tensor(v)) for v in values)
+def holds_tensor(value: Any) -> bool:
+    """Whether `value` is a tensor or a tuple holding one (at any depth): in a key it would stand for
+    itself, by its identity, so that every call made a new key."""
+    return isinstance(value, _Tensor) or (isinstance(value, tuple) and any(map(holds_tensor, value)))
 
 
 def _hashable(value: Any) -> bool:
@@ -268,7 +270,7 @@ def check_measurable(selector: str, inputs: Sequence[Any], kwargs: Mapping[str, 
     named = [(f"input {i}", v) for i, v in enumerate(inputs)]
     named += [(f"keyword argument `{k}`", v) for k, v in kwargs.items()]
     for where, value in named:
-        if isinstance(value, tuple) and _holds_tensor(value):
+        if isinstance(value, tuple) and holds_tensor(value):
             raise ArgumentError(
                 f"{where} of selector `{selector}` is a tuple holding tensors: a selector keys a tensor by "
                 "its dtype, sizes and strides only where it is an argument of its own (in a tuple, every "
@@ -307,7 +309,7 @@ class Signature:
             return TensorSpec.of(value) if isinstance(value, torch.Tensor) else value
 
         user_key = None if key is None else key(*inputs, **kwargs)
-        if isinstance(user_key, _Tensor) or (isinstance(user_key, tuple) and _holds_tensor(user_key)):
+        if holds_tensor(user_key):
             raise ArgumentError(
                 f"a selector's `key` function returned {describe_value(user_key)}: a key holds a tensor by "
                 "its identity, so every call would be a new signature, tuned again; return numbers, "

@@ -11,7 +11,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import torch
 import triton
 from triton.runtime.jit import KernelInterface
 
@@ -28,7 +27,7 @@ from kernelpick.device import DeviceInfo, describe, device_of, warn_once_if_inte
 from kernelpick.engine.choice_measuring import ChoiceMeasuring
 from kernelpick.engine.modules import keep_kernel_source
 from kernelpick.engine.record import TuningRecord, failure_report, report_tuning
-from kernelpick.engine.signature import Signature
+from kernelpick.engine.signature import Signature, holds_tensor
 from kernelpick.engine.triton_choice import KernelCall
 from kernelpick.engine.tuning import Tuning, result_store
 from kernelpick.errors import ArgumentError, ConfigError, NoValidConfigs, no_valid_configs
@@ -229,7 +228,7 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
         entry = self._dispatch.entries.get(key)
         if entry is None:
             named = self._named(args, kwargs)
-            if tensors := [f"`{name}`" for name in self.keys if isinstance(named.get(name), torch.Tensor)]:
+            if tensors := [f"`{name}`" for name in self.keys if holds_tensor(named.get(name))]:
                 raise ArgumentError(
                     f"kernel `{self.name}` is keyed on {' and '.join(tensors)}, a tensor: a key holds a "
                     "tensor by its identity, so every call would be tuned again (as triton.autotune "
