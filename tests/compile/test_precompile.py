@@ -8,6 +8,7 @@ import sys
 import textwrap
 import threading
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ import torch
 import triton
 import triton.language as tl
 
+from kernelpick.compile import forked
 from kernelpick.compile.forked import (
     ChildCompileError,
     CompilerCrashed,
@@ -605,3 +607,20 @@ def test_forked_compilers_leave_what_the_callers_output_buffers_hold_to_the_call
         [sys.executable, "-c", script], capture_output=True, text=True, check=True, env=environment
     )
     assert found.stdout == "written once\n"
+
+
+def test_a_run_that_fails_leaves_no_future_pending(monkeypatch: pytest.MonkeyPatch) -> None:
+    # As the program ends, Python's thread pools refuse work ("cannot schedule new futures after
+    # interpreter shutdown"): loading the compiled configs failed, and Triton's `AsyncCompileMode`
+    # waited for the futures left pending forever (a program that never ended, on an H200).
+    class Refusing(ThreadPoolExecutor):
+        def submit(self, *args: object, **kwargs: object) -> Future[object]:
+            raise RuntimeError("cannot schedule new futures after interpreter shutdown")
+
+    monkeypatch.setattr(forked, "ThreadPoolExecutor", Refusing)
+    executor = _ForkedExecutor(workers=2)
+    futures = [executor.submit(job) for job in (_fails, lambda: "b", lambda: "c")]
+    with pytest.raises(RuntimeError, match="interpreter shutdown"):
+        executor.run()
+    assert classify(futures[0].exception(timeout=5))[0] == "compile_error"  # its child's report, as before
+    assert all(isinstance(f.exception(timeout=5), CompileStopped) for f in futures[1:])  # never loaded

@@ -265,3 +265,50 @@ def test_the_ranks_of_a_job_switch_to_the_one_pick_at_the_same_call(tmp_path: ob
     assert first["switched_at"] is not None and first["switched_at"] == second["switched_at"], printed
     assert first["pick"] == second["pick"] == "choice3"  # the fastest, agreed by the ranks
     assert first["switched_at"] > background.RANK_MARGIN  # both ran the provisional pick first
+
+
+TUNED_KERNEL_ENDS = """
+import sys
+import torch
+import triton
+import triton.language as tl
+import kernelpick
+
+@kernelpick.autotune(configs=[kernelpick.Config({"BLOCK": b}) for b in (64, 128, 256)], key=["n"],
+                     background=sys.argv[1] == "background")
+@triton.jit
+def scale(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    index = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + index, 2 * tl.load(x_ptr + index, mask=index < n), mask=index < n)
+
+x = torch.randn(4000)
+scale[lambda meta: (triton.cdiv(4000, meta["BLOCK"]),)](x, torch.empty_like(x), 4000)
+if sys.argv[1] == "again":
+    print(scale.last_tuning.from_store)
+"""
+
+
+def test_a_program_that_ends_while_a_kernel_compiles_in_the_background_waits_for_its_tuning(
+    tmp_path: Path,
+) -> None:
+    # A tuning compiles in thread pools; once the program's main thread ended, Python's thread pools
+    # refused work ("cannot schedule new futures after interpreter shutdown") before `atexit` ran the
+    # wait: the tuning failed unsaid and nothing was stored (on an H200, forked compilers whose futures
+    # were never resolved kept the program from ending at all: 1 of 10 runs). The wait now runs first.
+    assert ended_then_again(tmp_path, TUNED_KERNEL_ENDS) == ["True"]
+
+
+def test_a_program_that_ends_says_which_tunings_it_did_not_wait_for(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    stuck = background.Pending(lambda: None)  # a tuning that never ends
+    monkeypatch.setattr(background, "EXIT_WAIT_S", 0.05)
+    monkeypatch.setattr(background, "_in_flight", {stuck})
+    with caplog.at_level(logging.WARNING, logger="kernelpick"):
+        background._wait_at_exit()
+    said = [r.getMessage() for r in caplog.records]
+    assert said[0].startswith("waiting up to 0.05 s for the tunings in the background")
+    assert (
+        said[1]
+        == "1 tuning(s) in the background did not end within 0.05 s: the program ends without their picks"
+    )

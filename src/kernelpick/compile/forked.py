@@ -117,6 +117,14 @@ class _ForkedExecutor(Executor):
         return future
 
     def run(self, meanwhile: Callable[[], object] | None = None) -> None:
+        try:
+            self._run(meanwhile)
+        finally:  # Triton's `AsyncCompileMode` waits for every future: one left pending, forever
+            for _, future in self.jobs:
+                if not future.done():
+                    future.set_exception(CompileStopped("compiling ended before this config was loaded"))
+
+    def _run(self, meanwhile: Callable[[], object] | None) -> None:
         started = time.perf_counter()
         self._launchers = tempfile.mkdtemp(prefix="kernelpick-launchers-")
         try:

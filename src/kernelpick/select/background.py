@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import concurrent.futures.thread  # noqa: F401 (registers its pools' shutdown: `_wait_at_exit` runs before it)
 import contextvars
 import copy
 import functools
@@ -147,7 +148,6 @@ _thread: threading.Thread | None = None
 EXIT_WAIT_S = 120.0
 
 
-@atexit.register
 def _wait_at_exit() -> None:
     """Let the tunings in the background end before the program does: the tuning thread, in torch's C++
     code as the interpreter finalized, aborted it ("terminate called without an active exception", exit
@@ -158,7 +158,17 @@ def _wait_at_exit() -> None:
             "picks are stored; kernelpick.wait_for_tuning() waits where you choose",
             EXIT_WAIT_S,
         )
-        wait(EXIT_WAIT_S)
+        if not wait(EXIT_WAIT_S):
+            unfinished = (
+                "%d tuning(s) in the background did not end within %g s: the program ends without their picks"
+            )
+            log.warning(unfinished, len(_in_flight), EXIT_WAIT_S)
+
+
+# Run as the main thread ends, before Python's thread pools refuse work (registered where they register
+# it: the last registered runs first), not with `atexit`, which runs after: a tuning's compile then failed
+# ("cannot schedule new futures after interpreter shutdown"), or waited forever on an H200.
+(getattr(threading, "_register_atexit", None) or atexit.register)(_wait_at_exit)
 
 
 def provisional_call(
