@@ -13,6 +13,7 @@ LAYERS = [
     "errors",
     "signals",
     "settings",
+    "threads",
     "device",
     "tensors",
     "calls",

@@ -8,7 +8,7 @@ import sys
 import textwrap
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +36,7 @@ from kernelpick.compile.precompile import (
     patience,
 )
 from kernelpick.config import Config
+from kernelpick.threads import Threads
 from tests.tune.kernels import add_kernel
 
 
@@ -610,14 +611,14 @@ def test_forked_compilers_leave_what_the_callers_output_buffers_hold_to_the_call
 
 
 def test_a_run_that_fails_leaves_no_future_pending(monkeypatch: pytest.MonkeyPatch) -> None:
-    # As the program ends, Python's thread pools refuse work ("cannot schedule new futures after
+    # As the program ended, Python's thread pools refused work ("cannot schedule new futures after
     # interpreter shutdown"): loading the compiled configs failed, and Triton's `AsyncCompileMode`
     # waited for the futures left pending forever (a program that never ended, on an H200).
-    class Refusing(ThreadPoolExecutor):
+    class Refusing(Threads):
         def submit(self, *args: object, **kwargs: object) -> Future[object]:
             raise RuntimeError("cannot schedule new futures after interpreter shutdown")
 
-    monkeypatch.setattr(forked, "ThreadPoolExecutor", Refusing)
+    monkeypatch.setattr(forked, "Threads", Refusing)
     executor = _ForkedExecutor(workers=2)
     futures = [executor.submit(job) for job in (_fails, lambda: "b", lambda: "c")]
     with pytest.raises(RuntimeError, match="interpreter shutdown"):

@@ -17,12 +17,13 @@ import time
 import traceback
 import warnings
 from collections.abc import Callable, Sequence
-from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kernelpick.compile.claims import ClaimWait, compile_claim
+from kernelpick.threads import Threads
 
 log = logging.getLogger("kernelpick.compile")
 
@@ -164,7 +165,7 @@ class _ForkedExecutor(Executor):
                 future.set_exception(error)
 
         # Loading is mostly file reads: a few threads overlap them (each started as a load comes).
-        with ThreadPoolExecutor(max_workers=max(1, min(8, len(self.jobs)))) as pool:
+        with Threads(max_workers=max(1, min(8, len(self.jobs)))) as pool:
             for index, (job, future) in enumerate(self.jobs):
                 report = reports.get(index)
                 if report is None:

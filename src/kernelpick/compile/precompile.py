@@ -9,7 +9,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import Executor, ThreadPoolExecutor
+from concurrent.futures import Executor
 from contextlib import contextmanager
 from contextvars import ContextVar, copy_context
 from dataclasses import dataclass, replace
@@ -29,6 +29,7 @@ from kernelpick.compile.forked import (
 from kernelpick.compile.target import FALLBACK_TARGET, specialize
 from kernelpick.compile.unwrap import unwrap
 from kernelpick.config import Config
+from kernelpick.threads import Threads
 
 log = logging.getLogger("kernelpick.compile")
 
@@ -62,7 +63,7 @@ def compiling_beside(compile_all: Callable[[threading.Event], object]) -> Iterat
     it, and its own failure is raised before the block's; a block left by an interruption (Ctrl-C,
     SIGTERM) sets `stop` first, so that nothing more is compiled (`compile_each`'s `stop`)."""
     stop = threading.Event()
-    with ThreadPoolExecutor(1, thread_name_prefix="kernelpick-compile") as compiler:
+    with Threads(1, thread_name_prefix="kernelpick-compile") as compiler:
         compiling = compiler.submit(copy_context().run, compile_all, stop)
         try:
             yield
@@ -196,10 +197,10 @@ def compile_each(
     elif not kernels or interpreter:
         if meanwhile is not None:
             meanwhile()
-        with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="kernelpick-lower") as pool:
+        with Threads(max_workers=max(1, workers), thread_name_prefix="kernelpick-lower") as pool:
             results = list(pool.map(_lower, kernels))
     else:
-        with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="kernelpick-compile") as pool:
+        with Threads(max_workers=max(1, workers), thread_name_prefix="kernelpick-compile") as pool:
             results = _compile_all(kernels, pool, meanwhile)
     grouped: dict[int, list[CompileOutcome]] = {}
     for kernel, result in enumerate(results):
@@ -240,7 +241,7 @@ def _warm_up() -> None:
     # Hashing Triton's files (its shared library most: file reads and hashing, without the GIL) and
     # setting up the GPU driver took 0.78 and 0.53 s one after the other on an H200 host (py-spy of
     # bench/autotune_vs_triton.py's cold kernelpick run, 2026-11-30): both at once.
-    with ThreadPoolExecutor(1, thread_name_prefix="kernelpick-triton-key") as hashing:
+    with Threads(1, thread_name_prefix="kernelpick-triton-key") as hashing:
         hashed = hashing.submit(triton_key or (lambda: None))
         make_backend(driver.active.get_current_target()).hash()
         hashed.result()

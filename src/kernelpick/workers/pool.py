@@ -13,7 +13,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -22,6 +22,7 @@ from kernelpick.bench.benchmarker import confirmed, lowest_cost
 from kernelpick.bench.measure import OnDone
 from kernelpick.bench.result import BenchmarkResult, TimingSummary
 from kernelpick.errors import IsolationError
+from kernelpick.threads import Threads
 from kernelpick.workers.process import Message, WorkerProcess, describe_exit, describe_output
 from kernelpick.workers.zygote import fork_zygote
 
@@ -59,7 +60,7 @@ class WorkerPool:
         Raises:
             IsolationError: a worker did not start.
         """
-        with self._start_lock, ThreadPoolExecutor(max_workers=max(1, len(self.workers))) as starter:
+        with self._start_lock, Threads(max_workers=max(1, len(self.workers))) as starter:
             list(starter.map(lambda worker: worker.start(), [w for w in self.workers if not w.alive]))
 
     def start_soon(self) -> None:
