@@ -312,3 +312,35 @@ def test_a_program_that_ends_says_which_tunings_it_did_not_wait_for(
         said[1]
         == "1 tuning(s) in the background did not end within 0.05 s: the program ends without their picks"
     )
+
+
+STARTED_BY_A_THREAD_THAT_OUTLIVES_MAIN = """
+import sys
+import threading
+import time
+import torch
+import kernelpick
+
+def slow_twice(x):
+    time.sleep(0.05)
+    return x * 2
+
+twice = kernelpick.Selector(
+    "exit_late", [kernelpick.extern(slow_twice), kernelpick.extern(lambda x: x + x, name="plus")],
+    isolate=False, background=sys.argv[1] == "background",
+)
+
+def serve():  # goes on after the main thread has returned, as a server's thread does
+    time.sleep(0.3)
+    twice(torch.ones(8))
+    if sys.argv[1] == "again":
+        print(twice.last_selection.from_store)
+
+threading.Thread(target=serve).start()
+"""
+
+
+def test_a_tuning_that_a_thread_starts_after_the_main_thread_ended_is_waited_for_too(tmp_path: Path) -> None:
+    # The wait that runs as the main thread ends comes before the program's own threads have ended: a
+    # tuning one of them started later was cut short by the exit, and nothing was stored.
+    assert ended_then_again(tmp_path, STARTED_BY_A_THREAD_THAT_OUTLIVES_MAIN) == ["True"]
