@@ -35,22 +35,11 @@ MODES = {"isolated": "on", "in_process": "off"}
 def role(seconds: float) -> dict[str, Any]:
     """Run one program in this process: what its captures and the tuning did."""
     import torch
-    import triton
-    import triton.language as tl
+    from shutdown_probes import background_scale
 
     import kernelpick
 
-    configs = [kernelpick.Config({"BLOCK": b}, num_warps=w) for b in (256, 512, 1024, 2048) for w in (4, 8)]
-
-    @kernelpick.autotune(configs=configs, key=["n"], background=True)
-    @triton.jit
-    def scale(x_ptr, out_ptr, n, BLOCK: tl.constexpr):  # type: ignore[no-untyped-def]
-        index = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-        tl.store(out_ptr + index, 2 * tl.load(x_ptr + index, mask=index < n), mask=index < n)
-
-    x = torch.randn(1 << 22, device="cuda")
-    out = torch.empty_like(x)
-    grid = lambda meta: (triton.cdiv(x.numel(), meta["BLOCK"]),)  # noqa: E731
+    scale, x, out, grid = background_scale()
     scale[grid](x, out, x.numel())  # the warm-up call: queues the tuning
     torch.cuda.synchronize()
     provisional = scale.last_tuning is not None and scale.last_tuning.provisional

@@ -38,18 +38,15 @@ PROBES = ("made_and_ended", "background_here_loop", "background_here_ends", "bac
 ENDS_AFTER_S = (0.0, 0.5, 1.0, 2.0)
 
 
-def role(probe: str, delay_s: float) -> None:
-    """Run one probe in this process; its last line of output says what it saw."""
+def background_scale() -> tuple[Any, Any, Any, Any]:
+    """A tuned kernel whose new keys are tuned in the background (8 configs), a 4M-float input, its
+    output and grid (also `bench/capture_during_tuning.py`'s)."""
     import torch
     import triton
     import triton.language as tl
 
     import kernelpick
 
-    if probe == "made_and_ended":
-        kernelpick.Selector("twice", [kernelpick.extern(lambda x: x * 2, name="times")], isolate=True)
-        print("made", flush=True)
-        return
     configs = [kernelpick.Config({"BLOCK": b}, num_warps=w) for b in (256, 512, 1024, 2048) for w in (4, 8)]
 
     @kernelpick.autotune(configs=configs, key=["n"], background=True)
@@ -59,8 +56,20 @@ def role(probe: str, delay_s: float) -> None:
         tl.store(out_ptr + index, 2 * tl.load(x_ptr + index, mask=index < n), mask=index < n)
 
     x = torch.randn(1 << 22, device="cuda")
-    out = torch.empty_like(x)
-    grid = lambda meta: (triton.cdiv(x.numel(), meta["BLOCK"]),)  # noqa: E731
+    return scale, x, torch.empty_like(x), lambda meta: (triton.cdiv(x.numel(), meta["BLOCK"]),)
+
+
+def role(probe: str, delay_s: float) -> None:
+    """Run one probe in this process; its last line of output says what it saw."""
+    import torch
+
+    import kernelpick
+
+    if probe == "made_and_ended":
+        kernelpick.Selector("twice", [kernelpick.extern(lambda x: x * 2, name="times")], isolate=True)
+        print("made", flush=True)
+        return
+    scale, x, out, grid = background_scale()
     calls = 3000 if probe == "background_here_loop" else 1
     errors = 0
     for _ in range(calls):
