@@ -25,7 +25,7 @@ measures, with empty caches (fresh KERNELPICK_CACHE_DIR, TRITON_CACHE_DIR, TORCH
 - at decode sizes (M <= 16), where the product is a read of W: each implementation's share of the HBM
   bandwidth that streaming W once would take (N*K*2 bytes / time), against the device's datasheet
   peak (`kernelpick.device.device_peaks`) and against the copy bandwidth measured on it
-  (`kernelpick.bench.bandwidth.memory_bandwidth`, kept in the cache dir).
+  (`kernelpick.reports.bandwidth.memory_bandwidth`, kept in the cache dir).
 
 Results go to bench/results/gemm_suite-<device>.json (date, versions, raw figures, the targets),
 merged with earlier runs of the same device, and a plot to gemm_suite-<device>.png. The table of
@@ -191,8 +191,8 @@ class Suite:
         """The device's HBM bandwidth: its datasheet peak (None for a model kernelpick has no
         figures for) and the copy bandwidth measured on it (kept in the cache dir, measured once)."""
         if self._bandwidth is None:
-            from kernelpick.bench.bandwidth import memory_bandwidth
             from kernelpick.device import describe, device_peaks
+            from kernelpick.reports.bandwidth import memory_bandwidth
 
             peaks = device_peaks(self.props.name)
             copy = memory_bandwidth(describe(self.device))

@@ -100,12 +100,12 @@ def main() -> int:
 
     import kernelpick
     from kernelpick import Config, Selector, extern, template
-    from kernelpick.bench.bandwidth import memory_bandwidth
     from kernelpick.device import describe, device_peaks
     from kernelpick.engine.signature import Signature
     from kernelpick.ops import gemm_configs
     from kernelpick.ops.gemm import _constants
     from kernelpick.ops.gemm_templates import SKINNY_GEMM
+    from kernelpick.reports.bandwidth import memory_bandwidth
 
     peaks = device_peaks(torch.cuda.get_device_name())
     hbm = peaks.memory_gbps if peaks is not None else None

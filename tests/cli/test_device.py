@@ -10,7 +10,7 @@ import torch
 from kernelpick import cli
 from kernelpick.cli.device import device_facts
 from kernelpick.device import DeviceInfo
-from tests.bench.test_bandwidth import H100, keep
+from tests.reports.test_bandwidth import H100, keep
 
 needs_no_gpu = pytest.mark.skipif(torch.cuda.is_available(), reason="prints the CPU case")
 
@@ -75,7 +75,7 @@ def test_a_bandwidth_that_cannot_be_measured_leaves_the_other_facts(monkeypatch:
     def out_of_memory(device: DeviceInfo, *, again: bool = False) -> None:
         raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 400.00 MiB\nmore")
 
-    monkeypatch.setattr("kernelpick.bench.bandwidth.memory_bandwidth", out_of_memory)
+    monkeypatch.setattr("kernelpick.reports.bandwidth.memory_bandwidth", out_of_memory)
     facts = device_facts(H100)
     assert facts["measured_memory_gbps"] == "not measured: CUDA out of memory. Tried to allocate 400.00 MiB"
     assert facts["datasheet"]["memory_gbps"] == 3350.0

@@ -10,8 +10,8 @@ import torch
 
 import kernelpick
 from kernelpick import cli
-from kernelpick.bench.bandwidth import cached_bandwidth, memory_bandwidth
 from kernelpick.device import SHARED_MEMORY_BY_CAPABILITY, describe
+from kernelpick.reports.bandwidth import cached_bandwidth, memory_bandwidth
 
 pytestmark = pytest.mark.gpu
 

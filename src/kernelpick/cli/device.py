@@ -36,7 +36,7 @@ def device_facts(device: DeviceInfo, *, measure: bool = False) -> dict[str, Any]
     }
     if device.interpreter:
         return {**facts, "cpu_cores": os.cpu_count(), "templates": _templates(device)}
-    from kernelpick.bench.bandwidth import memory_bandwidth
+    from kernelpick.reports.bandwidth import memory_bandwidth
 
     shared = device.shared_memory_limit
     peaks = device.peaks

@@ -38,41 +38,22 @@ _erf, _erfc = _each(math.erf), _each(math.erfc)
 #: By libdevice name, without the `__nv_` prefix, the type suffix (`f` for fp32, `d` in `isnand`) and
 #: the `_rn` rounding (what NumPy does); other roundings (`_rz`, `_rd`, `_ru`) are not implemented.
 FUNCTIONS: dict[str, Callable[..., Array]] = {
-    "abs": np.abs,
+    **{  # NumPy's of the same name
+        name: getattr(np, name)
+        for name in (
+            "abs cbrt ceil floor trunc rint cos sin tan cosh sinh tanh exp exp2 expm1 log log2 log10 log1p "
+            "sqrt copysign fmod hypot nextafter signbit isnan isinf isfinite"
+        ).split()
+    },
+    **{name: getattr(np, "arc" + name[1:]) for name in "acos acosh asin asinh atan atanh atan2".split()},
     "fabs": np.abs,
     "llabs": np.abs,
-    "acos": np.arccos,
-    "acosh": np.arccosh,
-    "asin": np.arcsin,
-    "asinh": np.arcsinh,
-    "atan": np.arctan,
-    "atanh": np.arctanh,
-    "atan2": np.arctan2,
-    "cbrt": np.cbrt,
     "rcbrt": lambda x: 1 / np.cbrt(x),
-    "ceil": np.ceil,
-    "floor": np.floor,
-    "trunc": np.trunc,
-    "rint": np.rint,
     "nearbyint": np.rint,
     "round": _round_half_away,
-    "cos": np.cos,
-    "sin": np.sin,
-    "tan": np.tan,
     "cospi": lambda x: np.cos(x.dtype.type(math.pi) * x),
     "sinpi": lambda x: np.sin(x.dtype.type(math.pi) * x),
-    "cosh": np.cosh,
-    "sinh": np.sinh,
-    "tanh": np.tanh,
-    "exp": np.exp,
-    "exp2": np.exp2,
     "exp10": lambda x: np.power(x.dtype.type(10), x),
-    "expm1": np.expm1,
-    "log": np.log,
-    "log2": np.log2,
-    "log10": np.log10,
-    "log1p": np.log1p,
-    "sqrt": np.sqrt,
     "rsqrt": lambda x: 1 / np.sqrt(x),
     "erf": _erf,
     "erfc": _erfc,
@@ -82,22 +63,14 @@ FUNCTIONS: dict[str, Callable[..., Array]] = {
     "powi": lambda x, n: np.power(x, n.astype(x.dtype)),
     "ldexp": lambda x, n: np.ldexp(x, n).astype(x.dtype),
     "scalbn": lambda x, n: np.ldexp(x, n).astype(x.dtype),
-    "copysign": np.copysign,
     "fdim": lambda x, y: np.maximum(x - y, x.dtype.type(0)),  # NaN in, NaN out
-    "fmod": np.fmod,
     "remainder": _each(math.remainder),  # IEEE's; NaN by a zero or of an infinity
-    "hypot": np.hypot,
     "rhypot": lambda x, y: 1 / np.hypot(x, y),
-    "nextafter": np.nextafter,
     "fma": lambda x, y, z: (
         (x.astype(np.float64) * y + z).astype(x.dtype) if x.dtype == np.float32 else x * y + z
     ),
     "saturate": lambda x: np.clip(x, 0, 1),
-    "signbit": np.signbit,
-    "isnan": np.isnan,
-    "isinf": np.isinf,
     "finite": np.isfinite,
-    "isfinite": np.isfinite,
     # The correctly rounded arithmetic (`div_rn`, `add_rn`, ...), fp32 (f) and fp64 (d).
     **{f"{kind}add": np.add for kind in "fd"},
     **{f"{kind}sub": np.subtract for kind in "fd"},

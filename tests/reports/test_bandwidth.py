@@ -1,4 +1,4 @@
-"""bench/bandwidth.py: DRAM bandwidth measured once per device model and kept in the cache dir."""
+"""reports/bandwidth.py: DRAM bandwidth measured once per device model and kept in the cache dir."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from kernelpick import cli, settings
-from kernelpick.bench.bandwidth import bandwidth_path, cached_bandwidth, memory_bandwidth
 from kernelpick.device import DeviceInfo, describe
 from kernelpick.errors import KernelpickError
+from kernelpick.reports.bandwidth import bandwidth_path, cached_bandwidth, memory_bandwidth
 
 H100 = DeviceInfo("cuda", 0, "NVIDIA H100 80GB HBM3", (9, 0), 50 * 2**20, 132)
 
@@ -56,7 +56,7 @@ def test_measuring_again_measures_each_model_once_however_many_gpus_have_it(
         copies.append(where)
         return 3000.0 + len(copies)
 
-    monkeypatch.setattr("kernelpick.bench.bandwidth._copy_gbps", copy_gbps)
+    monkeypatch.setattr("kernelpick.reports.bandwidth._copy_gbps", copy_gbps)
     gpus = [H100, replace(H100, index=1), a100]
     monkeypatch.setattr("kernelpick.cli.device.visible_devices", lambda: gpus)
     assert cli.main(["device", "--measure", "--json"]) == 0
@@ -70,7 +70,7 @@ def test_an_unusable_cache_dir_measures_without_keeping(
 ) -> None:
     file = tmp_path / "cache"
     file.write_text("")
-    monkeypatch.setattr("kernelpick.bench.bandwidth._copy_gbps", lambda where, size: 3000.0)
+    monkeypatch.setattr("kernelpick.reports.bandwidth._copy_gbps", lambda where, size: 3000.0)
     with settings.override(cache_dir=file):
         assert cached_bandwidth(H100) is None
         assert memory_bandwidth(H100).memory_gbps == 3000.0
