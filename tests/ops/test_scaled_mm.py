@@ -10,11 +10,18 @@ import pytest
 import torch
 
 from kernelpick import Config, Selector, extern, ops, template
-from kernelpick.bench.verify import FP8_FAST_ACCUMULATION_TOLERANCE
+from kernelpick.bench.verify import Expected, Tolerance, tolerance_for
 from kernelpick.engine.record import SelectionRecord
 from kernelpick.engine.signature import Signature
 from kernelpick.errors import ArgumentError
-from kernelpick.ops.scaled_mm import _BIAS, example_inputs, selector_name
+from kernelpick.ops.scaled_mm import (
+    _BIAS,
+    FP8_FAST_ACCUMULATION_TOLERANCE,
+    FP8_PRODUCT_TOLERANCE,
+    example_inputs,
+    fp8_product_tolerance,
+    selector_name,
+)
 from kernelpick.ops.scaled_mm_templates import (
     INPUTS,
     PERSISTENT_TMA_SCALED_GEMM_SOURCE,
@@ -268,3 +275,44 @@ def test_by_default_one_source_serves_shapes_whose_tiles_fit_alike() -> None:
     first, second = sources(16, 32, 64), sources(32, 64, 64)
     shared = first.keys() & second.keys()
     assert shared and all(first[name] == second[name] for name in shared)
+
+
+def truncated(x: torch.Tensor, bits: int = 14) -> torch.Tensor:
+    """`x` with its significand truncated to `bits` bits, toward zero."""
+    significand, exponent = torch.frexp(x)
+    return torch.ldexp(torch.trunc(significand * 2**bits) / 2**bits, exponent)
+
+
+def tensor_core_product(a: torch.Tensor, b: torch.Tensor, slice_k: int) -> torch.Tensor:
+    """`a @ b` as the emulated fp8 tensor cores of docs/measurement.md "Checking outputs" sum it: 32-deep
+    steps into a 14-bit accumulator, promoted into a float32 sum every `slice_k`."""
+    out = torch.zeros(a.shape[0], b.shape[1], dtype=torch.float32)
+    for start in range(0, a.shape[1], slice_k):
+        acc = torch.zeros(a.shape[0], b.shape[1], dtype=torch.float64)
+        for k in range(start, min(a.shape[1], start + slice_k), 32):
+            acc = truncated(acc + a[:, k : k + 32] @ b[k : k + 32])
+        out += acc.float()
+    return out
+
+
+def test_fp8_products_pass_their_tolerance_with_either_accumulation() -> None:
+    """The figures of the comments of FP8_PRODUCT_TOLERANCE and FP8_FAST_ACCUMULATION_TOLERANCE: at
+    K = 28672 the emulated slice-promoted product passes 1 % of the RMS, the one accumulated along all
+    of K only the fast-accumulation tolerance."""
+    generator = torch.Generator().manual_seed(0)
+    k = 28672
+    a = torch.randn(16, k, generator=generator).clamp(-4, 4).to(torch.float8_e4m3fn).double()
+    b = torch.randn(k, 64, generator=generator).clamp(-4, 4).to(torch.float8_e4m3fn).double()
+    exact = (a @ b).float()
+    promoted, fast = tensor_core_product(a, b, 512), tensor_core_product(a, b, k)
+    assert Expected(exact, Tolerance(1e-3, 1e-3)).why(promoted) is None
+    assert Expected(exact, FP8_PRODUCT_TOLERANCE).why(fast) is not None
+    assert Expected(exact, FP8_FAST_ACCUMULATION_TOLERANCE).why(fast) is None
+
+
+def test_fp8_product_tolerance_is_the_looser_of_the_output_dtype_and_the_accumulation() -> None:
+    bf16 = tolerance_for(torch.bfloat16)
+    assert bf16 is not None
+    assert fp8_product_tolerance(torch.bfloat16) == Tolerance(bf16.rtol, FP8_PRODUCT_TOLERANCE.atol)
+    assert fp8_product_tolerance(torch.float32) == FP8_PRODUCT_TOLERANCE  # float32's own is 1e-4
+    assert fp8_product_tolerance(torch.float16, fast_accumulation=True) == FP8_FAST_ACCUMULATION_TOLERANCE

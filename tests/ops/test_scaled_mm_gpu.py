@@ -8,9 +8,8 @@ import pytest
 import torch
 
 from kernelpick import ops
-from kernelpick.bench.verify import fp8_product_tolerance
 from kernelpick.engine.record import SelectionRecord
-from kernelpick.ops.scaled_mm import selector_name
+from kernelpick.ops.scaled_mm import fp8_product_tolerance, selector_name
 
 pytestmark = [
     pytest.mark.gpu,

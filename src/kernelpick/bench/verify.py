@@ -38,12 +38,6 @@ TOLERANCES: dict[torch.dtype, Tolerance] = {
 TF32_TOLERANCE = Tolerance(1e-2, 1e-2)
 #: Any other floating dtype (float8 variants).
 LOW_PRECISION_TOLERANCE = Tolerance(0.125, 0.125)
-#: Products of float8 inputs (`kernelpick.ops.scaled_mm`), whatever the output dtype, at least: fp8
-#: tensor cores accumulate in fewer bits than float32 (docs/measurement.md, "Checking outputs").
-FP8_PRODUCT_TOLERANCE = Tolerance(1e-2, 1e-2)
-#: Products of float8 inputs accumulated in the tensor cores along all of K (torch's
-#: `use_fast_accum=True`): the truncations add up along K.
-FP8_FAST_ACCUMULATION_TOLERANCE = Tolerance(0.0625, 0.0625)
 
 
 #: What `torch.backends.cuda.matmul.allow_tf32` returns, read without its module's slow `__getattr__`
@@ -68,15 +62,6 @@ def tolerance_for(dtype: torch.dtype, *, tf32: bool = False) -> Tolerance | None
     if dtype.is_floating_point or dtype.is_complex:
         return LOW_PRECISION_TOLERANCE
     return None
-
-
-def fp8_product_tolerance(out_dtype: torch.dtype, *, fast_accumulation: bool = False) -> Tolerance:
-    """The tolerance for outputs of `out_dtype` of a product of float8 inputs: the looser, field by
-    field, of the output dtype's own and `FP8_PRODUCT_TOLERANCE` (`FP8_FAST_ACCUMULATION_TOLERANCE`
-    when the accumulation may stay in the tensor cores along all of K)."""
-    allowance = FP8_FAST_ACCUMULATION_TOLERANCE if fast_accumulation else FP8_PRODUCT_TOLERANCE
-    own = tolerance_for(out_dtype) or allowance
-    return Tolerance(max(own.rtol, allowance.rtol), max(own.atol, allowance.atol))
 
 
 #: A floating reference prepared (`Expected._widened`), or why nothing can be checked against it.

@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from kernelpick.bench.verify import fp8_product_tolerance
+from kernelpick.bench.verify import Tolerance, tolerance_for
 from kernelpick.engine.choice import Choice, extern
 from kernelpick.engine.signature import Signature
 from kernelpick.errors import ArgumentError
@@ -20,6 +20,23 @@ from kernelpick.select.render import Epilogue
 from kernelpick.select.selector import Selector
 from kernelpick.select.selector_op import define_operator, dispatch_modes, dynamo_tracing, traceable_pick
 from kernelpick.tensors import TensorSpec, example_generator, example_tensor
+
+#: Products of float8 inputs, whatever the output dtype, at least: fp8
+#: tensor cores accumulate in fewer bits than float32 (docs/measurement.md, "Checking outputs").
+FP8_PRODUCT_TOLERANCE = Tolerance(1e-2, 1e-2)
+#: Products of float8 inputs accumulated in the tensor cores along all of K (torch's
+#: `use_fast_accum=True`): the truncations add up along K.
+FP8_FAST_ACCUMULATION_TOLERANCE = Tolerance(0.0625, 0.0625)
+
+
+def fp8_product_tolerance(out_dtype: torch.dtype, *, fast_accumulation: bool = False) -> Tolerance:
+    """The tolerance for outputs of `out_dtype` of a product of float8 inputs: the looser, field by
+    field, of the output dtype's own and `FP8_PRODUCT_TOLERANCE` (`FP8_FAST_ACCUMULATION_TOLERANCE`
+    when the accumulation may stay in the tensor cores along all of K)."""
+    allowance = FP8_FAST_ACCUMULATION_TOLERANCE if fast_accumulation else FP8_PRODUCT_TOLERANCE
+    own = tolerance_for(out_dtype) or allowance
+    return Tolerance(max(own.rtol, allowance.rtol), max(own.atol, allowance.atol))
+
 
 _BIAS = Epilogue("acc + bias", ("bias",), name="bias")
 #: torch._scaled_mm on GPUs takes K and N in multiples of 16 (cuBLASLt's fp8 alignment); so does this
@@ -327,7 +344,7 @@ def scaled_mm(
 
     Choices: `torch._scaled_mm` (the reference), the tiled Triton fp8 template and, on sm_90+ GPUs,
     the persistent TMA template; templates need sm_89+ (fp8 tensor cores). Outputs are verified
-    against torch's with `kernelpick.bench.verify.fp8_product_tolerance`. Under `torch.compile`,
+    against torch's with `fp8_product_tolerance`. Under `torch.compile`,
     `torch.export` or fake tensors it is the operator `torch.ops.kernelpick.scaled_mm`.
 
     Args:
