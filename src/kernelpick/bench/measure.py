@@ -21,9 +21,8 @@ from kernelpick.device import DeviceInfo
 
 #: Called with a candidate's digest and result as each is done with.
 OnDone = Callable[[str, BenchmarkResult], object]
-#: Seconds a GPU stays warm after timed work: a measurement starting sooner does not warm it up again.
-#: On an H200, after 0.02 to 5 s idle only the first launch ran slow, as a candidate's checked first
-#: run is (bench/clock_settle.py).
+#: Seconds a GPU stays warm after timed work: a measurement starting sooner does not warm it up again
+#: (docs/design.md, clock_settle).
 WARM_FOR_S = 5.0
 _warm_until: dict[DeviceInfo, float] = {}  # by device: when a measurement must warm it up again
 

@@ -166,9 +166,8 @@ def _wait_at_exit() -> None:
 
 
 # Run as the main thread ends, before Python's thread pools refuse work (registered where they register
-# it: the last registered runs first), not only with `atexit`, which runs after: a tuning's compile then
-# failed ("cannot schedule new futures after interpreter shutdown"), or waited forever on an H200. And
-# again with `atexit`, after the program's own threads have ended: the tunings they started meanwhile.
+# it: the last registered runs first; after, a tuning's compile failed or hung: docs/selection.md), and
+# again with `atexit`, once the program's own threads have ended, for the tunings they started.
 (getattr(threading, "_register_atexit", None) or atexit.register)(_wait_at_exit)
 atexit.register(_wait_at_exit)
 

@@ -24,8 +24,7 @@ _ENV = jinja2.Environment(
     undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True
 )
 #: A template's source compiled once a process (a template keeps only its source, which pickles): a
-#: worker receives each candidate's template anew, and compiling them took 3.1 s of its 40 s over
-#: bench/ranks.py's 27 keys on an H200 (bench/results/ranks_profile_workers-h200.json).
+#: worker receives each candidate's template anew (compiling them again: docs/benchmarks.md, py-spy).
 _compiled = functools.lru_cache(maxsize=64)(_ENV.from_string)
 _TL_DTYPES: dict[torch.dtype, str] = {torch.bool: "tl.int1"} | {
     getattr(torch, name): f"tl.{name}"

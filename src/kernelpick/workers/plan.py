@@ -202,8 +202,7 @@ def start_early(requested: bool | None) -> None:
         thread.daemon = True
         thread.start()
     # A program that ends while they still set CUDA up waits for them: ended inside CUDA's C++ as the
-    # interpreter finalized, a thread aborted the process ("FATAL: exception not rethrown", exit 134, in
-    # 3 of 3 runs of a script that made a selector and ended at once on an H200).
+    # interpreter finalized, a thread aborted it (bench/results/shutdown_probes-h200.json, "before").
     atexit.register(_join, early, EARLY_JOIN_S)
 
 
