@@ -14,6 +14,7 @@ LAYERS = [
     "signals",
     "settings",
     "threads",
+    "files",
     "device",
     "tensors",
     "calls",

@@ -17,6 +17,7 @@ import torch
 from kernelpick.calls.origins import origin, resolve
 from kernelpick.calls.values import Unrecordable, decode, encode, grid_data, grid_of
 from kernelpick.errors import ConfigError
+from kernelpick.files import lock_exclusively, write_all
 from kernelpick.tensors import example_generator
 
 log = logging.getLogger("kernelpick.record")
@@ -200,15 +201,13 @@ class _Recorder:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             descriptor = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
             try:
-                _lock_file(descriptor)
+                lock_exclusively(descriptor)
                 size = os.fstat(descriptor).st_size
                 ends_cut = self._read_new(descriptor, size)
                 if digest in self.seen:
                     return
                 data = (("\n" if ends_cut else "") + line + "\n").encode()
-                written = 0
-                while written < len(data):
-                    written += os.write(descriptor, data[written:])
+                write_all(descriptor, data)
                 self.read_up_to = size + len(data)
                 self.seen.add(digest)
             finally:
@@ -239,14 +238,6 @@ def _line_key(line: bytes) -> str | None:
         return None
     key = entry.get("key") if isinstance(entry, dict) else None
     return key if isinstance(key, str) else None
-
-
-def _lock_file(descriptor: int) -> None:
-    try:
-        import fcntl
-    except ImportError:  # Windows: O_APPEND alone
-        return
-    fcntl.flock(descriptor, fcntl.LOCK_EX)
 
 
 _recorders: dict[Path, _Recorder] = {}

@@ -6,11 +6,8 @@ import hashlib
 import importlib.util
 import linecache
 import logging
-import os
 import re
-import stat
 import sys
-import tempfile
 import threading
 from pathlib import Path
 from types import ModuleType
@@ -19,6 +16,7 @@ from typing import Any
 from kernelpick import settings
 from kernelpick.console import warn_once
 from kernelpick.errors import TemplateError
+from kernelpick.files import read_regular, replace_whole
 from kernelpick.store.origins import note_origin
 from kernelpick.workers.values import RENDERED_PREFIX
 
@@ -91,39 +89,21 @@ def keep_kernel_source(kernel: Any) -> Path | None:
 
 
 def _write(path: Path, text: str) -> Path:
-    """Write `text` to `path` unless it holds it already: atomically (a reader never sees half a
-    file), the file private to the user, its folder made private where this creates it."""
-    if _read_regular(path) == text:
-        return path
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".render-", suffix=".py")  # 0600
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(text)
-        os.replace(temporary, path)  # replaces whatever the name held: a file, a link, a pipe
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    """Write `text` to `path` unless it holds it already (whole: `replace_whole`), its folder made
+    private where this creates it."""
+    if _read_regular(path) != text:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        replace_whole(path, text, ".render-")
     return path
 
 
 def _read_regular(path: Path) -> str | None:
     """The text of the regular file at `path`, or None when there is none (or it is a link, a pipe,
-    a device, larger than `MAX_MODULE_BYTES` or not UTF-8): read without following a link or
-    waiting on a pipe someone put in its place."""
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    a device, larger than `MAX_MODULE_BYTES` or not UTF-8)."""
     try:
-        handle = os.open(path, flags)
-    except OSError:
-        return None
-    with os.fdopen(handle, "rb") as stream:
-        facts = os.fstat(stream.fileno())
-        if not stat.S_ISREG(facts.st_mode) or facts.st_size > MAX_MODULE_BYTES:
-            return None
-        data = stream.read(MAX_MODULE_BYTES + 1)
-    try:
-        return data.decode("utf-8") if len(data) <= MAX_MODULE_BYTES else None
-    except UnicodeDecodeError:
+        data = read_regular(path, MAX_MODULE_BYTES)
+        return None if data is None else data.decode("utf-8")
+    except (OSError, UnicodeDecodeError):
         return None
 
 

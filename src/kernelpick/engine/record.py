@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 from kernelpick import settings
@@ -20,6 +18,7 @@ from kernelpick.device import DeviceInfo
 from kernelpick.engine.eligibility import SkippedChoice
 from kernelpick.engine.signature import Signature
 from kernelpick.engine.work import work_of
+from kernelpick.files import append_line
 from kernelpick.search.run import SearchTrace
 from kernelpick.store.base import CandidateResult as CandidateResult
 from kernelpick.store.keys import Toolchain, canonical_json, canonical_value
@@ -426,21 +425,3 @@ def selection_key(signature: Sequence[Any]) -> dict[str, Any]:
     selector's own `user_key`."""
     inputs, kwargs, user_key = [*signature, [], [], None][:3]
     return {"inputs": list(inputs), "kwargs": {str(k): v for k, v in kwargs}, "user_key": user_key}
-
-
-def append_line(path: Path, line: str) -> None:
-    """Append `line` and a newline to `path`, creating it: with O_APPEND, under `flock` where there is
-    one, so that lines of threads and processes appending at once never interleave."""
-    data = (line.rstrip("\n") + "\n").encode()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    descriptor = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        with contextlib.suppress(ImportError):  # Windows: O_APPEND alone
-            import fcntl
-
-            fcntl.flock(descriptor, fcntl.LOCK_EX)
-        written = 0
-        while written < len(data):
-            written += os.write(descriptor, data[written:])
-    finally:
-        os.close(descriptor)  # closing releases the lock

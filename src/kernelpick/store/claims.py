@@ -5,9 +5,7 @@ from __future__ import annotations
 import errno
 import json
 import logging
-import os
 import secrets
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,6 +15,7 @@ from typing import Protocol
 from filelock import BaseFileLock, FileLock, Timeout
 
 from kernelpick.errors import StoreError
+from kernelpick.files import read_regular, replace_whole
 from kernelpick.store.keys import TuningKey
 
 log = logging.getLogger("kernelpick.store")
@@ -25,7 +24,6 @@ log = logging.getLogger("kernelpick.store")
 POLL_S = 0.05
 #: Most bytes of a mark file read: a mark is a token and a digest.
 _MARK_BYTES = 4096
-_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,10 +111,7 @@ class FileClaims:
 
     def last(self, key: TuningKey) -> Finished | None:
         try:
-            # Not through a link (what a link planted there names is not a mark), nor waiting on a pipe.
-            handle = os.open(self._path(key, "done"), os.O_RDONLY | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
-            with os.fdopen(handle, "rb") as stream:
-                return Finished.parse(stream.read(_MARK_BYTES))
+            return Finished.parse(read_regular(self._path(key, "done"), _MARK_BYTES))  # a link's is no mark
         except FileNotFoundError:
             return None
         except OSError as error:
@@ -152,16 +147,8 @@ class FileClaim:
 
     def finish(self, mark: Finished) -> None:
         try:
-            # Whole or not at all: a waiter reads the mark as soon as the lock is let go. Written to a
-            # file of a name no one can foresee (a link planted at a foreseen one would be followed).
-            handle, partial = tempfile.mkstemp(dir=self._mark.parent, prefix=f".{self._mark.name}.")
-            try:
-                with os.fdopen(handle, "w") as stream:
-                    stream.write(mark.to_json())
-                os.replace(partial, self._mark)
-            except OSError:
-                Path(partial).unlink(missing_ok=True)
-                raise
+            # Whole or not at all: a waiter reads the mark as soon as the lock is let go.
+            replace_whole(self._mark, mark.to_json(), f".{self._mark.name}.")
         except OSError as error:
             raise StoreError(f"cannot write the tuning mark {self._mark}: {error}") from error
         finally:

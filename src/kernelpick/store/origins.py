@@ -5,17 +5,16 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kernelpick.files import read_regular, replace_whole
 from kernelpick.store.keys import TuningKey
 
 #: Most bytes of an origins file read: a few paths.
 MAX_ORIGINS_BYTES = 64 * 1024
-_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -62,25 +61,16 @@ def note_origin(cache: Path, kernel: Any) -> None:
     if origin in known:
         return
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    # Whole or not at all, through a file of a name no one can foresee (0600), as the kept sources are.
-    handle, partial = tempfile.mkstemp(dir=path.parent, prefix=".origins-", suffix=".json")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            json.dump([{"file": o.file, "function": o.function} for o in sorted(known | {origin})], stream)
-        os.replace(partial, path)
-    except OSError:
-        Path(partial).unlink(missing_ok=True)
-        raise
+    text = json.dumps([{"file": o.file, "function": o.function} for o in sorted(known | {origin})])
+    replace_whole(path, text, ".origins-")  # as the kept sources are
 
 
 def read_origins(path: Path) -> frozenset[Origin]:
     """The origins noted in the file at `path`: none where there is no such file, or it holds anything
     but what `note_origin` writes (it is read as data, without following a link)."""
     try:
-        handle = os.open(path, os.O_RDONLY | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
-        with os.fdopen(handle, "rb") as stream:
-            data = json.loads(stream.read(MAX_ORIGINS_BYTES))
-    except (OSError, ValueError, RecursionError):  # none, a link, unreadable; not JSON, not UTF-8
+        data = json.loads(read_regular(path, MAX_ORIGINS_BYTES) or b"")
+    except (OSError, ValueError, RecursionError):  # none, a link, unreadable, too large; not JSON
         return frozenset()
     if not isinstance(data, list):
         return frozenset()
