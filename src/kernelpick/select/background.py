@@ -146,23 +146,29 @@ _started = threading.Lock()
 _thread: threading.Thread | None = None
 #: Seconds a program that ends waits at most for its tunings in the background.
 EXIT_WAIT_S = 120.0
+_exit_deadline: float | None = None  # when the program's end stops waiting, once it has begun to
 
 
 def _wait_at_exit() -> None:
     """Let the tunings in the background end before the program does: the tuning thread, in torch's C++
     code as the interpreter finalized, aborted it ("terminate called without an active exception", exit
-    134), with isolation off and, timing a choice that cannot cross to workers, with it on."""
-    if _in_flight:  # seconds of silence at the end would look like a hang: said where it is seen
+    134), with isolation off and, timing a choice that cannot cross to workers, with it on. Both calls
+    at the end wait `EXIT_WAIT_S` in all."""
+    global _exit_deadline
+    if not _in_flight or (_exit_deadline is not None and time.monotonic() >= _exit_deadline):
+        return  # nothing to wait for, or the wait has run out (and said so)
+    if _exit_deadline is None:  # seconds of silence at the end would look like a hang: said where seen
+        _exit_deadline = time.monotonic() + EXIT_WAIT_S
         log.warning(
             "waiting up to %g s for the tunings in the background before the program ends, so that their "
             "picks are stored; kernelpick.wait_for_tuning() waits where you choose",
             EXIT_WAIT_S,
         )
-        if not wait(EXIT_WAIT_S):
-            unfinished = (
-                "%d tuning(s) in the background did not end within %g s: the program ends without their picks"
-            )
-            log.warning(unfinished, len(_in_flight), EXIT_WAIT_S)
+    if not wait(max(0.0, _exit_deadline - time.monotonic())):
+        unfinished = (
+            "%d tuning(s) in the background did not end within %g s: the program ends without their picks"
+        )
+        log.warning(unfinished, len(_in_flight), EXIT_WAIT_S)
 
 
 # Run as the main thread ends, before Python's thread pools refuse work (registered where they register
