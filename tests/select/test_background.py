@@ -348,3 +348,42 @@ def test_a_tuning_that_a_thread_starts_after_the_main_thread_ended_is_waited_for
     # The wait that runs as the main thread ends comes before the program's own threads have ended: a
     # tuning one of them started later was cut short by the exit, and nothing was stored.
     assert ended_then_again(tmp_path, STARTED_BY_A_THREAD_THAT_OUTLIVES_MAIN) == ["True"]
+
+
+FORKS_DURING_A_TUNING = """
+import multiprocessing
+import time
+import torch
+import kernelpick
+from kernelpick.select import background
+
+background.EXIT_WAIT_S = 5.0  # what a child would wait for its parent's tuning, shortened
+
+def slow_twice(x):
+    time.sleep(0.5)
+    return x * 2
+
+twice = kernelpick.Selector(
+    "fork_twice", [kernelpick.extern(slow_twice), kernelpick.extern(lambda x: x + x, name="plus")],
+    isolate=False, background=True,
+)
+
+if __name__ == "__main__":
+    twice(torch.ones(8))  # its tuning runs for a second or more
+    started = time.perf_counter()
+    child = multiprocessing.get_context("fork").Process(target=print, args=("child",))
+    child.start()
+    child.join()
+    print(child.exitcode, time.perf_counter() - started < 2.5)
+"""
+
+
+def test_a_process_forked_during_a_tuning_does_not_wait_for_it(tmp_path: Path) -> None:
+    # A forked child inherited the tunings in flight but not the thread that runs them: every
+    # `multiprocessing` child (a DataLoader's worker, say) waited the whole exit wait at its end.
+    script = tmp_path / "forks.py"
+    script.write_text(FORKS_DURING_A_TUNING)
+    env = {**os.environ, "KERNELPICK_CACHE_DIR": str(tmp_path / "cache")}
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["child", "0", "True"]

@@ -10,6 +10,7 @@ import functools
 import hashlib
 import json
 import logging
+import os
 import queue
 import threading
 import time
@@ -171,6 +172,21 @@ def _wait_at_exit() -> None:
         log.warning(unfinished, len(_in_flight), EXIT_WAIT_S)
 
 
+def _forget_in_child() -> None:
+    """A forked process has no tuning thread: its parent's tunings are not its own to run or to wait
+    for at its end (every `multiprocessing` child waited `EXIT_WAIT_S`)."""
+    global _queue, _in_flight, _started, _thread, _exit_deadline
+    _queue, _in_flight, _started, _thread, _exit_deadline = (
+        queue.SimpleQueue(),
+        set(),
+        threading.Lock(),
+        None,
+        None,
+    )
+
+
+if hasattr(os, "register_at_fork"):  # not on Windows, which does not fork
+    os.register_at_fork(after_in_child=_forget_in_child)
 # Run as the main thread ends, before Python's thread pools refuse work (registered where they register
 # it: the last registered runs first; after, a tuning's compile failed or hung: docs/selection.md), and
 # again with `atexit`, once the program's own threads have ended, for the tunings they started.
