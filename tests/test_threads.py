@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import concurrent.futures.thread
-import os
-import subprocess
-import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -14,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from kernelpick.threads import Threads
+from tests.scripts import run_script
 
 
 @pytest.fixture
@@ -89,9 +87,6 @@ def test_a_kernel_and_a_selector_tuned_in_a_thread_that_outlives_the_main_thread
     # Python's pools refuse work once the main thread has ended: each tuning raised "cannot schedule
     # new futures after interpreter shutdown" (the kernel's from its compile's pool, the selector's
     # from the pool that starts its workers).
-    script = tmp_path / "serve.py"
-    script.write_text(TUNED_AFTER_MAIN_RETURNS)
-    env = {**os.environ, "KERNELPICK_CACHE_DIR": str(tmp_path / "cache")}
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
+    done = run_script(tmp_path, TUNED_AFTER_MAIN_RETURNS)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.splitlines() == ["True ['ok', 'ok', 'ok']", "True ['ok', 'ok']"]

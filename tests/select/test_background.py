@@ -4,9 +4,6 @@ thread; later calls switch to the pick, never during a capture (issue 41, item 2
 from __future__ import annotations
 
 import logging
-import os
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -14,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from tests.scripts import run_script
 
 import kernelpick
 from kernelpick import settings
@@ -94,14 +92,10 @@ if sys.argv[1] == "again":
 def ended_then_again(tmp_path: Path, source: str) -> list[str]:
     """Run `source` with "background" (it ends after one call, its key tuned in the background), then
     with "again" (tuned before the call returns); both exit 0; the second run's words."""
-    script = tmp_path / "ends.py"
-    script.write_text(source)
-    env = {**os.environ, "KERNELPICK_CACHE_DIR": str(tmp_path / "cache")}
-    run = [sys.executable, str(script)]
-    ended = subprocess.run([*run, "background"], capture_output=True, text=True, env=env, timeout=300)
+    ended = run_script(tmp_path, source, "background")
     assert ended.returncode == 0, ended.stderr[-2000:]
     assert "waiting up to 120 s for the tunings in the background" in ended.stderr  # says why it waits
-    again = subprocess.run([*run, "again"], capture_output=True, text=True, env=env, timeout=300)
+    again = run_script(tmp_path, source, "again")
     assert again.returncode == 0, again.stderr[-2000:]
     return again.stdout.split()
 
@@ -381,9 +375,6 @@ if __name__ == "__main__":
 def test_a_process_forked_during_a_tuning_does_not_wait_for_it(tmp_path: Path) -> None:
     # A forked child inherited the tunings in flight but not the thread that runs them: every
     # `multiprocessing` child (a DataLoader's worker, say) waited the whole exit wait at its end.
-    script = tmp_path / "forks.py"
-    script.write_text(FORKS_DURING_A_TUNING)
-    env = {**os.environ, "KERNELPICK_CACHE_DIR": str(tmp_path / "cache")}
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
+    done = run_script(tmp_path, FORKS_DURING_A_TUNING)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["child", "0", "True"]
