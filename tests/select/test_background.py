@@ -307,9 +307,27 @@ def test_a_program_that_ends_waits_once_and_says_which_tunings_it_did_not_wait_f
     said = [r.getMessage() for r in caplog.records]
     assert said == [
         "waiting up to 0.2 s for the tunings in the background before the program ends, so that their picks "
-        "are stored; kernelpick.wait_for_tuning() waits where you choose",
+        "are stored (Ctrl-C ends without them); kernelpick.wait_for_tuning() waits where you choose",
         "1 tuning(s) in the background did not end within 0.2 s: the program ends without their picks",
     ]
+
+
+def test_ctrl_c_ends_the_wait_at_the_programs_end_for_good(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Interrupted, the wait as the main thread ended raised out of Python's threading shutdown ("Exception
+    # ignored in: <module 'threading'>"), and the wait at atexit then waited all over again.
+    def interrupted(timeout: float | None = None) -> bool:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(background, "wait", interrupted)
+    monkeypatch.setattr(background, "_exit_deadline", None)
+    monkeypatch.setattr(background, "_in_flight", {background.Pending(lambda: None)})
+    with caplog.at_level(logging.WARNING, logger="kernelpick"):
+        background._wait_at_exit()  # Ctrl-C during the wait: it ends, and says so
+        background._wait_at_exit()  # at atexit: no second wait
+    said = [r.getMessage() for r in caplog.records]
+    assert said[1:] == ["interrupted: the program ends without the picks of 1 tuning(s)"]
 
 
 STARTED_BY_A_THREAD_THAT_OUTLIVES_MAIN = """

@@ -162,10 +162,16 @@ def _wait_at_exit() -> None:
         _exit_deadline = time.monotonic() + EXIT_WAIT_S
         log.warning(
             "waiting up to %g s for the tunings in the background before the program ends, so that their "
-            "picks are stored; kernelpick.wait_for_tuning() waits where you choose",
+            "picks are stored (Ctrl-C ends without them); kernelpick.wait_for_tuning() waits where you choose",
             EXIT_WAIT_S,
         )
-    if not wait(max(0.0, _exit_deadline - time.monotonic())):
+    try:
+        ended = wait(max(0.0, _exit_deadline - time.monotonic()))
+    except KeyboardInterrupt:  # no more waiting at this end, at atexit neither
+        _exit_deadline = time.monotonic()
+        log.warning("interrupted: the program ends without the picks of %d tuning(s)", len(_in_flight))
+        return
+    if not ended:
         unfinished = (
             "%d tuning(s) in the background did not end within %g s: the program ends without their picks"
         )
