@@ -308,7 +308,7 @@ def test_a_program_that_ends_waits_once_and_says_which_tunings_it_did_not_wait_f
     assert said == [
         "waiting up to 0.2 s for the tunings in the background before the program ends, so that their picks "
         "are stored (Ctrl-C ends without them); kernelpick.wait_for_tuning() waits where you choose",
-        "1 tuning(s) in the background did not end within 0.2 s: the program ends without their picks",
+        "1 tuning(s) in the background did not end in 0.2 s: the program ends without their picks",
     ]
 
 

@@ -151,10 +151,8 @@ _exit_deadline: float | None = None  # when the program's end stops waiting, onc
 
 
 def _wait_at_exit() -> None:
-    """Let the tunings in the background end before the program does: the tuning thread, in torch's C++
-    code as the interpreter finalized, aborted it ("terminate called without an active exception", exit
-    134), with isolation off and, timing a choice that cannot cross to workers, with it on. Both calls
-    at the end wait `EXIT_WAIT_S` in all."""
+    """Let the tunings in the background end before the program does (cut off in torch's C++ code as the
+    interpreter finalized, the tuning thread aborted it: docs/selection.md); both calls share the wait."""
     global _exit_deadline
     if not _in_flight or (_exit_deadline is not None and time.monotonic() >= _exit_deadline):
         return  # nothing to wait for, or the wait has run out (and said so)
@@ -173,7 +171,7 @@ def _wait_at_exit() -> None:
         return
     if not ended:
         unfinished = (
-            "%d tuning(s) in the background did not end within %g s: the program ends without their picks"
+            "%d tuning(s) in the background did not end in %g s: the program ends without their picks"
         )
         log.warning(unfinished, len(_in_flight), EXIT_WAIT_S)
 
@@ -182,13 +180,8 @@ def _forget_in_child() -> None:
     """A forked process has no tuning thread: its parent's tunings are not its own to run or to wait
     for at its end (every `multiprocessing` child waited `EXIT_WAIT_S`)."""
     global _queue, _in_flight, _started, _thread, _exit_deadline
-    _queue, _in_flight, _started, _thread, _exit_deadline = (
-        queue.SimpleQueue(),
-        set(),
-        threading.Lock(),
-        None,
-        None,
-    )
+    _queue, _in_flight, _started = queue.SimpleQueue(), set(), threading.Lock()
+    _thread = _exit_deadline = None
 
 
 if hasattr(os, "register_at_fork"):  # not on Windows, which does not fork
