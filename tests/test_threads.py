@@ -41,7 +41,7 @@ def test_a_pool_takes_work_after_the_main_thread_ended_where_pythons_refuses_it(
         squares = list(pool.map(square, range(6)))
         failed = pool.submit(int, "x")
     assert squares == [0, 1, 4, 9, 16, 25]
-    assert most == 2  # `max_workers` at once, as the pool's own threads
+    assert most <= 2  # `max_workers` at most at once, as the pool's own threads
     assert isinstance(failed.exception(timeout=0), ValueError)  # done when the block was left
 
 
