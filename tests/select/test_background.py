@@ -4,6 +4,7 @@ thread; later calls switch to the pick, never during a capture (issue 41, item 2
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -328,6 +329,24 @@ def test_ctrl_c_ends_the_wait_at_the_programs_end_for_good(
         background._wait_at_exit()  # at atexit: no second wait
     said = [r.getMessage() for r in caplog.records]
     assert said[1:] == ["interrupted: the program ends without the picks of 1 tuning(s)"]
+
+
+def test_a_program_ended_by_ctrl_c_does_not_wait(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Its Ctrl-C ended the program, which then waited up to 120 s for its tunings (17-19 s in probes).
+    monkeypatch.setattr(sys, "last_value", KeyboardInterrupt(), raising=False)  # what Python kept of it
+    monkeypatch.setattr(background, "EXIT_WAIT_S", 5.0)
+    monkeypatch.setattr(background, "_exit_deadline", None)
+    monkeypatch.setattr(background, "_in_flight", {background.Pending(lambda: None)})
+    started = time.monotonic()
+    with caplog.at_level(logging.WARNING, logger="kernelpick"):
+        background._wait_at_exit()
+        background._wait_at_exit()
+    assert time.monotonic() - started < 1.0
+    assert [r.getMessage() for r in caplog.records] == [
+        "interrupted: the program ends without the picks of 1 tuning(s)"
+    ]
 
 
 STARTED_BY_A_THREAD_THAT_OUTLIVES_MAIN = """

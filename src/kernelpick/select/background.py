@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import queue
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -156,14 +157,17 @@ def _wait_at_exit() -> None:
     global _exit_deadline
     if not _in_flight or (_exit_deadline is not None and time.monotonic() >= _exit_deadline):
         return  # nothing to wait for, or the wait has run out (and said so)
-    if _exit_deadline is None:  # seconds of silence at the end would look like a hang: said where seen
-        _exit_deadline = time.monotonic() + EXIT_WAIT_S
-        log.warning(
-            "waiting up to %g s for the tunings in the background before the program ends, so that their "
-            "picks are stored (Ctrl-C ends without them); kernelpick.wait_for_tuning() waits where you choose",
-            EXIT_WAIT_S,
-        )
     try:
+        if _exit_deadline is None and isinstance(getattr(sys, "last_value", None), KeyboardInterrupt):
+            raise KeyboardInterrupt  # a program ended by Ctrl-C ends now, as one in the wait does
+        if _exit_deadline is None:  # seconds of silence at the end would look like a hang: said where seen
+            _exit_deadline = time.monotonic() + EXIT_WAIT_S
+            log.warning(
+                "waiting up to %g s for the tunings in the background before the program ends, so that their "
+                "picks are stored (Ctrl-C ends without them); kernelpick.wait_for_tuning() waits where you "
+                "choose",
+                EXIT_WAIT_S,
+            )
         ended = wait(max(0.0, _exit_deadline - time.monotonic()))
     except KeyboardInterrupt:  # no more waiting at this end, at atexit neither
         _exit_deadline = time.monotonic()
