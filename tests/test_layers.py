@@ -20,6 +20,7 @@ LAYERS = [
     "calls",
     "config",
     "console",
+    "work",
     "codegen",
     "compile",
     "analysis",

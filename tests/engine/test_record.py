@@ -23,9 +23,9 @@ from kernelpick.bench.result import BenchmarkResult, TimingSummary
 from kernelpick.console import FittingTable
 from kernelpick.device import DeviceInfo, describe
 from kernelpick.engine.record import autotune_table
-from kernelpick.engine.work import forget_work
 from kernelpick.files import append_line
 from kernelpick.reports import read_log, work
+from kernelpick.work import forget_work
 from tests.reports.samples import SPACE
 from tests.tune.kernels import add_kernel, grid_1d
 

@@ -17,12 +17,12 @@ from kernelpick.console import Column, FittingTable, headline, print_table, warn
 from kernelpick.device import DeviceInfo
 from kernelpick.engine.eligibility import SkippedChoice
 from kernelpick.engine.signature import Signature
-from kernelpick.engine.work import work_of
 from kernelpick.files import append_line
 from kernelpick.search.run import SearchTrace
 from kernelpick.store.base import CandidateResult as CandidateResult
 from kernelpick.store.keys import Toolchain, canonical_json, canonical_value
 from kernelpick.store.text import candidate_name, notable_specialization
+from kernelpick.work import work_of
 
 log = logging.getLogger("kernelpick.reports")
 

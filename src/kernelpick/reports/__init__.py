@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from kernelpick.engine.record import log_tuning
-from kernelpick.engine.work import Work, forget_work, work
 from kernelpick.errors import ReportError
 from kernelpick.reports.data import Candidate, Report, TunedKey, load_report, read_log
 from kernelpick.reports.page import render_html, write_html
 from kernelpick.reports.plots import Plot, plots_of, write_pngs
 from kernelpick.reports.roofline import DevicePeaks, Roofline, device_peaks, roofline
 from kernelpick.reports.search import LoggedSearch
+from kernelpick.work import Work, forget_work, work
 
 __all__ = [
     "Candidate",

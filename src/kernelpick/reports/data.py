@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING, Any
 
 from kernelpick.bench.result import BenchmarkResult
 from kernelpick.engine.record import LOG_VERSION, selection_key
-from kernelpick.engine.work import gemm_name, work_of
 from kernelpick.errors import ReportError
 from kernelpick.reports.roofline import Roofline, roofline
 from kernelpick.reports.search import LoggedSearch, finite_number, parse_search
 from kernelpick.store.keys import canonical_json
 from kernelpick.store.text import candidate_name, key_text
+from kernelpick.work import gemm_name, work_of
 
 if TYPE_CHECKING:
     from kernelpick.store.base import StoredRow
@@ -79,7 +79,7 @@ class TunedKey:
 
     kind: str  # "autotune" or "select"
     name: str
-    key: Mapping[str, Any]  # as work functions see it (`kernelpick.engine.work`)
+    key: Mapping[str, Any]  # as work functions see it (`kernelpick.work`)
     key_text: str
     key_inputs: Any  # the store key's inputs: what matches a log line with store rows
     device: str

@@ -13,10 +13,10 @@ from rich.text import Text
 
 from kernelpick.console import Column, FittingTable
 from kernelpick.device import DeviceInfo
-from kernelpick.engine.work import MatrixProduct, matrix_product
 from kernelpick.reports.data import Candidate, TunedKey
 from kernelpick.reports.roofline import Roofline
 from kernelpick.store.keys import Toolchain, canonical_json
+from kernelpick.work import MatrixProduct, matrix_product
 
 __all__ = ["SPEEDUP_NOTE", "Decision", "DecisionGroup", "decision_groups", "print_decisions", "short_name"]
 

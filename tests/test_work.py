@@ -10,8 +10,8 @@ import torch
 
 from kernelpick.engine.record import selection_key
 from kernelpick.engine.signature import Signature
-from kernelpick.engine.work import forget_work, work_of
 from kernelpick.reports import ReportError, work
+from kernelpick.work import forget_work, work_of
 
 
 def key_of(*tensors: torch.Tensor) -> dict[str, object]:
