@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import sqlite3
@@ -69,6 +70,30 @@ def test_choices_given_as_a_generator_are_all_kept() -> None:
     assert [space.name for space in selector.spaces] == ["slow_add", "fast_add"]
     with pytest.raises(ConfigError, match="is not a choice"):
         Selector("add_checked", (f for f in (extern(slow_add), fast_add)))
+
+
+def test_a_selector_without_a_name_is_refused() -> None:
+    for name in ("", "  ", None):
+        with pytest.raises(ConfigError, match="non-empty string"):
+            Selector(name, [extern(fast_add)])  # type: ignore[arg-type]
+
+
+def test_a_model_holding_a_selector_can_be_deep_copied_and_the_copy_shares_its_picks() -> None:
+    # As `copy.deepcopy(model)` does for an EMA or a teacher model: the selector's lock made it raise.
+    class Model(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.add = Selector("add_in_a_model", [extern(slow_add), extern(fast_add)], cache=False)
+
+        def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+            return self.add(a, b)
+
+    model = Model()
+    a, b = inputs()
+    model(a, b)
+    copied = copy.deepcopy(model)
+    assert copied is not model and copied.add is model.add
+    assert torch.equal(copied(a, b), a + b) and len(model.add.records) == 1
 
 
 def test_a_selector_called_with_a_known_count_of_inputs_selects_and_runs_as_its_call_does() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import importlib.util
 import json
 import logging
@@ -55,6 +56,17 @@ def test_same_interface_and_results_as_triton_autotune() -> None:
     assert len(ours.cache) == len(theirs.cache) == 1
     assert {str(c.kwargs) for c in ours.configs_timings} == {str(c.kwargs) for c in theirs.configs_timings}
     assert ours.arg_names == theirs.arg_names
+
+
+def test_a_model_holding_a_tuned_kernel_can_be_deep_copied_and_the_copy_shares_its_picks() -> None:
+    # triton.autotune's kernels raise there ("cannot pickle '_thread.RLock' object"), and so did ours.
+    kernel = kernelpick.autotune(SPACE, key=["n"])(add_kernel)
+    x, y, out = torch.randn(300), torch.randn(300), torch.empty(300)
+    kernel[grid_1d(300)](x, y, out, 300)
+    model = torch.nn.Module()
+    model.kernel = kernel
+    copied = copy.deepcopy(model)
+    assert copied is not model and copied.kernel is kernel and len(kernel.cache) == 1
 
 
 def test_a_cache_dir_that_is_a_file_costs_a_warning_and_the_kernel_still_runs(

@@ -82,7 +82,7 @@ class Selector:
     hashable); `out=` is passed to the choices, which write into it.
 
     Raises:
-        ConfigError: a choice is not a choice, two differ but share a name, the reference is unknown,
+        ConfigError: the name is empty, a choice is not a choice, two differ but share a name, the reference is unknown,
             or `search` names no strategy (the message lists those that exist).
     """
 
@@ -104,6 +104,10 @@ class Selector:
         check: Callable[..., object] | None = None,
         background: bool | None = None,
     ) -> None:
+        if not isinstance(name, str) or not name.strip():
+            raise ConfigError(
+                f"a selector's name must be a non-empty string (it keys the store), got {name!r}"
+            )
         self.name = name
         self.check = check
         self.background = background
@@ -464,6 +468,10 @@ class Selector:
                 )
             return first
         return wanted
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Selector:
+        """The selector itself, as for a function: a copied model (`copy.deepcopy`) shares its picks."""
+        return self
 
     def __repr__(self) -> str:
         return f"Selector({self.name!r}, choices=[{', '.join(s.name for s in self.spaces)}])"

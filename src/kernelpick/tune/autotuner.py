@@ -248,6 +248,10 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         raise RuntimeError(f"launch a tuned kernel with a grid: {self.name}[grid](...)")
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> Autotuner:
+        """The kernel itself, as for a function: a copied model (`copy.deepcopy`) shares its picks."""
+        return self
+
     # -- tuning -------------------------------------------------------------------------------
     def warmup(self, *args: Any, grid: Any, **kwargs: Any) -> list[Any]:
         """Compile every config for these arguments, in parallel, without running any."""
