@@ -72,6 +72,23 @@ def test_choices_given_as_a_generator_are_all_kept() -> None:
         Selector("add_checked", (f for f in (extern(slow_add), fast_add)))
 
 
+def test_a_float_argument_that_changes_every_call_is_warned_of_once(caplog: pytest.LogCaptureFixture) -> None:
+    # A decaying learning rate passed as a float tunes every call: a selector keys non-tensor values by value.
+    selector = Selector("scale_by_rate", [extern(lambda x, rate: x * rate, name="mul")], cache=False)
+    with caplog.at_level("WARNING", logger="kernelpick.select"):
+        for size in (4, 5, 6, 7):  # one rate, other sizes: no warning
+            selector(torch.ones(size), 0.5)
+        for step in range(6):
+            selector(torch.ones(4), 0.5 * 0.9**step)
+    warned = [r.getMessage() for r in caplog.records if "float arguments" in r.getMessage()]
+    assert len(selector.records) == 9
+    assert warned == [
+        "selector `scale_by_rate` is tuned again for each new value of its float arguments (3 signatures so "
+        "far differ only in them): a value that changes every call, a learning rate or a temperature, tunes "
+        "every call. Pass it in a tensor (a 0-d tensor selects by its dtype and device alone)"
+    ]
+
+
 def test_a_selector_without_a_name_is_refused() -> None:
     for name in ("", "  ", None):
         with pytest.raises(ConfigError, match="non-empty string"):

@@ -15,6 +15,7 @@ from kernelpick.bench.result import BenchmarkResult
 from kernelpick.bench.timers import Timer
 from kernelpick.bench.verify import VERIFICATION_VERSION, Tolerance
 from kernelpick.calls import record_selector_call
+from kernelpick.console import warn_once
 from kernelpick.engine.choice import Choice, ChoiceSpace, ExternChoice
 from kernelpick.engine.choice_measuring import ChoiceMeasuring
 from kernelpick.engine.eligibility import SkippedChoice, eligible_spaces, tabled_choice
@@ -41,6 +42,19 @@ from kernelpick.store.table import TableEntry
 from kernelpick.workers.plan import start_early
 
 log = logging.getLogger("kernelpick.select")
+
+#: Signatures differing only in float arguments' values a selector tunes before it warns.
+FLOAT_VALUES_WARNED = 3
+
+
+def _floats_as_zero(
+    inputs: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    return tuple(0.0 if type(v) is float else v for v in inputs), {
+        name: 0.0 if type(v) is float else v for name, v in kwargs.items()
+    }
+
+
 Expanded = tuple[dict[str, Choice], tuple[SkippedChoice, ...]]  # a signature's choices, the spaces left out
 
 
@@ -149,6 +163,7 @@ class Selector:
         self.records: dict[tuple[Any, ...], TuningRecord] = {}
         self.last_selection: TuningRecord | None = None
         self._pending: dict[tuple[Any, ...], Pending[Callable[..., Any]]] = {}  # tuned in the background
+        self._float_values: dict[tuple[Any, ...], int] = {}  # signatures met, by those with floats as 0.0
         start_early(isolate)
 
     # -- the hot path -------------------------------------------------------------------------
@@ -242,6 +257,8 @@ class Selector:
     def _select(
         self, key: tuple[Any, ...], inputs: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Callable[..., Any]:
+        if key not in self._pending and any(type(v) is float for v in (*inputs, *kwargs.values())):
+            self._count_float_values(key, inputs, kwargs)
         current = settings.current()
         background = current.background if self.background is None else self.background
         if background or key in self._pending:  # tuning in the background
@@ -266,6 +283,24 @@ class Selector:
                 f"selector `{self.name}`", str(signature), store_key, store, signature.device.name, start
             ) as tuning:
                 return self._tune(key, tuning, signature, inputs, kwargs)
+
+    def _count_float_values(
+        self, key: tuple[Any, ...], inputs: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> None:
+        """Warn once a selector has met `FLOAT_VALUES_WARNED` signatures that differ only in the values
+        of float arguments: each new value is tuned, so a value that changes every call tunes every call."""
+        alike = (
+            signature_key(*_floats_as_zero(inputs, kwargs), None),
+            key[1] if self.key is not None else None,
+        )
+        seen = self._float_values[alike] = self._float_values.get(alike, 0) + 1
+        if seen == FLOAT_VALUES_WARNED:
+            message = (
+                "selector `%s` is tuned again for each new value of its float arguments (%d signatures so "
+                "far differ only in them): a value that changes every call, a learning rate or a temperature, "
+                "tunes every call. Pass it in a tensor (a 0-d tensor selects by its dtype and device alone)"
+            )
+            warn_once(log, f"float values of {self.name}", message, self.name, seen)
 
     def _tune(
         self,
