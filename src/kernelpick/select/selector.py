@@ -47,14 +47,6 @@ log = logging.getLogger("kernelpick.select")
 FLOAT_VALUES_WARNED = 3
 
 
-def _floats_as_zero(
-    inputs: tuple[Any, ...], kwargs: dict[str, Any]
-) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    return tuple(0.0 if type(v) is float else v for v in inputs), {
-        name: 0.0 if type(v) is float else v for name, v in kwargs.items()
-    }
-
-
 Expanded = tuple[dict[str, Choice], tuple[SkippedChoice, ...]]  # a signature's choices, the spaces left out
 
 
@@ -289,10 +281,9 @@ class Selector:
     ) -> None:
         """Warn once a selector has met `FLOAT_VALUES_WARNED` signatures that differ only in the values
         of float arguments: each new value is tuned, so a value that changes every call tunes every call."""
-        alike = (
-            signature_key(*_floats_as_zero(inputs, kwargs), None),
-            key[1] if self.key is not None else None,
-        )
+        plain = tuple(0.0 if type(v) is float else v for v in inputs)
+        named = {name: 0.0 if type(v) is float else v for name, v in kwargs.items()}
+        alike = (signature_key(plain, named, None), key[1] if self.key is not None else None)
         seen = self._float_values[alike] = self._float_values.get(alike, 0) + 1
         if seen == FLOAT_VALUES_WARNED:
             message = (
