@@ -79,6 +79,28 @@ def test_the_digest_changes_with_the_config_and_the_kernel_source() -> None:
     assert first.digest == space.choices_for(signature)[0].digest
 
 
+def test_the_digest_changes_with_what_bind_and_grid_are_not_only_their_names() -> None:
+    from kernelpick.engine.signature import Signature
+
+    signature = Signature.of((torch.empty(4), torch.empty(4)), {})
+
+    def digest(bind: Any, grid: Any) -> str:
+        space = triton_choice(add_kernel, grid=grid, configs=[Config({"BLOCK": 32})], bind=bind)
+        return str(space.choices_for(signature)[0].digest)
+
+    def binds(n: int) -> Any:
+        def bind(x: torch.Tensor, y: torch.Tensor) -> tuple[tuple[Any, ...], torch.Tensor]:
+            out = torch.empty_like(x)
+            return (x, y, out, n), out
+
+        return bind
+
+    assert digest(binds(4), grid) == digest(binds(4), grid)
+    assert digest(binds(4), grid) != digest(binds(2), grid)  # one bind's name, another launch
+    assert digest(binds(4), grid) != digest(binds(4), (1,))
+    assert digest(binds(4), (1,)) != digest(binds(4), (2,))
+
+
 def test_triton_choice_needs_a_triton_kernel() -> None:
     with pytest.raises(ConfigError, match=r"expects a @triton\.jit kernel"):
         triton_choice(torch.add, grid=(1,), configs=[], bind=bind)

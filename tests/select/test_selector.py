@@ -779,3 +779,24 @@ def test_a_stored_pick_that_cannot_be_called_is_recorded_as_failed_and_the_next_
     with pytest.raises(NoValidChoices) as raised:
         neither(x, x)
     assert "one: compile_error" in str(raised.value) and "two: compile_error" in str(raised.value)
+
+
+def test_a_choice_made_anew_with_other_values_is_verified_again() -> None:
+    """A layer's factory closes over its scale. At the second scale the first one's stored "ok" must
+    not be trusted: the fast version, right at 2.0 only, is verified again and loses."""
+
+    def make(s: float) -> Selector:
+        def reference(x: torch.Tensor) -> torch.Tensor:
+            return x * s
+
+        def fast(x: torch.Tensor) -> torch.Tensor:
+            return x * 2.0
+
+        return Selector("scale", [extern(reference), extern(fast)])
+
+    x = torch.randn(256)
+    for s in (2.0, 3.0):
+        selector = make(s)
+        assert torch.equal(selector(x), x * s)
+    record = selector.last_selection
+    assert record is not None and record.results["fast"].status == "wrong_result"

@@ -5,10 +5,13 @@ from __future__ import annotations
 import functools
 import hashlib
 import sys
+import types
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol, cast, runtime_checkable
+
+import torch
 
 from kernelpick import settings
 from kernelpick.bench.inputs import Example
@@ -100,6 +103,48 @@ def qualified_name(fn: Any) -> str:
     return f"{module}.{name}"
 
 
+def function_identity(fn: Any) -> str:
+    """A hash of what a function of the user's is: its qualified name, its code and the plain values
+    it closes over or takes as defaults, so that two lambdas of one module, one function made with two
+    block sizes (in a closure, or as `lambda x, block=block: ...` in a loop) or one edited since
+    differ. Module globals are left out: the ranks of a job read their own `rank` and must agree."""
+    target = getattr(fn, "func", fn)  # functools.partial: its arguments are in the qualified name
+    parts = [qualified_name(fn)]
+    code = getattr(target, "__code__", None)
+    if isinstance(code, types.CodeType):
+        parts.append(_code_text(code))
+    for cell in getattr(target, "__closure__", None) or ():
+        try:
+            parts.append(_plain(cell.cell_contents))
+        except ValueError:  # an empty cell
+            parts.append("<empty>")
+    defaults = getattr(target, "__defaults__", None)
+    keyword_defaults = getattr(target, "__kwdefaults__", None)
+    if defaults or keyword_defaults:  # left out when there are none: digests made before stay valid
+        parts.append(f"defaults {_plain(defaults)} {_plain(keyword_defaults)}")
+    return short_hash(*parts)
+
+
+def _code_text(code: types.CodeType) -> str:
+    constants = [_code_text(c) if isinstance(c, types.CodeType) else _plain(c) for c in code.co_consts]
+    return f"{code.co_code.hex()}|{code.co_names}|{constants}"
+
+
+def _plain(value: Any) -> str:
+    """A repr that is the same in every process (no addresses, no set order)."""
+    if value is None or isinstance(value, (bool, int, float, complex, str, bytes, torch.dtype)):
+        return repr(value)
+    if isinstance(value, (tuple, list)):
+        return f"{type(value).__name__}({', '.join(_plain(v) for v in value)})"
+    if isinstance(value, (set, frozenset)):
+        return f"{type(value).__name__}({sorted(_plain(v) for v in value)})"
+    if isinstance(value, dict):
+        return f"dict({sorted((_plain(k), _plain(v)) for k, v in value.items())})"
+    if callable(value):
+        return qualified_name(value)
+    return type(value).__qualname__
+
+
 @dataclass(frozen=True)
 class PortableChoice:
     """A choice as a worker gets it: the choice (the user's code in it serialized by value), its
@@ -154,7 +199,10 @@ class ExternChoice:
         if short and (getattr(fn, "__module__", None) or "").split(".")[0] == "torch":
             short = f"torch.{short}"
         self.name = name or short or self.qualified
-        self.digest = short_hash("extern", self.qualified, self.name)
+        # A Python function's code and the values it closes over are part of what it is: a factory's
+        # `fast` made for another scale, or a function edited since, is measured and verified again.
+        own_code = [function_identity(f) for f in (fn, out) if hasattr(getattr(f, "func", f), "__code__")]
+        self.digest = short_hash("extern", self.qualified, self.name, *own_code)
 
     def choices_for(self, signature: Signature) -> Sequence[Choice]:
         return [self]

@@ -25,7 +25,7 @@ from kernelpick.engine.choice import (
     bound_arguments,
     compile_choices,
     configs_for,
-    qualified_name,
+    function_identity,
     short_hash,
 )
 from kernelpick.engine.modules import keep_kernel_source
@@ -89,8 +89,11 @@ class TritonKernelChoice:
         self.config = config
         self.name = f"{space.name} {config}" if str(config) else space.name
         # JITFunction.cache_key hashes the kernel's source and the @triton.jit helpers it calls; the
-        # same kernel bound to the inputs another way is another implementation.
-        self.digest = short_hash("triton", space.jit.cache_key, qualified_name(space.bind), config.identity)
+        # same kernel bound to the inputs another way, or launched on another grid, is another choice.
+        grid = function_identity(space.grid) if callable(space.grid) else repr(space.grid)
+        self.digest = short_hash(
+            "triton", space.jit.cache_key, function_identity(space.bind), grid, config.identity
+        )
 
     def description(self) -> dict[str, Any]:
         return {

@@ -89,6 +89,7 @@ class Tuning:
         store: where results are remembered (None: nowhere, `cache=False`).
         device: the device's name, for messages.
         started: when the tuning started (`time.perf_counter()`; default: now).
+        verified_against: the digest of the candidate the others' outputs are checked against, if any.
     """
 
     subject: str
@@ -97,6 +98,7 @@ class Tuning:
     store: ResultStore | None
     device: str
     started: float = field(default_factory=time.perf_counter)
+    verified_against: str | None = None
     #: Seconds per step (table, store_read, store_write, wait; the front adds compile, benchmark, ...).
     phases: dict[str, float] = field(default_factory=dict, init=False)
     _stored: Mapping[str, BenchmarkResult] | None = field(default=None, init=False)
@@ -141,6 +143,9 @@ class Tuning:
                 self._go_alone(error)
             rows = load_candidates(self.store, self.key, candidates) if self.store is not None else {}
             self._stored = {digest: row.result for digest, row in rows.items()}
+            if self.verified_against in candidates and self.verified_against not in self._stored:
+                # Verified against another reference (edited, or made anew with other values): not trusted.
+                self._stored = {}
             self.phases["store_read"] = self.phases.get("store_read", 0.0) + time.perf_counter() - started
         return self._stored
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import types
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -15,7 +14,14 @@ from kernelpick.bench.benchmarker import classify_run_error
 from kernelpick.bench.inputs import Example
 from kernelpick.compile.precompile import CompileJob, CompileOutcome
 from kernelpick.config import Config
-from kernelpick.engine.choice import Choice, ChoiceSpace, qualified_name, searched_as, short_hash
+from kernelpick.engine.choice import (
+    Choice,
+    ChoiceSpace,
+    function_identity,
+    qualified_name,
+    searched_as,
+    short_hash,
+)
 from kernelpick.engine.eligibility import requirements_of
 from kernelpick.engine.signature import Signature
 from kernelpick.errors import ConfigError
@@ -371,44 +377,3 @@ def _described(value: Any) -> Any:
         described = [_described(v) for v in value]
         return described if isinstance(value, list) else tuple(described)
     return value
-
-
-def function_identity(fn: Any) -> str:
-    """A hash of what a processing function is: its qualified name, its code and the plain values it
-    closes over or takes as defaults, so that two lambdas of one module, or one function made with
-    two block sizes (in a closure, or as `lambda x, block=block: ...` in a loop), differ."""
-    target = getattr(fn, "func", fn)  # functools.partial: its arguments are in the qualified name
-    parts = [qualified_name(fn)]
-    code = getattr(target, "__code__", None)
-    if isinstance(code, types.CodeType):
-        parts.append(_code_text(code))
-    for cell in getattr(target, "__closure__", None) or ():
-        try:
-            parts.append(_plain(cell.cell_contents))
-        except ValueError:  # an empty cell
-            parts.append("<empty>")
-    defaults = getattr(target, "__defaults__", None)
-    keyword_defaults = getattr(target, "__kwdefaults__", None)
-    if defaults or keyword_defaults:  # left out when there are none: digests made before stay valid
-        parts.append(f"defaults {_plain(defaults)} {_plain(keyword_defaults)}")
-    return short_hash(*parts)
-
-
-def _code_text(code: types.CodeType) -> str:
-    constants = [_code_text(c) if isinstance(c, types.CodeType) else _plain(c) for c in code.co_consts]
-    return f"{code.co_code.hex()}|{code.co_names}|{constants}"
-
-
-def _plain(value: Any) -> str:
-    """A repr that is the same in every process (no addresses, no set order)."""
-    if value is None or isinstance(value, (bool, int, float, complex, str, bytes, torch.dtype)):
-        return repr(value)
-    if isinstance(value, (tuple, list)):
-        return f"{type(value).__name__}({', '.join(_plain(v) for v in value)})"
-    if isinstance(value, (set, frozenset)):
-        return f"{type(value).__name__}({sorted(_plain(v) for v in value)})"
-    if isinstance(value, dict):
-        return f"dict({sorted((_plain(k), _plain(v)) for k, v in value.items())})"
-    if callable(value):
-        return qualified_name(value)
-    return type(value).__qualname__

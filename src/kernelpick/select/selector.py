@@ -313,6 +313,7 @@ class Selector:
         tuning.phases["expand"] = time.perf_counter() - started
         against = self._reference_target(signature)
         kept = against.digest if isinstance(against, Choice) else None  # what runs unless clearly beaten
+        tuning.verified_against = kept if self.verify else None
         ranking = measured_as([*inputs, *kwargs.values()])
         measuring = ChoiceMeasuring(
             self.name,
