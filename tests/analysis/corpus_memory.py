@@ -313,6 +313,7 @@ CASES: list[Case] = [
         ("int64 argument cast to a pointer",),
         certain=False,
         reason="integer argument `address`",
+        elsewhere="integer argument `address`",
     ),
     Case(
         "pointer_table_store",
@@ -323,6 +324,7 @@ CASES: list[Case] = [
         ("store through a loaded pointer",),
         certain=False,
         reason="writes through a pointer loaded from `table_ptr`",
+        elsewhere="writes through a pointer loaded from `table_ptr`",
     ),
     Case(
         "pointer_table_load",

@@ -68,6 +68,7 @@ class Case:
     constructs: tuple[str, ...]
     certain: bool = True
     reason: str = ""  # a fragment the reason must contain when not certain
+    elsewhere: str = ""  # a fragment `writes_elsewhere` must contain; empty: it must be empty
     available: bool = True
     unavailable_because: str = ""
     extra: dict[str, Any] = field(default_factory=dict)

@@ -109,6 +109,7 @@ def test_store_through_loaded_pointer_names_where_it_was_loaded_from() -> None:
     assert found.write_doubts == (
         "writes through a pointer loaded from `table`: a tensor that is not an argument, or any argument",
     )
+    assert found.writes_elsewhere == found.write_doubts  # no copy of `table` keeps what it points to
 
 
 def test_read_only_helper_result_is_not_a_write() -> None:

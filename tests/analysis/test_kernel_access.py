@@ -79,6 +79,7 @@ def _check(case: Case, access: KernelAccess) -> None:
         assert access.reason == ""
     else:
         assert case.reason in access.reason
+    assert case.elsewhere in access.writes_elsewhere and bool(case.elsewhere) == bool(access.writes_elsewhere)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])

@@ -238,6 +238,36 @@ def test_in_place_kernel_is_applied_exactly_once() -> None:
     assert len(kernel.last_tuning.results) == 8
 
 
+@triton.jit
+def increment_groups_kernel(pointers_ptr, n, BLOCK: tl.constexpr):
+    """Grouped, as Triton's tutorial 08 writes it: each group's tensor is an address in an int64 table."""
+    base = tl.load(pointers_ptr + tl.program_id(1)).to(tl.pointer_type(tl.float32))
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(base + offsets, tl.load(base + offsets, mask=mask) + 1, mask=mask)
+
+
+def test_a_kernel_writing_through_a_table_of_pointers_is_warned_of(caplog: pytest.LogCaptureFixture) -> None:
+    """Copies of the table keep the addresses: the tensors they point to cannot be kept from the
+    tuning's runs, so the caller is told instead of finding them written many times over."""
+    kernel = kernelpick.autotune(SPACE, key=["n"])(increment_groups_kernel)
+    a, b = torch.zeros(100), torch.zeros(100)
+    table = torch.tensor([a.data_ptr(), b.data_ptr()], dtype=torch.int64)
+    with caplog.at_level(logging.WARNING, logger="kernelpick"):
+        kernel[lambda meta: (triton.cdiv(100, meta["BLOCK"]), 2)](table, 100)
+        kernel[lambda meta: (triton.cdiv(100, meta["BLOCK"]), 2)](table, 100)  # tuned: no warning again
+    said = [r.getMessage() for r in caplog.records if "pointer loaded from `pointers_ptr`" in r.getMessage()]
+    assert len(said) == 1 and "pre_hook" in said[0]
+    assert a.min().item() > 2.0  # what it warns of: the tuning's runs wrote the caller's tensors
+
+
+def test_an_in_place_kernel_warns_of_nothing(caplog: pytest.LogCaptureFixture) -> None:
+    kernel = kernelpick.autotune(SPACE, key=["n"])(increment_kernel)
+    with caplog.at_level(logging.WARNING, logger="kernelpick"):
+        kernel[grid_1d(100)](torch.zeros(100), 100)
+    assert not [r for r in caplog.records if "memory they point to" in r.getMessage()]
+
+
 def test_atomic_accumulator_gives_the_untuned_result_while_triton_autotune_does_not() -> None:
     space = [triton.Config({"BLOCK": b}, num_warps=w) for b in (16, 32, 64, 128) for w in (1, 4)]
     x = torch.ones(256)

@@ -192,12 +192,15 @@ class ParameterAccess:
         read: indices of address parameters that may be read.
         write_doubts: why the written set is not exact (empty when it is).
         read_doubts: why the read set is not exact (empty when it is).
+        writes_elsewhere: those write doubts that reach memory no parameter names (through a
+            pointer loaded from memory, or an address made from an integer).
     """
 
     written: frozenset[int]
     read: frozenset[int]
     write_doubts: tuple[str, ...]
     read_doubts: tuple[str, ...]
+    writes_elsewhere: tuple[str, ...] = ()
 
 
 def find_accesses(program: Program, param_names: Sequence[str]) -> ParameterAccess:
@@ -213,37 +216,40 @@ def find_accesses(program: Program, param_names: Sequence[str]) -> ParameterAcce
     kernel = program.functions[program.entry]
     summary = _Summarizer(program).summary(program.entry)
     hazards = sorted(summary.hazards)
-    written, write_doubts = _interpret(summary.writes, kernel, param_names, "writes")
-    read, read_doubts = _interpret(summary.reads, kernel, param_names, "reads")
+    written, write_doubts, elsewhere = _interpret(summary.writes, kernel, param_names, "writes")
+    read, read_doubts, _ = _interpret(summary.reads, kernel, param_names, "reads")
     return ParameterAccess(
         written=written,
         read=read,
         write_doubts=tuple(hazards + write_doubts),
         read_doubts=tuple(hazards + read_doubts),
+        writes_elsewhere=tuple(elsewhere),
     )
 
 
 def _interpret(
     origins: Origins, kernel: Function, names: Sequence[str], verb: str
-) -> tuple[frozenset[int], list[str]]:
-    """Split origins into exact address parameters and reasons for doubt."""
+) -> tuple[frozenset[int], list[str], list[str]]:
+    """Split origins into exact address parameters and reasons for doubt, and those of the reasons
+    that reach memory no parameter names."""
     params: set[int] = set()
     doubts: set[str] = set()
+    elsewhere: set[str] = set()
     for origin in origins:
         if isinstance(origin, int):
             if is_address_type(kernel.param_types[origin]):
                 params.add(origin)
             else:
-                doubts.add(f"{verb} through an address computed from integer argument `{names[origin]}`")
+                elsewhere.add(f"{verb} through an address computed from integer argument `{names[origin]}`")
         elif isinstance(origin, Loaded):
             sources = sorted({names[i] for i in origin.sources})
             where = " or ".join(f"`{s}`" for s in sources) if sources else "memory"
-            doubts.add(
+            elsewhere.add(
                 f"{verb} through a pointer loaded from {where}: a tensor that is not an argument, or any argument"
             )
         else:
             doubts.add(origin.why)
-    return frozenset(params), sorted(doubts)
+    return frozenset(params), sorted(doubts | elsewhere), sorted(elsewhere)
 
 
 def _parameters(origins: Iterable[Origin]) -> frozenset[int]:

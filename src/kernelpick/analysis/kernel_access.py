@@ -48,6 +48,9 @@ class KernelAccess:
         certain: False when the answer had to be conservative; `mutated` and `read` then hold every
             tensor, pointer and descriptor argument beyond what was proven.
         reason: why the answer is not certain (empty when it is).
+        writes_elsewhere: why the kernel may write memory that no argument names, through a pointer
+            loaded from memory (a table of addresses) or an address made from an integer: copies of
+            its arguments do not keep that memory (empty when it writes only through its arguments).
     """
 
     kernel_name: str
@@ -56,6 +59,7 @@ class KernelAccess:
     read: tuple[str, ...]
     certain: bool
     reason: str = ""
+    writes_elsewhere: str = ""
     _lower: Callable[[], str] | None = field(default=None, repr=False, compare=False)
 
     def access(self, name: str) -> Access:
@@ -234,6 +238,7 @@ def _compute(jit: Any, named: dict[str, Any], stage: str) -> KernelAccess:
         read=tuple(n for n in arg_names if n in read),
         certain=not doubts,
         reason="; ".join(doubts),
+        writes_elsewhere="; ".join(found.writes_elsewhere),
         _lower=lambda: _ttir_text(spec, stage),
     )
 

@@ -19,6 +19,7 @@ from kernelpick.compile.precompile import CompileJob, CompileOutcome, classify
 from kernelpick.compile.twins import compilable
 from kernelpick.compile.unwrap import innermost
 from kernelpick.config import Config
+from kernelpick.console import warn_once
 from kernelpick.engine.choice import (
     Choice,
     ConfigSource,
@@ -136,6 +137,14 @@ class TritonKernelChoice:
 triton_choice = TritonKernelChoices
 
 
+_WRITES_ELSEWHERE = (
+    "kernel `%s` %s. Tuning keeps copies of its arguments, not of the memory they point to, so every "
+    "config's runs write that memory too, not the call's one launch alone (as triton.autotune's do). "
+    "Tune it first on scratch tensors of the call's sizes (its pick is kept per key), or restore that "
+    "memory in a config's pre_hook"
+)
+
+
 @dataclass(frozen=True, slots=True)
 class OwnArguments:
     """One config's own launch arguments (`KernelCall.own_arguments`), and what its hooks are given."""
@@ -245,6 +254,10 @@ class KernelCall:
         except Exception as error:  # copies of every tensor are safe; the launch says what is wrong
             log.debug("no access analysis for %s: %s", self.name, error)
             access = None
+        if access is not None and access.writes_elsewhere:
+            warn_once(
+                log, f"writes elsewhere: {self.name}", _WRITES_ELSEWHERE, self.name, access.writes_elsewhere
+            )
         if access is None or not access.certain:
             if access is not None:
                 log.info("%s: benchmarking on copies of every tensor: %s", self.name, access.reason)
