@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import pytest
@@ -99,6 +100,24 @@ def test_the_digest_changes_with_what_bind_and_grid_are_not_only_their_names() -
     assert digest(binds(4), grid) != digest(binds(2), grid)  # one bind's name, another launch
     assert digest(binds(4), grid) != digest(binds(4), (1,))
     assert digest(binds(4), (1,)) != digest(binds(4), (2,))
+
+
+def test_a_pick_that_loses_the_gradient_is_warned_of_once(caplog: pytest.LogCaptureFixture) -> None:
+    """A Triton pick's output has no grad_fn where an extern's would: training through it would drop
+    the gradient without a word."""
+    space = triton_choice(add_kernel, grid=grid, configs=[Config({"BLOCK": 64})], bind=bind)
+    selector = Selector("add_of_weights", [space], reference=lambda x, y: x + y)
+    x, w = torch.randn(100), torch.randn(100, requires_grad=True)
+    with caplog.at_level(logging.WARNING, logger="kernelpick"):
+        y = selector(x, w)
+        selector(x, w)
+        selector(x[:50], torch.randn(50, requires_grad=True))
+        with torch.no_grad():
+            selector(x[:30], w[:30])
+        Selector("add_by_torch", [extern(torch.add)])(x, w)  # an extern's output carries it: nothing said
+    said = [r.getMessage() for r in caplog.records if "gradients through it are lost" in r.getMessage()]
+    assert y.grad_fn is None
+    assert len(said) == 1 and "selector `add_of_weights`" in said[0] and "add_kernel BLOCK=64" in said[0]
 
 
 def test_triton_choice_needs_a_triton_kernel() -> None:

@@ -9,6 +9,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, cast
 
+import torch
+
 from kernelpick import settings
 from kernelpick.bench.inputs import InputGen
 from kernelpick.bench.result import BenchmarkResult
@@ -48,6 +50,13 @@ FLOAT_VALUES_WARNED = 3
 
 
 Expanded = tuple[dict[str, Choice], tuple[SkippedChoice, ...]]  # a signature's choices, the spaces left out
+
+
+_NO_GRADIENT = (
+    "selector `%s` returned an output that does not require grad for inputs that do: its pick, %s, is "
+    "one autograd cannot differentiate (a Triton kernel), so gradients through it are lost. Give it a "
+    "backward in a torch.autograd.Function that calls the selector, or call it under torch.no_grad()"
+)
 
 
 class Selector:
@@ -171,7 +180,10 @@ class Selector:
         except TypeError:
             raise ArgumentError(unhashable_inputs(self.name, inputs, kwargs)) from None
         if call is None:
-            call = self._select(key, inputs, kwargs)
+            output = self._select(key, inputs, kwargs)(*inputs, **kwargs)
+            if torch.is_grad_enabled():  # a signature's first call: the hot path tests nothing
+                self._check_gradients(output, (*inputs, *kwargs.values()))
+            return output
         return call(*inputs, **kwargs)
 
     def positional(self, count: int, differentiable: Callable[..., Any] | None = None) -> Callable[..., Any]:
@@ -275,6 +287,19 @@ class Selector:
                 f"selector `{self.name}`", str(signature), store_key, store, signature.device.name, start
             ) as tuning:
                 return self._tune(key, tuning, signature, inputs, kwargs)
+
+    def _check_gradients(self, output: Any, inputs: Sequence[Any]) -> None:
+        """Warn once when inputs that require grad gave an output that does not: a Triton kernel's
+        (autograd cannot see into it), where an extern's output would have carried the gradient."""
+        outputs = output if isinstance(output, (tuple, list)) else (output,)
+        floats = [o for o in outputs if isinstance(o, torch.Tensor) and o.is_floating_point()]
+        if not floats or any(o.requires_grad for o in floats):
+            return
+        if any(isinstance(v, torch.Tensor) and v.requires_grad for v in inputs):
+            record = self.last_selection
+            warn_once(
+                log, f"gradients of {self.name}", _NO_GRADIENT, self.name, record.best if record else "?"
+            )
 
     def _count_float_values(
         self, key: tuple[Any, ...], inputs: tuple[Any, ...], kwargs: dict[str, Any]
