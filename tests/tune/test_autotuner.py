@@ -9,6 +9,7 @@ import logging
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import pytest
@@ -227,6 +228,23 @@ def test_meta_parameter_given_by_call_and_config_is_an_error() -> None:
     x = torch.randn(16)
     with pytest.raises(kernelpick.ConfigError, match="BLOCK both by the call and by the config"):
         kernel[(1,)](x, x, torch.empty(16), 16, BLOCK=16)
+
+
+def test_triton_autotuners_attributes_are_there_for_code_written_against_it() -> None:
+    def keep_all(configs, named_args, **kwargs):  # type: ignore[no-untyped-def]
+        return configs
+
+    options = {"prune_configs_by": {"early_config_prune": keep_all, "top_k": 2}, "warmup": 5, "rep": 20}
+    ours = kernelpick.autotune(SPACE, key=["n"], **options)(add_kernel)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # warmup= and rep=, in newer Tritons
+        theirs = triton.autotune(SPACE, key=["n"], **options)(triton.jit(add_kernel.fn))
+    for name in ("early_config_prune", "perf_model", "configs_top_k", "num_warmups", "num_reps"):
+        assert getattr(ours, name) == getattr(theirs, name), name
+    assert ours.bench_time is None and ours.cache_results  # kernelpick keeps every result by default
+    x = torch.randn(64)
+    ours[grid_1d(64)](x, x, torch.empty(64), 64)
+    assert ours.last_tuning is not None and ours.bench_time == ours.last_tuning.seconds > 0
 
 
 def test_in_place_kernel_is_applied_exactly_once() -> None:

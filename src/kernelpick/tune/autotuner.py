@@ -126,6 +126,12 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
         bound.apply_defaults()
         option = bound.arguments
         self.prune = Pruner.of(option["prune_configs_by"])
+        # Triton's Autotuner's names for what it was given, for code written against triton.autotune.
+        self.early_config_prune = self.prune.early_config_prune if self.prune is not None else None
+        self.perf_model = self.prune.perf_model if self.prune is not None else None
+        self.configs_top_k = self.prune.top_k if self.prune is not None else 1.0
+        self.cache_results = bool(option["cache"])
+        self.bench_time: float | None = None  # seconds of the last tuning, as Triton's
         reset_to_zero, restore_value = option["reset_to_zero"] or (), option["restore_value"] or ()
         self.fn = fn
         self.background = option["background"]
@@ -172,11 +178,11 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
         self.restore_value = list(restore_value)
         self.pre_hook, self.post_hook = option["pre_hook"], option["post_hook"]
         self.timer: Timer | None = None
-        self.warmup_ms, self.rep_ms = option["warmup"], option["rep"]
+        self.num_warmups, self.num_reps = option["warmup"], option["rep"]  # milliseconds, as Triton's
         if option["do_bench"] is not None:
             self.timer = UserBenchTimer(option["do_bench"])
         elif option["use_cuda_graph"]:
-            rep_ms = self.rep_ms if self.rep_ms is not None else 100
+            rep_ms = self.num_reps if self.num_reps is not None else 100
             self.timer = UserBenchTimer(functools.partial(triton.testing.do_bench_cudagraph, rep=rep_ms))
         self.use_store, self.store = option["cache"], option["store"]
         self.workers, self.isolate = option["workers"], option["isolate"]
@@ -310,7 +316,7 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
                 results, from_store, note = {best: hit.entry.result}, True, hit.note
             else:
                 call = self._call(grid)
-                timing = {"warmup_ms": self.warmup_ms, "rep_ms": self.rep_ms}  # the settings' where None
+                timing = {"warmup_ms": self.num_warmups, "rep_ms": self.num_reps}  # the settings' where None
                 measuring = ChoiceMeasuring(
                     self.name,
                     Signature.of(args, kwargs),
@@ -423,6 +429,7 @@ class Autotuner(KernelInterface[Any]):  # type: ignore[misc]  # Triton is untype
     def _keep(self, key: tuple[Any, ...], record: TuningRecord) -> None:
         self.cache[key] = self.given.get(record.best, record.best)
         self.tunings[key] = self.last_tuning = record
+        self.bench_time = record.seconds
         self.configs_timings = {self.given.get(c, c): r.median_ms for c, r in record.results.items()}
 
 
