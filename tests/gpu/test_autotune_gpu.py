@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 import torch
 import triton
@@ -10,7 +12,7 @@ import kernelpick
 from kernelpick import settings
 from kernelpick.demo import matmul_arguments, matmul_kernel
 from kernelpick.store import MemoryStore
-from tests.tune.kernels import accumulate_kernel, grid_1d, increment_kernel
+from tests.tune.kernels import accumulate_kernel, grid_1d, increment_groups_kernel, increment_kernel
 
 pytestmark = pytest.mark.gpu
 
@@ -62,6 +64,22 @@ def test_in_place_kernels_are_safe_on_the_gpu() -> None:
         torch.ones(4096, device="cuda"), total, 4096
     )
     assert total.item() == 4096.0
+
+
+def test_a_kernel_writing_through_a_pointer_table_is_warned_of_on_the_gpu(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Triton's tutorial 08 groups tensors by address: the GPU's TTIR shows the writes through the table."""
+    space = [triton.Config({"BLOCK": b}, num_warps=4) for b in (128, 256, 512, 1024)]
+    groups = [torch.zeros(4096, device="cuda") for _ in range(3)]
+    table = torch.tensor([g.data_ptr() for g in groups], device="cuda", dtype=torch.int64)
+    kernel = kernelpick.autotune(space, key=["n"])(increment_groups_kernel)
+    access = kernelpick.analyze(increment_groups_kernel, table, 4096, BLOCK=128)
+    assert "loaded from `pointers_ptr`" in access.writes_elsewhere
+    with caplog.at_level(logging.WARNING, logger="kernelpick"):
+        kernel[lambda meta: (triton.cdiv(4096, meta["BLOCK"]), 3)](table, 4096)
+    assert any("memory they point to" in r.getMessage() for r in caplog.records)
+    assert all(g.min().item() >= 1 for g in groups)
 
 
 def test_second_tuner_reads_the_store_on_the_gpu() -> None:

@@ -26,6 +26,15 @@ def increment_kernel(x_ptr, n, BLOCK: tl.constexpr):
 
 
 @triton.jit
+def increment_groups_kernel(pointers_ptr, n, BLOCK: tl.constexpr):
+    """Grouped, as Triton's tutorial 08 writes it: each group's tensor is an address in an int64 table."""
+    base = tl.load(pointers_ptr + tl.program_id(1)).to(tl.pointer_type(tl.float32))
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(base + offsets, tl.load(base + offsets, mask=mask) + 1, mask=mask)
+
+
+@triton.jit
 def accumulate_kernel(x_ptr, total_ptr, n, BLOCK: tl.constexpr):
     """total += sum(x), with one atomic add per program."""
     offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)

@@ -22,7 +22,14 @@ from kernelpick import settings
 from kernelpick.compile.launch import interpreting
 from kernelpick.errors import ArgumentError, ConfigError
 from kernelpick.store import MemoryStore
-from tests.tune.kernels import accumulate_kernel, add_kernel, grid_1d, increment_kernel, scale_kernel
+from tests.tune.kernels import (
+    accumulate_kernel,
+    add_kernel,
+    grid_1d,
+    increment_groups_kernel,
+    increment_kernel,
+    scale_kernel,
+)
 
 
 def wall_clock_do_bench(kernel_call, quantiles):  # type: ignore[no-untyped-def]
@@ -254,15 +261,6 @@ def test_in_place_kernel_is_applied_exactly_once() -> None:
     kernel[grid_1d(200)](x, 200)
     torch.testing.assert_close(x, torch.arange(200, dtype=torch.float32) + 1)
     assert len(kernel.last_tuning.results) == 8
-
-
-@triton.jit
-def increment_groups_kernel(pointers_ptr, n, BLOCK: tl.constexpr):
-    """Grouped, as Triton's tutorial 08 writes it: each group's tensor is an address in an int64 table."""
-    base = tl.load(pointers_ptr + tl.program_id(1)).to(tl.pointer_type(tl.float32))
-    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offsets < n
-    tl.store(base + offsets, tl.load(base + offsets, mask=mask) + 1, mask=mask)
 
 
 def test_a_kernel_writing_through_a_table_of_pointers_is_warned_of(caplog: pytest.LogCaptureFixture) -> None:
